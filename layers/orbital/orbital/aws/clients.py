@@ -1,0 +1,88 @@
+"""The one boto3 client factory. Clients are created lazily, once per (service, endpoint), and counted.
+
+`calls` counts every AWS API call made through these clients (`"dynamodb.GetItem": 3, …`); the benchmarks read it.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections import Counter
+from typing import TYPE_CHECKING, Any
+
+from orbital.settings import get_settings
+
+if TYPE_CHECKING:
+    from botocore.client import BaseClient
+
+calls: Counter[str] = Counter()
+_calls_lock = threading.Lock()
+
+# Extra headers the local bridge understands on DeleteConnection (close code and reason). Never sent to AWS.
+CLOSE_CODE_HEADER = "x-orbital-close-code"
+CLOSE_REASON_HEADER = "x-orbital-close-reason"
+
+
+def _count(event_name: str, **_: Any) -> None:
+    # event_name: "before-call.<service>.<Operation>"
+    _, service, operation = event_name.split(".", 2)
+    with _calls_lock:
+        calls[f"{service}.{operation}"] += 1
+
+
+def _config() -> Any:
+    from botocore.config import Config
+
+    return Config(
+        retries={"max_attempts": 3, "mode": "standard"},
+        connect_timeout=3,
+        read_timeout=20,
+        max_pool_connections=64,
+        tcp_keepalive=True,
+    )
+
+
+@functools.cache
+def client(service: str, endpoint_url: str | None = None, region: str | None = None) -> BaseClient:
+    import boto3
+
+    settings = get_settings()
+    session = boto3.session.Session()
+    kwargs: dict[str, Any] = {"region_name": region or settings.region, "config": _config()}
+    endpoint = endpoint_url or settings.aws_endpoint
+    if endpoint:
+        kwargs["endpoint_url"] = endpoint
+    made = session.client(service, **kwargs)  # type: ignore[call-overload]
+    made.meta.events.register("before-call.*.*", _count)
+    return made  # type: ignore[no-any-return]
+
+
+def dynamodb() -> BaseClient:
+    return client("dynamodb")
+
+
+def s3() -> BaseClient:
+    return client("s3")
+
+
+def stepfunctions() -> BaseClient:
+    return client("stepfunctions")
+
+
+def management(endpoint_url: str) -> BaseClient:
+    """API Gateway management API client for one WebSocket API stage endpoint."""
+    return client("apigatewaymanagementapi", endpoint_url)
+
+
+def reset_clients() -> None:
+    client.cache_clear()
+
+
+def reset_call_counts() -> None:
+    with _calls_lock:
+        calls.clear()
+
+
+def call_counts() -> dict[str, int]:
+    with _calls_lock:
+        return dict(calls)

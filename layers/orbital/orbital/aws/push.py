@@ -1,0 +1,93 @@
+"""Sending frames to sockets through the API Gateway management API (the local bridge speaks the same API).
+
+A 410 (GoneException) means the socket is gone: `post` returns False and the caller removes the stale connection.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import TYPE_CHECKING, Any, Protocol
+
+from orbital.aws import clients
+
+if TYPE_CHECKING:
+    from botocore.client import BaseClient
+
+log = logging.getLogger("orbital.push")
+
+
+class Sender(Protocol):
+    def post(self, connection_id: str, frame: dict[str, Any] | bytes) -> bool: ...
+
+    def close(self, connection_id: str, code: int = 1000, reason: str = "") -> None: ...
+
+
+class ManagementApiSender:
+    def __init__(self, endpoint_url: str, *, local: bool = False) -> None:
+        self.endpoint_url = endpoint_url
+        self.local = local
+        self._client: BaseClient | None = None
+
+    @property
+    def client(self) -> BaseClient:
+        if self._client is None:
+            self._client = clients.management(self.endpoint_url)
+            if self.local:
+                self._client.meta.events.register("before-sign.apigatewaymanagementapi.DeleteConnection", _add_close)
+        return self._client
+
+    def post(self, connection_id: str, frame: dict[str, Any] | bytes) -> bool:
+        data = frame if isinstance(frame, bytes) else json.dumps(frame, separators=(",", ":")).encode()
+        try:
+            self.client.post_to_connection(ConnectionId=connection_id, Data=data)
+        except self.client.exceptions.GoneException:
+            return False
+        except Exception as exc:  # a socket we cannot reach is treated as gone only on 410
+            log.warning("post_to_connection failed for %s: %s", connection_id, type(exc).__name__)
+            raise
+        return True
+
+    def close(self, connection_id: str, code: int = 1000, reason: str = "") -> None:
+        _close_request.code = code
+        _close_request.reason = reason
+        try:
+            self.client.delete_connection(ConnectionId=connection_id)
+        except self.client.exceptions.GoneException:
+            pass
+        finally:
+            _close_request.code = None
+            _close_request.reason = None
+
+
+class _CloseRequest:
+    """Close code/reason for the DeleteConnection call in flight on this thread (local bridge only)."""
+
+    import threading as _threading
+
+    _local = _threading.local()
+
+    @property
+    def code(self) -> int | None:
+        return getattr(self._local, "code", None)
+
+    @code.setter
+    def code(self, value: int | None) -> None:
+        self._local.code = value
+
+    @property
+    def reason(self) -> str | None:
+        return getattr(self._local, "reason", None)
+
+    @reason.setter
+    def reason(self, value: str | None) -> None:
+        self._local.reason = value
+
+
+_close_request = _CloseRequest()
+
+
+def _add_close(request: Any, **_: Any) -> None:
+    if _close_request.code is not None:
+        request.headers[clients.CLOSE_CODE_HEADER] = str(_close_request.code)
+        request.headers[clients.CLOSE_REASON_HEADER] = (_close_request.reason or "").encode("ascii", "replace").decode()

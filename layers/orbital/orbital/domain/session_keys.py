@@ -1,0 +1,26 @@
+"""Session keys and routing (spec §5.1)."""
+
+from __future__ import annotations
+
+import re
+
+_VALID_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$", re.IGNORECASE)
+_INVALID_ID_CHARS = re.compile(r"[^a-z0-9_-]+")
+
+
+def _normalize_id(raw: str | None, fallback: str) -> str:
+    text = (raw or "").strip()
+    if not text:
+        return fallback
+    if _VALID_ID.match(text):
+        return text.lower()
+    cleaned = _INVALID_ID_CHARS.sub("-", text.lower()).strip("-")[:64]
+    return cleaned or fallback
+
+
+def normalize_agent_id(raw: str | None) -> str:
+    return _normalize_id(raw, "main")
+
+
+def normalize_account_id(raw: str | None) -> str:
+    return _normalize_id(raw, "default")

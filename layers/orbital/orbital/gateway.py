@@ -1,0 +1,106 @@
+"""The API Gateway WebSocket adapter: Lambda events in, dispatcher calls, frames out.
+
+`$connect` accepts the socket (registration happens in the `connect` RPC); `req` frames return their response as
+the route response (one less management API call); `$default` takes everything else (malformed JSON, unknown
+types, base64 `bin` chunks); `$disconnect` cleans up.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+from typing import Any
+
+from orbital.lifecycle import disconnect
+from orbital.methods import registry
+from orbital.protocol.dispatch import Dispatcher, Outcome
+from orbital.protocol.frames import encode
+from orbital.services import Services, get_services
+
+log = logging.getLogger("orbital.gateway")
+
+_dispatcher: Dispatcher | None = None
+
+binary_handlers: list[Any] = []
+"""Callables (services, connection_id, payload: bytes) -> None for binary transfer chunks."""
+bin_route_handlers: list[Any] = []
+"""Callables (services, connection_id, frame: dict) -> dict | None for `{"type":"bin"}` text frames."""
+
+
+def dispatcher() -> Dispatcher:
+    global _dispatcher
+    if _dispatcher is None:
+        _dispatcher = Dispatcher(registry())
+    return _dispatcher
+
+
+def _endpoint(event: dict[str, Any]) -> str | None:
+    rc = event.get("requestContext") or {}
+    domain, stage = rc.get("domainName"), rc.get("stage")
+    if not domain or not stage:
+        return None
+    return f"https://{domain}/{stage}"
+
+
+def _prepare(event: dict[str, Any]) -> tuple[Services, str]:
+    services = get_services()
+    endpoint = _endpoint(event)
+    if endpoint:
+        services.use_endpoint(endpoint)
+    return services, event["requestContext"]["connectionId"]
+
+
+def handle_connect(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
+    services = get_services()
+    settings = services.settings
+    if settings.require_token and not settings.auth_token:
+        log.error("refusing connection: this deployment has no auth token configured")
+        return {"statusCode": 403, "body": "Gateway auth token not configured"}
+    return {"statusCode": 200}
+
+
+def handle_disconnect(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
+    services, connection_id = _prepare(event)
+    disconnect(services, connection_id)
+    return {"statusCode": 200}
+
+
+def _finish(services: Services, connection_id: str, outcome: Outcome) -> dict[str, Any]:
+    if outcome.close is not None:
+        # the error must reach the client before the socket goes, so it cannot ride on the route response
+        if outcome.response is not None:
+            services.sender.post(connection_id, outcome.response)
+        services.sender.close(connection_id, *outcome.close)
+        disconnect(services, connection_id)
+        return {"statusCode": 200}
+    outcome.run_after_reply()
+    if outcome.response is None:
+        return {"statusCode": 200}
+    return {"statusCode": 200, "body": encode(outcome.response)}
+
+
+def handle_message(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
+    services, connection_id = _prepare(event)
+    body = event.get("body")
+    if body is None:
+        return {"statusCode": 200}
+    if event.get("isBase64Encoded"):
+        payload = base64.b64decode(body)
+        for handler in binary_handlers:
+            handler(services, connection_id, payload)
+        return {"statusCode": 200}
+    route = (event.get("requestContext") or {}).get("routeKey")
+    if route == "bin" and bin_route_handlers:
+        import json
+
+        try:
+            frame = json.loads(body)
+        except ValueError:
+            return {"statusCode": 200}
+        for handler in bin_route_handlers:
+            reply = handler(services, connection_id, frame)
+            if reply is not None:
+                return {"statusCode": 200, "body": encode(reply)}
+        return {"statusCode": 200}
+    outcome = dispatcher().dispatch_text(services, connection_id, body)
+    return _finish(services, connection_id, outcome)

@@ -1,0 +1,43 @@
+"""Socket end-of-life (spec §1.5): remove the connection and whatever registry entry it still owns.
+
+Called from `$disconnect`, and whenever a post returns 410 (API Gateway does not guarantee `$disconnect`).
+A close of a socket that no longer owns its id ("stale close") leaves the newer registration alone.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from orbital.services import Services
+
+log = logging.getLogger("orbital.lifecycle")
+
+# Hooks other families add (e.g. failing calls pending on a node). Each gets (services, connection).
+on_node_gone: list = []
+on_client_gone: list = []
+
+
+def disconnect(services: Services, connection_id: str) -> None:
+    conn = services.connections.remove(connection_id)
+    if conn is None:
+        return
+    repo = services.connections
+    if conn.mode == "client" and conn.client_id:
+        if repo.release_client(conn.client_id, connection_id):
+            for hook in on_client_gone:
+                _safe(hook, services, conn)
+    elif conn.mode == "node" and conn.node_id:
+        if repo.release_node(conn.node_id, connection_id):
+            for hook in on_node_gone:
+                _safe(hook, services, conn)
+    elif conn.mode == "channel" and conn.channel and conn.account_id:
+        repo.release_channel_socket(conn.channel, conn.account_id, connection_id)
+
+
+def _safe(hook, services: Services, conn) -> None:  # type: ignore[no-untyped-def]
+    try:
+        hook(services, conn)
+    except Exception:
+        log.exception("disconnect hook failed")

@@ -1,0 +1,27 @@
+"""Every RPC method family, included explicitly into the one registry."""
+
+from __future__ import annotations
+
+import functools
+
+from orbital.protocol.registry import Registry
+
+
+@functools.cache
+def registry() -> Registry:
+    from orbital.methods import (
+        channels,
+        config,
+        connect,
+        cron,
+        heartbeat,
+        pairing,
+        sessions,
+        tools,
+        workspace,
+    )
+
+    reg = Registry()
+    for module in (connect, tools, config, sessions, workspace, channels, pairing, heartbeat, cron):
+        reg.include(module.router)
+    return reg

@@ -1,0 +1,61 @@
+"""`config.get` / `config.set` (spec §9.3, fix F6: secrets masked on every read path)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from orbital.domain import config as cfg
+from orbital.errors import RpcError
+from orbital.protocol.registry import Params, Result, Router
+
+if TYPE_CHECKING:
+    from orbital.protocol.context import CallContext
+
+router = Router("config")
+
+
+class ConfigGetParams(Params):
+    path: str | None = None
+
+
+class ConfigSetParams(Params):
+    path: str | None = None
+    value: Any = None
+
+
+class ConfigGetResult(Result):
+    path: str | None = None
+    value: Any = None
+    config: dict[str, Any] | None = None
+
+
+class ConfigSetResult(Result):
+    ok: bool
+    path: str
+
+
+@router.method("config.get", params=ConfigGetParams, result=ConfigGetResult)
+def config_get(ctx: CallContext, params: ConfigGetParams) -> dict[str, Any]:
+    """The effective configuration (defaults deep-merged with overrides), or one dotted path of it. Secrets are
+    shown as "***" on every path."""
+    safe = cfg.masked(ctx.config())
+    if params.path:
+        value = cfg.get_path(safe, params.path)
+        if cfg.is_missing(value):
+            return {"path": params.path}
+        return {"path": params.path, "value": value}
+    return {"config": safe}
+
+
+@router.method("config.set", params=ConfigSetParams, result=ConfigSetResult)
+def config_set(ctx: CallContext, params: ConfigSetParams) -> dict[str, Any]:
+    """Store `value` at a dotted `path` of the overrides (a missing `value` deletes the key). Writing back the
+    "***" mask keeps the stored secret."""
+    path = (params.path or "").strip()
+    if not path:
+        raise RpcError("path required", code=400)
+    if any(not seg for seg in path.split(".")):
+        raise RpcError(f"Invalid config path: {path}", code=400)
+    delete = "value" not in params.model_fields_set
+    ctx.services.config.set_path(path, params.value, delete=delete)
+    return {"ok": True, "path": path}

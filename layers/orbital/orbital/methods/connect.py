@@ -1,0 +1,194 @@
+"""`connect` (spec §1.3-§1.4): protocol check, token, mode registration, replacement of older sockets."""
+
+from __future__ import annotations
+
+import hmac
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict
+
+from orbital.domain.capabilities import RuntimeInvalid, validate_node_runtime
+from orbital.errors import RpcError
+from orbital.protocol.frames import PROTOCOL_VERSION, SERVER_VERSION
+from orbital.protocol.registry import Params, Result, Router
+from orbital.store.connections import Connection
+
+if TYPE_CHECKING:
+    from orbital.protocol.context import CallContext
+
+router = Router("connect")
+
+EVENTS = [
+    "chat",
+    "tool.invoke",
+    "tool.result",
+    "node.probe",
+    "logs.get",
+    "channel.outbound",
+    "channel.typing",
+    "transfer.send",
+    "transfer.receive",
+    "transfer.start",
+    "transfer.end",
+]
+
+
+class ClientInfo(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    id: Any = None
+    version: Any = None
+    platform: Any = None
+    mode: Any = None
+    channel: Any = None
+    accountId: Any = None
+
+
+class AuthInfo(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    token: Any = None
+
+
+class ConnectParams(Params):
+    minProtocol: Any = None
+    maxProtocol: Any = None
+    client: ClientInfo | None = None
+    tools: Any = None
+    nodeRuntime: Any = None
+    auth: AuthInfo | None = None
+
+
+class HelloOk(Result):
+    type: str
+    protocol: int
+    server: dict[str, Any]
+    features: dict[str, Any]
+
+
+def accepted_tokens(ctx: CallContext) -> list[str]:
+    tokens = []
+    if ctx.services.settings.auth_token:
+        tokens.append(ctx.services.settings.auth_token)
+    configured = (ctx.config().get("auth") or {}).get("token")
+    if isinstance(configured, str) and configured:
+        tokens.append(configured)
+    return tokens
+
+
+def token_matches(given: Any, tokens: list[str]) -> bool:
+    if not isinstance(given, str) or not given:
+        return False
+    supplied = given.encode()
+    # compare against every accepted token, always, so timing does not tell which one (or none) matched
+    matched = False
+    for token in tokens:
+        matched |= hmac.compare_digest(supplied, token.encode())
+    return matched
+
+
+def _tool_names(tools: list[Any]) -> list[str]:
+    names = []
+    for tool in tools:
+        if not isinstance(tool, dict) or not isinstance(tool.get("name"), str) or not tool["name"].strip():
+            raise RpcError("Invalid tool definition: every tool needs a name", code=103)
+        names.append(tool["name"])
+    return names
+
+
+def _replace(ctx: CallContext, previous: str | None, reason: str) -> None:
+    if previous and previous != ctx.connection_id:
+        sender = ctx.services.sender
+
+        def close_old() -> None:
+            sender.close(previous, 1000, reason)
+
+        ctx.after_reply.append(close_old)
+
+
+def _release_previous_identity(ctx: CallContext, conn: Connection) -> None:
+    """A socket that connects again under another identity gives up the old one."""
+    old = ctx.services.connections.get(ctx.connection_id)
+    if old is None:
+        return
+    repo = ctx.services.connections
+    same = (old.mode, old.client_id, old.node_id, old.channel_key) == (
+        conn.mode,
+        conn.client_id,
+        conn.node_id,
+        conn.channel_key,
+    )
+    if same:
+        return
+    if old.mode == "client" and old.client_id:
+        repo.release_client(old.client_id, ctx.connection_id)
+    elif old.mode == "node" and old.node_id:
+        repo.release_node(old.node_id, ctx.connection_id)
+    elif old.mode == "channel" and old.channel and old.account_id:
+        repo.release_channel_socket(old.channel, old.account_id, ctx.connection_id)
+
+
+@router.method("connect", params=ConnectParams, result=HelloOk)
+def connect(ctx: CallContext, params: ConnectParams) -> dict[str, Any]:
+    """Handshake. Registers the socket as a client, node or channel and answers `hello-ok`."""
+    if params.minProtocol != PROTOCOL_VERSION or isinstance(params.minProtocol, bool):
+        raise RpcError("Unsupported protocol version", code=102)
+    tokens = accepted_tokens(ctx)
+    if tokens and not token_matches(params.auth.token if params.auth else None, tokens):
+        ctx.close_after = (4001, "Unauthorized")
+        raise RpcError("Unauthorized: invalid or missing token", code=401)
+    client = params.client or ClientInfo()
+    mode = client.mode
+    if mode not in ("client", "node", "channel"):
+        raise RpcError("Invalid client mode", code=103)
+    now = ctx.now_ms()
+    raw_id = client.id if isinstance(client.id, str) and client.id.strip() else None
+    repo = ctx.services.connections
+    if mode == "client":
+        client_id = raw_id or f"client-{ctx.connection_id}"
+        conn = Connection(ctx.connection_id, "client", now, client_id=client_id)
+        _release_previous_identity(ctx, conn)
+        _replace(ctx, repo.claim_client(client_id, ctx.connection_id), "Replaced by newer client connection")
+    elif mode == "node":
+        node_id = raw_id or f"node-{ctx.connection_id}"
+        tools = params.tools
+        if not isinstance(tools, list) or not tools:
+            raise RpcError("Node mode requires tools", code=103)
+        names = _tool_names(tools)
+        try:
+            runtime = validate_node_runtime(node_id, params.nodeRuntime, names)
+        except RuntimeInvalid as exc:
+            raise RpcError(f"Invalid nodeRuntime: {exc}", code=103) from None
+        conn = Connection(ctx.connection_id, "node", now, node_id=node_id)
+        _release_previous_identity(ctx, conn)
+        previous = repo.claim_node(node_id, ctx.connection_id, tools, runtime)
+        _replace(ctx, previous, "Replaced by newer node connection")
+        for hook in node_connected_hooks:
+            hook(ctx, node_id, previous)
+    else:
+        channel = client.channel
+        if not isinstance(channel, str) or not channel.strip():
+            raise RpcError("Channel mode requires channel field", code=103)
+        account = client.accountId if isinstance(client.accountId, str) and client.accountId else None
+        account_id = account or raw_id or "default"
+        conn = Connection(ctx.connection_id, "channel", now, channel=channel, account_id=account_id)
+        _release_previous_identity(ctx, conn)
+        previous = repo.claim_channel_socket(channel, account_id, ctx.connection_id)
+        _replace(ctx, previous, "Replaced by newer channel connection")
+        repo.register_channel(channel, account_id)
+    if isinstance(client.version, str) or isinstance(client.platform, str):
+        conn.extra = {k: v for k, v in (("version", client.version), ("platform", client.platform)) if v}
+    repo.save(conn)
+    from orbital.methods import registry
+
+    return {
+        "type": "hello-ok",
+        "protocol": PROTOCOL_VERSION,
+        "server": {"version": SERVER_VERSION, "connectionId": ctx.connection_id},
+        "features": {
+            "methods": registry().names(),
+            "events": EVENTS,
+        },
+    }
+
+
+node_connected_hooks: list[Any] = []
+"""Callables (ctx, node_id, previous_connection_id) run after a node registers (probes, pending-call handling)."""

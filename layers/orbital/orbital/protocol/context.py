@@ -1,0 +1,36 @@
+"""What a method handler receives besides its params: who called, over which socket, and the ports."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from orbital.services import Services
+    from orbital.store.connections import Connection
+
+
+@dataclass
+class CallContext:
+    services: Services
+    connection_id: str
+    frame_id: Any
+    conn: Connection | None = None
+    close_after: tuple[int, str] | None = None
+    """Close the socket (code, reason) after the response has been sent."""
+    after_reply: list[Any] = field(default_factory=list)
+    """Callables run after the response is on its way (e.g. closing a replaced socket)."""
+    _config: dict[str, Any] | None = None
+
+    @property
+    def mode(self) -> str | None:
+        return self.conn.mode if self.conn else None
+
+    def config(self) -> dict[str, Any]:
+        """The effective configuration, read at most once per call."""
+        if self._config is None:
+            self._config = self.services.config.effective()
+        return self._config
+
+    def now_ms(self) -> int:
+        return self.services.now_ms()

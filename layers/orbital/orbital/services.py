@@ -1,0 +1,94 @@
+"""The ports a method handler uses, built lazily once per warm container (or once per local gateway)."""
+
+from __future__ import annotations
+
+import functools
+import time
+from typing import TYPE_CHECKING, Any
+
+from orbital.aws import clients
+from orbital.aws.push import ManagementApiSender, Sender
+from orbital.settings import Settings, get_settings
+from orbital.store.config_repo import ConfigRepo
+from orbital.store.connections import ConnectionRepo
+from orbital.store.table import Table
+
+if TYPE_CHECKING:
+    from orbital.store.repos import GatewayRepo
+    from orbital.store.sessions import SessionRepo
+    from orbital.store.workspace import Workspace
+
+
+class Services:
+    def __init__(self, settings: Settings, *, sender: Sender | None = None) -> None:
+        self.settings = settings
+        self._sender = sender
+
+    def now_ms(self) -> int:
+        return int(time.time() * 1000)
+
+    @functools.cached_property
+    def table(self) -> Table:
+        return Table(clients.dynamodb(), self.settings.table_name, cache=self.settings.local)
+
+    @functools.cached_property
+    def config(self) -> ConfigRepo:
+        return ConfigRepo(self.table)
+
+    @functools.cached_property
+    def connections(self) -> ConnectionRepo:
+        return ConnectionRepo(self.table, self.settings.connection_ttl_seconds)
+
+    @functools.cached_property
+    def sessions(self) -> SessionRepo:
+        from orbital.store.sessions import SessionRepo
+
+        return SessionRepo(self.table, self.workspace)
+
+    @functools.cached_property
+    def workspace(self) -> Workspace:
+        from orbital.store.workspace import Workspace
+
+        return Workspace(clients.s3(), self.settings.bucket_name)
+
+    @functools.cached_property
+    def gateway(self) -> GatewayRepo:
+        from orbital.store.repos import GatewayRepo
+
+        return GatewayRepo(self.table)
+
+    @property
+    def sender(self) -> Sender:
+        if self._sender is None:
+            endpoint = self.settings.mgmt_endpoint
+            if not endpoint:
+                raise RuntimeError("no management endpoint configured (ORBITAL_WS_MGMT_ENDPOINT)")
+            self._sender = ManagementApiSender(endpoint, local=self.settings.local)
+        return self._sender
+
+    def use_endpoint(self, endpoint: str) -> None:
+        """Adopt the management endpoint of the API that invoked us when none was configured."""
+        if self._sender is None and not self.settings.mgmt_endpoint:
+            self._sender = ManagementApiSender(endpoint, local=self.settings.local)
+
+    def push(self, connection_id: str, frame: dict[str, Any]) -> bool:
+        """Send a frame; a gone socket (410) is cleaned up and reported as False."""
+        if self.sender.post(connection_id, frame):
+            return True
+        from orbital.lifecycle import disconnect
+
+        disconnect(self, connection_id)
+        return False
+
+
+@functools.cache
+def _services_for(settings: Settings) -> Services:
+    return Services(settings)
+
+
+def get_services() -> Services:
+    return _services_for(get_settings())
+
+
+def reset_services() -> None:
+    _services_for.cache_clear()

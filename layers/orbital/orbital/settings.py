@@ -1,0 +1,70 @@
+"""Runtime settings, read from the environment on the handler path (never at import).
+
+Every environment variable the package reads is named here, once.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+
+from pydantic import BaseModel, ConfigDict, Field
+
+ENV_TABLE = "ORBITAL_TABLE"
+ENV_BUCKET = "ORBITAL_BUCKET"
+ENV_STAGE = "ORBITAL_STAGE"
+ENV_MGMT_ENDPOINT = "ORBITAL_WS_MGMT_ENDPOINT"
+ENV_AUTH_TOKEN = "ORBITAL_AUTH_TOKEN"
+ENV_REQUIRE_TOKEN = "ORBITAL_REQUIRE_TOKEN"
+ENV_LOCAL = "ORBITAL_LOCAL"
+ENV_ENDPOINT = "ORBITAL_AWS_ENDPOINT"
+ENV_REGION = "AWS_REGION"
+ENV_DEFERRED_SFN = "ORBITAL_DEFERRED_CALL_ARN"
+ENV_AGENT_TURN_SFN = "ORBITAL_AGENT_TURN_ARN"
+
+
+class Settings(BaseModel):
+    """What a handler needs to know about the deployment it runs in."""
+
+    model_config = ConfigDict(frozen=True)
+
+    table_name: str = "orbital"
+    bucket_name: str = "orbital"
+    stage: str = "local"
+    region: str = "us-east-1"
+    mgmt_endpoint: str | None = None
+    auth_token: str | None = Field(default=None, repr=False)
+    require_token: bool = False
+    local: bool = False
+    aws_endpoint: str | None = None
+    deferred_call_arn: str | None = None
+    agent_turn_arn: str | None = None
+    connection_ttl_seconds: int = 2 * 3600 + 600
+    max_frame_bytes: int = 128 * 1024
+
+
+def _truthy(value: str | None) -> bool:
+    return (value or "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+@functools.cache
+def get_settings() -> Settings:
+    env = os.environ
+    return Settings(
+        table_name=env.get(ENV_TABLE, "orbital"),
+        bucket_name=env.get(ENV_BUCKET, "orbital"),
+        stage=env.get(ENV_STAGE, "local"),
+        region=env.get(ENV_REGION) or env.get("AWS_DEFAULT_REGION") or "us-east-1",
+        mgmt_endpoint=env.get(ENV_MGMT_ENDPOINT) or None,
+        auth_token=env.get(ENV_AUTH_TOKEN) or None,
+        require_token=_truthy(env.get(ENV_REQUIRE_TOKEN)),
+        local=_truthy(env.get(ENV_LOCAL)),
+        aws_endpoint=env.get(ENV_ENDPOINT) or None,
+        deferred_call_arn=env.get(ENV_DEFERRED_SFN) or None,
+        agent_turn_arn=env.get(ENV_AGENT_TURN_SFN) or None,
+    )
+
+
+def reset_settings() -> None:
+    """Forget cached settings (tests and the local gateway change the environment)."""
+    get_settings.cache_clear()

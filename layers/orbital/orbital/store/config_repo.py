@@ -1,0 +1,50 @@
+"""User configuration overrides: one item, written with an optimistic version check."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from orbital.domain import config as cfg
+from orbital.errors import ConflictError
+from orbital.store import keys
+from orbital.store.table import Table
+
+
+class ConfigRepo:
+    def __init__(self, table: Table) -> None:
+        self.table = table
+
+    def load(self) -> tuple[dict[str, Any], int]:
+        rec = self.table.get(keys.CONFIG)
+        if rec is None:
+            return {}, 0
+        return rec.data, int(rec.attrs.get("v", 0))
+
+    def overrides(self) -> dict[str, Any]:
+        return self.load()[0]
+
+    def effective(self) -> dict[str, Any]:
+        return cfg.effective(self.overrides())
+
+    def save(self, overrides: dict[str, Any], version: int) -> None:
+        if version == 0:
+            self.table.put(keys.CONFIG, overrides, attrs={"v": 1}, condition="attribute_not_exists(PK)")
+        else:
+            self.table.put(
+                keys.CONFIG, overrides, attrs={"v": version + 1}, condition="v = :v", values={":v": version}
+            )
+
+    def set_path(self, path: str, value: Any, *, delete: bool = False) -> None:
+        for _ in range(5):
+            current, version = self.load()
+            if not delete and cfg.contains_mask(value):
+                old = cfg.get_path(current, path)
+                if not cfg.is_missing(old):
+                    value = cfg.restore_masked(value, old)
+            updated = cfg.set_path(current, path, value, delete=delete)
+            try:
+                self.save(updated, version)
+                return
+            except ConflictError:
+                continue
+        raise ConflictError("config changed concurrently; try again", retryable=True)

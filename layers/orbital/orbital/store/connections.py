@@ -1,0 +1,172 @@
+"""Connections and the node / client / channel registries (DynamoDB, so every Lambda container sees one world)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from orbital.errors import ConflictError
+from orbital.store import keys
+from orbital.store.table import Record, Table
+
+
+@dataclass
+class Connection:
+    connection_id: str
+    mode: str
+    connected_at: int
+    client_id: str | None = None
+    node_id: str | None = None
+    channel: str | None = None
+    account_id: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def channel_key(self) -> str | None:
+        if self.channel is None or self.account_id is None:
+            return None
+        return keys.channel_key(self.channel, self.account_id)
+
+    def to_data(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"mode": self.mode, "connectedAt": self.connected_at}
+        for name, value in (
+            ("clientId", self.client_id),
+            ("nodeId", self.node_id),
+            ("channel", self.channel),
+            ("accountId", self.account_id),
+        ):
+            if value is not None:
+                data[name] = value
+        if self.extra:
+            data["extra"] = self.extra
+        return data
+
+    @classmethod
+    def from_record(cls, connection_id: str, rec: Record) -> Connection:
+        d = rec.data
+        return cls(
+            connection_id=connection_id,
+            mode=d["mode"],
+            connected_at=int(d.get("connectedAt", 0)),
+            client_id=d.get("clientId"),
+            node_id=d.get("nodeId"),
+            channel=d.get("channel"),
+            account_id=d.get("accountId"),
+            extra=d.get("extra") or {},
+        )
+
+
+@dataclass
+class NodeEntry:
+    node_id: str
+    connection_id: str
+    tools: list[dict[str, Any]]
+    runtime: dict[str, Any] | None
+    connected_at: int
+
+    @classmethod
+    def from_record(cls, rec: Record) -> NodeEntry:
+        d = rec.data
+        return cls(
+            node_id=rec.sk,
+            connection_id=d["connectionId"],
+            tools=d.get("tools") or [],
+            runtime=d.get("runtime"),
+            connected_at=int(d.get("connectedAt", 0)),
+        )
+
+
+class ConnectionRepo:
+    def __init__(self, table: Table, ttl_seconds: int) -> None:
+        self.table = table
+        self.ttl_seconds = ttl_seconds
+
+    def _ttl(self) -> int:
+        return int(time.time()) + self.ttl_seconds
+
+    # --- connections ------------------------------------------------------------------------------------------
+
+    def get(self, connection_id: str) -> Connection | None:
+        rec = self.table.get(keys.connection(connection_id))
+        return Connection.from_record(connection_id, rec) if rec else None
+
+    def save(self, conn: Connection) -> None:
+        self.table.put(keys.connection(conn.connection_id), conn.to_data(), ttl=self._ttl())
+
+    def remove(self, connection_id: str) -> Connection | None:
+        rec = self.table.delete(keys.connection(connection_id), return_old=True)
+        return Connection.from_record(connection_id, rec) if rec else None
+
+    # --- registries: put returns the previous owner so the caller can close a replaced socket --------------------
+
+    def _claim(self, key: tuple[str, str], connection_id: str, data: dict[str, Any]) -> str | None:
+        payload = {"connectionId": connection_id, **data}
+        old = self.table.put(key, payload, ttl=self._ttl(), attrs={"cid": connection_id}, return_old=True)
+        if old is None:
+            return None
+        previous = old.data.get("connectionId")
+        return previous if previous and previous != connection_id else None
+
+    def _release(self, key: tuple[str, str], connection_id: str) -> bool:
+        try:
+            self.table.delete(key, condition="cid = :cid", values={":cid": connection_id})
+        except ConflictError:
+            return False  # a newer socket owns the id: stale close
+        return True
+
+    def claim_client(self, client_id: str, connection_id: str) -> str | None:
+        return self._claim(keys.client(client_id), connection_id, {"connectedAt": int(time.time() * 1000)})
+
+    def release_client(self, client_id: str, connection_id: str) -> bool:
+        return self._release(keys.client(client_id), connection_id)
+
+    def client_connection(self, client_id: str) -> str | None:
+        rec = self.table.get(keys.client(client_id))
+        return rec.data.get("connectionId") if rec else None
+
+    def claim_node(
+        self, node_id: str, connection_id: str, tools: list[dict[str, Any]], runtime: dict[str, Any] | None
+    ) -> str | None:
+        data = {"tools": tools, "runtime": runtime, "connectedAt": int(time.time() * 1000)}
+        return self._claim(keys.node(node_id), connection_id, data)
+
+    def release_node(self, node_id: str, connection_id: str) -> bool:
+        return self._release(keys.node(node_id), connection_id)
+
+    def nodes(self) -> list[NodeEntry]:
+        entries = [NodeEntry.from_record(r) for r in self.table.query(keys.NODES_PK)]
+        return sorted(entries, key=lambda n: (n.connected_at, n.node_id))
+
+    def node(self, node_id: str) -> NodeEntry | None:
+        rec = self.table.get(keys.node(node_id))
+        return NodeEntry.from_record(rec) if rec else None
+
+    def update_node_runtime(self, node_id: str, connection_id: str, runtime: dict[str, Any]) -> None:
+        entry = self.node(node_id)
+        if entry is None or entry.connection_id != connection_id:
+            return
+        data = {"tools": entry.tools, "runtime": runtime, "connectedAt": entry.connected_at}
+        self.table.put(keys.node(node_id), {"connectionId": connection_id, **data}, ttl=self._ttl(),
+                       attrs={"cid": connection_id})
+
+    def claim_channel_socket(self, channel: str, account_id: str, connection_id: str) -> str | None:
+        return self._claim(keys.channel_socket(channel, account_id), connection_id, {"channel": channel})
+
+    def release_channel_socket(self, channel: str, account_id: str, connection_id: str) -> bool:
+        return self._release(keys.channel_socket(channel, account_id), connection_id)
+
+    def channel_sockets(self) -> dict[str, str]:
+        return {r.sk: r.data["connectionId"] for r in self.table.query(keys.CHANNEL_SOCKETS_PK)}
+
+    # --- channel registry (kept after the socket goes) ----------------------------------------------------------
+
+    def register_channel(self, channel: str, account_id: str) -> None:
+        key = keys.channel_entry(channel, account_id)
+        existing = self.table.get(key)
+        data: dict[str, Any] = dict(existing.data) if existing else {}
+        data.update({"channel": channel, "accountId": account_id, "connectedAt": int(time.time() * 1000)})
+        self.table.put(key, data)
+
+    def channels(self) -> list[dict[str, Any]]:
+        return [r.data for r in self.table.query(keys.CHANNELS_PK)]

@@ -1,0 +1,324 @@
+"""A thin layer over the single DynamoDB table.
+
+Items keep their payload as one JSON string attribute `d` (no Decimal round trips, no empty-string rules), beside
+`PK`/`SK`, optional `GSI1PK`/`GSI1SK`, `ttl`, and a few flat attributes used in conditions. Items whose `ttl` has
+passed are treated as absent (DynamoDB deletes expired items lazily).
+
+With `cache=True` (the one-process local gateway, where every write goes through this object) reads of single items
+and whole partitions are served from memory and every write invalidates what it touches.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from orbital.errors import ConflictError
+
+if TYPE_CHECKING:
+    from botocore.client import BaseClient
+
+_RESERVED = {"PK", "SK", "GSI1PK", "GSI1SK", "ttl", "d"}
+
+
+@dataclass
+class Record:
+    pk: str
+    sk: str
+    data: dict[str, Any]
+    attrs: dict[str, Any] = field(default_factory=dict)
+    ttl: int | None = None
+
+
+def _to_attr(value: Any) -> dict[str, Any]:
+    if isinstance(value, bool):
+        return {"BOOL": value}
+    if isinstance(value, int | float):
+        return {"N": str(value)}
+    if value is None:
+        return {"NULL": True}
+    return {"S": str(value)}
+
+
+def _from_attr(attr: Mapping[str, Any]) -> Any:
+    if "S" in attr:
+        return attr["S"]
+    if "N" in attr:
+        text = attr["N"]
+        return int(text) if text.lstrip("-").isdigit() else float(text)
+    if "BOOL" in attr:
+        return attr["BOOL"]
+    return None
+
+
+class Table:
+    def __init__(self, client: BaseClient, name: str, *, cache: bool = False) -> None:
+        self.client = client
+        self.name = name
+        self._cache_on = cache
+        self._lock = threading.Lock()
+        self._items: dict[tuple[str, str], dict[str, Any] | None] = {}
+        self._parts: dict[str, list[dict[str, Any]]] = {}
+
+    # --- encoding ---------------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _encode(
+        pk: str,
+        sk: str,
+        data: Mapping[str, Any],
+        *,
+        ttl: int | None = None,
+        gsi: tuple[str, str] | None = None,
+        attrs: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        item: dict[str, Any] = {
+            "PK": {"S": pk},
+            "SK": {"S": sk},
+            "d": {"S": json.dumps(data, separators=(",", ":"), ensure_ascii=False)},
+        }
+        if ttl is not None:
+            item["ttl"] = {"N": str(int(ttl))}
+        if gsi is not None:
+            item["GSI1PK"] = {"S": gsi[0]}
+            item["GSI1SK"] = {"S": gsi[1]}
+        for key, value in (attrs or {}).items():
+            if key in _RESERVED:
+                raise ValueError(f"reserved attribute: {key}")
+            item[key] = _to_attr(value)
+        return item
+
+    @staticmethod
+    def _decode(item: Mapping[str, Any]) -> Record | None:
+        ttl = int(item["ttl"]["N"]) if "ttl" in item else None
+        if ttl is not None and ttl < time.time():
+            return None
+        attrs = {k: _from_attr(v) for k, v in item.items() if k not in _RESERVED}
+        raw = item.get("d", {}).get("S")
+        return Record(
+            pk=item["PK"]["S"],
+            sk=item["SK"]["S"],
+            data=json.loads(raw) if raw else {},
+            attrs=attrs,
+            ttl=ttl,
+        )
+
+    # --- cache ------------------------------------------------------------------------------------------------
+
+    def _forget(self, pk: str, sk: str) -> None:
+        if self._cache_on:
+            with self._lock:
+                self._items.pop((pk, sk), None)
+                self._parts.pop(pk, None)
+
+    # --- reads ------------------------------------------------------------------------------------------------
+
+    def get(self, key: tuple[str, str]) -> Record | None:
+        pk, sk = key
+        if self._cache_on:
+            with self._lock:
+                if key in self._items:
+                    raw = self._items[key]
+                    return self._decode(raw) if raw is not None else None
+        resp = self.client.get_item(TableName=self.name, Key={"PK": {"S": pk}, "SK": {"S": sk}}, ConsistentRead=True)
+        item = resp.get("Item")
+        if self._cache_on:
+            with self._lock:
+                self._items[key] = item
+        return self._decode(item) if item else None
+
+    def get_many(self, keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], Record]:
+        wanted = list(dict.fromkeys(keys))
+        found: dict[tuple[str, str], Record] = {}
+        missing: list[tuple[str, str]] = []
+        for key in wanted:
+            if self._cache_on:
+                with self._lock:
+                    if key in self._items:
+                        raw = self._items[key]
+                        rec = self._decode(raw) if raw is not None else None
+                        if rec:
+                            found[key] = rec
+                        continue
+            missing.append(key)
+        for start in range(0, len(missing), 100):
+            chunk = missing[start : start + 100]
+            request = {
+                self.name: {
+                    "Keys": [{"PK": {"S": pk}, "SK": {"S": sk}} for pk, sk in chunk],
+                    "ConsistentRead": True,
+                }
+            }
+            seen: set[tuple[str, str]] = set()
+            while request:
+                resp = self.client.batch_get_item(RequestItems=request)
+                for item in resp.get("Responses", {}).get(self.name, []):
+                    key = (item["PK"]["S"], item["SK"]["S"])
+                    seen.add(key)
+                    if self._cache_on:
+                        with self._lock:
+                            self._items[key] = item
+                    rec = self._decode(item)
+                    if rec:
+                        found[key] = rec
+                request = resp.get("UnprocessedKeys") or {}
+            if self._cache_on:
+                with self._lock:
+                    for key in chunk:
+                        if key not in seen:
+                            self._items[key] = None
+        return found
+
+    def query(
+        self,
+        pk: str,
+        *,
+        sk_prefix: str | None = None,
+        forward: bool = True,
+        limit: int | None = None,
+    ) -> list[Record]:
+        whole = sk_prefix is None and limit is None
+        if self._cache_on and whole:
+            with self._lock:
+                cached = self._parts.get(pk)
+            if cached is not None:
+                recs = [r for r in (self._decode(i) for i in cached) if r]
+                return recs if forward else recs[::-1]
+        items = self._query_items(pk, sk_prefix=sk_prefix, forward=forward, limit=limit)
+        if self._cache_on and whole:
+            with self._lock:
+                self._parts[pk] = items if forward else items[::-1]
+        return [r for r in (self._decode(i) for i in items) if r]
+
+    def _query_items(
+        self, pk: str, *, sk_prefix: str | None, forward: bool, limit: int | None, index: str | None = None
+    ) -> list[dict[str, Any]]:
+        pk_name, sk_name = ("GSI1PK", "GSI1SK") if index else ("PK", "SK")
+        expr = "#pk = :pk"
+        values: dict[str, Any] = {":pk": {"S": pk}}
+        names = {"#pk": pk_name}
+        if sk_prefix is not None:
+            expr += " AND begins_with(#sk, :sk)"
+            values[":sk"] = {"S": sk_prefix}
+            names["#sk"] = sk_name
+        kwargs: dict[str, Any] = {
+            "TableName": self.name,
+            "KeyConditionExpression": expr,
+            "ExpressionAttributeValues": values,
+            "ExpressionAttributeNames": names,
+            "ScanIndexForward": forward,
+        }
+        if index:
+            kwargs["IndexName"] = index
+        else:
+            kwargs["ConsistentRead"] = True
+        items: list[dict[str, Any]] = []
+        while True:
+            if limit is not None:
+                kwargs["Limit"] = max(1, limit - len(items))
+            resp = self.client.query(**kwargs)
+            items.extend(resp.get("Items", []))
+            last = resp.get("LastEvaluatedKey")
+            if not last or (limit is not None and len(items) >= limit):
+                break
+            kwargs["ExclusiveStartKey"] = last
+        return items
+
+    def query_index(self, gsi_pk: str, *, sk_prefix: str | None = None, limit: int | None = None) -> list[Record]:
+        items = self._query_items(gsi_pk, sk_prefix=sk_prefix, forward=True, limit=limit, index="GSI1")
+        return [r for r in (self._decode(i) for i in items) if r]
+
+    def count(self, pk: str, *, sk_prefix: str | None = None) -> int:
+        return len(self.query(pk, sk_prefix=sk_prefix))
+
+    # --- writes -----------------------------------------------------------------------------------------------
+
+    def put(
+        self,
+        key: tuple[str, str],
+        data: Mapping[str, Any],
+        *,
+        ttl: int | None = None,
+        gsi: tuple[str, str] | None = None,
+        attrs: Mapping[str, Any] | None = None,
+        condition: str | None = None,
+        values: Mapping[str, Any] | None = None,
+        return_old: bool = False,
+    ) -> Record | None:
+        pk, sk = key
+        kwargs: dict[str, Any] = {
+            "TableName": self.name,
+            "Item": self._encode(pk, sk, data, ttl=ttl, gsi=gsi, attrs=attrs),
+        }
+        if condition:
+            kwargs["ConditionExpression"] = condition
+            if values:
+                kwargs["ExpressionAttributeValues"] = {k: _to_attr(v) for k, v in values.items()}
+        if return_old:
+            kwargs["ReturnValues"] = "ALL_OLD"
+        self._forget(pk, sk)
+        try:
+            resp = self.client.put_item(**kwargs)
+        except self.client.exceptions.ConditionalCheckFailedException as exc:
+            raise ConflictError(f"write conflict on {pk}/{sk}") from exc
+        finally:
+            self._forget(pk, sk)
+        old = resp.get("Attributes")
+        return self._decode(old) if old else None
+
+    def delete(
+        self,
+        key: tuple[str, str],
+        *,
+        condition: str | None = None,
+        values: Mapping[str, Any] | None = None,
+        return_old: bool = False,
+    ) -> Record | None:
+        pk, sk = key
+        kwargs: dict[str, Any] = {"TableName": self.name, "Key": {"PK": {"S": pk}, "SK": {"S": sk}}}
+        if condition:
+            kwargs["ConditionExpression"] = condition
+            if values:
+                kwargs["ExpressionAttributeValues"] = {k: _to_attr(v) for k, v in values.items()}
+        if return_old:
+            kwargs["ReturnValues"] = "ALL_OLD"
+        try:
+            resp = self.client.delete_item(**kwargs)
+        except self.client.exceptions.ConditionalCheckFailedException as exc:
+            raise ConflictError(f"delete conflict on {pk}/{sk}") from exc
+        finally:
+            self._forget(pk, sk)
+        old = resp.get("Attributes")
+        return self._decode(old) if old else None
+
+    def write_batch(
+        self,
+        puts: Iterable[tuple[tuple[str, str], Mapping[str, Any]]] = (),
+        deletes: Iterable[tuple[str, str]] = (),
+    ) -> None:
+        requests: list[dict[str, Any]] = []
+        touched: list[tuple[str, str]] = []
+        for (pk, sk), data in puts:
+            requests.append({"PutRequest": {"Item": self._encode(pk, sk, data)}})
+            touched.append((pk, sk))
+        for pk, sk in deletes:
+            requests.append({"DeleteRequest": {"Key": {"PK": {"S": pk}, "SK": {"S": sk}}}})
+            touched.append((pk, sk))
+        try:
+            for start in range(0, len(requests), 25):
+                pending: dict[str, Any] = {self.name: requests[start : start + 25]}
+                for attempt in range(8):
+                    resp = self.client.batch_write_item(RequestItems=pending)
+                    pending = resp.get("UnprocessedItems") or {}
+                    if not pending:
+                        break
+                    time.sleep(min(1.0, 0.05 * 2**attempt))
+                if pending:
+                    raise ConflictError("batch write left unprocessed items", retryable=True)
+        finally:
+            for key in touched:
+                self._forget(*key)

@@ -1,0 +1,137 @@
+"""Object storage over S3: the agent workspace, global skills, archives and media.
+
+Keys are built by `orbital.store.keys`; this class only moves bytes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from botocore.client import BaseClient
+
+
+@dataclass
+class ObjectInfo:
+    key: str
+    size: int
+    last_modified: str | None
+    content_type: str | None = None
+    metadata: dict[str, str] | None = None
+
+
+@dataclass
+class Listing:
+    keys: list[ObjectInfo]
+    prefixes: list[str]
+
+
+class Workspace:
+    def __init__(self, client: BaseClient, bucket: str) -> None:
+        self.client = client
+        self.bucket = bucket
+
+    def _missing(self, exc: Exception) -> bool:
+        code = getattr(exc, "response", {}).get("Error", {}).get("Code")
+        return code in {"404", "NoSuchKey", "NotFound"}
+
+    def head(self, key: str) -> ObjectInfo | None:
+        try:
+            resp = self.client.head_object(Bucket=self.bucket, Key=key)
+        except self.client.exceptions.ClientError as exc:
+            if self._missing(exc):
+                return None
+            raise
+        return ObjectInfo(
+            key=key,
+            size=int(resp.get("ContentLength", 0)),
+            last_modified=resp["LastModified"].isoformat() if resp.get("LastModified") else None,
+            content_type=resp.get("ContentType"),
+            metadata=resp.get("Metadata") or {},
+        )
+
+    def get(self, key: str) -> tuple[bytes, ObjectInfo] | None:
+        try:
+            resp = self.client.get_object(Bucket=self.bucket, Key=key)
+        except self.client.exceptions.NoSuchKey:
+            return None
+        except self.client.exceptions.ClientError as exc:
+            if self._missing(exc):
+                return None
+            raise
+        body = resp["Body"].read()
+        info = ObjectInfo(
+            key=key,
+            size=int(resp.get("ContentLength", len(body))),
+            last_modified=resp["LastModified"].isoformat() if resp.get("LastModified") else None,
+            content_type=resp.get("ContentType"),
+            metadata=resp.get("Metadata") or {},
+        )
+        return body, info
+
+    def put(
+        self,
+        key: str,
+        body: bytes,
+        *,
+        content_type: str = "application/octet-stream",
+        metadata: dict[str, str] | None = None,
+        content_encoding: str | None = None,
+    ) -> None:
+        kwargs: dict[str, Any] = {"Bucket": self.bucket, "Key": key, "Body": body, "ContentType": content_type}
+        if metadata:
+            kwargs["Metadata"] = metadata
+        if content_encoding:
+            kwargs["ContentEncoding"] = content_encoding
+        self.client.put_object(**kwargs)
+
+    def delete(self, key: str) -> None:
+        self.client.delete_object(Bucket=self.bucket, Key=key)
+
+    def delete_prefix(self, prefix: str) -> int:
+        count = 0
+        for info in self.list_all(prefix):
+            self.delete(info.key)
+            count += 1
+        return count
+
+    def list(self, prefix: str, *, delimiter: str | None = "/") -> Listing:
+        """One level (with a delimiter) or everything under a prefix, following pagination."""
+        kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix}
+        if delimiter:
+            kwargs["Delimiter"] = delimiter
+        objects: list[ObjectInfo] = []
+        prefixes: list[str] = []
+        while True:
+            resp = self.client.list_objects_v2(**kwargs)
+            for obj in resp.get("Contents", []):
+                objects.append(
+                    ObjectInfo(
+                        key=obj["Key"],
+                        size=int(obj.get("Size", 0)),
+                        last_modified=obj["LastModified"].isoformat() if obj.get("LastModified") else None,
+                    )
+                )
+            prefixes.extend(p["Prefix"] for p in resp.get("CommonPrefixes", []))
+            if not resp.get("IsTruncated"):
+                break
+            kwargs["ContinuationToken"] = resp["NextContinuationToken"]
+        return Listing(objects, prefixes)
+
+    def list_all(self, prefix: str) -> list[ObjectInfo]:
+        return self.list(prefix, delimiter=None).keys
+
+    def presign_get(self, key: str, expires: int = 900) -> str:
+        return str(
+            self.client.generate_presigned_url(
+                "get_object", Params={"Bucket": self.bucket, "Key": key}, ExpiresIn=expires
+            )
+        )
+
+    def presign_put(self, key: str, expires: int = 900) -> str:
+        return str(
+            self.client.generate_presigned_url(
+                "put_object", Params={"Bucket": self.bucket, "Key": key}, ExpiresIn=expires
+            )
+        )

@@ -1,0 +1,177 @@
+"""Shared fixtures: fake AWS credentials, moto-backed resources created from template.yaml, and an RPC helper."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+EVENTS = ROOT / "events"
+TABLE = "orbital-test"
+BUCKET = "orbital-test-workspace"
+
+
+def load_event(name: str) -> dict[str, Any]:
+    return json.loads((EVENTS / name).read_text())
+
+
+@pytest.fixture(autouse=True)
+def _aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for key in ("AWS_ENDPOINT_URL", "ORBITAL_AWS_ENDPOINT", "ORBITAL_AUTH_TOKEN", "ORBITAL_LOCAL"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_SESSION_TOKEN", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setenv("AWS_REGION", "us-east-1")
+    monkeypatch.setenv("ORBITAL_TABLE", TABLE)
+    monkeypatch.setenv("ORBITAL_BUCKET", BUCKET)
+    monkeypatch.setenv("ORBITAL_WS_MGMT_ENDPOINT", "https://abc123.execute-api.us-east-1.amazonaws.com/test")
+    monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")
+    monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "true")
+    _reset_caches()
+
+
+def _reset_caches() -> None:
+    from orbital.aws.clients import reset_clients
+    from orbital.services import reset_services
+    from orbital.settings import reset_settings
+
+    reset_settings()
+    reset_clients()
+    reset_services()
+
+
+@pytest.fixture
+def aws() -> Iterator[None]:
+    """moto with the table and bucket of template.yaml."""
+    from moto import mock_aws
+
+    from orbital.local.template import load_template, table_definition
+
+    with mock_aws(config={"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}):
+        import boto3
+
+        _reset_caches()
+        _, kwargs = table_definition(load_template(ROOT / "template.yaml"))
+        ddb = boto3.client("dynamodb", region_name="us-east-1")
+        ddb.create_table(TableName=TABLE, **kwargs)
+        boto3.client("s3", region_name="us-east-1").create_bucket(Bucket=BUCKET)
+        yield
+        _reset_caches()
+
+
+class FakeSender:
+    """Records frames and closes instead of calling the management API."""
+
+    def __init__(self) -> None:
+        self.posts: list[tuple[str, Any]] = []
+        self.closes: list[tuple[str, int, str]] = []
+        self.gone: set[str] = set()
+
+    def post(self, connection_id: str, frame: Any) -> bool:
+        if connection_id in self.gone:
+            return False
+        self.posts.append((connection_id, frame))
+        return True
+
+    def close(self, connection_id: str, code: int = 1000, reason: str = "") -> None:
+        self.closes.append((connection_id, code, reason))
+
+    def frames_to(self, connection_id: str) -> list[Any]:
+        return [f for cid, f in self.posts if cid == connection_id]
+
+
+@pytest.fixture
+def sender() -> FakeSender:
+    return FakeSender()
+
+
+@pytest.fixture
+def services(aws: None, sender: FakeSender) -> Any:
+    from orbital.services import Services
+    from orbital.settings import get_settings
+
+    return Services(get_settings(), sender=sender)
+
+
+_ids = itertools.count(1)
+
+
+class Rpc:
+    """Dispatch frames as a given socket, the way the WebSocket adapter does."""
+
+    def __init__(self, services: Any, connection_id: str) -> None:
+        from orbital.methods import registry
+        from orbital.protocol.dispatch import Dispatcher
+
+        self.services = services
+        self.connection_id = connection_id
+        self.dispatcher = Dispatcher(registry())
+
+    def frame(self, method: str, params: Any = None) -> dict[str, Any] | None:
+        frame: dict[str, Any] = {"type": "req", "id": f"r{next(_ids)}", "method": method}
+        if params is not None:
+            frame["params"] = params
+        outcome = self.dispatcher.dispatch(self.services, self.connection_id, frame)
+        outcome.run_after_reply()
+        return outcome.response
+
+    def call(self, method: str, params: Any = None) -> Any:
+        """The payload of a successful call; raises AssertionError with the error otherwise."""
+        res = self.frame(method, params)
+        assert res is not None, f"{method}: no response"
+        assert res["ok"], f"{method} failed: {res.get('error')}"
+        return res.get("payload")
+
+    def error(self, method: str, params: Any = None) -> dict[str, Any]:
+        res = self.frame(method, params)
+        assert res is not None and not res["ok"], f"{method}: expected an error, got {res}"
+        return res["error"]
+
+
+NODE_RUNTIME = {
+    "hostRole": "execution",
+    "hostCapabilities": ["filesystem.list", "filesystem.read", "filesystem.write", "shell.exec"],
+    "toolCapabilities": {"Bash": ["shell.exec"], "Read": ["filesystem.read"]},
+}
+NODE_TOOLS = [
+    {"name": "Bash", "description": "Run a shell command", "inputSchema": {"type": "object"}},
+    {"name": "Read", "description": "Read a file", "inputSchema": {"type": "object"}},
+]
+
+
+@pytest.fixture
+def connect(services: Any) -> Any:
+    """connect(mode="client", id=..., **extra) -> Rpc for a freshly connected socket."""
+
+    def _connect(mode: str = "client", client_id: str | None = None, **extra: Any) -> Rpc:
+        cid = f"conn-{next(_ids)}"
+        rpc = Rpc(services, cid)
+        params: dict[str, Any] = {"minProtocol": 1, "client": {"mode": mode, "id": client_id or cid}}
+        if mode == "node":
+            params["tools"] = extra.pop("tools", NODE_TOOLS)
+            params["nodeRuntime"] = extra.pop("nodeRuntime", NODE_RUNTIME)
+        if mode == "channel":
+            params["client"]["channel"] = extra.pop("channel", "test")
+        params.update(extra)
+        rpc.call("connect", params)
+        return rpc
+
+    return _connect
+
+
+@pytest.fixture
+def rpc(connect: Any) -> Any:
+    """A connected client socket."""
+    return connect("client", "test-client")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
