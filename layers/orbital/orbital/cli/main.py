@@ -1,0 +1,104 @@
+"""The `orbital` command."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+DEFAULT_URL = "ws://127.0.0.1:8765/ws"
+
+
+def _cmd_dev(args: argparse.Namespace) -> int:
+    import logging
+
+    from orbital.local.server import GatewayOptions, LocalGateway, StartupError
+
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
+    options = GatewayOptions(
+        host=args.host,
+        port=args.port,
+        data_dir=Path(args.data_dir),
+        token=args.token or os.environ.get("ORBITAL_TOKEN") or None,
+        project=Path(args.project) if args.project else None,
+    )
+    try:
+        gateway = LocalGateway(options)
+        gateway.serve_forever()
+    except StartupError as exc:
+        print(f"orbital dev: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        pass
+    print("Orbital gateway stopped; state saved.", flush=True)
+    return 0
+
+
+def _parse_json_arg(text: str | None) -> Any:
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        raise SystemExit(f"orbital call: params must be JSON (got {text!r})") from None
+
+
+def _cmd_call(args: argparse.Namespace) -> int:
+    from orbital.client import GatewayClient, RpcFailed
+
+    params = _parse_json_arg(args.params)
+    token = args.token or os.environ.get("ORBITAL_TOKEN") or None
+    try:
+        with GatewayClient(args.url, timeout=args.timeout) as client:
+            client.connect("client", args.client_id, token=token)
+            if args.method == "connect":
+                payload = client.hello
+            else:
+                payload = client.call(args.method, params)
+    except RpcFailed as exc:
+        print(json.dumps({"code": exc.code, "message": exc.message}), file=sys.stderr)
+        return 1
+    except (OSError, TimeoutError) as exc:
+        print(f"orbital call: cannot reach {args.url}: {exc}", file=sys.stderr)
+        return 1
+    except Exception as exc:  # connection closed by the gateway (e.g. bad token), protocol errors
+        print(f"orbital call: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps(payload, indent=2, ensure_ascii=False) if payload is not None else "null")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="orbital", description="Orbital: a personal AI-agent gateway (GSV).")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    dev = sub.add_parser("dev", help="run the whole gateway locally (no AWS account, no Docker)")
+    dev.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1)")
+    dev.add_argument("--port", type=int, default=8765, help="port for ws://HOST:PORT/ws and HTTP (default 8765)")
+    dev.add_argument("--data-dir", default=os.environ.get("ORBITAL_DATA_DIR", "~/.orbital"), help="state directory")
+    dev.add_argument("--token", default=None, help="require this token in connect (env ORBITAL_TOKEN)")
+    dev.add_argument("--project", default=None, help="Orbital checkout holding template.yaml (default: search cwd)")
+    dev.add_argument("-v", "--verbose", action="store_true", help="log more")
+    dev.set_defaults(func=_cmd_dev)
+
+    call = sub.add_parser("call", help="send one RPC and print its payload (exit 1 on error)")
+    call.add_argument("method")
+    call.add_argument("params", nargs="?", default=None, help="JSON params")
+    call.add_argument("--url", default=os.environ.get("ORBITAL_URL", DEFAULT_URL))
+    call.add_argument("--token", default=None, help="gateway token (env ORBITAL_TOKEN)")
+    call.add_argument("--client-id", default=None)
+    call.add_argument("--timeout", type=float, default=30.0)
+    call.set_defaults(func=_cmd_call)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,236 @@
+"""A WebSocket endpoint with API Gateway semantics, plus its management API, on one Starlette app.
+
+- `ws://HOST:PORT/ws`: `$connect` runs before the upgrade is accepted (a status >= 400 refuses it with HTTP 403),
+  text frames are routed by their `type` (the template's RouteSelectionExpression `$request.body.type`) to the
+  template's routes or `$default`, binary frames go to `$default` base64-encoded, and a close runs `$disconnect`.
+  Frames of one socket are handled in order; sockets are handled concurrently.
+- Routes with a route response send the handler's `body` back on the socket, like API Gateway's two-way routes.
+- `POST|GET|DELETE [/{stage}]/@connections/{id}`: the management API boto3 talks to. Unknown ids answer 410
+  GoneException. DELETE closes the socket (code/reason may be given in x-orbital-close-* headers).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import json
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import anyio
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Mount, Route, WebSocketRoute
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from orbital.aws.clients import CLOSE_CODE_HEADER, CLOSE_REASON_HEADER
+
+log = logging.getLogger("orbital.bridge")
+
+Invoke = Callable[[str, dict[str, Any]], Any]
+
+
+@dataclass
+class _Socket:
+    ws: WebSocket
+    connected_at: float
+    source_ip: str
+    last_active: float = field(default_factory=time.time)
+    closed: bool = False
+    disconnected: bool = False
+
+
+class Bridge:
+    def __init__(
+        self,
+        invoke: Invoke,
+        routes: dict[str, dict[str, Any]],
+        *,
+        stage: str = "local",
+        api_id: str = "local",
+        domain: str = "127.0.0.1",
+        rest_app: Any = None,
+        path: str = "/ws",
+    ) -> None:
+        self.invoke = invoke
+        self.routes = routes
+        self.stage = stage
+        self.api_id = api_id
+        self.domain = domain
+        self.rest_app = rest_app
+        self.path = path
+        self.sockets: dict[str, _Socket] = {}
+        self.loop: asyncio.AbstractEventLoop | None = None
+
+    # --- app --------------------------------------------------------------------------------------------------
+
+    def app(self) -> Starlette:
+        routes: list[Any] = [
+            WebSocketRoute(self.path, self._websocket),
+            Route("/@connections/{cid}", self._management, methods=["POST", "GET", "DELETE"]),
+            Route("/{stage}/@connections/{cid}", self._management, methods=["POST", "GET", "DELETE"]),
+        ]
+        if self.rest_app is not None:
+            routes.append(Mount("/", app=self.rest_app))
+        return Starlette(routes=routes)
+
+    # --- events -----------------------------------------------------------------------------------------------
+
+    def _context(self, cid: str, route: str, event_type: str, sock: _Socket | None) -> dict[str, Any]:
+        now = time.time()
+        return {
+            "routeKey": route,
+            "eventType": event_type,
+            "extendedRequestId": uuid.uuid4().hex,
+            "requestTime": datetime.now(UTC).strftime("%d/%b/%Y:%H:%M:%S +0000"),
+            "messageDirection": "IN",
+            "stage": self.stage,
+            "connectedAt": int((sock.connected_at if sock else now) * 1000),
+            "requestTimeEpoch": int(now * 1000),
+            "identity": {"sourceIp": sock.source_ip if sock else "127.0.0.1"},
+            "requestId": uuid.uuid4().hex,
+            "domainName": self.domain,
+            "connectionId": cid,
+            "apiId": self.api_id,
+            **({"messageId": uuid.uuid4().hex} if event_type == "MESSAGE" else {}),
+        }
+
+    async def _call(self, route_key: str, event: dict[str, Any]) -> Any:
+        route = self.routes.get(route_key)
+        if route is None:
+            return None
+        try:
+            return await anyio.to_thread.run_sync(self.invoke, route["function"], event)
+        except Exception:
+            log.exception("handler for %s failed", route_key)
+            return {"statusCode": 500}
+
+    def _route_for_text(self, text: str) -> str:
+        try:
+            body = json.loads(text)
+        except ValueError:
+            return "$default"
+        if isinstance(body, dict):
+            kind = body.get("type")
+            if isinstance(kind, str) and kind in self.routes and not kind.startswith("$"):
+                return kind
+        return "$default"
+
+    # --- the socket -------------------------------------------------------------------------------------------
+
+    async def _websocket(self, ws: WebSocket) -> None:
+        self.loop = asyncio.get_running_loop()
+        cid = base64.b32encode(uuid.uuid4().bytes[:10]).decode().rstrip("=")
+        client = ws.client
+        sock = _Socket(ws=ws, connected_at=time.time(), source_ip=client.host if client else "127.0.0.1")
+        event = {
+            "headers": dict(ws.headers),
+            "multiValueHeaders": {k: [v] for k, v in ws.headers.items()},
+            "queryStringParameters": dict(ws.query_params) or None,
+            "requestContext": self._context(cid, "$connect", "CONNECT", sock),
+            "isBase64Encoded": False,
+        }
+        result = await self._call("$connect", event)
+        status = int(result.get("statusCode", 200)) if isinstance(result, dict) else 200
+        if status >= 400:
+            await ws.close(code=1008)
+            return
+        await ws.accept()
+        self.sockets[cid] = sock
+        try:
+            while True:
+                message = await ws.receive()
+                if message["type"] == "websocket.disconnect":
+                    break
+                sock.last_active = time.time()
+                text, data = message.get("text"), message.get("bytes")
+                if text is not None:
+                    route = self._route_for_text(text)
+                    event = {
+                        "requestContext": self._context(cid, route, "MESSAGE", sock),
+                        "body": text,
+                        "isBase64Encoded": False,
+                    }
+                elif data is not None:
+                    route = "$default"
+                    event = {
+                        "requestContext": self._context(cid, route, "MESSAGE", sock),
+                        "body": base64.b64encode(data).decode(),
+                        "isBase64Encoded": True,
+                    }
+                else:
+                    continue
+                result = await self._call(route, event)
+                two_way = self.routes.get(route, {}).get("two_way")
+                if two_way and isinstance(result, dict) and result.get("body") and not sock.closed:
+                    with contextlib.suppress(Exception):
+                        await ws.send_text(result["body"])
+        except WebSocketDisconnect:
+            pass
+        finally:
+            await self._gone(cid, sock)
+
+    async def _gone(self, cid: str, sock: _Socket) -> None:
+        if sock.disconnected:
+            return
+        sock.disconnected = True
+        self.sockets.pop(cid, None)
+        event = {"requestContext": self._context(cid, "$disconnect", "DISCONNECT", sock), "isBase64Encoded": False}
+        await self._call("$disconnect", event)
+
+    # --- management API ---------------------------------------------------------------------------------------
+
+    async def _management(self, request: Request) -> Response:
+        cid = request.path_params["cid"]
+        sock = self.sockets.get(cid)
+        if sock is None or sock.closed:
+            return JSONResponse(
+                {"message": f"Connection {cid} is gone"}, status_code=410, headers={"x-amzn-ErrorType": "GoneException"}
+            )
+        if request.method == "GET":
+            fmt = "%Y-%m-%dT%H:%M:%S.%fZ"
+            return JSONResponse(
+                {
+                    "connectedAt": datetime.fromtimestamp(sock.connected_at, UTC).strftime(fmt),
+                    "lastActiveAt": datetime.fromtimestamp(sock.last_active, UTC).strftime(fmt),
+                    "identity": {"sourceIp": sock.source_ip, "userAgent": sock.ws.headers.get("user-agent", "")},
+                }
+            )
+        if request.method == "DELETE":
+            code = int(request.headers.get(CLOSE_CODE_HEADER) or 1000)
+            reason = request.headers.get(CLOSE_REASON_HEADER) or ""
+            sock.closed = True
+            with contextlib.suppress(Exception):
+                await sock.ws.close(code=code, reason=reason)
+            await self._gone(cid, sock)
+            return Response(status_code=204)
+        data = await request.body()
+        try:
+            if _is_text(data):
+                await sock.ws.send_text(data.decode("utf-8"))
+            else:
+                await sock.ws.send_bytes(data)
+        except Exception:
+            sock.closed = True
+            return JSONResponse(
+                {"message": f"Connection {cid} is gone"}, status_code=410, headers={"x-amzn-ErrorType": "GoneException"}
+            )
+        return Response(status_code=200)
+
+
+def _is_text(data: bytes) -> bool:
+    """JSON frames go out as text, transfer chunks (4-byte little-endian id first) as binary."""
+    if not data or data[:1] not in (b"{", b"[") or b"\x00" in data[:4]:
+        return False
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True

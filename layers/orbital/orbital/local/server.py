@@ -1,0 +1,292 @@
+"""`orbital dev`: the whole gateway in one process, no AWS account, no Docker.
+
+moto (DynamoDB, S3, Step Functions, Lambda registry) + the API-Gateway-like WebSocket bridge + the FastAPI app on
+one port, with state persisted in a data directory.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import os
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("orbital.local")
+
+LOCAL_TABLE = "orbital-local"
+LOCAL_BUCKET = "orbital-local-workspace"
+STAGE = "local"
+
+
+class StartupError(RuntimeError):
+    pass
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def find_project_root(start: Path | None = None) -> Path:
+    """The directory holding template.yaml (the working directory or one of its parents)."""
+    here = (start or Path.cwd()).resolve()
+    for candidate in (here, *here.parents):
+        if (candidate / "template.yaml").exists() and (candidate / "functions").is_dir():
+            return candidate
+    raise StartupError(
+        "template.yaml not found: run `orbital dev` from an Orbital checkout (or pass --project DIR)"
+    )
+
+
+@dataclass
+class GatewayOptions:
+    host: str = "127.0.0.1"
+    port: int = 8765
+    data_dir: Path = Path("~/.orbital")
+    token: str | None = None
+    project: Path | None = None
+    persist: bool = True
+    snapshot_interval: float = 1.0
+    quiet: bool = False
+
+
+class LocalGateway:
+    def __init__(self, options: GatewayOptions) -> None:
+        self.options = options
+        self.data_dir = options.data_dir.expanduser().resolve()
+        self.root = options.project.resolve() if options.project else find_project_root()
+        self.stack: Any = None
+        self.bridge: Any = None
+        self.snapshots: Any = None
+        self._server: Any = None
+        self._thread: threading.Thread | None = None
+        self.port = options.port
+
+    # --- lifecycle ----------------------------------------------------------------------------------------------
+
+    def check(self) -> None:
+        if not is_loopback(self.options.host) and not self.options.token:
+            raise StartupError(
+                f"refusing to listen on {self.options.host} without a token: anyone who can reach it could drive "
+                "your agent and its nodes. Pass --token (or ORBITAL_TOKEN), or bind 127.0.0.1."
+            )
+
+    def prepare(self) -> None:
+        """Start moto, create the template's resources, restore saved state, configure the handlers."""
+        self.check()
+        from orbital.local.bridge import Bridge
+        from orbital.local.persistence import Snapshotter
+        from orbital.local.stack import MotoStack
+        from orbital.local.template import websocket_routes
+
+        if self.port == 0:
+            self.port = _free_port(self.options.host)
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.stack = MotoStack(self.root, self.root / "template.yaml", table=LOCAL_TABLE, bucket=LOCAL_BUCKET)
+        endpoint = self.stack.start()
+        self._configure_env(endpoint)
+        if self.options.persist:
+            self.snapshots = Snapshotter(
+                self.data_dir,
+                self.stack.client,
+                LOCAL_TABLE,
+                LOCAL_BUCKET,
+                self._activity,
+                interval=self.options.snapshot_interval,
+            )
+            items, objects = self.snapshots.restore()
+            log.info("restored %d items and %d objects from %s", items, objects, self.data_dir)
+        self._seed()
+        from orbital.rest.app import create_app
+
+        self.bridge = Bridge(
+            self.stack.functions.invoke,
+            websocket_routes(self.stack.template),
+            stage=STAGE,
+            domain=f"{self.options.host}:{self.port}",
+            rest_app=create_app(),
+        )
+        if self.snapshots:
+            self.snapshots.start()
+        self._write_runtime(endpoint)
+
+    @property
+    def runtime_file(self) -> Path:
+        return self.data_dir / "runtime.json"
+
+    def _write_runtime(self, endpoint: str) -> None:
+        """Where this gateway and its moto endpoint listen (for `orbital` tooling on the same machine)."""
+        import json
+
+        info = {
+            "pid": os.getpid(),
+            "wsUrl": self.ws_url,
+            "httpUrl": self.http_url,
+            "awsEndpoint": endpoint,
+            "table": LOCAL_TABLE,
+            "bucket": LOCAL_BUCKET,
+        }
+        self.runtime_file.write_text(json.dumps(info, indent=2))
+        self.runtime_file.chmod(0o600)
+
+    def _activity(self) -> int:
+        return int(self.stack.functions.invocations)
+
+    def _configure_env(self, endpoint: str) -> None:
+        mgmt_host = self.options.host if is_loopback(self.options.host) else "127.0.0.1"
+        if mgmt_host in ("0.0.0.0", "::"):
+            mgmt_host = "127.0.0.1"
+        env = {
+            "ORBITAL_TABLE": LOCAL_TABLE,
+            "ORBITAL_BUCKET": LOCAL_BUCKET,
+            "ORBITAL_STAGE": STAGE,
+            "ORBITAL_LOCAL": "1",
+            "ORBITAL_AWS_ENDPOINT": endpoint,
+            "ORBITAL_WS_MGMT_ENDPOINT": f"http://{mgmt_host}:{self.port}/{STAGE}",
+            "AWS_ACCESS_KEY_ID": "local",
+            "AWS_SECRET_ACCESS_KEY": "local",
+            "AWS_REGION": "us-east-1",
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "POWERTOOLS_METRICS_DISABLED": "true",
+            "POWERTOOLS_TRACE_DISABLED": "true",
+            "POWERTOOLS_LOG_LEVEL": os.environ.get("POWERTOOLS_LOG_LEVEL", "WARNING"),
+            "POWERTOOLS_SERVICE_NAME": "orbital",
+        }
+        for var in ("AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_ENDPOINT_URL"):
+            os.environ.pop(var, None)
+        os.environ.update(env)
+        if self.options.token:
+            os.environ["ORBITAL_AUTH_TOKEN"] = self.options.token
+        else:
+            os.environ.pop("ORBITAL_AUTH_TOKEN", None)
+        os.environ.pop("ORBITAL_REQUIRE_TOKEN", None)
+        from orbital.aws.clients import reset_clients
+        from orbital.services import reset_services
+        from orbital.settings import reset_settings
+
+        reset_settings()
+        reset_clients()
+        reset_services()
+
+    def _seed(self) -> None:
+        try:
+            from orbital.services import get_services
+            from orbital.store.seed import ensure_seeded
+        except ImportError:
+            return
+        written = ensure_seeded(get_services())
+        if written:
+            log.info("seeded the workspace of agent main: %s", ", ".join(written))
+
+    def _uvicorn(self) -> Any:
+        import uvicorn
+
+        config = uvicorn.Config(
+            self.bridge.app(),
+            host=self.options.host,
+            port=self.port,
+            log_level="warning",
+            ws="websockets-sansio",
+            ws_max_size=16 * 1024 * 1024,
+            ws_ping_interval=20,
+            ws_ping_timeout=20,
+            lifespan="off",
+            access_log=False,
+        )
+        return uvicorn.Server(config)
+
+    @property
+    def ws_url(self) -> str:
+        return f"ws://{self.options.host}:{self.port}/ws"
+
+    @property
+    def http_url(self) -> str:
+        return f"http://{self.options.host}:{self.port}"
+
+    def banner(self) -> str:
+        auth = "token required" if self.options.token else "no token (loopback only)"
+        return "\n".join(
+            [
+                "Orbital gateway is running",
+                f"  WebSocket  {self.ws_url}   ({auth})",
+                f"  HTTP       {self.http_url}/health",
+                f"  Data       {self.data_dir}",
+                "Press Ctrl-C to stop.",
+            ]
+        )
+
+    def serve_forever(self) -> None:
+        """Run in the foreground until Ctrl-C / SIGTERM, then save state and stop."""
+        import signal
+
+        def _terminate(_signum: int, _frame: Any) -> None:
+            raise KeyboardInterrupt
+
+        signal.signal(signal.SIGTERM, _terminate)
+        self.prepare()
+        self._server = self._uvicorn()
+        started = threading.Thread(target=self._announce, daemon=True)
+        started.start()
+        try:
+            self._server.run()
+        finally:
+            self.shutdown()
+
+    def _announce(self) -> None:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if self._server is not None and self._server.started:
+                print(self.banner(), flush=True)
+                return
+            time.sleep(0.02)
+
+    def start(self) -> LocalGateway:
+        """Run in a background thread (tests, benchmarks). Returns once the socket accepts connections."""
+        self.prepare()
+        self._server = self._uvicorn()
+        self._server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
+        self._thread = threading.Thread(target=self._server.run, name="orbital-uvicorn", daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + 30
+        while not self._server.started:
+            if time.monotonic() > deadline or not self._thread.is_alive():
+                raise StartupError("local gateway did not start")
+            time.sleep(0.01)
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout=15)
+            self._thread = None
+        self.shutdown()
+
+    def shutdown(self) -> None:
+        try:
+            self.runtime_file.unlink()
+        except FileNotFoundError:
+            pass
+        if self.snapshots is not None:
+            try:
+                self.snapshots.stop()
+            finally:
+                self.snapshots = None
+        if self.stack is not None:
+            self.stack.stop()
+            self.stack = None
+
+
+def _free_port(host: str) -> int:
+    with socket.socket() as s:
+        s.bind((host if host not in ("0.0.0.0", "::") else "127.0.0.1", 0))
+        return int(s.getsockname()[1])

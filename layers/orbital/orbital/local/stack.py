@@ -1,0 +1,205 @@
+"""The AWS half of the local gateway: a moto server in this process with the resources of template.yaml.
+
+Lambda functions named in the template run in process: moto's Docker-free Lambda backend is patched so an invoke
+(e.g. a Step Functions task) calls the function's Python handler, loaded from its CodeUri exactly as Lambda would.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import logging
+import os
+import sys
+import threading
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from orbital.local import template as tpl
+
+log = logging.getLogger("orbital.local")
+
+ACCOUNT = "123456789012"
+REGION = "us-east-1"
+
+
+@dataclass
+class FakeLambdaContext:
+    function_name: str
+    memory_limit_in_mb: int = 512
+    invoked_function_arn: str = ""
+    aws_request_id: str = ""
+    log_group_name: str = "/aws/lambda/local"
+    log_stream_name: str = "local"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 29_000
+
+
+class FunctionHost:
+    """Loads each template function's handler from its CodeUri and invokes it with a Lambda-shaped context."""
+
+    def __init__(self, root: Path, template: dict[str, Any]) -> None:
+        self.root = root
+        self.specs = tpl.functions(template)
+        self._modules: dict[str, ModuleType] = {}
+        self._lock = threading.Lock()
+        self.invocations = 0
+
+    def _load(self, logical_id: str) -> Any:
+        with self._lock:
+            module = self._modules.get(logical_id)
+            if module is None:
+                spec = self.specs[logical_id]
+                module_name, func_name = spec["handler"].rsplit(".", 1)
+                path = self.root / spec["code_uri"] / f"{module_name}.py"
+                import_name = f"orbital_fn_{logical_id}"
+                loader = importlib.util.spec_from_file_location(import_name, path)
+                if loader is None or loader.loader is None:
+                    raise RuntimeError(f"cannot load handler for {logical_id} from {path}")
+                module = importlib.util.module_from_spec(loader)
+                sys.modules[import_name] = module
+                loader.loader.exec_module(module)
+                self._modules[logical_id] = module
+            return getattr(module, self.specs[logical_id]["handler"].rsplit(".", 1)[1])
+
+    def invoke(self, logical_id: str, event: dict[str, Any]) -> Any:
+        handler = self._load(logical_id)
+        self.invocations += 1
+        ctx = FakeLambdaContext(
+            function_name=logical_id,
+            invoked_function_arn=f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{logical_id}",
+            aws_request_id=str(uuid.uuid4()),
+        )
+        return handler(event, ctx)
+
+
+class MotoStack:
+    def __init__(self, root: Path, template_path: Path, *, table: str, bucket: str) -> None:
+        self.root = root
+        self.template = tpl.load_template(template_path)
+        self.table = table
+        self.bucket = bucket
+        self.functions = FunctionHost(root, self.template)
+        self.state_machine_arns: dict[str, str] = {}
+        self.endpoint = ""
+        self._server: Any = None
+
+    def start(self) -> str:
+        from moto.server import ThreadedMotoServer
+
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)
+        self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+        self._server.start()
+        host, port = self._server.get_host_and_port()
+        os.environ["MOTO_PORT"] = str(port)
+        self.endpoint = f"http://{host}:{port}"
+        import requests
+
+        requests.post(
+            f"{self.endpoint}/moto-api/config",
+            json={"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}},
+            timeout=10,
+        ).raise_for_status()
+        self._patch_lambda()
+        self._create_resources()
+        return self.endpoint
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.stop()
+            self._server = None
+
+    def client(self, service: str) -> Any:
+        import boto3
+
+        return boto3.client(
+            service,
+            endpoint_url=self.endpoint,
+            region_name=REGION,
+            aws_access_key_id="local",
+            aws_secret_access_key="local",
+        )
+
+    def _patch_lambda(self) -> None:
+        from moto.awslambda_simple.models import LambdaSimpleBackend
+
+        host = self.functions
+
+        def invoke(
+            backend: Any, function_name: str, qualifier: Any, body: Any, headers: Any, response_headers: Any
+        ) -> bytes:
+            name = function_name.split(":")[-1]
+            try:
+                event = json.loads(body) if body else {}
+                result = host.invoke(name, event)
+            except Exception as exc:
+                log.exception("local function %s failed", name)
+                response_headers["x-amz-function-error"] = "Unhandled"
+                return json.dumps({"errorType": type(exc).__name__, "errorMessage": str(exc)}).encode()
+            return json.dumps(result).encode()
+
+        LambdaSimpleBackend.invoke = invoke  # type: ignore[method-assign,assignment]
+
+    def _create_resources(self) -> None:
+        _, table_kwargs = tpl.table_definition(self.template)
+        ddb = self.client("dynamodb")
+        ddb.create_table(TableName=self.table, **table_kwargs)
+        ttl = tpl.ttl_attribute(self.template)
+        if ttl:
+            ddb.update_time_to_live(
+                TableName=self.table, TimeToLiveSpecification={"Enabled": True, "AttributeName": ttl}
+            )
+        self.client("s3").create_bucket(Bucket=self.bucket)
+        lam = self.client("lambda")
+        trust = {
+            "Version": "2012-10-17",
+            "Statement": [
+                {"Effect": "Allow", "Principal": {"Service": ["lambda.amazonaws.com", "states.amazonaws.com"]},
+                 "Action": "sts:AssumeRole"}
+            ],
+        }
+        iam_role = self.client("iam").create_role(
+            RoleName="orbital-local", AssumeRolePolicyDocument=json.dumps(trust)
+        )["Role"]["Arn"]
+        for logical_id in self.functions.specs:
+            lam.create_function(
+                FunctionName=logical_id,
+                Runtime="python3.13",
+                Role=iam_role,
+                Handler=self.functions.specs[logical_id]["handler"],
+                Code={"ZipFile": b"PK\x05\x06" + b"\x00" * 18},
+            )
+        sfn = self.client("stepfunctions")
+        for logical_id, spec in tpl.state_machines(self.template).items():
+            text = (self.root / spec["definition_uri"]).read_text()
+            for key, value in spec["substitutions"].items():
+                text = text.replace("${" + key + "}", self._resolve(value))
+            arn = sfn.create_state_machine(
+                name=logical_id, definition=text, roleArn=iam_role, type=spec["type"]
+            )["stateMachineArn"]
+            self.state_machine_arns[logical_id] = arn
+
+    def _resolve(self, value: Any) -> str:
+        """Resolve the few intrinsics DefinitionSubstitutions use (function ARNs, table/bucket names)."""
+        if isinstance(value, str):
+            return value
+        if isinstance(value, dict):
+            if "Fn::GetAtt" in value:
+                name = value["Fn::GetAtt"][0]
+                return f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{name}"
+            if "Ref" in value:
+                ref = value["Ref"]
+                kinds = {r: res.get("Type") for r, res in self.template["Resources"].items()}
+                if kinds.get(ref) == "AWS::DynamoDB::Table":
+                    return self.table
+                if kinds.get(ref) == "AWS::S3::Bucket":
+                    return self.bucket
+                if ref in self.functions.specs:
+                    return ref
+            if "Fn::Sub" in value and isinstance(value["Fn::Sub"], str):
+                return value["Fn::Sub"].replace("${AWS::Region}", REGION).replace("${AWS::AccountId}", ACCOUNT)
+        raise ValueError(f"cannot resolve substitution {value!r} locally")

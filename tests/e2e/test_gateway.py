@@ -1,0 +1,210 @@
+"""The local gateway over real sockets: handshake in every mode, auth, errors, config, persistence."""
+
+from __future__ import annotations
+
+import json
+import signal
+import urllib.error
+import urllib.request
+
+import pytest
+from websockets.exceptions import ConnectionClosed
+
+from orbital.client import GatewayClient, RpcFailed
+from tests.conftest import NODE_RUNTIME, NODE_TOOLS
+from tests.e2e.conftest import GatewayProcess
+
+
+def test_health_and_unknown_paths(gateway):
+    with urllib.request.urlopen(f"{gateway.http}/health") as resp:
+        assert resp.status == 200
+        assert json.loads(resp.read()) == {"status": "healthy"}
+    with pytest.raises(urllib.error.HTTPError) as err:
+        urllib.request.urlopen(f"{gateway.http}/nothing-here")
+    assert err.value.code == 404
+
+
+def test_client_connect_hello_ok_lists_every_method(gateway):
+    with GatewayClient(gateway.url) as c:
+        hello = c.connect("client", "web-1")
+    assert hello["type"] == "hello-ok"
+    assert hello["protocol"] == 1
+    assert hello["server"]["connectionId"]
+    methods = hello["features"]["methods"]
+    for name in ("connect", "config.get", "config.set", "tools.list", "sessions.list", "workspace.read",
+                 "pair.approve", "cron.list", "heartbeat.status", "channels.list"):
+        assert name in methods
+    assert len(methods) == len(set(methods))
+    assert "chat" in hello["features"]["events"]
+
+
+def test_minimal_connect_params_are_accepted(gateway):
+    with GatewayClient(gateway.url) as c:
+        payload = c.call("connect", {"minProtocol": 1, "client": {"mode": "client", "id": "bare"}})
+        assert payload["type"] == "hello-ok"
+
+
+def test_methods_before_connect_get_101_and_unknown_methods_404(gateway):
+    with GatewayClient(gateway.url) as c:
+        res = c.request("config.get")
+        assert res["error"] == {"code": 101, "message": "Not connected"}
+        c.connect("client")
+        res = c.request("no.such.method")
+        assert res["error"] == {"code": 404, "message": "Unknown method: no.such.method"}
+
+
+def test_protocol_and_mode_validation(gateway):
+    with GatewayClient(gateway.url) as c:
+        assert c.request("connect", {"minProtocol": 2, "client": {"mode": "client"}})["error"] == {
+            "code": 102,
+            "message": "Unsupported protocol version",
+        }
+        assert c.request("connect", {"minProtocol": 1, "client": {"mode": "robot"}})["error"] == {
+            "code": 103,
+            "message": "Invalid client mode",
+        }
+        assert c.request("connect", {"minProtocol": 1, "client": {"mode": "channel", "id": "x"}})["error"] == {
+            "code": 103,
+            "message": "Channel mode requires channel field",
+        }
+
+
+def test_node_validation_errors(gateway):
+    with GatewayClient(gateway.url) as c:
+        res = c.request("connect", {"minProtocol": 1, "client": {"mode": "node", "id": "n1"}})
+        assert res["error"] == {"code": 103, "message": "Node mode requires tools"}
+        res = c.request("connect", {"minProtocol": 1, "client": {"mode": "node", "id": "n1"}, "tools": NODE_TOOLS})
+        assert res["error"] == {"code": 103, "message": "Invalid nodeRuntime: nodeRuntime for n1 is required"}
+        bad = dict(NODE_RUNTIME, hostCapabilities=["filesystem.read"], toolCapabilities={"Bash": ["filesystem.read"],
+                                                                                          "Read": ["filesystem.read"]})
+        res = c.request("connect", {"minProtocol": 1, "client": {"mode": "node", "id": "n1"}, "tools": NODE_TOOLS,
+                                    "nodeRuntime": bad})
+        assert res["error"]["code"] == 103
+        assert "missing execution baseline" in res["error"]["message"]
+        missing = dict(NODE_RUNTIME, toolCapabilities={"Bash": ["shell.exec"]})
+        res = c.request("connect", {"minProtocol": 1, "client": {"mode": "node", "id": "n1"}, "tools": NODE_TOOLS,
+                                    "nodeRuntime": missing})
+        assert res["error"]["message"] == "Invalid nodeRuntime: nodeRuntime for n1 toolCapabilities missing entry for tool: Read"
+
+
+def test_node_tools_listed_then_removed_on_disconnect(gateway, client):
+    with GatewayClient(gateway.url) as node:
+        node.connect("node", "laptop", tools=NODE_TOOLS, nodeRuntime=NODE_RUNTIME)
+        names = [t["name"] for t in client.call("tools.list")["tools"]]
+        assert names[:12][0] == "gsv__ListFiles"
+        assert "laptop__Bash" in names and "laptop__Read" in names
+    deadline_names = None
+    import time
+
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        deadline_names = [t["name"] for t in client.call("tools.list")["tools"]]
+        if "laptop__Bash" not in deadline_names:
+            break
+    assert "laptop__Bash" not in deadline_names
+
+
+def test_channel_mode_registers_channel(gateway, client):
+    with GatewayClient(gateway.url) as ch:
+        ch.connect("channel", "bot-1", client={"channel": "discord", "accountId": "main"})
+        channels = client.call("channels.list")
+    entries = [c for c in channels["channels"] if c["channel"] == "discord"]
+    assert channels["count"] == len(channels["channels"])
+    assert [(c["channel"], c["accountId"]) for c in entries] == [("discord", "main")]
+    assert isinstance(entries[0]["connectedAt"], int)
+
+
+def test_newer_client_replaces_older_socket(gateway):
+    old = GatewayClient(gateway.url)
+    old.connect("client", "same-id")
+    with GatewayClient(gateway.url) as new:
+        new.connect("client", "same-id")
+        with pytest.raises(ConnectionClosed) as closed:
+            old.ws.recv(timeout=10)
+        assert closed.value.rcvd.code == 1000
+        assert closed.value.rcvd.reason == "Replaced by newer client connection"
+        assert new.call("config.get", {"path": "userTimezone"})["value"] == "UTC"
+    old.close()
+
+
+def test_malformed_json_gets_no_reply_and_socket_survives(client):
+    client.send_raw("{this is not json")
+    client.send_raw('{"type":"weird","id":"1"}')
+    client.send_raw('{"type":"res","id":"2","ok":true}')
+    assert client.call("config.get", {"path": "model.provider"})["value"] == "anthropic"
+    assert not [e for e in client.events if e.get("type") == "res"]
+
+
+def test_oversized_frame_gets_a_clear_error_and_socket_survives(client):
+    big = json.dumps({"type": "req", "id": "big-1", "method": "config.set",
+                      "params": {"path": "notes", "value": "x" * 200_000}})
+    client.send_raw(big)
+    res = client.wait_response("big-1")
+    assert res["ok"] is False
+    assert res["error"]["code"] == 413
+    assert "too large" in res["error"]["message"]
+    assert client.call("config.get", {"path": "notes"}) == {"path": "notes"}
+
+
+def test_config_round_trip_and_masking(client):
+    client.call("config.set", {"path": "apiKeys.openai", "value": "sk-live-123"})
+    client.call("config.set", {"path": "model", "value": {"provider": "openai", "id": "gpt-4.1"}})
+    client.call("config.set", {"path": "channels.discord.botToken", "value": "discord-secret"})
+    full = client.call("config.get")["config"]
+    assert full["apiKeys"]["openai"] == "***"
+    assert full["channels"]["discord"]["botToken"] == "***"
+    assert full["model"] == {"provider": "openai", "id": "gpt-4.1"}
+    assert client.call("config.get", {"path": "apiKeys.openai"})["value"] == "***"
+    assert client.call("config.get", {"path": "apiKeys"})["value"] == {"openai": "***"}
+    assert "sk-live-123" not in json.dumps(client.call("config.get"))
+    # a UI writing the mask back does not destroy the key
+    client.call("config.set", {"path": "apiKeys.openai", "value": "***"})
+    assert client.call("config.get", {"path": "apiKeys.openai"})["value"] == "***"
+    assert client.request("config.set", {"value": 1})["error"] == {"code": 400, "message": "path required"}
+
+
+def test_auth_required_when_token_set(data_dir):
+    gw = GatewayProcess(data_dir, token="s3cret-token-value").start()
+    try:
+        with GatewayClient(gw.url) as ok:
+            assert ok.connect("client", token="s3cret-token-value")["type"] == "hello-ok"
+        bad = GatewayClient(gw.url)
+        frame = bad.request("connect", {"minProtocol": 1, "client": {"mode": "client"}, "auth": {"token": "nope"}})
+        assert frame["error"] == {"code": 401, "message": "Unauthorized: invalid or missing token"}
+        with pytest.raises(ConnectionClosed) as closed:
+            bad.ws.recv(timeout=10)
+        assert closed.value.rcvd.code == 4001
+        assert closed.value.rcvd.reason == "Unauthorized"
+        missing = GatewayClient(gw.url)
+        with pytest.raises((RpcFailed, ConnectionClosed)):
+            missing.connect("client")
+        missing.close()
+    finally:
+        gw.stop()
+
+
+def test_non_loopback_without_token_is_refused(data_dir):
+    gw = GatewayProcess(data_dir, extra_args=["--host", "0.0.0.0"])
+    with pytest.raises(RuntimeError) as err:
+        gw.start(timeout=30)
+    assert "without a token" in str(err.value)
+
+
+def test_state_persists_across_restart(data_dir):
+    gw = GatewayProcess(data_dir).start()
+    try:
+        with GatewayClient(gw.url) as c:
+            c.connect("client")
+            c.call("config.set", {"path": "userTimezone", "value": "America/Chicago"})
+            c.call("workspace.write", {"path": "notes/today.md", "content": "remember the milk"})
+    finally:
+        assert gw.stop(signal.SIGINT) == 0
+    assert "state saved" in gw.output
+    gw = GatewayProcess(data_dir).start()
+    try:
+        with GatewayClient(gw.url) as c:
+            c.connect("client")
+            assert c.call("config.get", {"path": "userTimezone"})["value"] == "America/Chicago"
+            assert c.call("workspace.read", {"path": "notes/today.md"})["content"] == "remember the milk"
+    finally:
+        gw.stop()
