@@ -1,0 +1,62 @@
+# Orbital — the two set-up commands are `make dev` and `make test`; both create the environment when needed.
+
+PORT ?= 8765
+HOST ?= 127.0.0.1
+DATA_DIR ?= ~/.orbital
+TOKEN ?=
+
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+
+.DEFAULT_GOAL := help
+.PHONY: help install dev test pytest lint format typecheck docs docs-check clean bench
+
+help:
+	@echo "make dev    start the local gateway on ws://$(HOST):$(PORT)/ws (PORT=, HOST=, DATA_DIR=, TOKEN=)"
+	@echo "make test   lint, type-check, template/ASL checks, docs check and every test"
+	@echo "make docs   regenerate docs/protocol.md from the method registry"
+	@echo "make build  sam build (layer for python3.13/arm64)      make bench  run the benchmarks"
+
+$(STAMP): pyproject.toml requirements/dev.lock
+	@py="$$(sh scripts/find-python.sh)" && echo "using $$py" && \
+	  { [ -x $(BIN)/python ] || "$$py" -m venv $(VENV); }
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade "pip>=24"
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c requirements/dev.lock -e '.[dev]'
+	@touch $@
+
+install: $(STAMP)
+
+dev: $(STAMP)
+	$(BIN)/orbital dev --host $(HOST) --port $(PORT) --data-dir $(DATA_DIR) $(if $(TOKEN),--token $(TOKEN))
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: $(STAMP)
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+docs: $(STAMP)
+	$(BIN)/python -m orbital.protocol.docs > docs/protocol.md
+
+docs-check: $(STAMP)
+	@$(BIN)/python -m orbital.protocol.docs | diff -u docs/protocol.md - \
+	  || { echo "docs/protocol.md is out of date: run 'make docs'"; exit 1; }
+
+pytest: $(STAMP)
+	$(BIN)/python -m pytest
+
+test: lint typecheck docs-check validate pytest
+
+bench: $(STAMP)
+	$(BIN)/python bench/rpc.py
+
+clean:
+	rm -rf $(VENV) .venv-sam .aws-sam .pytest_cache .mypy_cache .ruff_cache
+
+-include mk/aws.mk

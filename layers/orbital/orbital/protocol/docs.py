@@ -1,0 +1,101 @@
+"""Render docs/protocol.md from the method registry (`make docs`; `make test` checks it is current)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+
+HEADER = """# Orbital protocol reference
+
+Generated from the method registry by `make docs` — do not edit by hand.
+
+Frames are JSON text: requests `{"type":"req","id","method","params"}`, responses
+`{"type":"res","id","ok":true,"payload"}` or `{"type":"res","id","ok":false,"error":{"code","message"}}`, events
+`{"type":"evt","event","payload"}`. The first request on a socket must be `connect`; anything else gets
+`101 Not connected`. Malformed JSON gets no reply and the socket stays open; frames over 128 KB get `413`.
+"""
+
+CODES = [
+    (101, "Not connected (method before a successful connect, or a method the socket's mode may not call)"),
+    (102, "Unsupported protocol version"),
+    (103, "Invalid client mode / node or channel registration errors"),
+    (400, "Missing or invalid params"),
+    (401, "Unauthorized: invalid or missing token (the socket is then closed with 4001)"),
+    (403, "Not allowed for this socket"),
+    (404, "Unknown method / unknown item"),
+    (413, "Frame too large"),
+    (500, "Failure while handling the request (message says what; unexpected ones carry a reference id)"),
+    (503, "A node or channel needed for the request is not connected"),
+]
+
+
+def _type_of(schema: dict[str, Any], defs: dict[str, Any]) -> str:
+    if "$ref" in schema:
+        return schema["$ref"].rsplit("/", 1)[-1]
+    if "anyOf" in schema:
+        parts = [_type_of(s, defs) for s in schema["anyOf"]]
+        return " \\| ".join(p for p in parts if p != "null") or "null"
+    kind = schema.get("type")
+    if kind == "array":
+        return f"{_type_of(schema.get('items', {}), defs)}[]"
+    return str(kind) if kind else "any"
+
+
+def _fields(model: type[BaseModel]) -> list[tuple[str, str, str]]:
+    schema = model.model_json_schema()
+    defs = schema.get("$defs", {})
+    required = set(schema.get("required", []))
+    rows = []
+    for name, prop in (schema.get("properties") or {}).items():
+        rows.append((name, _type_of(prop, defs), "yes" if name in required else ""))
+    return rows
+
+
+def _table(rows: list[tuple[str, str, str]], head: tuple[str, str, str]) -> list[str]:
+    if not rows:
+        return ["_none_", ""]
+    out = [f"| {head[0]} | {head[1]} | {head[2]} |", "|---|---|---|"]
+    out += [f"| `{a}` | {b} | {c} |" for a, b, c in rows]
+    return [*out, ""]
+
+
+def render() -> str:
+    from orbital.methods import registry
+    from orbital.methods.connect import EVENTS
+
+    reg = registry()
+    lines = [HEADER, "## Methods", ""]
+    families = reg.families()
+    for family, names in families.items():
+        lines.append(f"- **{family}**: " + ", ".join(f"[`{n}`](#{n.replace('.', '')})" for n in names))
+    lines.append("")
+    for family, names in families.items():
+        lines += [f"## {family}", ""]
+        for name in names:
+            spec = reg.get(name)
+            assert spec is not None
+            lines += [f"### {name}", ""]
+            if spec.summary:
+                lines += [" ".join(spec.summary.split()), ""]
+            who = ", ".join(sorted(spec.modes)) if spec.modes else "any connected socket"
+            if name == "connect":
+                who = "any socket (first frame)"
+            lines += [f"Callers: {who}." + (" The response is deferred." if spec.deferred else ""), ""]
+            lines += ["Params:", "", *_table(_fields(spec.params), ("field", "type", "required"))]
+            if spec.result is not None:
+                lines += ["Result:", "", *_table(_fields(spec.result), ("field", "type", "always"))]
+    lines += ["## Events", "", ", ".join(f"`{e}`" for e in EVENTS), ""]
+    lines += ["## Error codes", "", "| code | meaning |", "|---|---|"]
+    lines += [f"| {code} | {text} |" for code, text in CODES]
+    lines.append("")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    print(render(), end="")
+
+
+if __name__ == "__main__":
+    main()
+
