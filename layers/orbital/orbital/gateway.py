@@ -11,11 +11,9 @@ import base64
 import logging
 from typing import Any
 
-from aws_lambda_powertools.metrics import MetricUnit
-
 from orbital.lifecycle import disconnect
 from orbital.methods import registry
-from orbital.observability import metrics
+from orbital.observability import count
 from orbital.protocol.dispatch import Dispatcher, Outcome
 from orbital.protocol.frames import encode
 from orbital.services import Services, get_services
@@ -56,7 +54,7 @@ def _prepare(event: dict[str, Any]) -> tuple[Services, str]:
 def handle_connect(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
     services = get_services()
     settings = services.settings
-    metrics.add_metric(name="SocketsOpened", unit=MetricUnit.Count, value=1)
+    count("SocketsOpened")
     if settings.require_token and not settings.auth_token:
         log.error("refusing connection: this deployment has no auth token configured")
         return {"statusCode": 403, "body": "Gateway auth token not configured"}
@@ -65,7 +63,7 @@ def handle_connect(event: dict[str, Any], context: Any = None) -> dict[str, Any]
 
 def handle_disconnect(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
     services, connection_id = _prepare(event)
-    metrics.add_metric(name="SocketsClosed", unit=MetricUnit.Count, value=1)
+    count("SocketsClosed")
     disconnect(services, connection_id)
     return {"statusCode": 200}
 
@@ -86,7 +84,7 @@ def _finish(services: Services, connection_id: str, outcome: Outcome) -> dict[st
 
 def handle_message(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
     services, connection_id = _prepare(event)
-    metrics.add_metric(name="FramesIn", unit=MetricUnit.Count, value=1)
+    count("FramesIn")
     body = event.get("body")
     if body is None:
         return {"statusCode": 200}

@@ -58,6 +58,7 @@ class Bridge:
         domain: str = "127.0.0.1",
         rest_app: Any = None,
         path: str = "/ws",
+        workers: int = 8,
     ) -> None:
         self.invoke = invoke
         self.routes = routes
@@ -67,6 +68,8 @@ class Bridge:
         self.rest_app = rest_app
         self.path = path
         self.sockets: dict[str, _Socket] = {}
+        self.workers = workers
+        self._limiter: anyio.CapacityLimiter | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
 
     # --- app --------------------------------------------------------------------------------------------------
@@ -107,7 +110,9 @@ class Bridge:
         if route is None:
             return None
         try:
-            return await anyio.to_thread.run_sync(self.invoke, route["function"], event)
+            if self._limiter is None:
+                self._limiter = anyio.CapacityLimiter(self.workers)
+            return await anyio.to_thread.run_sync(self.invoke, route["function"], event, limiter=self._limiter)
         except Exception:
             log.exception("handler for %s failed", route_key)
             return {"statusCode": 500}

@@ -158,12 +158,16 @@ class LocalGateway:
             "AWS_DEFAULT_REGION": "us-east-1",
             "POWERTOOLS_METRICS_DISABLED": "true",
             "POWERTOOLS_TRACE_DISABLED": "true",
+            "AWS_XRAY_SDK_ENABLED": "false",
             "POWERTOOLS_LOG_LEVEL": os.environ.get("POWERTOOLS_LOG_LEVEL", "WARNING"),
             "POWERTOOLS_SERVICE_NAME": "orbital",
         }
         for var in ("AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_ENDPOINT_URL"):
             os.environ.pop(var, None)
         os.environ.update(env)
+        import warnings
+
+        warnings.filterwarnings("ignore", message="No application metrics to publish")
         if self.options.token:
             os.environ["ORBITAL_AUTH_TOKEN"] = self.options.token
         else:

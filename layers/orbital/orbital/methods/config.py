@@ -38,7 +38,7 @@ class ConfigSetResult(Result):
 def config_get(ctx: CallContext, params: ConfigGetParams) -> dict[str, Any]:
     """The effective configuration (defaults deep-merged with overrides), or one dotted path of it. Secrets are
     shown as "***" on every path."""
-    safe = cfg.masked(ctx.config())
+    safe = ctx.services.config.masked()
     if params.path:
         value = cfg.get_path(safe, params.path)
         if cfg.is_missing(value):

@@ -11,8 +11,11 @@ from orbital.store.table import Table
 
 
 class ConfigRepo:
+    """Effective and masked views are memoized per stored version; treat returned dicts as read-only."""
+
     def __init__(self, table: Table) -> None:
         self.table = table
+        self._memo: tuple[int, dict[str, Any], dict[str, Any]] | None = None
 
     def load(self) -> tuple[dict[str, Any], int]:
         rec = self.table.get(keys.CONFIG)
@@ -23,8 +26,20 @@ class ConfigRepo:
     def overrides(self) -> dict[str, Any]:
         return self.load()[0]
 
+    def _views(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        overrides, version = self.load()
+        memo = self._memo
+        if memo is None or memo[0] != version:
+            full = cfg.effective(overrides)
+            memo = (version, full, cfg.masked(full))
+            self._memo = memo
+        return memo[1], memo[2]
+
     def effective(self) -> dict[str, Any]:
-        return cfg.effective(self.overrides())
+        return self._views()[0]
+
+    def masked(self) -> dict[str, Any]:
+        return self._views()[1]
 
     def save(self, overrides: dict[str, Any], version: int) -> None:
         if version == 0:

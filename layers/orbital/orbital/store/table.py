@@ -264,9 +264,15 @@ class Table:
         try:
             resp = self.client.put_item(**kwargs)
         except self.client.exceptions.ConditionalCheckFailedException as exc:
-            raise ConflictError(f"write conflict on {pk}/{sk}") from exc
-        finally:
             self._forget(pk, sk)
+            raise ConflictError(f"write conflict on {pk}/{sk}") from exc
+        except Exception:
+            self._forget(pk, sk)
+            raise
+        if self._cache_on:
+            with self._lock:  # write-through: the item we just stored is the current one
+                self._items[(pk, sk)] = kwargs["Item"]
+                self._parts.pop(pk, None)
         old = resp.get("Attributes")
         return self._decode(old) if old else None
 
