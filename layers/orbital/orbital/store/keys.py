@@ -151,3 +151,108 @@ def session_archive_part(agent_id: str, session_id: str, ts_ms: int) -> str:
 
 def session_media_prefix(session_key: str) -> str:
     return f"media/{session_key}/"
+
+
+# --- cron run history (one item per run; GSI1 lists every job's runs by time) ---------------------------------
+
+CRON_RUNS_GSI_PK = "CRONRUNS"
+
+
+def cron_run(job_id: str, ts_ms: int, run_id: int) -> tuple[str, str]:
+    return cron_runs_pk(job_id), f"{max(0, ts_ms):015d}#{run_id:012d}"
+
+
+def cron_run_index(ts_ms: int, run_id: int) -> tuple[str, str]:
+    return CRON_RUNS_GSI_PK, f"{max(0, ts_ms):015d}#{run_id:012d}"
+
+
+CRON_RUN_SEQ_FLAG = "cron-run-seq"
+
+
+# --- deferred calls, probes, exec events, transfers ----------------------------------------------------------------
+#
+# | pending call        | CALL#{callId}              | META                        | GSI1: NODECALLS#{nodeId} / callId |
+# | probe               | PROBES#{nodeId}            | {probeId}                   |                                   |
+# | async exec session  | EXECSESSION#{nodeId}       | {sessionId}                 | ttl 24 h                          |
+# | exec event          | EXECEVENT#{nodeId}         | {sessionId}#{eventId}       | ttl 24 h                          |
+# | transfer            | TRANSFERS                  | {transferId:010d}           | active transfers                  |
+# | counter             | COUNTER                    | {name}                      | atomic ADD                        |
+
+
+def pending_call(call_id: str) -> tuple[str, str]:
+    return f"CALL#{call_id}", "META"
+
+
+def node_calls_index(node_id: str, call_id: str) -> tuple[str, str]:
+    return f"NODECALLS#{node_id}", call_id
+
+
+def node_calls_pk(node_id: str) -> str:
+    return f"NODECALLS#{node_id}"
+
+
+def probes_pk(node_id: str) -> str:
+    return f"PROBES#{node_id}"
+
+
+def probe(node_id: str, probe_id: str) -> tuple[str, str]:
+    return probes_pk(node_id), probe_id
+
+
+def exec_session(node_id: str, session_id: str) -> tuple[str, str]:
+    return f"EXECSESSION#{node_id}", session_id
+
+
+def exec_event(node_id: str, session_id: str, event_id: str) -> tuple[str, str]:
+    return f"EXECEVENT#{node_id}", f"{session_id}#{event_id}"
+
+
+def exec_events_pk(node_id: str) -> str:
+    return f"EXECEVENT#{node_id}"
+
+
+TRANSFERS_PK = "TRANSFERS"
+
+
+def transfer(transfer_id: int) -> tuple[str, str]:
+    return TRANSFERS_PK, f"{transfer_id:010d}"
+
+
+def counter(name: str) -> tuple[str, str]:
+    return "COUNTER", name
+
+
+def transfer_staging(transfer_id: int) -> str:
+    return f"transfers/{transfer_id}/object"
+
+
+def transfer_part(transfer_id: int, offset: int) -> str:
+    return f"transfers/{transfer_id}/parts/{offset:016d}"
+
+
+def transfer_parts_prefix(transfer_id: int) -> str:
+    return f"transfers/{transfer_id}/parts/"
+
+
+# --- workspace listing prefixes and global skills (workspace RPCs and tools) ----------------------------------------
+
+
+def workspace_prefix(agent_id: str, relative_dir: str) -> str:
+    """The S3 prefix listing one directory of an agent's workspace (`agents/{id}/` for the root)."""
+    return f"{workspace_object(agent_id, relative_dir)}/"
+
+
+def global_skill_object(relative_path: str) -> str:
+    """`skills/{relative_path}`: the global copy behind a virtual `skills/...` path (`skills` for the root)."""
+    root = global_skills_root()
+    return f"{root}/{relative_path}" if relative_path else root
+
+
+def global_skills_prefix(relative_dir: str) -> str:
+    """The S3 prefix listing one directory of the global skills tree (`skills/` for the root)."""
+    return f"{global_skill_object(relative_dir)}/"
+
+
+def workspace_seeded_flag(agent_id: str) -> tuple[str, str]:
+    """Marks that an agent's workspace received its starter files."""
+    return gateway_flag(f"seeded:{agent_id}")

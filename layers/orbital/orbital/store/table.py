@@ -276,6 +276,68 @@ class Table:
         old = resp.get("Attributes")
         return self._decode(old) if old else None
 
+    def update(
+        self,
+        key: tuple[str, str],
+        *,
+        set_attrs: Mapping[str, Any] | None = None,
+        add: Mapping[str, int] | None = None,
+        condition: str | None = None,
+        values: Mapping[str, Any] | None = None,
+        return_values: str = "ALL_NEW",
+    ) -> Record | None:
+        """Set flat attributes and/or atomically add to counters. `values` feed the condition."""
+        pk, sk = key
+        parts: list[str] = []
+        names: dict[str, str] = {}
+        attr_values: dict[str, Any] = {k: _to_attr(v) for k, v in (values or {}).items()}
+        if set_attrs:
+            assigns = []
+            for i, (name, value) in enumerate(set_attrs.items()):
+                if name in _RESERVED:
+                    raise ValueError(f"reserved attribute: {name}")
+                names[f"#s{i}"] = name
+                attr_values[f":s{i}"] = _to_attr(value)
+                assigns.append(f"#s{i} = :s{i}")
+            parts.append("SET " + ", ".join(assigns))
+        if add:
+            adds = []
+            for i, (name, amount) in enumerate(add.items()):
+                names[f"#a{i}"] = name
+                attr_values[f":a{i}"] = {"N": str(int(amount))}
+                adds.append(f"#a{i} :a{i}")
+            parts.append("ADD " + ", ".join(adds))
+        kwargs: dict[str, Any] = {
+            "TableName": self.name,
+            "Key": {"PK": {"S": pk}, "SK": {"S": sk}},
+            "UpdateExpression": " ".join(parts),
+            "ReturnValues": return_values,
+        }
+        if names:
+            kwargs["ExpressionAttributeNames"] = names
+        if attr_values:
+            kwargs["ExpressionAttributeValues"] = attr_values
+        if condition:
+            kwargs["ConditionExpression"] = condition
+        try:
+            resp = self.client.update_item(**kwargs)
+        except self.client.exceptions.ConditionalCheckFailedException as exc:
+            raise ConflictError(f"update conflict on {pk}/{sk}") from exc
+        finally:
+            self._forget(pk, sk)
+        item = resp.get("Attributes")
+        if not item or "PK" not in item:
+            if item:
+                item = {**item, "PK": {"S": pk}, "SK": {"S": sk}}
+            else:
+                return None
+        return self._decode(item)
+
+    def next_counter(self, key: tuple[str, str], amount: int = 1) -> int:
+        rec = self.update(key, add={"n": amount})
+        assert rec is not None
+        return int(rec.attrs["n"])
+
     def delete(
         self,
         key: tuple[str, str],
