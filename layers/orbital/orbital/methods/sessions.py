@@ -1,7 +1,282 @@
-"""Methods of the `sessions` family."""
+"""Session methods (spec §2.3, §5): inspect, patch, preview, reset and compact sessions, and list them.
+
+Every `sessionKey` is canonicalized first (§5.1, with `session.mainKey`, `session.dmScope` and the default agent),
+so `main`, `agent:main:web:dm:local` and `agent:main:cli:dm:main` all address `agent:main:main` under the default
+configuration. Touching a session persists its `sessionId` and `createdAt` at once.
+"""
 
 from __future__ import annotations
 
-from orbital.protocol.registry import Router
+import math
+from typing import TYPE_CHECKING, Any
+
+from orbital.domain.reset_policy import initial_policy
+from orbital.domain.session_keys import canonicalize_with_config
+from orbital.errors import BadRequestError
+from orbital.protocol.registry import Params, Result, Router
+from orbital.store.sessions import is_processing, message_count, queue_size, tokens_of
+
+if TYPE_CHECKING:
+    from orbital.protocol.context import CallContext
 
 router = Router("sessions")
+
+MAX_KEY_BYTES = 512
+
+
+# --- params ----------------------------------------------------------------------------------------------------
+
+
+class SessionKeyParams(Params):
+    sessionKey: str | None = None
+
+
+class SessionPreviewParams(SessionKeyParams):
+    limit: int | float | None = None
+
+
+class SessionPatchParams(SessionKeyParams):
+    settings: dict[str, Any] | None = None
+    label: str | None = None
+    resetPolicy: dict[str, Any] | None = None
+
+
+class SessionCompactParams(SessionKeyParams):
+    keepMessages: int | float | None = None
+
+
+class SessionsListParams(Params):
+    offset: int | float | None = None
+    limit: int | float | None = None
+
+
+# --- results ---------------------------------------------------------------------------------------------------
+
+
+class Tokens(Result):
+    input: int
+    output: int
+    total: int
+
+
+class SessionInfo(Result):
+    sessionId: str
+    sessionKey: str
+    createdAt: int
+    updatedAt: int
+    messageCount: int
+    tokens: Tokens
+    settings: dict[str, Any]
+    resetPolicy: dict[str, Any] | None = None
+    lastResetAt: int | None = None
+    previousSessionIds: list[str]
+    label: str | None = None
+
+
+class SessionStats(Result):
+    sessionKey: str
+    sessionId: str
+    messageCount: int
+    tokens: Tokens
+    createdAt: int
+    updatedAt: int
+    uptime: int
+    isProcessing: bool
+    queueSize: int
+
+
+class SessionHistory(Result):
+    sessionKey: str
+    currentSessionId: str
+    previousSessionIds: list[str]
+
+
+class SessionPreview(Result):
+    sessionKey: str
+    sessionId: str
+    messageCount: int
+    messages: list[dict[str, Any]]
+
+
+class OkResult(Result):
+    ok: bool
+
+
+class ResetResult(Result):
+    ok: bool
+    sessionKey: str
+    oldSessionId: str
+    newSessionId: str
+    archivedMessages: int
+    archivedTo: str | None = None
+    tokensCleared: Tokens
+    mediaDeleted: int
+
+
+class CompactResult(Result):
+    ok: bool
+    trimmedMessages: int
+    keptMessages: int
+    archivedTo: str | None = None
+
+
+class RegistryEntry(Result):
+    sessionKey: str
+    createdAt: int
+    lastActiveAt: int
+    label: str | None = None
+
+
+class SessionsListResult(Result):
+    sessions: list[RegistryEntry]
+    count: int
+
+
+# --- helpers ---------------------------------------------------------------------------------------------------
+
+
+def session_key_param(ctx: CallContext, raw: str | None) -> str:
+    """The canonical key of a `sessionKey` param (400 "sessionKey required" when missing or blank)."""
+    if not raw or not raw.strip():
+        raise BadRequestError("sessionKey required")
+    key = canonicalize_with_config(raw, ctx.config())
+    if len(key.encode("utf-8")) > MAX_KEY_BYTES:
+        raise BadRequestError(f"sessionKey too long (max {MAX_KEY_BYTES} bytes)")
+    return key
+
+
+def _whole(value: int | float | None, default: int) -> int:
+    """A count param as an integer (fractions truncated, non-finite values ignored)."""
+    if value is None or not math.isfinite(value):
+        return default
+    return math.trunc(value)
+
+
+def _meta_with_policy(ctx: CallContext, key: str, now: int) -> dict[str, Any]:
+    return ctx.services.sessions.get_or_create_meta(key, now=now, reset_policy=initial_policy(ctx.config()))
+
+
+# --- methods ---------------------------------------------------------------------------------------------------
+
+
+@router.method("session.get", params=SessionKeyParams, result=SessionInfo)
+def session_get(ctx: CallContext, params: SessionKeyParams) -> dict[str, Any]:
+    """A session's metadata: ids, timestamps, message count, token totals, settings, reset policy and label.
+
+    A session without a reset policy adopts `session.defaultResetPolicy`. `sessionKey` is "" until the session
+    has received a chat message."""
+    key = session_key_param(ctx, params.sessionKey)
+    meta = _meta_with_policy(ctx, key, ctx.now_ms())
+    result: dict[str, Any] = {
+        "sessionId": meta["sessionId"],
+        "sessionKey": meta.get("sessionKey") or "",
+        "createdAt": meta["createdAt"],
+        "updatedAt": meta["updatedAt"],
+        "messageCount": message_count(meta),
+        "tokens": tokens_of(meta),
+        "settings": dict(meta.get("settings") or {}),
+        "previousSessionIds": list(meta.get("previousSessionIds") or []),
+    }
+    for name in ("resetPolicy", "lastResetAt", "label"):
+        if meta.get(name) is not None:
+            result[name] = meta[name]
+    return result
+
+
+@router.method("session.stats", params=SessionKeyParams, result=SessionStats)
+def session_stats(ctx: CallContext, params: SessionKeyParams) -> dict[str, Any]:
+    """Message count, token totals, age (`uptime` in ms since creation) and whether a run is in progress."""
+    key = session_key_param(ctx, params.sessionKey)
+    now = ctx.now_ms()
+    meta = _meta_with_policy(ctx, key, now)
+    return {
+        "sessionKey": meta.get("sessionKey") or "",
+        "sessionId": meta["sessionId"],
+        "messageCount": message_count(meta),
+        "tokens": tokens_of(meta),
+        "createdAt": meta["createdAt"],
+        "updatedAt": meta["updatedAt"],
+        "uptime": now - int(meta["createdAt"]),
+        "isProcessing": is_processing(meta),
+        "queueSize": queue_size(meta),
+    }
+
+
+@router.method("session.patch", params=SessionPatchParams, result=OkResult)
+def session_patch(ctx: CallContext, params: SessionPatchParams) -> dict[str, Any]:
+    """Change a session's settings (merged; `model` merged field-wise), label and reset policy (merged; mode
+    defaults to "manual"). Always marks the session as updated now."""
+    key = session_key_param(ctx, params.sessionKey)
+    given = params.model_fields_set
+    ctx.services.sessions.patch(
+        key,
+        settings=params.settings,
+        label=params.label,
+        set_label="label" in given,
+        reset_policy=params.resetPolicy,
+        set_reset_policy="resetPolicy" in given,
+        now=ctx.now_ms(),
+    )
+    return {"ok": True}
+
+
+@router.method("session.history", params=SessionKeyParams, result=SessionHistory)
+def session_history(ctx: CallContext, params: SessionKeyParams) -> dict[str, Any]:
+    """The current sessionId and the ids of the sessions it replaced (oldest first)."""
+    key = session_key_param(ctx, params.sessionKey)
+    meta = ctx.services.sessions.get_or_create_meta(key, now=ctx.now_ms())
+    return {
+        "sessionKey": meta.get("sessionKey") or "",
+        "currentSessionId": meta["sessionId"],
+        "previousSessionIds": list(meta.get("previousSessionIds") or []),
+    }
+
+
+@router.method("session.preview", params=SessionPreviewParams, result=SessionPreview)
+def session_preview(ctx: CallContext, params: SessionPreviewParams) -> dict[str, Any]:
+    """The stored messages, verbatim: the last `limit` of them, or all when `limit` is 0 or absent.
+    `messageCount` is always the total."""
+    key = session_key_param(ctx, params.sessionKey)
+    repo = ctx.services.sessions
+    meta = repo.get_or_create_meta(key, now=ctx.now_ms())
+    limit = _whole(params.limit, 0)
+    if limit > 0:
+        messages = repo.messages(key, limit, meta=meta)
+    else:
+        messages = repo.messages(key, meta=meta)
+        if limit < 0:
+            messages = messages[-limit:]
+    return {
+        "sessionKey": meta.get("sessionKey") or "",
+        "sessionId": meta["sessionId"],
+        "messageCount": message_count(meta),
+        "messages": messages,
+    }
+
+
+@router.method("session.reset", params=SessionKeyParams, result=ResetResult)
+def session_reset(ctx: CallContext, params: SessionKeyParams) -> dict[str, Any]:
+    """Start a fresh session under the same key: messages are archived to
+    `agents/{agentId}/sessions/{oldSessionId}.jsonl.gz`, the session's media is deleted, token totals are zeroed.
+    Settings, label and reset policy are kept."""
+    key = session_key_param(ctx, params.sessionKey)
+    return ctx.services.sessions.reset(key, now=ctx.now_ms())
+
+
+@router.method("session.compact", params=SessionCompactParams, result=CompactResult)
+def session_compact(ctx: CallContext, params: SessionCompactParams) -> dict[str, Any]:
+    """Keep the newest `keepMessages` (default 20) messages; older ones are archived to
+    `agents/{agentId}/sessions/{sessionId}-part{ms}.jsonl.gz` and removed."""
+    key = session_key_param(ctx, params.sessionKey)
+    keep = _whole(params.keepMessages, 20)
+    return ctx.services.sessions.compact(key, keep, now=ctx.now_ms())
+
+
+@router.method("sessions.list", params=SessionsListParams, result=SessionsListResult)
+def sessions_list(ctx: CallContext, params: SessionsListParams) -> dict[str, Any]:
+    """Sessions that received chat or channel messages, most recently active first, paged by `offset` (default 0)
+    and `limit` (default 100); `count` is the total."""
+    entries = ctx.services.sessions.list_registry()
+    offset = _whole(params.offset, 0)
+    limit = _whole(params.limit, 100)
+    return {"sessions": entries[offset : offset + limit], "count": len(entries)}

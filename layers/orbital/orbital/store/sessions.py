@@ -1,0 +1,455 @@
+"""Sessions in the table: one meta item per canonical key, one item per stored message, and the session registry.
+
+Meta (`keys.session_meta`) holds the fields of spec §5.4 — `sessionId`, `sessionKey` ("" until the first chat),
+`createdAt`, `updatedAt`, `inputTokens`, `outputTokens`, `totalTokens`, `settings`, `resetPolicy?`, `lastResetAt?`,
+`previousSessionIds`, `label?`, `channelContext?`, `compactionCount?`, `lastCompactedAt?`, `lastInputTokens?` —
+plus bookkeeping of its own:
+
+* `messageCount`: messages stored under the current `sessionId`;
+* `nextSeq`: the next message sequence number (strictly increasing within a sessionId);
+* `currentRun` (truthy while a run is in progress) and `queue` (messages waiting for it), read by `session.stats`.
+
+Every meta write is conditional on the item's version (`v`), so concurrent writers retry instead of losing updates.
+The meta is created and persisted the first time anything touches a session, so `sessionId` and `createdAt` are
+stable from then on. A reset replaces the sessionId and clears the messages but keeps every other field it does not
+own (settings, label, policy, channel context, and any queued messages).
+
+Messages (`keys.message(sessionKey, sessionId, seq)`) store the message JSON verbatim, with `timestamp` added when
+missing. Archives are gzip JSONL objects (one JSON document per line, no trailing newline).
+"""
+
+from __future__ import annotations
+
+import copy
+import gzip
+import json
+import logging
+import time
+import urllib.parse
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from orbital.domain.session_keys import session_agent_id
+from orbital.errors import ConflictError
+from orbital.store import keys
+from orbital.store.table import Record, Table
+
+if TYPE_CHECKING:
+    from orbital.store.workspace import Workspace
+
+log = logging.getLogger("orbital.sessions")
+
+ARCHIVE_CONTENT_TYPE = "application/x-ndjson"
+_ATTEMPTS = 8
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def new_session_id() -> str:
+    return str(uuid.uuid4())
+
+
+def jsonl_gz(messages: Iterable[Mapping[str, Any]]) -> bytes:
+    """Messages as gzip-compressed JSON lines, `\\n`-joined without a trailing newline."""
+    text = "\n".join(json.dumps(m, separators=(",", ":"), ensure_ascii=False) for m in messages)
+    return gzip.compress(text.encode("utf-8"), mtime=0)
+
+
+def _metadata(values: Mapping[str, Any]) -> dict[str, str]:
+    """S3 user metadata must be ASCII: non-ASCII values are percent-encoded."""
+    out = {}
+    for name, value in values.items():
+        text = str(value)
+        out[name] = text if text.isascii() else urllib.parse.quote(text, safe="")
+    return out
+
+
+def _empty_meta(now: int) -> dict[str, Any]:
+    return {
+        "sessionId": new_session_id(),
+        "sessionKey": "",
+        "createdAt": now,
+        "updatedAt": now,
+        "inputTokens": 0,
+        "outputTokens": 0,
+        "totalTokens": 0,
+        "settings": {},
+        "previousSessionIds": [],
+        "messageCount": 0,
+        "nextSeq": 0,
+    }
+
+
+def _int(value: Any) -> int:
+    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0
+
+
+def tokens_of(meta: Mapping[str, Any]) -> dict[str, int]:
+    return {
+        "input": _int(meta.get("inputTokens")),
+        "output": _int(meta.get("outputTokens")),
+        "total": _int(meta.get("totalTokens")),
+    }
+
+
+def is_processing(meta: Mapping[str, Any]) -> bool:
+    return bool(meta.get("currentRun"))
+
+
+def queue_size(meta: Mapping[str, Any]) -> int:
+    queue = meta.get("queue")
+    return len(queue) if isinstance(queue, list) else 0
+
+
+def message_count(meta: Mapping[str, Any]) -> int:
+    return max(0, _int(meta.get("messageCount")))
+
+
+class SessionRepo:
+    def __init__(self, table: Table, workspace: Workspace) -> None:
+        self.table = table
+        self.workspace = workspace
+
+    # --- meta ------------------------------------------------------------------------------------------------
+
+    def load_meta(self, session_key: str) -> dict[str, Any] | None:
+        """The stored meta, or None for a session nothing has touched yet (read-only; never creates)."""
+        rec = self.table.get(keys.session_meta(session_key))
+        return rec.data if rec else None
+
+    def _read(self, session_key: str) -> tuple[dict[str, Any] | None, int]:
+        rec = self.table.get(keys.session_meta(session_key))
+        if rec is None:
+            return None, 0
+        return copy.deepcopy(rec.data), _int(rec.attrs.get("v"))
+
+    def _save(self, session_key: str, meta: Mapping[str, Any], version: int) -> None:
+        key = keys.session_meta(session_key)
+        if version == 0:
+            self.table.put(key, meta, attrs={"v": 1}, condition="attribute_not_exists(PK)")
+        else:
+            self.table.put(key, meta, attrs={"v": version + 1}, condition="v = :v", values={":v": version})
+
+    def update_meta(
+        self,
+        session_key: str,
+        mutate: Callable[[dict[str, Any]], bool | None],
+        *,
+        now: int | None = None,
+    ) -> dict[str, Any]:
+        """Apply `mutate` to the current meta (created first if missing) and store it, retrying on a concurrent
+        write. `mutate` edits the dict in place and may return False to skip the write (a new meta is always
+        stored). It can run more than once, so it must not have side effects beyond the dict."""
+        stamp = _now_ms() if now is None else now
+        for _ in range(_ATTEMPTS):
+            meta, version = self._read(session_key)
+            created = meta is None
+            if meta is None:
+                meta = _empty_meta(stamp)
+            changed = mutate(meta)
+            if changed is False and not created:
+                return meta
+            try:
+                self._save(session_key, meta, version)
+            except ConflictError:
+                continue
+            return meta
+        raise ConflictError("session changed concurrently; try again", retryable=True)
+
+    def get_or_create_meta(
+        self,
+        session_key: str,
+        *,
+        now: int | None = None,
+        reset_policy: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """The meta, created and persisted at first touch. With `reset_policy`, a session that has no policy adopts
+        a copy of it (the configured default, spec §5.10)."""
+        current = self.load_meta(session_key)
+        if current is not None and (reset_policy is None or current.get("resetPolicy")):
+            return current
+
+        def adopt(meta: dict[str, Any]) -> bool:
+            if reset_policy is not None and not meta.get("resetPolicy"):
+                meta["resetPolicy"] = copy.deepcopy(dict(reset_policy))
+                return True
+            return False
+
+        return self.update_meta(session_key, adopt, now=now)
+
+    def mark_chatted(self, session_key: str, *, now: int | None = None) -> dict[str, Any]:
+        """Record that a chat reached this session: `sessionKey` is set once and never changed afterwards."""
+
+        def mark(meta: dict[str, Any]) -> bool:
+            if meta.get("sessionKey"):
+                return False
+            meta["sessionKey"] = session_key
+            return True
+
+        return self.update_meta(session_key, mark, now=now)
+
+    set_session_key = mark_chatted
+
+    def patch(
+        self,
+        session_key: str,
+        *,
+        settings: Mapping[str, Any] | None = None,
+        label: Any = None,
+        set_label: bool = False,
+        reset_policy: Mapping[str, Any] | None = None,
+        set_reset_policy: bool = False,
+        now: int | None = None,
+    ) -> dict[str, Any]:
+        """Spec §5.6: settings merge shallowly (a given `model` merges field-wise with the current one); the label
+        is replaced (None clears it); the reset policy merges over the current one and defaults its mode to
+        manual. `updatedAt` always moves to now."""
+        from orbital.domain.reset_policy import merge_policy
+
+        stamp = _now_ms() if now is None else now
+
+        def apply(meta: dict[str, Any]) -> bool:
+            if settings:
+                stored = meta.get("settings")
+                current: dict[str, Any] = stored if isinstance(stored, dict) else {}
+                merged = {**current, **copy.deepcopy(dict(settings))}
+                model = settings.get("model")
+                if model and isinstance(model, Mapping):
+                    stored_model = current.get("model")
+                    old_model: dict[str, Any] = stored_model if isinstance(stored_model, dict) else {}
+                    merged["model"] = {**old_model, **copy.deepcopy(dict(model))}
+                meta["settings"] = merged
+            if set_label:
+                if label is None:
+                    meta.pop("label", None)
+                else:
+                    meta["label"] = label
+            if set_reset_policy:
+                meta["resetPolicy"] = merge_policy(meta.get("resetPolicy"), reset_policy)
+            meta["updatedAt"] = stamp
+            return True
+
+        return self.update_meta(session_key, apply, now=stamp)
+
+    # --- messages --------------------------------------------------------------------------------------------
+
+    def _message_records(self, session_key: str, session_id: str) -> list[Record]:
+        return self.table.query(keys.session_pk(session_key), sk_prefix=keys.message_prefix(session_id))
+
+    def messages(
+        self, session_key: str, limit: int | None = None, *, meta: Mapping[str, Any] | None = None
+    ) -> list[dict[str, Any]]:
+        """The current session's messages, oldest first; with a positive `limit`, only the last `limit`."""
+        current = meta if meta is not None else self.load_meta(session_key)
+        if current is None:
+            return []
+        pk = keys.session_pk(session_key)
+        prefix = keys.message_prefix(str(current["sessionId"]))
+        if limit is not None and limit > 0:
+            newest = self.table.query(pk, sk_prefix=prefix, forward=False, limit=limit)
+            return [r.data for r in reversed(newest)]
+        return [r.data for r in self.table.query(pk, sk_prefix=prefix)]
+
+    def append_messages(
+        self,
+        session_key: str,
+        messages: Iterable[Mapping[str, Any]],
+        *,
+        now: int | None = None,
+        updated_at: int | None = None,
+    ) -> dict[str, Any]:
+        """Store messages at the end of the current session (a `timestamp` is added where missing). Sequence
+        numbers are reserved in the meta first, so concurrent writers never collide. With `updated_at`, the
+        session's `updatedAt` moves too. Returns the meta after the append."""
+        stamp = _now_ms() if now is None else now
+        batch = []
+        for message in messages:
+            item = dict(message)
+            if item.get("timestamp") is None:
+                item["timestamp"] = stamp
+            batch.append(item)
+        if not batch:
+            return self.get_or_create_meta(session_key, now=stamp)
+        reserved: dict[str, Any] = {}
+
+        def reserve(meta: dict[str, Any]) -> bool:
+            start = _int(meta.get("nextSeq"))
+            meta["nextSeq"] = start + len(batch)
+            meta["messageCount"] = message_count(meta) + len(batch)
+            if updated_at is not None:
+                meta["updatedAt"] = updated_at
+            reserved.update(start=start, sessionId=meta["sessionId"])
+            return True
+
+        meta = self.update_meta(session_key, reserve, now=stamp)
+        session_id, start = str(reserved["sessionId"]), int(reserved["start"])
+        puts = [(keys.message(session_key, session_id, start + i), item) for i, item in enumerate(batch)]
+        try:
+            self.table.write_batch(puts=puts)
+        except Exception:
+            self._adjust_count(session_key, session_id, -len(batch))
+            raise
+        return meta
+
+    def _adjust_count(self, session_key: str, session_id: str, delta: int) -> None:
+        def adjust(meta: dict[str, Any]) -> bool:
+            if meta.get("sessionId") != session_id:
+                return False
+            meta["messageCount"] = max(0, message_count(meta) + delta)
+            return True
+
+        try:
+            self.update_meta(session_key, adjust)
+        except Exception:
+            log.exception("could not correct the message count of %s", session_key)
+
+    # --- reset and compact -----------------------------------------------------------------------------------
+
+    def _archive(self, key: str, messages: list[dict[str, Any]], metadata: Mapping[str, Any]) -> str | None:
+        try:
+            self.workspace.put(key, jsonl_gz(messages), content_type=ARCHIVE_CONTENT_TYPE, metadata=_metadata(metadata))
+        except Exception:
+            log.exception("archiving %d messages to %s failed", len(messages), key)
+            return None
+        return key
+
+    def reset(self, session_key: str, *, now: int | None = None) -> dict[str, Any]:
+        """Spec §5.7: archive the messages, delete the session's media, start a new sessionId. Returns the
+        ResetResult (`ok, sessionKey, oldSessionId, newSessionId, archivedMessages, archivedTo?, tokensCleared,
+        mediaDeleted`). Settings, label, reset policy, channel context and queued messages are kept."""
+        stamp = _now_ms() if now is None else now
+        agent_id = session_agent_id(session_key)
+        self.get_or_create_meta(session_key, now=stamp)
+        for _ in range(_ATTEMPTS):
+            meta, version = self._read(session_key)
+            if meta is None:  # deleted under us: start over
+                self.get_or_create_meta(session_key, now=stamp)
+                continue
+            old_id = str(meta["sessionId"])
+            records = self._message_records(session_key, old_id)
+            tokens = tokens_of(meta)
+            archived_to = None
+            if records:
+                archived_to = self._archive(
+                    keys.session_archive(agent_id, old_id),
+                    [r.data for r in records],
+                    {
+                        "sessionKey": session_key,
+                        "sessionId": old_id,
+                        "agentId": agent_id,
+                        "messageCount": len(records),
+                        "archivedAt": stamp,
+                        "inputTokens": tokens["input"],
+                        "outputTokens": tokens["output"],
+                        "totalTokens": tokens["total"],
+                    },
+                )
+            new_id = new_session_id()
+            meta["sessionId"] = new_id
+            meta["previousSessionIds"] = [*(meta.get("previousSessionIds") or []), old_id]
+            meta["inputTokens"] = meta["outputTokens"] = meta["totalTokens"] = 0
+            meta.pop("lastInputTokens", None)
+            meta["messageCount"] = 0
+            meta["nextSeq"] = 0
+            meta["lastResetAt"] = stamp
+            meta["updatedAt"] = stamp
+            try:
+                self._save(session_key, meta, version)
+            except ConflictError:
+                continue
+            break
+        else:
+            raise ConflictError("session changed concurrently; try again", retryable=True)
+
+        media_deleted = 0
+        try:
+            media_deleted = self.workspace.delete_prefix(keys.session_media_prefix(session_key))
+        except Exception:
+            log.exception("deleting the media of %s failed", session_key)
+        self.table.write_batch(deletes=[(r.pk, r.sk) for r in records])
+
+        result: dict[str, Any] = {
+            "ok": True,
+            "sessionKey": meta.get("sessionKey") or "",
+            "oldSessionId": old_id,
+            "newSessionId": new_id,
+            "archivedMessages": len(records),
+            "tokensCleared": tokens,
+            "mediaDeleted": media_deleted,
+        }
+        if archived_to:
+            result["archivedTo"] = archived_to
+        return result
+
+    def compact(self, session_key: str, keep: int = 20, *, now: int | None = None) -> dict[str, Any]:
+        """Spec §5.8: keep the newest `keep` messages, archive the older ones to a part archive and delete them."""
+        stamp = _now_ms() if now is None else now
+        keep = max(0, keep)
+        meta = self.get_or_create_meta(session_key, now=stamp)
+        session_id = str(meta["sessionId"])
+        records = self._message_records(session_key, session_id)
+        total = len(records)
+        if total <= keep:
+            return {"ok": True, "trimmedMessages": 0, "keptMessages": total}
+        older = records[: total - keep]
+        agent_id = session_agent_id(session_key)
+        archived_to = self._archive(
+            keys.session_archive_part(agent_id, session_id, stamp),
+            [r.data for r in older],
+            {
+                "sessionKey": session_key,
+                "sessionId": session_id,
+                "agentId": agent_id,
+                "partNumber": stamp,
+                "messageCount": len(older),
+                "archivedAt": stamp,
+            },
+        )
+        self.table.write_batch(deletes=[(r.pk, r.sk) for r in older])
+
+        def shrink(current: dict[str, Any]) -> bool:
+            if current.get("sessionId") == session_id:
+                current["messageCount"] = max(0, message_count(current) - len(older))
+            current["updatedAt"] = stamp
+            return True
+
+        self.update_meta(session_key, shrink, now=stamp)
+        result: dict[str, Any] = {"ok": True, "trimmedMessages": len(older), "keptMessages": total - len(older)}
+        if archived_to:
+            result["archivedTo"] = archived_to
+        return result
+
+    # --- registry (sessions.list) ----------------------------------------------------------------------------
+
+    def registry_entry(self, session_key: str) -> dict[str, Any] | None:
+        rec = self.table.get(keys.session_registry(session_key))
+        return rec.data if rec else None
+
+    def touch_registry(
+        self, session_key: str, *, now: int | None = None, default_label: str | None = None
+    ) -> dict[str, Any]:
+        """Record activity for `sessions.list`: `createdAt` is kept, `lastActiveAt` moves to now, and an existing
+        label is kept (else `default_label`, e.g. the channel peer's name)."""
+        stamp = _now_ms() if now is None else now
+        existing = self.registry_entry(session_key) or {}
+        entry: dict[str, Any] = {
+            "sessionKey": session_key,
+            "createdAt": existing.get("createdAt", stamp),
+            "lastActiveAt": stamp,
+        }
+        label = existing.get("label")
+        if label is None:
+            label = default_label
+        if label is not None:
+            entry["label"] = label
+        self.table.put(keys.session_registry(session_key), entry)
+        return entry
+
+    def list_registry(self) -> list[dict[str, Any]]:
+        """Every registry entry, most recently active first."""
+        entries = [r.data for r in self.table.query(keys.SESSION_REGISTRY_PK)]
+        entries.sort(key=lambda e: -_int(e.get("lastActiveAt")))
+        return entries
