@@ -175,3 +175,49 @@ def rpc(connect: Any) -> Any:
 
 def pytest_configure(config: pytest.Config) -> None:
     os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+
+
+@pytest.fixture
+def flows(aws: None, services: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The template's functions and state machines created in moto and executed by it; Lambda tasks run the real
+    entry points in process. Every handler shares the test's `services` (and so its FakeSender)."""
+    import boto3
+
+    from orbital.local import stack
+    from orbital.local.template import load_template
+    from orbital.services import use_services
+
+    template = load_template(ROOT / "template.yaml")
+
+    def client(service: str) -> Any:
+        return boto3.client(service, region_name="us-east-1")
+
+    arns = stack.provision(client, ROOT, template, table=TABLE, bucket=BUCKET, create_table=False)
+    host = stack.FunctionHost(ROOT, template)
+    stack.patch_lambda(host)
+    monkeypatch.setenv("ORBITAL_DEFERRED_CALL_ARN", arns["DeferredCallStateMachine"])
+    from orbital.settings import get_settings, reset_settings
+
+    reset_settings()
+    object.__setattr__(services, "settings", get_settings())
+    use_services(services)
+    yield arns
+    sfn = client("stepfunctions")
+    for arn in arns.values():
+        for ex in sfn.list_executions(stateMachineArn=arn, statusFilter="RUNNING")["executions"]:
+            sfn.stop_execution(executionArn=ex["executionArn"])
+    use_services(None)
+
+
+def wait_for(predicate: Any, timeout: float = 10.0, interval: float = 0.02) -> Any:
+    """Poll until predicate() is truthy (returns its value) or fail after `timeout` seconds."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout}s")
+        time.sleep(interval)

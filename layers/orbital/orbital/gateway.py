@@ -11,6 +11,7 @@ import base64
 import logging
 from typing import Any
 
+from orbital import wiring
 from orbital.lifecycle import disconnect
 from orbital.methods import registry
 from orbital.observability import count
@@ -44,6 +45,7 @@ def _endpoint(event: dict[str, Any]) -> str | None:
 
 
 def _prepare(event: dict[str, Any]) -> tuple[Services, str]:
+    wiring.load()
     services = get_services()
     endpoint = _endpoint(event)
     if endpoint:

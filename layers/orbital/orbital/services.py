@@ -86,9 +86,21 @@ def _services_for(settings: Settings) -> Services:
     return Services(settings)
 
 
+_override: Services | None = None
+
+
 def get_services() -> Services:
+    """The Services of this container (or the one installed with `use_services`, e.g. by tests)."""
+    if _override is not None:
+        return _override
     return _services_for(get_settings())
+
+
+def use_services(services: Services | None) -> None:
+    global _override
+    _override = services
 
 
 def reset_services() -> None:
     _services_for.cache_clear()
+    use_services(None)

@@ -168,6 +168,12 @@ class LocalGateway:
         import warnings
 
         warnings.filterwarnings("ignore", message="No application metrics to publish")
+        from orbital.settings import ENV_AGENT_TURN_SFN, ENV_DEFERRED_SFN
+
+        machine_env = {"DeferredCallStateMachine": ENV_DEFERRED_SFN, "AgentTurnStateMachine": ENV_AGENT_TURN_SFN}
+        for logical_id, arn in self.stack.state_machine_arns.items():
+            if logical_id in machine_env:
+                os.environ[machine_env[logical_id]] = arn
         if self.options.token:
             os.environ["ORBITAL_AUTH_TOKEN"] = self.options.token
         else:

@@ -13,6 +13,7 @@ import os
 import sys
 import threading
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -77,6 +78,106 @@ class FunctionHost:
         return handler(event, ctx)
 
 
+def patch_lambda(host: FunctionHost) -> None:
+    """Make moto's Docker-free Lambda backend run the template's Python handlers in this process."""
+    from moto.awslambda_simple.models import LambdaSimpleBackend
+
+    def invoke(
+        backend: Any, function_name: str, qualifier: Any, body: Any, headers: Any, response_headers: Any
+    ) -> bytes:
+        name = function_name.split(":")[-1]
+        try:
+            event = json.loads(body) if body else {}
+            result = host.invoke(name, event)
+        except Exception as exc:
+            log.exception("local function %s failed", name)
+            response_headers["x-amz-function-error"] = "Unhandled"
+            return json.dumps({"errorType": type(exc).__name__, "errorMessage": str(exc)}).encode()
+        return json.dumps(result).encode()
+
+    LambdaSimpleBackend.invoke = invoke  # type: ignore[method-assign,assignment]
+
+
+def provision(
+    client: Callable[[str], Any],
+    root: Path,
+    template: dict[str, Any],
+    *,
+    table: str,
+    bucket: str,
+    create_table: bool = True,
+) -> dict[str, str]:
+    """Create the template's table, bucket, functions and state machines. Returns state machine ARNs by logical id."""
+    if create_table:
+        _, table_kwargs = tpl.table_definition(template)
+        ddb = client("dynamodb")
+        ddb.create_table(TableName=table, **table_kwargs)
+        ttl = tpl.ttl_attribute(template)
+        if ttl:
+            ddb.update_time_to_live(TableName=table, TimeToLiveSpecification={"Enabled": True, "AttributeName": ttl})
+        client("s3").create_bucket(Bucket=bucket)
+    trust = {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Effect": "Allow",
+                "Principal": {"Service": ["lambda.amazonaws.com", "states.amazonaws.com"]},
+                "Action": "sts:AssumeRole",
+            }
+        ],
+    }
+    role = client("iam").create_role(RoleName="orbital-local", AssumeRolePolicyDocument=json.dumps(trust))["Role"]
+    lam = client("lambda")
+    specs = tpl.functions(template)
+    for logical_id, spec in specs.items():
+        lam.create_function(
+            FunctionName=logical_id,
+            Runtime="python3.13",
+            Role=role["Arn"],
+            Handler=spec["handler"],
+            Code={"ZipFile": b"PK\x05\x06" + b"\x00" * 18},
+        )
+    arns: dict[str, str] = {}
+    sfn = client("stepfunctions")
+    resolver = _Resolver(template, specs, table, bucket)
+    for logical_id, spec in tpl.state_machines(template).items():
+        text = (root / spec["definition_uri"]).read_text()
+        for key, value in spec["substitutions"].items():
+            text = text.replace("${" + key + "}", resolver.resolve(value))
+        arns[logical_id] = sfn.create_state_machine(
+            name=logical_id, definition=text, roleArn=role["Arn"], type=spec["type"]
+        )["stateMachineArn"]
+    return arns
+
+
+class _Resolver:
+    """Resolve the few intrinsics DefinitionSubstitutions use (function ARNs, table/bucket names)."""
+
+    def __init__(self, template: dict[str, Any], functions: dict[str, Any], table: str, bucket: str) -> None:
+        self.kinds = {r: res.get("Type") for r, res in template["Resources"].items()}
+        self.functions = functions
+        self.table = table
+        self.bucket = bucket
+
+    def resolve(self, value: Any) -> str:
+        if isinstance(value, str):
+            return value
+        if isinstance(value, dict):
+            if "Fn::GetAtt" in value:
+                return f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{value['Fn::GetAtt'][0]}"
+            if "Ref" in value:
+                ref = value["Ref"]
+                if self.kinds.get(ref) == "AWS::DynamoDB::Table":
+                    return self.table
+                if self.kinds.get(ref) == "AWS::S3::Bucket":
+                    return self.bucket
+                if ref in self.functions:
+                    return str(ref)
+            if "Fn::Sub" in value and isinstance(value["Fn::Sub"], str):
+                return value["Fn::Sub"].replace("${AWS::Region}", REGION).replace("${AWS::AccountId}", ACCOUNT)
+        raise ValueError(f"cannot resolve substitution {value!r} locally")
+
+
 class MotoStack:
     def __init__(self, root: Path, template_path: Path, *, table: str, bucket: str) -> None:
         self.root = root
@@ -125,81 +226,9 @@ class MotoStack:
         )
 
     def _patch_lambda(self) -> None:
-        from moto.awslambda_simple.models import LambdaSimpleBackend
-
-        host = self.functions
-
-        def invoke(
-            backend: Any, function_name: str, qualifier: Any, body: Any, headers: Any, response_headers: Any
-        ) -> bytes:
-            name = function_name.split(":")[-1]
-            try:
-                event = json.loads(body) if body else {}
-                result = host.invoke(name, event)
-            except Exception as exc:
-                log.exception("local function %s failed", name)
-                response_headers["x-amz-function-error"] = "Unhandled"
-                return json.dumps({"errorType": type(exc).__name__, "errorMessage": str(exc)}).encode()
-            return json.dumps(result).encode()
-
-        LambdaSimpleBackend.invoke = invoke  # type: ignore[method-assign,assignment]
+        patch_lambda(self.functions)
 
     def _create_resources(self) -> None:
-        _, table_kwargs = tpl.table_definition(self.template)
-        ddb = self.client("dynamodb")
-        ddb.create_table(TableName=self.table, **table_kwargs)
-        ttl = tpl.ttl_attribute(self.template)
-        if ttl:
-            ddb.update_time_to_live(
-                TableName=self.table, TimeToLiveSpecification={"Enabled": True, "AttributeName": ttl}
-            )
-        self.client("s3").create_bucket(Bucket=self.bucket)
-        lam = self.client("lambda")
-        trust = {
-            "Version": "2012-10-17",
-            "Statement": [
-                {"Effect": "Allow", "Principal": {"Service": ["lambda.amazonaws.com", "states.amazonaws.com"]},
-                 "Action": "sts:AssumeRole"}
-            ],
-        }
-        iam_role = self.client("iam").create_role(
-            RoleName="orbital-local", AssumeRolePolicyDocument=json.dumps(trust)
-        )["Role"]["Arn"]
-        for logical_id in self.functions.specs:
-            lam.create_function(
-                FunctionName=logical_id,
-                Runtime="python3.13",
-                Role=iam_role,
-                Handler=self.functions.specs[logical_id]["handler"],
-                Code={"ZipFile": b"PK\x05\x06" + b"\x00" * 18},
-            )
-        sfn = self.client("stepfunctions")
-        for logical_id, spec in tpl.state_machines(self.template).items():
-            text = (self.root / spec["definition_uri"]).read_text()
-            for key, value in spec["substitutions"].items():
-                text = text.replace("${" + key + "}", self._resolve(value))
-            arn = sfn.create_state_machine(
-                name=logical_id, definition=text, roleArn=iam_role, type=spec["type"]
-            )["stateMachineArn"]
-            self.state_machine_arns[logical_id] = arn
-
-    def _resolve(self, value: Any) -> str:
-        """Resolve the few intrinsics DefinitionSubstitutions use (function ARNs, table/bucket names)."""
-        if isinstance(value, str):
-            return value
-        if isinstance(value, dict):
-            if "Fn::GetAtt" in value:
-                name = value["Fn::GetAtt"][0]
-                return f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{name}"
-            if "Ref" in value:
-                ref = value["Ref"]
-                kinds = {r: res.get("Type") for r, res in self.template["Resources"].items()}
-                if kinds.get(ref) == "AWS::DynamoDB::Table":
-                    return self.table
-                if kinds.get(ref) == "AWS::S3::Bucket":
-                    return self.bucket
-                if ref in self.functions.specs:
-                    return ref
-            if "Fn::Sub" in value and isinstance(value["Fn::Sub"], str):
-                return value["Fn::Sub"].replace("${AWS::Region}", REGION).replace("${AWS::AccountId}", ACCOUNT)
-        raise ValueError(f"cannot resolve substitution {value!r} locally")
+        self.state_machine_arns = provision(
+            self.client, self.root, self.template, table=self.table, bucket=self.bucket
+        )

@@ -1,0 +1,221 @@
+"""Deferred calls: a request answered later by a node (tool.invoke, logs.get, node.probe, transfers).
+
+A pending call is one DynamoDB item (`st` = pending | done). Whoever flips it from pending to done first answers
+the caller — the node's result, the node's loss, or the timeout — so a call is answered exactly once. The wait
+itself is owned by a `deferred_call` Step Functions execution (`lambda:invoke.waitForTaskToken` with
+`TimeoutSecondsPath`); it is started beside the event to the node and is never on the critical path of a reply:
+
+    request handler: put call → post evt to node → start execution (name = callId)
+    execution:       register step stores its task token on the call (only while pending; if the call is already
+                     done it closes its own execution at once) → waits → on timeout the timeout step claims the call
+                     and answers with the timeout error
+    result handler:  claim → answer the caller → close the execution with the token the claim returned
+    node loss:       claim every call pending on the node → answer 503 → close their executions
+
+The claim is a conditional update returning the old item, so the token is either in the claim's result or the
+register step's conditional write fails: no execution is left waiting after its call was answered.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from orbital.aws import clients
+from orbital.errors import ConflictError
+from orbital.protocol.frames import error_frame, ok_frame
+from orbital.store import keys
+
+if TYPE_CHECKING:
+    from orbital.services import Services
+
+log = logging.getLogger("orbital.deferred")
+
+PENDING = "pending"
+DONE = "done"
+TOMBSTONE_SECONDS = 3600
+"""How long an answered call is remembered, so a late result is reported as dropped rather than unknown."""
+
+
+@dataclass
+class PendingCall:
+    call_id: str
+    kind: str
+    node_id: str
+    node_connection_id: str
+    timeout_ms: int
+    created_at: int
+    caller_connection_id: str | None = None
+    frame_id: Any = None
+    tool: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_data(self) -> dict[str, Any]:
+        return {
+            "callId": self.call_id,
+            "kind": self.kind,
+            "nodeId": self.node_id,
+            "nodeConnectionId": self.node_connection_id,
+            "timeoutMs": self.timeout_ms,
+            "createdAt": self.created_at,
+            "callerConnectionId": self.caller_connection_id,
+            "frameId": self.frame_id,
+            "tool": self.tool,
+            "extra": self.extra,
+        }
+
+    @classmethod
+    def from_data(cls, d: dict[str, Any]) -> PendingCall:
+        return cls(
+            call_id=d["callId"],
+            kind=d["kind"],
+            node_id=d["nodeId"],
+            node_connection_id=d.get("nodeConnectionId") or "",
+            timeout_ms=int(d.get("timeoutMs") or 0),
+            created_at=int(d.get("createdAt") or 0),
+            caller_connection_id=d.get("callerConnectionId"),
+            frame_id=d.get("frameId"),
+            tool=d.get("tool"),
+            extra=d.get("extra") or {},
+        )
+
+    @property
+    def timeout_seconds(self) -> int:
+        return max(1, math.ceil(self.timeout_ms / 1000))
+
+
+@dataclass
+class Lookup:
+    call: PendingCall
+    state: str
+
+
+# Per-kind reactions, registered by the families that own the kinds: (services, call) -> None
+on_timeout: dict[str, Callable[[Services, PendingCall], None]] = {}
+on_node_lost: dict[str, Callable[[Services, PendingCall, str], None]] = {}
+
+
+def create(services: Services, call: PendingCall) -> None:
+    ttl = int(time.time()) + call.timeout_seconds + TOMBSTONE_SECONDS
+    services.table.put(
+        keys.pending_call(call.call_id),
+        call.to_data(),
+        attrs={"st": PENDING},
+        gsi=keys.node_calls_index(call.node_id, call.call_id),
+        ttl=ttl,
+        condition="attribute_not_exists(PK)",
+    )
+
+
+def start_wait(services: Services, call: PendingCall) -> None:
+    """Start the execution that owns this call's wait (its name is the call id, so a retry cannot double it)."""
+    arn = services.settings.deferred_call_arn
+    if not arn:
+        raise RuntimeError("deferred_call state machine is not configured (ORBITAL_DEFERRED_CALL_ARN)")
+    payload = {"callId": call.call_id, "kind": call.kind, "timeoutSeconds": call.timeout_seconds}
+    try:
+        clients.stepfunctions().start_execution(stateMachineArn=arn, name=call.call_id, input=json.dumps(payload))
+    except Exception:
+        log.exception("could not start the wait for call %s", call.call_id)
+        raise
+
+
+def get(services: Services, call_id: str) -> Lookup | None:
+    rec = services.table.get(keys.pending_call(call_id))
+    if rec is None:
+        return None
+    return Lookup(PendingCall.from_data(rec.data), str(rec.attrs.get("st", PENDING)))
+
+
+def claim(
+    services: Services, call_id: str, outcome: dict[str, Any] | None = None
+) -> tuple[PendingCall, str | None] | None:
+    """Flip pending → done (storing `outcome`, if given, for whoever consumes it later). Returns the call and the
+    task token if one was recorded; None if the call was already answered or never existed."""
+    done: dict[str, Any] = {"st": DONE}
+    if outcome is not None:
+        done["out"] = json.dumps(outcome, separators=(",", ":"))
+    try:
+        old = services.table.update(
+            keys.pending_call(call_id),
+            set_attrs=done,
+            condition="st = :pending",
+            values={":pending": PENDING},
+            return_values="ALL_OLD",
+        )
+    except ConflictError:
+        return None
+    if old is None:
+        return None
+    return PendingCall.from_data(old.data), old.attrs.get("tok")
+
+
+def register_token(services: Services, call_id: str, token: str) -> bool:
+    """Record the execution's task token while the call is pending. False: the call was already answered."""
+    try:
+        services.table.update(
+            keys.pending_call(call_id),
+            set_attrs={"tok": token},
+            condition="st = :pending",
+            values={":pending": PENDING},
+            return_values="NONE",
+        )
+    except ConflictError:
+        return False
+    return True
+
+
+def close_execution(token: str | None, *, error: str | None = None, cause: str = "") -> None:
+    """End the waiting execution (success, or failure with `error`). A closed or expired token is fine."""
+    if not token:
+        return
+    sfn = clients.stepfunctions()
+    try:
+        if error:
+            sfn.send_task_failure(taskToken=token, error=error, cause=cause[:32000])
+        else:
+            sfn.send_task_success(taskToken=token, output="{}")
+    except Exception as exc:  # TaskTimedOut / InvalidToken / TaskDoesNotExist: the execution is already over
+        log.debug("closing execution: %s", type(exc).__name__)
+
+
+def answer(services: Services, call: PendingCall, *, payload: Any = None, error: dict[str, Any] | None = None) -> bool:
+    """Send the deferred `res` to the caller (with the original frame id). False if the caller's socket is gone."""
+    if not call.caller_connection_id:
+        return False
+    frame = error_frame(call.frame_id, error) if error is not None else ok_frame(call.frame_id, payload)
+    try:
+        return services.push(call.caller_connection_id, frame)
+    except Exception:
+        log.exception("could not answer call %s", call.call_id)
+        return False
+
+
+def pending_on_node(services: Services, node_id: str) -> list[PendingCall]:
+    recs = services.table.query_index(keys.node_calls_pk(node_id))
+    return [PendingCall.from_data(r.data) for r in recs if r.attrs.get("st") == PENDING]
+
+
+def fail_node_calls(services: Services, node_id: str, reason: str, *, kinds: set[str] | None = None) -> int:
+    """Answer every call pending on a node (node lost or replaced). Returns how many were failed."""
+    failed = 0
+    for call in pending_on_node(services, node_id):
+        if kinds is not None and call.kind not in kinds:
+            continue
+        claimed = claim(services, call.call_id)
+        if claimed is None:
+            continue
+        call, token = claimed
+        handler = on_node_lost.get(call.kind)
+        if handler is not None:
+            handler(services, call, reason)
+        else:
+            answer(services, call, error={"code": 503, "message": reason})
+        close_execution(token, error="NodeLost", cause=reason)
+        failed += 1
+    return failed

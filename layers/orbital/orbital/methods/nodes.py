@@ -1,0 +1,439 @@
+"""Gateway ↔ node calls: tool.invoke / tool.request / tool.result, logs.get / logs.result, node.exec.event
+(spec §2.1, §14.1, §14.2; fixes F1, F5)."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from orbital import deferred, lifecycle
+from orbital.errors import BadRequestError, ConflictError, ForbiddenError, NotFoundError, UnavailableError
+from orbital.protocol.dispatch import DEFERRED
+from orbital.protocol.frames import event_frame
+from orbital.protocol.registry import Params, Result, Router
+from orbital.store import keys
+
+if TYPE_CHECKING:
+    from orbital.protocol.context import CallContext
+    from orbital.services import Services
+    from orbital.store.connections import Connection, NodeEntry
+
+router = Router("nodes")
+
+LOGS_TIMEOUT_MS = 20_000
+DEFAULT_TOOL_TIMEOUT_MS = 60_000
+EXEC_TTL_SECONDS = 24 * 3600
+
+
+def _timeout_setting(config: dict[str, Any], name: str, default: int) -> int:
+    value = (config.get("timeouts") or {}).get(name)
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        return max(1000, int(value))
+    return default
+
+
+def tool_timeout_ms(config: dict[str, Any]) -> int:
+    """`timeouts.toolMs` (min 1000, default 60000)."""
+    return _timeout_setting(config, "toolMs", DEFAULT_TOOL_TIMEOUT_MS)
+
+
+def logs_timeout_ms(config: dict[str, Any]) -> int:
+    """`timeouts.logsMs` (min 1000, default 20000)."""
+    return _timeout_setting(config, "logsMs", LOGS_TIMEOUT_MS)
+
+
+def split_tool_name(name: str) -> tuple[str, str] | None:
+    """`{nodeId}__{tool}` (canonical) or `{nodeId}:{tool}` (F1), split at the first separator."""
+    for sep in ("__", ":"):
+        idx = name.find(sep)
+        if idx > 0 and idx + len(sep) < len(name):
+            return name[:idx], name[idx + len(sep) :]
+    return None
+
+
+def find_node_for_tool(services: Services, name: str) -> tuple[NodeEntry, str] | None:
+    parts = split_tool_name(name)
+    if parts is None:
+        return None
+    node = services.connections.node(parts[0])
+    if node is None or not any(t.get("name") == parts[1] for t in node.tools):
+        return None
+    return node, parts[1]
+
+
+def _dispatch_to_node(
+    ctx: CallContext, node: NodeEntry, call: deferred.PendingCall, event: str, payload: dict[str, Any]
+) -> None:
+    """Record the call, post the event to the node, start the wait beside it."""
+    services = ctx.services
+    deferred.create(services, call)
+    if not services.sender.post(node.connection_id, event_frame(event, payload)):
+        deferred.claim(services, call.call_id)
+        lifecycle.disconnect(services, node.connection_id)
+        raise UnavailableError("Node not connected")
+    try:
+        deferred.start_wait(services, call)
+    except Exception:
+        if deferred.claim(services, call.call_id) is not None:
+            raise UnavailableError("Could not schedule the call; try again", retryable=True) from None
+        # the node already answered: nothing is waiting
+
+
+# --- tools ---------------------------------------------------------------------------------------------------
+
+
+class ToolInvokeParams(Params):
+    tool: str | None = None
+    args: Any = None
+
+
+class ToolInvokeResult(Result):
+    result: Any = None
+
+
+@router.method("tool.invoke", params=ToolInvokeParams, result=ToolInvokeResult, modes={"client"}, deferred=True)
+def tool_invoke(ctx: CallContext, params: ToolInvokeParams) -> Any:
+    """Run a node tool (`{nodeId}__{tool}` or `{nodeId}:{tool}`) and answer with `{result}` when the node replies.
+    Fails with 503 at once if the node disconnects and with 504 after `timeouts.toolMs` without an answer."""
+    if not params.tool:
+        raise BadRequestError("tool required")
+    found = find_node_for_tool(ctx.services, params.tool)
+    if found is None:
+        raise NotFoundError(f"No node provides tool: {params.tool}")
+    node, bare = found
+    call = deferred.PendingCall(
+        call_id=str(uuid.uuid4()),
+        kind="tool",
+        node_id=node.node_id,
+        node_connection_id=node.connection_id,
+        timeout_ms=tool_timeout_ms(ctx.config()),
+        created_at=ctx.now_ms(),
+        caller_connection_id=ctx.connection_id,
+        frame_id=ctx.frame_id,
+        tool=params.tool,
+    )
+    args = params.args if params.args is not None else {}
+    _dispatch_to_node(ctx, node, call, "tool.invoke", {"callId": call.call_id, "tool": bare, "args": args})
+    return DEFERRED
+
+
+class ToolRequestParams(Params):
+    callId: str | None = None
+    tool: str | None = None
+    args: Any = None
+    sessionKey: str | None = None
+
+
+class ToolRequestResult(Result):
+    status: str
+
+
+@router.method("tool.request", params=ToolRequestParams, result=ToolRequestResult)
+def tool_request(ctx: CallContext, params: ToolRequestParams) -> dict[str, Any]:
+    """Send a session-routed tool call to its node; the result is kept on the call for the session's agent turn."""
+    if not params.callId or not params.tool or not params.sessionKey:
+        raise BadRequestError("callId, tool, and sessionKey required")
+    found = find_node_for_tool(ctx.services, params.tool)
+    if found is None:
+        raise NotFoundError(f"No node provides tool: {params.tool}")
+    node, bare = found
+    call = deferred.PendingCall(
+        call_id=params.callId,
+        kind="session",
+        node_id=node.node_id,
+        node_connection_id=node.connection_id,
+        timeout_ms=tool_timeout_ms(ctx.config()),
+        created_at=ctx.now_ms(),
+        tool=params.tool,
+        extra={"sessionKey": params.sessionKey},
+    )
+    args = params.args if params.args is not None else {}
+    _dispatch_to_node(ctx, node, call, "tool.invoke", {"callId": call.call_id, "tool": bare, "args": args})
+    return {"status": "sent"}
+
+
+class ToolResultParams(Params):
+    callId: str | None = None
+    result: Any = None
+    error: Any = None
+
+
+class AckResult(Result):
+    ok: bool
+    dropped: bool | None = None
+
+
+def _error_text(error: Any) -> str:
+    return error if isinstance(error, str) else json.dumps(error)
+
+
+def _authorize_node_answer(ctx: CallContext, call: deferred.PendingCall) -> None:
+    conn = ctx.conn
+    if conn is None or conn.mode != "node" or conn.node_id != call.node_id:
+        raise ForbiddenError("Node not authorized for this call")
+
+
+@router.method("tool.result", params=ToolResultParams, result=AckResult)
+def tool_result(ctx: CallContext, params: ToolResultParams) -> dict[str, Any]:
+    """A node's answer to `tool.invoke`. Late or orphaned answers are acknowledged with `dropped: true`."""
+    if not params.callId:
+        raise BadRequestError("callId required")
+    found = deferred.get(ctx.services, params.callId)
+    if found is None or found.call.kind not in {"tool", "session"}:
+        raise NotFoundError("Unknown callId")
+    _authorize_node_answer(ctx, found.call)
+    failed = params.error is not None and params.error != ""
+    outcome = {"error": _error_text(params.error)} if failed else {"result": params.result}
+    claimed = deferred.claim(ctx.services, params.callId, outcome if found.call.kind == "session" else None)
+    if claimed is None:
+        return {"ok": True, "dropped": True}
+    call, token = claimed
+    delivered = True
+    if call.kind == "tool":
+        if failed:
+            delivered = deferred.answer(ctx.services, call, error={"code": 500, "message": outcome["error"]})
+        else:
+            delivered = deferred.answer(ctx.services, call, payload={"result": params.result})
+    _maybe_register_exec_session(ctx, call, params.result)
+    deferred.close_execution(token)
+    return {"ok": True} if delivered else {"ok": True, "dropped": True}
+
+
+def _maybe_register_exec_session(ctx: CallContext, call: deferred.PendingCall, result: Any) -> None:
+    """A backgrounded command (`status: "running"` + `sessionId`) gets an async exec session for its events."""
+    if not isinstance(result, dict):
+        return
+    status, session_id = result.get("status"), result.get("sessionId")
+    if not (isinstance(status, str) and status.strip() == "running" and isinstance(session_id, str) and session_id):
+        return
+    now = ctx.now_ms()
+    ctx.services.table.put(
+        keys.exec_session(call.node_id, session_id),
+        {
+            "nodeId": call.node_id,
+            "sessionId": session_id,
+            "sessionKey": call.extra.get("sessionKey"),
+            "callId": call.call_id,
+            "createdAt": now,
+            "updatedAt": now,
+            "expiresAt": now + EXEC_TTL_SECONDS * 1000,
+        },
+        ttl=int(time.time()) + EXEC_TTL_SECONDS,
+    )
+
+
+def _tool_timeout(services: Services, call: deferred.PendingCall) -> None:
+    message = f"Tool call timed out after {call.timeout_ms}ms: {call.tool}"
+    deferred.answer(services, call, error={"code": 504, "message": message, "retryable": True})
+
+
+def _session_timeout(services: Services, call: deferred.PendingCall) -> None:
+    services.table.update(
+        keys.pending_call(call.call_id), set_attrs={"out": json.dumps({"error": "Tool execution timed out"})}
+    )
+
+
+def _session_node_lost(services: Services, call: deferred.PendingCall, reason: str) -> None:
+    services.table.update(keys.pending_call(call.call_id), set_attrs={"out": json.dumps({"error": reason})})
+
+
+deferred.on_timeout["tool"] = _tool_timeout
+deferred.on_timeout["session"] = _session_timeout
+deferred.on_node_lost["session"] = _session_node_lost
+
+
+# --- logs ----------------------------------------------------------------------------------------------------
+
+
+class LogsGetParams(Params):
+    nodeId: str | None = None
+    lines: Any = None
+
+
+class LogsGetResult(Result):
+    nodeId: str
+    lines: list[str]
+    count: int
+    truncated: bool
+
+
+def parse_lines(value: Any) -> int:
+    if value is None:
+        return 100
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 1:
+        raise BadRequestError("lines must be a positive number")
+    return min(5000, int(value))
+
+
+def pick_log_node(services: Services, node_id: str | None) -> NodeEntry:
+    if node_id:
+        node = services.connections.node(node_id)
+        if node is None:
+            raise UnavailableError(f"Node not connected: {node_id}")
+        return node
+    nodes = services.connections.nodes()
+    if not nodes:
+        raise UnavailableError("No nodes connected")
+    if len(nodes) > 1:
+        raise BadRequestError("nodeId required when multiple nodes are connected")
+    return nodes[0]
+
+
+@router.method("logs.get", params=LogsGetParams, result=LogsGetResult, modes={"client"}, deferred=True)
+def logs_get(ctx: CallContext, params: LogsGetParams) -> Any:
+    """Fetch the last `lines` (default 100, max 5000) of a node's own log. Answered when the node replies, with 503
+    if it disconnects and 504 after `timeouts.logsMs` (20 s)."""
+    lines = parse_lines(params.lines)
+    node = pick_log_node(ctx.services, params.nodeId)
+    call = deferred.PendingCall(
+        call_id=str(uuid.uuid4()),
+        kind="logs",
+        node_id=node.node_id,
+        node_connection_id=node.connection_id,
+        timeout_ms=logs_timeout_ms(ctx.config()),
+        created_at=ctx.now_ms(),
+        caller_connection_id=ctx.connection_id,
+        frame_id=ctx.frame_id,
+        extra={"lines": lines},
+    )
+    _dispatch_to_node(ctx, node, call, "logs.get", {"callId": call.call_id, "lines": lines})
+    return DEFERRED
+
+
+class LogsResultParams(Params):
+    callId: str | None = None
+    lines: Any = None
+    truncated: Any = None
+    error: Any = None
+
+
+@router.method("logs.result", params=LogsResultParams, result=AckResult)
+def logs_result(ctx: CallContext, params: LogsResultParams) -> dict[str, Any]:
+    """A node's answer to `logs.get`."""
+    if not params.callId:
+        raise BadRequestError("callId required")
+    if ctx.conn is None or ctx.conn.mode != "node":
+        raise ForbiddenError("Node not authorized for this call")
+    found = deferred.get(ctx.services, params.callId)
+    if found is None or found.call.kind != "logs":
+        raise NotFoundError("Unknown callId")
+    _authorize_node_answer(ctx, found.call)
+    claimed = deferred.claim(ctx.services, params.callId)
+    if claimed is None:
+        return {"ok": True, "dropped": True}
+    call, token = claimed
+    if params.error is not None and params.error != "":
+        delivered = deferred.answer(ctx.services, call, error={"code": 500, "message": _error_text(params.error)})
+    else:
+        lines = [str(x) for x in params.lines] if isinstance(params.lines, list) else []
+        payload = {"nodeId": call.node_id, "lines": lines, "count": len(lines), "truncated": bool(params.truncated)}
+        delivered = deferred.answer(ctx.services, call, payload=payload)
+    deferred.close_execution(token)
+    return {"ok": True} if delivered else {"ok": True, "dropped": True}
+
+
+def _logs_timeout(services: Services, call: deferred.PendingCall) -> None:
+    message = f"logs.get timed out for node {call.node_id} after {call.timeout_ms}ms"
+    deferred.answer(services, call, error={"code": 504, "message": message, "retryable": True})
+
+
+deferred.on_timeout["logs"] = _logs_timeout
+
+
+# --- exec events -----------------------------------------------------------------------------------------------
+
+EXEC_EVENTS = {"started", "finished", "failed", "timed_out"}
+
+
+class ExecEventParams(Params):
+    eventId: Any = None
+    sessionId: Any = None
+    event: Any = None
+    callId: Any = None
+    exitCode: Any = None
+    signal: Any = None
+    outputTail: Any = None
+    startedAt: Any = None
+    endedAt: Any = None
+
+
+@router.method(
+    "node.exec.event",
+    params=ExecEventParams,
+    result=AckResult,
+    modes={"node"},
+    mode_error=(403, "Only node clients can submit exec events"),
+)
+def node_exec_event(ctx: CallContext, params: ExecEventParams) -> dict[str, Any]:
+    """Lifecycle of a backgrounded command. Terminal events are stored for the session that started it."""
+    assert ctx.conn is not None and ctx.conn.node_id is not None
+    node_id = ctx.conn.node_id
+    session_id = params.sessionId.strip() if isinstance(params.sessionId, str) else ""
+    if not session_id or params.event not in EXEC_EVENTS:
+        return {"ok": True, "dropped": True}
+    event_id = params.eventId.strip() if isinstance(params.eventId, str) and params.eventId.strip() else ""
+    if not event_id:
+        parts = [node_id, session_id, params.event, params.callId, params.startedAt, params.endedAt,
+                 params.exitCode, params.signal]
+        event_id = ":".join(str(p) for p in parts if p is not None and p != "")
+    table = ctx.services.table
+    mapping = table.get(keys.exec_session(node_id, session_id))
+    if mapping is None:
+        return {"ok": True, "dropped": True}
+    now = ctx.now_ms()
+    if params.event == "started":
+        data = dict(mapping.data, updatedAt=now, expiresAt=now + EXEC_TTL_SECONDS * 1000)
+        table.put(keys.exec_session(node_id, session_id), data, ttl=int(time.time()) + EXEC_TTL_SECONDS)
+        return {"ok": True}
+    tail = params.outputTail.strip()[-4000:] if isinstance(params.outputTail, str) else None
+    record = {
+        "eventId": event_id,
+        "nodeId": node_id,
+        "sessionId": session_id,
+        "sessionKey": mapping.data.get("sessionKey"),
+        "callId": mapping.data.get("callId"),
+        "event": params.event,
+        "exitCode": params.exitCode if isinstance(params.exitCode, int) else None,
+        "signal": params.signal.strip() if isinstance(params.signal, str) else None,
+        "outputTail": tail,
+        "startedAt": params.startedAt,
+        "endedAt": params.endedAt,
+        "receivedAt": now,
+        "delivered": False,
+    }
+    try:
+        table.put(
+            keys.exec_event(node_id, session_id, event_id),
+            record,
+            ttl=int(time.time()) + EXEC_TTL_SECONDS,
+            condition="attribute_not_exists(PK)",
+        )
+    except ConflictError:
+        return {"ok": True}  # already stored: duplicates are acknowledged, not repeated
+    table.delete(keys.exec_session(node_id, session_id))
+    return {"ok": True}
+
+
+# --- node loss -------------------------------------------------------------------------------------------------
+
+
+def _node_gone(services: Services, conn: Connection) -> None:
+    assert conn.node_id is not None
+    deferred.fail_node_calls(services, conn.node_id, f"Node disconnected: {conn.node_id}")
+
+
+def _node_connected(ctx: CallContext, node_id: str, previous: str | None) -> None:
+    if previous:
+        deferred.fail_node_calls(
+            ctx.services, node_id, f"Node replaced during log request: {node_id}", kinds={"logs"}
+        )
+
+
+lifecycle.on_node_gone.append(_node_gone)
+
+from orbital.methods import connect as _connect  # noqa: E402
+
+_connect.node_connected_hooks.append(_node_connected)

@@ -1,0 +1,58 @@
+"""Steps of the state machines, run by the `workflow_steps` function (`{"step": name, ...}` in, JSON out)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from orbital import deferred
+from orbital.services import Services, get_services
+
+log = logging.getLogger("orbital.workflows")
+
+
+def _register(services: Services, event: dict[str, Any]) -> dict[str, Any]:
+    call_id, token = event["callId"], event["taskToken"]
+    if not deferred.register_token(services, call_id, token):
+        # answered before the execution got here: end the wait now
+        deferred.close_execution(token)
+        return {"registered": False}
+    return {"registered": True}
+
+
+def _timeout(services: Services, event: dict[str, Any]) -> dict[str, Any]:
+    claimed = deferred.claim(services, event["callId"])
+    if claimed is None:
+        return {"timedOut": False}
+    call, _ = claimed
+    handler = deferred.on_timeout.get(call.kind)
+    if handler is not None:
+        handler(services, call)
+    else:
+        deferred.answer(services, call, error={"code": 504, "message": f"Call timed out after {call.timeout_ms}ms"})
+    return {"timedOut": True, "kind": call.kind}
+
+
+def _fail(services: Services, event: dict[str, Any]) -> dict[str, Any]:
+    claimed = deferred.claim(services, event["callId"])
+    if claimed is None:
+        return {"failed": False}
+    call, _ = claimed
+    err = event.get("error") or {}
+    log.warning("deferred call %s failed in its workflow: %s", call.call_id, err.get("Error"))
+    deferred.answer(services, call, error={"code": 500, "message": f"Call failed: {err.get('Error') or 'error'}"})
+    return {"failed": True}
+
+
+STEPS = {"register": _register, "timeout": _timeout, "fail": _fail}
+
+
+def handle_step(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
+    from orbital import wiring
+
+    wiring.load()
+    step = event.get("step")
+    func = STEPS.get(step) if isinstance(step, str) else None
+    if func is None:
+        raise ValueError(f"unknown workflow step: {step!r}")
+    return func(get_services(), event)

@@ -1,0 +1,191 @@
+"""deferred_call.asl.json executed by moto: success, result-before-token race, timeout, failure and node loss."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import boto3
+
+from orbital import deferred, lifecycle
+from orbital.store import keys
+from tests.conftest import wait_for
+
+
+def _events(sender: Any, connection_id: str, name: str) -> list[dict[str, Any]]:
+    return [f for f in sender.frames_to(connection_id) if isinstance(f, dict) and f.get("event") == name]
+
+
+def _responses(sender: Any, connection_id: str) -> list[dict[str, Any]]:
+    return [f for f in sender.frames_to(connection_id) if isinstance(f, dict) and f.get("type") == "res"]
+
+
+def _invoke(rpc: Any, tool: str, args: Any = None) -> str:
+    frame = rpc.frame("tool.invoke", {"tool": tool, "args": args or {}})
+    assert frame is None, f"tool.invoke must be deferred, got {frame}"
+    return rpc.connection_id
+
+
+def _execution(flows: dict[str, str], call_id: str) -> dict[str, Any]:
+    sfn = boto3.client("stepfunctions", region_name="us-east-1")
+    arn = flows["DeferredCallStateMachine"].replace(":stateMachine:", ":execution:") + f":{call_id}"
+    return sfn.describe_execution(executionArn=arn)
+
+
+def _states_entered(flows: dict[str, str], call_id: str) -> list[str]:
+    sfn = boto3.client("stepfunctions", region_name="us-east-1")
+    arn = flows["DeferredCallStateMachine"].replace(":stateMachine:", ":execution:") + f":{call_id}"
+    history = sfn.get_execution_history(executionArn=arn)["events"]
+    return [e["stateEnteredEventDetails"]["name"] for e in history if "stateEnteredEventDetails" in e]
+
+
+def _token_recorded(services: Any, call_id: str) -> bool:
+    rec = services.table.get(keys.pending_call(call_id))
+    return bool(rec and rec.attrs.get("tok"))
+
+
+def _finished(flows: dict[str, str], call_id: str) -> dict[str, Any] | None:
+    desc = _execution(flows, call_id)
+    return desc if desc["status"] != "RUNNING" else None
+
+
+def test_result_answers_client_and_closes_execution(flows, connect, sender, services):
+    node = connect("node", "n1")
+    client = connect("client", "c1")
+    _invoke(client, "n1__Bash", {"command": "echo hi"})
+    evt = wait_for(lambda: _events(sender, node.connection_id, "tool.invoke"))[0]
+    assert evt["payload"]["tool"] == "Bash"
+    assert evt["payload"]["args"] == {"command": "echo hi"}
+    call_id = evt["payload"]["callId"]
+    wait_for(lambda: _token_recorded(services, call_id))
+    assert node.call("tool.result", {"callId": call_id, "result": {"output": "hi\n"}}) == {"ok": True}
+    res = _responses(sender, client.connection_id)
+    assert res == [{"type": "res", "id": res[0]["id"], "ok": True, "payload": {"result": {"output": "hi\n"}}}]
+    done = wait_for(lambda: _finished(flows, call_id))
+    assert done["status"] == "SUCCEEDED"
+    assert "AnswerTimeout" not in _states_entered(flows, call_id)
+    # a second answer is late: dropped, and the client hears nothing more
+    assert node.call("tool.result", {"callId": call_id, "result": 1}) == {"ok": True, "dropped": True}
+    assert len(_responses(sender, client.connection_id)) == 1
+
+
+def test_result_before_token_is_recorded_still_ends_the_execution(flows, connect, sender, services):
+    node = connect("node", "n1")
+    client = connect("client", "c1")
+    _invoke(client, "n1:Read", {"path": "x"})  # F1: nodeId:tool is accepted too
+    call_id = _events(sender, node.connection_id, "tool.invoke")[0]["payload"]["callId"]
+    assert node.call("tool.result", {"callId": call_id, "error": "no such file"}) == {"ok": True}
+    assert _responses(sender, client.connection_id)[0]["error"] == {"code": 500, "message": "no such file"}
+    done = wait_for(lambda: _finished(flows, call_id))
+    assert done["status"] == "SUCCEEDED"
+    assert not _token_recorded(services, call_id)
+
+
+def test_timeout_answers_with_error_and_late_result_is_dropped(flows, connect, sender, services):
+    node = connect("node", "n1")
+    client = connect("client", "c1")
+    client.call("config.set", {"path": "timeouts.toolMs", "value": 1000})
+    _invoke(client, "n1__Bash", {"command": "sleep 100"})
+    call_id = _events(sender, node.connection_id, "tool.invoke")[0]["payload"]["callId"]
+    res = wait_for(lambda: _responses(sender, client.connection_id), timeout=15)[0]
+    assert res["ok"] is False
+    assert res["error"] == {"code": 504, "message": "Tool call timed out after 1000ms: n1__Bash", "retryable": True}
+    assert wait_for(lambda: _finished(flows, call_id))["status"] == "SUCCEEDED"
+    assert "AnswerTimeout" in _states_entered(flows, call_id)
+    assert node.call("tool.result", {"callId": call_id, "result": "late"}) == {"ok": True, "dropped": True}
+
+
+def test_node_loss_fails_pending_calls_at_once(flows, connect, sender, services):
+    node = connect("node", "n1")
+    client = connect("client", "c1")
+    _invoke(client, "n1__Bash", {"command": "sleep 100"})
+    _invoke(client, "n1__Read", {"path": "/etc/hosts"})
+    calls = [e["payload"]["callId"] for e in _events(sender, node.connection_id, "tool.invoke")]
+    for call_id in calls:
+        wait_for(lambda cid=call_id: _token_recorded(services, cid))
+    lifecycle.disconnect(services, node.connection_id)
+    errors = [r["error"] for r in _responses(sender, client.connection_id)]
+    assert errors == [{"code": 503, "message": "Node disconnected: n1"}] * 2
+    for call_id in calls:
+        assert wait_for(lambda cid=call_id: _finished(flows, cid))["status"] == "SUCCEEDED"
+        assert "AnswerTimeout" not in _states_entered(flows, call_id)
+
+
+def test_workflow_failure_answers_the_caller(flows, connect, sender, services):
+    node = connect("node", "n1")
+    client = connect("client", "c1")
+    _invoke(client, "n1__Bash", {"command": "x"})
+    call_id = _events(sender, node.connection_id, "tool.invoke")[0]["payload"]["callId"]
+    wait_for(lambda: _token_recorded(services, call_id))
+    token = services.table.get(keys.pending_call(call_id)).attrs["tok"]
+    boto3.client("stepfunctions", region_name="us-east-1").send_task_failure(taskToken=token, error="Boom", cause="x")
+    res = wait_for(lambda: _responses(sender, client.connection_id))[0]
+    assert res["error"] == {"code": 500, "message": "Call failed: Boom"}
+    assert "AnswerFailure" in _states_entered(flows, call_id)
+
+
+def test_logs_get_round_trip_and_timeout(flows, connect, sender, services):
+    node = connect("node", "n1")
+    client = connect("client", "c1")
+    assert client.frame("logs.get", {"lines": 5}) is None
+    evt = _events(sender, node.connection_id, "logs.get")[0]["payload"]
+    assert evt["lines"] == 5
+    assert node.call("logs.result", {"callId": evt["callId"], "lines": ["a", "b"], "truncated": True}) == {"ok": True}
+    assert _responses(sender, client.connection_id)[0]["payload"] == {
+        "nodeId": "n1", "lines": ["a", "b"], "count": 2, "truncated": True}
+    client.call("config.set", {"path": "timeouts.logsMs", "value": 1000})
+    assert client.frame("logs.get", {}) is None
+    res = wait_for(lambda: _responses(sender, client.connection_id)[1:], timeout=15)[0]
+    assert res["error"] == {"code": 504, "message": "logs.get timed out for node n1 after 1000ms", "retryable": True}
+
+
+def test_checks_and_messages(flows, connect, sender, services):
+    node = connect("node", "n1")
+    other = connect("node", "n2")
+    client = connect("client", "c1")
+    assert client.error("tool.invoke", {}) == {"code": 400, "message": "tool required"}
+    assert client.error("tool.invoke", {"tool": "Bash"}) == {"code": 404, "message": "No node provides tool: Bash"}
+    assert client.error("tool.invoke", {"tool": "n9__Bash"}) == {"code": 404, "message": "No node provides tool: n9__Bash"}
+    assert node.error("tool.invoke", {"tool": "n1__Bash"}) == {"code": 101, "message": "Not connected"}
+    assert node.error("tool.result", {"callId": "nope"}) == {"code": 404, "message": "Unknown callId"}
+    assert node.error("tool.result", {}) == {"code": 400, "message": "callId required"}
+    _invoke(client, "n1__Bash", {"command": "x"})
+    call_id = _events(sender, node.connection_id, "tool.invoke")[0]["payload"]["callId"]
+    assert other.error("tool.result", {"callId": call_id, "result": 1}) == {
+        "code": 403, "message": "Node not authorized for this call"}
+    assert client.error("logs.result", {"callId": call_id}) == {"code": 403, "message": "Node not authorized for this call"}
+    assert client.error("logs.get", {"lines": 0}) == {"code": 400, "message": "lines must be a positive number"}
+    assert client.error("logs.get", {}) == {"code": 400, "message": "nodeId required when multiple nodes are connected"}
+    assert client.error("logs.get", {"nodeId": "zz"}) == {"code": 503, "message": "Node not connected: zz"}
+    assert client.error("node.exec.event", {"sessionId": "s"}) == {
+        "code": 403, "message": "Only node clients can submit exec events"}
+    node.call("tool.result", {"callId": call_id, "result": 1})
+
+
+def test_exec_events_are_stored_for_backgrounded_commands(flows, connect, sender, services):
+    node = connect("node", "n1")
+    client = connect("client", "c1")
+    _invoke(client, "n1__Bash", {"command": "sleep 1", "background": True})
+    call_id = _events(sender, node.connection_id, "tool.invoke")[0]["payload"]["callId"]
+    node.call("tool.result", {"callId": call_id, "result": {"status": "running", "sessionId": "bg-1", "pid": 42}})
+    assert node.call("node.exec.event", {"sessionId": "bg-1", "event": "started"}) == {"ok": True}
+    assert node.call("node.exec.event", {"sessionId": "bg-1", "event": "bogus"}) == {"ok": True, "dropped": True}
+    assert node.call("node.exec.event", {"sessionId": "unknown", "event": "finished"}) == {"ok": True, "dropped": True}
+    ev = {"eventId": "e1", "sessionId": "bg-1", "event": "finished", "exitCode": 0, "outputTail": " done \n"}
+    assert node.call("node.exec.event", ev) == {"ok": True}
+    stored = services.table.query(keys.exec_events_pk("n1"))
+    assert len(stored) == 1
+    assert stored[0].data["callId"] == call_id
+    assert stored[0].data["outputTail"] == "done"
+    assert stored[0].data["exitCode"] == 0
+    # the session mapping is gone after a terminal event: a repeat is dropped
+    assert node.call("node.exec.event", ev) == {"ok": True, "dropped": True}
+
+
+def test_pending_call_items_and_index(flows, connect, sender, services):
+    node = connect("node", "n1")
+    client = connect("client", "c1")
+    _invoke(client, "n1__Bash", {"command": "x"})
+    pending = deferred.pending_on_node(services, "n1")
+    assert [p.tool for p in pending] == ["n1__Bash"]
+    assert json.loads(json.dumps(pending[0].to_data()))["callerConnectionId"] == client.connection_id
