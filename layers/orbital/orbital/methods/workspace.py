@@ -1,7 +1,99 @@
-"""Methods of the `workspace` family."""
+"""`workspace.list` / `workspace.read` / `workspace.write` / `workspace.delete` (spec §2.6).
+
+Each works on `agents/{agentId}/`, where a missing `agentId` means the configured default agent. Unlike GSV the
+agent id is validated (no `/`, `\\` or `..`), and path traversal is a 400, since it is the caller's mistake. The
+work itself is done by `orbital.workspace_ops`, which the native file tools share.
+"""
 
 from __future__ import annotations
 
-from orbital.protocol.registry import Router
+from typing import TYPE_CHECKING, Any
+
+from orbital import workspace_ops
+from orbital.domain.config import default_agent_id
+from orbital.domain.session_keys import DEFAULT_AGENT_ID
+from orbital.domain.workspace_paths import validate_agent_id
+from orbital.errors import BadRequestError
+from orbital.protocol.registry import Params, Result, Router
+
+if TYPE_CHECKING:
+    from orbital.protocol.context import CallContext
 
 router = Router("workspace")
+
+
+class WorkspaceParams(Params):
+    path: Any = None
+    agentId: Any = None
+
+
+class WorkspaceWriteParams(WorkspaceParams):
+    content: Any = None
+
+
+class WorkspaceListResult(Result):
+    path: str
+    files: list[str]
+    directories: list[str]
+
+
+class WorkspaceReadResult(Result):
+    path: str
+    content: str
+    size: int
+    lastModified: str | None = None
+    resolvedPath: str | None = None
+    resolvedSource: str | None = None
+
+
+class WorkspaceWriteResult(Result):
+    path: str
+    size: int
+    written: bool
+
+
+class WorkspaceDeleteResult(Result):
+    path: str
+    deleted: bool
+
+
+def _agent(ctx: CallContext, params: WorkspaceParams) -> str:
+    if params.agentId is None or (isinstance(params.agentId, str) and not params.agentId.strip()):
+        return default_agent_id(ctx.config())
+    return validate_agent_id(params.agentId, DEFAULT_AGENT_ID)
+
+
+def _list_path(raw: Any) -> str | None:
+    if raw is None or isinstance(raw, str):
+        return raw
+    raise BadRequestError("path must be a string")
+
+
+@router.method("workspace.list", params=WorkspaceParams, result=WorkspaceListResult)
+def workspace_list(ctx: CallContext, params: WorkspaceParams) -> dict[str, Any]:
+    """One directory of an agent's workspace: `files` like `memory/x.md` and `directories` like `memory/`, relative
+    to the agent root. `skills/` merges the agent's skill overrides with the global skills."""
+    agent_id = _agent(ctx, params)
+    return workspace_ops.list_files(ctx.services.workspace, agent_id, _list_path(params.path))
+
+
+@router.method("workspace.read", params=WorkspaceParams, result=WorkspaceReadResult)
+def workspace_read(ctx: CallContext, params: WorkspaceParams) -> dict[str, Any]:
+    """Read a file (`size` in bytes). `skills/...` paths read the agent's override, else the global skill, and say
+    which in `resolvedPath` / `resolvedSource`."""
+    agent_id = _agent(ctx, params)
+    return workspace_ops.read_file(ctx.services.workspace, agent_id, params.path)
+
+
+@router.method("workspace.write", params=WorkspaceWriteParams, result=WorkspaceWriteResult)
+def workspace_write(ctx: CallContext, params: WorkspaceWriteParams) -> dict[str, Any]:
+    """Create or replace a file (`size` = characters written). `skills/...` paths write the agent's own override."""
+    agent_id = _agent(ctx, params)
+    return workspace_ops.write_file(ctx.services.workspace, agent_id, params.path, params.content)
+
+
+@router.method("workspace.delete", params=WorkspaceParams, result=WorkspaceDeleteResult)
+def workspace_delete(ctx: CallContext, params: WorkspaceParams) -> dict[str, Any]:
+    """Delete a file of the agent's own workspace (404 when it does not exist)."""
+    agent_id = _agent(ctx, params)
+    return workspace_ops.delete_file(ctx.services.workspace, agent_id, params.path)

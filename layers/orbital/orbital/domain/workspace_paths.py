@@ -1,0 +1,99 @@
+"""Workspace paths (spec §8.1, §2.6): what a caller may name inside an agent's workspace, and how it maps to keys.
+
+A workspace path is relative to the agent root `agents/{agentId}/`. `normalize_relative_path` turns what a user
+or a model typed into the canonical relative form:
+
+    ""  "/"  "  /  "         -> ""                  (the root)
+    "/memory/"               -> "memory"
+    "memory//2026-01-01.md"  -> "memory/2026-01-01.md"   (empty and "." segments are dropped)
+    "a/../b"  ".."  "a\\..\\b" -> InvalidPathError("Path traversal not allowed")
+
+A `..` segment is refused wherever it appears, with either slash, so a path can never leave the agent root (S3
+would not resolve it, but a node or a later reader might). Names that merely contain two dots (`v1..2.md`) are
+fine. NUL characters are refused too.
+
+Virtual skills paths: `skills` and `skills/...` name the agent's skill overrides layered over the global
+`skills/` tree. Reads look at the agent copy first, then the global one; writes and deletes only ever touch the
+agent copy.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from orbital.domain.session_keys import normalize_agent_id
+from orbital.errors import BadRequestError
+
+TRAVERSAL_MESSAGE = "Path traversal not allowed"
+SKILLS_DIR = "skills"
+
+_SEGMENT_SPLIT = re.compile(r"[/\\]")
+
+CONTENT_TYPES = {
+    ".md": "text/markdown",
+    ".json": "application/json",
+    ".yaml": "text/yaml",
+    ".yml": "text/yaml",
+}
+DEFAULT_CONTENT_TYPE = "text/plain"
+
+
+class InvalidPathError(BadRequestError):
+    """A workspace path that may not be used (traversal, NUL). A bad request: 400 on the RPC surface."""
+
+
+def normalize_relative_path(path: str | None) -> str:
+    """The canonical relative form of a workspace path ("" for the root). Raises InvalidPathError."""
+    text = (path or "").strip()
+    if "\x00" in text:
+        raise InvalidPathError("Path must not contain NUL characters")
+    segments = _SEGMENT_SPLIT.split(text)
+    if any(seg.strip() == ".." for seg in segments):
+        raise InvalidPathError(TRAVERSAL_MESSAGE)
+    # Only "/" separates segments in the stored key; a backslash inside a name is kept as written.
+    parts = [seg for seg in text.split("/") if seg not in ("", ".")]
+    return "/".join(parts)
+
+
+def is_virtual_skills_path(relative: str) -> bool:
+    """Whether a normalized path lies in the virtual `skills/` tree (the bare `skills` directory included)."""
+    return relative == SKILLS_DIR or relative.startswith(SKILLS_DIR + "/")
+
+
+def skills_suffix(relative: str) -> str:
+    """The part of a virtual skills path below `skills/` ("" for `skills` itself)."""
+    if relative == SKILLS_DIR:
+        return ""
+    if relative.startswith(SKILLS_DIR + "/"):
+        return relative[len(SKILLS_DIR) + 1 :]
+    raise ValueError(f"not a skills path: {relative}")
+
+
+def content_type_for(path: str) -> str:
+    """The Content-Type a file is stored with, chosen by its extension (case-insensitive)."""
+    name = path.rsplit("/", 1)[-1].lower()
+    for ext, ctype in CONTENT_TYPES.items():
+        if name.endswith(ext):
+            return ctype
+    return DEFAULT_CONTENT_TYPE
+
+
+def validate_agent_id(raw: Any, default: str) -> str:
+    """The agent whose workspace a request addresses.
+
+    Missing or blank -> `default`. Ids that try to name another place in the bucket (containing `/`, `\\`, `..`
+    or NUL) are refused with 400 `Invalid agentId: {raw}`; anything else is normalized the way session keys
+    normalize agent ids (lowercase, other characters folded to `-`), so the RPCs and the agent loop agree on
+    where an agent's workspace lives.
+    """
+    if raw is None:
+        return default
+    if not isinstance(raw, str):
+        raise BadRequestError("agentId must be a string")
+    text = raw.strip()
+    if not text:
+        return default
+    if "/" in text or "\\" in text or ".." in text or "\x00" in text:
+        raise BadRequestError(f"Invalid agentId: {raw}")
+    return normalize_agent_id(text)
