@@ -195,7 +195,7 @@ class LocalGateway:
             return
         written = ensure_seeded(get_services())
         if written:
-            log.info("seeded the workspace of agent main: %s", ", ".join(written))
+            log.info("seeded the workspace: %s", ", ".join(written))
 
     def _uvicorn(self) -> Any:
         import uvicorn

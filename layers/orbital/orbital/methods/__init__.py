@@ -15,13 +15,15 @@ def registry() -> Registry:
         connect,
         cron,
         heartbeat,
+        nodes,
         pairing,
         sessions,
         tools,
+        transfer,
         workspace,
     )
 
     reg = Registry()
-    for module in (connect, tools, config, sessions, workspace, channels, pairing, heartbeat, cron):
+    for module in (connect, tools, nodes, config, sessions, workspace, channels, pairing, heartbeat, cron, transfer):
         reg.include(module.router)
     return reg

@@ -1,0 +1,531 @@
+"""The transfer engine: files between nodes and the agent workspace (spec §4, fixes F10 and F13).
+
+No Lambda holds a stream between frames. State lives in one DynamoDB item per transfer (static description in the
+JSON payload; state, size, mime and a byte counter as flat attributes updated atomically), bytes live on the wire
+or in S3:
+
+- node → node, chunks: each chunk frame is relayed to the destination as it arrives. Binary frames (local gateway)
+  get their offset from the byte counter; `{"type":"bin","transferId","offset","data"}` text frames (API Gateway)
+  carry it, so a destination can write chunks processed out of order.
+- node → workspace, chunks: each chunk becomes an S3 part object keyed by offset; `transfer.complete` assembles
+  them, checks the size, writes the final object and removes the parts.
+- workspace → node, chunks: the gateway reads the object in ranges and posts them, then `transfer.end`.
+- presigned: the node PUTs to / GETs from a presigned S3 URL (a staging object for uploads, copied into place after
+  the size check); the socket carries only metadata.
+Every transfer has a deferred call (kind "transfer") whose execution owns the timeout. Failure, timeout or the loss
+of either node aborts both sides (`transfer.abort`), removes staging objects and answers the caller. A destination
+writes to a temporary file and renames it only after the last byte, so no partial file looks complete.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from orbital import deferred, lifecycle
+from orbital.domain.workspace_paths import content_type_for, normalize_relative_path
+from orbital.errors import BadRequestError, ConflictError, ForbiddenError, UnavailableError
+from orbital.protocol.frames import event_frame, pack_chunk
+from orbital.store import keys
+
+if TYPE_CHECKING:
+    from orbital.services import Services
+    from orbital.store.connections import Connection
+
+log = logging.getLogger("orbital.transfer")
+
+GSV = "gsv"
+CHUNK_BYTES = 64 * 1024
+DEFAULT_TIMEOUT_MS = 600_000
+MODES = ("chunks", "presigned")
+
+
+@dataclass
+class Endpoint:
+    node: str
+    path: str
+
+    @property
+    def is_workspace(self) -> bool:
+        return self.node == GSV
+
+    def __str__(self) -> str:
+        return f"{self.node}:{self.path}"
+
+
+def parse_endpoint(raw: str) -> Endpoint:
+    idx = raw.find(":")
+    if idx <= 0:
+        raise BadRequestError(f'Invalid transfer endpoint "{raw}": expected format nodeId:/path or gsv:path')
+    node, path = raw[:idx], raw[idx + 1 :]
+    if not path:
+        raise BadRequestError(f'Invalid transfer endpoint "{raw}": path cannot be empty')
+    if node == GSV:
+        path = normalize_relative_path(path)
+        if not path:
+            raise BadRequestError(f'Invalid transfer endpoint "{raw}": path cannot be empty')
+    return Endpoint(node, path)
+
+
+def timeout_ms(config: dict[str, Any]) -> int:
+    value = (config.get("timeouts") or {}).get("transferMs")
+    if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
+        return max(1000, int(value))
+    return DEFAULT_TIMEOUT_MS
+
+
+@dataclass
+class Transfer:
+    transfer_id: int
+    source: Endpoint
+    destination: Endpoint
+    mode: str
+    agent_id: str
+    call_id: str
+    source_conn: str | None
+    dest_conn: str | None
+    state: str = "init"
+    size: int | None = None
+    mime: str | None = None
+    bytes: int = 0
+
+    def to_data(self) -> dict[str, Any]:
+        return {
+            "transferId": self.transfer_id,
+            "source": str(self.source),
+            "destination": str(self.destination),
+            "mode": self.mode,
+            "agentId": self.agent_id,
+            "callId": self.call_id,
+            "sourceConn": self.source_conn,
+            "destConn": self.dest_conn,
+        }
+
+    @classmethod
+    def from_record(cls, data: dict[str, Any], attrs: dict[str, Any]) -> Transfer:
+        src_node, _, src_path = data["source"].partition(":")
+        dst_node, _, dst_path = data["destination"].partition(":")
+        return cls(
+            transfer_id=int(data["transferId"]),
+            source=Endpoint(src_node, src_path),
+            destination=Endpoint(dst_node, dst_path),
+            mode=data["mode"],
+            agent_id=data["agentId"],
+            call_id=data["callId"],
+            source_conn=data.get("sourceConn"),
+            dest_conn=data.get("destConn"),
+            state=str(attrs.get("xs", "init")),
+            size=attrs.get("size") if isinstance(attrs.get("size"), int) else None,
+            mime=attrs.get("mime") or None,
+            bytes=int(attrs.get("b", 0) or 0),
+        )
+
+    def workspace_key(self, endpoint: Endpoint) -> str:
+        return keys.workspace_object(self.agent_id, endpoint.path)
+
+    def result(self, transferred: int) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "source": str(self.source),
+            "destination": str(self.destination),
+            "bytesTransferred": transferred,
+        }
+        if self.mime:
+            out["mime"] = self.mime
+        return out
+
+
+# --- store ---------------------------------------------------------------------------------------------------
+
+
+def load(services: Services, transfer_id: int) -> Transfer | None:
+    rec = services.table.get(keys.transfer(transfer_id))
+    return Transfer.from_record(rec.data, rec.attrs) if rec else None
+
+
+def _set(services: Services, transfer_id: int, **attrs: Any) -> None:
+    try:
+        services.table.update(
+            keys.transfer(transfer_id), set_attrs=attrs, condition="attribute_exists(PK)", return_values="NONE"
+        )
+    except ConflictError:
+        pass  # finished meanwhile
+
+
+def active(services: Services) -> list[Transfer]:
+    return [Transfer.from_record(r.data, r.attrs) for r in services.table.query(keys.TRANSFERS_PK)]
+
+
+# --- start -----------------------------------------------------------------------------------------------------
+
+
+def start(
+    services: Services,
+    source_raw: str,
+    destination_raw: str,
+    *,
+    agent_id: str,
+    mode: str = "chunks",
+    caller_connection_id: str | None = None,
+    frame_id: Any = None,
+    session_key: str | None = None,
+    call_id: str | None = None,
+) -> Transfer:
+    """Begin a transfer; the caller is answered (or the session's call resolved) when it finishes or fails."""
+    if mode not in MODES:
+        raise BadRequestError(f"Unsupported transfer mode: {mode}")
+    source, destination = parse_endpoint(source_raw), parse_endpoint(destination_raw)
+    repo = services.connections
+    source_node = None if source.is_workspace else repo.node(source.node)
+    if not source.is_workspace and source_node is None:
+        raise UnavailableError(f"Source node not connected: {source.node}")
+    dest_node = None if destination.is_workspace else repo.node(destination.node)
+    if not destination.is_workspace and dest_node is None:
+        raise UnavailableError(f"Destination node not connected: {destination.node}")
+    info = None
+    if source.is_workspace:
+        info = services.workspace.head(keys.workspace_object(agent_id, source.path))
+        if info is None:
+            raise BadRequestError(f"Workspace file not found: {source.path}")
+        if destination.is_workspace:
+            raise BadRequestError("Cannot transfer from gsv to gsv")
+    transfer_id = services.table.next_counter(keys.counter("transfer"))
+    xfer = Transfer(
+        transfer_id=transfer_id,
+        source=source,
+        destination=destination,
+        mode=mode,
+        agent_id=agent_id,
+        call_id=call_id or f"transfer-{transfer_id}-{int(time.time() * 1000)}",
+        source_conn=source_node.connection_id if source_node else None,
+        dest_conn=dest_node.connection_id if dest_node else None,
+    )
+    party = source_node or dest_node
+    assert party is not None
+    call = deferred.PendingCall(
+        call_id=xfer.call_id,
+        kind="transfer",
+        node_id=party.node_id,
+        node_connection_id=party.connection_id,
+        timeout_ms=timeout_ms(services.config.effective()),
+        created_at=services.now_ms(),
+        caller_connection_id=caller_connection_id,
+        frame_id=frame_id,
+        extra={"transferId": transfer_id, "sessionKey": session_key},
+    )
+    deferred.create(services, call)
+    first_state = "accept-wait" if source.is_workspace else "meta-wait"
+    attrs: dict[str, Any] = {"xs": first_state, "b": 0, "sc": xfer.source_conn or ""}
+    if info is not None:
+        xfer.size, xfer.mime = info.size, info.content_type
+        attrs.update(size=info.size, mime=info.content_type or "")
+    services.table.put(keys.transfer(transfer_id), xfer.to_data(), attrs=attrs)
+    if source.is_workspace:
+        assert xfer.dest_conn is not None
+        payload: dict[str, Any] = {
+            "transferId": transfer_id,
+            "path": destination.path,
+            "size": xfer.size,
+            "mode": mode,
+        }
+        if xfer.mime:
+            payload["mime"] = xfer.mime
+        sent = services.push(xfer.dest_conn, event_frame("transfer.receive", payload))
+    else:
+        assert xfer.source_conn is not None
+        send = {"transferId": transfer_id, "path": source.path, "mode": mode}
+        sent = services.push(xfer.source_conn, event_frame("transfer.send", send))
+    if not sent:
+        fail(services, transfer_id, "Node disconnected before the transfer started")
+        return xfer
+    try:
+        deferred.start_wait(services, call)
+    except Exception:
+        fail(services, transfer_id, "Could not schedule the transfer")
+    return xfer
+
+
+# --- protocol steps (called by the transfer.* RPCs and chunk frames) -------------------------------------------
+
+
+def _require_party(xfer: Transfer, conn: Connection | None, role: str) -> None:
+    want = xfer.source_conn if role == "source" else xfer.dest_conn
+    if conn is None or want is None or conn.connection_id != want:
+        raise ForbiddenError(f"Not the {role} of transfer {xfer.transfer_id}")
+
+
+def on_meta(services: Services, conn: Connection | None, transfer_id: int, size: Any, mime: Any, error: Any) -> None:
+    xfer = load(services, transfer_id)
+    if xfer is None:
+        return
+    _require_party(xfer, conn, "source")
+    if error:
+        fail(services, transfer_id, str(error))
+        return
+    if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+        fail(services, transfer_id, "transfer.meta needs a non-negative integer size")
+        return
+    mime_text = mime if isinstance(mime, str) and mime else ""
+    xfer.size, xfer.mime = size, mime_text or None
+    if xfer.destination.is_workspace:
+        _set(services, transfer_id, xs="streaming", size=size, mime=mime_text)
+        start_payload: dict[str, Any] = {"transferId": transfer_id}
+        if xfer.mode == "presigned":
+            start_payload["uploadUrl"] = services.workspace.presign_put(keys.transfer_staging(transfer_id))
+        assert xfer.source_conn is not None
+        if not services.push(xfer.source_conn, event_frame("transfer.start", start_payload)):
+            fail(services, transfer_id, f"Node disconnected: {xfer.source.node}")
+        return
+    _set(services, transfer_id, xs="accept-wait", size=size, mime=mime_text)
+    receive: dict[str, Any] = {"transferId": transfer_id, "path": xfer.destination.path, "size": size,
+                               "mode": xfer.mode}
+    if mime_text:
+        receive["mime"] = mime_text
+    assert xfer.dest_conn is not None
+    if not services.push(xfer.dest_conn, event_frame("transfer.receive", receive)):
+        fail(services, transfer_id, f"Node disconnected: {xfer.destination.node}")
+
+
+def on_accept(services: Services, conn: Connection | None, transfer_id: int, error: Any) -> None:
+    xfer = load(services, transfer_id)
+    if xfer is None:
+        return
+    _require_party(xfer, conn, "destination")
+    if error:
+        fail(services, transfer_id, str(error))
+        return
+    if xfer.source.is_workspace:
+        _set(services, transfer_id, xs="completing")
+        _send_workspace_object(services, xfer)
+        return
+    _set(services, transfer_id, xs="streaming")
+    payload: dict[str, Any] = {"transferId": transfer_id}
+    if xfer.mode == "presigned":
+        payload["uploadUrl"] = services.workspace.presign_put(keys.transfer_staging(transfer_id))
+    assert xfer.source_conn is not None
+    if not services.push(xfer.source_conn, event_frame("transfer.start", payload)):
+        fail(services, transfer_id, f"Node disconnected: {xfer.source.node}")
+
+
+def _send_workspace_object(services: Services, xfer: Transfer) -> None:
+    assert xfer.dest_conn is not None
+    key = xfer.workspace_key(xfer.source)
+    if xfer.mode == "presigned":
+        end = {"transferId": xfer.transfer_id, "downloadUrl": services.workspace.presign_get(key)}
+        if not services.push(xfer.dest_conn, event_frame("transfer.end", end)):
+            fail(services, xfer.transfer_id, f"Node disconnected: {xfer.destination.node}")
+        return
+    size = xfer.size or 0
+    offset = 0
+    client = services.workspace.client
+    while offset < size:
+        end_byte = min(size, offset + CHUNK_BYTES * 8) - 1
+        try:
+            body = client.get_object(
+                Bucket=services.workspace.bucket, Key=key, Range=f"bytes={offset}-{end_byte}"
+            )["Body"].read()
+        except Exception as exc:
+            fail(services, xfer.transfer_id, f"Workspace read error: {type(exc).__name__}")
+            return
+        if not body:
+            fail(services, xfer.transfer_id, f"Workspace file changed during transfer: {xfer.source.path}")
+            return
+        for start in range(0, len(body), CHUNK_BYTES):
+            piece = body[start : start + CHUNK_BYTES]
+            if not _post_chunk(services, xfer.dest_conn, xfer.transfer_id, offset + start, piece):
+                fail(services, xfer.transfer_id, f"Node disconnected: {xfer.destination.node}")
+                return
+        offset += len(body)
+    if not services.push(xfer.dest_conn, event_frame("transfer.end", {"transferId": xfer.transfer_id})):
+        fail(services, xfer.transfer_id, f"Node disconnected: {xfer.destination.node}")
+
+
+def _post_chunk(services: Services, connection_id: str, transfer_id: int, offset: int, data: bytes) -> bool:
+    """Binary GSV frames on the local gateway; `bin` text frames (with the offset) through API Gateway."""
+    if services.settings.local:
+        return services.sender.post(connection_id, pack_chunk(transfer_id, data))
+    frame = {"type": "bin", "transferId": transfer_id, "offset": offset, "data": base64.b64encode(data).decode()}
+    return services.sender.post(connection_id, frame)
+
+
+def on_chunk(services: Services, connection_id: str, transfer_id: int, data: bytes, offset: int | None) -> None:
+    """A chunk from the source (binary frame: offset None, taken from the byte counter).
+
+    One conditional update both checks the chunk (known transfer, streaming, sent by its source socket — F13) and
+    counts it, returning the whole transfer; anything else is dropped."""
+    try:
+        rec = services.table.update(
+            keys.transfer(transfer_id),
+            add={"b": len(data)},
+            condition="xs = :streaming AND sc = :conn",
+            values={":streaming": "streaming", ":conn": connection_id},
+        )
+    except ConflictError:
+        return
+    if rec is None:
+        return
+    xfer = Transfer.from_record(rec.data, rec.attrs)
+    total = xfer.bytes
+    if offset is None:
+        offset = total - len(data)
+    if xfer.size is not None and offset + len(data) > xfer.size:
+        fail(services, transfer_id, f"Source sent more than the announced {xfer.size} bytes")
+        return
+    if xfer.destination.is_workspace:
+        services.workspace.put(keys.transfer_part(transfer_id, offset), data)
+        return
+    assert xfer.dest_conn is not None
+    if not _post_chunk(services, xfer.dest_conn, transfer_id, offset, data):
+        fail(services, transfer_id, f"Node disconnected: {xfer.destination.node}")
+
+
+def on_complete(services: Services, conn: Connection | None, transfer_id: int) -> None:
+    xfer = load(services, transfer_id)
+    if xfer is None:
+        return
+    _require_party(xfer, conn, "source")
+    if xfer.destination.is_workspace:
+        _finish_upload(services, xfer)
+        return
+    _set(services, transfer_id, xs="completing")
+    end: dict[str, Any] = {"transferId": transfer_id}
+    if xfer.mode == "presigned":
+        end["downloadUrl"] = services.workspace.presign_get(keys.transfer_staging(transfer_id))
+    assert xfer.dest_conn is not None
+    if not services.push(xfer.dest_conn, event_frame("transfer.end", end)):
+        fail(services, transfer_id, f"Node disconnected: {xfer.destination.node}")
+
+
+def _finish_upload(services: Services, xfer: Transfer) -> None:
+    ws = services.workspace
+    final_key = xfer.workspace_key(xfer.destination)
+    content_type = xfer.mime or content_type_for(xfer.destination.path)
+    if xfer.mode == "presigned":
+        staged = ws.head(keys.transfer_staging(xfer.transfer_id))
+        size = staged.size if staged else -1
+        if staged is None or (xfer.size is not None and size != xfer.size):
+            fail(services, xfer.transfer_id, f"Upload incomplete: expected {xfer.size} bytes, got {max(size, 0)}")
+            return
+        ws.client.copy_object(
+            Bucket=ws.bucket,
+            Key=final_key,
+            CopySource={"Bucket": ws.bucket, "Key": keys.transfer_staging(xfer.transfer_id)},
+            ContentType=content_type,
+            MetadataDirective="REPLACE",
+        )
+        _finish(services, xfer.transfer_id, size)
+        return
+    parts = sorted(ws.list_all(keys.transfer_parts_prefix(xfer.transfer_id)), key=lambda p: p.key)
+    chunks: list[bytes] = []
+    expected = 0
+    for part in parts:
+        offset = int(part.key.rsplit("/", 1)[1])
+        if offset != expected:
+            fail(services, xfer.transfer_id, f"Upload incomplete: missing bytes at offset {expected}")
+            return
+        got = ws.get(part.key)
+        if got is None:
+            fail(services, xfer.transfer_id, f"Upload incomplete: missing bytes at offset {expected}")
+            return
+        chunks.append(got[0])
+        expected += len(got[0])
+    if xfer.size is not None and expected != xfer.size:
+        fail(services, xfer.transfer_id, f"Upload incomplete: expected {xfer.size} bytes, got {expected}")
+        return
+    ws.put(final_key, b"".join(chunks), content_type=content_type)
+    _finish(services, xfer.transfer_id, expected)
+
+
+def on_done(services: Services, conn: Connection | None, transfer_id: int, bytes_written: Any, error: Any) -> None:
+    xfer = load(services, transfer_id)
+    if xfer is None:
+        return
+    _require_party(xfer, conn, "destination")
+    if error:
+        fail(services, transfer_id, str(error))
+        return
+    written = bytes_written if isinstance(bytes_written, int) and not isinstance(bytes_written, bool) else xfer.bytes
+    if xfer.size is not None and written != xfer.size:
+        fail(services, transfer_id, f"Destination wrote {written} of {xfer.size} bytes")
+        return
+    _finish(services, transfer_id, written)
+
+
+# --- endings -----------------------------------------------------------------------------------------------------
+
+
+def _cleanup(services: Services, transfer_id: int) -> None:
+    services.table.delete(keys.transfer(transfer_id))
+    try:
+        services.workspace.delete_prefix(f"transfers/{transfer_id}/")
+    except Exception:
+        log.exception("could not remove staging objects of transfer %s", transfer_id)
+
+
+def _finish(services: Services, transfer_id: int, transferred: int) -> None:
+    xfer = load(services, transfer_id)
+    if xfer is None:
+        return
+    claimed = deferred.claim(services, xfer.call_id, {"result": xfer.result(transferred)})
+    _cleanup(services, transfer_id)
+    if claimed is None:
+        return
+    call, token = claimed
+    deferred.answer(services, call, payload=xfer.result(transferred))
+    deferred.close_execution(token)
+
+
+def fail(services: Services, transfer_id: int, error: str) -> None:
+    """Abort a transfer: both nodes are told, staging is removed, the caller gets the error. Idempotent."""
+    xfer = load(services, transfer_id)
+    if xfer is None:
+        return
+    claimed = deferred.claim(services, xfer.call_id, {"error": error})
+    _abort(services, xfer, error)
+    if claimed is None:
+        return
+    call, token = claimed
+    deferred.answer(services, call, error={"code": 500, "message": error})
+    deferred.close_execution(token, error="TransferFailed", cause=error)
+
+
+def _abort(services: Services, xfer: Transfer, error: str) -> None:
+    _cleanup(services, xfer.transfer_id)
+    for conn_id in {xfer.source_conn, xfer.dest_conn} - {None}:
+        assert conn_id is not None
+        try:
+            services.sender.post(conn_id, event_frame("transfer.abort", {"transferId": xfer.transfer_id,
+                                                                         "error": error}))
+        except Exception:
+            log.debug("could not notify %s of the abort", conn_id)
+
+
+def _timed_out(services: Services, call: deferred.PendingCall) -> None:
+    transfer_id = int(call.extra.get("transferId", 0))
+    xfer = load(services, transfer_id)
+    message = f"Transfer timed out after {call.timeout_ms}ms"
+    if xfer is not None:
+        _abort(services, xfer, message)
+    deferred.answer(services, call, error={"code": 504, "message": message})
+
+
+def _node_lost(services: Services, call: deferred.PendingCall, reason: str) -> None:
+    transfer_id = int(call.extra.get("transferId", 0))
+    xfer = load(services, transfer_id)
+    if xfer is not None:
+        _abort(services, xfer, reason)
+    deferred.answer(services, call, error={"code": 500, "message": reason})
+
+
+def _node_gone(services: Services, conn: Connection) -> None:
+    """The other party's node may be the one that went: fail every transfer touching it."""
+    for xfer in active(services):
+        if conn.connection_id in (xfer.source_conn, xfer.dest_conn):
+            fail(services, xfer.transfer_id, f"Node disconnected: {conn.node_id}")
+
+
+deferred.on_timeout["transfer"] = _timed_out
+deferred.on_node_lost["transfer"] = _node_lost
+lifecycle.on_node_gone.append(_node_gone)

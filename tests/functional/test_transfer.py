@@ -1,0 +1,224 @@
+"""The transfer engine under moto with scripted node sockets (the real `orbital node` is exercised end to end in
+tests/e2e): every direction, both chunk framings, presigned URLs, and failures that must leave nothing behind."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+from typing import Any
+
+import boto3
+import pytest
+import requests
+
+from orbital import lifecycle
+from orbital.methods.transfer import _binary_chunk, _text_chunk
+from orbital.protocol.frames import pack_chunk, unpack_chunk
+from orbital.store import keys
+from tests.conftest import BUCKET, wait_for
+
+CHUNK = 64 * 1024
+
+
+def _events(sender: Any, cid: str, name: str) -> list[dict[str, Any]]:
+    return [f["payload"] for f in sender.frames_to(cid) if isinstance(f, dict) and f.get("event") == name]
+
+
+def _responses(sender: Any, cid: str) -> list[dict[str, Any]]:
+    return [f for f in sender.frames_to(cid) if isinstance(f, dict) and f.get("type") == "res"]
+
+
+def _received_bytes(sender: Any, cid: str, transfer_id: int) -> bytes:
+    """Reassemble what a destination socket received, by offset (text frames) or in order (binary)."""
+    pieces: dict[int, bytes] = {}
+    running = 0
+    for frame in sender.frames_to(cid):
+        if isinstance(frame, bytes):
+            tid, data = unpack_chunk(frame)  # type: ignore[misc]
+            if tid == transfer_id:
+                pieces[running] = data
+                running += len(data)
+        elif isinstance(frame, dict) and frame.get("type") == "bin" and frame["transferId"] == transfer_id:
+            pieces[frame["offset"]] = base64.b64decode(frame["data"])
+    return b"".join(pieces[o] for o in sorted(pieces))
+
+
+def _s3() -> Any:
+    return boto3.client("s3", region_name="us-east-1")
+
+
+@pytest.fixture
+def parties(flows, connect):
+    return connect("node", "src"), connect("node", "dst"), connect("client", "caller")
+
+
+def _request(client: Any, source: str, destination: str, mode: str = "chunks") -> None:
+    assert client.frame("transfer.request", {"source": source, "destination": destination, "mode": mode}) is None
+
+
+def _send_file(services: Any, src: Any, transfer_id: int, data: bytes, framing: str, reverse: bool = False) -> None:
+    offsets = list(range(0, len(data), CHUNK))
+    if reverse:
+        offsets.reverse()
+    for off in offsets:
+        piece = data[off : off + CHUNK]
+        if framing == "binary":
+            _binary_chunk(services, src.connection_id, pack_chunk(transfer_id, piece))
+        else:
+            frame = {"type": "bin", "transferId": transfer_id, "offset": off, "data": base64.b64encode(piece).decode()}
+            _text_chunk(services, src.connection_id, frame)
+
+
+@pytest.mark.parametrize("framing", ["binary", "text"])
+def test_node_to_node_chunks(parties, sender, services, framing):
+    src, dst, client = parties
+    data = os.urandom(300_000)
+    _request(client, "src:/tmp/a.bin", "dst:copy/a.bin")
+    send = _events(sender, src.connection_id, "transfer.send")[0]
+    tid = send["transferId"]
+    assert send == {"transferId": tid, "path": "/tmp/a.bin", "mode": "chunks"}
+    src.call("transfer.meta", {"transferId": tid, "size": len(data), "mime": "application/octet-stream"})
+    receive = _events(sender, dst.connection_id, "transfer.receive")[0]
+    assert receive == {"transferId": tid, "path": "copy/a.bin", "size": len(data), "mode": "chunks",
+                       "mime": "application/octet-stream"}
+    dst.call("transfer.accept", {"transferId": tid})
+    assert _events(sender, src.connection_id, "transfer.start") == [{"transferId": tid}]
+    _send_file(services, src, tid, data, framing, reverse=(framing == "text"))
+    src.call("transfer.complete", {"transferId": tid})
+    assert _events(sender, dst.connection_id, "transfer.end") == [{"transferId": tid}]
+    assert hashlib.sha256(_received_bytes(sender, dst.connection_id, tid)).digest() == hashlib.sha256(data).digest()
+    dst.call("transfer.done", {"transferId": tid, "bytesWritten": len(data)})
+    res = _responses(sender, client.connection_id)[0]
+    assert res["payload"] == {"source": "src:/tmp/a.bin", "destination": "dst:copy/a.bin",
+                              "bytesTransferred": len(data), "mime": "application/octet-stream"}
+    assert services.table.get(keys.transfer(tid)) is None
+
+
+@pytest.mark.parametrize("framing", ["binary", "text"])
+def test_node_to_workspace_chunks(parties, sender, services, framing):
+    src, _, client = parties
+    data = os.urandom(200_000)
+    _request(client, "src:photo.png", "gsv:media/photo.png")
+    tid = _events(sender, src.connection_id, "transfer.send")[0]["transferId"]
+    src.call("transfer.meta", {"transferId": tid, "size": len(data), "mime": "image/png"})
+    assert _events(sender, src.connection_id, "transfer.start") == [{"transferId": tid}]
+    _send_file(services, src, tid, data, framing, reverse=(framing == "text"))
+    src.call("transfer.complete", {"transferId": tid})
+    obj = _s3().get_object(Bucket=BUCKET, Key="agents/main/media/photo.png")
+    assert obj["Body"].read() == data
+    assert obj["ContentType"] == "image/png"
+    assert _responses(sender, client.connection_id)[0]["payload"]["bytesTransferred"] == len(data)
+    assert _s3().list_objects_v2(Bucket=BUCKET, Prefix="transfers/").get("KeyCount", 0) == 0
+
+
+def test_workspace_to_node_chunks(parties, sender, services):
+    _, dst, client = parties
+    data = os.urandom(150_000)
+    services.workspace.put("agents/main/docs/report.pdf", data, content_type="application/pdf")
+    _request(client, "gsv:docs/report.pdf", "dst:report.pdf")
+    receive = _events(sender, dst.connection_id, "transfer.receive")[0]
+    tid = receive["transferId"]
+    assert receive["size"] == len(data) and receive["mime"] == "application/pdf"
+    dst.call("transfer.accept", {"transferId": tid})
+    assert _events(sender, dst.connection_id, "transfer.end") == [{"transferId": tid}]
+    assert _received_bytes(sender, dst.connection_id, tid) == data
+    dst.call("transfer.done", {"transferId": tid, "bytesWritten": len(data)})
+    assert _responses(sender, client.connection_id)[0]["payload"]["bytesTransferred"] == len(data)
+
+
+def test_presigned_round_trip_through_the_workspace(parties, sender, services):
+    src, dst, client = parties
+    data = os.urandom(120_000)
+    _request(client, "src:big.bin", "gsv:big.bin", mode="presigned")
+    tid = _events(sender, src.connection_id, "transfer.send")[0]["transferId"]
+    src.call("transfer.meta", {"transferId": tid, "size": len(data)})
+    upload = _events(sender, src.connection_id, "transfer.start")[0]["uploadUrl"]
+    assert requests.put(upload, data=data, timeout=10).status_code == 200
+    assert services.workspace.head("agents/main/big.bin") is None  # nothing visible before the check
+    src.call("transfer.complete", {"transferId": tid})
+    assert _s3().get_object(Bucket=BUCKET, Key="agents/main/big.bin")["Body"].read() == data
+    _request(client, "gsv:big.bin", "dst:big.bin", mode="presigned")
+    tid2 = _events(sender, dst.connection_id, "transfer.receive")[0]["transferId"]
+    dst.call("transfer.accept", {"transferId": tid2})
+    url = _events(sender, dst.connection_id, "transfer.end")[0]["downloadUrl"]
+    assert requests.get(url, timeout=10).content == data
+    dst.call("transfer.done", {"transferId": tid2, "bytesWritten": len(data)})
+    assert [r["ok"] for r in _responses(sender, client.connection_id)] == [True, True]
+
+
+def test_source_loss_aborts_both_sides_and_answers_caller(parties, sender, services):
+    src, dst, client = parties
+    _request(client, "src:a", "dst:b")
+    tid = _events(sender, src.connection_id, "transfer.send")[0]["transferId"]
+    src.call("transfer.meta", {"transferId": tid, "size": 10 * CHUNK})
+    dst.call("transfer.accept", {"transferId": tid})
+    _send_file(services, src, tid, os.urandom(CHUNK), "binary")
+    lifecycle.disconnect(services, src.connection_id)
+    assert _events(sender, dst.connection_id, "transfer.abort") == [
+        {"transferId": tid, "error": "Node disconnected: src"}]
+    assert _responses(sender, client.connection_id)[0]["error"] == {"code": 500, "message": "Node disconnected: src"}
+    assert services.table.get(keys.transfer(tid)) is None
+
+
+def test_partial_upload_is_not_left_in_the_workspace(parties, sender, services):
+    src, _, client = parties
+    _request(client, "src:a", "gsv:out/a.bin")
+    tid = _events(sender, src.connection_id, "transfer.send")[0]["transferId"]
+    src.call("transfer.meta", {"transferId": tid, "size": 3 * CHUNK})
+    _send_file(services, src, tid, os.urandom(CHUNK), "binary")
+    src.call("transfer.complete", {"transferId": tid})
+    err = _responses(sender, client.connection_id)[0]["error"]
+    assert err["message"] == f"Upload incomplete: expected {3 * CHUNK} bytes, got {CHUNK}"
+    assert services.workspace.head("agents/main/out/a.bin") is None
+    assert _s3().list_objects_v2(Bucket=BUCKET, Prefix="transfers/").get("KeyCount", 0) == 0
+
+
+def test_errors_from_nodes_and_wrong_sockets(parties, sender, services, connect):
+    src, dst, client = parties
+    _request(client, "src:missing", "dst:b")
+    tid = _events(sender, src.connection_id, "transfer.send")[0]["transferId"]
+    assert dst.error("transfer.meta", {"transferId": tid, "size": 1}) == {
+        "code": 403, "message": f"Not the source of transfer {tid}"}
+    assert src.error("transfer.meta", {"size": 1}) == {"code": 400, "message": "transferId required"}
+    assert src.call("transfer.meta", {"transferId": 999999, "size": 1}) == {"ok": True}  # unknown ids are ignored
+    src.call("transfer.meta", {"transferId": tid, "size": 0, "error": "Failed to read file missing: not found"})
+    assert _responses(sender, client.connection_id)[0]["error"]["message"] == "Failed to read file missing: not found"
+    assert _events(sender, dst.connection_id, "transfer.abort")[0]["transferId"] == tid
+    # chunks from a socket that is not the source are dropped (F13)
+    _request(client, "src:a", "dst:b")
+    tid2 = _events(sender, src.connection_id, "transfer.send")[1]["transferId"]
+    src.call("transfer.meta", {"transferId": tid2, "size": 4})
+    dst.call("transfer.accept", {"transferId": tid2})
+    _binary_chunk(services, dst.connection_id, pack_chunk(tid2, b"evil"))
+    assert _received_bytes(sender, dst.connection_id, tid2) == b""
+    _binary_chunk(services, src.connection_id, pack_chunk(tid2, b"good"))
+    assert _received_bytes(sender, dst.connection_id, tid2) == b"good"
+
+
+def test_request_validation(parties, sender, services):
+    src, _, client = parties
+    assert client.error("transfer.request", {"source": "gsv:a", "destination": "gsv:b"}) == {
+        "code": 400, "message": "Workspace file not found: a"}
+    services.workspace.put("agents/main/a", b"x")
+    assert client.error("transfer.request", {"source": "gsv:a", "destination": "gsv:b"}) == {
+        "code": 400, "message": "Cannot transfer from gsv to gsv"}
+    assert client.error("transfer.request", {"source": "nope:a", "destination": "gsv:b"}) == {
+        "code": 503, "message": "Source node not connected: nope"}
+    assert client.error("transfer.request", {"source": "src:a", "destination": "zz:b"}) == {
+        "code": 503, "message": "Destination node not connected: zz"}
+    assert client.error("transfer.request", {"source": "src:a", "destination": "gsv:../etc"}) == {
+        "code": 400, "message": "Path traversal not allowed"}
+    assert client.error("transfer.request", {"source": "a", "destination": "gsv:b"})["message"].startswith(
+        'Invalid transfer endpoint "a"')
+
+
+def test_timeout_aborts_transfer(parties, sender, services):
+    src, dst, client = parties
+    client.call("config.set", {"path": "timeouts.transferMs", "value": 1000})
+    _request(client, "src:a", "dst:b")
+    tid = _events(sender, src.connection_id, "transfer.send")[0]["transferId"]
+    res = wait_for(lambda: _responses(sender, client.connection_id), timeout=15)[0]
+    assert res["error"] == {"code": 504, "message": "Transfer timed out after 1000ms"}
+    assert _events(sender, src.connection_id, "transfer.abort") == [
+        {"transferId": tid, "error": "Transfer timed out after 1000ms"}]
