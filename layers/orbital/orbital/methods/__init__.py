@@ -18,12 +18,26 @@ def registry() -> Registry:
         nodes,
         pairing,
         sessions,
+        skills,
         tools,
         transfer,
         workspace,
     )
 
     reg = Registry()
-    for module in (connect, tools, nodes, config, sessions, workspace, channels, pairing, heartbeat, cron, transfer):
+    for module in (
+        connect,
+        tools,
+        nodes,
+        config,
+        sessions,
+        workspace,
+        channels,
+        pairing,
+        heartbeat,
+        cron,
+        transfer,
+        skills,
+    ):
         reg.include(module.router)
     return reg
