@@ -1,0 +1,308 @@
+"""The Lambda entry points, driven by the sample API Gateway events in events/ against moto.
+
+Each test calls the real `lambda_handler` of a function in functions/ (Powertools decorators included) with a
+Lambda-shaped context, the way API Gateway would invoke it, and checks what the socket or HTTP client would get.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from functions.rest_api.rest_api import lambda_handler as rest_handler
+from functions.ws_connect.ws_connect import lambda_handler as connect_handler
+from functions.ws_disconnect.ws_disconnect import lambda_handler as disconnect_handler
+from functions.ws_message.ws_message import lambda_handler as message_handler
+from tests.conftest import EVENTS, load_event
+
+pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish")
+
+CONNECTION_ID = "test-conn-1"
+SAMPLE_TOKEN = "sample-token-0123456789"  # the token carried by events/req-connect.json
+REQUEST_EVENTS = sorted(p.name for p in EVENTS.glob("req-*.json") if p.name != "req-connect.json")
+
+
+@dataclass
+class FakeLambdaContext:
+    function_name: str
+    memory_limit_in_mb: int = 512
+    invoked_function_arn: str = ""
+    aws_request_id: str = "5f0c6c1e-0000-4000-8000-000000000001"
+
+    def __post_init__(self) -> None:
+        if not self.invoked_function_arn:
+            self.invoked_function_arn = f"arn:aws:lambda:us-east-1:123456789012:function:{self.function_name}"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 29_000
+
+
+def _reset() -> None:
+    from orbital.aws.clients import reset_clients
+    from orbital.services import reset_services
+    from orbital.settings import reset_settings
+
+    reset_settings()
+    reset_clients()
+    reset_services()
+
+
+@pytest.fixture(autouse=True)
+def _deployment_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ORBITAL_REQUIRE_TOKEN", raising=False)
+    _reset()
+
+
+@pytest.fixture
+def posted(aws: None, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, Any]]:
+    """Every frame posted through the management API, one entry per post (moto itself concatenates them)."""
+    from moto.apigatewaymanagementapi.models import ApiGatewayManagementApiBackend
+
+    records: list[tuple[str, Any]] = []
+    original = ApiGatewayManagementApiBackend.post_to_connection
+
+    def record(self: Any, data: bytes, connection_id: str) -> None:
+        records.append((connection_id, json.loads(data)))
+        original(self, data, connection_id)
+
+    monkeypatch.setattr(ApiGatewayManagementApiBackend, "post_to_connection", record)
+    return records
+
+
+def ws_connect(name: str = "connect.json") -> dict[str, Any]:
+    return connect_handler(load_event(name), FakeLambdaContext("WsConnectFunction"))
+
+
+def ws_disconnect(name: str = "disconnect.json") -> dict[str, Any]:
+    return disconnect_handler(load_event(name), FakeLambdaContext("WsDisconnectFunction"))
+
+
+def ws_message(event: dict[str, Any]) -> dict[str, Any]:
+    return message_handler(event, FakeLambdaContext("WsMessageFunction"))
+
+
+def send(name: str) -> dict[str, Any]:
+    return ws_message(load_event(name))
+
+
+def send_request(frame_id: str, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    """A request of our own on the sample socket (same connection and request context as the samples)."""
+    event = load_event("req-config-get.json")
+    event["body"] = json.dumps({"type": "req", "id": frame_id, "method": method, "params": params})
+    return ws_message(event)
+
+
+def reply(response: dict[str, Any]) -> dict[str, Any]:
+    """The frame a two-way route sends back to the socket."""
+    assert response["statusCode"] == 200
+    assert "body" in response, f"no route response: {response}"
+    return json.loads(response["body"])
+
+
+def connection_record() -> Any:
+    from orbital.services import get_services
+
+    return get_services().connections.get(CONNECTION_ID)
+
+
+def open_socket() -> dict[str, Any]:
+    """$connect, then the connect RPC: the hello-ok payload."""
+    assert ws_connect()["statusCode"] == 200
+    res = reply(send("req-connect.json"))
+    assert res["ok"], res
+    return res["payload"]
+
+
+# --- every sample event is well-formed ---------------------------------------------------------------------------
+
+
+def test_every_sample_event_targets_the_test_socket() -> None:
+    names = {p.name for p in EVENTS.glob("*.json")}
+    expected_routes = {"connect.json": "$connect", "disconnect.json": "$disconnect", "bin.json": "bin"}
+    expected_routes["malformed.json"] = "$default"
+    assert set(expected_routes) <= names
+    assert len(REQUEST_EVENTS) >= 9
+    for name in sorted(names - {"http-health.json"}):
+        rc = load_event(name)["requestContext"]
+        assert rc["connectionId"] == CONNECTION_ID, name
+        assert rc["domainName"] == "abc123.execute-api.us-east-1.amazonaws.com", name
+        assert rc["stage"] == "test", name
+        assert rc["routeKey"] == expected_routes.get(name, "req"), name
+    for name in ["req-connect.json", *REQUEST_EVENTS]:
+        frame = json.loads(load_event(name)["body"])
+        assert frame["type"] == "req" and frame["id"] and frame["method"], name
+
+
+# --- $connect ----------------------------------------------------------------------------------------------------
+
+
+def test_connect_event_accepts_the_socket(aws: None) -> None:
+    assert ws_connect() == {"statusCode": 200}
+
+
+def test_connect_is_refused_when_a_token_is_required_but_none_is_configured(
+    aws: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ORBITAL_REQUIRE_TOKEN", "true")
+    monkeypatch.delenv("ORBITAL_AUTH_TOKEN", raising=False)
+    _reset()
+    response = ws_connect()
+    assert response["statusCode"] == 403
+    assert "token" in response["body"].lower()
+
+
+def test_connect_is_accepted_when_the_required_token_is_configured(aws: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ORBITAL_REQUIRE_TOKEN", "true")
+    monkeypatch.setenv("ORBITAL_AUTH_TOKEN", SAMPLE_TOKEN)
+    _reset()
+    assert ws_connect() == {"statusCode": 200}
+
+
+# --- req ---------------------------------------------------------------------------------------------------------
+
+
+def test_connect_request_answers_hello_ok_on_the_route_response(aws: None) -> None:
+    assert ws_connect()["statusCode"] == 200
+    res = reply(send("req-connect.json"))
+    assert res["type"] == "res"
+    assert res["id"] == "c1"
+    assert res["ok"] is True
+    hello = res["payload"]
+    assert hello["type"] == "hello-ok"
+    assert hello["protocol"] == 1
+    assert hello["server"]["connectionId"] == CONNECTION_ID
+    assert "config.get" in hello["features"]["methods"]
+    record = connection_record()
+    assert record is not None
+    assert (record.mode, record.client_id) == ("client", "cli-test")
+
+
+def test_request_before_connect_is_refused_with_101(aws: None) -> None:
+    res = reply(send("req-config-get.json"))
+    assert res["id"] == "c2"
+    assert res["ok"] is False
+    assert res["error"]["code"] == 101
+    assert res["error"]["message"] == "Not connected"
+
+
+def test_config_get_after_connect_returns_the_effective_config(aws: None) -> None:
+    open_socket()
+    res = reply(send("req-config-get.json"))
+    assert res["id"] == "c2"
+    assert res["ok"] is True, res
+    config = res["payload"]["config"]
+    assert isinstance(config, dict)
+    assert config["userTimezone"] == "UTC"
+
+
+def test_config_set_then_get_round_trips_through_the_handlers(aws: None) -> None:
+    open_socket()
+    res = reply(send("req-config-set.json"))
+    assert res == {"type": "res", "id": "c3", "ok": True, "payload": {"ok": True, "path": "userTimezone"}}
+    config = reply(send("req-config-get.json"))["payload"]["config"]
+    assert config["userTimezone"] == "Europe/Berlin"
+
+
+@pytest.mark.parametrize("name", REQUEST_EVENTS)
+def test_every_sample_request_is_answered_ok_after_connect(aws: None, name: str) -> None:
+    open_socket()
+    event = load_event(name)
+    frame = json.loads(event["body"])
+    content = "# Soul\nBe kind and brief.\n"
+    if frame["method"] == "workspace.read":
+        written = reply(send_request("w1", "workspace.write", {"path": frame["params"]["path"], "content": content}))
+        assert written["ok"], written
+    res = reply(ws_message(event))
+    assert res["type"] == "res"
+    assert res["id"] == frame["id"]
+    assert res["ok"] is True, f"{frame['method']}: {res.get('error')}"
+    assert isinstance(res.get("payload"), dict)
+    if frame["method"] == "workspace.read":
+        assert res["payload"]["content"] == content
+
+
+def test_wrong_token_is_answered_401_and_the_socket_is_closed(
+    posted: list[tuple[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ORBITAL_AUTH_TOKEN", "a-different-token-0123456789")
+    _reset()
+    assert ws_connect()["statusCode"] == 200
+    response = send("req-connect.json")
+    # the error must reach the socket before it closes, so it goes through the management API, not the route
+    assert response == {"statusCode": 200}
+    assert len(posted) == 1
+    cid, frame = posted[0]
+    assert cid == CONNECTION_ID
+    assert frame["id"] == "c1"
+    assert frame["error"]["code"] == 401
+    assert connection_record() is None
+
+
+def test_right_token_is_accepted(aws: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ORBITAL_AUTH_TOKEN", SAMPLE_TOKEN)
+    _reset()
+    assert open_socket()["type"] == "hello-ok"
+
+
+# --- $default and bin --------------------------------------------------------------------------------------------
+
+
+def test_malformed_frame_gets_no_response_and_keeps_the_socket(posted: list[tuple[str, Any]]) -> None:
+    open_socket()
+    response = send("malformed.json")
+    assert response == {"statusCode": 200}
+    assert posted == []
+    assert connection_record() is not None
+    assert reply(send("req-config-get.json"))["ok"] is True
+
+
+def test_bin_chunk_for_an_unknown_transfer_is_dropped(posted: list[tuple[str, Any]]) -> None:
+    open_socket()
+    event = load_event("bin.json")
+    frame = json.loads(event["body"])
+    assert frame["type"] == "bin" and frame["transferId"] == 1
+    assert base64.b64decode(frame["data"]) == b"hello from a node\n"
+    response = ws_message(event)
+    assert response["statusCode"] == 200
+    assert "body" not in response
+    assert posted == []
+    assert connection_record() is not None
+
+
+# --- $disconnect -------------------------------------------------------------------------------------------------
+
+
+def test_disconnect_removes_the_connection(aws: None) -> None:
+    open_socket()
+    assert connection_record() is not None
+    assert ws_disconnect() == {"statusCode": 200}
+    assert connection_record() is None
+    # the socket is gone: a late frame on its id is treated as never connected
+    assert reply(send("req-config-get.json"))["error"]["code"] == 101
+
+
+def test_disconnect_of_an_unknown_socket_is_harmless(aws: None) -> None:
+    assert ws_disconnect() == {"statusCode": 200}
+    assert connection_record() is None
+
+
+# --- HTTP API ----------------------------------------------------------------------------------------------------
+
+
+def test_http_health(aws: None) -> None:
+    response = rest_handler(load_event("http-health.json"), FakeLambdaContext("RestApiFunction"))
+    assert response["statusCode"] == 200
+    assert json.loads(response["body"]) == {"status": "healthy"}
+    assert response["headers"]["content-type"].startswith("application/json")
+
+
+def test_http_unknown_path_is_404(aws: None) -> None:
+    event = load_event("http-health.json")
+    event["rawPath"] = event["requestContext"]["http"]["path"] = "/nope"
+    event["pathParameters"] = {"proxy": "nope"}
+    response = rest_handler(event, FakeLambdaContext("RestApiFunction"))
+    assert response["statusCode"] == 404

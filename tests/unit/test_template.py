@@ -1,0 +1,313 @@
+"""template.yaml, read the way the local gateway reads it (orbital.local.template), plus the layer's build inputs."""
+
+from __future__ import annotations
+
+import ast
+import importlib.metadata
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from orbital import settings
+from orbital.local import template as tpl
+from orbital.store import keys
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+ROOT = Path(__file__).resolve().parents[2]
+LAYER = ROOT / "layers" / "orbital"
+# Lambda's Python runtime ships these; the layer must not carry (and shadow) its own copies.
+RUNTIME_PROVIDED = {"boto3", "botocore", "s3transfer", "urllib3", "python-dateutil", "six"}
+LAMBDA_MARKERS = {
+    "python_version": "3.13",
+    "python_full_version": "3.13.0",
+    "implementation_name": "cpython",
+    "platform_python_implementation": "CPython",
+    "sys_platform": "linux",
+    "platform_system": "Linux",
+    "platform_machine": "aarch64",
+    "os_name": "posix",
+    "extra": "",
+}
+
+
+@pytest.fixture(scope="module")
+def template() -> dict[str, Any]:
+    return tpl.load_template(ROOT / "template.yaml")
+
+
+def resource(template: dict[str, Any], logical_id: str) -> dict[str, Any]:
+    return template["Resources"][logical_id]
+
+
+def statements(res: dict[str, Any]) -> list[dict[str, Any]]:
+    out = []
+    for policy in res["Properties"].get("Policies") or []:
+        if isinstance(policy, dict) and "Statement" in policy:
+            out.extend(policy["Statement"])
+    return out
+
+
+def actions(statement: dict[str, Any]) -> list[str]:
+    act = statement["Action"]
+    return [act] if isinstance(act, str) else list(act)
+
+
+# --- WebSocket API -----------------------------------------------------------------------------------------------
+
+
+def test_websocket_api_selects_routes_by_frame_type(template: dict[str, Any]) -> None:
+    props = resource(template, "WebSocketApi")["Properties"]
+    assert props["ProtocolType"] == "WEBSOCKET"
+    assert props["RouteSelectionExpression"] == "$request.body.type"
+
+
+def test_routes_and_their_functions(template: dict[str, Any]) -> None:
+    assert tpl.websocket_routes(template) == {
+        "$connect": {"function": "WsConnectFunction", "two_way": False},
+        "$disconnect": {"function": "WsDisconnectFunction", "two_way": False},
+        "req": {"function": "WsMessageFunction", "two_way": True},
+        "bin": {"function": "WsMessageFunction", "two_way": True},
+        "$default": {"function": "WsMessageFunction", "two_way": False},
+    }
+
+
+def test_two_way_routes_send_the_integration_response_back(template: dict[str, Any]) -> None:
+    routes = tpl.resources_of(template, "AWS::ApiGatewayV2::Route")
+    responses = tpl.resources_of(template, "AWS::ApiGatewayV2::RouteResponse")
+    by_route = {res["Properties"]["RouteId"]["Ref"]: res["Properties"] for res in responses.values()}
+    two_way = {name for name, res in routes.items() if res["Properties"]["RouteKey"] in {"req", "bin"}}
+    assert set(by_route) == two_way
+    for name in two_way:
+        assert routes[name]["Properties"]["RouteResponseSelectionExpression"] == "$default"
+        assert by_route[name]["RouteResponseKey"] == "$default"
+
+
+def test_api_gateway_may_invoke_each_websocket_function(template: dict[str, Any]) -> None:
+    permissions = tpl.resources_of(template, "AWS::Lambda::Permission")
+    allowed = {p["Properties"]["FunctionName"]["Ref"] for p in permissions.values()}
+    assert {route["function"] for route in tpl.websocket_routes(template).values()} <= allowed
+    for perm in permissions.values():
+        assert perm["Properties"]["Principal"] == "apigateway.amazonaws.com"
+        assert "${WebSocketApi}" in perm["Properties"]["SourceArn"]["Fn::Sub"]
+
+
+# --- functions ---------------------------------------------------------------------------------------------------
+
+
+def test_functions_point_at_their_entry_points(template: dict[str, Any]) -> None:
+    found = tpl.functions(template)
+    for logical_id, name in {
+        "WsConnectFunction": "ws_connect",
+        "WsDisconnectFunction": "ws_disconnect",
+        "WsMessageFunction": "ws_message",
+        "RestApiFunction": "rest_api",
+    }.items():
+        assert found[logical_id] == {"code_uri": f"functions/{name}/", "handler": f"{name}.lambda_handler"}
+    for logical_id, spec in found.items():
+        module, func = spec["handler"].rsplit(".", 1)
+        source = ROOT / spec["code_uri"] / f"{module}.py"
+        assert source.is_file(), logical_id
+        defined = {n.name for n in ast.parse(source.read_text()).body if isinstance(n, ast.FunctionDef)}
+        assert func in defined, logical_id
+
+
+def test_globals_runtime_architecture_layer_and_powertools(template: dict[str, Any]) -> None:
+    fn = template["Globals"]["Function"]
+    assert fn["Runtime"] == "python3.13"
+    assert fn["Architectures"] == ["arm64"]
+    assert {"Ref": "OrbitalLayer"} in fn["Layers"]
+    assert fn["Tracing"] == "Active"
+    assert fn["Timeout"] <= 29  # API Gateway's integration timeout
+    assert fn["LoggingConfig"]["LogFormat"] == "JSON"
+    env = fn["Environment"]["Variables"]
+    assert env["POWERTOOLS_SERVICE_NAME"] == "orbital"
+    assert env["POWERTOOLS_METRICS_NAMESPACE"]
+    assert env["POWERTOOLS_LOG_LEVEL"] == {"Ref": "LogLevel"}
+    assert fn["LoggingConfig"]["ApplicationLogLevel"] == {"Ref": "LogLevel"}
+
+
+def test_deployment_always_requires_the_gateway_token(template: dict[str, Any]) -> None:
+    param = template["Parameters"]["GatewayAuthToken"]
+    assert param["NoEcho"] is True
+    assert param["MinLength"] >= 16
+    assert "Default" not in param  # no token, no deployment
+    env = template["Globals"]["Function"]["Environment"]["Variables"]
+    assert env[settings.ENV_AUTH_TOKEN] == {"Ref": "GatewayAuthToken"}
+    assert env[settings.ENV_REQUIRE_TOKEN] == "true"
+
+
+def test_every_orbital_variable_in_the_template_is_one_the_code_reads(template: dict[str, Any]) -> None:
+    known = {value for name, value in vars(settings).items() if name.startswith("ENV_")}
+    envs = [template["Globals"]["Function"]["Environment"]["Variables"]]
+    for res in tpl.resources_of(template, "AWS::Serverless::Function").values():
+        envs.append(((res["Properties"].get("Environment") or {}).get("Variables")) or {})
+    used = {name for env in envs for name in env if name.startswith("ORBITAL_")}
+    assert used, "no ORBITAL_* variables found"
+    assert used <= known, used - known
+
+
+# --- state -------------------------------------------------------------------------------------------------------
+
+
+def test_table_keys_index_ttl_and_protection(template: dict[str, Any]) -> None:
+    logical, kwargs = tpl.table_definition(template)
+    assert logical == "StateTable"
+    assert kwargs["BillingMode"] == "PAY_PER_REQUEST"
+    assert kwargs["KeySchema"] == [
+        {"AttributeName": "PK", "KeyType": "HASH"},
+        {"AttributeName": "SK", "KeyType": "RANGE"},
+    ]
+    (gsi,) = kwargs["GlobalSecondaryIndexes"]
+    assert gsi["IndexName"] == keys.GSI1
+    assert gsi["KeySchema"] == [
+        {"AttributeName": "GSI1PK", "KeyType": "HASH"},
+        {"AttributeName": "GSI1SK", "KeyType": "RANGE"},
+    ]
+    assert gsi["Projection"] == {"ProjectionType": "ALL"}
+    # DynamoDB rejects attribute definitions that no key uses
+    defined = {a["AttributeName"] for a in kwargs["AttributeDefinitions"]}
+    assert defined == {"PK", "SK", "GSI1PK", "GSI1SK"}
+    assert tpl.ttl_attribute(template) == "ttl"
+    table = resource(template, "StateTable")
+    assert table["Properties"]["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}
+    assert table["DeletionPolicy"] == table["UpdateReplacePolicy"] == "Retain"
+
+
+def test_bucket_is_private_encrypted_and_retained(template: dict[str, Any]) -> None:
+    bucket = resource(template, "WorkspaceBucket")
+    props = bucket["Properties"]
+    assert props["PublicAccessBlockConfiguration"] == {
+        "BlockPublicAcls": True,
+        "BlockPublicPolicy": True,
+        "IgnorePublicAcls": True,
+        "RestrictPublicBuckets": True,
+    }
+    (rule,) = props["BucketEncryption"]["ServerSideEncryptionConfiguration"]
+    assert rule["ServerSideEncryptionByDefault"]["SSEAlgorithm"] in {"AES256", "aws:kms"}
+    assert bucket["DeletionPolicy"] == bucket["UpdateReplacePolicy"] == "Retain"
+
+
+# --- IAM ---------------------------------------------------------------------------------------------------------
+
+
+def test_no_wildcard_actions_and_data_scoped_to_our_table_and_bucket(template: dict[str, Any]) -> None:
+    for logical_id, res in tpl.resources_of(template, "AWS::Serverless::Function").items():
+        for st in statements(res):
+            for action in actions(st):
+                assert "*" not in action, f"{logical_id}: {action}"
+            text = json.dumps(st["Resource"])
+            if any(a.startswith("dynamodb:") for a in actions(st)):
+                assert "StateTable" in text, logical_id
+            if any(a.startswith("s3:") for a in actions(st)):
+                assert "WorkspaceBucket" in text, logical_id
+
+
+def test_connect_function_has_no_data_access(template: dict[str, Any]) -> None:
+    assert not resource(template, "WsConnectFunction")["Properties"].get("Policies")
+
+
+def test_rest_function_only_reads(template: dict[str, Any]) -> None:
+    granted = {a for st in statements(resource(template, "RestApiFunction")) for a in actions(st)}
+    assert granted
+    assert granted <= {"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query", "s3:GetObject"}
+
+
+def test_manage_connections_is_scoped_to_this_api_and_stage(template: dict[str, Any]) -> None:
+    posting = set()
+    for logical_id, res in tpl.resources_of(template, "AWS::Serverless::Function").items():
+        for st in statements(res):
+            if "execute-api:ManageConnections" in actions(st):
+                posting.add(logical_id)
+                arn = st["Resource"]["Fn::Sub"]
+                assert arn.endswith(":${WebSocketApi}/${Stage}/*/@connections/*"), logical_id
+    assert {"WsMessageFunction", "WsDisconnectFunction"} <= posting
+    assert "WsConnectFunction" not in posting
+    assert "RestApiFunction" not in posting
+
+
+# --- layer -------------------------------------------------------------------------------------------------------
+
+
+def test_layer_is_built_by_its_makefile_for_python313_arm64(template: dict[str, Any]) -> None:
+    layer = resource(template, "OrbitalLayer")
+    assert layer["Type"] == "AWS::Serverless::LayerVersion"
+    assert layer["Metadata"]["BuildMethod"] == "makefile"
+    assert layer["Properties"]["ContentUri"] == "layers/orbital/"
+    assert layer["Properties"]["CompatibleRuntimes"] == ["python3.13"]
+    assert layer["Properties"]["CompatibleArchitectures"] == ["arm64"]
+    makefile = (LAYER / "Makefile").read_text()
+    assert re.search(r"^build-OrbitalLayer:", makefile, re.MULTILINE)
+    for flag in ("--platform", "--implementation cp", "--python-version", "--only-binary=:all:", "--target"):
+        assert flag in makefile, flag
+    assert "manylinux2014_aarch64" in makefile
+    assert "LAYER_PYTHON_VERSION ?= 3.13" in makefile
+
+
+def _pins() -> dict[str, str]:
+    pins = {}
+    for line in (LAYER / "requirements.txt").read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            req = Requirement(line)
+            (spec,) = req.specifier
+            assert spec.operator == "==", line
+            pins[canonicalize_name(req.name)] = spec.version
+    return pins
+
+
+def test_layer_pins_are_what_the_tests_run() -> None:
+    pins = _pins()
+    for top in ("pydantic", "aws-lambda-powertools", "fastapi", "mangum"):
+        assert top in pins, top
+    assert not set(pins) & RUNTIME_PROVIDED
+    for name, version in pins.items():
+        assert importlib.metadata.version(name) == version, name
+
+
+def test_layer_pins_are_a_complete_set() -> None:
+    """The layer installs with --no-deps, so every dependency (on Lambda: Linux, aarch64, 3.13) must be pinned."""
+    pins = _pins()
+    missing = set()
+    for name in pins:
+        for text in importlib.metadata.requires(name) or []:
+            req = Requirement(text)
+            if req.marker is not None and not req.marker.evaluate(LAMBDA_MARKERS):
+                continue
+            dep = canonicalize_name(req.name)
+            if dep not in pins and dep not in RUNTIME_PROVIDED:
+                missing.add(f"{dep} (needed by {name})")
+    assert not missing, sorted(missing)
+
+
+# --- state machines ----------------------------------------------------------------------------------------------
+
+
+def test_state_machines_exist_and_every_substitution_is_defined(template: dict[str, Any]) -> None:
+    from moto.stepfunctions.parser.asl.parse.asl_parser import AmazonStateLanguageParser
+
+    machines = tpl.state_machines(template)
+    for logical_id, spec in machines.items():
+        path = ROOT / spec["definition_uri"]
+        assert path.is_file(), logical_id
+        text = path.read_text()
+        wanted = set(re.findall(r"\$\{([A-Za-z0-9_]+)\}", text))
+        assert wanted == set(spec["substitutions"]), logical_id
+        for name in wanted:
+            text = text.replace("${" + name + "}", f"arn:aws:lambda:us-east-1:123456789012:function:{name}")
+        definition = json.loads(text)
+        assert definition.get("QueryLanguage", "JSONPath") == "JSONPath", logical_id  # moto runs JSONPath only
+        AmazonStateLanguageParser.parse(text)
+
+
+# --- outputs -----------------------------------------------------------------------------------------------------
+
+
+def test_outputs_give_the_wss_and_https_urls(template: dict[str, Any]) -> None:
+    outputs = template["Outputs"]
+    ws = outputs["WebSocketUrl"]["Value"]["Fn::Sub"]
+    http = outputs["HttpApiUrl"]["Value"]["Fn::Sub"]
+    assert ws.startswith("wss://${WebSocketApi}.execute-api.") and ws.endswith("/${Stage}")
+    assert http.startswith("https://${HttpApi}.execute-api.")
