@@ -68,8 +68,11 @@ class EchoServer:
 
 async def _open(url: str) -> Any:
     ws = await ws_connect(url, max_size=None)
-    await ws.send(json.dumps({"type": "req", "id": "c", "method": "connect",
-                              "params": {"minProtocol": 1, "client": {"mode": "client"}}}))
+    await ws.send(
+        json.dumps(
+            {"type": "req", "id": "c", "method": "connect", "params": {"minProtocol": 1, "client": {"mode": "client"}}}
+        )
+    )
     await ws.recv()
     return ws
 
@@ -143,15 +146,20 @@ def count_calls(gateway: Any) -> tuple[dict[str, dict[str, int]], dict[str, dict
     lam = Services(settings, sender=Quiet())
     dispatcher = Dispatcher(registry())
     cold: dict[str, dict[str, int]] = {}
-    frame = {"type": "req", "id": "1", "method": "connect",
-             "params": {"minProtocol": 1, "client": {"mode": "client", "id": "bench-lambda"}}}
+    frame = {
+        "type": "req",
+        "id": "1",
+        "method": "connect",
+        "params": {"minProtocol": 1, "client": {"mode": "client", "id": "bench-lambda"}},
+    }
     clients.reset_call_counts()
     dispatcher.dispatch(lam, "bench-lambda-conn", frame)
     cold["connect"] = clients.call_counts()
     for method, params in steps:
         clients.reset_call_counts()
-        out = dispatcher.dispatch(lam, "bench-lambda-conn", {"type": "req", "id": "2", "method": method,
-                                                            "params": params})
+        out = dispatcher.dispatch(
+            lam, "bench-lambda-conn", {"type": "req", "id": "2", "method": method, "params": params}
+        )
         assert out.response and out.response["ok"], out.response
         cold[method] = clients.call_counts()
     return local, cold
@@ -172,8 +180,10 @@ def main() -> None:
         try:
             print(f"websockets {websockets.__version__}, python {sys.version.split()[0]}")
             print(f"{'scenario':<28}{'req/s':>10}{'p50 ms':>10}{'p99 ms':>10}{'x echo p50':>12}{'echo/gw tput':>14}")
-            for label, clients_n, per in (("1 client", 1, args.requests), (f"{args.clients} clients", args.clients,
-                                                                           args.per_client)):
+            for label, clients_n, per in (
+                ("1 client", 1, args.requests),
+                (f"{args.clients} clients", args.clients, args.per_client),
+            ):
                 base = measure(echo.url, clients_n, per)
                 gw = measure(gateway.ws_url, clients_n, per)
                 for name, row in ((f"echo, {label}", base), (f"config.get, {label}", gw)):
@@ -186,8 +196,9 @@ def main() -> None:
             print("\nAWS API calls per method (second call; connect is the first frame)")
             print(f"{'method':<18}{'local gateway':<40}{'Lambda (no cache)'}")
             for method in local:
+
                 def fmt(counts: dict[str, int]) -> str:
-                    return ", ".join(f"{k.split('.', 1)[1]}×{v}" for k, v in sorted(counts.items())) or "none"
+                    return ", ".join(f"{k.split('.', 1)[1]} x{v}" for k, v in sorted(counts.items())) or "none"
 
                 print(f"{method:<18}{fmt(local[method]):<40}{fmt(cold[method])}")
         finally:

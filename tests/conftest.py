@@ -52,7 +52,6 @@ def _reset_caches() -> None:
 def aws() -> Iterator[None]:
     """moto with the table and bucket of template.yaml."""
     from moto import mock_aws
-
     from orbital.local.template import load_template, table_definition
 
     with mock_aws(config={"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}):
@@ -182,7 +181,6 @@ def flows(aws: None, services: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     """The template's functions and state machines created in moto and executed by it; Lambda tasks run the real
     entry points in process. Every handler shares the test's `services` (and so its FakeSender)."""
     import boto3
-
     from orbital.local import stack
     from orbital.local.template import load_template
     from orbital.services import use_services

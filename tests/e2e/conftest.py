@@ -44,13 +44,25 @@ class GatewayProcess:
 
     def start(self, timeout: float = 60.0) -> GatewayProcess:
         self.port = free_port()
-        args = [sys.executable, "-m", "orbital.cli.main", "dev", "--port", str(self.port), "--data-dir",
-                str(self.data_dir), "--project", str(ROOT), *self.extra_args]
+        args = [
+            sys.executable,
+            "-m",
+            "orbital.cli.main",
+            "dev",
+            "--port",
+            str(self.port),
+            "--data-dir",
+            str(self.data_dir),
+            "--project",
+            str(ROOT),
+            *self.extra_args,
+        ]
         if self.token:
             args += ["--token", self.token]
         env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "ORBITAL_"))}
-        self.proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                     text=True)
+        self.proc = subprocess.Popen(
+            args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -112,15 +124,18 @@ def client(gateway: GatewayProcess) -> Iterator[Any]:
 def store_for(gw: GatewayProcess) -> Any:
     """Services bound to a running local gateway's moto endpoint (to seed data the RPCs then read)."""
     import boto3
-
     from orbital.services import Services
     from orbital.settings import Settings
     from orbital.store.table import Table
     from orbital.store.workspace import Workspace
 
     info = gw.runtime()
-    kw = {"endpoint_url": info["awsEndpoint"], "region_name": "us-east-1", "aws_access_key_id": "local",
-          "aws_secret_access_key": "local"}
+    kw = {
+        "endpoint_url": info["awsEndpoint"],
+        "region_name": "us-east-1",
+        "aws_access_key_id": "local",
+        "aws_secret_access_key": "local",
+    }
     settings = Settings(table_name=info["table"], bucket_name=info["bucket"], aws_endpoint=info["awsEndpoint"])
     services = Services(settings, sender=None)
     services.__dict__["table"] = Table(boto3.client("dynamodb", **kw), info["table"])

@@ -8,9 +8,9 @@ import urllib.error
 import urllib.request
 
 import pytest
+from orbital.client import GatewayClient, RpcFailed
 from websockets.exceptions import ConnectionClosed
 
-from orbital.client import GatewayClient, RpcFailed
 from tests.conftest import NODE_RUNTIME, NODE_TOOLS
 from tests.e2e.conftest import GatewayProcess
 
@@ -31,8 +31,18 @@ def test_client_connect_hello_ok_lists_every_method(gateway):
     assert hello["protocol"] == 1
     assert hello["server"]["connectionId"]
     methods = hello["features"]["methods"]
-    for name in ("connect", "config.get", "config.set", "tools.list", "sessions.list", "workspace.read",
-                 "pair.approve", "cron.list", "heartbeat.status", "channels.list"):
+    for name in (
+        "connect",
+        "config.get",
+        "config.set",
+        "tools.list",
+        "sessions.list",
+        "workspace.read",
+        "pair.approve",
+        "cron.list",
+        "heartbeat.status",
+        "channels.list",
+    ):
         assert name in methods
     assert len(methods) == len(set(methods))
     assert "chat" in hello["features"]["events"]
@@ -75,16 +85,26 @@ def test_node_validation_errors(gateway):
         assert res["error"] == {"code": 103, "message": "Node mode requires tools"}
         res = c.request("connect", {"minProtocol": 1, "client": {"mode": "node", "id": "n1"}, "tools": NODE_TOOLS})
         assert res["error"] == {"code": 103, "message": "Invalid nodeRuntime: nodeRuntime for n1 is required"}
-        bad = dict(NODE_RUNTIME, hostCapabilities=["filesystem.read"], toolCapabilities={"Bash": ["filesystem.read"],
-                                                                                          "Read": ["filesystem.read"]})
-        res = c.request("connect", {"minProtocol": 1, "client": {"mode": "node", "id": "n1"}, "tools": NODE_TOOLS,
-                                    "nodeRuntime": bad})
+        bad = dict(
+            NODE_RUNTIME,
+            hostCapabilities=["filesystem.read"],
+            toolCapabilities={"Bash": ["filesystem.read"], "Read": ["filesystem.read"]},
+        )
+        res = c.request(
+            "connect",
+            {"minProtocol": 1, "client": {"mode": "node", "id": "n1"}, "tools": NODE_TOOLS, "nodeRuntime": bad},
+        )
         assert res["error"]["code"] == 103
         assert "missing execution baseline" in res["error"]["message"]
         missing = dict(NODE_RUNTIME, toolCapabilities={"Bash": ["shell.exec"]})
-        res = c.request("connect", {"minProtocol": 1, "client": {"mode": "node", "id": "n1"}, "tools": NODE_TOOLS,
-                                    "nodeRuntime": missing})
-        assert res["error"]["message"] == "Invalid nodeRuntime: nodeRuntime for n1 toolCapabilities missing entry for tool: Read"
+        res = c.request(
+            "connect",
+            {"minProtocol": 1, "client": {"mode": "node", "id": "n1"}, "tools": NODE_TOOLS, "nodeRuntime": missing},
+        )
+        assert (
+            res["error"]["message"]
+            == "Invalid nodeRuntime: nodeRuntime for n1 toolCapabilities missing entry for tool: Read"
+        )
 
 
 def test_node_tools_listed_then_removed_on_disconnect(gateway, client):
@@ -136,8 +156,9 @@ def test_malformed_json_gets_no_reply_and_socket_survives(client):
 
 
 def test_oversized_frame_gets_a_clear_error_and_socket_survives(client):
-    big = json.dumps({"type": "req", "id": "big-1", "method": "config.set",
-                      "params": {"path": "notes", "value": "x" * 200_000}})
+    big = json.dumps(
+        {"type": "req", "id": "big-1", "method": "config.set", "params": {"path": "notes", "value": "x" * 200_000}}
+    )
     client.send_raw(big)
     res = client.wait_response("big-1")
     assert res["ok"] is False

@@ -6,9 +6,9 @@ import json
 from typing import Any
 
 import boto3
-
 from orbital import deferred, lifecycle
 from orbital.store import keys
+
 from tests.conftest import wait_for
 
 
@@ -132,7 +132,11 @@ def test_logs_get_round_trip_and_timeout(flows, connect, sender, services):
     assert evt["lines"] == 5
     assert node.call("logs.result", {"callId": evt["callId"], "lines": ["a", "b"], "truncated": True}) == {"ok": True}
     assert _responses(sender, client.connection_id)[0]["payload"] == {
-        "nodeId": "n1", "lines": ["a", "b"], "count": 2, "truncated": True}
+        "nodeId": "n1",
+        "lines": ["a", "b"],
+        "count": 2,
+        "truncated": True,
+    }
     client.call("config.set", {"path": "timeouts.logsMs", "value": 1000})
     assert client.frame("logs.get", {}) is None
     res = wait_for(lambda: _responses(sender, client.connection_id)[1:], timeout=15)[0]
@@ -145,20 +149,30 @@ def test_checks_and_messages(flows, connect, sender, services):
     client = connect("client", "c1")
     assert client.error("tool.invoke", {}) == {"code": 400, "message": "tool required"}
     assert client.error("tool.invoke", {"tool": "Bash"}) == {"code": 404, "message": "No node provides tool: Bash"}
-    assert client.error("tool.invoke", {"tool": "n9__Bash"}) == {"code": 404, "message": "No node provides tool: n9__Bash"}
+    assert client.error("tool.invoke", {"tool": "n9__Bash"}) == {
+        "code": 404,
+        "message": "No node provides tool: n9__Bash",
+    }
     assert node.error("tool.invoke", {"tool": "n1__Bash"}) == {"code": 101, "message": "Not connected"}
     assert node.error("tool.result", {"callId": "nope"}) == {"code": 404, "message": "Unknown callId"}
     assert node.error("tool.result", {}) == {"code": 400, "message": "callId required"}
     _invoke(client, "n1__Bash", {"command": "x"})
     call_id = _events(sender, node.connection_id, "tool.invoke")[0]["payload"]["callId"]
     assert other.error("tool.result", {"callId": call_id, "result": 1}) == {
-        "code": 403, "message": "Node not authorized for this call"}
-    assert client.error("logs.result", {"callId": call_id}) == {"code": 403, "message": "Node not authorized for this call"}
+        "code": 403,
+        "message": "Node not authorized for this call",
+    }
+    assert client.error("logs.result", {"callId": call_id}) == {
+        "code": 403,
+        "message": "Node not authorized for this call",
+    }
     assert client.error("logs.get", {"lines": 0}) == {"code": 400, "message": "lines must be a positive number"}
     assert client.error("logs.get", {}) == {"code": 400, "message": "nodeId required when multiple nodes are connected"}
     assert client.error("logs.get", {"nodeId": "zz"}) == {"code": 503, "message": "Node not connected: zz"}
     assert client.error("node.exec.event", {"sessionId": "s"}) == {
-        "code": 403, "message": "Only node clients can submit exec events"}
+        "code": 403,
+        "message": "Only node clients can submit exec events",
+    }
     node.call("tool.result", {"callId": call_id, "result": 1})
 
 
@@ -183,7 +197,7 @@ def test_exec_events_are_stored_for_backgrounded_commands(flows, connect, sender
 
 
 def test_pending_call_items_and_index(flows, connect, sender, services):
-    node = connect("node", "n1")
+    connect("node", "n1")
     client = connect("client", "c1")
     _invoke(client, "n1__Bash", {"command": "x"})
     pending = deferred.pending_on_node(services, "n1")

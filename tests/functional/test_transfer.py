@@ -11,11 +11,11 @@ from typing import Any
 import boto3
 import pytest
 import requests
-
 from orbital import lifecycle
 from orbital.methods.transfer import _binary_chunk, _text_chunk
 from orbital.protocol.frames import pack_chunk, unpack_chunk
 from orbital.store import keys
+
 from tests.conftest import BUCKET, wait_for
 
 CHUNK = 64 * 1024
@@ -80,8 +80,13 @@ def test_node_to_node_chunks(parties, sender, services, framing):
     assert send == {"transferId": tid, "path": "/tmp/a.bin", "mode": "chunks"}
     src.call("transfer.meta", {"transferId": tid, "size": len(data), "mime": "application/octet-stream"})
     receive = _events(sender, dst.connection_id, "transfer.receive")[0]
-    assert receive == {"transferId": tid, "path": "copy/a.bin", "size": len(data), "mode": "chunks",
-                       "mime": "application/octet-stream"}
+    assert receive == {
+        "transferId": tid,
+        "path": "copy/a.bin",
+        "size": len(data),
+        "mode": "chunks",
+        "mime": "application/octet-stream",
+    }
     dst.call("transfer.accept", {"transferId": tid})
     assert _events(sender, src.connection_id, "transfer.start") == [{"transferId": tid}]
     _send_file(services, src, tid, data, framing, reverse=(framing == "text"))
@@ -90,8 +95,12 @@ def test_node_to_node_chunks(parties, sender, services, framing):
     assert hashlib.sha256(_received_bytes(sender, dst.connection_id, tid)).digest() == hashlib.sha256(data).digest()
     dst.call("transfer.done", {"transferId": tid, "bytesWritten": len(data)})
     res = _responses(sender, client.connection_id)[0]
-    assert res["payload"] == {"source": "src:/tmp/a.bin", "destination": "dst:copy/a.bin",
-                              "bytesTransferred": len(data), "mime": "application/octet-stream"}
+    assert res["payload"] == {
+        "source": "src:/tmp/a.bin",
+        "destination": "dst:copy/a.bin",
+        "bytesTransferred": len(data),
+        "mime": "application/octet-stream",
+    }
     assert services.table.get(keys.transfer(tid)) is None
 
 
@@ -156,7 +165,8 @@ def test_source_loss_aborts_both_sides_and_answers_caller(parties, sender, servi
     _send_file(services, src, tid, os.urandom(CHUNK), "binary")
     lifecycle.disconnect(services, src.connection_id)
     assert _events(sender, dst.connection_id, "transfer.abort") == [
-        {"transferId": tid, "error": "Node disconnected: src"}]
+        {"transferId": tid, "error": "Node disconnected: src"}
+    ]
     assert _responses(sender, client.connection_id)[0]["error"] == {"code": 500, "message": "Node disconnected: src"}
     assert services.table.get(keys.transfer(tid)) is None
 
@@ -179,7 +189,9 @@ def test_errors_from_nodes_and_wrong_sockets(parties, sender, services, connect)
     _request(client, "src:missing", "dst:b")
     tid = _events(sender, src.connection_id, "transfer.send")[0]["transferId"]
     assert dst.error("transfer.meta", {"transferId": tid, "size": 1}) == {
-        "code": 403, "message": f"Not the source of transfer {tid}"}
+        "code": 403,
+        "message": f"Not the source of transfer {tid}",
+    }
     assert src.error("transfer.meta", {"size": 1}) == {"code": 400, "message": "transferId required"}
     assert src.call("transfer.meta", {"transferId": 999999, "size": 1}) == {"ok": True}  # unknown ids are ignored
     src.call("transfer.meta", {"transferId": tid, "size": 0, "error": "Failed to read file missing: not found"})
@@ -197,28 +209,40 @@ def test_errors_from_nodes_and_wrong_sockets(parties, sender, services, connect)
 
 
 def test_request_validation(parties, sender, services):
-    src, _, client = parties
+    _, _, client = parties
     assert client.error("transfer.request", {"source": "gsv:a", "destination": "gsv:b"}) == {
-        "code": 400, "message": "Workspace file not found: a"}
+        "code": 400,
+        "message": "Workspace file not found: a",
+    }
     services.workspace.put("agents/main/a", b"x")
     assert client.error("transfer.request", {"source": "gsv:a", "destination": "gsv:b"}) == {
-        "code": 400, "message": "Cannot transfer from gsv to gsv"}
+        "code": 400,
+        "message": "Cannot transfer from gsv to gsv",
+    }
     assert client.error("transfer.request", {"source": "nope:a", "destination": "gsv:b"}) == {
-        "code": 503, "message": "Source node not connected: nope"}
+        "code": 503,
+        "message": "Source node not connected: nope",
+    }
     assert client.error("transfer.request", {"source": "src:a", "destination": "zz:b"}) == {
-        "code": 503, "message": "Destination node not connected: zz"}
+        "code": 503,
+        "message": "Destination node not connected: zz",
+    }
     assert client.error("transfer.request", {"source": "src:a", "destination": "gsv:../etc"}) == {
-        "code": 400, "message": "Path traversal not allowed"}
+        "code": 400,
+        "message": "Path traversal not allowed",
+    }
     assert client.error("transfer.request", {"source": "a", "destination": "gsv:b"})["message"].startswith(
-        'Invalid transfer endpoint "a"')
+        'Invalid transfer endpoint "a"'
+    )
 
 
 def test_timeout_aborts_transfer(parties, sender, services):
-    src, dst, client = parties
+    src, _, client = parties
     client.call("config.set", {"path": "timeouts.transferMs", "value": 1000})
     _request(client, "src:a", "dst:b")
     tid = _events(sender, src.connection_id, "transfer.send")[0]["transferId"]
     res = wait_for(lambda: _responses(sender, client.connection_id), timeout=15)[0]
     assert res["error"] == {"code": 504, "message": "Transfer timed out after 1000ms"}
     assert _events(sender, src.connection_id, "transfer.abort") == [
-        {"transferId": tid, "error": "Transfer timed out after 1000ms"}]
+        {"transferId": tid, "error": "Transfer timed out after 1000ms"}
+    ]

@@ -7,16 +7,19 @@ A close of a socket that no longer owns its id ("stale close") leaves the newer 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from orbital.services import Services
+    from orbital.store.connections import Connection
 
 log = logging.getLogger("orbital.lifecycle")
 
 # Hooks other families add (e.g. failing calls pending on a node). Each gets (services, connection).
-on_node_gone: list = []
-on_client_gone: list = []
+Hook = Callable[["Services", "Connection"], None]
+on_node_gone: list[Hook] = []
+on_client_gone: list[Hook] = []
 
 
 def disconnect(services: Services, connection_id: str) -> None:
@@ -36,7 +39,7 @@ def disconnect(services: Services, connection_id: str) -> None:
         repo.release_channel_socket(conn.channel, conn.account_id, connection_id)
 
 
-def _safe(hook, services: Services, conn) -> None:  # type: ignore[no-untyped-def]
+def _safe(hook: Hook, services: Services, conn: Connection) -> None:
     try:
         hook(services, conn)
     except Exception:

@@ -279,8 +279,12 @@ def on_meta(services: Services, conn: Connection | None, transfer_id: int, size:
             fail(services, transfer_id, f"Node disconnected: {xfer.source.node}")
         return
     _set(services, transfer_id, xs="accept-wait", size=size, mime=mime_text)
-    receive: dict[str, Any] = {"transferId": transfer_id, "path": xfer.destination.path, "size": size,
-                               "mode": xfer.mode}
+    receive: dict[str, Any] = {
+        "transferId": transfer_id,
+        "path": xfer.destination.path,
+        "size": size,
+        "mode": xfer.mode,
+    }
     if mime_text:
         receive["mime"] = mime_text
     assert xfer.dest_conn is not None
@@ -323,9 +327,9 @@ def _send_workspace_object(services: Services, xfer: Transfer) -> None:
     while offset < size:
         end_byte = min(size, offset + CHUNK_BYTES * 8) - 1
         try:
-            body = client.get_object(
-                Bucket=services.workspace.bucket, Key=key, Range=f"bytes={offset}-{end_byte}"
-            )["Body"].read()
+            body = client.get_object(Bucket=services.workspace.bucket, Key=key, Range=f"bytes={offset}-{end_byte}")[
+                "Body"
+            ].read()
         except Exception as exc:
             fail(services, xfer.transfer_id, f"Workspace read error: {type(exc).__name__}")
             return
@@ -496,8 +500,9 @@ def _abort(services: Services, xfer: Transfer, error: str) -> None:
     for conn_id in {xfer.source_conn, xfer.dest_conn} - {None}:
         assert conn_id is not None
         try:
-            services.sender.post(conn_id, event_frame("transfer.abort", {"transferId": xfer.transfer_id,
-                                                                         "error": error}))
+            services.sender.post(
+                conn_id, event_frame("transfer.abort", {"transferId": xfer.transfer_id, "error": error})
+            )
         except Exception:
             log.debug("could not notify %s of the abort", conn_id)
 

@@ -108,7 +108,7 @@ def list_files(store: Workspace, agent_id: str, path: str | None = None) -> dict
         files: list[str] = []
         directories: list[str] = []
         for prefix in sources:
-            listing = store.list(prefix)
+            listing = store.listing(prefix)
             for info in listing.keys:
                 entry = f"{relative}/{info.key[len(prefix) :]}"
                 if not info.key.endswith("/") and entry not in files:
@@ -120,7 +120,7 @@ def list_files(store: Workspace, agent_id: str, path: str | None = None) -> dict
         return {"path": shown, "files": files, "directories": directories}
 
     root = keys.workspace_prefix(agent_id, "")
-    listing = store.list(keys.workspace_prefix(agent_id, relative))
+    listing = store.listing(keys.workspace_prefix(agent_id, relative))
     return {
         "path": shown,
         "files": [info.key[len(root) :] for info in listing.keys if not info.key.endswith("/")],

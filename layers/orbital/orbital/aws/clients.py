@@ -23,9 +23,9 @@ CLOSE_CODE_HEADER = "x-orbital-close-code"
 CLOSE_REASON_HEADER = "x-orbital-close-reason"
 
 
-def _count(event_name: str, **_: Any) -> None:
+def _count(event_name: str, **_kwargs: Any) -> None:
     # event_name: "before-call.<service>.<Operation>"
-    _, service, operation = event_name.split(".", 2)
+    service, operation = event_name.split(".", 2)[1:]
     with _calls_lock:
         calls[f"{service}.{operation}"] += 1
 
@@ -52,9 +52,9 @@ def client(service: str, endpoint_url: str | None = None, region: str | None = N
     endpoint = endpoint_url or settings.aws_endpoint
     if endpoint:
         kwargs["endpoint_url"] = endpoint
-    made = session.client(service, **kwargs)  # type: ignore[call-overload]
+    made = session.client(service, **kwargs)
     made.meta.events.register("before-call.*.*", _count)
-    return made  # type: ignore[no-any-return]
+    return made
 
 
 def dynamodb() -> BaseClient:

@@ -54,10 +54,7 @@ def _cmd_call(args: argparse.Namespace) -> int:
     try:
         with GatewayClient(args.url, timeout=args.timeout) as client:
             client.connect("client", args.client_id, token=token)
-            if args.method == "connect":
-                payload = client.hello
-            else:
-                payload = client.call(args.method, params)
+            payload = client.hello if args.method == "connect" else client.call(args.method, params)
     except RpcFailed as exc:
         print(json.dumps({"code": exc.code, "message": exc.message}), file=sys.stderr)
         return 1

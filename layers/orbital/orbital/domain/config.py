@@ -74,7 +74,7 @@ _MISSING = object()
 
 
 def split_path(path: str) -> list[str]:
-    return [seg for seg in path.split(".")]
+    return path.split(".")
 
 
 def get_path(root: Any, path: str) -> Any:

@@ -42,9 +42,7 @@ def find_project_root(start: Path | None = None) -> Path:
     for candidate in (here, *here.parents):
         if (candidate / "template.yaml").exists() and (candidate / "functions").is_dir():
             return candidate
-    raise StartupError(
-        "template.yaml not found: run `orbital dev` from an Orbital checkout (or pass --project DIR)"
-    )
+    raise StartupError("template.yaml not found: run `orbital dev` from an Orbital checkout (or pass --project DIR)")
 
 
 @dataclass
@@ -263,7 +261,7 @@ class LocalGateway:
         """Run in a background thread (tests, benchmarks). Returns once the socket accepts connections."""
         self.prepare()
         self._server = self._uvicorn()
-        self._server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
+        self._server.install_signal_handlers = lambda: None
         self._thread = threading.Thread(target=self._server.run, name="orbital-uvicorn", daemon=True)
         self._thread.start()
         deadline = time.monotonic() + 30

@@ -55,7 +55,7 @@ class FunctionHost:
             module = self._modules.get(logical_id)
             if module is None:
                 spec = self.specs[logical_id]
-                module_name, func_name = spec["handler"].rsplit(".", 1)
+                module_name = spec["handler"].rsplit(".", 1)[0]
                 path = self.root / spec["code_uri"] / f"{module_name}.py"
                 import_name = f"orbital_fn_{logical_id}"
                 loader = importlib.util.spec_from_file_location(import_name, path)
@@ -229,6 +229,4 @@ class MotoStack:
         patch_lambda(self.functions)
 
     def _create_resources(self) -> None:
-        self.state_machine_arns = provision(
-            self.client, self.root, self.template, table=self.table, bucket=self.bucket
-        )
+        self.state_machine_arns = provision(self.client, self.root, self.template, table=self.table, bucket=self.bucket)

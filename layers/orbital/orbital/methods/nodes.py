@@ -376,8 +376,16 @@ def node_exec_event(ctx: CallContext, params: ExecEventParams) -> dict[str, Any]
         return {"ok": True, "dropped": True}
     event_id = params.eventId.strip() if isinstance(params.eventId, str) and params.eventId.strip() else ""
     if not event_id:
-        parts = [node_id, session_id, params.event, params.callId, params.startedAt, params.endedAt,
-                 params.exitCode, params.signal]
+        parts = [
+            node_id,
+            session_id,
+            params.event,
+            params.callId,
+            params.startedAt,
+            params.endedAt,
+            params.exitCode,
+            params.signal,
+        ]
         event_id = ":".join(str(p) for p in parts if p is not None and p != "")
     table = ctx.services.table
     mapping = table.get(keys.exec_session(node_id, session_id))
@@ -427,9 +435,7 @@ def _node_gone(services: Services, conn: Connection) -> None:
 
 def _node_connected(ctx: CallContext, node_id: str, previous: str | None) -> None:
     if previous:
-        deferred.fail_node_calls(
-            ctx.services, node_id, f"Node replaced during log request: {node_id}", kinds={"logs"}
-        )
+        deferred.fail_node_calls(ctx.services, node_id, f"Node replaced during log request: {node_id}", kinds={"logs"})
 
 
 lifecycle.on_node_gone.append(_node_gone)

@@ -45,9 +45,7 @@ class ConfigRepo:
         if version == 0:
             self.table.put(keys.CONFIG, overrides, attrs={"v": 1}, condition="attribute_not_exists(PK)")
         else:
-            self.table.put(
-                keys.CONFIG, overrides, attrs={"v": version + 1}, condition="v = :v", values={":v": version}
-            )
+            self.table.put(keys.CONFIG, overrides, attrs={"v": version + 1}, condition="v = :v", values={":v": version})
 
     def set_path(self, path: str, value: Any, *, delete: bool = False) -> None:
         for _ in range(5):

@@ -147,8 +147,9 @@ class ConnectionRepo:
         if entry is None or entry.connection_id != connection_id:
             return
         data = {"tools": entry.tools, "runtime": runtime, "connectedAt": entry.connected_at}
-        self.table.put(keys.node(node_id), {"connectionId": connection_id, **data}, ttl=self._ttl(),
-                       attrs={"cid": connection_id})
+        self.table.put(
+            keys.node(node_id), {"connectionId": connection_id, **data}, ttl=self._ttl(), attrs={"cid": connection_id}
+        )
 
     def claim_channel_socket(self, channel: str, account_id: str, connection_id: str) -> str | None:
         return self._claim(keys.channel_socket(channel, account_id), connection_id, {"channel": channel})

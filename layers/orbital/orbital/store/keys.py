@@ -256,3 +256,12 @@ def global_skills_prefix(relative_dir: str) -> str:
 def workspace_seeded_flag(agent_id: str) -> tuple[str, str]:
     """Marks that an agent's workspace received its starter files."""
     return gateway_flag(f"seeded:{agent_id}")
+
+
+# --- skill probes: which node a probe belongs to (the probe itself stays at PROBES#{nodeId} / {probeId}) -----------
+#
+# | probe owner         | PROBEOWNER#{probeId}       | META                        | nodeId; ttl                       |
+
+
+def probe_owner(probe_id: str) -> tuple[str, str]:
+    return f"PROBEOWNER#{probe_id}", "META"

@@ -96,7 +96,7 @@ class Workspace:
             count += 1
         return count
 
-    def list(self, prefix: str, *, delimiter: str | None = "/") -> Listing:
+    def listing(self, prefix: str, *, delimiter: str | None = "/") -> Listing:
         """One level (with a delimiter) or everything under a prefix, following pagination."""
         kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix}
         if delimiter:
@@ -120,7 +120,7 @@ class Workspace:
         return Listing(objects, prefixes)
 
     def list_all(self, prefix: str) -> list[ObjectInfo]:
-        return self.list(prefix, delimiter=None).keys
+        return self.listing(prefix, delimiter=None).keys
 
     def presign_get(self, key: str, expires: int = 900) -> str:
         return str(
