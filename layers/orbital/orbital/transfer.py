@@ -385,11 +385,14 @@ def on_chunk(services: Services, connection_id: str, transfer_id: int, data: byt
         fail(services, transfer_id, f"Node disconnected: {xfer.destination.node}")
 
 
-def on_complete(services: Services, conn: Connection | None, transfer_id: int) -> None:
+def on_complete(services: Services, conn: Connection | None, transfer_id: int, error: Any = None) -> None:
     xfer = load(services, transfer_id)
     if xfer is None:
         return
     _require_party(xfer, conn, "source")
+    if error:
+        fail(services, transfer_id, str(error))
+        return
     if xfer.destination.is_workspace:
         _finish_upload(services, xfer)
         return

@@ -89,6 +89,10 @@ def build_parser() -> argparse.ArgumentParser:
     call.add_argument("--client-id", default=None)
     call.add_argument("--timeout", type=float, default=30.0)
     call.set_defaults(func=_cmd_call)
+
+    from orbital.node.cli import add_parser as add_node_parser
+
+    add_node_parser(sub)
     return parser
 
 

@@ -57,8 +57,8 @@ def transfer_accept(ctx: CallContext, params: TransferStepParams) -> dict[str, A
 
 @router.method("transfer.complete", params=TransferStepParams, result=OkResult)
 def transfer_complete(ctx: CallContext, params: TransferStepParams) -> dict[str, Any]:
-    """Source node: every byte has been sent."""
-    transfer.on_complete(ctx.services, ctx.conn, _transfer_id(params))
+    """Source node: every byte has been sent (or `error`: it could not send them)."""
+    transfer.on_complete(ctx.services, ctx.conn, _transfer_id(params), params.error)
     return {"ok": True}
 
 

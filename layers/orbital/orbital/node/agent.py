@@ -1,0 +1,658 @@
+"""The node agent: one WebSocket to the gateway in node mode, serving tools, logs, probes and transfers.
+
+Reconnects with exponential backoff and full jitter, re-sending `connect` (which re-registers the tools) each time.
+Results that cannot be delivered while the socket is down wait in a bounded outbox and go out after reconnecting.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import itertools
+import json
+import logging
+import random
+import struct
+import threading
+import time
+import urllib.parse
+from collections import deque
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus, InvalidURI
+
+from orbital import __version__
+from orbital.node.logs import clamp_lines, default_log_file, tail_lines
+from orbital.node.probe import probe_bins
+from orbital.node.process import ProcessManager
+from orbital.node.runtime import host_os, node_runtime
+from orbital.node.tools import TOOL_NAMES, NodeTools, ToolError
+from orbital.node.transfer import TransferManager
+
+log = logging.getLogger("orbital.node")
+
+FRAGMENT_CHARS = 30_000  # API Gateway refuses WebSocket frames over 32 KB; longer messages go out fragmented
+FATAL_CODES = frozenset({401, 103})
+CLOSE_UNAUTHORIZED = 4001
+EXEC_EVENT_MAX_ATTEMPTS = 60
+API_GATEWAY_MESSAGE_BYTES = 120_000  # API Gateway drops messages over 128 KB; keep room for the frame envelope
+ENVELOPE_BYTES = 200
+
+
+class FatalConnectError(Exception):
+    """The gateway refused this node for good (bad token, invalid registration): retrying cannot help."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+
+
+class ConnectionLost(ConnectionError):
+    def __init__(self, code: int | None = None, reason: str = "") -> None:
+        super().__init__(f"connection lost ({code} {reason})".strip() if code else "connection lost")
+        self.code = code
+        self.reason = reason
+
+
+class HandshakeFailed(Exception):
+    pass
+
+
+def _loopback_ws(url: str) -> bool:
+    parts = urllib.parse.urlsplit(url)
+    return parts.scheme == "ws" and (parts.hostname or "") in ("127.0.0.1", "::1", "localhost")
+
+
+def redact_url(url: str) -> str:
+    """The URL without query string, fragment or credentials (they may carry a token)."""
+    parts = urllib.parse.urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+@dataclass
+class NodeOptions:
+    url: str
+    node_id: str
+    workspace: Path
+    token: str | None = None
+    log_file: Path = field(default_factory=default_log_file)
+    keepalive: float = 240.0
+    binary_frames: bool | None = None
+    backoff_base: float = 0.5
+    backoff_cap: float = 30.0
+    stable_after: float = 30.0
+    handshake_timeout: float = 15.0
+    keepalive_timeout: float = 10.0
+    request_timeout: float = 30.0
+    outbox_size: int = 256
+    max_message_bytes: int | None = -1  # -1: automatic (unlimited to a loopback ws:// gateway, else API Gateway's)
+    flush_interval: float = 1.0
+
+    def message_limit(self) -> int | None:
+        if self.max_message_bytes == -1:
+            return None if _loopback_ws(self.url) else API_GATEWAY_MESSAGE_BYTES
+        return self.max_message_bytes
+
+    def use_binary_frames(self) -> bool:
+        return _loopback_ws(self.url) if self.binary_frames is None else self.binary_frames
+
+
+@dataclass
+class OutboxItem:
+    method: str
+    params: dict[str, Any]
+    retry_server_errors: bool = False
+    attempts: int = 0
+
+
+class NodeAgent:
+    def __init__(self, options: NodeOptions) -> None:
+        self.options = options
+        self.workspace = options.workspace
+        self.processes = ProcessManager(self.workspace, on_event=self._exec_event_from_thread)
+        self.tools = NodeTools(self.workspace, self.processes)
+        self.transfers = TransferManager(self, self.workspace)
+        self.outbox: deque[OutboxItem] = deque()
+        self.connections = 0
+        self.online = False
+        self._ws: ClientConnection | None = None
+        self._pending: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self._ids = itertools.count(1)
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._wake: asyncio.Event | None = None
+        self._stop_requested = False
+        # exec events wait until the tool.result of the call that started them is out (the gateway maps
+        # sessionId -> session from that result; an event arriving first would be dropped)
+        self._calls_in_flight: set[str] = set()
+        self._held_events: dict[str, list[dict[str, Any]]] = {}
+
+    # -- public -----------------------------------------------------------------------------------------------
+    def connect_params(self) -> dict[str, Any]:
+        params: dict[str, Any] = {
+            "minProtocol": 1,
+            "maxProtocol": 1,
+            "client": {"id": self.options.node_id, "version": __version__, "platform": host_os(), "mode": "node"},
+            "tools": self.tools.definitions(),
+            "nodeRuntime": node_runtime(TOOL_NAMES),
+        }
+        if self.options.token:
+            params["auth"] = {"token": self.options.token}
+        return params
+
+    def request_stop(self) -> None:
+        """Ask `run` to finish (safe from signal handlers and other threads)."""
+        self._stop_requested = True
+        loop, stop = self._loop, self._stop
+        if loop is not None and stop is not None and not loop.is_closed():
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(stop.set)
+
+    async def run(self) -> int:
+        """Serve until stopped (0) or refused for good (2)."""
+        self._loop = asyncio.get_running_loop()
+        self._stop = asyncio.Event()
+        self._wake = asyncio.Event()
+        if self._stop_requested:
+            self._stop.set()
+        flusher = asyncio.create_task(self._flush_loop())
+        attempt = 0
+        try:
+            while not self._stop.is_set():
+                established_at: float | None = None
+                problem = ""
+                try:
+                    outcome = await self._connection_or_stop()
+                    if outcome is None:
+                        break
+                    established_at, problem = outcome
+                except FatalConnectError as exc:
+                    log.error(
+                        "the gateway refused this node (%s): %s - not retrying",
+                        exc.code,
+                        exc.message,
+                        extra={"fields": {"code": exc.code}},
+                    )
+                    return 2
+                except (OSError, TimeoutError, InvalidHandshake, HandshakeFailed, ConnectionClosed) as exc:
+                    problem = f"cannot connect to {redact_url(self.options.url)}: {exc or type(exc).__name__}"
+                except Exception as exc:  # never let one bad connection end the node
+                    log.exception("connection failed unexpectedly")
+                    problem = f"connection failed: {type(exc).__name__}: {exc}"
+                if self._stop.is_set():
+                    break
+                if established_at is not None and time.monotonic() - established_at >= self.options.stable_after:
+                    attempt = 0
+                delay = random.uniform(0, min(self.options.backoff_cap, self.options.backoff_base * 2**attempt))
+                attempt = min(attempt + 1, 30)
+                log.warning("%s; reconnecting in %.1f s", problem or "disconnected", delay)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stop.wait(), delay)
+            return 0
+        finally:
+            flusher.cancel()
+            for task in list(self._tasks):
+                task.cancel()
+            self.processes.shutdown()
+            self.transfers.abort_all()
+            with contextlib.suppress(asyncio.CancelledError):
+                await flusher
+            if self._tasks:
+                await asyncio.gather(*self._tasks, return_exceptions=True)
+            log.info("node stopped", extra={"console": True})
+
+    # -- connection -------------------------------------------------------------------------------------------
+    async def _connection_or_stop(self) -> tuple[float | None, str] | None:
+        """Run one connection; a stop request also interrupts connecting and the handshake (then None)."""
+        assert self._stop is not None
+        conn = asyncio.create_task(self._run_connection())
+        stopped = asyncio.create_task(self._stop.wait())
+        try:
+            await asyncio.wait({conn, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopped.cancel()
+        if not conn.done() and self.online:
+            # an established connection closes itself politely on stop: give it a moment, then cut it off
+            await asyncio.wait({conn}, timeout=3)
+        if not conn.done():
+            conn.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await conn
+            return None
+        if self._stop.is_set() and conn.exception() is not None:
+            return None
+        return conn.result()
+
+    async def _run_connection(self) -> tuple[float | None, str]:
+        """One connection: handshake, serve until it closes. Returns when it was established and why it ended."""
+        assert self._stop is not None
+        url = self.options.url
+        log.debug("connecting to %s", redact_url(url))
+        try:
+            ws = await connect(
+                url,
+                open_timeout=self.options.handshake_timeout,
+                max_size=None,
+                ping_interval=None,
+                close_timeout=2,
+                compression=None,
+                user_agent_header=f"orbital-node/{__version__}",
+            )
+        except InvalidStatus as exc:
+            if exc.response.status_code == 401:
+                raise FatalConnectError(401, "the gateway rejected the WebSocket upgrade (HTTP 401)") from None
+            raise
+        except InvalidURI as exc:
+            raise FatalConnectError(0, f"invalid gateway URL: {exc}") from None
+        self._ws = ws
+        reader = asyncio.create_task(self._reader(ws))
+        stopper = asyncio.create_task(self._stop.wait())
+        keepalive: asyncio.Task[None] | None = None
+        established_at: float | None = None
+        problem = ""
+        try:
+            hello = await self._handshake()
+            established_at = time.monotonic()
+            self.connections += 1
+            self.online = True
+            server = hello.get("server") if isinstance(hello.get("server"), dict) else {}
+            log.info(
+                "connected to %s as %s",
+                redact_url(url),
+                self.options.node_id,
+                extra={"console": True, "fields": {"connectionId": (server or {}).get("connectionId")}},
+            )
+            if self._wake is not None:
+                self._wake.set()
+            if self.options.keepalive > 0:
+                keepalive = asyncio.create_task(self._keepalive(ws))
+            await asyncio.wait({reader, stopper}, return_when=asyncio.FIRST_COMPLETED)
+            if reader.done() and not self._stop.is_set():
+                reason = f"{ws.close_code} {ws.close_reason}".strip() if ws.close_code else "no close frame"
+                problem = f"connection closed ({reason})"
+                if "Replaced" in (ws.close_reason or ""):
+                    problem += f"; is another node running with id {self.options.node_id}?"
+        finally:
+            self.online = False
+            self._ws = None
+            for task in (keepalive, stopper):
+                if task is not None:
+                    task.cancel()
+            with contextlib.suppress(Exception):
+                await ws.close()
+            with contextlib.suppress(asyncio.CancelledError):
+                await reader
+            self._fail_pending(ws)
+            self.transfers.abort_all()
+        return established_at, problem
+
+    async def _handshake(self) -> dict[str, Any]:
+        try:
+            response = await self._call("connect", self.connect_params(), timeout=self.options.handshake_timeout)
+        except ConnectionLost as exc:
+            if exc.code == CLOSE_UNAUTHORIZED:
+                raise FatalConnectError(401, exc.reason or "Unauthorized") from None
+            raise HandshakeFailed(str(exc)) from None
+        if not response.get("ok"):
+            error = response.get("error") if isinstance(response.get("error"), dict) else {}
+            code = int((error or {}).get("code") or 0)
+            message = str((error or {}).get("message") or "connect failed")
+            if code in FATAL_CODES:
+                raise FatalConnectError(code, message)
+            raise HandshakeFailed(f"Handshake failed: {message} ({code})")
+        payload = response.get("payload")
+        return payload if isinstance(payload, dict) else {}
+
+    async def _reader(self, ws: ClientConnection) -> None:
+        try:
+            async for message in ws:
+                if isinstance(message, bytes):
+                    self.transfers.on_binary(message)
+                    continue
+                try:
+                    frame = json.loads(message)
+                except ValueError:
+                    log.debug("ignoring a frame that is not JSON")
+                    continue
+                if isinstance(frame, dict):
+                    self._on_frame(frame)
+        except ConnectionClosed:
+            pass
+        finally:
+            self._fail_pending(ws)
+
+    def _fail_pending(self, ws: ClientConnection) -> None:
+        pending, self._pending = self._pending, {}
+        for future in pending.values():
+            if not future.done():
+                future.set_exception(ConnectionLost(ws.close_code, ws.close_reason or ""))
+                future.exception()
+
+    def _on_frame(self, frame: dict[str, Any]) -> None:
+        kind = frame.get("type")
+        if kind == "res":
+            future = self._pending.pop(str(frame.get("id")), None)
+            if future is not None and not future.done():
+                future.set_result(frame)
+        elif kind == "evt":
+            payload = frame.get("payload")
+            self._on_event(str(frame.get("event")), payload if isinstance(payload, dict) else {})
+        elif kind == "bin":
+            self.transfers.on_text_chunk(frame)
+
+    def _on_event(self, event: str, payload: dict[str, Any]) -> None:
+        log.debug("event %s", event)
+        if event == "tool.invoke":
+            self._spawn(self._handle_tool_invoke(payload))
+        elif event == "logs.get":
+            self._spawn(self._handle_logs_get(payload))
+        elif event == "node.probe":
+            self._spawn(self._handle_probe(payload))
+        elif event == "transfer.send":
+            self._spawn(self.transfers.on_send(payload))
+        elif event == "transfer.receive":
+            self._spawn(self.transfers.on_receive(payload))
+        elif event == "transfer.start":
+            self.transfers.on_start(payload)
+        elif event == "transfer.end":
+            self._spawn(self.transfers.on_end(payload))
+        elif event == "transfer.abort":
+            self.transfers.on_abort(payload)
+
+    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
+        task = asyncio.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("event handler failed", exc_info=task.exception())
+
+    async def _keepalive(self, ws: ClientConnection) -> None:
+        while True:
+            await asyncio.sleep(self.options.keepalive)
+            try:
+                await self._call("tools.list", None, timeout=self.options.keepalive_timeout)
+            except (ConnectionLost, TimeoutError) as exc:
+                log.warning("keepalive failed (%s); reconnecting", exc or "timeout")
+                with contextlib.suppress(Exception):
+                    await ws.close(1001, "keepalive failed")
+                return
+
+    # -- sending ----------------------------------------------------------------------------------------------
+    async def _send_text(self, ws: ClientConnection, text: str) -> None:
+        if len(text) <= FRAGMENT_CHARS:
+            await ws.send(text)
+        else:
+            await ws.send([text[i : i + FRAGMENT_CHARS] for i in range(0, len(text), FRAGMENT_CHARS)])
+
+    async def _call(self, method: str, params: Any, *, timeout: float | None = None) -> dict[str, Any]:
+        """Send a request on the current socket and wait for its response frame (ok or not)."""
+        ws = self._ws
+        if ws is None:
+            raise ConnectionLost()
+        frame_id = f"{self.options.node_id}-{next(self._ids)}"
+        frame: dict[str, Any] = {"type": "req", "id": frame_id, "method": method}
+        if params is not None:
+            frame["params"] = params
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._pending[frame_id] = future
+        try:
+            await self._send_text(ws, json.dumps(frame))
+            return await asyncio.wait_for(future, timeout or self.options.request_timeout)
+        except ConnectionClosed as exc:
+            raise ConnectionLost(ws.close_code, ws.close_reason or "") from exc
+        finally:
+            self._pending.pop(frame_id, None)
+
+    async def call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """TransferLink: a request that is not kept for later (the gateway fails transfers on disconnect)."""
+        return await self._call(method, params)
+
+    async def send_chunk(self, transfer_id: int, offset: int, data: bytes) -> None:
+        ws = self._ws
+        if ws is None:
+            raise ConnectionLost()
+        try:
+            if self.options.use_binary_frames():
+                await ws.send(struct.pack("<I", transfer_id) + data)
+            else:
+                frame = {
+                    "type": "bin",
+                    "transferId": transfer_id,
+                    "offset": offset,
+                    "data": _b64(data),
+                }
+                await self._send_text(ws, json.dumps(frame))
+        except ConnectionClosed as exc:
+            raise ConnectionLost(ws.close_code, ws.close_reason or "") from exc
+
+    def run_blocking(self, fn: Callable[..., Any], *args: Any) -> Awaitable[Any]:
+        """Run a blocking function in a daemon thread (a stuck tool never blocks shutdown)."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+
+        def settle(ok: bool, value: Any) -> None:
+            if future.done():
+                return
+            if ok:
+                future.set_result(value)
+            else:
+                future.set_exception(value)
+
+        def worker() -> None:
+            try:
+                value = fn(*args)
+            except BaseException as exc:
+                with contextlib.suppress(RuntimeError):
+                    loop.call_soon_threadsafe(settle, False, exc)
+            else:
+                with contextlib.suppress(RuntimeError):
+                    loop.call_soon_threadsafe(settle, True, value)
+
+        threading.Thread(target=worker, name="orbital-node-work", daemon=True).start()
+        return future
+
+    async def deliver(self, method: str, params: dict[str, Any], *, retry_server_errors: bool = False) -> None:
+        """Send a result now, or keep it in the outbox until the gateway is reachable again."""
+        item = OutboxItem(method, params, retry_server_errors)
+        if self.online and not self.outbox:
+            try:
+                response = await self._call(method, params)
+            except (ConnectionLost, TimeoutError):
+                self._enqueue(item)
+                return
+            if not self._accepted(item, response):
+                self._enqueue(item)
+            return
+        self._enqueue(item)
+
+    def _accepted(self, item: OutboxItem, response: dict[str, Any]) -> bool:
+        """True when the item is done with (delivered, or refused for good)."""
+        if response.get("ok"):
+            return True
+        error = response.get("error") if isinstance(response.get("error"), dict) else {}
+        code = int((error or {}).get("code") or 0)
+        message = (error or {}).get("message")
+        item.attempts += 1
+        if item.retry_server_errors and code >= 500 and item.attempts < EXEC_EVENT_MAX_ATTEMPTS:
+            return False
+        log.warning("gateway refused %s: %s %s", item.method, code, message)
+        return True
+
+    def _enqueue(self, item: OutboxItem) -> None:
+        if len(self.outbox) >= self.options.outbox_size:
+            dropped = self.outbox.popleft()
+            log.warning("outbox full; dropping an undelivered %s", dropped.method)
+        self.outbox.append(item)
+        if self.online and self._wake is not None:
+            self._wake.set()
+        log.debug("queued %s for delivery after reconnect (%d waiting)", item.method, len(self.outbox))
+
+    async def _flush_loop(self) -> None:
+        assert self._wake is not None
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self.options.flush_interval)
+            self._wake.clear()
+            while self.outbox and self.online:
+                item = self.outbox[0]
+                try:
+                    response = await self._call(item.method, item.params)
+                except (ConnectionLost, TimeoutError):
+                    break
+                if not self._accepted(item, response):
+                    break  # retried on the next tick
+                if self.outbox and self.outbox[0] is item:
+                    self.outbox.popleft()
+                else:
+                    with contextlib.suppress(ValueError):
+                        self.outbox.remove(item)
+
+    def _exec_event_from_thread(self, event: dict[str, Any]) -> None:
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return
+
+        def schedule() -> None:
+            call_id = event.get("callId")
+            if isinstance(call_id, str) and call_id in self._calls_in_flight:
+                self._held_events.setdefault(call_id, []).append(event)
+            else:
+                self._spawn(self.deliver("node.exec.event", event, retry_server_errors=True))
+
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(schedule)
+
+    # -- handlers ---------------------------------------------------------------------------------------------
+    async def _handle_tool_invoke(self, payload: dict[str, Any]) -> None:
+        call_id = payload.get("callId")
+        if not isinstance(call_id, str) or not call_id:
+            return
+        tool = payload.get("tool")
+        started = time.monotonic()
+        self._calls_in_flight.add(call_id)
+        try:
+            await self._run_tool(call_id, tool, payload.get("args"), started)
+        finally:
+            self._calls_in_flight.discard(call_id)
+            for event in self._held_events.pop(call_id, []):
+                await self.deliver("node.exec.event", event, retry_server_errors=True)
+
+    async def _run_tool(self, call_id: str, tool: Any, args: Any, started: float) -> None:
+        params: dict[str, Any]
+        try:
+            result = await self.run_blocking(self.tools.execute, tool, args, call_id)
+            params = {"callId": call_id, "result": result}
+        except ToolError as exc:
+            params = {"callId": call_id, "error": str(exc)}
+        except Exception as exc:
+            log.exception("tool %s crashed", tool)
+            params = {"callId": call_id, "error": f"{type(exc).__name__}: {exc}"}
+        log.info(
+            "tool %s %s in %d ms",
+            tool,
+            "failed" if "error" in params else "done",
+            (time.monotonic() - started) * 1000,
+            extra={"fields": {"callId": call_id, "tool": tool}},
+        )
+        await self.deliver("tool.result", fit_tool_result(params, self.options.message_limit()))
+
+    async def _handle_logs_get(self, payload: dict[str, Any]) -> None:
+        call_id = payload.get("callId")
+        if not isinstance(call_id, str) or not call_id:
+            return
+        count = clamp_lines(payload.get("lines"))
+        path = self.options.log_file
+        try:
+            lines, truncated = await self.run_blocking(tail_lines, path, count)
+        except OSError as exc:
+            await self.deliver(
+                "logs.result", {"callId": call_id, "error": f"Failed to open '{path}': {exc.strerror or exc}"}
+            )
+            return
+        params = fit_logs_result(
+            {"callId": call_id, "lines": lines, "truncated": truncated}, self.options.message_limit()
+        )
+        await self.deliver("logs.result", params)
+
+    async def _handle_probe(self, payload: dict[str, Any]) -> None:
+        probe_id = payload.get("probeId")
+        if not isinstance(probe_id, str) or not probe_id:
+            return
+        kind = payload.get("kind")
+        if kind != "bins":
+            await self.deliver(
+                "node.probe.result", {"probeId": probe_id, "ok": False, "error": f"Unsupported probe kind: {kind}"}
+            )
+            return
+        bins = await self.run_blocking(probe_bins, payload.get("bins"), payload.get("timeoutMs"))
+        await self.deliver("node.probe.result", {"probeId": probe_id, "ok": True, "bins": bins})
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def _encoded_size(params: dict[str, Any]) -> int:
+    return len(json.dumps(params)) + ENVELOPE_BYTES
+
+
+def fit_tool_result(params: dict[str, Any], limit: int | None) -> dict[str, Any]:
+    """Keep a tool.result within the connection's message limit: shorten Bash output (keeping its tail), or turn
+    an oversized result into an error that tells the model how to ask for less."""
+    if limit is None:
+        return params
+    size = _encoded_size(params)
+    if size <= limit:
+        return params
+    result = params.get("result")
+    if isinstance(result, dict) and isinstance(result.get("output"), str):
+        trimmed = dict(result)
+        output: str = result["output"]
+        for _ in range(8):
+            keep = len(output) - (size - limit) - 64
+            if keep <= 0:
+                break
+            output = output[-keep:]
+            trimmed.update(output=output, truncated=True)
+            candidate = {**params, "result": trimmed}
+            size = _encoded_size(candidate)
+            if size <= limit:
+                return candidate
+    return {
+        "callId": params.get("callId"),
+        "error": (
+            f"Tool result too large to send ({size} bytes; the gateway connection allows {limit}). "
+            "Ask for less, e.g. Read with offset/limit, Process log with limit, or a narrower Grep/Glob."
+        ),
+    }
+
+
+def fit_logs_result(params: dict[str, Any], limit: int | None) -> dict[str, Any]:
+    """Drop the oldest lines of a logs.result until it fits the connection's message limit."""
+    lines = params.get("lines")
+    if limit is None or not isinstance(lines, list) or _encoded_size(params) <= limit:
+        return params
+    budget = limit - _encoded_size({**params, "lines": []})
+    kept: list[str] = []
+    for line in reversed(lines):
+        cost = len(json.dumps(line)) + 2
+        if cost > budget:
+            break
+        budget -= cost
+        kept.append(line)
+    kept.reverse()
+    return {**params, "lines": kept, "truncated": True}
