@@ -142,3 +142,86 @@ def store_for(gw: GatewayProcess) -> Any:
     services.__dict__["workspace"] = Workspace(boto3.client("s3", **kw), info["bucket"])
     services.__dict__["s3"] = boto3.client("s3", **kw)
     return services
+
+
+class NodeProcess:
+    """A real `orbital node` subprocess connected to a gateway."""
+
+    def __init__(self, gateway: GatewayProcess, node_id: str, workspace: Path, *extra: str) -> None:
+        self.gateway = gateway
+        self.node_id = node_id
+        self.workspace = workspace
+        self.log_file = workspace.parent / f"{node_id}.log"
+        self.extra = list(extra)
+        self.proc: subprocess.Popen[str] | None = None
+
+    def start(self, timeout: float = 30.0) -> NodeProcess:
+        from orbital.client import GatewayClient
+
+        self.workspace.mkdir(parents=True, exist_ok=True)
+        args = [
+            sys.executable,
+            "-m",
+            "orbital.cli.main",
+            "node",
+            "--url",
+            self.gateway.url,
+            "--id",
+            self.node_id,
+            "--workspace",
+            str(self.workspace),
+            "--log-file",
+            str(self.log_file),
+            *self.extra,
+        ]
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "ORBITAL_"))}
+        self.proc = subprocess.Popen(
+            args, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+        )
+        deadline = time.monotonic() + timeout
+        with GatewayClient(self.gateway.url, timeout=10) as c:
+            c.connect("client")
+            while time.monotonic() < deadline:
+                if self.proc.poll() is not None:
+                    raise RuntimeError(f"node exited: {self.proc.stderr.read() if self.proc.stderr else ''}")
+                names = [t["name"] for t in c.call("tools.list")["tools"]]
+                if f"{self.node_id}__Bash" in names:
+                    return self
+                time.sleep(0.05)
+        self.stop()
+        raise RuntimeError(f"node {self.node_id} did not register in time")
+
+    def kill(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+
+    def stop(self) -> int:
+        if self.proc is None:
+            return 0
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+        if self.proc.stderr:
+            self.proc.stderr.close()
+        code = self.proc.returncode
+        self.proc = None
+        return code
+
+
+@pytest.fixture
+def node_factory(gateway: GatewayProcess, tmp_path: Path) -> Iterator[Any]:
+    started: list[NodeProcess] = []
+
+    def make(node_id: str, *extra: str) -> NodeProcess:
+        node = NodeProcess(gateway, node_id, tmp_path / node_id / "ws", *extra).start()
+        started.append(node)
+        return node
+
+    yield make
+    for node in started:
+        node.stop()

@@ -346,9 +346,12 @@ def _send_workspace_object(services: Services, xfer: Transfer) -> None:
         fail(services, xfer.transfer_id, f"Node disconnected: {xfer.destination.node}")
 
 
-def _post_chunk(services: Services, connection_id: str, transfer_id: int, offset: int, data: bytes) -> bool:
-    """Binary GSV frames on the local gateway; `bin` text frames (with the offset) through API Gateway."""
-    if services.settings.local:
+def _post_chunk(
+    services: Services, connection_id: str, transfer_id: int, offset: int, data: bytes, *, binary: bool = True
+) -> bool:
+    """Binary GSV frames on the local gateway (unless the source used text frames: relays keep the framing);
+    `bin` text frames, with the offset, through API Gateway."""
+    if services.settings.local and binary:
         return services.sender.post(connection_id, pack_chunk(transfer_id, data))
     frame = {"type": "bin", "transferId": transfer_id, "offset": offset, "data": base64.b64encode(data).decode()}
     return services.sender.post(connection_id, frame)
@@ -372,6 +375,7 @@ def on_chunk(services: Services, connection_id: str, transfer_id: int, data: byt
         return
     xfer = Transfer.from_record(rec.data, rec.attrs)
     total = xfer.bytes
+    binary_frame = offset is None
     if offset is None:
         offset = total - len(data)
     if xfer.size is not None and offset + len(data) > xfer.size:
@@ -381,7 +385,7 @@ def on_chunk(services: Services, connection_id: str, transfer_id: int, data: byt
         services.workspace.put(keys.transfer_part(transfer_id, offset), data)
         return
     assert xfer.dest_conn is not None
-    if not _post_chunk(services, xfer.dest_conn, transfer_id, offset, data):
+    if not _post_chunk(services, xfer.dest_conn, transfer_id, offset, data, binary=binary_frame):
         fail(services, transfer_id, f"Node disconnected: {xfer.destination.node}")
 
 

@@ -1,0 +1,188 @@
+"""Real `orbital node` processes behind the local gateway: tools, timeouts, node loss, logs, transfers."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+import uuid
+
+import pytest
+
+from orbital.client import GatewayClient
+from tests.conftest import NODE_RUNTIME, NODE_TOOLS
+
+FIVE_MB = 5 * 1024 * 1024
+
+
+def _uid(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:6]}"
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def test_bash_echo_through_the_gateway(client, node_factory):
+    node = node_factory(_uid("n"))
+    result = client.call("tool.invoke", {"tool": f"{node.node_id}__Bash", "args": {"command": "echo hello"}})["result"]
+    assert result["status"] == "completed"
+    assert result["exitCode"] == 0
+    assert "hello" in result["output"]
+    # the canonical name and the documented `node:Tool` spelling reach the same tool (F1)
+    again = client.call("tool.invoke", {"tool": f"{node.node_id}:Bash", "args": {"command": "echo again"}})
+    assert "again" in again["result"]["output"]
+
+
+def test_file_tools_through_the_gateway(client, node_factory):
+    node = node_factory(_uid("n"))
+    tool = lambda name: f"{node.node_id}__{name}"  # noqa: E731
+    wrote = client.call(
+        "tool.invoke", {"tool": tool("Write"), "args": {"path": "notes/a.txt", "content": "alpha\nbeta\ngamma\n"}}
+    )
+    assert wrote["result"]["bytes"] == len("alpha\nbeta\ngamma\n")
+    read = client.call("tool.invoke", {"tool": tool("Read"), "args": {"path": "notes/a.txt", "offset": 1, "limit": 1}})
+    assert read["result"]["content"] == "     2\tbeta"
+    edited = client.call(
+        "tool.invoke", {"tool": tool("Edit"), "args": {"path": "notes/a.txt", "oldString": "beta", "newString": "BETA"}}
+    )
+    assert edited["result"]["replacements"] == 1
+    assert (node.workspace / "notes/a.txt").read_text() == "alpha\nBETA\ngamma\n"
+    globbed = client.call("tool.invoke", {"tool": tool("Glob"), "args": {"pattern": "**/*.txt"}})
+    assert globbed["result"]["count"] == 1
+    grep = client.call("tool.invoke", {"tool": tool("Grep"), "args": {"pattern": "BETA"}})
+    assert grep["result"]["matches"][0]["line"] == 2
+    failed = client.request(
+        "tool.invoke", {"tool": tool("Edit"), "args": {"path": "notes/a.txt", "oldString": "zeta", "newString": "x"}}
+    )
+    assert failed["error"]["code"] == 500
+    assert "oldString not found" in failed["error"]["message"]
+
+
+def test_unnamespaced_and_unknown_names(client, node_factory):
+    node_factory(_uid("n"))
+    assert client.request("tool.invoke", {"tool": "Bash"})["error"] == {
+        "code": 404,
+        "message": "No node provides tool: Bash",
+    }
+
+
+def test_silent_node_times_out_and_late_result_is_dropped(gateway, client):
+    client.call("config.set", {"path": "timeouts.toolMs", "value": 1000})
+    try:
+        with GatewayClient(gateway.url) as silent:
+            node_id = _uid("silent")
+            silent.connect("node", node_id, tools=NODE_TOOLS, nodeRuntime=NODE_RUNTIME)
+            res = client.request("tool.invoke", {"tool": f"{node_id}__Bash", "args": {}}, timeout=30)
+            assert res["error"] == {
+                "code": 504,
+                "message": f"Tool call timed out after 1000ms: {node_id}__Bash",
+                "retryable": True,
+            }
+            call_id = silent.next_event("tool.invoke")["payload"]["callId"]
+            assert silent.call("tool.result", {"callId": call_id, "result": "late"}) == {"ok": True, "dropped": True}
+            assert silent.request("tool.result", {"callId": str(uuid.uuid4())})["error"] == {
+                "code": 404,
+                "message": "Unknown callId",
+            }
+    finally:
+        client.call("config.set", {"path": "timeouts.toolMs"})
+
+
+def test_killed_node_fails_pending_call_at_once(gateway, client, node_factory):
+    node = node_factory(_uid("doomed"))
+    frame_id = "kill-me"
+    client.send_raw(
+        f'{{"type":"req","id":"{frame_id}","method":"tool.invoke",'
+        f'"params":{{"tool":"{node.node_id}__Bash","args":{{"command":"touch started; sleep 30"}}}}}}'
+    )
+    deadline = time.monotonic() + 15
+    while not (node.workspace / "started").exists():
+        assert time.monotonic() < deadline, "the node never started the command"
+        time.sleep(0.02)
+    node.kill()
+    res = client.wait_response(frame_id, timeout=20)  # the tool timeout is 60 s: only node loss answers this fast
+    assert res["error"] == {"code": 503, "message": f"Node disconnected: {node.node_id}"}
+
+
+def test_two_nodes_and_logs(client, node_factory):
+    a, b = node_factory(_uid("a")), node_factory(_uid("b"))
+    for node in (a, b):
+        out = client.call("tool.invoke", {"tool": f"{node.node_id}__Bash", "args": {"command": "pwd"}})
+        assert out["result"]["output"].strip() == str(node.workspace.resolve())
+    assert client.request("logs.get", {})["error"] == {
+        "code": 400,
+        "message": "nodeId required when multiple nodes are connected",
+    }
+    logs = client.call("logs.get", {"nodeId": a.node_id, "lines": 5})
+    assert logs["nodeId"] == a.node_id
+    assert 0 < logs["count"] <= 5 and len(logs["lines"]) == logs["count"]
+
+
+@pytest.mark.parametrize("framing", ["--binary-frames", "--no-binary-frames"])
+def test_five_megabytes_between_nodes_and_the_workspace(client, node_factory, framing):
+    src, dst = node_factory(_uid("src"), framing), node_factory(_uid("dst"), framing)
+    data = os.urandom(FIVE_MB)
+    (src.workspace / "big.bin").write_bytes(data)
+    out = client.call(
+        "transfer.request",
+        {"source": f"{src.node_id}:big.bin", "destination": f"{dst.node_id}:in/big.bin"},
+        timeout=120,
+    )
+    assert out["bytesTransferred"] == FIVE_MB
+    assert _sha((dst.workspace / "in/big.bin").read_bytes()) == _sha(data)
+    key = f"up-{framing.strip('-')}.bin"
+    out = client.call(
+        "transfer.request", {"source": f"{src.node_id}:big.bin", "destination": f"gsv:{key}"}, timeout=120
+    )
+    assert out["bytesTransferred"] == FIVE_MB
+    out = client.call(
+        "transfer.request", {"source": f"gsv:{key}", "destination": f"{dst.node_id}:back.bin"}, timeout=120
+    )
+    assert out["bytesTransferred"] == FIVE_MB
+    assert _sha((dst.workspace / "back.bin").read_bytes()) == _sha(data)
+    assert not [p for p in dst.workspace.rglob("*") if "orbital-part" in p.name]
+
+
+def test_presigned_transfers(client, node_factory):
+    src, dst = node_factory(_uid("src")), node_factory(_uid("dst"))
+    data = os.urandom(FIVE_MB)
+    (src.workspace / "p.bin").write_bytes(data)
+    for source, destination in (
+        (f"{src.node_id}:p.bin", f"{dst.node_id}:p.bin"),
+        (f"{src.node_id}:p.bin", "gsv:presigned/p.bin"),
+        ("gsv:presigned/p.bin", f"{dst.node_id}:p2.bin"),
+    ):
+        out = client.call(
+            "transfer.request", {"source": source, "destination": destination, "mode": "presigned"}, timeout=120
+        )
+        assert out["bytesTransferred"] == FIVE_MB
+    assert _sha((dst.workspace / "p.bin").read_bytes()) == _sha(data)
+    assert _sha((dst.workspace / "p2.bin").read_bytes()) == _sha(data)
+
+
+def test_transfer_whose_source_dies_fails_on_both_sides(gateway, client, node_factory):
+    dst = node_factory(_uid("dst"))
+    src_id = _uid("fake-src")
+    with GatewayClient(gateway.url) as fake:
+        fake.connect("node", src_id, tools=NODE_TOOLS, nodeRuntime=NODE_RUNTIME)
+        client.send_raw(
+            '{"type":"req","id":"xfer","method":"transfer.request","params":{"source":"'
+            + src_id
+            + ':a.bin","destination":"'
+            + dst.node_id
+            + ':got/a.bin"}}'
+        )
+        tid = fake.next_event("transfer.send")["payload"]["transferId"]
+        fake.call("transfer.meta", {"transferId": tid, "size": FIVE_MB})
+        fake.next_event("transfer.start")
+        from orbital.protocol.frames import pack_chunk
+
+        fake.send_raw(pack_chunk(tid, os.urandom(64 * 1024)))
+        fake.call("tools.list")  # the chunk has been handled once this answers
+    res = client.wait_response("xfer", timeout=30)
+    assert res["error"] == {"code": 500, "message": f"Node disconnected: {src_id}"}
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and [p for p in dst.workspace.rglob("*") if p.is_file()]:
+        time.sleep(0.05)
+    assert [p for p in dst.workspace.rglob("*") if p.is_file()] == []
