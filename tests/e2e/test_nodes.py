@@ -8,8 +8,8 @@ import time
 import uuid
 
 import pytest
-
 from orbital.client import GatewayClient
+
 from tests.conftest import NODE_RUNTIME, NODE_TOOLS
 
 FIVE_MB = 5 * 1024 * 1024
