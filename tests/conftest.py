@@ -193,6 +193,7 @@ def flows(aws: None, services: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     arns = stack.provision(client, ROOT, template, table=TABLE, bucket=BUCKET, create_table=False)
     host = stack.FunctionHost(ROOT, template)
     stack.patch_lambda(host)
+    stack.cache_state_machine_parsing()
     monkeypatch.setenv("ORBITAL_DEFERRED_CALL_ARN", arns["DeferredCallStateMachine"])
     from orbital.settings import get_settings, reset_settings
 

@@ -39,6 +39,9 @@ log = logging.getLogger("orbital.transfer")
 
 GSV = "gsv"
 CHUNK_BYTES = 64 * 1024
+"""Data per `bin` text frame (~87 KB encoded, inside API Gateway's 128 KB message limit)."""
+BINARY_CHUNK_BYTES = 256 * 1024
+"""Data per binary frame on the local gateway (GSV's chunk size)."""
 DEFAULT_TIMEOUT_MS = 600_000
 MODES = ("chunks", "presigned")
 
@@ -324,8 +327,9 @@ def _send_workspace_object(services: Services, xfer: Transfer) -> None:
     size = xfer.size or 0
     offset = 0
     client = services.workspace.client
+    piece_size = BINARY_CHUNK_BYTES if services.settings.local else CHUNK_BYTES
     while offset < size:
-        end_byte = min(size, offset + CHUNK_BYTES * 8) - 1
+        end_byte = min(size, offset + piece_size * 8) - 1
         try:
             body = client.get_object(Bucket=services.workspace.bucket, Key=key, Range=f"bytes={offset}-{end_byte}")[
                 "Body"
@@ -336,8 +340,8 @@ def _send_workspace_object(services: Services, xfer: Transfer) -> None:
         if not body:
             fail(services, xfer.transfer_id, f"Workspace file changed during transfer: {xfer.source.path}")
             return
-        for start in range(0, len(body), CHUNK_BYTES):
-            piece = body[start : start + CHUNK_BYTES]
+        for start in range(0, len(body), piece_size):
+            piece = body[start : start + piece_size]
             if not _post_chunk(services, xfer.dest_conn, xfer.transfer_id, offset + start, piece):
                 fail(services, xfer.transfer_id, f"Node disconnected: {xfer.destination.node}")
                 return

@@ -98,6 +98,52 @@ def patch_lambda(host: FunctionHost) -> None:
     LambdaSimpleBackend.invoke = invoke  # type: ignore[method-assign,assignment]
 
 
+def cache_state_machine_parsing() -> None:
+    """moto parses a definition with ANTLR on every execution (~60-90 ms of CPU, contending with everything else in
+    this one process). Parse each definition once and give every execution its own copy of the program."""
+    import copy
+
+    from moto.stepfunctions.parser.asl.parse.asl_parser import AmazonStateLanguageParser
+
+    original = AmazonStateLanguageParser.parse
+    if getattr(original, "_orbital_cached", False):
+        return
+    parsed: dict[str, Any] = {}
+    lock = threading.Lock()
+
+    def parse(definition: str) -> Any:
+        with lock:
+            hit = parsed.get(definition)
+        if hit is None:
+            hit = original(definition)
+            with lock:
+                parsed[definition] = hit
+        return copy.deepcopy(hit[0]), hit[1]
+
+    parse._orbital_cached = True  # type: ignore[attr-defined]
+    AmazonStateLanguageParser.parse = staticmethod(parse)  # type: ignore[method-assign]
+
+    # and it builds a new boto3 Lambda client (tens of ms of CPU) for every Lambda task: keep one per endpoint
+    from moto.stepfunctions.parser.asl.component.state.exec.state_task import lambda_eval_utils
+
+    build = lambda_eval_utils.boto_client_for
+    clients: dict[tuple[Any, ...], Any] = {}
+
+    def boto_client_for(region: str, service: str, state_credentials: Any = None) -> Any:
+        from moto.core.models import botocore_stubber
+
+        key = (region, service, botocore_stubber.enabled, os.environ.get("MOTO_PORT"))
+        with lock:
+            made = clients.get(key)
+        if made is None:
+            made = build(region=region, service=service, state_credentials=state_credentials)
+            with lock:
+                clients[key] = made
+        return made
+
+    lambda_eval_utils.boto_client_for = boto_client_for
+
+
 def provision(
     client: Callable[[str], Any],
     root: Path,
@@ -227,6 +273,7 @@ class MotoStack:
 
     def _patch_lambda(self) -> None:
         patch_lambda(self.functions)
+        cache_state_machine_parsing()
 
     def _create_resources(self) -> None:
         self.state_machine_arns = provision(self.client, self.root, self.template, table=self.table, bucket=self.bucket)

@@ -421,6 +421,11 @@ class NodeAgent:
         """TransferLink: a request that is not kept for later (the gateway fails transfers on disconnect)."""
         return await self._call(method, params)
 
+    def chunk_size(self) -> int:
+        from orbital.node.transfer import BINARY_CHUNK_SIZE, CHUNK_SIZE
+
+        return BINARY_CHUNK_SIZE if self.options.use_binary_frames() else CHUNK_SIZE
+
     async def send_chunk(self, transfer_id: int, offset: int, data: bytes) -> None:
         ws = self._ws
         if ws is None:

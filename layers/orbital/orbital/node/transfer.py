@@ -22,6 +22,9 @@ from orbital.node.sniff import guess_mime
 from orbital.node.tools import resolve_path
 
 CHUNK_SIZE = 64 * 1024
+"""Text (`bin`) frames: 64 KiB of data is ~87 KB encoded, inside API Gateway's 128 KB message limit."""
+BINARY_CHUNK_SIZE = 256 * 1024
+"""Binary frames (local gateway only; API Gateway refuses them): GSV's chunk size."""
 SNIFF_BYTES = 8192
 START_TIMEOUT_S = 600.0
 END_WAIT_S = 30.0
@@ -36,6 +39,8 @@ class TransferLink(Protocol):
     async def call(self, method: str, params: dict[str, Any]) -> dict[str, Any]: ...
 
     async def send_chunk(self, transfer_id: int, offset: int, data: bytes) -> None: ...
+
+    def chunk_size(self) -> int: ...
 
     def run_blocking(self, fn: Callable[..., Any], *args: Any) -> Awaitable[Any]: ...
 
@@ -177,7 +182,7 @@ class TransferManager:
             while True:
                 if source.aborted:
                     raise TransferAborted()
-                data = fh.read(CHUNK_SIZE)
+                data = fh.read(self.link.chunk_size())
                 if not data:
                     return
                 await self.link.send_chunk(source.transfer_id, offset, data)

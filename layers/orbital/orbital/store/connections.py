@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -142,14 +143,32 @@ class ConnectionRepo:
         rec = self.table.get(keys.node(node_id))
         return NodeEntry.from_record(rec) if rec else None
 
-    def update_node_runtime(self, node_id: str, connection_id: str, runtime: dict[str, Any]) -> None:
-        entry = self.node(node_id)
-        if entry is None or entry.connection_id != connection_id:
-            return
-        data = {"tools": entry.tools, "runtime": runtime, "connectedAt": entry.connected_at}
-        self.table.put(
-            keys.node(node_id), {"connectionId": connection_id, **data}, ttl=self._ttl(), attrs={"cid": connection_id}
-        )
+    def update_node_runtime(
+        self, node_id: str, connection_id: str, mutate: Callable[[dict[str, Any]], dict[str, Any]]
+    ) -> bool:
+        """Apply `mutate` to the node's runtime facts while `connection_id` still owns the node. Optimistic (a
+        version attribute), so concurrent updates (two probe results) both land. False if the node moved on."""
+        key = keys.node(node_id)
+        for _ in range(8):
+            rec = self.table.get(key)
+            if rec is None or rec.data.get("connectionId") != connection_id:
+                return False
+            version = int(rec.attrs.get("rv", 0) or 0)
+            data = dict(rec.data)
+            data["runtime"] = mutate(dict(data.get("runtime") or {}))
+            try:
+                self.table.put(
+                    key,
+                    data,
+                    ttl=rec.ttl,
+                    attrs={"cid": connection_id, "rv": version + 1},
+                    condition="cid = :cid AND (attribute_not_exists(rv) OR rv = :rv)",
+                    values={":cid": connection_id, ":rv": version},
+                )
+            except ConflictError:
+                continue
+            return True
+        raise ConflictError(f"node {node_id} runtime kept changing; try again", retryable=True)
 
     def claim_channel_socket(self, channel: str, account_id: str, connection_id: str) -> str | None:
         return self._claim(keys.channel_socket(channel, account_id), connection_id, {"channel": channel})

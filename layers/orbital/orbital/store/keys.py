@@ -2,23 +2,23 @@
 
 Single table: `PK`, `SK`, `GSI1PK`/`GSI1SK` (index `GSI1`), `ttl` (epoch seconds, DynamoDB TTL attribute).
 
-| entity              | PK                         | SK                          | notes                                   |
-|---------------------|----------------------------|-----------------------------|-----------------------------------------|
-| connection          | CONN#{connectionId}        | META                        | ttl beyond the 2 h socket cap           |
-| node registry       | NODES                      | {nodeId}                    | tools, runtime, connectionId; ttl       |
-| client registry     | CLIENTS                    | {clientId}                  | connectionId; ttl                       |
-| channel socket      | CHANSOCKS                  | {channel}:{accountId}       | connectionId; ttl                       |
-| channel registry    | CHANNELS                   | {channel}:{accountId}       | kept after disconnect (GSI §12.5)       |
-| config overrides    | CONFIG                     | OVERRIDES                   | one item, optimistic version `v`        |
-| session meta        | SESSION#{sessionKey}       | META                        |                                         |
-| session message     | SESSION#{sessionKey}       | MSG#{sessionId}#{seq:012d}  | one item per message                    |
-| session registry    | SESSIONREG                 | {sessionKey}                | sessions.list                           |
-| pending pair        | PAIRS                      | {channel}:{senderId}        |                                         |
-| heartbeat state     | HEARTBEAT                  | {agentId}                   |                                         |
-| last active context | LASTACTIVE                 | {agentId}                   |                                         |
-| cron job            | CRON                       | JOB#{jobId}                 | GSI1: CRONDUE / {nextRunAtMs:015d}#{id} |
-| cron run            | CRONRUN#{jobId}            | {ts:015d}#{seq}             |                                         |
-| gateway flags       | GATEWAY                    | {flag}                      | e.g. workspace seeded                   |
+| entity              | PK                   | SK                         | notes                                   |
+|---------------------|----------------------|----------------------------|-----------------------------------------|
+| connection          | CONN#{connectionId}  | META                       | ttl beyond the 2 h socket cap           |
+| node registry       | NODES                | {nodeId}                   | tools, runtime, connectionId; ttl       |
+| client registry     | CLIENTS              | {clientId}                 | connectionId; ttl                       |
+| channel socket      | CHANSOCKS            | {channel}:{accountId}      | connectionId; ttl                       |
+| channel registry    | CHANNELS             | {channel}:{accountId}      | kept after disconnect                   |
+| config overrides    | CONFIG               | OVERRIDES                  | one item, optimistic version `v`        |
+| session meta        | SESSION#{sessionKey} | META                       |                                         |
+| session message     | SESSION#{sessionKey} | MSG#{sessionId}#{seq:012d} | one item per message                    |
+| session registry    | SESSIONREG           | {sessionKey}               | sessions.list                           |
+| pending pair        | PAIRS                | {channel}:{senderId}       |                                         |
+| heartbeat state     | HEARTBEAT            | {agentId}                  |                                         |
+| last active context | LASTACTIVE           | {agentId}                  |                                         |
+| cron job            | CRON                 | JOB#{jobId}                | GSI1: CRONDUE / {nextRunAtMs:015d}#{id} |
+| cron run            | CRONRUN#{jobId}      | {ts:015d}#{seq}            |                                         |
+| gateway flags       | GATEWAY              | {flag}                     | e.g. workspace seeded                   |
 """
 
 from __future__ import annotations

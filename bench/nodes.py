@@ -1,0 +1,248 @@
+"""tool.invoke round trips and file-transfer throughput against the local gateway.
+
+Prints, in one run:
+- tool.invoke (client → gateway → node → gateway → client) with a node that answers at once, beside a bare
+  WebSocket echo round trip and a req→res `config.get` on the same gateway (ratios, same process);
+- the same call against a real `orbital node` process running its Read tool;
+- transfer throughput in MB/s for node→node, node→workspace and workspace→node, in chunk mode (binary and text
+  framing) and presigned mode, with real `orbital node` processes;
+- AWS API calls per tool.invoke + tool.result, counted at the boto3 client factory (local gateway cache on), and
+  the calls the Step Functions execution makes for it.
+
+    python bench/nodes.py [--calls 200] [--mb 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "layers" / "orbital"))
+sys.path.insert(0, str(ROOT))
+
+from bench.rpc import EchoServer  # noqa: E402
+
+RUNTIME = {
+    "hostRole": "execution",
+    "hostCapabilities": ["filesystem.list", "filesystem.read", "filesystem.write", "shell.exec"],
+    "toolCapabilities": {"Echo": ["shell.exec"]},
+}
+
+
+def _stats(samples: list[float]) -> dict[str, float]:
+    samples = sorted(samples)
+    return {
+        "p50": statistics.median(samples) * 1000,
+        "p99": samples[min(len(samples) - 1, int(len(samples) * 0.99))] * 1000,
+        "rate": len(samples) / sum(samples),
+    }
+
+
+def echo_round_trips(url: str, n: int) -> list[float]:
+    from websockets.sync.client import connect
+
+    out = []
+    with connect(url) as ws:
+        for i in range(n):
+            start = time.perf_counter()
+            ws.send(json.dumps({"type": "req", "id": str(i), "method": "x"}))
+            ws.recv()
+            out.append(time.perf_counter() - start)
+    return out
+
+
+class InstantNode(threading.Thread):
+    """A node that answers every tool.invoke immediately (measures the gateway, not a tool)."""
+
+    def __init__(self, url: str, node_id: str) -> None:
+        super().__init__(daemon=True)
+        from orbital.client import GatewayClient
+
+        self.client = GatewayClient(url)
+        self.client.connect(
+            "node", node_id, tools=[{"name": "Echo", "inputSchema": {"type": "object"}}], nodeRuntime=RUNTIME
+        )
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            try:
+                evt = self.client.next_event("tool.invoke", timeout=0.5)
+            except TimeoutError:
+                continue
+            except Exception:
+                return
+            payload = evt["payload"]
+            frame = {
+                "type": "req",
+                "id": "r" + payload["callId"],
+                "method": "tool.result",
+                "params": {"callId": payload["callId"], "result": payload["args"]},
+            }
+            self.client.send_raw(json.dumps(frame))
+
+
+def invoke_round_trips(url: str, tool: str, args: dict[str, Any], n: int) -> list[float]:
+    from orbital.client import GatewayClient
+
+    out = []
+    with GatewayClient(url) as c:
+        c.connect("client")
+        for _ in range(n):
+            start = time.perf_counter()
+            c.call("tool.invoke", {"tool": tool, "args": args})
+            out.append(time.perf_counter() - start)
+    return out
+
+
+def rpc_round_trips(url: str, n: int) -> list[float]:
+    from orbital.client import GatewayClient
+
+    out = []
+    with GatewayClient(url) as c:
+        c.connect("client")
+        for _ in range(n):
+            start = time.perf_counter()
+            c.call("config.get", {"path": "model"})
+            out.append(time.perf_counter() - start)
+    return out
+
+
+def start_node(url: str, node_id: str, workspace: Path, *extra: str) -> subprocess.Popen[bytes]:
+    from orbital.client import GatewayClient
+
+    workspace.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "orbital.cli.main",
+            "node",
+            "--url",
+            url,
+            "--id",
+            node_id,
+            "--workspace",
+            str(workspace),
+            "--log-file",
+            str(workspace.parent / f"{node_id}.log"),
+            *extra,
+        ],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    with GatewayClient(url) as c:
+        c.connect("client")
+        deadline = time.monotonic() + 30
+        while f"{node_id}__Read" not in [t["name"] for t in c.call("tools.list")["tools"]]:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"node {node_id} did not register")
+            time.sleep(0.05)
+    return proc
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument("--mb", type=int, default=20)
+    args = parser.parse_args()
+
+    from orbital.aws import clients
+    from orbital.client import GatewayClient
+    from orbital.local.server import GatewayOptions, LocalGateway
+
+    with tempfile.TemporaryDirectory() as tmp:
+        base = Path(tmp)
+        gateway = LocalGateway(GatewayOptions(port=0, data_dir=base / "data", project=ROOT)).start()
+        echo = EchoServer().start()
+        procs: list[subprocess.Popen[bytes]] = []
+        try:
+            url = gateway.ws_url
+            instant = InstantNode(url, "instant")
+            instant.start()
+            n = args.calls
+            echo_round_trips(echo.url, 20)
+            invoke_round_trips(url, "instant__Echo", {"x": 1}, 20)
+            rows = [
+                ("echo (bare websockets)", _stats(echo_round_trips(echo.url, n))),
+                ("config.get (req→res)", _stats(rpc_round_trips(url, n))),
+                ("tool.invoke, instant node", _stats(invoke_round_trips(url, "instant__Echo", {"x": 1}, n))),
+            ]
+            procs.append(start_node(url, "reader", base / "reader"))
+            (base / "reader" / "small.txt").write_text("hello\n" * 20)
+            invoke_round_trips(url, "reader__Read", {"path": "small.txt"}, 10)
+            rows.append(
+                (
+                    "tool.invoke, orbital node Read",
+                    _stats(invoke_round_trips(url, "reader__Read", {"path": "small.txt"}, n)),
+                )
+            )
+            echo_p50 = rows[0][1]["p50"]
+            print(f"{'round trip':<32}{'p50 ms':>9}{'p99 ms':>9}{'calls/s':>10}{'x echo p50':>12}")
+            for name, st in rows:
+                print(f"{name:<32}{st['p50']:>9.2f}{st['p99']:>9.2f}{st['rate']:>10.0f}{st['p50'] / echo_p50:>12.1f}")
+
+            clients.reset_call_counts()
+            with GatewayClient(url) as c:
+                c.connect("client")
+                clients.reset_call_counts()
+                for _ in range(10):
+                    c.call("tool.invoke", {"tool": "instant__Echo", "args": {}})
+                time.sleep(1.0)  # let the ten executions finish their register steps
+            counts = clients.call_counts()
+            print("\nAWS API calls per tool.invoke + tool.result (mean of 10, executions included):")
+            print("  " + ", ".join(f"{k.split('.', 1)[1]} {v / 10:.1f}" for k, v in sorted(counts.items())))
+
+            size = args.mb * 1024 * 1024
+            data = os.urandom(size)
+            digest = hashlib.sha256(data).hexdigest()
+            print(f"\ntransfers of {args.mb} MB (MB/s, sha256 checked)")
+            print(f"{'mode':<22}{'node→node':>12}{'node→gsv':>12}{'gsv→node':>12}")
+            for label, mode, framing in (
+                ("chunks, binary frames", "chunks", "--binary-frames"),
+                ("chunks, text frames", "chunks", "--no-binary-frames"),
+                ("presigned", "presigned", "--binary-frames"),
+            ):
+                tag = label.split(",")[-1].strip().split()[0]
+                src = f"src-{tag}"
+                dst = f"dst-{tag}"
+                procs.append(start_node(url, src, base / src, framing))
+                procs.append(start_node(url, dst, base / dst, framing))
+                (base / src / "f.bin").write_bytes(data)
+                results = []
+                with GatewayClient(url, timeout=600) as c:
+                    c.connect("client")
+                    for source, destination, check in (
+                        (f"{src}:f.bin", f"{dst}:a.bin", base / dst / "a.bin"),
+                        (f"{src}:f.bin", f"gsv:bench/{tag}.bin", None),
+                        (f"gsv:bench/{tag}.bin", f"{dst}:b.bin", base / dst / "b.bin"),
+                    ):
+                        start = time.perf_counter()
+                        c.call("transfer.request", {"source": source, "destination": destination, "mode": mode})
+                        elapsed = time.perf_counter() - start
+                        if check is not None:
+                            assert hashlib.sha256(check.read_bytes()).hexdigest() == digest
+                        results.append(size / elapsed / 1e6)
+                print(f"{label:<22}" + "".join(f"{r:>12.1f}" for r in results))
+        finally:
+            for proc in procs:
+                proc.terminate()
+                proc.wait(timeout=15)
+            echo.stop()
+            gateway.stop()
+
+
+if __name__ == "__main__":
+    main()
