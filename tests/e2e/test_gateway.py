@@ -46,6 +46,7 @@ def test_client_connect_hello_ok_lists_every_method(gateway):
         assert name in methods
     assert len(methods) == len(set(methods))
     assert "chat" in hello["features"]["events"]
+    assert hello["features"]["transferModes"] == ["binary", "text", "presigned"]
 
 
 def test_minimal_connect_params_are_accepted(gateway):

@@ -186,6 +186,8 @@ def connect(ctx: CallContext, params: ConnectParams) -> dict[str, Any]:
         "features": {
             "methods": registry().names(),
             "events": EVENTS,
+            # binary GSV frames only where no API Gateway sits in between (it refuses inbound binary frames)
+            "transferModes": ["binary", "text", "presigned"] if ctx.services.settings.local else ["text", "presigned"],
         },
     }
 

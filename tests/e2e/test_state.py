@@ -1,0 +1,118 @@
+"""Sessions, archives and the workspace over real sockets, and their survival across a gateway restart."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import signal
+import uuid
+
+from orbital.client import GatewayClient
+from tests.e2e.conftest import GatewayProcess, store_for
+
+
+def _key() -> str:
+    return f"agent:main:e2e-{uuid.uuid4().hex[:8]}"
+
+
+def test_sessions_and_reset_archive(data_dir):
+    """Messages come from the agent loop, which this test stands in for by writing them through the store of a
+    fresh gateway before any RPC reads the session (the gateway caches what it has read; see ADR 0005)."""
+    key = _key()
+    gw = GatewayProcess(data_dir).start()
+    try:
+        services = store_for(gw)
+        services.sessions.mark_chatted(key)
+        services.sessions.touch_registry(key)
+        services.sessions.append_messages(
+            key,
+            [
+                {"role": "user", "content": "hello"},
+                {"role": "assistant", "content": [{"type": "text", "text": "hi there"}]},
+                {"role": "user", "content": "bye"},
+            ],
+        )
+        with GatewayClient(gw.url) as client:
+            client.connect("client")
+            first = client.call("session.get", {"sessionKey": key})
+            assert first["sessionKey"] == key
+            assert client.call("session.get", {"sessionKey": key})["sessionId"] == first["sessionId"]  # F11
+            client.call("session.patch", {"sessionKey": key, "label": "Research"})
+            assert client.call("session.stats", {"sessionKey": key})["messageCount"] == 3
+            preview = client.call("session.preview", {"sessionKey": key, "limit": 2})
+            assert [m["role"] for m in preview["messages"]] == ["assistant", "user"]
+            assert preview["messageCount"] == 3
+            listed = client.call("sessions.list", {"limit": 100})
+            assert [s["sessionKey"] for s in listed["sessions"]] == [key]
+
+            reset = client.call("session.reset", {"sessionKey": key})
+            assert reset["oldSessionId"] == first["sessionId"]
+            assert reset["archivedMessages"] == 3
+            archive_key = f"agents/main/sessions/{first['sessionId']}.jsonl.gz"
+            assert reset["archivedTo"].endswith(archive_key)
+            obj = services.workspace.client.get_object(Bucket=services.workspace.bucket, Key=archive_key)
+            lines = gzip.decompress(obj["Body"].read()).decode().split("\n")
+            assert [json.loads(line)["role"] for line in lines] == ["user", "assistant", "user"]
+            assert obj["Metadata"]["messagecount"] == "3"
+            after = client.call("session.get", {"sessionKey": key})
+            assert after["messageCount"] == 0
+            assert after["previousSessionIds"] == [first["sessionId"]]
+            assert after["label"] == "Research"
+            assert client.call("session.history", {"sessionKey": key})["previousSessionIds"] == [first["sessionId"]]
+            assert client.request("session.get", {})["error"] == {"code": 400, "message": "sessionKey required"}
+    finally:
+        gw.stop()
+
+
+def test_key_aliases_share_the_canonical_session(client):
+    web = client.call("session.get", {"sessionKey": "agent:main:web:dm:local"})
+    cli = client.call("session.get", {"sessionKey": "agent:main:cli:dm:main"})
+    main = client.call("session.get", {"sessionKey": "main"})
+    assert web["sessionId"] == cli["sessionId"] == main["sessionId"]
+
+
+def test_workspace_round_trip(client):
+    base = f"e2e-{uuid.uuid4().hex[:6]}"
+    assert client.call("workspace.write", {"path": f"{base}/a.md", "content": "# A"})["written"] is True
+    listing = client.call("workspace.list", {"path": base})
+    assert listing["files"] == [f"{base}/a.md"]
+    assert client.call("workspace.read", {"path": f"{base}/a.md"})["content"] == "# A"
+    root = client.call("workspace.list", {})
+    assert f"{base}/" in root["directories"]
+    assert {"SOUL.md", "AGENTS.md"} <= set(root["files"])  # the seeded workspace
+    assert client.call("workspace.delete", {"path": f"{base}/a.md"}) == {"path": f"{base}/a.md", "deleted": True}
+    assert client.request("workspace.read", {"path": f"{base}/a.md"})["error"] == {
+        "code": 404,
+        "message": f"File not found: {base}/a.md",
+    }
+    assert (
+        client.request("workspace.read", {"path": "../etc/passwd"})["error"]["message"] == "Path traversal not allowed"
+    )
+
+
+def test_sessions_config_and_files_survive_a_restart(data_dir):
+    key = _key()
+    gw = GatewayProcess(data_dir).start()
+    try:
+        with GatewayClient(gw.url) as c:
+            c.connect("client")
+            c.call("config.set", {"path": "userTimezone", "value": "Asia/Tokyo"})
+            c.call("workspace.write", {"path": "SOUL.md", "content": "my own soul"})
+            before = c.call("session.get", {"sessionKey": key})
+            c.call("session.patch", {"sessionKey": key, "label": "kept"})
+    finally:
+        assert gw.stop(signal.SIGINT) == 0
+    gw = GatewayProcess(data_dir).start()
+    try:
+        with GatewayClient(gw.url) as c:
+            c.connect("client")
+            assert c.call("config.get", {"path": "userTimezone"})["value"] == "Asia/Tokyo"
+            assert c.call("workspace.read", {"path": "SOUL.md"})["content"] == "my own soul"  # seeding kept it
+            after = c.call("session.get", {"sessionKey": key})
+            assert (after["sessionId"], after["createdAt"], after["label"]) == (
+                before["sessionId"],
+                before["createdAt"],
+                "kept",
+            )
+    finally:
+        gw.stop()
