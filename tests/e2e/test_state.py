@@ -8,6 +8,7 @@ import signal
 import uuid
 
 from orbital.client import GatewayClient
+
 from tests.e2e.conftest import GatewayProcess, store_for
 
 
