@@ -259,13 +259,33 @@ def _require_party(xfer: Transfer, conn: Connection | None, role: str) -> None:
         raise ForbiddenError(f"Not the {role} of transfer {xfer.transfer_id}")
 
 
-def on_meta(services: Services, conn: Connection | None, transfer_id: int, size: Any, mime: Any, error: Any) -> None:
+def _open_step(
+    services: Services, conn: Connection | None, transfer_id: int, role: str, error: Any = None
+) -> Transfer | None:
+    """Load a transfer for a protocol step from `role`'s socket; a reported error fails it. None: nothing to do."""
     xfer = load(services, transfer_id)
     if xfer is None:
-        return
-    _require_party(xfer, conn, "source")
+        return None
+    _require_party(xfer, conn, role)
     if error:
         fail(services, transfer_id, str(error))
+        return None
+    return xfer
+
+
+def _tell(services: Services, xfer: Transfer, role: str, event: str, payload: dict[str, Any]) -> bool:
+    """Send an event to the source or destination node; a gone node fails the transfer."""
+    conn, node = (xfer.source_conn, xfer.source.node) if role == "source" else (xfer.dest_conn, xfer.destination.node)
+    assert conn is not None
+    if services.push(conn, event_frame(event, payload)):
+        return True
+    fail(services, xfer.transfer_id, f"Node disconnected: {node}")
+    return False
+
+
+def on_meta(services: Services, conn: Connection | None, transfer_id: int, size: Any, mime: Any, error: Any) -> None:
+    xfer = _open_step(services, conn, transfer_id, "source", error)
+    if xfer is None:
         return
     if not isinstance(size, int) or isinstance(size, bool) or size < 0:
         fail(services, transfer_id, "transfer.meta needs a non-negative integer size")
@@ -277,9 +297,7 @@ def on_meta(services: Services, conn: Connection | None, transfer_id: int, size:
         start_payload: dict[str, Any] = {"transferId": transfer_id}
         if xfer.mode == "presigned":
             start_payload["uploadUrl"] = services.workspace.presign_put(keys.transfer_staging(transfer_id))
-        assert xfer.source_conn is not None
-        if not services.push(xfer.source_conn, event_frame("transfer.start", start_payload)):
-            fail(services, transfer_id, f"Node disconnected: {xfer.source.node}")
+        _tell(services, xfer, "source", "transfer.start", start_payload)
         return
     _set(services, transfer_id, xs="accept-wait", size=size, mime=mime_text)
     receive: dict[str, Any] = {
@@ -290,18 +308,12 @@ def on_meta(services: Services, conn: Connection | None, transfer_id: int, size:
     }
     if mime_text:
         receive["mime"] = mime_text
-    assert xfer.dest_conn is not None
-    if not services.push(xfer.dest_conn, event_frame("transfer.receive", receive)):
-        fail(services, transfer_id, f"Node disconnected: {xfer.destination.node}")
+    _tell(services, xfer, "destination", "transfer.receive", receive)
 
 
 def on_accept(services: Services, conn: Connection | None, transfer_id: int, error: Any) -> None:
-    xfer = load(services, transfer_id)
+    xfer = _open_step(services, conn, transfer_id, "destination", error)
     if xfer is None:
-        return
-    _require_party(xfer, conn, "destination")
-    if error:
-        fail(services, transfer_id, str(error))
         return
     if xfer.source.is_workspace:
         _set(services, transfer_id, xs="completing")
@@ -311,9 +323,7 @@ def on_accept(services: Services, conn: Connection | None, transfer_id: int, err
     payload: dict[str, Any] = {"transferId": transfer_id}
     if xfer.mode == "presigned":
         payload["uploadUrl"] = services.workspace.presign_put(keys.transfer_staging(transfer_id))
-    assert xfer.source_conn is not None
-    if not services.push(xfer.source_conn, event_frame("transfer.start", payload)):
-        fail(services, transfer_id, f"Node disconnected: {xfer.source.node}")
+    _tell(services, xfer, "source", "transfer.start", payload)
 
 
 def _send_workspace_object(services: Services, xfer: Transfer) -> None:
@@ -321,8 +331,7 @@ def _send_workspace_object(services: Services, xfer: Transfer) -> None:
     key = xfer.workspace_key(xfer.source)
     if xfer.mode == "presigned":
         end = {"transferId": xfer.transfer_id, "downloadUrl": services.workspace.presign_get(key)}
-        if not services.push(xfer.dest_conn, event_frame("transfer.end", end)):
-            fail(services, xfer.transfer_id, f"Node disconnected: {xfer.destination.node}")
+        _tell(services, xfer, "destination", "transfer.end", end)
         return
     size = xfer.size or 0
     offset = 0
@@ -346,8 +355,7 @@ def _send_workspace_object(services: Services, xfer: Transfer) -> None:
                 fail(services, xfer.transfer_id, f"Node disconnected: {xfer.destination.node}")
                 return
         offset += len(body)
-    if not services.push(xfer.dest_conn, event_frame("transfer.end", {"transferId": xfer.transfer_id})):
-        fail(services, xfer.transfer_id, f"Node disconnected: {xfer.destination.node}")
+    _tell(services, xfer, "destination", "transfer.end", {"transferId": xfer.transfer_id})
 
 
 def _post_chunk(
@@ -394,12 +402,8 @@ def on_chunk(services: Services, connection_id: str, transfer_id: int, data: byt
 
 
 def on_complete(services: Services, conn: Connection | None, transfer_id: int, error: Any = None) -> None:
-    xfer = load(services, transfer_id)
+    xfer = _open_step(services, conn, transfer_id, "source", error)
     if xfer is None:
-        return
-    _require_party(xfer, conn, "source")
-    if error:
-        fail(services, transfer_id, str(error))
         return
     if xfer.destination.is_workspace:
         _finish_upload(services, xfer)
@@ -408,9 +412,7 @@ def on_complete(services: Services, conn: Connection | None, transfer_id: int, e
     end: dict[str, Any] = {"transferId": transfer_id}
     if xfer.mode == "presigned":
         end["downloadUrl"] = services.workspace.presign_get(keys.transfer_staging(transfer_id))
-    assert xfer.dest_conn is not None
-    if not services.push(xfer.dest_conn, event_frame("transfer.end", end)):
-        fail(services, transfer_id, f"Node disconnected: {xfer.destination.node}")
+    _tell(services, xfer, "destination", "transfer.end", end)
 
 
 def _finish_upload(services: Services, xfer: Transfer) -> None:
@@ -454,12 +456,8 @@ def _finish_upload(services: Services, xfer: Transfer) -> None:
 
 
 def on_done(services: Services, conn: Connection | None, transfer_id: int, bytes_written: Any, error: Any) -> None:
-    xfer = load(services, transfer_id)
+    xfer = _open_step(services, conn, transfer_id, "destination", error)
     if xfer is None:
-        return
-    _require_party(xfer, conn, "destination")
-    if error:
-        fail(services, transfer_id, str(error))
         return
     written = bytes_written if isinstance(bytes_written, int) and not isinstance(bytes_written, bool) else xfer.bytes
     if xfer.size is not None and written != xfer.size:
