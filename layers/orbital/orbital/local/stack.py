@@ -98,6 +98,28 @@ def patch_lambda(host: FunctionHost) -> None:
     LambdaSimpleBackend.invoke = invoke  # type: ignore[method-assign,assignment]
 
 
+def serialize_dynamodb_writes() -> None:
+    """DynamoDB applies a conditional write atomically; moto checks the condition and then writes, so two threads
+    (a request handler and a Step Functions task here) can both pass `st = :pending`. Hold one lock around moto's
+    item operations so conditions mean what they mean on AWS."""
+    from moto.dynamodb.models import DynamoDBBackend
+
+    if getattr(DynamoDBBackend.update_item, "_orbital_serialized", False):
+        return
+    lock = threading.RLock()
+
+    def serialized(method: Callable[..., Any]) -> Callable[..., Any]:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            with lock:
+                return method(*args, **kwargs)
+
+        call._orbital_serialized = True  # type: ignore[attr-defined]
+        return call
+
+    for name in ("put_item", "update_item", "delete_item", "transact_write_items", "get_item", "execute_transaction"):
+        setattr(DynamoDBBackend, name, serialized(getattr(DynamoDBBackend, name)))
+
+
 def cache_state_machine_parsing() -> None:
     """moto parses a definition with ANTLR on every execution (~60-90 ms of CPU, contending with everything else in
     this one process). Parse each definition once and give every execution its own copy of the program."""
@@ -274,6 +296,7 @@ class MotoStack:
     def _patch_lambda(self) -> None:
         patch_lambda(self.functions)
         cache_state_machine_parsing()
+        serialize_dynamodb_writes()
 
     def _create_resources(self) -> None:
         self.state_machine_arns = provision(self.client, self.root, self.template, table=self.table, bucket=self.bucket)
