@@ -52,10 +52,10 @@ def _reset_caches() -> None:
 def aws() -> Iterator[None]:
     """moto with the table and bucket of template.yaml."""
     from moto import mock_aws
-    from orbital.local.stack import serialize_dynamodb_writes
+    from orbital.local.stack import make_moto_atomic
     from orbital.local.template import load_template, table_definition
 
-    serialize_dynamodb_writes()
+    make_moto_atomic()
     with mock_aws(config={"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}):
         import boto3
 

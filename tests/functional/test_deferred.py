@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+import threading
 from typing import Any
 
 import boto3
-from orbital import deferred, lifecycle
+from orbital import deferred, lifecycle, workflows
 from orbital.store import keys
 
 from tests.conftest import wait_for
@@ -69,16 +70,27 @@ def test_result_answers_client_and_closes_execution(flows, connect, sender, serv
     assert len(_responses(sender, client.connection_id)) == 1
 
 
-def test_result_before_token_is_recorded_still_ends_the_execution(flows, connect, sender, services):
+def test_result_before_token_is_recorded_still_ends_the_execution(flows, connect, sender, services, monkeypatch):
+    # hold the register step until the node has answered, so the result always wins the race
+    answered = threading.Event()
+    register = workflows.STEPS["register"]
+
+    def late_register(svc: Any, event: dict[str, Any]) -> dict[str, Any]:
+        assert answered.wait(timeout=10)
+        return register(svc, event)
+
+    monkeypatch.setitem(workflows.STEPS, "register", late_register)
     node = connect("node", "n1")
     client = connect("client", "c1")
     _invoke(client, "n1:Read", {"path": "x"})  # F1: nodeId:tool is accepted too
     call_id = _events(sender, node.connection_id, "tool.invoke")[0]["payload"]["callId"]
     assert node.call("tool.result", {"callId": call_id, "error": "no such file"}) == {"ok": True}
+    answered.set()
     assert _responses(sender, client.connection_id)[0]["error"] == {"code": 500, "message": "no such file"}
     done = wait_for(lambda: _finished(flows, call_id))
     assert done["status"] == "SUCCEEDED"
     assert not _token_recorded(services, call_id)
+    assert "AnswerTimeout" not in _states_entered(flows, call_id)
 
 
 def test_timeout_answers_with_error_and_late_result_is_dropped(flows, connect, sender, services):

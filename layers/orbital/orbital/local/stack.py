@@ -98,26 +98,47 @@ def patch_lambda(host: FunctionHost) -> None:
     LambdaSimpleBackend.invoke = invoke  # type: ignore[method-assign,assignment]
 
 
-def serialize_dynamodb_writes() -> None:
-    """DynamoDB applies a conditional write atomically; moto checks the condition and then writes, so two threads
-    (a request handler and a Step Functions task here) can both pass `st = :pending`. Hold one lock around moto's
-    item operations so conditions mean what they mean on AWS."""
+def make_moto_atomic() -> None:
+    """moto is not thread-safe where AWS is atomic, and here a request handler and a Step Functions task run at once:
+    - DynamoDB applies a conditional write atomically; moto checks the condition, then writes, so two threads can
+      both pass `st = :pending` (the claim of a deferred call relies on exactly one winner);
+    - Step Functions: `start_execution` lists an execution before it is started, and `send_task_*` or
+      `describe_execution` in another thread then trips over its missing status.
+    Hold one lock per service around those operations so they behave as on AWS. Idempotent."""
     from moto.dynamodb.models import DynamoDBBackend
+    from moto.stepfunctions.parser.models import StepFunctionsParserBackend
 
-    if getattr(DynamoDBBackend.update_item, "_orbital_serialized", False):
-        return
-    lock = threading.RLock()
+    def serialize(cls: type, names: tuple[str, ...]) -> None:
+        lock = threading.RLock()
+        for name in names:
+            method = getattr(cls, name)
+            if getattr(method, "_orbital_serialized", False):
+                continue
 
-    def serialized(method: Callable[..., Any]) -> Callable[..., Any]:
-        def call(*args: Any, **kwargs: Any) -> Any:
-            with lock:
-                return method(*args, **kwargs)
+            def call(*args: Any, _method: Callable[..., Any] = method, **kwargs: Any) -> Any:
+                with lock:
+                    return _method(*args, **kwargs)
 
-        call._orbital_serialized = True  # type: ignore[attr-defined]
-        return call
+            call._orbital_serialized = True  # type: ignore[attr-defined]
+            setattr(cls, name, call)
 
-    for name in ("put_item", "update_item", "delete_item", "transact_write_items", "get_item", "execute_transaction"):
-        setattr(DynamoDBBackend, name, serialized(getattr(DynamoDBBackend, name)))
+    serialize(
+        DynamoDBBackend,
+        ("put_item", "update_item", "delete_item", "transact_write_items", "get_item", "execute_transaction"),
+    )
+    serialize(
+        StepFunctionsParserBackend,
+        (
+            "start_execution",
+            "send_task_success",
+            "send_task_failure",
+            "send_task_heartbeat",
+            "get_execution_history",
+            "describe_execution",
+            "stop_execution",
+            "list_executions",
+        ),
+    )
 
 
 def cache_state_machine_parsing() -> None:
@@ -296,7 +317,7 @@ class MotoStack:
     def _patch_lambda(self) -> None:
         patch_lambda(self.functions)
         cache_state_machine_parsing()
-        serialize_dynamodb_writes()
+        make_moto_atomic()
 
     def _create_resources(self) -> None:
         self.state_machine_arns = provision(self.client, self.root, self.template, table=self.table, bucket=self.bucket)
