@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import threading
 from collections import Counter
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from orbital.settings import get_settings
@@ -17,6 +18,9 @@ if TYPE_CHECKING:
 
 calls: Counter[str] = Counter()
 _calls_lock = threading.Lock()
+
+_in_process: Callable[[BaseClient, str], bool] | None = None
+"""Set by the local gateway: offered every new client with its endpoint, serves it without HTTP if it is ours."""
 
 # Extra headers the local bridge understands on DeleteConnection (close code and reason). Never sent to AWS.
 CLOSE_CODE_HEADER = "x-orbital-close-code"
@@ -54,7 +58,24 @@ def client(service: str, endpoint_url: str | None = None, region: str | None = N
         kwargs["endpoint_url"] = endpoint
     made = session.client(service, **kwargs)
     made.meta.events.register("before-call.*.*", _count)
+    if endpoint:
+        offer_in_process(made, endpoint)
     return made
+
+
+def offer_in_process(made: BaseClient, endpoint: str | None = None) -> bool:
+    """Serve `made` in process if the local gateway answers its endpoint. True if it will be."""
+    attach = _in_process
+    if attach is None:
+        return False
+    return attach(made, endpoint or made.meta.endpoint_url)
+
+
+def serve_in_process(attach: Callable[[BaseClient, str], bool] | None) -> None:
+    """Let the local gateway answer clients pointed at its own endpoints in process (None to stop)."""
+    global _in_process
+    _in_process = attach
+    client.cache_clear()
 
 
 def dynamodb() -> BaseClient:

@@ -26,7 +26,7 @@ from typing import Any
 import anyio
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
@@ -193,30 +193,46 @@ class Bridge:
     # --- management API ---------------------------------------------------------------------------------------
 
     async def _management(self, request: Request) -> Response:
-        cid = request.path_params["cid"]
+        status, headers, body = await self._manage(
+            request.method, request.path_params["cid"], await request.body(), dict(request.headers)
+        )
+        return Response(body, status_code=status, headers=headers)
+
+    def manage(self, method: str, cid: str, data: bytes, headers: dict[str, str]) -> tuple[int, dict[str, str], bytes]:
+        """The management API without HTTP, for a thread of this process (see `orbital.local.inprocess`)."""
+        loop = self.loop
+        if loop is None:  # no socket has connected yet, so no connection id can exist
+            return _gone_response(cid)
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            raise RuntimeError("Bridge.manage must not be called from the event loop thread")
+        return asyncio.run_coroutine_threadsafe(self._manage(method, cid, data, headers), loop).result(timeout=30)
+
+    async def _manage(
+        self, method: str, cid: str, data: bytes, headers: dict[str, str]
+    ) -> tuple[int, dict[str, str], bytes]:
         sock = self.sockets.get(cid)
         if sock is None or sock.closed:
-            return JSONResponse(
-                {"message": f"Connection {cid} is gone"}, status_code=410, headers={"x-amzn-ErrorType": "GoneException"}
-            )
-        if request.method == "GET":
+            return _gone_response(cid)
+        if method == "GET":
             fmt = "%Y-%m-%dT%H:%M:%S.%fZ"
-            return JSONResponse(
-                {
-                    "connectedAt": datetime.fromtimestamp(sock.connected_at, UTC).strftime(fmt),
-                    "lastActiveAt": datetime.fromtimestamp(sock.last_active, UTC).strftime(fmt),
-                    "identity": {"sourceIp": sock.source_ip, "userAgent": sock.ws.headers.get("user-agent", "")},
-                }
-            )
-        if request.method == "DELETE":
-            code = int(request.headers.get(CLOSE_CODE_HEADER) or 1000)
-            reason = request.headers.get(CLOSE_REASON_HEADER) or ""
+            info = {
+                "connectedAt": datetime.fromtimestamp(sock.connected_at, UTC).strftime(fmt),
+                "lastActiveAt": datetime.fromtimestamp(sock.last_active, UTC).strftime(fmt),
+                "identity": {"sourceIp": sock.source_ip, "userAgent": sock.ws.headers.get("user-agent", "")},
+            }
+            return 200, {"content-type": "application/json"}, json.dumps(info).encode()
+        if method == "DELETE":
+            code = int(headers.get(CLOSE_CODE_HEADER) or 1000)
+            reason = headers.get(CLOSE_REASON_HEADER) or ""
             sock.closed = True
             with contextlib.suppress(Exception):
                 await sock.ws.close(code=code, reason=reason)
             await self._gone(cid, sock)
-            return Response(status_code=204)
-        data = await request.body()
+            return 204, {}, b""
         try:
             if _is_text(data):
                 await sock.ws.send_text(data.decode("utf-8"))
@@ -224,10 +240,13 @@ class Bridge:
                 await sock.ws.send_bytes(data)
         except Exception:
             sock.closed = True
-            return JSONResponse(
-                {"message": f"Connection {cid} is gone"}, status_code=410, headers={"x-amzn-ErrorType": "GoneException"}
-            )
-        return Response(status_code=200)
+            return _gone_response(cid)
+        return 200, {}, b""
+
+
+def _gone_response(cid: str) -> tuple[int, dict[str, str], bytes]:
+    body = json.dumps({"message": f"Connection {cid} is gone"}).encode()
+    return 410, {"content-type": "application/json", "x-amzn-ErrorType": "GoneException"}, body
 
 
 def _is_text(data: bytes) -> bool:

@@ -55,6 +55,9 @@ class GatewayOptions:
     persist: bool = True
     snapshot_interval: float = 1.0
     quiet: bool = False
+    in_process_aws: bool = True
+    """Answer the gateway's own AWS and management API calls without the loopback HTTP hop (orbital.local.inprocess).
+    Off only to measure the difference."""
 
 
 class LocalGateway:
@@ -91,7 +94,14 @@ class LocalGateway:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.stack = MotoStack(self.root, self.root / "template.yaml", table=LOCAL_TABLE, bucket=LOCAL_BUCKET)
         endpoint = self.stack.start()
+        if not self.options.in_process_aws:
+            self.stack.in_process = None
         self._configure_env(endpoint)
+        if self.stack.in_process is not None:
+            from orbital.aws import clients
+
+            self.stack.in_process.serve_management(os.environ["ORBITAL_WS_MGMT_ENDPOINT"])
+            clients.serve_in_process(self.stack.in_process.attach)
         if self.options.persist:
             self.snapshots = Snapshotter(
                 self.data_dir,
@@ -113,6 +123,8 @@ class LocalGateway:
             domain=f"{self.options.host}:{self.port}",
             rest_app=create_app(),
         )
+        if self.stack.in_process is not None:
+            self.stack.in_process.bridge = self.bridge
         if self.snapshots:
             self.snapshots.start()
         self._write_runtime(endpoint)
@@ -290,6 +302,9 @@ class LocalGateway:
             finally:
                 self.snapshots = None
         if self.stack is not None:
+            from orbital.aws import clients
+
+            clients.serve_in_process(None)
             self.stack.stop()
             self.stack = None
 

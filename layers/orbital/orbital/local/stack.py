@@ -20,6 +20,7 @@ from types import ModuleType
 from typing import Any
 
 from orbital.local import template as tpl
+from orbital.local.inprocess import InProcessAws
 
 log = logging.getLogger("orbital.local")
 
@@ -180,6 +181,9 @@ def cache_state_machine_parsing() -> None:
             made = clients.get(key)
         if made is None:
             made = build(region=region, service=service, state_credentials=state_credentials)
+            from orbital.aws import clients as gateway_clients
+
+            gateway_clients.offer_in_process(made)  # the local gateway answers it without HTTP
             with lock:
                 clients[key] = made
         return made
@@ -276,6 +280,7 @@ class MotoStack:
         self.functions = FunctionHost(root, self.template)
         self.state_machine_arns: dict[str, str] = {}
         self.endpoint = ""
+        self.in_process: InProcessAws | None = None
         self._server: Any = None
 
     def start(self) -> str:
@@ -294,25 +299,36 @@ class MotoStack:
             json={"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}},
             timeout=10,
         ).raise_for_status()
+        self.in_process = InProcessAws(self.endpoint)
         self._patch_lambda()
         self._create_resources()
         return self.endpoint
 
     def stop(self) -> None:
+        """Stop the server and drop moto's state (it lives in this process; the data dir has the snapshot)."""
         if self._server is not None:
+            import requests
+
+            try:
+                requests.post(f"{self.endpoint}/moto-api/reset", timeout=10)
+            except requests.RequestException:
+                log.warning("could not reset the local AWS state on stop")
             self._server.stop()
             self._server = None
 
     def client(self, service: str) -> Any:
         import boto3
 
-        return boto3.client(
+        made = boto3.client(
             service,
             endpoint_url=self.endpoint,
             region_name=REGION,
             aws_access_key_id="local",
             aws_secret_access_key="local",
         )
+        if self.in_process is not None:
+            self.in_process.attach(made)
+        return made
 
     def _patch_lambda(self) -> None:
         patch_lambda(self.functions)

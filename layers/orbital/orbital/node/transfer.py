@@ -85,9 +85,8 @@ def _transfer_id(value: Any) -> int | None:
 def http_put_file(url: str, path: Path, size: int, mime: str | None) -> int:
     """Upload a file to a presigned URL, streaming it from disk."""
     with path.open("rb") as fh:
-        headers = {"Content-Length": str(size)}
-        if mime:
-            headers["Content-Type"] = mime
+        # always name a type: urllib would otherwise send a form content type, and a form body is not a file
+        headers = {"Content-Length": str(size), "Content-Type": mime or "application/octet-stream"}
         request = urllib.request.Request(url, data=fh, method="PUT", headers=headers)
         with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_S) as response:
             response.read()

@@ -1,0 +1,125 @@
+"""The local gateway answers its own AWS and management API calls without the loopback HTTP hop, and the moto server
+still serves everyone else (presigned URLs, tooling). Runs `LocalGateway` in this process to look inside it."""
+
+from __future__ import annotations
+
+import json
+import os
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from orbital.client import GatewayClient, RpcFailed
+from orbital.local.server import GatewayOptions, LocalGateway
+
+from tests.conftest import wait_for
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _reset() -> None:
+    from orbital.aws.clients import reset_clients
+    from orbital.services import reset_services
+    from orbital.settings import reset_settings
+
+    reset_settings()
+    reset_clients()
+    reset_services()
+
+
+def _started(tmp: Path, *, in_process: bool) -> Iterator[LocalGateway]:
+    saved = dict(os.environ)
+    gw = LocalGateway(
+        GatewayOptions(port=0, data_dir=tmp, project=ROOT, persist=False, quiet=True, in_process_aws=in_process)
+    )
+    try:
+        yield gw.start()
+    finally:
+        gw.stop()
+        os.environ.clear()
+        os.environ.update(saved)
+        _reset()
+
+
+@pytest.fixture
+def gateway(tmp_path: Path) -> Iterator[LocalGateway]:
+    # function scope: it must start after the autouse fixture that clears the environment of every test
+    yield from _started(tmp_path, in_process=True)
+
+
+def _moto_http(gw: LocalGateway, service: str) -> Any:
+    """A client of the moto server that goes over HTTP (not one of the gateway's own)."""
+    return boto3.client(
+        service,
+        endpoint_url=gw.stack.endpoint,
+        region_name="us-east-1",
+        aws_access_key_id="other",
+        aws_secret_access_key="other",
+    )
+
+
+def test_state_methods_are_served_in_process(gateway: LocalGateway) -> None:
+    before = gateway.stack.in_process.served
+    with GatewayClient(gateway.ws_url) as c:
+        c.connect("client")
+        c.call("config.set", {"path": "agents.defaultHeartbeat.every", "value": "45m"})
+        assert c.call("config.get", {"path": "agents.defaultHeartbeat.every"})["value"] == "45m"
+        c.call("workspace.write", {"path": "notes/inproc.md", "content": "in process"})
+        assert c.call("workspace.read", {"path": "notes/inproc.md"})["content"] == "in process"
+        with pytest.raises(RpcFailed) as err:
+            c.call("workspace.read", {"path": "notes/missing.md"})
+        assert err.value.code == 404
+    assert gateway.stack.in_process.served > before
+    # the same state through moto's HTTP server: one store, whichever way it is reached
+    table = gateway.stack.table
+    items = _moto_http(gateway, "dynamodb").scan(TableName=table)["Items"]
+    assert any("45m" in json.dumps(item) for item in items)
+
+
+def test_presigned_urls_still_point_at_the_moto_server(gateway: LocalGateway) -> None:
+    from orbital.services import get_services
+
+    workspace = get_services().workspace
+    workspace.client.put_object(Bucket=workspace.bucket, Key="agents/main/presigned.txt", Body=b"over http")
+    url = workspace.presign_get("agents/main/presigned.txt")
+    assert url.startswith(gateway.stack.endpoint)
+    with urllib.request.urlopen(url, timeout=10) as resp:
+        assert resp.read() == b"over http"
+    put = workspace.presign_put("agents/main/uploaded.txt")
+    req = urllib.request.Request(
+        put, data=b"uploaded", method="PUT", headers={"Content-Type": "application/octet-stream"}
+    )
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        assert resp.status == 200
+    body = workspace.client.get_object(Bucket=workspace.bucket, Key="agents/main/uploaded.txt")["Body"].read()
+    assert body == b"uploaded"
+
+
+def test_management_api_in_process_posts_closes_and_reports_gone(gateway: LocalGateway) -> None:
+    from orbital.services import get_services
+
+    sender = get_services().sender
+    with GatewayClient(gateway.ws_url) as c:
+        hello = c.connect("client", "mgmt-test")
+        cid = hello["server"]["connectionId"]
+        before = gateway.stack.in_process.served
+        assert sender.post(cid, {"type": "evt", "event": "hello.there", "payload": {"n": 1}}) is True
+        assert c.next_event("hello.there", timeout=10)["payload"] == {"n": 1}
+        assert sender.post("NOSUCHCONNECTION", {"type": "evt", "event": "x"}) is False
+        sender.close(cid, 4001, "go away")
+        wait_for(lambda: c.ws.close_code is not None or _closed(c))
+        assert c.ws.close_code == 4001
+        assert gateway.stack.in_process.served >= before + 3
+
+
+def _closed(c: GatewayClient) -> bool:
+    try:
+        c.ws.recv(timeout=0.05)
+    except TimeoutError:
+        return False
+    except Exception:
+        return True
+    return False
