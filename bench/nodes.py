@@ -2,7 +2,8 @@
 
 Prints, in one run:
 - tool.invoke (client → gateway → node → gateway → client) with a node that answers at once, beside a bare
-  WebSocket echo round trip and a req→res `config.get` on the same gateway (ratios, same process);
+  WebSocket echo round trip and a req→res `config.get` on the same gateway (ratios, same process), first with the
+  gateway's own AWS calls going over loopback HTTP to the moto server, then answered in process (the default);
 - the same call against a real `orbital node` process running its Read tool;
 - transfer throughput in MB/s for node→node, node→workspace and workspace→node, in chunk mode (binary and text
   framing) and presigned mode, with real `orbital node` processes;
@@ -165,18 +166,33 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp)
-        gateway = LocalGateway(GatewayOptions(port=0, data_dir=base / "data", project=ROOT)).start()
         echo = EchoServer().start()
+        n = args.calls
+        echo_round_trips(echo.url, 20)
+        rows = [("echo (bare websockets)", _stats(echo_round_trips(echo.url, n)))]
+        # the same calls with the gateway's own AWS calls over loopback HTTP (the moto server), then in process
+        hop = LocalGateway(
+            GatewayOptions(port=0, data_dir=base / "hop", project=ROOT, in_process_aws=False, persist=False)
+        ).start()
+        try:
+            hop_node = InstantNode(hop.ws_url, "instant")
+            hop_node.start()
+            invoke_round_trips(hop.ws_url, "instant__Echo", {"x": 1}, 20)
+            rows.append(("config.get, AWS over HTTP", _stats(rpc_round_trips(hop.ws_url, n))))
+            rows.append(
+                ("tool.invoke, AWS over HTTP", _stats(invoke_round_trips(hop.ws_url, "instant__Echo", {"x": 1}, n)))
+            )
+            hop_node.stop.set()
+        finally:
+            hop.stop()
+        gateway = LocalGateway(GatewayOptions(port=0, data_dir=base / "data", project=ROOT)).start()
         procs: list[subprocess.Popen[bytes]] = []
         try:
             url = gateway.ws_url
             instant = InstantNode(url, "instant")
             instant.start()
-            n = args.calls
-            echo_round_trips(echo.url, 20)
             invoke_round_trips(url, "instant__Echo", {"x": 1}, 20)
-            rows = [
-                ("echo (bare websockets)", _stats(echo_round_trips(echo.url, n))),
+            rows += [
                 ("config.get (req→res)", _stats(rpc_round_trips(url, n))),
                 ("tool.invoke, instant node", _stats(invoke_round_trips(url, "instant__Echo", {"x": 1}, n))),
             ]
@@ -194,6 +210,7 @@ def main() -> None:
             for name, st in rows:
                 print(f"{name:<32}{st['p50']:>9.2f}{st['p99']:>9.2f}{st['rate']:>10.0f}{st['p50'] / echo_p50:>12.1f}")
 
+            time.sleep(1.0)  # let earlier benchmark clients' $disconnect finish outside the counted window
             clients.reset_call_counts()
             with GatewayClient(url) as c:
                 c.connect("client")
