@@ -123,3 +123,55 @@ def _closed(c: GatewayClient) -> bool:
     except Exception:
         return True
     return False
+
+
+def test_only_our_exact_origins_are_served() -> None:
+    from orbital.local.inprocess import InProcessAws
+
+    hook = InProcessAws("http://127.0.0.1:5000")
+    hook.serve_management("http://127.0.0.1:6000/local")
+
+    def made(service: str, endpoint: str) -> Any:
+        return boto3.client(
+            service, endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="a", aws_secret_access_key="b"
+        )
+
+    assert hook.attach(made("dynamodb", "http://127.0.0.1:5000"))
+    assert hook.attach(made("s3", "http://localhost:5000"))
+    assert not hook.attach(made("dynamodb", "http://127.0.0.1:50001"))  # a prefix of the port is not the port
+    assert not hook.attach(made("dynamodb", "https://127.0.0.1:5000"))
+    assert not hook.attach(made("sqs", "http://127.0.0.1:5000"))  # not a service the gateway uses
+    assert hook.attach(made("apigatewaymanagementapi", "http://127.0.0.1:6000/local"))
+    assert not hook.attach(made("apigatewaymanagementapi", "http://127.0.0.1:5000/local"))
+
+
+def test_after_stop_clients_fail_like_a_closed_port(tmp_path: Path) -> None:
+    from botocore.exceptions import EndpointConnectionError
+    from orbital.services import get_services
+
+    for gw in _started(tmp_path, in_process=True):
+        services = get_services()
+        with GatewayClient(gw.ws_url) as c:
+            cid = c.connect("client")["server"]["connectionId"]
+            assert services.sender.post(cid, {"type": "evt", "event": "ping"}) is True
+        gw.stop()
+        assert gw.stack is None
+        with pytest.raises(EndpointConnectionError):
+            services.sender.post(cid, {"type": "evt", "event": "ping"})
+        with pytest.raises(EndpointConnectionError):
+            services.table.client.get_item(TableName="orbital-local", Key={"PK": {"S": "x"}, "SK": {"S": "y"}})
+
+
+def test_bridge_manage_without_a_running_loop() -> None:
+    import asyncio
+
+    from orbital.local.bridge import Bridge, BridgeUnavailable
+
+    bridge = Bridge(lambda *_: None, {})
+    status, headers, _ = bridge.manage("POST", "never-connected", b"{}", {})
+    assert (status, headers["x-amzn-ErrorType"]) == (410, "GoneException")
+    loop = asyncio.new_event_loop()
+    loop.close()
+    bridge.loop = loop
+    with pytest.raises(BridgeUnavailable):
+        bridge.manage("POST", "any", b"{}", {})

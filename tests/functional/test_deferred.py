@@ -82,10 +82,12 @@ def test_result_before_token_is_recorded_still_ends_the_execution(flows, connect
     monkeypatch.setitem(workflows.STEPS, "register", late_register)
     node = connect("node", "n1")
     client = connect("client", "c1")
-    _invoke(client, "n1:Read", {"path": "x"})  # F1: nodeId:tool is accepted too
-    call_id = _events(sender, node.connection_id, "tool.invoke")[0]["payload"]["callId"]
-    assert node.call("tool.result", {"callId": call_id, "error": "no such file"}) == {"ok": True}
-    answered.set()
+    try:
+        _invoke(client, "n1:Read", {"path": "x"})  # F1: nodeId:tool is accepted too
+        call_id = _events(sender, node.connection_id, "tool.invoke")[0]["payload"]["callId"]
+        assert node.call("tool.result", {"callId": call_id, "error": "no such file"}) == {"ok": True}
+    finally:
+        answered.set()  # never leave the execution's thread waiting
     assert _responses(sender, client.connection_id)[0]["error"] == {"code": 500, "message": "no such file"}
     done = wait_for(lambda: _finished(flows, call_id))
     assert done["status"] == "SUCCEEDED"

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import concurrent.futures
 import contextlib
 import json
 import logging
@@ -35,6 +36,13 @@ from orbital.aws.clients import CLOSE_CODE_HEADER, CLOSE_REASON_HEADER
 log = logging.getLogger("orbital.bridge")
 
 Invoke = Callable[[str, dict[str, Any]], Any]
+
+MANAGE_TIMEOUT_S = 15.0
+"""Bound on one in-process management call (inside botocore's 20 s read timeout of the HTTP path)."""
+
+
+class BridgeUnavailable(RuntimeError):
+    """The bridge is not serving (its event loop stopped): what a refused connection is over HTTP."""
 
 
 @dataclass
@@ -198,18 +206,32 @@ class Bridge:
         )
         return Response(body, status_code=status, headers=headers)
 
-    def manage(self, method: str, cid: str, data: bytes, headers: dict[str, str]) -> tuple[int, dict[str, str], bytes]:
-        """The management API without HTTP, for a thread of this process (see `orbital.local.inprocess`)."""
+    def manage(
+        self, method: str, cid: str, data: bytes, headers: dict[str, str], *, timeout: float = MANAGE_TIMEOUT_S
+    ) -> tuple[int, dict[str, str], bytes]:
+        """The management API without HTTP, for a thread of this process (see `orbital.local.inprocess`).
+        Raises BridgeUnavailable when the bridge's event loop is not running (stopped), TimeoutError when the
+        call took longer than `timeout` (it is then cancelled)."""
         loop = self.loop
         if loop is None:  # no socket has connected yet, so no connection id can exist
             return _gone_response(cid)
+        if loop.is_closed() or not loop.is_running():
+            raise BridgeUnavailable("the local gateway's event loop is not running")
         try:
             running = asyncio.get_running_loop()
         except RuntimeError:
             running = None
         if running is loop:
             raise RuntimeError("Bridge.manage must not be called from the event loop thread")
-        return asyncio.run_coroutine_threadsafe(self._manage(method, cid, data, headers), loop).result(timeout=30)
+        try:
+            future = asyncio.run_coroutine_threadsafe(self._manage(method, cid, data, headers), loop)
+        except RuntimeError as exc:  # the loop closed in between
+            raise BridgeUnavailable(str(exc)) from exc
+        try:
+            return future.result(timeout=timeout)
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            raise TimeoutError(f"management call for {cid} took longer than {timeout}s") from None
 
     async def _manage(
         self, method: str, cid: str, data: bytes, headers: dict[str, str]

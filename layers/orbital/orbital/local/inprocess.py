@@ -10,17 +10,21 @@ would have served it:
   the moto server's address to the service's AWS hostname so moto can route it;
 - `apigatewaymanagementapi`: the bridge's management handler.
 
-Only clients pointed at this process's own endpoints get the hook; the moto server keeps listening for everything
-else (nodes following presigned S3 URLs, `orbital call`, tooling). Responses, errors and retries go through botocore
-exactly as they would over HTTP.
+Only clients pointed at this process's own endpoints (same scheme, host and port) get the hook; the moto server keeps
+listening for everything else (nodes following presigned S3 URLs, `orbital call`, tooling). Responses and errors go
+through botocore as they would over HTTP: a stopped bridge raises EndpointConnectionError, a stuck one
+ReadTimeoutError. Once the gateway stops, the hook steps aside and such clients go over HTTP to a closed port.
 """
 
 from __future__ import annotations
 
 import logging
 import re
+import threading
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
+
+from orbital.local.bridge import BridgeUnavailable
 
 if TYPE_CHECKING:
     from botocore.awsrequest import AWSPreparedRequest, AWSResponse
@@ -31,15 +35,20 @@ if TYPE_CHECKING:
 log = logging.getLogger("orbital.local")
 
 _CONNECTION_PATH = re.compile(r"^(?:/[^/@]+)?/@connections/(?P<cid>[^/?]+)$")
-_LOOPBACK_NAMES = ("127.0.0.1", "localhost")
 
 
-def _same_origins(endpoint: str) -> tuple[str, ...]:
-    """`http://127.0.0.1:PORT` and `http://localhost:PORT` name the same server."""
-    parts = urlsplit(endpoint.rstrip("/"))
-    if parts.hostname in _LOOPBACK_NAMES and parts.port:
-        return tuple(f"{parts.scheme}://{name}:{parts.port}" for name in _LOOPBACK_NAMES)
-    return (f"{parts.scheme}://{parts.netloc}",)
+Origin = tuple[str, str, int | None]
+
+
+def _origin(url: str) -> Origin:
+    parts = urlsplit(url)
+    host = (parts.hostname or "").lower()
+    return (parts.scheme, "127.0.0.1" if host == "localhost" else host, parts.port)
+
+
+def _same_origins(endpoint: str) -> frozenset[Origin]:
+    """The (scheme, host, port) of a server; `localhost` and `127.0.0.1` name the same one."""
+    return frozenset({_origin(endpoint)})
 
 
 def _response(url: str, status: int, headers: dict[str, str], body: bytes) -> AWSResponse:
@@ -60,10 +69,18 @@ class InProcessAws:
 
         self.moto_origins = _same_origins(moto_endpoint)
         self.bridge: Bridge | None = None
-        self.management_origins: tuple[str, ...] = ()
+        self.management_origins: frozenset[Origin] = frozenset()
+        self.enabled = True
+        """Cleared when the gateway stops: clients built earlier then go over HTTP (and fail to connect)."""
         self._moto = BotocoreStubber()
         self._moto.enabled = True
         self.served = 0
+        """How many requests were answered in process so far."""
+        self._lock = threading.Lock()
+
+    def _count(self) -> None:
+        with self._lock:
+            self.served += 1
 
     def serve_management(self, endpoint: str, bridge: Bridge | None = None) -> None:
         """Also answer the management API at `endpoint` (the bridge's address) in process, once `bridge` is set."""
@@ -75,13 +92,13 @@ class InProcessAws:
 
     def attach(self, client: BaseClient, endpoint: str | None = None) -> bool:
         """Serve `client` in process if it points at one of our endpoints. True if it was attached."""
-        url = (endpoint or client.meta.endpoint_url).rstrip("/")
+        origin = _origin(endpoint or client.meta.endpoint_url)
         prefix = client.meta.service_model.endpoint_prefix
-        if prefix in self.MOTO_SERVICES and url.startswith(self.moto_origins):
+        if prefix in self.MOTO_SERVICES and origin in self.moto_origins:
             base = f"https://{prefix}.{client.meta.region_name}.amazonaws.com"
             client.meta.events.register_first("before-send", self._moto_hook(base))
             return True
-        if prefix == "execute-api" and self.management_origins and url.startswith(self.management_origins):
+        if prefix == "execute-api" and origin in self.management_origins:
             client.meta.events.register_first("before-send", self._management)
             return True
         return False
@@ -90,15 +107,16 @@ class InProcessAws:
 
     def _moto_hook(self, base: str) -> Any:
         def send(request: AWSPreparedRequest, **_: Any) -> AWSResponse | None:
-            origin = next((o for o in self.moto_origins if request.url.startswith(o)), None)
-            if origin is None:
+            if not self.enabled or _origin(request.url) not in self.moto_origins:
                 return None
             from botocore.awsrequest import AWSPreparedRequest
 
+            parts = urlsplit(request.url)
+            path = parts.path + (f"?{parts.query}" if parts.query else "")
             # a copy: botocore re-sends the same request object on a retry, and it must still name our server
             rewritten = AWSPreparedRequest(
                 method=request.method,
-                url=base + request.url[len(origin) :],
+                url=base + path,
                 headers=request.headers,
                 body=request.body,
                 stream_output=request.stream_output,
@@ -109,9 +127,9 @@ class InProcessAws:
                 log.exception("in-process AWS call failed: %s %s", request.method, rewritten.url)
                 body = b'{"__type":"InternalFailure","message":"local AWS emulation failed"}'
                 return _response(request.url, 500, {"x-amzn-ErrorType": "InternalFailure"}, body)
-            if response is None:  # moto has no route for it: let it go over HTTP and fail the usual way
+            if response is None:  # a URL moto does not route at all (unknown operations get moto's own 404)
                 return None
-            self.served += 1
+            self._count()
             return response
 
         return send
@@ -119,7 +137,9 @@ class InProcessAws:
     # --- the management API -----------------------------------------------------------------------------------
 
     def _management(self, request: AWSPreparedRequest, **_: Any) -> AWSResponse | None:
-        if self.bridge is None:  # not serving yet: over HTTP like anyone else
+        if self.bridge is None or not self.enabled:  # not serving (yet, or any more): over HTTP like anyone else
+            return None
+        if _origin(request.url) not in self.management_origins:
             return None
         parts = urlsplit(request.url)
         match = _CONNECTION_PATH.match(parts.path)
@@ -135,6 +155,17 @@ class InProcessAws:
         else:
             data = body.read()
         headers = {k.lower(): v.decode() if isinstance(v, bytes) else str(v) for k, v in request.headers.items()}
-        status, out_headers, out_body = self.bridge.manage(request.method or "POST", match["cid"], data, headers)
-        self.served += 1
+        try:
+            status, out_headers, out_body = self.bridge.manage(
+                request.method or "POST", unquote(match["cid"]), data, headers
+            )
+        except BridgeUnavailable as exc:  # what a socket error would have been over HTTP (botocore retries it)
+            from botocore.exceptions import EndpointConnectionError
+
+            raise EndpointConnectionError(endpoint_url=request.url, error=exc) from exc
+        except TimeoutError as exc:
+            from botocore.exceptions import ReadTimeoutError
+
+            raise ReadTimeoutError(endpoint_url=request.url, error=exc) from exc
+        self._count()
         return _response(request.url, status, out_headers, out_body)

@@ -93,9 +93,7 @@ class LocalGateway:
             self.port = _free_port(self.options.host)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.stack = MotoStack(self.root, self.root / "template.yaml", table=LOCAL_TABLE, bucket=LOCAL_BUCKET)
-        endpoint = self.stack.start()
-        if not self.options.in_process_aws:
-            self.stack.in_process = None
+        endpoint = self.stack.start(in_process=self.options.in_process_aws)
         self._configure_env(endpoint)
         if self.stack.in_process is not None:
             from orbital.aws import clients

@@ -125,7 +125,16 @@ def make_moto_atomic() -> None:
 
     serialize(
         DynamoDBBackend,
-        ("put_item", "update_item", "delete_item", "transact_write_items", "get_item", "execute_transaction"),
+        (
+            "put_item",
+            "update_item",
+            "delete_item",
+            "transact_write_items",
+            "get_item",
+            "execute_transaction",
+            "query",
+            "scan",
+        ),
     )
     serialize(
         StepFunctionsParserBackend,
@@ -283,7 +292,9 @@ class MotoStack:
         self.in_process: InProcessAws | None = None
         self._server: Any = None
 
-    def start(self) -> str:
+    def start(self, *, in_process: bool = True) -> str:
+        """Start the moto server and create the template's resources. With `in_process`, clients of this stack
+        (and, once the gateway says so, its own) skip the HTTP hop (ADR 0006)."""
         from moto.server import ThreadedMotoServer
 
         logging.getLogger("werkzeug").setLevel(logging.ERROR)
@@ -299,13 +310,15 @@ class MotoStack:
             json={"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}},
             timeout=10,
         ).raise_for_status()
-        self.in_process = InProcessAws(self.endpoint)
+        self.in_process = InProcessAws(self.endpoint) if in_process else None
         self._patch_lambda()
         self._create_resources()
         return self.endpoint
 
     def stop(self) -> None:
         """Stop the server and drop moto's state (it lives in this process; the data dir has the snapshot)."""
+        if self.in_process is not None:
+            self.in_process.enabled = False  # clients built earlier now go over HTTP, to a server that is gone
         if self._server is not None:
             import requests
 
