@@ -35,10 +35,10 @@ def _aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ORBITAL_WS_MGMT_ENDPOINT", "https://abc123.execute-api.us-east-1.amazonaws.com/test")
     monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")
     monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "true")
-    _reset_caches()
+    reset_caches()
 
 
-def _reset_caches() -> None:
+def reset_caches() -> None:
     from orbital.aws.clients import reset_clients
     from orbital.services import reset_services
     from orbital.settings import reset_settings
@@ -59,13 +59,13 @@ def aws() -> Iterator[None]:
     with mock_aws(config={"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}):
         import boto3
 
-        _reset_caches()
+        reset_caches()
         _, kwargs = table_definition(load_template(ROOT / "template.yaml"))
         ddb = boto3.client("dynamodb", region_name="us-east-1")
         ddb.create_table(TableName=TABLE, **kwargs)
         boto3.client("s3", region_name="us-east-1").create_bucket(Bucket=BUCKET)
         yield
-        _reset_caches()
+        reset_caches()
 
 
 class FakeSender:

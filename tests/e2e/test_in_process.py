@@ -15,19 +15,9 @@ import pytest
 from orbital.client import GatewayClient, RpcFailed
 from orbital.local.server import GatewayOptions, LocalGateway
 
-from tests.conftest import wait_for
+from tests.conftest import reset_caches, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _reset() -> None:
-    from orbital.aws.clients import reset_clients
-    from orbital.services import reset_services
-    from orbital.settings import reset_settings
-
-    reset_settings()
-    reset_clients()
-    reset_services()
 
 
 def _started(tmp: Path, *, in_process: bool) -> Iterator[LocalGateway]:
@@ -41,7 +31,7 @@ def _started(tmp: Path, *, in_process: bool) -> Iterator[LocalGateway]:
         gw.stop()
         os.environ.clear()
         os.environ.update(saved)
-        _reset()
+        reset_caches()
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from functions.rest_api.rest_api import lambda_handler as rest_handler
 from functions.ws_connect.ws_connect import lambda_handler as connect_handler
 from functions.ws_disconnect.ws_disconnect import lambda_handler as disconnect_handler
 from functions.ws_message.ws_message import lambda_handler as message_handler
-from tests.conftest import EVENTS, load_event
+from tests.conftest import EVENTS, load_event, reset_caches
 
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish")
 
@@ -41,20 +41,10 @@ class FakeLambdaContext:
         return 29_000
 
 
-def _reset() -> None:
-    from orbital.aws.clients import reset_clients
-    from orbital.services import reset_services
-    from orbital.settings import reset_settings
-
-    reset_settings()
-    reset_clients()
-    reset_services()
-
-
 @pytest.fixture(autouse=True)
 def _deployment_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("ORBITAL_REQUIRE_TOKEN", raising=False)
-    _reset()
+    reset_caches()
 
 
 @pytest.fixture
@@ -149,7 +139,7 @@ def test_connect_is_refused_when_a_token_is_required_but_none_is_configured(
 ) -> None:
     monkeypatch.setenv("ORBITAL_REQUIRE_TOKEN", "true")
     monkeypatch.delenv("ORBITAL_AUTH_TOKEN", raising=False)
-    _reset()
+    reset_caches()
     response = ws_connect()
     assert response["statusCode"] == 403
     assert "token" in response["body"].lower()
@@ -158,7 +148,7 @@ def test_connect_is_refused_when_a_token_is_required_but_none_is_configured(
 def test_connect_is_accepted_when_the_required_token_is_configured(aws: None, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ORBITAL_REQUIRE_TOKEN", "true")
     monkeypatch.setenv("ORBITAL_AUTH_TOKEN", SAMPLE_TOKEN)
-    _reset()
+    reset_caches()
     assert ws_connect() == {"statusCode": 200}
 
 
@@ -229,7 +219,7 @@ def test_wrong_token_is_answered_401_and_the_socket_is_closed(
     posted: list[tuple[str, Any]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("ORBITAL_AUTH_TOKEN", "a-different-token-0123456789")
-    _reset()
+    reset_caches()
     assert ws_connect()["statusCode"] == 200
     response = send("req-connect.json")
     # the error must reach the socket before it closes, so it goes through the management API, not the route
@@ -244,7 +234,7 @@ def test_wrong_token_is_answered_401_and_the_socket_is_closed(
 
 def test_right_token_is_accepted(aws: None, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ORBITAL_AUTH_TOKEN", SAMPLE_TOKEN)
-    _reset()
+    reset_caches()
     assert open_socket()["type"] == "hello-ok"
 
 

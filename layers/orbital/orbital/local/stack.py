@@ -176,7 +176,8 @@ def cache_state_machine_parsing() -> None:
     parse._orbital_cached = True  # type: ignore[attr-defined]
     AmazonStateLanguageParser.parse = staticmethod(parse)  # type: ignore[method-assign]
 
-    # and it builds a new boto3 Lambda client (tens of ms of CPU) for every Lambda task: keep one per endpoint
+    # and it builds a new boto3 Lambda client (tens of ms of CPU) for every Lambda task: keep one per endpoint, and
+    # let the local gateway serve it in process (ADR 0006)
     from moto.stepfunctions.parser.asl.component.state.exec.state_task import lambda_eval_utils
 
     build = lambda_eval_utils.boto_client_for
