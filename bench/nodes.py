@@ -32,8 +32,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "layers" / "orbital"))
 sys.path.insert(0, str(ROOT))
 
-from bench.rpc import EchoServer  # noqa: E402
-
 RUNTIME = {
     "hostRole": "execution",
     "hostCapabilities": ["filesystem.list", "filesystem.read", "filesystem.write", "shell.exec"],
@@ -163,6 +161,8 @@ def main() -> None:
     from orbital.aws import clients
     from orbital.client import GatewayClient
     from orbital.local.server import GatewayOptions, LocalGateway
+
+    from bench.rpc import EchoServer
 
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp)

@@ -115,7 +115,7 @@ def count_calls(gateway: Any) -> tuple[dict[str, dict[str, int]], dict[str, dict
     from orbital.client import GatewayClient
     from orbital.methods import registry
     from orbital.protocol.dispatch import Dispatcher
-    from orbital.services import Services
+    from orbital.runtime.services import Services
     from orbital.settings import get_settings
 
     steps: list[tuple[str, dict[str, Any]]] = [

@@ -40,7 +40,7 @@ def _aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def reset_caches() -> None:
     from orbital.aws.clients import reset_clients
-    from orbital.services import reset_services
+    from orbital.runtime.services import reset_services
     from orbital.settings import reset_settings
 
     reset_settings()
@@ -96,7 +96,7 @@ def sender() -> FakeSender:
 
 @pytest.fixture
 def services(aws: None, sender: FakeSender) -> Any:
-    from orbital.services import Services
+    from orbital.runtime.services import Services
     from orbital.settings import get_settings
 
     return Services(get_settings(), sender=sender)
@@ -185,7 +185,7 @@ def flows(aws: None, services: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     import boto3
     from orbital.local import stack
     from orbital.local.template import load_template
-    from orbital.services import use_services
+    from orbital.runtime.services import use_services
 
     template = load_template(ROOT / "template.yaml")
 

@@ -1,7 +1,7 @@
 """Lambda entry point for the Step Functions task steps (`{"step": ...}` payloads)."""
 
 from orbital.observability import logger, tracer
-from orbital.workflows import handle_step
+from orbital.runtime.workflows import handle_step
 
 
 @logger.inject_lambda_context(clear_state=True)

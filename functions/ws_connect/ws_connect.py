@@ -1,7 +1,7 @@
 """Lambda entry point for the WebSocket route(s) served by `ws_connect`."""
 
-from orbital.gateway import handle_connect
 from orbital.observability import logger, metrics, tracer
+from orbital.runtime.gateway import handle_connect
 
 
 @logger.inject_lambda_context(clear_state=True)

@@ -1,7 +1,7 @@
 """Lambda entry point for the WebSocket route(s) served by `ws_disconnect`."""
 
-from orbital.gateway import handle_disconnect
 from orbital.observability import logger, metrics, tracer
+from orbital.runtime.gateway import handle_disconnect
 
 
 @logger.inject_lambda_context(clear_state=True)

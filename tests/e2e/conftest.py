@@ -124,7 +124,7 @@ def client(gateway: GatewayProcess) -> Iterator[Any]:
 def store_for(gw: GatewayProcess) -> Any:
     """Services bound to a running local gateway's moto endpoint (to seed data the RPCs then read)."""
     import boto3
-    from orbital.services import Services
+    from orbital.runtime.services import Services
     from orbital.settings import Settings
     from orbital.store.table import Table
     from orbital.store.workspace import Workspace

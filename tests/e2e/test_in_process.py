@@ -70,7 +70,7 @@ def test_state_methods_are_served_in_process(gateway: LocalGateway) -> None:
 
 
 def test_presigned_urls_still_point_at_the_moto_server(gateway: LocalGateway) -> None:
-    from orbital.services import get_services
+    from orbital.runtime.services import get_services
 
     workspace = get_services().workspace
     workspace.client.put_object(Bucket=workspace.bucket, Key="agents/main/presigned.txt", Body=b"over http")
@@ -89,7 +89,7 @@ def test_presigned_urls_still_point_at_the_moto_server(gateway: LocalGateway) ->
 
 
 def test_management_api_in_process_posts_closes_and_reports_gone(gateway: LocalGateway) -> None:
-    from orbital.services import get_services
+    from orbital.runtime.services import get_services
 
     sender = get_services().sender
     with GatewayClient(gateway.ws_url) as c:
@@ -137,7 +137,7 @@ def test_only_our_exact_origins_are_served() -> None:
 
 def test_after_stop_clients_fail_like_a_closed_port(tmp_path: Path) -> None:
     from botocore.exceptions import EndpointConnectionError
-    from orbital.services import get_services
+    from orbital.runtime.services import get_services
 
     for gw in _started(tmp_path, in_process=True):
         services = get_services()

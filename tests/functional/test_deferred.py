@@ -7,7 +7,8 @@ import threading
 from typing import Any
 
 import boto3
-from orbital import deferred, lifecycle, workflows
+from orbital.engines import deferred
+from orbital.runtime import lifecycle, workflows
 from orbital.store import keys
 
 from tests.conftest import wait_for

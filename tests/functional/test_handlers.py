@@ -94,7 +94,7 @@ def reply(response: dict[str, Any]) -> dict[str, Any]:
 
 
 def connection_record() -> Any:
-    from orbital.services import get_services
+    from orbital.runtime.services import get_services
 
     return get_services().connections.get(CONNECTION_ID)
 

@@ -7,7 +7,8 @@ import json
 from typing import Any
 
 import boto3
-from orbital import deferred, lifecycle, probes
+from orbital.engines import deferred, probes
+from orbital.runtime import lifecycle
 from orbital.store import keys
 
 from tests.conftest import wait_for

@@ -5,9 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from orbital import workspace_ops
 from orbital.errors import BadRequestError, NotFoundError
-from orbital.store import keys
+from orbital.store import keys, workspace_ops
 
 
 def _put(services: Any, key: str, text: str) -> None:

@@ -6,6 +6,8 @@ import copy
 import re
 from typing import Any
 
+from orbital.domain.ids import normalize_agent_id
+
 MASK = "***"
 
 DEFAULT_HEARTBEAT_PROMPT = (
@@ -192,8 +194,6 @@ def restore_masked(new: Any, old: Any) -> Any:
 
 
 def default_agent_id(config: dict[str, Any]) -> str:
-    from orbital.domain.session_keys import normalize_agent_id
-
     agents = config.get("agents", {}).get("list") or []
     if isinstance(agents, list):
         for entry in agents:

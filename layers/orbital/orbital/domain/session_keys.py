@@ -20,35 +20,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-DEFAULT_AGENT_ID = "main"
+from orbital.domain import config as cfg
+from orbital.domain.ids import DEFAULT_AGENT_ID, normalize_account_id, normalize_agent_id
+
 DEFAULT_MAIN_KEY = "main"
-DEFAULT_ACCOUNT_ID = "default"
 DM_SCOPES = ("main", "per-peer", "per-channel-peer", "per-account-channel-peer")
 
-_VALID_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$", re.IGNORECASE)
-_INVALID_ID_CHARS = re.compile(r"[^a-z0-9_-]+")
 _INVALID_TOKEN_CHARS = re.compile(r"[^a-z0-9+\-_@.]+")
 _JID_SUFFIX = re.compile(r"(@s\.whatsapp\.net|@c\.us)$")
 _DEVICE_SUFFIX = re.compile(r":\d+$")
 _NON_DIGITS = re.compile(r"\D")
-
-
-def _normalize_id(raw: str | None, fallback: str) -> str:
-    text = (raw or "").strip()
-    if not text:
-        return fallback
-    if _VALID_ID.match(text):
-        return text.lower()
-    cleaned = _INVALID_ID_CHARS.sub("-", text.lower()).strip("-")[:64]
-    return cleaned or fallback
-
-
-def normalize_agent_id(raw: str | None) -> str:
-    return _normalize_id(raw, DEFAULT_AGENT_ID)
-
-
-def normalize_account_id(raw: str | None) -> str:
-    return _normalize_id(raw, DEFAULT_ACCOUNT_ID)
 
 
 def normalize_main_key(raw: str | None) -> str:
@@ -228,14 +209,12 @@ def _str_or_none(value: Any) -> str | None:
 
 def canonicalize_with_config(raw: str | None, config: Mapping[str, Any]) -> str:
     """`canonicalize_session_key` with `session.mainKey`, `session.dmScope` and the default agent of `config`."""
-    from orbital.domain.config import default_agent_id
-
     section = _session_config(config)
     return canonicalize_session_key(
         raw,
         main_key=_str_or_none(section.get("mainKey")),
         dm_scope=_str_or_none(section.get("dmScope")),
-        default_agent_id=default_agent_id(dict(config)),
+        default_agent_id=cfg.default_agent_id(dict(config)),
     )
 
 
@@ -309,8 +288,6 @@ def resolve_agent_id_from_binding(
 ) -> str:
     """The agent for channel traffic: the first `agents.bindings` entry whose given `match` fields (channel,
     accountId, peer.kind, peer.id) all equal the inbound values exactly; else the default agent."""
-    from orbital.domain.config import default_agent_id
-
     agents = config.get("agents")
     bindings = agents.get("bindings") if isinstance(agents, Mapping) else None
     for binding in bindings if isinstance(bindings, list) else []:
@@ -331,7 +308,7 @@ def resolve_agent_id_from_binding(
             if peer.get("id") and peer.get("id") != peer_id:
                 continue
         return normalize_agent_id(_str_or_none(binding.get("agentId")))
-    return default_agent_id(dict(config))
+    return cfg.default_agent_id(dict(config))
 
 
 def session_key_for_peer(

@@ -188,7 +188,7 @@ class LocalGateway:
             os.environ.pop("ORBITAL_AUTH_TOKEN", None)
         os.environ.pop("ORBITAL_REQUIRE_TOKEN", None)
         from orbital.aws.clients import reset_clients
-        from orbital.services import reset_services
+        from orbital.runtime.services import reset_services
         from orbital.settings import reset_settings
 
         reset_settings()
@@ -197,7 +197,7 @@ class LocalGateway:
 
     def _seed(self) -> None:
         try:
-            from orbital.services import get_services
+            from orbital.runtime.services import get_services
             from orbital.store.seed import ensure_seeded
         except ImportError:
             return

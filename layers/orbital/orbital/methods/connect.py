@@ -1,4 +1,6 @@
-"""`connect` (spec §1.3-§1.4): protocol check, token, mode registration, replacement of older sockets."""
+"""`connect` (spec §1.3-§1.4): protocol check, token, mode registration, replacement of older sockets.
+
+Families that act when a node (re)registers hook in with `Router.on_node_connected`."""
 
 from __future__ import annotations
 
@@ -161,7 +163,7 @@ def connect(ctx: CallContext, params: ConnectParams) -> dict[str, Any]:
         _release_previous_identity(ctx, conn)
         previous = repo.claim_node(node_id, ctx.connection_id, tools, runtime)
         _replace(ctx, previous, "Replaced by newer node connection")
-        for hook in node_connected_hooks:
+        for hook in ctx.services.hooks.on_node_connected:
             hook(ctx, node_id, previous)
     else:
         channel = client.channel
@@ -177,20 +179,14 @@ def connect(ctx: CallContext, params: ConnectParams) -> dict[str, Any]:
     if isinstance(client.version, str) or isinstance(client.platform, str):
         conn.extra = {k: v for k, v in (("version", client.version), ("platform", client.platform)) if v}
     repo.save(conn)
-    from orbital.methods import registry
-
     return {
         "type": "hello-ok",
         "protocol": PROTOCOL_VERSION,
         "server": {"version": SERVER_VERSION, "connectionId": ctx.connection_id},
         "features": {
-            "methods": registry().names(),
+            "methods": ctx.services.registry.names(),
             "events": EVENTS,
             # binary GSV frames only where no API Gateway sits in between (it refuses inbound binary frames)
             "transferModes": ["binary", "text", "presigned"] if ctx.services.settings.local else ["text", "presigned"],
         },
     }
-
-
-node_connected_hooks: list[Any] = []
-"""Callables (ctx, node_id, previous_connection_id) run after a node registers (probes, pending-call handling)."""

@@ -8,7 +8,7 @@ from orbital.protocol.registry import NoParams, Result, Router
 
 if TYPE_CHECKING:
     from orbital.protocol.context import CallContext
-    from orbital.services import Services
+    from orbital.runtime.services import Services
 
 router = Router("heartbeat")
 

@@ -9,16 +9,17 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from orbital import deferred, lifecycle
+from orbital.engines import deferred
 from orbital.errors import BadRequestError, ConflictError, ForbiddenError, NotFoundError, UnavailableError
 from orbital.protocol.dispatch import DEFERRED
 from orbital.protocol.frames import event_frame
 from orbital.protocol.registry import Params, Result, Router
+from orbital.runtime import lifecycle
 from orbital.store import keys
 
 if TYPE_CHECKING:
     from orbital.protocol.context import CallContext
-    from orbital.services import Services
+    from orbital.runtime.services import Services
     from orbital.store.connections import Connection, NodeEntry
 
 router = Router("nodes")
@@ -225,24 +226,22 @@ def _maybe_register_exec_session(ctx: CallContext, call: deferred.PendingCall, r
     )
 
 
+@router.on_call_timeout("tool")
 def _tool_timeout(services: Services, call: deferred.PendingCall) -> None:
     message = f"Tool call timed out after {call.timeout_ms}ms: {call.tool}"
     deferred.answer(services, call, error={"code": 504, "message": message, "retryable": True})
 
 
+@router.on_call_timeout("session")
 def _session_timeout(services: Services, call: deferred.PendingCall) -> None:
     services.table.update(
         keys.pending_call(call.call_id), set_attrs={"out": json.dumps({"error": "Tool execution timed out"})}
     )
 
 
+@router.on_call_node_lost("session")
 def _session_node_lost(services: Services, call: deferred.PendingCall, reason: str) -> None:
     services.table.update(keys.pending_call(call.call_id), set_attrs={"out": json.dumps({"error": reason})})
-
-
-deferred.on_timeout["tool"] = _tool_timeout
-deferred.on_timeout["session"] = _session_timeout
-deferred.on_node_lost["session"] = _session_node_lost
 
 
 # --- logs ----------------------------------------------------------------------------------------------------
@@ -335,12 +334,10 @@ def logs_result(ctx: CallContext, params: LogsResultParams) -> dict[str, Any]:
     return {"ok": True} if delivered else {"ok": True, "dropped": True}
 
 
+@router.on_call_timeout("logs")
 def _logs_timeout(services: Services, call: deferred.PendingCall) -> None:
     message = f"logs.get timed out for node {call.node_id} after {call.timeout_ms}ms"
     deferred.answer(services, call, error={"code": 504, "message": message, "retryable": True})
-
-
-deferred.on_timeout["logs"] = _logs_timeout
 
 
 # --- exec events -----------------------------------------------------------------------------------------------
@@ -425,21 +422,16 @@ def node_exec_event(ctx: CallContext, params: ExecEventParams) -> dict[str, Any]
     return {"ok": True}
 
 
-# --- node loss -------------------------------------------------------------------------------------------------
+# --- node loss and replacement ---------------------------------------------------------------------------------
 
 
+@router.on_node_gone
 def _node_gone(services: Services, conn: Connection) -> None:
     assert conn.node_id is not None
     deferred.fail_node_calls(services, conn.node_id, f"Node disconnected: {conn.node_id}")
 
 
+@router.on_node_connected
 def _node_connected(ctx: CallContext, node_id: str, previous: str | None) -> None:
     if previous:
         deferred.fail_node_calls(ctx.services, node_id, f"Node replaced during log request: {node_id}", kinds={"logs"})
-
-
-lifecycle.on_node_gone.append(_node_gone)
-
-from orbital.methods import connect as _connect  # noqa: E402
-
-_connect.node_connected_hooks.append(_node_connected)

@@ -6,11 +6,12 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from orbital import deferred, lifecycle, probes, skills_store
 from orbital.domain.session_keys import normalize_agent_id
 from orbital.domain.skills import build_node_inventory, build_status
+from orbital.engines import probes
 from orbital.errors import BadRequestError
 from orbital.protocol.registry import Params, Result, Router
+from orbital.store import skills as skills_store
 
 if TYPE_CHECKING:
     from orbital.protocol.context import CallContext
@@ -129,6 +130,7 @@ def node_probe_result(ctx: CallContext, params: ProbeResultParams) -> dict[str, 
 # --- lifecycle hooks -------------------------------------------------------------------------------------------------
 
 
+@router.on_node_connected
 def _node_connected(ctx: CallContext, node_id: str, previous: str | None) -> None:
     services, config = ctx.services, ctx.config()
 
@@ -139,10 +141,6 @@ def _node_connected(ctx: CallContext, node_id: str, previous: str | None) -> Non
     ctx.after_reply.append(resume)
 
 
-deferred.on_timeout[probes.CALL_KIND] = probes.on_timeout
-deferred.on_node_lost[probes.CALL_KIND] = probes.on_call_node_lost
-lifecycle.on_node_gone.append(probes.on_node_gone)
-
-from orbital.methods import connect as _connect  # noqa: E402
-
-_connect.node_connected_hooks.append(_node_connected)
+router.on_call_timeout(probes.CALL_KIND)(probes.on_call_timeout)
+router.on_call_node_lost(probes.CALL_KIND)(probes.on_call_node_lost)
+router.on_node_gone(probes.on_node_gone)

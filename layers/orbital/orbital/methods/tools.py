@@ -9,7 +9,7 @@ from orbital.tools.definitions import native_tool_definitions
 
 if TYPE_CHECKING:
     from orbital.protocol.context import CallContext
-    from orbital.services import Services
+    from orbital.runtime.services import Services
 
 router = Router("tools")
 

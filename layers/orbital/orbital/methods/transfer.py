@@ -7,9 +7,9 @@ import base64
 import binascii
 from typing import TYPE_CHECKING, Any
 
-from orbital import gateway, transfer
 from orbital.domain.config import default_agent_id
 from orbital.domain.workspace_paths import validate_agent_id
+from orbital.engines import transfer
 from orbital.errors import BadRequestError
 from orbital.protocol.dispatch import DEFERRED
 from orbital.protocol.frames import unpack_chunk
@@ -17,7 +17,7 @@ from orbital.protocol.registry import Params, Result, Router
 
 if TYPE_CHECKING:
     from orbital.protocol.context import CallContext
-    from orbital.services import Services
+    from orbital.runtime.services import Services
 
 router = Router("transfer")
 
@@ -108,12 +108,14 @@ def transfer_request(ctx: CallContext, params: TransferRequestParams) -> Any:
 # --- chunk frames ----------------------------------------------------------------------------------------------
 
 
+@router.on_binary_frame
 def _binary_chunk(services: Services, connection_id: str, payload: bytes) -> None:
     unpacked = unpack_chunk(payload)
     if unpacked is not None:
         transfer.on_chunk(services, connection_id, unpacked[0], unpacked[1], None)
 
 
+@router.on_bin_frame
 def _text_chunk(services: Services, connection_id: str, frame: dict[str, Any]) -> dict[str, Any] | None:
     tid, data, offset = frame.get("transferId"), frame.get("data"), frame.get("offset")
     if not isinstance(tid, int) or not isinstance(data, str):
@@ -126,5 +128,8 @@ def _text_chunk(services: Services, connection_id: str, frame: dict[str, Any]) -
     return None
 
 
-gateway.binary_handlers.append(_binary_chunk)
-gateway.bin_route_handlers.append(_text_chunk)
+# --- the engine's reactions to timeouts and node loss ----------------------------------------------------------
+
+router.on_call_timeout(transfer.CALL_KIND)(transfer.on_call_timeout)
+router.on_call_node_lost(transfer.CALL_KIND)(transfer.on_call_node_lost)
+router.on_node_gone(transfer.on_node_gone)

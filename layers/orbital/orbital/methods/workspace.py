@@ -2,19 +2,19 @@
 
 Each works on `agents/{agentId}/`, where a missing `agentId` means the configured default agent. Unlike GSV the
 agent id is validated (no `/`, `\\` or `..`), and path traversal is a 400, since it is the caller's mistake. The
-work itself is done by `orbital.workspace_ops`, which the native file tools share.
+work itself is done by `orbital.store.workspace_ops`, which the native file tools share.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from orbital import workspace_ops
 from orbital.domain.config import default_agent_id
 from orbital.domain.session_keys import DEFAULT_AGENT_ID
 from orbital.domain.workspace_paths import validate_agent_id
 from orbital.errors import BadRequestError
 from orbital.protocol.registry import Params, Result, Router
+from orbital.store import workspace_ops
 
 if TYPE_CHECKING:
     from orbital.protocol.context import CallContext

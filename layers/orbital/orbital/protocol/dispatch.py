@@ -21,7 +21,7 @@ from orbital.protocol.frames import error_frame, ok_frame
 
 if TYPE_CHECKING:
     from orbital.protocol.registry import Registry
-    from orbital.services import Services
+    from orbital.runtime.services import Services
 
 log = logging.getLogger("orbital.dispatch")
 

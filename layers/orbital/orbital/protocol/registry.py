@@ -1,21 +1,42 @@
-"""The one method registry: wire name -> params model, result model, handler, allowed modes.
+"""The one method registry: wire name -> params model, result model, handler, allowed modes; and the hooks the
+families hang on the runtime (socket loss, node connect, deferred-call timeouts, chunk frames, workflow steps).
 
-Method modules each own a `Router`; `orbital.methods.build_registry()` includes them explicitly. Including the same
-name twice raises, so a method can never be silently shadowed.
+Method modules each own a `Router`; `orbital.methods.registry()` includes them explicitly. Including the same
+method name, call kind or workflow step twice raises, so nothing can be silently shadowed. Hooks travel with the
+router rather than being appended to module globals at import time: what runs is what the registry holds, whichever
+entry point (Lambda, local gateway, test) got there first.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
 if TYPE_CHECKING:
+    from orbital.engines.deferred import PendingCall
     from orbital.protocol.context import CallContext
+    from orbital.runtime.services import Services
+    from orbital.store.connections import Connection
 
 Handler = Callable[["CallContext", Any], Any]
+SocketGone = Callable[["Services", "Connection"], None]
+"""(services, connection) after a socket gave up its registration."""
+NodeConnected = Callable[["CallContext", str, "str | None"], None]
+"""(ctx, node_id, previous_connection_id) after a node registered."""
+BinaryFrame = Callable[["Services", str, bytes], None]
+"""(services, connection_id, payload) for a binary WebSocket frame."""
+BinFrame = Callable[["Services", str, dict[str, Any]], "dict[str, Any] | None"]
+"""(services, connection_id, frame) for a `{"type": "bin"}` text frame; a dict returned is the reply."""
+CallTimeout = Callable[["Services", "PendingCall"], None]
+"""(services, call) when a deferred call of the kind timed out (already claimed)."""
+CallNodeLost = Callable[["Services", "PendingCall", str], None]
+"""(services, call, reason) when the node of a deferred call of the kind went away (already claimed)."""
+WorkflowStep = Callable[["Services", dict[str, Any]], dict[str, Any]]
+"""(services, event) -> output of a state machine task (`{"step": name, ...}`)."""
+F = TypeVar("F")
 
 
 class Params(BaseModel):
@@ -50,9 +71,58 @@ class MethodSpec:
 
 
 @dataclass
+class Hooks:
+    """What the runtime calls back into the families for. Lists run in the order the routers were included;
+    the dicts are keyed by deferred-call kind (or step name) and each key has exactly one owner."""
+
+    on_node_gone: list[SocketGone] = field(default_factory=list)
+    on_client_gone: list[SocketGone] = field(default_factory=list)
+    on_node_connected: list[NodeConnected] = field(default_factory=list)
+    binary_handlers: list[BinaryFrame] = field(default_factory=list)
+    bin_handlers: list[BinFrame] = field(default_factory=list)
+    call_timeout: dict[str, CallTimeout] = field(default_factory=dict)
+    """Deferred-call kind -> reaction to its timeout (default: a 504 to the caller)."""
+    call_node_lost: dict[str, CallNodeLost] = field(default_factory=dict)
+    """Deferred-call kind -> reaction to its node's loss (default: a 503 to the caller)."""
+    workflow_steps: dict[str, WorkflowStep] = field(default_factory=dict)
+    """Step name -> task of a family's state machine, beside the runtime's own deferred-call steps."""
+
+    def clashes(self, other: Hooks) -> list[str]:
+        """The keys `other` would take over from this one."""
+        found = [f"call_timeout[{k}]" for k in other.call_timeout if k in self.call_timeout]
+        found += [f"call_node_lost[{k}]" for k in other.call_node_lost if k in self.call_node_lost]
+        found += [f"workflow_steps[{k}]" for k in other.workflow_steps if k in self.workflow_steps]
+        return found
+
+    def extend(self, other: Hooks) -> None:
+        clashes = self.clashes(other)
+        if clashes:
+            raise ValueError(f"hook registered twice: {', '.join(clashes)}")
+        self.on_node_gone.extend(other.on_node_gone)
+        self.on_client_gone.extend(other.on_client_gone)
+        self.on_node_connected.extend(other.on_node_connected)
+        self.binary_handlers.extend(other.binary_handlers)
+        self.bin_handlers.extend(other.bin_handlers)
+        self.call_timeout.update(other.call_timeout)
+        self.call_node_lost.update(other.call_node_lost)
+        self.workflow_steps.update(other.workflow_steps)
+
+
+def _keyed(table: dict[str, F], key: str, what: str) -> Callable[[F], F]:
+    def register(func: F) -> F:
+        if key in table:
+            raise ValueError(f"hook registered twice: {what}[{key}]")
+        table[key] = func
+        return func
+
+    return register
+
+
+@dataclass
 class Router:
     family: str
     methods: dict[str, MethodSpec] = field(default_factory=dict)
+    hooks: Hooks = field(default_factory=Hooks)
 
     def method(
         self,
@@ -82,16 +152,53 @@ class Router:
 
         return register
 
+    # --- hooks: decorators that return the function unchanged ------------------------------------------------
+
+    def on_node_gone(self, func: SocketGone) -> SocketGone:
+        self.hooks.on_node_gone.append(func)
+        return func
+
+    def on_client_gone(self, func: SocketGone) -> SocketGone:
+        self.hooks.on_client_gone.append(func)
+        return func
+
+    def on_node_connected(self, func: NodeConnected) -> NodeConnected:
+        self.hooks.on_node_connected.append(func)
+        return func
+
+    def on_binary_frame(self, func: BinaryFrame) -> BinaryFrame:
+        self.hooks.binary_handlers.append(func)
+        return func
+
+    def on_bin_frame(self, func: BinFrame) -> BinFrame:
+        self.hooks.bin_handlers.append(func)
+        return func
+
+    def on_call_timeout(self, kind: str) -> Callable[[CallTimeout], CallTimeout]:
+        return _keyed(self.hooks.call_timeout, kind, "call_timeout")
+
+    def on_call_node_lost(self, kind: str) -> Callable[[CallNodeLost], CallNodeLost]:
+        return _keyed(self.hooks.call_node_lost, kind, "call_node_lost")
+
+    def workflow_step(self, name: str) -> Callable[[WorkflowStep], WorkflowStep]:
+        return _keyed(self.hooks.workflow_steps, name, "workflow_steps")
+
 
 class Registry:
     def __init__(self) -> None:
         self._methods: dict[str, MethodSpec] = {}
         self._families: dict[str, list[str]] = {}
+        self.hooks = Hooks()
+        """Every included router's hooks, in inclusion order."""
 
     def include(self, router: Router) -> None:
+        """Add a family's methods and hooks; a name, kind or step some family already owns raises (and nothing of
+        the router is added)."""
+        twice = [name for name in router.methods if name in self._methods]
+        if twice:
+            raise ValueError(f"method registered twice: {', '.join(twice)}")
+        self.hooks.extend(router.hooks)
         for name, spec in router.methods.items():
-            if name in self._methods:
-                raise ValueError(f"method registered twice: {name}")
             self._methods[name] = spec
             self._families.setdefault(router.family, []).append(name)
 

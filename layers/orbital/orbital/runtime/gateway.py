@@ -2,7 +2,7 @@
 
 `$connect` accepts the socket (registration happens in the `connect` RPC); `req` frames return their response as
 the route response (one less management API call); `$default` takes everything else (malformed JSON, unknown
-types, base64 `bin` chunks); `$disconnect` cleans up.
+types, base64 `bin` chunks); `$disconnect` cleans up. Chunk frames go to the families' hooks (`Services.hooks`).
 """
 
 from __future__ import annotations
@@ -11,22 +11,16 @@ import base64
 import logging
 from typing import Any
 
-from orbital import wiring
-from orbital.lifecycle import disconnect
 from orbital.methods import registry
 from orbital.observability import count
 from orbital.protocol.dispatch import Dispatcher, Outcome
 from orbital.protocol.frames import encode
-from orbital.services import Services, get_services
+from orbital.runtime.lifecycle import disconnect
+from orbital.runtime.services import Services, get_services
 
 log = logging.getLogger("orbital.gateway")
 
 _dispatcher: Dispatcher | None = None
-
-binary_handlers: list[Any] = []
-"""Callables (services, connection_id, payload: bytes) -> None for binary transfer chunks."""
-bin_route_handlers: list[Any] = []
-"""Callables (services, connection_id, frame: dict) -> dict | None for `{"type":"bin"}` text frames."""
 
 
 def dispatcher() -> Dispatcher:
@@ -45,7 +39,6 @@ def _endpoint(event: dict[str, Any]) -> str | None:
 
 
 def _prepare(event: dict[str, Any]) -> tuple[Services, str]:
-    wiring.load()
     services = get_services()
     endpoint = _endpoint(event)
     if endpoint:
@@ -92,19 +85,19 @@ def handle_message(event: dict[str, Any], context: Any = None) -> dict[str, Any]
         return {"statusCode": 200}
     if event.get("isBase64Encoded"):
         payload = base64.b64decode(body)
-        for handler in binary_handlers:
-            handler(services, connection_id, payload)
+        for on_binary in services.hooks.binary_handlers:
+            on_binary(services, connection_id, payload)
         return {"statusCode": 200}
     route = (event.get("requestContext") or {}).get("routeKey")
-    if route == "bin" and bin_route_handlers:
+    if route == "bin" and services.hooks.bin_handlers:
         import json
 
         try:
             frame = json.loads(body)
         except ValueError:
             return {"statusCode": 200}
-        for handler in bin_route_handlers:
-            reply = handler(services, connection_id, frame)
+        for on_bin in services.hooks.bin_handlers:
+            reply = on_bin(services, connection_id, frame)
             if reply is not None:
                 return {"statusCode": 200, "body": encode(reply)}
         return {"statusCode": 200}

@@ -1,4 +1,8 @@
-"""The ports a method handler uses, built lazily once per warm container (or once per local gateway)."""
+"""The ports a method handler uses, built lazily once per warm container (or once per local gateway).
+
+Besides the AWS-backed repositories this holds the method registry, so the runtime and the engines reach the
+families' hooks (`hooks`) without importing the families themselves.
+"""
 
 from __future__ import annotations
 
@@ -6,26 +10,42 @@ import functools
 import time
 from typing import TYPE_CHECKING, Any
 
+from orbital import methods
 from orbital.aws import clients
 from orbital.aws.push import ManagementApiSender, Sender
+from orbital.runtime.lifecycle import disconnect
 from orbital.settings import Settings, get_settings
 from orbital.store.config_repo import ConfigRepo
 from orbital.store.connections import ConnectionRepo
 from orbital.store.table import Table
 
 if TYPE_CHECKING:
+    from orbital.protocol.registry import Hooks, Registry
     from orbital.store.repos import GatewayRepo
     from orbital.store.sessions import SessionRepo
     from orbital.store.workspace import Workspace
 
 
 class Services:
-    def __init__(self, settings: Settings, *, sender: Sender | None = None) -> None:
+    def __init__(self, settings: Settings, *, sender: Sender | None = None, registry: Registry | None = None) -> None:
         self.settings = settings
         self._sender = sender
+        self._registry = registry
 
     def now_ms(self) -> int:
         return int(time.time() * 1000)
+
+    @property
+    def registry(self) -> Registry:
+        """The method registry (by default the one of `orbital.methods`, assembled on first use)."""
+        if self._registry is None:
+            self._registry = methods.registry()
+        return self._registry
+
+    @property
+    def hooks(self) -> Hooks:
+        """The families' hooks: socket loss, node connect, deferred-call kinds, chunk frames, workflow steps."""
+        return self.registry.hooks
 
     @functools.cached_property
     def table(self) -> Table:
@@ -75,8 +95,6 @@ class Services:
         """Send a frame; a gone socket (410) is cleaned up and reported as False."""
         if self.sender.post(connection_id, frame):
             return True
-        from orbital.lifecycle import disconnect
-
         disconnect(self, connection_id)
         return False
 

@@ -1,12 +1,16 @@
-"""Steps of the state machines, run by the `workflow_steps` function (`{"step": name, ...}` in, JSON out)."""
+"""Steps of the state machines, run by the `workflow_steps` function (`{"step": name, ...}` in, JSON out).
+
+The deferred-call steps are the runtime's own (`STEPS`); a family adds the steps of its own state machine with
+`Router.workflow_step`, and they are found through `Services.hooks`.
+"""
 
 from __future__ import annotations
 
 import logging
 from typing import Any
 
-from orbital import deferred
-from orbital.services import Services, get_services
+from orbital.engines import deferred
+from orbital.runtime.services import Services, get_services
 
 log = logging.getLogger("orbital.workflows")
 
@@ -25,7 +29,7 @@ def _timeout(services: Services, event: dict[str, Any]) -> dict[str, Any]:
     if claimed is None:
         return {"timedOut": False}
     call, _ = claimed
-    handler = deferred.on_timeout.get(call.kind)
+    handler = services.hooks.call_timeout.get(call.kind)
     if handler is not None:
         handler(services, call)
     else:
@@ -48,11 +52,9 @@ STEPS = {"register": _register, "timeout": _timeout, "fail": _fail}
 
 
 def handle_step(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
-    from orbital import wiring
-
-    wiring.load()
+    services = get_services()
     step = event.get("step")
-    func = STEPS.get(step) if isinstance(step, str) else None
+    func = (STEPS.get(step) or services.hooks.workflow_steps.get(step)) if isinstance(step, str) else None
     if func is None:
         raise ValueError(f"unknown workflow step: {step!r}")
-    return func(get_services(), event)
+    return func(services, event)

@@ -28,14 +28,15 @@ def global_skills_prefix() -> str:
     return keys.global_skills_prefix("")
 
 
+def is_skill_file(key: str, prefix: str) -> bool:
+    """Whether `key` is a SKILL.md inside a directory below `prefix`."""
+    rest = key[len(prefix) :] if key.startswith(prefix) else ""
+    return rest.endswith(_SUFFIX) and len(rest) > len(_SUFFIX)
+
+
 def _skill_keys(workspace: Workspace, prefix: str) -> list[str]:
     """Keys of SKILL.md files inside a directory below `prefix` (every page of the listing)."""
-    found = []
-    for info in workspace.listing(prefix, delimiter=None).keys:
-        rest = info.key[len(prefix) :]
-        if rest.endswith(_SUFFIX) and len(rest) > len(_SUFFIX):
-            found.append(info.key)
-    return sorted(found)
+    return sorted(info.key for info in workspace.listing(prefix, delimiter=None).keys if is_skill_file(info.key, prefix))
 
 
 def skill_locations(workspace: Workspace, agent_id: str) -> list[str]:

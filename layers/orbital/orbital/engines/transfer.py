@@ -13,8 +13,9 @@ or in S3:
 - presigned: the node PUTs to / GETs from a presigned S3 URL (a staging object for uploads, copied into place after
   the size check); the socket carries only metadata.
 Every transfer has a deferred call (kind "transfer") whose execution owns the timeout. Failure, timeout or the loss
-of either node aborts both sides (`transfer.abort`), removes staging objects and answers the caller. A destination
-writes to a temporary file and renames it only after the last byte, so no partial file looks complete.
+of either node aborts both sides (`transfer.abort`), removes staging objects and answers the caller; the `transfer`
+method family hooks these reactions in. A destination writes to a temporary file and renames it only after the last
+byte, so no partial file looks complete.
 """
 
 from __future__ import annotations
@@ -25,19 +26,20 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from orbital import deferred, lifecycle
 from orbital.domain.workspace_paths import content_type_for, normalize_relative_path
+from orbital.engines import deferred
 from orbital.errors import BadRequestError, ConflictError, ForbiddenError, UnavailableError
 from orbital.protocol.frames import event_frame, pack_chunk
 from orbital.store import keys
 
 if TYPE_CHECKING:
-    from orbital.services import Services
+    from orbital.runtime.services import Services
     from orbital.store.connections import Connection
 
 log = logging.getLogger("orbital.transfer")
 
 GSV = "gsv"
+CALL_KIND = "transfer"
 CHUNK_BYTES = 64 * 1024
 """Data per `bin` text frame (~87 KB encoded, inside API Gateway's 128 KB message limit)."""
 BINARY_CHUNK_BYTES = 256 * 1024
@@ -209,7 +211,7 @@ def start(
     assert party is not None
     call = deferred.PendingCall(
         call_id=xfer.call_id,
-        kind="transfer",
+        kind=CALL_KIND,
         node_id=party.node_id,
         node_connection_id=party.connection_id,
         timeout_ms=timeout_ms(services.config.effective()),
@@ -516,7 +518,7 @@ def _abort(services: Services, xfer: Transfer, error: str) -> None:
             log.debug("could not notify %s of the abort", conn_id)
 
 
-def _timed_out(services: Services, call: deferred.PendingCall) -> None:
+def on_call_timeout(services: Services, call: deferred.PendingCall) -> None:
     transfer_id = int(call.extra.get("transferId", 0))
     xfer = load(services, transfer_id)
     message = f"Transfer timed out after {call.timeout_ms}ms"
@@ -525,7 +527,7 @@ def _timed_out(services: Services, call: deferred.PendingCall) -> None:
     deferred.answer(services, call, error={"code": 504, "message": message})
 
 
-def _node_lost(services: Services, call: deferred.PendingCall, reason: str) -> None:
+def on_call_node_lost(services: Services, call: deferred.PendingCall, reason: str) -> None:
     transfer_id = int(call.extra.get("transferId", 0))
     xfer = load(services, transfer_id)
     if xfer is not None:
@@ -533,13 +535,8 @@ def _node_lost(services: Services, call: deferred.PendingCall, reason: str) -> N
     deferred.answer(services, call, error={"code": 500, "message": reason})
 
 
-def _node_gone(services: Services, conn: Connection) -> None:
+def on_node_gone(services: Services, conn: Connection) -> None:
     """The other party's node may be the one that went: fail every transfer touching it."""
     for xfer in active(services):
         if conn.connection_id in (xfer.source_conn, xfer.dest_conn):
             fail(services, xfer.transfer_id, f"Node disconnected: {conn.node_id}")
-
-
-deferred.on_timeout["transfer"] = _timed_out
-deferred.on_node_lost["transfer"] = _node_lost
-lifecycle.on_node_gone.append(_node_gone)

@@ -1,25 +1,21 @@
 """Socket end-of-life (spec §1.5): remove the connection and whatever registry entry it still owns.
 
 Called from `$disconnect`, and whenever a post returns 410 (API Gateway does not guarantee `$disconnect`).
-A close of a socket that no longer owns its id ("stale close") leaves the newer registration alone.
+A close of a socket that no longer owns its id ("stale close") leaves the newer registration alone. What else goes
+with the socket (calls pending on a node, probes, transfers) is up to the families' hooks (`Services.hooks`).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from orbital.services import Services
+    from orbital.protocol.registry import SocketGone
+    from orbital.runtime.services import Services
     from orbital.store.connections import Connection
 
 log = logging.getLogger("orbital.lifecycle")
-
-# Hooks other families add (e.g. failing calls pending on a node). Each gets (services, connection).
-Hook = Callable[["Services", "Connection"], None]
-on_node_gone: list[Hook] = []
-on_client_gone: list[Hook] = []
 
 
 def disconnect(services: Services, connection_id: str) -> None:
@@ -29,17 +25,17 @@ def disconnect(services: Services, connection_id: str) -> None:
     repo = services.connections
     if conn.mode == "client" and conn.client_id:
         if repo.release_client(conn.client_id, connection_id):
-            for hook in on_client_gone:
+            for hook in services.hooks.on_client_gone:
                 _safe(hook, services, conn)
     elif conn.mode == "node" and conn.node_id:
         if repo.release_node(conn.node_id, connection_id):
-            for hook in on_node_gone:
+            for hook in services.hooks.on_node_gone:
                 _safe(hook, services, conn)
     elif conn.mode == "channel" and conn.channel and conn.account_id:
         repo.release_channel_socket(conn.channel, conn.account_id, connection_id)
 
 
-def _safe(hook: Hook, services: Services, conn: Connection) -> None:
+def _safe(hook: SocketGone, services: Services, conn: Connection) -> None:
     try:
         hook(services, conn)
     except Exception:

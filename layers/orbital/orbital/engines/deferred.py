@@ -13,7 +13,8 @@ itself is owned by a `deferred_call` Step Functions execution (`lambda:invoke.wa
     node loss:       claim every call pending on the node → answer 503 → close their executions
 
 The claim is a conditional update returning the old item, so the token is either in the claim's result or the
-register step's conditional write fails: no execution is left waiting after its call was answered.
+register step's conditional write fails: no execution is left waiting after its call was answered. The family that
+owns a kind may react to its timeout or node loss in its own way (`Router.on_call_timeout` / `on_call_node_lost`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ import json
 import logging
 import math
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -32,7 +32,7 @@ from orbital.protocol.frames import error_frame, ok_frame
 from orbital.store import keys
 
 if TYPE_CHECKING:
-    from orbital.services import Services
+    from orbital.runtime.services import Services
 
 log = logging.getLogger("orbital.deferred")
 
@@ -93,11 +93,6 @@ class PendingCall:
 class Lookup:
     call: PendingCall
     state: str
-
-
-# Per-kind reactions, registered by the families that own the kinds: (services, call) -> None
-on_timeout: dict[str, Callable[[Services, PendingCall], None]] = {}
-on_node_lost: dict[str, Callable[[Services, PendingCall, str], None]] = {}
 
 
 def create(services: Services, call: PendingCall) -> None:
@@ -211,7 +206,7 @@ def fail_node_calls(services: Services, node_id: str, reason: str, *, kinds: set
         if claimed is None:
             continue
         call, token = claimed
-        handler = on_node_lost.get(call.kind)
+        handler = services.hooks.call_node_lost.get(call.kind)
         if handler is not None:
             handler(services, call, reason)
         else:

@@ -23,15 +23,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from orbital import deferred, lifecycle, skills_store
 from orbital.domain.session_keys import normalize_agent_id
 from orbital.domain.skills import probe_bins, skills_entries
+from orbital.engines import deferred
 from orbital.errors import ConflictError, GatewayFailure
 from orbital.protocol.frames import event_frame
+from orbital.runtime import lifecycle
 from orbital.store import keys
+from orbital.store import skills as skills_store
 
 if TYPE_CHECKING:
-    from orbital.services import Services
+    from orbital.runtime.services import Services
     from orbital.store.connections import Connection, NodeEntry
 
 log = logging.getLogger("orbital.probes")
@@ -345,7 +347,7 @@ def refresh_skill_runtime_facts(
 # --- reactions -------------------------------------------------------------------------------------------------------
 
 
-def on_timeout(services: Services, call: deferred.PendingCall) -> None:
+def on_call_timeout(services: Services, call: deferred.PendingCall) -> None:
     """A dispatch got no answer in time: send the same probe again once, then give up on it."""
     probe = load(services, call.node_id, str(call.extra.get("probeId")))
     if probe is None or probe.state != SENT or probe.call_id != call.call_id:
