@@ -1,17 +1,19 @@
 """Methods of the `cron` family: scheduled jobs (spec §11).
 
 `cron.status` summarizes every job against the `cron.*` settings; `cron.list` pages through jobs with the ones that
-run next first.
+run next first; `cron.add` / `cron.update` / `cron.remove` / `cron.runs` go through the cron service
+(`orbital.engines.cron`), which owns the rules. `cron.run` needs the agent loop as executor and is wired with it.
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
+from orbital.engines import cron as engine
+from orbital.engines.cron import cron_settings, int_param
+from orbital.errors import RpcError
 from orbital.protocol.registry import NoParams, Params, Result, Router
 from orbital.store.repos import CRON_LIST_DEFAULT, CRON_LIST_MAX, CRON_OFFSET_MAX
 
@@ -19,43 +21,6 @@ if TYPE_CHECKING:
     from orbital.protocol.context import CallContext
 
 router = Router("cron")
-
-DEFAULT_MAX_JOBS = 200
-DEFAULT_MAX_RUNS_PER_JOB_HISTORY = 200
-DEFAULT_MAX_CONCURRENT_RUNS = 4
-
-
-@dataclass(frozen=True)
-class CronSettings:
-    enabled: bool
-    max_jobs: int
-    max_runs_per_job_history: int
-    max_concurrent_runs: int
-
-
-def _limit_setting(value: Any, default: int) -> int:
-    """A numeric setting floored, at least 1; anything that is not a finite number uses the default."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        return default
-    return max(1, math.floor(value))
-
-
-def cron_settings(config: dict[str, Any]) -> CronSettings:
-    section = config.get("cron")
-    cron = section if isinstance(section, dict) else {}
-    return CronSettings(
-        enabled=cron.get("enabled", True) is not False,
-        max_jobs=_limit_setting(cron.get("maxJobs"), DEFAULT_MAX_JOBS),
-        max_runs_per_job_history=_limit_setting(cron.get("maxRunsPerJobHistory"), DEFAULT_MAX_RUNS_PER_JOB_HISTORY),
-        max_concurrent_runs=_limit_setting(cron.get("maxConcurrentRuns"), DEFAULT_MAX_CONCURRENT_RUNS),
-    )
-
-
-def int_param(value: Any, default: int, low: int, high: int) -> int:
-    """A paging param floored into [low, high]; a missing or non-numeric value uses the default."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        return default
-    return max(low, min(high, math.floor(value)))
 
 
 class CronStatusResult(Result):
@@ -136,3 +101,101 @@ def cron_list(ctx: CallContext, params: CronListParams) -> dict[str, Any]:
         offset=int_param(params.offset, 0, 0, CRON_OFFSET_MAX),
     )
     return {"jobs": jobs, "count": count}
+
+
+# --- job changes and run history (the cron service) ---------------------------------------------------------------
+
+
+def _service_error(exc: engine.CronError) -> RpcError:
+    return RpcError(exc.message, code=exc.code)
+
+
+class CronAddParams(Params):
+    # loosely typed: the service checks each field and answers with GSV's message
+    name: Any = Field(default=None, json_schema_extra={"type": "string"})
+    description: Any = Field(default=None, json_schema_extra={"type": "string"})
+    agentId: Any = Field(default=None, json_schema_extra={"type": "string"})
+    enabled: Any = Field(default=None, json_schema_extra={"type": "boolean"})
+    deleteAfterRun: Any = Field(default=None, json_schema_extra={"type": "boolean"})
+    schedule: Any = Field(default=None, json_schema_extra={"type": "object"})
+    spec: Any = Field(default=None, json_schema_extra={"type": "object"})
+
+
+class CronUpdateParams(Params):
+    id: Any = Field(default=None, json_schema_extra={"type": "string"})
+    patch: Any = Field(default=None, json_schema_extra={"type": "object"})
+
+
+class CronRemoveParams(Params):
+    id: Any = Field(default=None, json_schema_extra={"type": "string"})
+
+
+class CronRunsParams(Params):
+    jobId: Any = Field(default=None, json_schema_extra={"type": "string"})
+    limit: Any = Field(default=None, json_schema_extra={"type": "integer"})
+    offset: Any = Field(default=None, json_schema_extra={"type": "integer"})
+
+
+class CronJobResult(Result):
+    ok: bool
+    job: CronJob
+
+
+class CronRemoveResult(Result):
+    ok: bool
+    removed: bool
+
+
+class CronRun(Result):
+    id: int
+    jobId: str
+    ts: int | float
+    status: str
+    error: str | None = None
+    summary: str | None = None
+    durationMs: int | float | None = None
+    nextRunAtMs: int | float | None = None
+
+
+class CronRunsResult(Result):
+    runs: list[CronRun]
+    count: int
+
+
+@router.method("cron.add", params=CronAddParams, result=CronJobResult)
+def cron_add(ctx: CallContext, params: CronAddParams) -> dict[str, Any]:
+    """Create a job from `{name, schedule, spec, description?, agentId?, enabled?, deleteAfterRun?}`. The schedule is
+    stored as given: `{kind:"at", atMs}`, `{kind:"every", everyMs, anchorMs?}` or `{kind:"cron", expr, tz?}`."""
+    if not params.name or not params.schedule or not params.spec:
+        raise RpcError("name, schedule, and spec are required", code=400)
+    job_input = {name: getattr(params, name) for name in params.model_fields_set}
+    try:
+        return {"ok": True, "job": engine.add(ctx.services, job_input, ctx.now_ms())}
+    except engine.CronError as exc:
+        raise _service_error(exc) from None
+
+
+@router.method("cron.update", params=CronUpdateParams, result=CronJobResult)
+def cron_update(ctx: CallContext, params: CronUpdateParams) -> dict[str, Any]:
+    """Apply `patch` (any job fields; a spec of the same mode is merged field by field) to job `id`; the next run
+    is recomputed from now."""
+    if not params.id or not params.patch:
+        raise RpcError("id and patch are required", code=400)
+    try:
+        return {"ok": True, "job": engine.update(ctx.services, params.id, params.patch, ctx.now_ms())}
+    except engine.CronError as exc:
+        raise _service_error(exc) from None
+
+
+@router.method("cron.remove", params=CronRemoveParams, result=CronRemoveResult)
+def cron_remove(ctx: CallContext, params: CronRemoveParams) -> dict[str, Any]:
+    """Delete job `id` and its run history; `removed` says whether it existed."""
+    if not params.id:
+        raise RpcError("id is required", code=400)
+    return {"ok": True, "removed": engine.remove(ctx.services, params.id)}
+
+
+@router.method("cron.runs", params=CronRunsParams, result=CronRunsResult)
+def cron_runs(ctx: CallContext, params: CronRunsParams) -> dict[str, Any]:
+    """Run records, newest first, optionally of one `jobId`. Paging: `limit` 1-2000 (default 200), `offset`."""
+    return engine.runs(ctx.services, job_id=params.jobId, limit=params.limit, offset=params.offset)

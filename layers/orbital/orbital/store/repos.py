@@ -67,6 +67,12 @@ def cron_order_key(job: dict[str, Any]) -> tuple[int, float, float, str]:
     return (0, next_run, created, job_id)
 
 
+def cron_next_run_reached(job: dict[str, Any], now_ms: int) -> bool:
+    """Enabled and its next run has come (whether or not it is running)."""
+    next_run = cron_next_run(job)
+    return cron_job_enabled(job) and next_run is not None and next_run <= now_ms
+
+
 def cron_is_due(job: dict[str, Any], now_ms: int) -> bool:
     """Enabled, next run reached, not running."""
     next_run = cron_next_run(job)
@@ -223,10 +229,14 @@ class GatewayRepo:
         size = clamp(limit, 1, CRON_LIST_MAX)
         return jobs[start : start + size], len(jobs)
 
-    def due_cron_jobs(self, now_ms: int, *, limit: int | None = None) -> list[dict[str, Any]]:
-        """Enabled jobs whose next run has come and that are not running, earliest first (then oldest)."""
+    def due_cron_jobs(
+        self, now_ms: int, *, limit: int | None = None, include_running: bool = False
+    ) -> list[dict[str, Any]]:
+        """Enabled jobs whose next run has come and that are not running, earliest first (then oldest).
+        `include_running` keeps running ones too, for a caller that judges whether a running marker is stale."""
         due = [r.data for r in self.table.query_index(keys.CRON_DUE_GSI_PK)]
-        due = [job for job in due if cron_is_due(job, now_ms)]
+        check = cron_next_run_reached if include_running else cron_is_due
+        due = [job for job in due if check(job, now_ms)]
         due.sort(key=cron_order_key)
         return due if limit is None else due[: max(0, limit)]
 

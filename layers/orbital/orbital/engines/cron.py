@@ -1,0 +1,698 @@
+"""The cron service (spec §11.3) over the gateway table: jobs, their runs, and the gsv__Cron tool (§8.4).
+
+What a run *does* is not decided here: `run` takes an `execute(job) -> RunOutcome` callable (the agent loop) and does
+the bookkeeping around it, so the outcome recorded is the real one (fix F9), with its duration.
+
+Running a job:
+
+1. Claim it: re-read the job with its version, check it is still due (or, forced, not running), and write the
+   running marker `state.runningAtMs` with a conditional write on that version. Of two concurrent `run` calls only
+   one can win the write, so a job is never executed twice at once; the loser leaves it alone.
+2. Skip without executing when GSV does (`job disabled`, `cron scheduler disabled`, empty text or message), else
+   call `execute(job)`; an exception is an `error` outcome with its message.
+3. Finish on a fresh read (the job may have been edited meanwhile), again with a versioned write: clear the marker,
+   set `lastRunAtMs` (the start), `lastStatus`, `lastError`, `lastDurationMs`; an `at` job is disabled, or deleted
+   when it succeeded and has `deleteAfterRun` (its run history stays); `every` / `cron` jobs get their next run
+   computed from the end of this one. A run record is appended and the job's history trimmed to
+   `cron.maxRunsPerJobHistory`.
+
+Orbital behaviour beyond GSV:
+
+* Backoff: `state.consecutiveFailures` counts `error` outcomes in a row (reset by `ok` or any update of the job;
+  `skipped` leaves it). After n of them the next run of an `every` / `cron` job is pushed back by
+  min(1 h, 30 s * 2^(n-1)) beyond its normal next time, so a broken job does not hammer a model or a channel.
+* A running marker older than `RUNNING_STALE_MS` (or twice the task's `timeoutSeconds`, if longer) is presumed left
+  by a crashed run: the job is due again and may be claimed.
+* A forced run of a job that is running reports `skipped` with `job is already running` and changes nothing.
+* A job removed while it ran gets no run record (its history went with it).
+* Input errors raise `CronError` carrying a status code (400, or 404 for an unknown job id); GSV answers 500 for
+  these, but its clients only show the message, which is GSV's exact text.
+
+The gsv__Cron tool's entry point is `execute_tool`; it returns the tool's result object and raises `CronError` with
+the text the model should read.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import math
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar
+
+from orbital.domain import cron_input, timefmt
+from orbital.domain.ids import normalize_agent_id
+from orbital.domain.schedule import ScheduleError, compute_next_run_ms, validate_schedule
+from orbital.errors import ConflictError
+from orbital.store.repos import (
+    CRON_LIST_DEFAULT,
+    CRON_LIST_MAX,
+    CRON_OFFSET_MAX,
+    CRON_RUNS_LIST_MAX,
+    GatewayRepo,
+    cron_is_due,
+    cron_job_enabled,
+    cron_next_run,
+    cron_next_run_reached,
+    cron_running_since,
+)
+
+if TYPE_CHECKING:
+    from orbital.runtime.services import Services
+
+DEFAULT_MAX_JOBS = 200
+DEFAULT_MAX_RUNS_PER_JOB_HISTORY = 200
+DEFAULT_MAX_CONCURRENT_RUNS = 4
+
+RUNNING_STALE_MS = 60 * 60 * 1000
+"""A running marker this old (no Lambda lives that long) is presumed left behind by a run that crashed."""
+BACKOFF_BASE_MS = 30_000
+BACKOFF_MAX_MS = 60 * 60 * 1000
+MAX_JOB_ID_LENGTH = 200
+"""Longer ids cannot name a job (ours are UUIDs); they are unknown without asking the table."""
+_WRITE_ATTEMPTS = 8
+
+RunStatus = Literal["ok", "error", "skipped"]
+_STATUSES = ("ok", "error", "skipped")
+_TASK_SPEC_FIELDS = ("model", "thinking", "timeoutSeconds", "deliver", "channel", "to", "bestEffortDeliver")
+
+
+# --- settings ----------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CronSettings:
+    enabled: bool
+    max_jobs: int
+    max_runs_per_job_history: int
+    max_concurrent_runs: int
+
+
+def _limit_setting(value: Any, default: int) -> int:
+    """A numeric setting floored, at least 1; anything that is not a finite number uses the default."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return default
+    return max(1, math.floor(value))
+
+
+def cron_settings(config: Mapping[str, Any]) -> CronSettings:
+    section = config.get("cron")
+    cron = section if isinstance(section, dict) else {}
+    return CronSettings(
+        enabled=cron.get("enabled", True) is not False,
+        max_jobs=_limit_setting(cron.get("maxJobs"), DEFAULT_MAX_JOBS),
+        max_runs_per_job_history=_limit_setting(cron.get("maxRunsPerJobHistory"), DEFAULT_MAX_RUNS_PER_JOB_HISTORY),
+        max_concurrent_runs=_limit_setting(cron.get("maxConcurrentRuns"), DEFAULT_MAX_CONCURRENT_RUNS),
+    )
+
+
+def int_param(value: Any, default: int, low: int, high: int) -> int:
+    """A paging param floored into [low, high]; a missing or non-numeric value uses the default."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return default
+    return max(low, min(high, math.floor(value)))
+
+
+def _settings(services: Services) -> CronSettings:
+    return cron_settings(services.config.effective())
+
+
+# --- errors and outcomes -------------------------------------------------------------------------------------
+
+
+class CronError(ValueError):
+    """A cron request that cannot be done; `message` is GSV's text, `code` the RPC error code to answer with."""
+
+    def __init__(self, message: str, *, code: int = 400) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+
+
+def _unknown(job_id: Any) -> CronError:
+    return CronError(f"Unknown cron job id: {job_id}", code=404)
+
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _cron_errors(func: Callable[_P, _R]) -> Callable[_P, _R]:
+    """Schedule problems surface as CronError, so callers handle one error type."""
+
+    @functools.wraps(func)
+    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        try:
+            return func(*args, **kwargs)
+        except ScheduleError as exc:
+            raise CronError(str(exc)) from exc
+
+    return wrapper
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """What executing a job came to, as the executor reports it."""
+
+    status: RunStatus
+    error: str | None = None
+    summary: str | None = None
+
+
+Executor = Callable[[dict[str, Any]], RunOutcome]
+"""Runs one job (a `CronJob` dict, already claimed) and reports the outcome; may raise (recorded as `error`)."""
+
+
+# --- job fields ------------------------------------------------------------------------------------------------
+
+
+def _stored_schedule(schedule: Mapping[str, Any]) -> dict[str, Any]:
+    """Only the fields of the schedule's kind (the row GSV stores has no room for others)."""
+    kind = schedule["kind"]
+    if kind == "at":
+        return {"kind": "at", "atMs": schedule["atMs"]}
+    if kind == "every":
+        out = {"kind": "every", "everyMs": schedule["everyMs"]}
+        if schedule.get("anchorMs") is not None:
+            out["anchorMs"] = schedule["anchorMs"]
+        return out
+    out = {"kind": "cron", "expr": schedule["expr"]}
+    if schedule.get("tz"):
+        out["tz"] = schedule["tz"]
+    return out
+
+
+def _blank(value: Any) -> bool:
+    return not isinstance(value, str) or not value.strip()
+
+
+def _checked_spec(spec: Any) -> dict[str, Any]:
+    """The spec as stored: its mode's fields only, after GSV's checks."""
+    if not isinstance(spec, Mapping):
+        raise CronError("cron spec must be an object")
+    mode = spec.get("mode")
+    if mode == "systemEvent":
+        if _blank(spec.get("text")):
+            raise CronError("systemEvent spec requires non-empty text")
+        return {"mode": "systemEvent", "text": spec["text"]}
+    if mode == "task":
+        if _blank(spec.get("message")):
+            raise CronError("task spec requires non-empty message")
+        out = {"mode": "task", "message": spec["message"]}
+        out.update({k: spec[k] for k in _TASK_SPEC_FIELDS if spec.get(k) is not None})
+        return out
+    raise CronError(f"Unknown cron spec mode: {mode}")
+
+
+def _merged_spec(current: Mapping[str, Any], patch: Any) -> dict[str, Any]:
+    """A patch of the same mode overrides the fields it gives; a new mode needs a complete spec."""
+    if not isinstance(patch, Mapping):
+        raise CronError("cron spec must be an object")
+    mode = patch.get("mode")
+    if mode is None or mode == current.get("mode"):
+        return {**current, **{k: v for k, v in patch.items() if v is not None}}
+    if mode == "systemEvent" and _blank(patch.get("text")):
+        raise CronError('cron spec mode="systemEvent" requires text')
+    if mode == "task" and _blank(patch.get("message")):
+        raise CronError('cron spec mode="task" requires message')
+    return dict(patch)
+
+
+def _name(value: Any) -> str:
+    if _blank(value):
+        raise CronError("Cron job name is required")
+    return str(value).strip()
+
+
+def _set_or_drop(target: dict[str, Any], key: str, value: Any) -> None:
+    if value is None:
+        target.pop(key, None)
+    else:
+        target[key] = value
+
+
+def _job_id(value: Any) -> str | None:
+    """A usable job id, or None for anything that cannot name a job."""
+    if isinstance(value, str) and 0 < len(value) <= MAX_JOB_ID_LENGTH:
+        return value
+    return None
+
+
+# --- add / update / remove -------------------------------------------------------------------------------------
+
+
+@_cron_errors
+def add(services: Services, job_input: Mapping[str, Any], now_ms: int) -> dict[str, Any]:
+    """Create a job (§11.3 add) and return it. The schedule is taken as given (`{kind, atMs|everyMs|expr, …}`)."""
+    settings = _settings(services)
+    repo = services.gateway
+    if repo.count_cron_jobs() >= settings.max_jobs:
+        raise CronError(f"Cron job limit reached ({settings.max_jobs})")
+    schedule = job_input.get("schedule")
+    validate_schedule(schedule)
+    assert isinstance(schedule, Mapping)
+    agent_id = normalize_agent_id(job_input.get("agentId") if isinstance(job_input.get("agentId"), str) else None)
+    name = _name(job_input.get("name"))
+    description = job_input.get("description")
+    enabled = job_input.get("enabled") is not False
+    spec = _checked_spec(job_input.get("spec"))
+    job: dict[str, Any] = {"id": str(uuid.uuid4()), "agentId": agent_id, "name": name}
+    if not _blank(description):
+        job["description"] = str(description).strip()
+    job["enabled"] = enabled
+    if job_input.get("deleteAfterRun") is True:
+        job["deleteAfterRun"] = True
+    job.update(
+        {
+            "createdAtMs": now_ms,
+            "updatedAtMs": now_ms,
+            "schedule": _stored_schedule(schedule),
+            "spec": spec,
+            "state": {},
+        }
+    )
+    if enabled:
+        _set_or_drop(job["state"], "nextRunAtMs", compute_next_run_ms(job["schedule"], now_ms))
+    repo.put_cron_job(job, create=True)
+    return job
+
+
+def _apply_patch(job: dict[str, Any], patch: Mapping[str, Any], now_ms: int) -> dict[str, Any]:
+    updated = copy.deepcopy(job)
+    state = updated.setdefault("state", {})
+    if patch.get("schedule") is not None:
+        validate_schedule(patch["schedule"])
+        updated["schedule"] = _stored_schedule(patch["schedule"])
+    if "name" in patch and patch["name"] is not None:
+        updated["name"] = _name(patch["name"])
+    if "description" in patch:
+        description = patch["description"]
+        _set_or_drop(updated, "description", None if _blank(description) else str(description).strip())
+    if isinstance(patch.get("agentId"), str):
+        updated["agentId"] = normalize_agent_id(patch["agentId"])
+    if patch.get("enabled") is not None:
+        updated["enabled"] = bool(patch["enabled"])
+        if not updated["enabled"]:
+            state.pop("runningAtMs", None)
+    if patch.get("deleteAfterRun") is not None:
+        _set_or_drop(updated, "deleteAfterRun", True if patch["deleteAfterRun"] is True else None)
+    if patch.get("spec") is not None:
+        updated["spec"] = _merged_spec(updated.get("spec") or {}, patch["spec"])
+    updated["spec"] = _checked_spec(updated.get("spec"))
+    updated["updatedAtMs"] = now_ms
+    state.pop("consecutiveFailures", None)
+    next_run = compute_next_run_ms(updated["schedule"], now_ms) if cron_job_enabled(updated) else None
+    _set_or_drop(state, "nextRunAtMs", next_run)
+    return updated
+
+
+@_cron_errors
+def update(services: Services, job_id: Any, patch: Any, now_ms: int) -> dict[str, Any]:
+    """Apply a patch (§11.3 update) and return the job; the next run is recomputed from now."""
+    repo = services.gateway
+    key = _job_id(job_id)
+    for _ in range(_WRITE_ATTEMPTS):
+        found = repo.get_cron_job_versioned(key) if key else None
+        if found is None:
+            raise _unknown(job_id)
+        if not isinstance(patch, Mapping):
+            raise CronError("patch must be an object")
+        job, version = found
+        updated = _apply_patch(job, patch, now_ms)
+        try:
+            repo.put_cron_job(updated, expect_version=version)
+        except ConflictError:
+            continue  # a run started or finished meanwhile: apply the patch to what it left
+        return updated
+    raise ConflictError("cron job kept changing; try again", retryable=True)
+
+
+def remove(services: Services, job_id: Any) -> bool:
+    """Delete a job and its run history; whether it existed."""
+    key = _job_id(job_id)
+    return services.gateway.delete_cron_job(key) if key else False
+
+
+# --- reads -------------------------------------------------------------------------------------------------------
+
+
+def list_jobs(
+    services: Services,
+    *,
+    agent_id: Any = None,
+    include_disabled: Any = None,
+    limit: Any = None,
+    offset: Any = None,
+) -> dict[str, Any]:
+    """`{jobs, count}`: jobs due soonest first (§11.3 list); loosely typed params fall back to the defaults."""
+    jobs, count = services.gateway.list_cron_jobs(
+        agent_id=agent_id if isinstance(agent_id, str) and agent_id else None,
+        include_disabled=include_disabled is not False,
+        limit=int_param(limit, CRON_LIST_DEFAULT, 1, CRON_LIST_MAX),
+        offset=int_param(offset, 0, 0, CRON_OFFSET_MAX),
+    )
+    return {"jobs": jobs, "count": count}
+
+
+def runs(services: Services, *, job_id: Any = None, limit: Any = None, offset: Any = None) -> dict[str, Any]:
+    """`{runs, count}`: run records newest first, optionally of one job."""
+    key: str | None = None
+    if isinstance(job_id, str) and job_id:
+        key = _job_id(job_id)
+        if key is None:
+            return {"runs": [], "count": 0}
+    found, count = services.gateway.list_cron_runs(
+        job_id=key,
+        limit=int_param(limit, CRON_LIST_DEFAULT, 1, CRON_RUNS_LIST_MAX),
+        offset=int_param(offset, 0, 0, CRON_OFFSET_MAX),
+    )
+    return {"runs": found, "count": count}
+
+
+def status(services: Services, now_ms: int, *, agent_id: str | None = None) -> dict[str, Any]:
+    """The scheduler summary of `cron.status`; with `agent_id`, counted over that agent's jobs only."""
+    settings = _settings(services)
+    repo = services.gateway
+    if agent_id is None:
+        counts = repo.cron_status(now_ms)
+    else:
+        jobs = [j for j in repo.cron_jobs() if j.get("agentId") == agent_id]
+        next_runs = [n for n in (cron_next_run(j) for j in jobs if cron_job_enabled(j)) if n is not None]
+        counts = {
+            "count": len(jobs),
+            "dueCount": sum(1 for j in jobs if cron_is_due(j, now_ms)),
+            "runningCount": sum(1 for j in jobs if cron_running_since(j) is not None),
+        }
+        if next_runs:
+            counts["nextRunAtMs"] = min(next_runs)
+    out: dict[str, Any] = {
+        "enabled": settings.enabled,
+        "count": counts["count"],
+        "dueCount": counts["dueCount"],
+        "runningCount": counts["runningCount"],
+    }
+    if "nextRunAtMs" in counts:
+        out["nextRunAtMs"] = counts["nextRunAtMs"]
+    out["maxJobs"] = settings.max_jobs
+    out["maxConcurrentRuns"] = settings.max_concurrent_runs
+    return out
+
+
+# --- running -----------------------------------------------------------------------------------------------------
+
+
+def backoff_ms(consecutive_failures: int) -> int:
+    """How far the next run is pushed back after n errors in a row: 30 s, 1 min, 2 min, … at most 1 h."""
+    if consecutive_failures <= 0:
+        return 0
+    return min(BACKOFF_MAX_MS, BACKOFF_BASE_MS * 2 ** min(consecutive_failures - 1, 20))
+
+
+def _stale_after_ms(job: Mapping[str, Any]) -> int:
+    spec = job.get("spec")
+    timeout = spec.get("timeoutSeconds") if isinstance(spec, Mapping) else None
+    if not isinstance(timeout, bool) and isinstance(timeout, int | float) and math.isfinite(timeout) and timeout > 0:
+        return max(RUNNING_STALE_MS, math.ceil(timeout * 2000))
+    return RUNNING_STALE_MS
+
+
+def _running(job: dict[str, Any], now_ms: int) -> bool:
+    """Marked running by a run that may still be going (a marker too old to be live does not count)."""
+    since = cron_running_since(job)
+    return since is not None and now_ms - since < _stale_after_ms(job)
+
+
+def _due(job: dict[str, Any], now_ms: int) -> bool:
+    return cron_next_run_reached(job, now_ms) and not _running(job, now_ms)
+
+
+def _claim(repo: GatewayRepo, job_id: str, start_ms: int, *, due_only: bool) -> dict[str, Any] | str | None:
+    """Mark the job running with a write conditional on the version just read. Returns the claimed job; None when it
+    is gone, not due (due_only), or another runner got there first; "running" when a forced run finds it busy."""
+    for _ in range(_WRITE_ATTEMPTS):
+        found = repo.get_cron_job_versioned(job_id)
+        if found is None:
+            return None
+        job, version = found
+        if due_only and not _due(job, start_ms):
+            return None
+        if not due_only and _running(job, start_ms):
+            return "running"
+        claimed = copy.deepcopy(job)
+        claimed.setdefault("state", {})["runningAtMs"] = start_ms
+        try:
+            repo.put_cron_job(claimed, expect_version=version)
+        except ConflictError:
+            continue  # changed since read: look again (a rival claim shows as running, or no longer due)
+        return claimed
+    return None
+
+
+def _skip_reason(job: dict[str, Any], *, forced: bool, settings: CronSettings) -> str | None:
+    if not forced and not cron_job_enabled(job):
+        return "job disabled"
+    if not forced and not settings.enabled:
+        return "cron scheduler disabled"
+    spec = job.get("spec")
+    spec = spec if isinstance(spec, Mapping) else {}
+    if spec.get("mode") == "systemEvent" and _blank(spec.get("text")):
+        return "systemEvent spec text is empty"
+    if spec.get("mode") == "task" and _blank(spec.get("message")):
+        return "task spec message is empty"
+    return None
+
+
+def _execute(job: dict[str, Any], execute: Executor) -> RunOutcome:
+    spec = job.get("spec")
+    mode = spec.get("mode") if isinstance(spec, Mapping) else None
+    if mode not in ("systemEvent", "task"):
+        return RunOutcome("error", f"Unknown cron spec mode: {mode}")
+    try:
+        outcome = execute(job)
+    except Exception as exc:
+        return RunOutcome("error", str(exc) or type(exc).__name__)
+    if not isinstance(outcome, RunOutcome) or outcome.status not in _STATUSES:
+        return RunOutcome("error", "cron executor returned no valid outcome")
+    return outcome
+
+
+def _finished_job(
+    job: dict[str, Any], outcome: RunOutcome, start_ms: int, end_ms: int, duration_ms: int
+) -> tuple[dict[str, Any] | None, int | None]:
+    """The job after a run (None: delete it) and its next run."""
+    done = copy.deepcopy(job)
+    state = done.setdefault("state", {})
+    state.pop("runningAtMs", None)
+    state["lastRunAtMs"] = start_ms
+    state["lastStatus"] = outcome.status
+    _set_or_drop(state, "lastError", outcome.error)
+    state["lastDurationMs"] = duration_ms
+    failures = int(state.get("consecutiveFailures") or 0)
+    if outcome.status == "error":
+        failures += 1
+    elif outcome.status == "ok":
+        failures = 0
+    _set_or_drop(state, "consecutiveFailures", failures or None)
+    schedule = done.get("schedule")
+    if isinstance(schedule, Mapping) and schedule.get("kind") == "at":
+        if outcome.status == "ok" and done.get("deleteAfterRun") is True:
+            return None, None
+        done["enabled"] = False
+        state.pop("nextRunAtMs", None)
+        return done, None
+    next_run: int | None = None
+    if cron_job_enabled(done):
+        try:
+            next_run = compute_next_run_ms(schedule, end_ms)
+        except ScheduleError:
+            next_run = None  # a stored schedule no longer valid (edited by hand): never due again
+        if next_run is not None and outcome.status == "error":
+            next_run += backoff_ms(failures)
+    _set_or_drop(state, "nextRunAtMs", next_run)
+    return done, next_run
+
+
+def _finish(
+    repo: GatewayRepo,
+    job_id: str,
+    outcome: RunOutcome,
+    start_ms: int,
+    duration_ms: int,
+    settings: CronSettings,
+) -> dict[str, Any]:
+    end_ms = start_ms + duration_ms
+    result: dict[str, Any] = {"jobId": job_id, "status": outcome.status}
+    if outcome.error is not None:
+        result["error"] = outcome.error
+    if outcome.summary is not None:
+        result["summary"] = outcome.summary
+    result["durationMs"] = duration_ms
+    for _ in range(_WRITE_ATTEMPTS):
+        found = repo.get_cron_job_versioned(job_id)
+        if found is None:
+            return result  # removed while it ran: nothing to update, no history to add to
+        job, version = found
+        done, next_run = _finished_job(job, outcome, start_ms, end_ms, duration_ms)
+        try:
+            if done is None:
+                repo.delete_cron_job(job_id, with_runs=False)
+            else:
+                repo.put_cron_job(done, expect_version=version)
+        except ConflictError:
+            continue  # edited during the run: finish on top of the edit
+        if next_run is not None:
+            result["nextRunAtMs"] = next_run
+        repo.append_cron_run({**result, "ts": start_ms}, keep=settings.max_runs_per_job_history)
+        return result
+    raise ConflictError(f"could not record the run of cron job {job_id}", retryable=True)
+
+
+def _run_claimed(
+    repo: GatewayRepo,
+    job: dict[str, Any],
+    start_ms: int,
+    *,
+    forced: bool,
+    settings: CronSettings,
+    execute: Executor,
+    monotonic: Callable[[], float],
+) -> dict[str, Any]:
+    began = monotonic()
+    reason = _skip_reason(job, forced=forced, settings=settings)
+    outcome = RunOutcome("skipped", reason) if reason else _execute(job, execute)
+    duration_ms = max(0, round((monotonic() - began) * 1000))
+    return _finish(repo, str(job["id"]), outcome, start_ms, duration_ms, settings)
+
+
+@_cron_errors
+def run(
+    services: Services,
+    *,
+    job_id: Any = None,
+    mode: Any = "due",
+    now_ms: int,
+    execute: Executor,
+    monotonic: Callable[[], float] = time.monotonic,
+) -> dict[str, Any]:
+    """Run jobs (§11.3 run) and return `{ran, results}`.
+
+    Without `job_id`: the due jobs (enabled, next run reached, not running), soonest first, at most
+    `cron.maxConcurrentRuns` of them, one after another; nothing while the scheduler is disabled. With `job_id`:
+    that job, if due, or whatever its state with `mode="force"` (any other mode means due). Each job starts at
+    `now_ms` plus the time the previous ones took (measured with `monotonic`, seconds)."""
+    settings = _settings(services)
+    repo = services.gateway
+    forced = mode == "force"
+    began = monotonic()
+
+    def start_ms() -> int:
+        return now_ms + max(0, round((monotonic() - began) * 1000))
+
+    results: list[dict[str, Any]] = []
+    if job_id is None or job_id == "":
+        if forced:
+            raise CronError("cron.run with mode=force requires id")
+        if not settings.enabled:
+            return {"ran": 0, "results": []}
+        candidates = [j for j in repo.due_cron_jobs(now_ms, include_running=True) if _due(j, now_ms)]
+        for candidate in candidates[: settings.max_concurrent_runs]:
+            start = start_ms()
+            claimed = _claim(repo, str(candidate["id"]), start, due_only=True)
+            if isinstance(claimed, dict):
+                results.append(
+                    _run_claimed(
+                        repo, claimed, start, forced=False, settings=settings, execute=execute, monotonic=monotonic
+                    )
+                )
+        return {"ran": len(results), "results": results}
+    key = _job_id(job_id)
+    if key is None or repo.get_cron_job(key) is None:
+        raise _unknown(job_id)
+    start = start_ms()
+    claimed = _claim(repo, key, start, due_only=not forced)
+    if claimed == "running":
+        results.append({"jobId": key, "status": "skipped", "error": "job is already running", "durationMs": 0})
+    elif isinstance(claimed, dict):
+        results.append(
+            _run_claimed(repo, claimed, start, forced=forced, settings=settings, execute=execute, monotonic=monotonic)
+        )
+    return {"ran": len(results), "results": results}
+
+
+# --- the gsv__Cron tool ------------------------------------------------------------------------------------------
+
+
+def _with_human_times(job: dict[str, Any], tz: str) -> dict[str, Any]:
+    out = {**job, "scheduleHuman": timefmt.schedule_human(job.get("schedule") or {}, tz)}
+    state = job.get("state")
+    state = state if isinstance(state, dict) else {}
+    if state.get("nextRunAtMs") is not None:
+        out["nextRunHuman"] = timefmt.format_time_full(state["nextRunAtMs"], tz)
+    if state.get("lastRunAtMs") is not None:
+        out["lastRunHuman"] = timefmt.format_time_full(state["lastRunAtMs"], tz)
+    return out
+
+
+def _text(value: Any) -> str | None:
+    return value.strip() if isinstance(value, str) and value.strip() else None
+
+
+@_cron_errors
+def execute_tool(
+    services: Services,
+    args: Any,
+    *,
+    agent_id: str,
+    user_tz: Any,
+    now_ms: int,
+    execute: Executor,
+) -> dict[str, Any]:
+    """The gsv__Cron tool (§8.4): `action` status | list | add | update | remove | run | runs (default status).
+
+    Returns the tool's result object; raises CronError with the message the model reads. Times in results and in
+    the schedule input are in `user_tz`. A job added without an `agentId` belongs to the calling agent."""
+    params = args if isinstance(args, dict) else {}
+    action = str(params.get("action") or "status").strip().lower()
+    tz = timefmt.resolve_timezone(user_tz)
+    current = timefmt.format_time_full(now_ms, tz)
+    filter_agent = _text(params.get("agentId"))
+    if action == "status":
+        agent = normalize_agent_id(filter_agent) if filter_agent else None
+        return {**status(services, now_ms, agent_id=agent), "currentTime": current, "timezone": tz}
+    if action == "list":
+        listed = list_jobs(
+            services,
+            agent_id=normalize_agent_id(filter_agent) if filter_agent else None,
+            include_disabled=params.get("includeDisabled"),
+            limit=params.get("limit"),
+            offset=params.get("offset"),
+        )
+        jobs = [_with_human_times(job, tz) for job in listed["jobs"]]
+        return {"jobs": jobs, "count": listed["count"], "timezone": tz, "currentTime": current}
+    if action == "add":
+        raw = params["job"] if isinstance(params.get("job"), dict) else params
+        job_input = cron_input.normalize_job_input(raw, tz, now_ms)
+        if not _text(job_input.get("agentId")):
+            job_input["agentId"] = filter_agent or agent_id
+        return {"ok": True, "job": add(services, job_input, now_ms)}
+    if action == "update":
+        job_id = _text(params.get("id"))
+        if job_id is None:
+            raise CronError("cron update requires id")
+        patch = cron_input.normalize_patch_input(params.get("patch"), tz, now_ms)
+        return {"ok": True, "job": update(services, job_id, patch, now_ms)}
+    if action == "remove":
+        job_id = _text(params.get("id"))
+        if job_id is None:
+            raise CronError("cron remove requires id")
+        return {"ok": True, "removed": remove(services, job_id)}
+    if action == "run":
+        mode = "force" if str(params.get("mode") or "").strip().lower() == "force" else "due"
+        ran = run(services, job_id=_text(params.get("id")), mode=mode, now_ms=now_ms, execute=execute)
+        return {"ok": True, **ran}
+    if action == "runs":
+        return runs(services, job_id=_text(params.get("jobId")), limit=params.get("limit"), offset=params.get("offset"))
+    raise CronError(f"Unknown cron action: {action}")
