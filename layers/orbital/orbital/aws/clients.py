@@ -63,6 +63,23 @@ def client(service: str, endpoint_url: str | None = None, region: str | None = N
     return made
 
 
+@functools.cache
+def model_client(service: str, endpoint_url: str | None = None, region: str | None = None) -> BaseClient:
+    """A client for model calls (bedrock-runtime): AWS itself or `endpoint_url`, never the local stand-in endpoint;
+    no botocore retries (the provider layer has its own policy and time budget) and reads that may wait long."""
+    import boto3
+    from botocore.config import Config
+
+    session = boto3.session.Session()
+    config = Config(retries={"total_max_attempts": 1, "mode": "standard"}, connect_timeout=10, read_timeout=300)
+    kwargs: dict[str, Any] = {"region_name": region or get_settings().region, "config": config}
+    if endpoint_url:
+        kwargs["endpoint_url"] = endpoint_url
+    made = session.client(service, **kwargs)
+    made.meta.events.register("before-call.*.*", _count)
+    return made
+
+
 def offer_in_process(made: BaseClient, endpoint: str | None = None) -> bool:
     """Serve `made` in process if the local gateway answers its endpoint. True if it will be."""
     attach = _in_process
@@ -97,6 +114,7 @@ def management(endpoint_url: str) -> BaseClient:
 
 def reset_clients() -> None:
     client.cache_clear()
+    model_client.cache_clear()
 
 
 def reset_call_counts() -> None:

@@ -1,0 +1,244 @@
+"""The one retry and time-budget policy around every adapter.
+
+Each attempt runs the adapter on a worker thread that hands its deltas back through a queue; the caller's thread
+passes them to the sink, watches the deadline and the cancel event, and decides about retries:
+
+- transient failures (429, 5xx, 529, connection errors, read timeouts) are retried at most MAX_RETRIES times, with
+  exponential backoff and jitter, or after Retry-After when the provider sends it;
+- never once anything has reached the sink (a retry would repeat visible text), and never past `timeout_s`;
+- `timeout_s` is the whole budget: each attempt gets what is left, and the caller gets a ModelError when it runs out
+  even if a worker is still stuck in a read (the worker is told to stop and its stream is closed).
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import queue
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from orbital.agent.providers._errors import EmptyResponse, classify, describe, is_transient, retry_after, summary
+from orbital.agent.providers._resolve import resolve_provider
+from orbital.agent.providers._types import ModelError, ModelRequest, ProviderInfo, StreamSink
+
+log = logging.getLogger("orbital.agent.providers")
+
+MAX_RETRIES = 3
+BACKOFF_BASE_S = 1.0
+BACKOFF_MAX_S = 20.0
+_POLL_S = 0.1  # how often a waiting caller looks at its cancel event
+
+ADAPTERS = {
+    "anthropic": "orbital.agent.providers.anthropic",
+    "openai": "orbital.agent.providers.openai",
+    "google": "orbital.agent.providers.google",
+    "bedrock": "orbital.agent.providers.bedrock",
+}
+
+
+@dataclass
+class Attempt:
+    """What an adapter gets for one try: the request, where to send it, the seconds it may take, and how to report
+    deltas. It must call `on_close` with a function that closes its open stream, and stop when `stopped()`."""
+
+    request: ModelRequest
+    info: ProviderInfo
+    timeout: float
+    _events: queue.Queue[tuple[str, Any]] = field(repr=False)
+    _stop: threading.Event = field(default_factory=threading.Event, repr=False)
+    _closers: list[Callable[[], None]] = field(default_factory=list, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def emit(self, kind: str, delta: str) -> None:
+        if self._stop.is_set():
+            raise _Stopped()
+        self._events.put((kind, delta))
+
+    def on_close(self, closer: Callable[[], None]) -> None:
+        with self._lock:
+            stopped = self._stop.is_set()
+            if not stopped:
+                self._closers.append(closer)
+        if stopped:
+            _quietly(closer)
+
+    def stopped(self) -> bool:
+        return self._stop.is_set()
+
+    def stop(self) -> None:
+        with self._lock:
+            self._stop.set()
+            closers, self._closers = self._closers, []
+        for closer in closers:
+            _quietly(closer)
+
+
+class _Stopped(Exception):
+    """Raised inside a worker whose attempt was abandoned."""
+
+
+def _quietly(fn: Callable[[], None]) -> None:
+    try:
+        fn()
+    except Exception:
+        log.debug("closing an abandoned stream failed", exc_info=True)
+
+
+def _adapter(api: str) -> Callable[[Attempt], dict[str, Any]]:
+    module = importlib.import_module(ADAPTERS[api])
+    run: Callable[[Attempt], dict[str, Any]] = module.run
+    return run
+
+
+def _backoff(retry: int) -> float:
+    """Full-jitter exponential backoff for the retry-th retry (0-based)."""
+    ceiling = min(BACKOFF_MAX_S, BACKOFF_BASE_S * (2**retry))
+    return ceiling / 2 + random.uniform(0, ceiling / 2)
+
+
+def complete(request: ModelRequest, sink: StreamSink | None = None) -> dict[str, Any]:
+    """Call the model and return the stored assistant message, streaming text and thinking into `sink`."""
+    info = resolve_provider(request.config or {}, request.provider)
+    secrets = (info.api_key,)
+    budget = max(0.001, float(request.timeout_s))
+    deadline = time.monotonic() + budget
+    run = _adapter(info.api)
+    emitted = False
+    retries = 0
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise _timed_out(request)
+        outcome = _attempt(run, request, info, remaining, deadline, sink)
+        emitted = emitted or outcome.emitted
+        if outcome.message is not None:
+            return outcome.message
+        exc = outcome.error
+        assert exc is not None
+        if isinstance(exc, ModelError):
+            raise exc
+        if isinstance(exc, EmptyResponse):
+            raise ModelError("other", "LLM returned empty response") from None
+        failure = describe(exc)
+        error = classify(failure, request.provider, request.model, secrets)
+        if not is_transient(failure):
+            log.warning("model call to %s/%s failed: %s", request.provider, request.model, error.message)
+            raise error from None
+        if emitted:
+            raise ModelError(
+                "transient",
+                f"Model stream from {request.provider} broke off after output began: {summary(failure, secrets)}",
+                True,
+            ) from None
+        if retries >= MAX_RETRIES:
+            raise ModelError(
+                "transient",
+                f"Model provider unavailable after {MAX_RETRIES} retries: {summary(failure, secrets)}",
+                True,
+            ) from None
+        wait = retry_after(failure.headers)
+        if wait is None:
+            wait = _backoff(retries)
+        if time.monotonic() + wait >= deadline:
+            raise ModelError(
+                "transient",
+                f"Model provider unavailable (no time left to retry within {request.timeout_s:g}s): "
+                f"{summary(failure, secrets)}",
+                True,
+            ) from None
+        retries += 1
+        log.warning(
+            "model call to %s/%s failed (%s); retry %d of %d in %.1fs",
+            request.provider,
+            request.model,
+            summary(failure, secrets),
+            retries,
+            MAX_RETRIES,
+            wait,
+        )
+        _sleep(wait, request)
+
+
+def _sleep(seconds: float, request: ModelRequest) -> None:
+    if request.cancel is None:
+        time.sleep(seconds)
+        return
+    if request.cancel.wait(seconds):
+        raise _cancelled()
+
+
+def _timed_out(request: ModelRequest) -> ModelError:
+    return ModelError("transient", f"Model call timed out after {request.timeout_s:g}s", True)
+
+
+def _cancelled() -> ModelError:
+    return ModelError("cancelled", "Model call cancelled")
+
+
+@dataclass
+class _Outcome:
+    message: dict[str, Any] | None = None
+    error: BaseException | None = None
+    emitted: bool = False
+
+
+def _attempt(
+    run: Callable[[Attempt], dict[str, Any]],
+    request: ModelRequest,
+    info: ProviderInfo,
+    remaining: float,
+    deadline: float,
+    sink: StreamSink | None,
+) -> _Outcome:
+    events: queue.Queue[tuple[str, Any]] = queue.Queue()
+    attempt = Attempt(request, info, remaining, events)
+
+    def work() -> None:
+        try:
+            message = run(attempt)
+        except _Stopped:
+            return
+        except BaseException as exc:
+            if not attempt.stopped():
+                events.put(("error", exc))
+            return
+        events.put(("done", message))
+
+    worker = threading.Thread(target=work, name=f"model-{info.name}", daemon=True)
+    worker.start()
+    outcome = _Outcome()
+    try:
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise _timed_out(request)
+            if request.cancel is not None:
+                if request.cancel.is_set():
+                    raise _cancelled()
+                left = min(left, _POLL_S)
+            try:
+                kind, value = events.get(timeout=left)
+            except queue.Empty:
+                continue
+            if kind == "text":
+                outcome.emitted = True
+                if sink is not None:
+                    sink.text(value)
+            elif kind == "thinking":
+                outcome.emitted = True
+                if sink is not None:
+                    sink.thinking(value)
+            elif kind == "done":
+                outcome.message = value
+                return outcome
+            else:
+                outcome.error = value
+                return outcome
+    except BaseException:
+        attempt.stop()
+        raise

@@ -1,0 +1,72 @@
+"""The provider layer's data types: what the agent loop asks for, what it may get back, and how a call fails."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+THINKING_LEVELS = ("minimal", "low", "medium", "high", "xhigh")
+
+# Token budgets for the thinking levels where the wire takes a number (Anthropic, Bedrock/Claude, Gemini 2.x).
+THINKING_BUDGETS = {"minimal": 1024, "low": 4096, "medium": 10000, "high": 20000, "xhigh": 32000}
+
+DEFAULT_MAX_TOKENS = 8192
+
+ERROR_KINDS = ("auth", "not_found", "overflow", "transient", "bad_request", "cancelled", "other")
+
+
+@dataclass
+class ModelRequest:
+    """One model call. `messages` are stored-format messages (images already hydrated to base64)."""
+
+    provider: str
+    model: str
+    system: str
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]]
+    thinking: str | None = None
+    max_tokens: int | None = None
+    timeout_s: float = 300.0
+    config: dict[str, Any] | None = None
+    cancel: threading.Event | None = None
+    """Set it (e.g. on /stop) to end the call at once with ModelError(kind="cancelled")."""
+
+    def thinking_level(self) -> str | None:
+        level = (self.thinking or "").strip().lower()
+        return level if level in THINKING_LEVELS else None
+
+
+class StreamSink(Protocol):
+    def text(self, delta: str) -> None: ...
+
+    def thinking(self, delta: str) -> None: ...
+
+
+class ModelError(Exception):
+    """A failed model call. `message` is safe to show a user: it never carries a secret."""
+
+    def __init__(self, kind: str, message: str, retryable: bool = False, status: int | None = None) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+        self.retryable = retryable
+        self.status = status
+
+    def __repr__(self) -> str:
+        return f"ModelError(kind={self.kind!r}, message={self.message!r}, retryable={self.retryable!r})"
+
+
+@dataclass(frozen=True)
+class ProviderInfo:
+    """Where and how to reach one provider. `api` is the wire API: anthropic | openai | google | bedrock."""
+
+    name: str
+    api: str
+    base_url: str | None
+    api_key: str | None = field(default=None, repr=False)
+    headers: dict[str, str] = field(default_factory=dict)
+    region: str | None = None
+    local: bool = False
+    settings: dict[str, Any] = field(default_factory=dict, repr=False)
+    """The provider's `providers.<name>` section of the configuration (may be empty)."""

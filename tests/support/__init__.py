@@ -1,0 +1,1 @@
+"""Test helpers shared by the suites (fake servers and the like)."""
