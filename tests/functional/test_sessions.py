@@ -300,11 +300,15 @@ def test_stats(rpc, services, clock):
         "uptime": 90_000,
         "isProcessing": False,
         "queueSize": 0,
+        "queue": [],
     }
-    services.sessions.update_meta(MAIN, lambda m: m.update(currentRun={"runId": "r1"}, queue=[{"id": "q1"}]))
+    queued = {"runId": "q1", "queuedAt": T0}
+    services.sessions.update_meta(MAIN, lambda m: m.update(currentRun={"runId": "r1"}, queue=[queued]))
     stats = rpc.call("session.stats", {"sessionKey": "main"})
     assert stats["isProcessing"] is True
     assert stats["queueSize"] == 1
+    assert stats["currentRunId"] == "r1"
+    assert stats["queue"] == [queued]
 
 
 # --- reset (§5.7) -------------------------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ ENV_ENDPOINT = "ORBITAL_AWS_ENDPOINT"
 ENV_REGION = "AWS_REGION"
 ENV_DEFERRED_SFN = "ORBITAL_DEFERRED_CALL_ARN"
 ENV_AGENT_TURN_SFN = "ORBITAL_AGENT_TURN_ARN"
+ENV_DEFAULT_MODEL = "ORBITAL_DEFAULT_MODEL"
 
 
 class Settings(BaseModel):
@@ -39,6 +40,8 @@ class Settings(BaseModel):
     aws_endpoint: str | None = None
     deferred_call_arn: str | None = None
     agent_turn_arn: str | None = None
+    default_model: str | None = None
+    """`provider/model-id` used while the configuration sets no `model` (the template sets a Bedrock model)."""
     connection_ttl_seconds: int = 2 * 3600 + 600
     max_frame_bytes: int = 128 * 1024
 
@@ -62,6 +65,7 @@ def get_settings() -> Settings:
         aws_endpoint=env.get(ENV_ENDPOINT) or None,
         deferred_call_arn=env.get(ENV_DEFERRED_SFN) or None,
         agent_turn_arn=env.get(ENV_AGENT_TURN_SFN) or None,
+        default_model=env.get(ENV_DEFAULT_MODEL) or None,
     )
 
 

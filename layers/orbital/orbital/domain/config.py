@@ -66,10 +66,25 @@ def deep_merge(base: Any, override: Any) -> Any:
     return copy.deepcopy(override)
 
 
-def effective(overrides: dict[str, Any]) -> dict[str, Any]:
-    result = deep_merge(defaults(), overrides)
+def defaults_with_model(model: str | None) -> dict[str, Any]:
+    """The defaults, with `model` (`provider/model-id`, e.g. the deployment's Bedrock default) as the model."""
+    base = defaults()
+    if model and "/" in model:
+        provider, model_id = model.split("/", 1)
+        if provider.strip() and model_id.strip():
+            base["model"] = {"provider": provider.strip().lower(), "id": model_id.strip()}
+    return base
+
+
+def effective(overrides: dict[str, Any], base: dict[str, Any] | None = None) -> dict[str, Any]:
+    result = deep_merge(base if base is not None else defaults(), overrides)
     assert isinstance(result, dict)
     return result
+
+
+def as_dict(value: Any) -> dict[str, Any]:
+    """`value` when it is an object, else an empty one (configuration and session meta are unvalidated JSON)."""
+    return value if isinstance(value, dict) else {}
 
 
 _MISSING = object()

@@ -15,6 +15,10 @@ itself is owned by a `deferred_call` Step Functions execution (`lambda:invoke.wa
 The claim is a conditional update returning the old item, so the token is either in the claim's result or the
 register step's conditional write fails: no execution is left waiting after its call was answered. The family that
 owns a kind may react to its timeout or node loss in its own way (`Router.on_call_timeout` / `on_call_node_lost`).
+
+Calls made by an agent run carry `extra.group`, a wait group (`engines/waitgroup.py`) that the run's own execution
+waits on instead of one execution per call: answering such a call (`settle`) stores its outcome on the call and
+counts it done in the group, whoever answers — the node, the node's loss, a timeout, a failed launch.
 """
 
 from __future__ import annotations
@@ -27,18 +31,30 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from orbital.aws import clients
+from orbital.engines import waitgroup
 from orbital.errors import ConflictError
 from orbital.protocol.frames import error_frame, ok_frame
 from orbital.store import keys
 
 if TYPE_CHECKING:
     from orbital.runtime.services import Services
+    from orbital.store.table import Record
 
 log = logging.getLogger("orbital.deferred")
 
 PENDING = "pending"
 DONE = "done"
 TOMBSTONE_SECONDS = 3600
+INLINE_OUTCOME_BYTES = 256 * 1024
+"""An outcome larger than this (JSON) is kept in S3 and referenced from the call (DynamoDB items cap at 400 KB)."""
+OUTCOME_REF = "$outcome"
+
+AGENT_TOOL = "agent"
+"""Kind of a node tool called by an agent run (answered by `tool.result`)."""
+AGENT_LOGS = "agent-logs"
+"""Kind of gsv__LogsGet (answered by `logs.result`)."""
+AGENT_SESSION = "agent-session"
+"""Kind of gsv__SessionSend waiting for the reply of the run it started."""
 """How long an answered call is remembered, so a late result is reported as dropped rather than unknown."""
 
 
@@ -96,12 +112,13 @@ class Lookup:
 
 
 def create(services: Services, call: PendingCall) -> None:
+    """Record a pending call. A call without a node (waiting for another run) is not indexed by node."""
     ttl = int(time.time()) + call.timeout_seconds + TOMBSTONE_SECONDS
     services.table.put(
         keys.pending_call(call.call_id),
         call.to_data(),
         attrs={"st": PENDING},
-        gsi=keys.node_calls_index(call.node_id, call.call_id),
+        gsi=keys.node_calls_index(call.node_id, call.call_id) if call.node_id else None,
         ttl=ttl,
         condition="attribute_not_exists(PK)",
     )
@@ -134,7 +151,7 @@ def claim(
     task token if one was recorded; None if the call was already answered or never existed."""
     done: dict[str, Any] = {"st": DONE}
     if outcome is not None:
-        done["out"] = json.dumps(outcome, separators=(",", ":"))
+        done["out"] = _stored_outcome(services, call_id, outcome)
     try:
         old = services.table.update(
             keys.pending_call(call_id),
@@ -148,6 +165,79 @@ def claim(
     if old is None:
         return None
     return PendingCall.from_data(old.data), old.attrs.get("tok")
+
+
+def _stored_outcome(services: Services, call_id: str, outcome: dict[str, Any]) -> str:
+    """The `out` attribute for an outcome: its JSON, or (too large for an item) a reference to it in S3."""
+    text = json.dumps(outcome, separators=(",", ":"), ensure_ascii=False)
+    if len(text.encode("utf-8")) <= INLINE_OUTCOME_BYTES:
+        return text
+    ref = keys.call_outcome_blob(call_id)
+    services.workspace.put(ref, text.encode("utf-8"), content_type="application/json")
+    return json.dumps({OUTCOME_REF: ref})
+
+
+def outcome_of(services: Services, rec: Record) -> dict[str, Any]:
+    """The stored outcome of an answered call (`{"result": …}` or `{"error": …}`)."""
+    raw = rec.attrs.get("out")
+    if not isinstance(raw, str) or not raw:
+        return {"error": "No answer was recorded"}
+    value = json.loads(raw)
+    if isinstance(value, dict) and isinstance(value.get(OUTCOME_REF), str):
+        found = services.workspace.get(value[OUTCOME_REF])
+        value = json.loads(found[0]) if found is not None else {"error": "The answer is no longer available"}
+    return value if isinstance(value, dict) else {"result": value}
+
+
+def group_of(call: PendingCall) -> str | None:
+    """The wait group a call belongs to (calls made by an agent run), if any."""
+    group = call.extra.get("group")
+    return group if isinstance(group, str) and group else None
+
+
+def settle(services: Services, call_id: str, outcome: dict[str, Any]) -> tuple[PendingCall, str | None] | None:
+    """Answer a call with `outcome` and count it done in its wait group. None if it was already answered."""
+    claimed = claim(services, call_id, outcome)
+    if claimed is not None:
+        group = group_of(claimed[0])
+        if group:
+            waitgroup.done_one(services, group)
+    return claimed
+
+
+def settled_without_outcome(services: Services, call: PendingCall, outcome: dict[str, Any]) -> None:
+    """A call claimed with no outcome (timeout, node loss handled by its kind): record `outcome` for the run that
+    waits on it, and count it done in its wait group. Calls outside a group need neither."""
+    group = group_of(call)
+    if not group:
+        return
+    _set_outcome_if_missing(services, call.call_id, outcome)
+    waitgroup.done_one(services, group)
+
+
+def _set_outcome_if_missing(services: Services, call_id: str, outcome: dict[str, Any]) -> None:
+    rec = services.table.get(keys.pending_call(call_id))
+    if rec is not None and rec.attrs.get("out"):
+        return
+    services.table.update(keys.pending_call(call_id), set_attrs={"out": _stored_outcome(services, call_id, outcome)})
+
+
+def record_answered(services: Services, call_id: str, outcome: dict[str, Any], *, group: str | None = None) -> bool:
+    """Record a call that was answered before it could be created (its launch failed), and count it done in
+    `group`. False if a record already exists (someone answered it)."""
+    try:
+        services.table.put(
+            keys.pending_call(call_id),
+            {"callId": call_id, "kind": "failed", "nodeId": "", "extra": {"group": group} if group else {}},
+            attrs={"st": DONE, "out": _stored_outcome(services, call_id, outcome)},
+            ttl=int(time.time()) + TOMBSTONE_SECONDS,
+            condition="attribute_not_exists(PK)",
+        )
+    except ConflictError:
+        return False
+    if group:
+        waitgroup.done_one(services, group)
+    return True
 
 
 def register_token(services: Services, call_id: str, token: str) -> bool:
@@ -211,6 +301,7 @@ def fail_node_calls(services: Services, node_id: str, reason: str, *, kinds: set
             handler(services, call, reason)
         else:
             answer(services, call, error={"code": 503, "message": reason})
+        settled_without_outcome(services, call, {"error": reason})
         close_execution(token, error="NodeLost", cause=reason)
         failed += 1
     return failed

@@ -177,6 +177,7 @@ def start(
     frame_id: Any = None,
     session_key: str | None = None,
     call_id: str | None = None,
+    extra: dict[str, Any] | None = None,
 ) -> Transfer:
     """Begin a transfer; the caller is answered (or the session's call resolved) when it finishes or fails."""
     if mode not in MODES:
@@ -218,7 +219,7 @@ def start(
         created_at=services.now_ms(),
         caller_connection_id=caller_connection_id,
         frame_id=frame_id,
-        extra={"transferId": transfer_id, "sessionKey": session_key},
+        extra={**(extra or {}), "transferId": transfer_id, "sessionKey": session_key},
     )
     deferred.create(services, call)
     first_state = "accept-wait" if source.is_workspace else "meta-wait"
@@ -483,7 +484,7 @@ def _finish(services: Services, transfer_id: int, transferred: int) -> None:
     xfer = load(services, transfer_id)
     if xfer is None:
         return
-    claimed = deferred.claim(services, xfer.call_id, {"result": xfer.result(transferred)})
+    claimed = deferred.settle(services, xfer.call_id, {"result": xfer.result(transferred)})
     _cleanup(services, transfer_id)
     if claimed is None:
         return
@@ -497,7 +498,7 @@ def fail(services: Services, transfer_id: int, error: str) -> None:
     xfer = load(services, transfer_id)
     if xfer is None:
         return
-    claimed = deferred.claim(services, xfer.call_id, {"error": error})
+    claimed = deferred.settle(services, xfer.call_id, {"error": error})
     _abort(services, xfer, error)
     if claimed is None:
         return

@@ -11,6 +11,7 @@ from orbital.protocol.registry import Registry
 def registry() -> Registry:
     from orbital.methods import (
         channels,
+        chat,
         config,
         connect,
         cron,
@@ -31,6 +32,7 @@ def registry() -> Registry:
         nodes,
         config,
         sessions,
+        chat,
         workspace,
         channels,
         pairing,

@@ -4,11 +4,13 @@
 from __future__ import annotations
 
 import json
+import logging
 import math
 import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from orbital.agent.settings import logs_timeout_ms, tool_timeout_ms
 from orbital.engines import deferred
 from orbital.errors import BadRequestError, ConflictError, ForbiddenError, NotFoundError, UnavailableError
 from orbital.protocol.dispatch import DEFERRED
@@ -16,53 +18,19 @@ from orbital.protocol.frames import event_frame
 from orbital.protocol.registry import Params, Result, Router
 from orbital.runtime import lifecycle
 from orbital.store import keys
+from orbital.tools.catalog import find_node_for_tool
 
 if TYPE_CHECKING:
     from orbital.protocol.context import CallContext
     from orbital.runtime.services import Services
     from orbital.store.connections import Connection, NodeEntry
 
+log = logging.getLogger("orbital.nodes")
+
 router = Router("nodes")
+AGENT_TOOL, AGENT_LOGS = deferred.AGENT_TOOL, deferred.AGENT_LOGS
 
-LOGS_TIMEOUT_MS = 20_000
-DEFAULT_TOOL_TIMEOUT_MS = 60_000
 EXEC_TTL_SECONDS = 24 * 3600
-
-
-def _timeout_setting(config: dict[str, Any], name: str, default: int) -> int:
-    value = (config.get("timeouts") or {}).get(name)
-    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
-        return max(1000, int(value))
-    return default
-
-
-def tool_timeout_ms(config: dict[str, Any]) -> int:
-    """`timeouts.toolMs` (min 1000, default 60000)."""
-    return _timeout_setting(config, "toolMs", DEFAULT_TOOL_TIMEOUT_MS)
-
-
-def logs_timeout_ms(config: dict[str, Any]) -> int:
-    """`timeouts.logsMs` (min 1000, default 20000)."""
-    return _timeout_setting(config, "logsMs", LOGS_TIMEOUT_MS)
-
-
-def split_tool_name(name: str) -> tuple[str, str] | None:
-    """`{nodeId}__{tool}` (canonical) or `{nodeId}:{tool}` (F1), split at the first separator."""
-    for sep in ("__", ":"):
-        idx = name.find(sep)
-        if idx > 0 and idx + len(sep) < len(name):
-            return name[:idx], name[idx + len(sep) :]
-    return None
-
-
-def find_node_for_tool(services: Services, name: str) -> tuple[NodeEntry, str] | None:
-    parts = split_tool_name(name)
-    if parts is None:
-        return None
-    node = services.connections.node(parts[0])
-    if node is None or not any(t.get("name") == parts[1] for t in node.tools):
-        return None
-    return node, parts[1]
 
 
 def _dispatch_to_node(
@@ -183,12 +151,16 @@ def tool_result(ctx: CallContext, params: ToolResultParams) -> dict[str, Any]:
     if not params.callId:
         raise BadRequestError("callId required")
     found = deferred.get(ctx.services, params.callId)
-    if found is None or found.call.kind not in {"tool", "session"}:
+    if found is None or found.call.kind not in {"tool", "session", AGENT_TOOL}:
         raise NotFoundError("Unknown callId")
     _authorize_node_answer(ctx, found.call)
     failed = params.error is not None and params.error != ""
     outcome = {"error": _error_text(params.error)} if failed else {"result": params.result}
-    claimed = deferred.claim(ctx.services, params.callId, outcome if found.call.kind == "session" else None)
+    kind = found.call.kind
+    if kind == AGENT_TOOL:  # an agent run waits for it: store the answer and count it done in the run's wait group
+        claimed = deferred.settle(ctx.services, params.callId, outcome)
+    else:
+        claimed = deferred.claim(ctx.services, params.callId, outcome if kind == "session" else None)
     if claimed is None:
         return {"ok": True, "dropped": True}
     call, token = claimed
@@ -317,9 +289,11 @@ def logs_result(ctx: CallContext, params: LogsResultParams) -> dict[str, Any]:
     if ctx.conn is None or ctx.conn.mode != "node":
         raise ForbiddenError("Node not authorized for this call")
     found = deferred.get(ctx.services, params.callId)
-    if found is None or found.call.kind != "logs":
+    if found is None or found.call.kind not in {"logs", AGENT_LOGS}:
         raise NotFoundError("Unknown callId")
     _authorize_node_answer(ctx, found.call)
+    if found.call.kind == AGENT_LOGS:
+        return _agent_logs_result(ctx, found.call, params)
     claimed = deferred.claim(ctx.services, params.callId)
     if claimed is None:
         return {"ok": True, "dropped": True}
@@ -332,6 +306,20 @@ def logs_result(ctx: CallContext, params: LogsResultParams) -> dict[str, Any]:
         delivered = deferred.answer(ctx.services, call, payload=payload)
     deferred.close_execution(token)
     return {"ok": True} if delivered else {"ok": True, "dropped": True}
+
+
+def _agent_logs_result(ctx: CallContext, call: deferred.PendingCall, params: LogsResultParams) -> dict[str, Any]:
+    """`logs.result` for a gsv__LogsGet of an agent run: the answer goes to the run's wait group."""
+    if params.error is not None and params.error != "":
+        outcome: dict[str, Any] = {"error": _error_text(params.error)}
+    else:
+        lines = [str(x) for x in params.lines] if isinstance(params.lines, list) else []
+        outcome = {
+            "result": {"nodeId": call.node_id, "lines": lines, "count": len(lines), "truncated": bool(params.truncated)}
+        }
+    if deferred.settle(ctx.services, call.call_id, outcome) is None:
+        return {"ok": True, "dropped": True}
+    return {"ok": True}
 
 
 @router.on_call_timeout("logs")
@@ -419,7 +407,37 @@ def node_exec_event(ctx: CallContext, params: ExecEventParams) -> dict[str, Any]
     except ConflictError:
         return {"ok": True}  # already stored: duplicates are acknowledged, not repeated
     table.delete(keys.exec_session(node_id, session_id))
+    _inject_completion(ctx.services, record)
     return {"ok": True}
+
+
+def _inject_completion(services: Services, record: dict[str, Any]) -> None:
+    """Spec §14.2: a finished background command becomes a user-role system event in the session that started it,
+    ahead of queued user messages (an agent turn of its own; the reply goes to clients, not to channels)."""
+    session_key = record.get("sessionKey")
+    if not isinstance(session_key, str) or not session_key:
+        return
+    fields = ("eventId", "nodeId", "sessionId", "callId", "event", "exitCode", "signal", "outputTail", "startedAt")
+    body = {name: record.get(name) for name in (*fields, "endedAt")}
+    text = "System event: async_exec_completion\n" + json.dumps(body, separators=(",", ":"), ensure_ascii=False)
+    from orbital.agent import events, runs
+
+    try:
+        runs.submit(
+            services,
+            session_key,
+            {"text": text},
+            priority=True,
+            extra={"origin": {"kind": "exec-event", "eventId": record.get("eventId")}},
+            emit_error=events.error_emitter(services),
+        )
+    except Exception:
+        log.exception("could not deliver exec event %s to %s", record.get("eventId"), session_key)
+        return
+    services.table.update(
+        keys.exec_event(str(record["nodeId"]), str(record["sessionId"]), str(record["eventId"])),
+        set_attrs={"delivered": True},
+    )
 
 
 # --- node loss and replacement ---------------------------------------------------------------------------------
@@ -434,4 +452,5 @@ def _node_gone(services: Services, conn: Connection) -> None:
 @router.on_node_connected
 def _node_connected(ctx: CallContext, node_id: str, previous: str | None) -> None:
     if previous:
-        deferred.fail_node_calls(ctx.services, node_id, f"Node replaced during log request: {node_id}", kinds={"logs"})
+        reason = f"Node replaced during log request: {node_id}"
+        deferred.fail_node_calls(ctx.services, node_id, reason, kinds={"logs", AGENT_LOGS})

@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
+from pydantic import Field
+
 from orbital.domain.reset_policy import initial_policy
 from orbital.domain.session_keys import canonicalize_with_config
 from orbital.errors import BadRequestError
@@ -35,10 +37,15 @@ class SessionPreviewParams(SessionKeyParams):
     limit: int | float | None = None
 
 
+class Budget(Params):
+    maxTokens: int | None = Field(default=None, ge=0)
+
+
 class SessionPatchParams(SessionKeyParams):
     settings: dict[str, Any] | None = None
     label: str | None = None
     resetPolicy: dict[str, Any] | None = None
+    budget: Budget | None = None
 
 
 class SessionCompactParams(SessionKeyParams):
@@ -83,6 +90,8 @@ class SessionStats(Result):
     uptime: int
     isProcessing: bool
     queueSize: int
+    currentRunId: str | None = None
+    queue: list[dict[str, Any]] | None = None
 
 
 class SessionHistory(Result):
@@ -185,11 +194,12 @@ def session_get(ctx: CallContext, params: SessionKeyParams) -> dict[str, Any]:
 
 @router.method("session.stats", params=SessionKeyParams, result=SessionStats)
 def session_stats(ctx: CallContext, params: SessionKeyParams) -> dict[str, Any]:
-    """Message count, token totals, age (`uptime` in ms since creation) and whether a run is in progress."""
+    """Message count, token totals, age (`uptime` in ms since creation), whether a run is in progress (and its
+    `currentRunId`), and the messages queued behind it (`queueSize`, and `queue` in order: `{runId, queuedAt}`)."""
     key = session_key_param(ctx, params.sessionKey)
     now = ctx.now_ms()
     meta = _meta_with_policy(ctx, key, now)
-    return {
+    result: dict[str, Any] = {
         "sessionKey": meta.get("sessionKey") or "",
         "sessionId": meta["sessionId"],
         "messageCount": message_count(meta),
@@ -199,13 +209,20 @@ def session_stats(ctx: CallContext, params: SessionKeyParams) -> dict[str, Any]:
         "uptime": now - int(meta["createdAt"]),
         "isProcessing": is_processing(meta),
         "queueSize": queue_size(meta),
+        "queue": [{"runId": e.get("runId"), "queuedAt": e.get("queuedAt")} for e in meta.get("queue") or []],
     }
+    run = meta.get("currentRun")
+    if isinstance(run, dict) and run.get("runId"):
+        result["currentRunId"] = run["runId"]
+    return result
 
 
 @router.method("session.patch", params=SessionPatchParams, result=OkResult)
 def session_patch(ctx: CallContext, params: SessionPatchParams) -> dict[str, Any]:
     """Change a session's settings (merged; `model` merged field-wise), label and reset policy (merged; mode
-    defaults to "manual"). Always marks the session as updated now."""
+    defaults to "manual"), and its token budget (`budget: {maxTokens}`: a run that would take the session's total
+    past it ends with a note instead of calling the model; null removes it). Always marks the session as updated
+    now."""
     key = session_key_param(ctx, params.sessionKey)
     given = params.model_fields_set
     ctx.services.sessions.patch(
@@ -215,6 +232,8 @@ def session_patch(ctx: CallContext, params: SessionPatchParams) -> dict[str, Any
         set_label="label" in given,
         reset_policy=params.resetPolicy,
         set_reset_policy="resetPolicy" in given,
+        budget=params.budget.model_dump(exclude_unset=True) if params.budget is not None else None,
+        set_budget="budget" in given,
         now=ctx.now_ms(),
     )
     return {"ok": True}

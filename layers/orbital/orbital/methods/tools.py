@@ -5,15 +5,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from orbital.protocol.registry import NoParams, Result, Router
-from orbital.tools.definitions import native_tool_definitions
+from orbital.tools.catalog import all_tools
 
 if TYPE_CHECKING:
     from orbital.protocol.context import CallContext
-    from orbital.runtime.services import Services
 
 router = Router("tools")
-
-NODE_TOOL_SEPARATOR = "__"
 
 
 class ToolDefinition(Result):
@@ -24,22 +21,6 @@ class ToolDefinition(Result):
 
 class ToolsListResult(Result):
     tools: list[ToolDefinition]
-
-
-def node_tool_name(node_id: str, tool_name: str) -> str:
-    return f"{node_id}{NODE_TOOL_SEPARATOR}{tool_name}"
-
-
-def all_tools(services: Services) -> list[dict[str, Any]]:
-    """Native definitions first (protocol order), then each connected node's tools in connection order, renamed
-    `{nodeId}__{name}` with everything else left as the node declared it."""
-    tools = native_tool_definitions()
-    for node in services.connections.nodes():
-        for tool in node.tools:
-            if not isinstance(tool, dict) or not isinstance(tool.get("name"), str):
-                continue
-            tools.append({**tool, "name": node_tool_name(node.node_id, tool["name"])})
-    return tools
 
 
 @router.method("tools.list", params=NoParams, result=ToolsListResult)

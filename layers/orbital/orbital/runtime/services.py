@@ -53,7 +53,7 @@ class Services:
 
     @functools.cached_property
     def config(self) -> ConfigRepo:
-        return ConfigRepo(self.table)
+        return ConfigRepo(self.table, default_model=self.settings.default_model)
 
     @functools.cached_property
     def connections(self) -> ConnectionRepo:

@@ -30,10 +30,13 @@ def _timeout(services: Services, event: dict[str, Any]) -> dict[str, Any]:
         return {"timedOut": False}
     call, _ = claimed
     handler = services.hooks.call_timeout.get(call.kind)
+    message = f"Call timed out after {call.timeout_ms}ms"
     if handler is not None:
         handler(services, call)
     else:
-        deferred.answer(services, call, error={"code": 504, "message": f"Call timed out after {call.timeout_ms}ms"})
+        deferred.answer(services, call, error={"code": 504, "message": message})
+    on_timeout = call.extra.get("onTimeout")
+    deferred.settled_without_outcome(services, call, on_timeout if isinstance(on_timeout, dict) else {"error": message})
     return {"timedOut": True, "kind": call.kind}
 
 
@@ -44,7 +47,9 @@ def _fail(services: Services, event: dict[str, Any]) -> dict[str, Any]:
     call, _ = claimed
     err = event.get("error") or {}
     log.warning("deferred call %s failed in its workflow: %s", call.call_id, err.get("Error"))
-    deferred.answer(services, call, error={"code": 500, "message": f"Call failed: {err.get('Error') or 'error'}"})
+    message = f"Call failed: {err.get('Error') or 'error'}"
+    deferred.answer(services, call, error={"code": 500, "message": message})
+    deferred.settled_without_outcome(services, call, {"error": message})
     return {"failed": True}
 
 

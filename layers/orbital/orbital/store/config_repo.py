@@ -13,8 +13,9 @@ from orbital.store.table import Table
 class ConfigRepo:
     """Effective and masked views are memoized per stored version; treat returned dicts as read-only."""
 
-    def __init__(self, table: Table) -> None:
+    def __init__(self, table: Table, *, default_model: str | None = None) -> None:
         self.table = table
+        self.base = cfg.defaults_with_model(default_model)
         self._memo: tuple[int, dict[str, Any], dict[str, Any]] | None = None
 
     def load(self) -> tuple[dict[str, Any], int]:
@@ -30,7 +31,7 @@ class ConfigRepo:
         overrides, version = self.load()
         memo = self._memo
         if memo is None or memo[0] != version:
-            full = cfg.effective(overrides)
+            full = cfg.effective(overrides, self.base)
             memo = (version, full, cfg.masked(full))
             self._memo = memo
         return memo[1], memo[2]

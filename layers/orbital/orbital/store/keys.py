@@ -265,3 +265,44 @@ def workspace_seeded_flag(agent_id: str) -> tuple[str, str]:
 
 def probe_owner(probe_id: str) -> tuple[str, str]:
     return f"PROBEOWNER#{probe_id}", "META"
+
+
+# --- agent runs ------------------------------------------------------------------------------------------------------
+#
+# | queued input        | SESSION#{sessionKey}       | INPUT#{inputId}             | large run inputs; ttl 7 days      |
+# | key alias           | SESSION#{sessionKey}       | ALIAS#{connectionId}        | the key a client used (F2); ttl   |
+# | wait group          | WAITGROUP#{groupId}        | META                        | outstanding count n, token tok    |
+#
+# S3: `runs/{execution}/…` large per-run data (tool plans), `media/{sessionKey}/…` session media (deleted on reset),
+# `media/{sessionKey}/messages/{sessionId}/{seq}.json` bodies of messages too large for an item.
+
+SESSION_INPUT_PREFIX = "INPUT#"
+SESSION_ALIAS_PREFIX = "ALIAS#"
+
+
+def session_input(session_key: str, input_id: str) -> tuple[str, str]:
+    return session_pk(session_key), f"{SESSION_INPUT_PREFIX}{input_id}"
+
+
+def session_alias(session_key: str, connection_id: str) -> tuple[str, str]:
+    return session_pk(session_key), f"{SESSION_ALIAS_PREFIX}{connection_id}"
+
+
+def wait_group(group_id: str) -> tuple[str, str]:
+    return f"WAITGROUP#{group_id}", "META"
+
+
+def run_blob(execution: str, name: str) -> str:
+    return f"runs/{execution}/{name}"
+
+
+def session_media(session_key: str, name: str) -> str:
+    return f"{session_media_prefix(session_key)}{name}"
+
+
+def message_body(session_key: str, session_id: str, seq: int) -> str:
+    return session_media(session_key, f"messages/{session_id}/{seq:012d}.json")
+
+
+def call_outcome_blob(call_id: str) -> str:
+    return f"calls/{call_id}/outcome.json"

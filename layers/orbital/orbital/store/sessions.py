@@ -41,6 +41,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("orbital.sessions")
 
 ARCHIVE_CONTENT_TYPE = "application/x-ndjson"
+INLINE_MESSAGE_BYTES = 300 * 1024
+"""A message larger than this (JSON) keeps its body in S3; its item holds a reference (DynamoDB items cap at
+400 KB)."""
+BODY_REF = "$body"
 _ATTEMPTS = 8
 
 
@@ -202,11 +206,14 @@ class SessionRepo:
         set_label: bool = False,
         reset_policy: Mapping[str, Any] | None = None,
         set_reset_policy: bool = False,
+        budget: Mapping[str, Any] | None = None,
+        set_budget: bool = False,
         now: int | None = None,
     ) -> dict[str, Any]:
         """Spec §5.6: settings merge shallowly (a given `model` merges field-wise with the current one); the label
         is replaced (None clears it); the reset policy merges over the current one and defaults its mode to
-        manual. `updatedAt` always moves to now."""
+        manual. `budget` (Orbital's per-session token budget, `{maxTokens}`) is replaced, or removed with null.
+        `updatedAt` always moves to now."""
         from orbital.domain.reset_policy import merge_policy
 
         stamp = _now_ms() if now is None else now
@@ -229,6 +236,11 @@ class SessionRepo:
                     meta["label"] = label
             if set_reset_policy:
                 meta["resetPolicy"] = merge_policy(meta.get("resetPolicy"), reset_policy)
+            if set_budget:
+                if budget is None:
+                    meta.pop("budget", None)
+                else:
+                    meta["budget"] = copy.deepcopy(dict(budget))
             meta["updatedAt"] = stamp
             return True
 
@@ -237,7 +249,21 @@ class SessionRepo:
     # --- messages --------------------------------------------------------------------------------------------
 
     def _message_records(self, session_key: str, session_id: str) -> list[Record]:
-        return self.table.query(keys.session_pk(session_key), sk_prefix=keys.message_prefix(session_id))
+        records = self.table.query(keys.session_pk(session_key), sk_prefix=keys.message_prefix(session_id))
+        return [self._with_body(r) for r in records]
+
+    def _with_body(self, record: Record) -> Record:
+        """A record whose message body was too large for an item gets its body back from S3."""
+        ref = record.data.get(BODY_REF) if isinstance(record.data, dict) else None
+        if not isinstance(ref, str):
+            return record
+        found = self.workspace.get(ref)
+        if found is None:
+            body = {k: v for k, v in record.data.items() if k != BODY_REF}
+            body["content"] = [{"type": "text", "text": "[Message body no longer available]"}]
+        else:
+            body = json.loads(found[0])
+        return Record(record.pk, record.sk, body, record.attrs, record.ttl)
 
     def messages(
         self, session_key: str, limit: int | None = None, *, meta: Mapping[str, Any] | None = None
@@ -250,8 +276,17 @@ class SessionRepo:
         prefix = keys.message_prefix(str(current["sessionId"]))
         if limit is not None and limit > 0:
             newest = self.table.query(pk, sk_prefix=prefix, forward=False, limit=limit)
-            return [r.data for r in reversed(newest)]
-        return [r.data for r in self.table.query(pk, sk_prefix=prefix)]
+            return [self._with_body(r).data for r in reversed(newest)]
+        return [self._with_body(r).data for r in self.table.query(pk, sk_prefix=prefix)]
+
+    def _item(self, session_key: str, session_id: str, seq: int, message: dict[str, Any]) -> dict[str, Any]:
+        """What is stored for a message: itself, or (too large for an item) a reference to its body in S3."""
+        text = json.dumps(message, separators=(",", ":"), ensure_ascii=False)
+        if len(text.encode("utf-8")) <= INLINE_MESSAGE_BYTES:
+            return message
+        ref = keys.message_body(session_key, session_id, seq)
+        self.workspace.put(ref, text.encode("utf-8"), content_type="application/json")
+        return {BODY_REF: ref, "role": message.get("role"), "timestamp": message.get("timestamp")}
 
     def append_messages(
         self,
@@ -260,10 +295,12 @@ class SessionRepo:
         *,
         now: int | None = None,
         updated_at: int | None = None,
-    ) -> dict[str, Any]:
+        guard: Callable[[dict[str, Any]], bool] | None = None,
+    ) -> dict[str, Any] | None:
         """Store messages at the end of the current session (a `timestamp` is added where missing). Sequence
         numbers are reserved in the meta first, so concurrent writers never collide. With `updated_at`, the
-        session's `updatedAt` moves too. Returns the meta after the append."""
+        session's `updatedAt` moves too. `guard` sees (and may change) the meta in the same conditional write; when
+        it returns False nothing is stored and None is returned. Returns the meta after the append."""
         stamp = _now_ms() if now is None else now
         batch = []
         for message in messages:
@@ -271,11 +308,12 @@ class SessionRepo:
             if item.get("timestamp") is None:
                 item["timestamp"] = stamp
             batch.append(item)
-        if not batch:
-            return self.get_or_create_meta(session_key, now=stamp)
         reserved: dict[str, Any] = {}
 
         def reserve(meta: dict[str, Any]) -> bool:
+            reserved.clear()
+            if guard is not None and guard(meta) is False:
+                return False
             start = _int(meta.get("nextSeq"))
             meta["nextSeq"] = start + len(batch)
             meta["messageCount"] = message_count(meta) + len(batch)
@@ -285,14 +323,65 @@ class SessionRepo:
             return True
 
         meta = self.update_meta(session_key, reserve, now=stamp)
+        if not reserved:
+            return None
         session_id, start = str(reserved["sessionId"]), int(reserved["start"])
-        puts = [(keys.message(session_key, session_id, start + i), item) for i, item in enumerate(batch)]
         try:
+            puts = [
+                (keys.message(session_key, session_id, start + i), self._item(session_key, session_id, start + i, m))
+                for i, m in enumerate(batch)
+            ]
             self.table.write_batch(puts=puts)
         except Exception:
             self._adjust_count(session_key, session_id, -len(batch))
             raise
         return meta
+
+    def replace_oldest(
+        self, session_key: str, count: int, replacement: Mapping[str, Any], *, now: int | None = None
+    ) -> dict[str, Any]:
+        """Automatic compaction (spec §7.6): archive the `count` oldest messages to a part archive and put
+        `replacement` (the summary) in their place, before the messages kept. Returns `{archivedTo?, replaced}`."""
+        stamp = _now_ms() if now is None else now
+        meta = self.get_or_create_meta(session_key, now=stamp)
+        session_id = str(meta["sessionId"])
+        records = self._message_records(session_key, session_id)
+        older = records[: max(0, min(count, len(records)))]
+        if not older:
+            return {"replaced": 0}
+        agent_id = session_agent_id(session_key)
+        archived_to = self._archive(
+            keys.session_archive_part(agent_id, session_id, stamp),
+            [r.data for r in older],
+            {
+                "sessionKey": session_key,
+                "sessionId": session_id,
+                "agentId": agent_id,
+                "partNumber": stamp,
+                "messageCount": len(older),
+                "archivedAt": stamp,
+                "reason": "compaction",
+            },
+        )
+        last = older[-1]
+        summary = dict(replacement)
+        summary.setdefault("timestamp", stamp)
+        self.table.write_batch(puts=[((last.pk, last.sk), summary)], deletes=[(r.pk, r.sk) for r in older[:-1]])
+
+        def shrink(current: dict[str, Any]) -> bool:
+            if current.get("sessionId") == session_id:
+                current["messageCount"] = max(0, message_count(current) - (len(older) - 1))
+            current["compactionCount"] = _int(current.get("compactionCount")) + 1
+            current["lastCompactedAt"] = stamp
+            current["updatedAt"] = stamp
+            current.pop("lastInputTokens", None)
+            return True
+
+        self.update_meta(session_key, shrink, now=stamp)
+        result: dict[str, Any] = {"replaced": len(older)}
+        if archived_to:
+            result["archivedTo"] = archived_to
+        return result
 
     def _adjust_count(self, session_key: str, session_id: str, delta: int) -> None:
         def adjust(meta: dict[str, Any]) -> bool:

@@ -36,7 +36,9 @@ def is_skill_file(key: str, prefix: str) -> bool:
 
 def _skill_keys(workspace: Workspace, prefix: str) -> list[str]:
     """Keys of SKILL.md files inside a directory below `prefix` (every page of the listing)."""
-    return sorted(info.key for info in workspace.listing(prefix, delimiter=None).keys if is_skill_file(info.key, prefix))
+    return sorted(
+        info.key for info in workspace.listing(prefix, delimiter=None).keys if is_skill_file(info.key, prefix)
+    )
 
 
 def skill_locations(workspace: Workspace, agent_id: str) -> list[str]:

@@ -1,0 +1,129 @@
+"""Automatic context compaction (spec §7.6): when a session's context nears the model's window, its older messages
+are summarized by the model, archived, and replaced by one summary message; memories found on the way go to the
+daily memory file.
+
+Proactive before a model call when `should_compact` says so; reactive once per run when the provider reports a
+context overflow. Summarization degrades in three tiers: every chunk in full, then with oversized chunks replaced by
+a note, then a plain note without any summary — so compaction itself never leaves the session stuck.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from orbital.agent import settings
+from orbital.agent.providers import ModelRequest, complete, context_window, has_credentials
+from orbital.domain import compaction as rules
+from orbital.domain.session_keys import session_agent_id
+from orbital.store import keys
+
+if TYPE_CHECKING:
+    from orbital.runtime.services import Services
+
+log = logging.getLogger("orbital.agent.compaction")
+
+SUMMARIZER_SYSTEM = (
+    "You condense conversations into faithful, compact notes. You never add facts that are not in the text."
+)
+
+
+def enabled(config: dict[str, Any]) -> bool:
+    return rules.compaction_settings(config).enabled
+
+
+def ask(config: dict[str, Any], model: dict[str, str], prompt: str) -> str:
+    """One plain model call (no tools, no streaming), for summaries and memories. Not counted in session usage."""
+    request = ModelRequest(
+        provider=model["provider"],
+        model=model["id"],
+        system=SUMMARIZER_SYSTEM,
+        messages=[{"role": "user", "content": prompt, "timestamp": int(time.time() * 1000)}],
+        tools=[],
+        timeout_s=settings.llm_timeout_ms(config) / 1000,
+        config=config,
+    )
+    reply = complete(request)
+    content = reply.get("content")
+    if isinstance(content, list):
+        return "".join(b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text")
+    return str(content or "")
+
+
+def summarize(
+    config: dict[str, Any], model: dict[str, str], plan: rules.CompactionPlan, window: int
+) -> tuple[str, str]:
+    """(summary, memories) of the plan's old messages, by the first tier that works."""
+    for partial in (False, True):
+        try:
+            summary, memories = "", list[str]()
+            for chunk in plan.chunks:
+                text = ask(
+                    config,
+                    model,
+                    rules.summarize_prompt(
+                        rules.chunk_text(chunk, window, partial), summary, rules.join_memories(memories)
+                    ),
+                )
+                summary, found = rules.parse_summary_reply(text)
+                if found:
+                    memories.append(found)
+            if summary:
+                return summary, rules.join_memories(memories)
+        except Exception as exc:
+            log.warning("summarizing (%s) failed: %s", "partial" if partial else "full", exc)
+    return rules.plaintext_summary(len(plan.old), plan.image_count), ""
+
+
+def append_daily_memories(services: Services, agent_id: str, memories: str, when: datetime, source: str) -> None:
+    if not memories.strip():
+        return
+    key = keys.workspace_object(agent_id, f"memory/{rules.memory_file_date(when)}.md")
+    found = services.workspace.get(key)
+    existing = found[0].decode("utf-8", "replace") if found is not None else None
+    updated = rules.append_memories(existing, memories, when, source)
+    services.workspace.put(key, updated.encode("utf-8"), content_type="text/markdown")
+
+
+def maybe_compact(
+    services: Services,
+    config: dict[str, Any],
+    session_key: str,
+    meta: dict[str, Any],
+    messages: list[dict[str, Any]],
+    model: dict[str, str],
+    system: str,
+    *,
+    force: bool = False,
+) -> list[dict[str, Any]] | None:
+    """Compact when due (or `force`d after an overflow). Returns the new message list, or None when nothing was
+    done (disabled, no credentials for the model, nothing old enough to summarize)."""
+    rule_settings = rules.compaction_settings(config)
+    if not rule_settings.enabled or not has_credentials(config, model["provider"]):
+        return None
+    window = context_window(config, model["provider"], model["id"])
+    if not force:
+        last = meta.get("lastInputTokens")
+        due = rules.should_compact(
+            messages,
+            window,
+            rule_settings,
+            int(last) if isinstance(last, int | float) else None,
+            rules.estimate_text_tokens(system),
+        )
+        if not due:
+            return None
+    plan = rules.plan_compaction(messages, window, rule_settings)
+    if plan is None:
+        return None
+    summary, memories = summarize(config, model, plan, window)
+    now = datetime.now(UTC)
+    try:
+        append_daily_memories(services, session_agent_id(session_key), memories, now, "context compaction")
+    except Exception:
+        log.exception("writing memories from compaction failed")
+    message = rules.summary_message(summary, plan.image_count, int(now.timestamp() * 1000))
+    services.sessions.replace_oldest(session_key, len(plan.old), message, now=int(now.timestamp() * 1000))
+    return services.sessions.messages(session_key)

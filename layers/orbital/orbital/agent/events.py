@@ -1,0 +1,153 @@
+"""`chat` events to clients (spec §3.1, fixes F2 and F3).
+
+Every connected client-mode socket receives a session's `chat` events (GSV has no subscriptions; clients filter).
+A client that sent `chat.send` with an alias of the session's key (e.g. `agent:main:web:dm:local` for
+`agent:main:main`) gets the events under the key it used (F2), recorded per connection by `remember_alias`;
+everyone else sees the canonical key. Nodes and channel sockets never receive `chat` events.
+
+States: `delta` (streamed text, coalesced), `partial` (an assistant message with text that precedes tool calls),
+`final`, `error`. Each event is one PostToConnection per client on AWS, so deltas are coalesced: at most one frame
+per `DELTA_INTERVAL_S` per run (≈10 per second), carrying the text that arrived meanwhile.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+
+from orbital.protocol.frames import event_frame
+from orbital.store import keys
+
+if TYPE_CHECKING:
+    from orbital.runtime.services import Services
+
+log = logging.getLogger("orbital.agent.events")
+
+DELTA_INTERVAL_S = 0.1
+ALIAS_TTL_SECONDS = 3 * 3600
+"""An alias lives as long as a socket can (2 h on API Gateway), with margin."""
+
+
+def remember_alias(services: Services, session_key: str, connection_id: str, used_key: str) -> None:
+    """Record that this socket addresses `session_key` as `used_key` (only when they differ)."""
+    if used_key == session_key:
+        return
+    services.table.put(
+        keys.session_alias(session_key, connection_id),
+        {"key": used_key},
+        ttl=int(time.time()) + ALIAS_TTL_SECONDS,
+    )
+
+
+class Audience:
+    """The client sockets a session's events go to, with the key each one expects. Read once per step."""
+
+    def __init__(self, services: Services, session_key: str) -> None:
+        self.services = services
+        self.session_key = session_key
+        self._targets: list[tuple[str, str]] | None = None
+
+    def targets(self) -> list[tuple[str, str]]:
+        if self._targets is None:
+            table = self.services.table
+            clients = [r.data.get("connectionId") for r in table.query(keys.CLIENTS_PK)]
+            aliases = {
+                r.sk[len(keys.SESSION_ALIAS_PREFIX) :]: r.data.get("key")
+                for r in table.query(keys.session_pk(self.session_key), sk_prefix=keys.SESSION_ALIAS_PREFIX)
+            }
+            self._targets = [
+                (cid, aliases.get(cid) or self.session_key) for cid in clients if isinstance(cid, str) and cid
+            ]
+        return self._targets
+
+    def send(self, payload: dict[str, Any]) -> int:
+        """Post one `chat` event to every client; returns how many got it. A gone socket is cleaned up."""
+        sent = 0
+        for connection_id, key in self.targets():
+            frame = event_frame("chat", {**payload, "sessionKey": key})
+            try:
+                if self.services.push(connection_id, frame):
+                    sent += 1
+            except Exception as exc:  # one unreachable client must not break the run
+                log.warning("chat event to %s failed: %s", connection_id, type(exc).__name__)
+        return sent
+
+
+def chat_payload(run_id: str | None, state: str, **fields: Any) -> dict[str, Any]:
+    payload: dict[str, Any] = {"runId": run_id, "state": state}
+    payload.update({k: v for k, v in fields.items() if v is not None})
+    return payload
+
+
+def emit(services: Services, session_key: str, run_id: str | None, state: str, **fields: Any) -> None:
+    Audience(services, session_key).send(chat_payload(run_id, state, **fields))
+
+
+def emit_error(session_key: str, run_id: str, fields: dict[str, Any], *, services: Services | None = None) -> None:
+    """`runs.Emit`-shaped: an `error` event for a run."""
+    if services is None:
+        from orbital.runtime.services import get_services
+
+        services = get_services()
+    emit(services, session_key, run_id, "error", **fields)
+
+
+def error_emitter(services: Services) -> Any:
+    def _emit(session_key: str, run_id: str, fields: dict[str, Any]) -> None:
+        emit_error(session_key, run_id, fields, services=services)
+
+    return _emit
+
+
+class DeltaStream:
+    """Coalesces streamed text into `delta` events: the first piece goes out at once, later pieces at most every
+    `interval` seconds (a timer sends what waited when the stream pauses). `close()` sends the rest."""
+
+    def __init__(self, audience: Audience, run_id: str, *, interval: float = DELTA_INTERVAL_S) -> None:
+        self.audience = audience
+        self.run_id = run_id
+        self.interval = interval
+        self._pending: list[str] = []
+        self._last = 0.0
+        self._lock = threading.Lock()
+        self._send_lock = threading.Lock()
+        self._timer: threading.Timer | None = None
+        self.frames = 0
+        self.text_seen = False
+
+    def text(self, delta: str) -> None:
+        if not delta:
+            return
+        self.text_seen = True
+        with self._lock:
+            self._pending.append(delta)
+            due = time.monotonic() - self._last >= self.interval
+            if not due and self._timer is None:
+                wait = max(0.0, self.interval - (time.monotonic() - self._last))
+                self._timer = threading.Timer(wait, self.flush)
+                self._timer.daemon = True
+                self._timer.start()
+        if due:
+            self.flush()
+
+    def thinking(self, delta: str) -> None:
+        """Reasoning is not streamed to clients (GSV clients have no state for it); it is stored with the reply."""
+
+    def flush(self) -> None:
+        with self._send_lock:  # one sender at a time, so pieces reach clients in order
+            with self._lock:
+                if self._timer is not None:
+                    self._timer.cancel()
+                    self._timer = None
+                if not self._pending:
+                    return
+                text = "".join(self._pending)
+                self._pending.clear()
+                self._last = time.monotonic()
+                self.frames += 1
+            self.audience.send(chat_payload(self.run_id, "delta", text=text))
+
+    def close(self) -> None:
+        self.flush()

@@ -1,0 +1,89 @@
+"""Images in stored messages are references to S3 objects (`{"type":"image","r2Key","mimeType"}`, spec §5.3, §7.4);
+before a model call they are replaced by their bytes. A missing object becomes the text "[Image no longer
+available]". Bodies are kept in a per-process cache bounded by size, so a conversation with images does not fetch
+them again on every turn.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import logging
+import threading
+from collections import OrderedDict
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from orbital.runtime.services import Services
+
+log = logging.getLogger("orbital.agent.media")
+
+CACHE_BYTES = 50 * 1024 * 1024
+MISSING = "[Image no longer available]"
+
+_cache: OrderedDict[str, str] = OrderedDict()
+_cache_size = 0
+_lock = threading.Lock()
+
+
+def _cached(key: str) -> str | None:
+    with _lock:
+        data = _cache.get(key)
+        if data is not None:
+            _cache.move_to_end(key)
+        return data
+
+
+def _remember(key: str, data: str) -> None:
+    global _cache_size
+    with _lock:
+        if key in _cache:
+            return
+        _cache[key] = data
+        _cache_size += len(data)
+        while _cache_size > CACHE_BYTES and _cache:
+            _, dropped = _cache.popitem(last=False)
+            _cache_size -= len(dropped)
+
+
+def _load(services: Services, key: str) -> str | None:
+    hit = _cached(key)
+    if hit is not None:
+        return hit
+    try:
+        found = services.workspace.get(key)
+    except Exception:
+        log.exception("reading image %s failed", key)
+        return None
+    if found is None:
+        return None
+    data = base64.b64encode(found[0]).decode("ascii")
+    _remember(key, data)
+    return data
+
+
+def hydrate(services: Services, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A copy of `messages` with every referenced image inlined (user and toolResult messages)."""
+    out = []
+    for message in messages:
+        content = message.get("content")
+        if message.get("role") not in ("user", "toolResult") or not isinstance(content, list):
+            out.append(message)
+            continue
+        if not any(isinstance(b, dict) and b.get("type") == "image" and b.get("r2Key") for b in content):
+            out.append(message)
+            continue
+        blocks = []
+        for block in content:
+            if isinstance(block, dict) and block.get("type") == "image" and block.get("r2Key"):
+                data = _load(services, str(block["r2Key"]))
+                if data is None:
+                    blocks.append({"type": "text", "text": MISSING})
+                else:
+                    blocks.append({"type": "image", "data": data, "mimeType": block.get("mimeType") or "image/png"})
+            else:
+                blocks.append(block)
+        copied = copy.copy(message)
+        copied["content"] = blocks
+        out.append(copied)
+    return out

@@ -1,0 +1,333 @@
+"""Runs of a session: one at a time, the rest queued in order (spec §5.11, fixes F4 and F16).
+
+The session meta (`store/sessions.py`) carries the run state, written only with its optimistic version check:
+
+* `currentRun`: `{runId, execution, startedAt, leaseUntil, input?, inputRef?, origin, iteration, collected}` while a
+  run owns the session. `execution` is the name of its `agent_turn` Step Functions execution. The lease is renewed
+  by every step of the run; a lease that has run out, or an execution that is no longer running, frees the session
+  on the next submit, so a session is never left "processing" after its run died.
+* `queue`: `[{runId, inputId, queuedAt, priority?, input?, inputRef?}]`, first in first out; priority entries
+  (completions of background commands, spec §14.2) go before ordinary messages. Resets keep the queue.
+
+A run's input (`{text, overrides?, media?, origin, notify?, deliver?}`) rides inline in the meta when small, or in its
+own item (`keys.session_input`) when large, so the meta stays far below DynamoDB's item limit.
+
+`submit` starts a run or queues it; `finish` releases the session and starts the next queued input; `stop` cancels
+the current run (the `/stop` command). Starting means: the session is leased to the run first, then the execution
+is started; if that fails the lease is released and the caller told.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from orbital.aws import clients
+from orbital.errors import UnavailableError
+from orbital.store import keys
+
+if TYPE_CHECKING:
+    from orbital.runtime.services import Services
+
+log = logging.getLogger("orbital.agent.runs")
+
+INLINE_INPUT_BYTES = 16 * 1024
+"""Inputs larger than this (JSON) are stored in their own item instead of the session meta."""
+START_LEASE_MS = 120_000
+"""Lease of a run that has been claimed but whose first step has not run yet."""
+STALE_CHECK_AFTER_MS = 15_000
+"""A run older than this whose execution is no longer running is considered dead on the next submit."""
+
+Emit = Callable[[str, str, dict[str, Any]], None]
+
+
+@dataclass
+class Submitted:
+    run_id: str
+    queued: bool
+    position: int | None = None
+
+
+@dataclass
+class Stopped:
+    was_running: bool
+    run_id: str | None = None
+    cancelled: int = 0
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def execution_name(run_id: str) -> str:
+    """A Step Functions execution name for a run: at most 80 characters of [A-Za-z0-9_-], unique per start (a
+    client-chosen runId is data, never trusted as a name)."""
+    slug = re.sub(r"[^A-Za-z0-9_-]+", "-", run_id).strip("-")[:48] or "run"
+    return f"{slug}-{uuid.uuid4().hex[:24]}"
+
+
+def execution_arn(state_machine_arn: str, name: str) -> str:
+    """The ARN of an execution of `state_machine_arn` named `name` (the service builds it the same way)."""
+    return f"{state_machine_arn.replace(':stateMachine:', ':execution:', 1)}:{name}"
+
+
+def _state_machine(services: Services) -> str:
+    arn = services.settings.agent_turn_arn
+    if not arn:
+        raise UnavailableError("The agent is not configured on this gateway (ORBITAL_AGENT_TURN_ARN is not set)")
+    return arn
+
+
+# --- inputs ----------------------------------------------------------------------------------------------------
+
+
+RUN_FIELDS = ("notify", "deliver", "origin")
+"""Entry fields that follow the input onto the run: who waits for its reply (`notify`), where the reply is delivered
+(`deliver`, channels), and where the input came from (`origin`)."""
+
+
+def _entry(
+    session_key: str,
+    services: Services,
+    run_id: str,
+    data: dict[str, Any],
+    priority: bool,
+    extra: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """A queue entry for `data`: inline when small, else the input goes to its own item first."""
+    input_id = uuid.uuid4().hex
+    entry: dict[str, Any] = {"runId": run_id, "inputId": input_id, "queuedAt": now_ms()}
+    if priority:
+        entry["priority"] = True
+    for name in RUN_FIELDS:
+        if extra and extra.get(name) is not None:
+            entry[name] = extra[name]
+    if len(json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()) <= INLINE_INPUT_BYTES:
+        entry["input"] = data
+    else:
+        services.table.put(keys.session_input(session_key, input_id), data, ttl=int(time.time()) + 7 * 86400)
+        entry["inputRef"] = input_id
+    return entry
+
+
+def load_input(services: Services, session_key: str, run: dict[str, Any]) -> dict[str, Any]:
+    """The input of a run (from the meta, or from its own item)."""
+    if isinstance(run.get("input"), dict):
+        return dict(run["input"])
+    ref = run.get("inputRef")
+    if ref:
+        rec = services.table.get(keys.session_input(session_key, str(ref)))
+        if rec is not None:
+            return dict(rec.data)
+    return {"text": ""}
+
+
+def drop_input(services: Services, session_key: str, run: dict[str, Any]) -> None:
+    ref = run.get("inputRef")
+    if ref:
+        try:
+            services.table.delete(keys.session_input(session_key, str(ref)))
+        except Exception:
+            log.warning("could not delete input %s of %s", ref, session_key)
+
+
+# --- leases ----------------------------------------------------------------------------------------------------
+
+
+def _new_run(entry: dict[str, Any], now: int) -> dict[str, Any]:
+    run = {
+        "runId": entry["runId"],
+        "execution": execution_name(str(entry["runId"])),
+        "startedAt": now,
+        "leaseUntil": now + START_LEASE_MS,
+        "iteration": 0,
+    }
+    for name in ("input", "inputRef", "inputId", *RUN_FIELDS):
+        if name in entry:
+            run[name] = entry[name]
+    return run
+
+
+def _execution_running(services: Services, run: dict[str, Any]) -> bool:
+    """Whether the run's execution is still running (True when that cannot be told: never free a live run)."""
+    arn = services.settings.agent_turn_arn
+    if not arn or not run.get("execution"):
+        return True
+    try:
+        found = clients.stepfunctions().describe_execution(executionArn=execution_arn(arn, str(run["execution"])))
+    except Exception as exc:
+        code = getattr(exc, "response", {}).get("Error", {}).get("Code")
+        # not started yet (claimed a moment ago) vs. never started at all
+        return bool(code == "ExecutionDoesNotExist" and now_ms() - int(run.get("startedAt") or 0) < START_LEASE_MS)
+    return found.get("status") == "RUNNING"
+
+
+def is_stale(services: Services, run: dict[str, Any] | None, now: int) -> bool:
+    """A run whose lease ran out, or whose execution ended without releasing the session."""
+    if not run:
+        return False
+    if int(run.get("leaseUntil") or 0) < now:
+        return True
+    if now - int(run.get("startedAt") or 0) < STALE_CHECK_AFTER_MS:
+        return False
+    return not _execution_running(services, run)
+
+
+# --- submit ----------------------------------------------------------------------------------------------------
+
+
+def submit(
+    services: Services,
+    session_key: str,
+    data: dict[str, Any],
+    *,
+    run_id: str | None = None,
+    priority: bool = False,
+    extra: dict[str, Any] | None = None,
+    emit_error: Emit | None = None,
+) -> Submitted:
+    """Start a run for `data` on the session, or queue it behind the current run. `extra` may carry the run
+    fields of `RUN_FIELDS`."""
+    run_id = run_id or str(uuid.uuid4())
+    entry = _entry(session_key, services, run_id, data, priority, extra)
+    now = now_ms()
+    current = (services.sessions.load_meta(session_key) or {}).get("currentRun")
+    stale_id = current.get("runId") if current and is_stale(services, current, now) else None
+    outcome: dict[str, Any] = {}
+
+    def place(meta: dict[str, Any]) -> bool:
+        outcome.clear()
+        run = meta.get("currentRun")
+        if run and run.get("runId") == stale_id and stale_id is not None:
+            outcome["dead"] = run
+            run = None
+        queue = list(meta.get("queue") or [])
+        if run:
+            if priority:
+                at = next((i for i, e in enumerate(queue) if not e.get("priority")), len(queue))
+                queue.insert(at, entry)
+                outcome["position"] = at + 1
+            else:
+                queue.append(entry)
+                outcome["position"] = len(queue)
+            meta["queue"] = queue
+            return True
+        meta["currentRun"] = _new_run(entry, now)
+        outcome["run"] = meta["currentRun"]
+        return True
+
+    services.sessions.update_meta(session_key, place, now=now)
+    dead = outcome.get("dead")
+    if dead is not None:
+        log.warning("run %s of %s ended without releasing the session", dead.get("runId"), session_key)
+        if emit_error is not None:
+            emit_error(session_key, str(dead.get("runId")), {"error": "Run ended unexpectedly"})
+    if "run" not in outcome:
+        return Submitted(run_id, queued=True, position=int(outcome["position"]))
+    _start(services, session_key, outcome["run"], emit_error)
+    return Submitted(run_id, queued=False)
+
+
+def _start(services: Services, session_key: str, run: dict[str, Any], emit_error: Emit | None) -> None:
+    """Start the execution of a run that owns the session; on failure free the session again (and go on)."""
+    payload = {"job": "turn", "sessionKey": session_key, "runId": run["runId"], "iteration": 0, "next": "start"}
+    try:
+        clients.stepfunctions().start_execution(
+            stateMachineArn=_state_machine(services), name=str(run["execution"]), input=json.dumps(payload)
+        )
+    except Exception as exc:
+        log.exception("could not start run %s of %s", run["runId"], session_key)
+        message = exc.message if isinstance(exc, UnavailableError) else "Could not start the agent run; try again"
+        if emit_error is not None:
+            emit_error(session_key, str(run["runId"]), {"error": message})
+        finish(services, session_key, str(run["runId"]), str(run["execution"]), emit_error=emit_error)
+        if isinstance(exc, UnavailableError):
+            raise
+        raise UnavailableError(message, retryable=True) from None
+
+
+# --- finish / stop -----------------------------------------------------------------------------------------------
+
+
+def finish(
+    services: Services,
+    session_key: str,
+    run_id: str,
+    execution: str | None,
+    *,
+    emit_error: Emit | None = None,
+) -> dict[str, Any] | None:
+    """Release the session held by this run (if it still holds it) and start the next queued input.
+    Returns the finished run, or None when the run no longer owned the session."""
+    now = now_ms()
+    taken: dict[str, Any] = {}
+
+    def release(meta: dict[str, Any]) -> bool:
+        taken.clear()
+        run = meta.get("currentRun")
+        if not run or run.get("runId") != run_id or (execution and run.get("execution") != execution):
+            return False
+        taken["done"] = run
+        queue = list(meta.get("queue") or [])
+        if queue:
+            nxt = queue.pop(0)
+            meta["currentRun"] = _new_run(nxt, now)
+            taken["next"] = meta["currentRun"]
+        else:
+            meta.pop("currentRun", None)
+        meta["queue"] = queue
+        return True
+
+    services.sessions.update_meta(session_key, release, now=now)
+    done = taken.get("done")
+    if done is not None:
+        drop_input(services, session_key, done)
+    nxt = taken.get("next")
+    if nxt is not None:
+        try:
+            _start(services, session_key, nxt, emit_error)
+        except UnavailableError:
+            pass  # reported to clients; the next one (if any) was started by the recursive finish
+    return done
+
+
+def stop(services: Services, session_key: str, *, emit_error: Emit | None = None) -> Stopped:
+    """Cancel the current run (`/stop`): its execution is stopped, the calls it waits for are settled so late
+    answers are dropped, clients get "Run cancelled by user", and the next queued input starts."""
+    meta = services.sessions.load_meta(session_key) or {}
+    run = meta.get("currentRun")
+    if not run:
+        return Stopped(was_running=False)
+    run_id, execution = str(run["runId"]), run.get("execution")
+    done = finish(services, session_key, run_id, execution, emit_error=None)
+    if done is None:  # it ended by itself meanwhile
+        return Stopped(was_running=False)
+    arn = services.settings.agent_turn_arn
+    if arn and execution:
+        try:
+            clients.stepfunctions().stop_execution(
+                executionArn=execution_arn(arn, str(execution)), error="Cancelled", cause="Run cancelled by user"
+            )
+        except Exception as exc:
+            log.info("stopping execution of run %s: %s", run_id, type(exc).__name__)
+    from orbital.agent import tools
+
+    cancelled = tools.cancel_pending(services, run_id, int(done.get("iteration") or 0))
+    if emit_error is not None:
+        emit_error(session_key, run_id, {"error": "Run cancelled by user"})
+    from orbital.agent import notify
+
+    notify.run_ended(services, session_key, done, error="Run cancelled by user")
+    return Stopped(was_running=True, run_id=run_id, cancelled=cancelled)
+
+
+def current_run(services: Services, session_key: str) -> dict[str, Any] | None:
+    meta = services.sessions.load_meta(session_key)
+    run = meta.get("currentRun") if meta else None
+    return run if isinstance(run, dict) else None

@@ -1,0 +1,467 @@
+"""Running the tool calls of one model reply (spec §7.4, §8; fix F14).
+
+`dispatch` goes through the calls in the model's order. Native tools that answer at once run here; calls that wait
+for someone else are launched as deferred calls in one wait group (`engines/waitgroup.py`):
+
+- `{nodeId}__{tool}` (kind `agent`): answered by the node's `tool.result`, or its loss; on timeout
+  "Tool execution timed out".
+- `gsv__LogsGet` (kind `agent-logs`): answered by the node's `logs.result`; on timeout "logs.get timed out ...".
+- `gsv__SessionSend` (kind `agent-session`): answered by the end of the run it started in the other session; on
+  timeout `{status: "timeout", ...}`.
+- `gsv__Transfer` (kind `transfer`): answered by the transfer engine (done, failed, timed out).
+
+The execution then waits (AwaitTools) until every call of the group is answered or the group's deadline passes, and
+the next turn step `collect`s: every answer — or the timeout outcome of a call nobody answered, claimed so a late
+answer is dropped — becomes a `toolResult` message, in the model's call order, whatever order answers came in.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import logging
+import math
+import mimetypes
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from orbital.agent import runs, settings
+from orbital.domain.config import as_dict
+from orbital.domain.session_keys import canonicalize_with_config
+from orbital.engines import deferred, waitgroup
+from orbital.errors import RpcError
+from orbital.protocol.frames import event_frame
+from orbital.store import keys
+from orbital.tools import native
+from orbital.tools.catalog import find_node_for_tool
+from orbital.tools.definitions import NATIVE_PREFIX
+
+if TYPE_CHECKING:
+    from orbital.runtime.services import Services
+
+log = logging.getLogger("orbital.agent.tools")
+
+TIMED_OUT = "Tool execution timed out"
+CANCELLED = "Run cancelled by user"
+GROUP_INLINE_BYTES = 200 * 1024
+"""A plan larger than this (big native results) is kept in S3 and referenced from the wait group."""
+WAIT_MARGIN_S = 2
+TRANSFER_MARGIN_MS = 30_000
+
+
+@dataclass
+class Iteration:
+    """One model reply's tool calls: which run, which execution, which turn."""
+
+    services: Services
+    config: dict[str, Any]
+    session_key: str
+    agent_id: str
+    run_id: str
+    execution: str
+    iteration: int
+    now_ms: int
+
+    @property
+    def group_id(self) -> str:
+        return group_id(self.execution, self.iteration)
+
+
+def group_id(execution: str, iteration: int) -> str:
+    return f"{execution}:{iteration}"
+
+
+@dataclass
+class Launch:
+    """An asynchronous call, prepared (validated) but not yet started."""
+
+    call_id: str
+    deadline_ms: int
+    start: Callable[[], None]
+
+
+class _Immediate(Exception):
+    """A call answered while being prepared (validation errors, fire-and-forget sends)."""
+
+    def __init__(self, outcome: dict[str, Any]) -> None:
+        super().__init__("immediate")
+        self.outcome = outcome
+
+
+def _error(message: str) -> _Immediate:
+    return _Immediate({"error": message})
+
+
+# --- dispatch --------------------------------------------------------------------------------------------------
+
+
+def dispatch(it: Iteration, calls: list[dict[str, Any]]) -> tuple[list[dict[str, Any]] | None, int]:
+    """Run or launch every tool call. Returns (toolResult messages, 0) when all answered at once, else (None, seconds
+    to wait) with a wait group open for the execution to wait on."""
+    env = native.ToolEnv(it.services, it.config, it.agent_id, it.session_key, it.now_ms)
+    plan: list[dict[str, Any]] = []
+    launches: list[Launch] = []
+    for block in calls:
+        name = str(block.get("name") or "")
+        args = as_dict(block.get("arguments"))
+        entry: dict[str, Any] = {"toolCallId": block.get("id"), "name": name}
+        try:
+            launch = _prepare(it, env, name, args)
+        except _Immediate as done:
+            entry["outcome"] = done.outcome
+        except native.ToolError as exc:
+            entry["outcome"] = {"error": exc.message}
+        except RpcError as exc:
+            entry["outcome"] = {"error": exc.message}
+        except Exception as exc:  # a tool bug becomes a tool error the model can see, not a failed run
+            log.exception("tool %s failed", name)
+            entry["outcome"] = {"error": str(exc) or type(exc).__name__}
+        else:
+            entry["callId"] = launch.call_id
+            launches.append(launch)
+        plan.append(entry)
+    if not launches:
+        return [tool_result_message(it.services, it.session_key, e, e["outcome"]) for e in plan], 0
+    deadline = max(launch.deadline_ms for launch in launches)
+    waitgroup.open_group(it.services, it.group_id, _store_plan(it, plan, deadline), len(launches))
+    for launch in launches:
+        try:
+            launch.start()
+        except Exception as exc:
+            message = exc.message if isinstance(exc, RpcError) else (str(exc) or type(exc).__name__)
+            log.warning("could not start tool call %s: %s", launch.call_id, message)
+            _answer_failed_launch(it, launch.call_id, message)
+    wait_s = max(1, math.ceil((deadline - it.now_ms) / 1000) + WAIT_MARGIN_S)
+    return None, wait_s
+
+
+def _store_plan(it: Iteration, plan: list[dict[str, Any]], deadline: int) -> dict[str, Any]:
+    text = json.dumps(plan, separators=(",", ":"), ensure_ascii=False)
+    if len(text.encode()) <= GROUP_INLINE_BYTES:
+        return {"calls": plan, "deadlineMs": deadline}
+    key = keys.run_blob(it.execution, f"plan-{it.iteration}.json")
+    it.services.workspace.put(key, text.encode(), content_type="application/json")
+    return {"callsRef": key, "deadlineMs": deadline}
+
+
+def _load_plan(services: Services, data: dict[str, Any]) -> list[dict[str, Any]]:
+    if isinstance(data.get("calls"), list):
+        return list(data["calls"])
+    ref = data.get("callsRef")
+    if isinstance(ref, str):
+        found = services.workspace.get(ref)
+        if found is not None:
+            return list(json.loads(found[0]))
+    return []
+
+
+def _answer_failed_launch(it: Iteration, call_id: str, message: str) -> None:
+    """A launch that failed to start: answer its call with the error (creating the record if need be)."""
+    if deferred.settle(it.services, call_id, {"error": message}) is None:
+        deferred.record_answered(it.services, call_id, {"error": message}, group=it.group_id)
+
+
+def _pending(
+    it: Iteration,
+    kind: str,
+    timeout_ms: int,
+    *,
+    node_id: str = "",
+    node_connection_id: str = "",
+    tool: str | None = None,
+    on_timeout: dict[str, Any],
+    extra: dict[str, Any] | None = None,
+) -> deferred.PendingCall:
+    return deferred.PendingCall(
+        call_id=str(uuid.uuid4()),
+        kind=kind,
+        node_id=node_id,
+        node_connection_id=node_connection_id,
+        timeout_ms=timeout_ms,
+        created_at=it.now_ms,
+        tool=tool,
+        extra={
+            "sessionKey": it.session_key,
+            "runId": it.run_id,
+            "group": it.group_id,
+            "onTimeout": on_timeout,
+            **(extra or {}),
+        },
+    )
+
+
+def _prepare(it: Iteration, env: native.ToolEnv, name: str, args: dict[str, Any]) -> Launch:
+    """Validate one call. Raises _Immediate / ToolError when it is answered at once; returns its Launch otherwise."""
+    if name == "gsv__LogsGet":
+        return _logs(it, args)
+    if name == "gsv__SessionSend":
+        return _session_send(it, args)
+    if name == "gsv__Transfer":
+        return _transfer(it, args)
+    if name.startswith(NATIVE_PREFIX):
+        raise _Immediate({"result": native.run_sync(env, name, args)})
+    return _node_tool(it, name, args)
+
+
+def _node_tool(it: Iteration, name: str, args: dict[str, Any]) -> Launch:
+    found = find_node_for_tool(it.services, name)
+    if found is None:
+        raise _error(f"No node provides tool: {name}")
+    node, bare = found
+    call = _pending(
+        it,
+        deferred.AGENT_TOOL,
+        settings.tool_timeout_ms(it.config),
+        node_id=node.node_id,
+        node_connection_id=node.connection_id,
+        tool=name,
+        on_timeout={"error": TIMED_OUT},
+    )
+
+    def start() -> None:
+        deferred.create(it.services, call)
+        frame = event_frame("tool.invoke", {"callId": call.call_id, "tool": bare, "args": args})
+        if not it.services.push(node.connection_id, frame):
+            _answer_failed_launch(it, call.call_id, "Node not connected")
+
+    return Launch(call.call_id, it.now_ms + call.timeout_ms, start)
+
+
+def _logs(it: Iteration, args: dict[str, Any]) -> Launch:
+    lines = args.get("lines", 100)
+    if lines is None:
+        lines = 100
+    if isinstance(lines, bool) or not isinstance(lines, int | float) or not math.isfinite(lines) or lines < 1:
+        raise _error("lines must be a positive number")
+    count = min(5000, math.floor(lines))
+    node_id = args.get("nodeId") if isinstance(args.get("nodeId"), str) and args.get("nodeId") else None
+    repo = it.services.connections
+    if node_id:
+        node = repo.node(node_id)
+        if node is None:
+            raise _error(f"Node not connected: {node_id}")
+    else:
+        nodes = repo.nodes()
+        if not nodes:
+            raise _error("No nodes connected")
+        if len(nodes) > 1:
+            raise _error("nodeId required when multiple nodes are connected")
+        node = nodes[0]
+    timeout = settings.agent_logs_timeout_ms(it.config)
+    call = _pending(
+        it,
+        deferred.AGENT_LOGS,
+        timeout,
+        node_id=node.node_id,
+        node_connection_id=node.connection_id,
+        on_timeout={"error": f"logs.get timed out for node {node.node_id} after {timeout}ms"},
+        extra={"lines": count},
+    )
+
+    def start() -> None:
+        deferred.create(it.services, call)
+        if not it.services.push(node.connection_id, event_frame("logs.get", {"callId": call.call_id, "lines": count})):
+            _answer_failed_launch(it, call.call_id, f"Node not connected: {node.node_id}")
+
+    return Launch(call.call_id, it.now_ms + timeout, start)
+
+
+def _session_send(it: Iteration, args: dict[str, Any]) -> Launch:
+    raw_key = args.get("sessionKey")
+    text = args.get("message")
+    if not isinstance(raw_key, str) or not raw_key.strip():
+        raise _error("sessionKey is required")
+    if not isinstance(text, str) or not text.strip():
+        raise _error("message is required")
+    wait = args.get("waitSeconds", 30)
+    if isinstance(wait, bool) or not isinstance(wait, int | float) or not math.isfinite(wait):
+        wait = 30
+    wait_s = max(0, min(120, math.floor(wait)))
+    target = canonicalize_with_config(raw_key.strip(), it.config)
+    run_id = str(uuid.uuid4())
+    data = {"text": text, "origin": {"kind": "session-send", "from": it.session_key}}
+    if wait_s == 0 or target == it.session_key:
+        sent = _inject(it, target, data, run_id, None)
+        result: dict[str, Any] = {"status": "accepted", "runId": run_id, "sessionKey": target, "queued": sent.queued}
+        if wait_s and target == it.session_key:
+            result["note"] = (
+                "This is the session of the current run: the message runs after it, so no reply is awaited."
+            )
+        raise _Immediate({"result": result})
+    timeout = wait_s * 1000
+    call = _pending(
+        it,
+        deferred.AGENT_SESSION,
+        timeout,
+        on_timeout={"result": {"status": "timeout", "runId": run_id, "sessionKey": target, "waitedSeconds": wait_s}},
+        extra={"target": target, "targetRunId": run_id},
+    )
+
+    def start() -> None:
+        deferred.create(it.services, call)
+        _inject(it, target, data, run_id, {"callId": call.call_id})
+
+    return Launch(call.call_id, it.now_ms + timeout, start)
+
+
+def _inject(
+    it: Iteration, target: str, data: dict[str, Any], run_id: str, notify: dict[str, Any] | None
+) -> runs.Submitted:
+    from orbital.agent import events
+
+    try:
+        return runs.submit(
+            it.services,
+            target,
+            data,
+            run_id=run_id,
+            extra={"notify": notify, "origin": data["origin"]},
+            emit_error=events.error_emitter(it.services),
+        )
+    except RpcError:
+        raise native.ToolError("Failed to inject message into session") from None
+
+
+def _transfer(it: Iteration, args: dict[str, Any]) -> Launch:
+    from orbital.engines import transfer
+
+    source, destination = args.get("source"), args.get("destination")
+    if not isinstance(source, str) or not source or not isinstance(destination, str) or not destination:
+        raise _error("source and destination are required")
+    mode = "chunks" if it.services.settings.local else "presigned"
+    timeout = transfer.timeout_ms(it.config) + TRANSFER_MARGIN_MS
+    call_id = f"transfer-{uuid.uuid4()}"
+    # validated by the engine as it starts: a bad endpoint or a missing node answers the call at once
+    transfer.parse_endpoint(source)
+    transfer.parse_endpoint(destination)
+
+    def start() -> None:
+        transfer.start(
+            it.services,
+            source,
+            destination,
+            agent_id=it.agent_id,
+            mode=mode,
+            session_key=it.session_key,
+            call_id=call_id,
+            extra={"group": it.group_id, "runId": it.run_id, "onTimeout": {"error": "Transfer timed out"}},
+        )
+
+    return Launch(call_id, it.now_ms + timeout, start)
+
+
+# --- collect ---------------------------------------------------------------------------------------------------
+
+
+def collect(services: Services, session_key: str, execution: str, iteration: int) -> list[dict[str, Any]] | None:
+    """The toolResult messages of a wait group, in the model's call order; None when there is no such group.
+    Calls nobody answered are settled with their timeout outcome first (so a late answer is dropped)."""
+    gid = group_id(execution, iteration)
+    rec = waitgroup.load(services, gid)
+    if rec is None:
+        return None
+    plan = _load_plan(services, rec.data)
+    call_ids = [str(e["callId"]) for e in plan if e.get("callId")]
+    found = services.table.get_many(keys.pending_call(cid) for cid in call_ids)
+    messages = []
+    for entry in plan:
+        outcome = entry.get("outcome")
+        if outcome is None:
+            outcome = _answer_of(services, entry, found.get(keys.pending_call(str(entry.get("callId")))))
+        messages.append(tool_result_message(services, session_key, entry, outcome))
+    return messages
+
+
+def _answer_of(services: Services, entry: dict[str, Any], rec: Any) -> dict[str, Any]:
+    call_id = str(entry.get("callId"))
+    if rec is None:
+        return {"error": TIMED_OUT}
+    if rec.attrs.get("st") == deferred.DONE and rec.attrs.get("out"):
+        return deferred.outcome_of(services, rec)
+    call = deferred.PendingCall.from_data(rec.data)
+    given = call.extra.get("onTimeout")
+    on_timeout: dict[str, Any] = given if isinstance(given, dict) else {"error": TIMED_OUT}
+    claimed = deferred.claim(services, call_id, on_timeout)
+    if claimed is None:  # answered just now
+        again = services.table.get(keys.pending_call(call_id))
+        return deferred.outcome_of(services, again) if again is not None else on_timeout
+    return dict(on_timeout)
+
+
+def cancel_pending(services: Services, execution: str, iteration: int) -> int:
+    """Settle every unanswered call of a run's current wait group as cancelled. Returns how many there were."""
+    gid = group_id(execution, iteration)
+    rec = waitgroup.load(services, gid)
+    if rec is None:
+        return 0
+    cancelled = 0
+    for entry in _load_plan(services, rec.data):
+        call_id = entry.get("callId")
+        if call_id and deferred.claim(services, str(call_id), {"error": CANCELLED}) is not None:
+            cancelled += 1
+    waitgroup.close(services, gid)
+    return cancelled
+
+
+# --- results as messages ---------------------------------------------------------------------------------------
+
+
+def _is_block(block: Any) -> bool:
+    if not isinstance(block, dict):
+        return False
+    if block.get("type") == "text":
+        return isinstance(block.get("text"), str)
+    if block.get("type") == "image":
+        return isinstance(block.get("data"), str) and isinstance(block.get("mimeType"), str)
+    return False
+
+
+def _structured(result: Any) -> bool:
+    content = result.get("content") if isinstance(result, dict) else None
+    return isinstance(content, list) and bool(content) and all(_is_block(b) for b in content)
+
+
+def _store_image(services: Services, session_key: str, block: dict[str, Any]) -> dict[str, Any]:
+    mime = str(block["mimeType"])
+    try:
+        body = base64.b64decode(block["data"], validate=True)
+        ext = (mimetypes.guess_extension(mime) or ".bin").lstrip(".")
+        key = keys.session_media(session_key, f"{uuid.uuid4()}.{ext}")
+        services.workspace.put(key, body, content_type=mime)
+    except (binascii.Error, ValueError, Exception) as exc:
+        log.warning("storing a tool image failed: %s", type(exc).__name__)
+        return {"type": "text", "text": f"[Image storage failed: {mime}]"}
+    return {"type": "image", "r2Key": key, "mimeType": mime}
+
+
+def tool_result_message(
+    services: Services, session_key: str, entry: dict[str, Any], outcome: dict[str, Any]
+) -> dict[str, Any]:
+    """An outcome as a stored `toolResult` message (spec §7.4): errors as "Error: …"; structured results keep their
+    text blocks and have their images stored in S3 and referenced; strings as they are; anything else as JSON."""
+    message: dict[str, Any] = {
+        "role": "toolResult",
+        "toolCallId": entry.get("toolCallId"),
+        "toolName": entry.get("name"),
+        "isError": False,
+        "timestamp": int(time.time() * 1000),
+    }
+    if "error" in outcome:
+        message["content"] = [{"type": "text", "text": f"Error: {outcome['error']}"}]
+        message["isError"] = True
+        return message
+    result = outcome.get("result")
+    if isinstance(result, dict) and _structured(result):
+        blocks = []
+        for block in result["content"]:
+            blocks.append(dict(block) if block["type"] == "text" else _store_image(services, session_key, block))
+        message["content"] = blocks
+    elif isinstance(result, str):
+        message["content"] = [{"type": "text", "text": result}]
+    else:
+        message["content"] = [{"type": "text", "text": json.dumps(result, separators=(",", ":"), ensure_ascii=False)}]
+    return message

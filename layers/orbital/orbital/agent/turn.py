@@ -1,0 +1,458 @@
+"""The steps of the `agent_turn` state machine (`statemachines/agent_turn.asl.json`), run by `functions/agent_steps`.
+
+State between steps is `{sessionKey, runId, iteration, next, waitSeconds}` — ids, never transcripts: messages live in
+DynamoDB (large ones in S3), tool answers on their deferred calls.
+
+turn      one model call and the dispatch of its tool calls. On the first turn of a run it stores the user message
+          (after an automatic reset when the session's policy says so, so the message lands in the fresh session);
+          after a wait it first stores the tool results of the previous turn in the model's call order. Then it
+          calls the model, streaming `delta` events, stores the reply and either ends the run (`final`) or runs the
+          tools: answered at once → next turn; otherwise → `wait` with a wait group open.
+register  AwaitTools' callback task: records the execution's token on the wait group (or lets it go at once).
+fail      the catch-all: `error` event, session released, next queued input started.
+memories  background job: extract memories from an archived session into the daily memory file.
+
+Every step first checks that the run still owns the session (`/stop`, a stale lease taken over): if not, it ends
+quietly — a model reply that arrives after `/stop` is dropped, not stored or shown.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+
+from orbital.agent import context, events, media, notify, runs, settings, tools
+from orbital.agent.providers import ModelError, ModelRequest, complete
+from orbital.domain.config import as_dict
+from orbital.domain.reset_policy import initial_policy, should_auto_reset
+from orbital.domain.session_keys import session_agent_id
+from orbital.engines import waitgroup
+from orbital.runtime.services import get_services
+
+if TYPE_CHECKING:
+    from orbital.runtime.services import Services
+
+log = logging.getLogger("orbital.agent.turn")
+
+LEASE_MARGIN_MS = 120_000
+ABORT_CHECK_S = 2.0
+
+
+def _now() -> int:
+    return int(time.time() * 1000)
+
+
+def _state(event: dict[str, Any], iteration: int, nxt: str, wait: int = 1) -> dict[str, Any]:
+    return {
+        "sessionKey": event["sessionKey"],
+        "runId": event["runId"],
+        "iteration": iteration,
+        "next": nxt,
+        "waitSeconds": max(1, int(wait)),
+    }
+
+
+def _owns(run: Any, run_id: str, execution: str) -> bool:
+    return isinstance(run, dict) and run.get("runId") == run_id and run.get("execution") == execution
+
+
+def text_of(message: dict[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return ""
+    return "".join(b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text")
+
+
+def tool_calls_of(message: dict[str, Any]) -> list[dict[str, Any]]:
+    content = message.get("content")
+    if not isinstance(content, list):
+        return []
+    return [b for b in content if isinstance(b, dict) and b.get("type") == "toolCall"]
+
+
+def note_message(text: str, reason: str) -> dict[str, Any]:
+    """An assistant message written by the gateway itself (iteration cap, budget)."""
+    return {
+        "role": "assistant",
+        "content": [{"type": "text", "text": text}],
+        "api": "orbital",
+        "provider": "orbital",
+        "model": reason,
+        "usage": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 0, "cost": {}},
+        "stopReason": "stop",
+        "timestamp": _now(),
+    }
+
+
+def user_message(data: dict[str, Any], now: int) -> dict[str, Any]:
+    """Spec §5.3 `buildUserMessage`: text alone is a string ("[Empty message]" when empty); with media, blocks."""
+    text = str(data.get("text") or "")
+    media_blocks = [b for b in (data.get("media") or []) if isinstance(b, dict)]
+    if not media_blocks:
+        return {"role": "user", "content": text or "[Empty message]", "timestamp": now}
+    blocks: list[dict[str, Any]] = []
+    if text and text != "[Media]":
+        blocks.append({"type": "text", "text": text})
+    blocks.extend(media_blocks)
+    return {"role": "user", "content": blocks or [{"type": "text", "text": "[Media message]"}], "timestamp": now}
+
+
+# --- the turn --------------------------------------------------------------------------------------------------
+
+
+class _Run:
+    """One turn step's view of its run."""
+
+    def __init__(self, services: Services, event: dict[str, Any]) -> None:
+        self.services = services
+        self.event = event
+        self.key = str(event["sessionKey"])
+        self.run_id = str(event["runId"])
+        self.execution = str(event.get("execution") or "")
+        self.iteration = int(event.get("iteration") or 0)
+        self.config = services.config.effective()
+        self.audience = events.Audience(services, self.key)
+        self.agent_id = session_agent_id(self.key)
+
+    # -- lease-guarded meta updates --
+
+    def update_run(self, change: Any) -> dict[str, Any] | None:
+        """Apply `change(meta, run)` while this run owns the session; None if it does not (any more)."""
+        owned: dict[str, Any] = {}
+
+        def apply(meta: dict[str, Any]) -> bool:
+            owned.clear()
+            run = meta.get("currentRun")
+            if not _owns(run, self.run_id, self.execution):
+                return False
+            owned["run"] = run
+            result = change(meta, run)
+            return result is not False
+
+        meta = self.services.sessions.update_meta(self.key, apply)
+        return meta if owned else None
+
+    def append(self, messages: list[dict[str, Any]], change: Any = None) -> dict[str, Any] | None:
+        """Store messages while this run owns the session (and `change` agrees); None if it does not."""
+        owned: dict[str, Any] = {}
+
+        def guard(meta: dict[str, Any]) -> bool:
+            owned.clear()
+            run = meta.get("currentRun")
+            if not _owns(run, self.run_id, self.execution):
+                return False
+            if change is not None and change(meta, run) is False:
+                return False
+            owned["run"] = run
+            return True
+
+        meta = self.services.sessions.append_messages(self.key, messages, guard=guard)
+        return meta if owned else None
+
+    def lease(self, run: dict[str, Any], extra_ms: int = 0) -> None:
+        run["leaseUntil"] = _now() + settings.llm_timeout_ms(self.config) + extra_ms + LEASE_MARGIN_MS
+
+    # -- endings --
+
+    def end(self, state: str, *, message: dict[str, Any] | None = None, error: str | None = None) -> dict[str, Any]:
+        if state == "final":
+            self.audience.send(events.chat_payload(self.run_id, "final", message=message))
+        else:
+            self.audience.send(events.chat_payload(self.run_id, "error", error=error))
+        done = runs.finish(
+            self.services, self.key, self.run_id, self.execution, emit_error=events.error_emitter(self.services)
+        )
+        if done is not None:
+            notify.run_ended(self.services, self.key, done, reply=text_of(message) if message else None, error=error)
+        return _state(self.event, self.iteration, "done")
+
+
+def turn(services: Services, event: dict[str, Any]) -> dict[str, Any]:
+    r = _Run(services, event)
+    meta = services.sessions.load_meta(r.key) or {}
+    run = meta.get("currentRun")
+    if not _owns(run, r.run_id, r.execution):
+        return _state(event, r.iteration, "done")
+    assert isinstance(run, dict)
+
+    if event.get("next") == "wait":
+        collected = tools.collect(services, r.key, r.execution, r.iteration)
+        waitgroup.close(services, tools.group_id(r.execution, r.iteration))
+        r.iteration += 1
+        if collected:
+            stored_for = r.iteration
+
+            def mark(meta: dict[str, Any], run: dict[str, Any]) -> bool:
+                if int(run.get("resultsFor") or -1) >= stored_for:
+                    return False  # stored already (a retried step)
+                run["resultsFor"] = stored_for
+                run["iteration"] = stored_for
+                r.lease(run)
+                return True
+
+            if r.append(collected, mark) is None and not _owns(
+                runs.current_run(services, r.key), r.run_id, r.execution
+            ):
+                return _state(event, r.iteration, "done")
+    elif r.iteration == 0 and not run.get("userStored") and not _store_user_message(r, meta, run):
+        return _state(event, r.iteration, "done")
+
+    return _model_turn(r)
+
+
+def _store_user_message(r: _Run, meta: dict[str, Any], run: dict[str, Any]) -> bool:
+    services = r.services
+    data = runs.load_input(services, r.key, run)
+    now = _now()
+    policy = meta.get("resetPolicy") or initial_policy(r.config)
+    if int(meta.get("messageCount") or 0) > 0 and should_auto_reset(policy, int(meta.get("updatedAt") or now), now):
+        result = services.sessions.reset(r.key, now=now)
+        from orbital.agent import memories
+
+        memories.schedule(services, r.key, result)
+    message = user_message(data, now)
+
+    def start(meta: dict[str, Any], run: dict[str, Any]) -> bool:
+        if run.get("userStored"):
+            return False
+        run["userStored"] = True
+        if data.get("overrides"):
+            run["overrides"] = data["overrides"]
+        run.pop("input", None)  # the message is stored now; keep the meta small
+        r.lease(run)
+        meta["updatedAt"] = now
+        if not meta.get("resetPolicy") and policy:
+            meta["resetPolicy"] = policy
+        return True
+
+    return r.append([message], start) is not None
+
+
+def _model_turn(r: _Run) -> dict[str, Any]:
+    services, config = r.services, r.config
+    meta = services.sessions.load_meta(r.key) or {}
+    run = meta.get("currentRun") or {}
+    cap = settings.max_iterations(config)
+    if r.iteration >= cap:
+        note = note_message(
+            f"Stopped after {cap} rounds of tool calls, the limit for one run (agents.maxIterations). "
+            "Send another message to continue from here.",
+            "iteration-cap",
+        )
+        stored = r.append([note])
+        return r.end("final", message=note) if stored is not None else _state(r.event, r.iteration, "done")
+
+    data_overrides = run.get("overrides") or {}
+    model = context.effective_model(config, meta, data_overrides)
+    thinking = context.effective_thinking(meta, data_overrides)
+    messages = services.sessions.messages(r.key, meta=meta)
+    nodes = services.connections.nodes()
+    tool_defs = context.model_tools(services, nodes)
+    system = context.system_prompt(services, config, meta, r.key, r.agent_id, tool_defs, model, nodes)
+
+    budget = settings.token_budget(config, meta)
+    if budget is not None:
+        used = int(meta.get("totalTokens") or 0)
+        upcoming = context.estimate_request_tokens(system, messages)
+        if used + upcoming > budget:
+            note = note_message(
+                f"Token budget reached: this session has used {used} of its {budget} tokens and the next model call "
+                f"would need about {upcoming} more. Raise it with session.patch {{budget: {{maxTokens}}}}, or start "
+                "a fresh session with /new.",
+                "token-budget",
+            )
+            stored = r.append([note])
+            return r.end("final", message=note) if stored is not None else _state(r.event, r.iteration, "done")
+
+    from orbital.agent import compaction
+
+    compacted = compaction.maybe_compact(services, config, r.key, meta, messages, model, system)
+    if compacted is not None:
+        messages = compacted
+
+    reply = None
+    attempt_overflow = True
+    while reply is None:
+        stream = events.DeltaStream(r.audience, r.run_id)
+        watch = _Watch(r)
+        request = ModelRequest(
+            provider=model["provider"],
+            model=model["id"],
+            system=system,
+            messages=media.hydrate(services, messages),
+            tools=[
+                {"name": t["name"], "description": t.get("description"), "inputSchema": t.get("inputSchema")}
+                for t in tool_defs
+            ],
+            thinking=thinking,
+            timeout_s=settings.llm_timeout_ms(config) / 1000,
+            config=config,
+            cancel=watch.cancel,
+        )
+        try:
+            with watch:
+                reply = complete(request, stream)
+        except ModelError as exc:
+            if exc.kind == "cancelled" or watch.cancel.is_set():
+                return _state(r.event, r.iteration, "done")
+            if exc.kind == "overflow" and attempt_overflow and compaction.enabled(config):
+                attempt_overflow = False
+                try:
+                    forced = compaction.maybe_compact(
+                        services, config, r.key, meta, messages, model, system, force=True
+                    )
+                except Exception:
+                    log.exception("compaction after a context overflow failed")
+                    return r.end(
+                        "error",
+                        error="Context window exceeded and automatic compaction failed. "
+                        "Try resetting the session with /reset.",
+                    )
+                if forced is not None:
+                    messages = forced
+                    continue
+                return r.end("error", error=exc.message)
+            if exc.kind == "overflow" and not attempt_overflow:
+                return r.end(
+                    "error",
+                    error="Context window exceeded even after compaction. Try resetting the session with /reset.",
+                )
+            return r.end("error", error=exc.message)
+        finally:
+            stream.close()
+
+    calls = tool_calls_of(reply)
+    usage = as_dict(reply.get("usage"))
+
+    def account(meta: dict[str, Any], run: dict[str, Any]) -> bool:
+        meta["inputTokens"] = int(meta.get("inputTokens") or 0) + int(usage.get("input") or 0)
+        meta["outputTokens"] = int(meta.get("outputTokens") or 0) + int(usage.get("output") or 0)
+        meta["totalTokens"] = int(meta.get("totalTokens") or 0) + int(usage.get("totalTokens") or 0)
+        if int(usage.get("input") or 0) > 0:
+            meta["lastInputTokens"] = int(usage["input"])
+        meta["updatedAt"] = _now()
+        run["iteration"] = r.iteration
+        r.lease(run, settings.tool_timeout_ms(config) if calls else 0)
+        return True
+
+    if r.append([reply], account) is None:
+        return _state(r.event, r.iteration, "done")  # stopped meanwhile: the reply is dropped
+
+    if not calls:
+        return r.end("final", message=reply)
+
+    if text_of(reply).strip():
+        r.audience.send(events.chat_payload(r.run_id, "partial", message=reply))
+        notify.deliver(services, r.key, run, "partial", text_of(reply))
+    it = tools.Iteration(services, config, r.key, r.agent_id, r.run_id, r.execution, r.iteration, _now())
+    results, wait_s = tools.dispatch(it, calls)
+    if results is None:
+        return _state(r.event, r.iteration, "wait", wait_s)
+    nxt = r.iteration + 1
+
+    def mark(meta: dict[str, Any], run: dict[str, Any]) -> bool:
+        if int(run.get("resultsFor") or -1) >= nxt:
+            return False
+        run["resultsFor"] = nxt
+        run["iteration"] = nxt
+        r.lease(run)
+        return True
+
+    if r.append(results, mark) is None:
+        return _state(r.event, r.iteration, "done")
+    return _state(r.event, nxt, "turn")
+
+
+class _Watch:
+    """While a model call runs, check every few seconds that the run still owns its session; when it does not
+    (`/stop`, a lease taken over), cancel the call so a stopped run stops paying for tokens at once."""
+
+    def __init__(self, r: _Run) -> None:
+        self.r = r
+        self.cancel = threading.Event()
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="orbital-run-watch", daemon=True)
+
+    def __enter__(self) -> _Watch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: Any) -> None:
+        self._done.set()
+
+    def _run(self) -> None:
+        while not self._done.wait(ABORT_CHECK_S):
+            try:
+                owned = _owns(runs.current_run(self.r.services, self.r.key), self.r.run_id, self.r.execution)
+            except Exception:  # a failed check must not cancel a healthy run
+                continue
+            if not owned:
+                self.cancel.set()
+                return
+
+
+# --- the other steps -------------------------------------------------------------------------------------------
+
+
+def register(services: Services, event: dict[str, Any]) -> dict[str, Any]:
+    gid = tools.group_id(str(event.get("execution") or ""), int(event.get("iteration") or 0))
+    token = str(event["taskToken"])
+    if not waitgroup.register(services, gid, token):
+        waitgroup.release(token)  # everything was answered before the execution got here
+        return {"registered": False}
+    return {"registered": True}
+
+
+def _failure_text(error: Any) -> str:
+    if not isinstance(error, dict):
+        return "The agent run failed"
+    name = str(error.get("Error") or "error")
+    cause = error.get("Cause")
+    detail = None
+    if isinstance(cause, str) and cause:
+        try:
+            parsed = json.loads(cause)
+        except ValueError:
+            parsed = None
+        detail = (parsed.get("errorMessage") or parsed.get("errorType")) if isinstance(parsed, dict) else cause[:300]
+    if name == "States.Timeout":
+        return "The agent run timed out"
+    return f"The agent run failed: {detail or name}"
+
+
+def fail(services: Services, event: dict[str, Any]) -> dict[str, Any]:
+    """Report a failed execution and free its session (only if it still owns it)."""
+    key, run_id = str(event["sessionKey"]), str(event["runId"])
+    execution = str(event.get("execution") or "")
+    message = _failure_text(event.get("error"))
+    log.warning("run %s of %s failed: %s", run_id, key, event.get("error"))
+    if not _owns(runs.current_run(services, key), run_id, execution):
+        return {"reported": False}
+    events.emit(services, key, run_id, "error", error=message)
+    done = runs.finish(services, key, run_id, execution, emit_error=events.error_emitter(services))
+    if done is not None:
+        notify.run_ended(services, key, done, error=message)
+        tools.cancel_pending(services, execution, int(done.get("iteration") or 0))
+    return {"reported": True}
+
+
+def memories_step(services: Services, event: dict[str, Any]) -> dict[str, Any]:
+    from orbital.agent import memories
+
+    return memories.extract(services, str(event["sessionKey"]), event.get("archive") or {})
+
+
+STEPS = {"turn": turn, "register": register, "fail": fail, "memories": memories_step}
+
+
+def handle(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
+    step = event.get("step")
+    func = STEPS.get(step) if isinstance(step, str) else None
+    if func is None:
+        raise ValueError(f"unknown agent step: {step!r}")
+    return func(get_services(), event)

@@ -1,0 +1,90 @@
+"""Wait groups: a Step Functions task that waits until N deferred calls have all been answered.
+
+A group is one item holding a count of calls still outstanding (`n`), the waiting execution's task token (`tok`)
+once it has registered, and any data its owner keeps there. Each answered call decrements the count exactly once
+(its answer was claimed first, see `engines/deferred.py`); whoever sees the count reach zero with a token recorded
+releases the execution. The token is recorded only while calls are outstanding, so the two races end the same way:
+
+    last answer before the token:  register's conditional write fails → the execution releases itself at once
+    last answer after the token:   the decrement returns the token → the answerer releases the execution
+
+No Lambda waits, and no call is left unanswered: the group's own timeout (the task's `TimeoutSecondsPath`) settles
+whatever is still outstanding.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from orbital.aws import clients
+from orbital.errors import ConflictError
+from orbital.store import keys
+
+if TYPE_CHECKING:
+    from orbital.runtime.services import Services
+    from orbital.store.table import Record
+
+log = logging.getLogger("orbital.waitgroup")
+
+TTL_SECONDS = 3 * 86400
+
+
+def open_group(services: Services, group_id: str, data: dict[str, Any], count: int) -> None:
+    services.table.put(keys.wait_group(group_id), data, attrs={"n": count}, ttl=int(time.time()) + TTL_SECONDS)
+
+
+def load(services: Services, group_id: str) -> Record | None:
+    return services.table.get(keys.wait_group(group_id))
+
+
+def outstanding(services: Services, group_id: str) -> int:
+    rec = load(services, group_id)
+    return int(rec.attrs.get("n") or 0) if rec is not None else 0
+
+
+def register(services: Services, group_id: str, token: str) -> bool:
+    """Record the waiting execution's token. False when nothing is outstanding (any more): the caller must release
+    its own execution."""
+    try:
+        services.table.update(
+            keys.wait_group(group_id),
+            set_attrs={"tok": token},
+            condition="attribute_exists(PK) AND n > :zero",
+            values={":zero": 0},
+            return_values="NONE",
+        )
+    except ConflictError:
+        return False
+    return True
+
+
+def release(token: str | None, output: dict[str, Any] | None = None) -> None:
+    """Let a waiting execution go on. A token that already ended (timeout, stop) is fine."""
+    if not token:
+        return
+    try:
+        clients.stepfunctions().send_task_success(taskToken=token, output=json.dumps(output or {}))
+    except Exception as exc:  # TaskTimedOut / InvalidToken / TaskDoesNotExist: nothing waits any more
+        log.debug("releasing a wait group: %s", type(exc).__name__)
+
+
+def done_one(services: Services, group_id: str) -> None:
+    """One call of the group was answered (call this exactly once per call, after claiming its answer)."""
+    try:
+        rec = services.table.update(keys.wait_group(group_id), add={"n": -1}, condition="attribute_exists(PK)")
+    except ConflictError:
+        return  # the group is gone (its run ended)
+    if rec is None:
+        return
+    if int(rec.attrs.get("n") or 0) <= 0:
+        release(rec.attrs.get("tok"))
+
+
+def close(services: Services, group_id: str) -> None:
+    try:
+        services.table.delete(keys.wait_group(group_id))
+    except Exception:
+        log.debug("could not delete wait group %s", group_id)

@@ -1,0 +1,202 @@
+"""The native `gsv__*` tools that answer at once (spec §8): workspace files, configuration, sessions, cron and
+channel messages. Tools that wait for someone else (a node's logs, another session's reply, a transfer) are
+dispatched by the agent turn (`orbital.agent.tools`), which owns waiting.
+
+Each tool takes `(env, args)` and returns its result object; a failure raises `ToolError` with the text the model
+reads after "Error: ". Arguments come from a model, so every one is checked here, never trusted.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from orbital.domain import config as cfg
+from orbital.domain.config import as_dict
+from orbital.errors import RpcError
+from orbital.protocol.frames import event_frame
+from orbital.store import workspace_ops
+
+if TYPE_CHECKING:
+    from orbital.runtime.services import Services
+
+
+class ToolError(Exception):
+    """A tool failed; the message is shown to the model as "Error: {message}"."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+@dataclass
+class ToolEnv:
+    """What a native tool knows about the run that called it."""
+
+    services: Services
+    config: dict[str, Any]
+    agent_id: str
+    session_key: str
+    now_ms: int
+
+
+def _args(args: Any) -> dict[str, Any]:
+    return args if isinstance(args, dict) else {}
+
+
+def _workspace(call: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    try:
+        return call()
+    except RpcError as exc:
+        raise ToolError(exc.message) from None
+
+
+def list_files(env: ToolEnv, args: dict[str, Any]) -> dict[str, Any]:
+    path = args.get("path")
+    return _workspace(
+        lambda: workspace_ops.list_files(env.services.workspace, env.agent_id, path if isinstance(path, str) else None)
+    )
+
+
+def read_file(env: ToolEnv, args: dict[str, Any]) -> dict[str, Any]:
+    return _workspace(lambda: workspace_ops.read_file(env.services.workspace, env.agent_id, args.get("path")))
+
+
+def write_file(env: ToolEnv, args: dict[str, Any]) -> dict[str, Any]:
+    return _workspace(
+        lambda: workspace_ops.write_file(env.services.workspace, env.agent_id, args.get("path"), args.get("content"))
+    )
+
+
+def edit_file(env: ToolEnv, args: dict[str, Any]) -> dict[str, Any]:
+    return _workspace(
+        lambda: workspace_ops.edit_file(
+            env.services.workspace,
+            env.agent_id,
+            args.get("path"),
+            args.get("oldString"),
+            args.get("newString"),
+            args.get("replaceAll", False),
+        )
+    )
+
+
+def delete_file(env: ToolEnv, args: dict[str, Any]) -> dict[str, Any]:
+    return _workspace(lambda: workspace_ops.delete_file(env.services.workspace, env.agent_id, args.get("path")))
+
+
+def config_get(env: ToolEnv, args: dict[str, Any]) -> dict[str, Any]:
+    """Like `config.get`, masked on every path (F6: GSV returned raw keys to the model)."""
+    safe = env.services.config.masked()
+    path = args.get("path")
+    if isinstance(path, str) and path.strip():
+        value = cfg.get_path(safe, path.strip())
+        return {"path": path.strip()} if cfg.is_missing(value) else {"path": path.strip(), "value": value}
+    return {"config": safe}
+
+
+def _clamp(value: Any, default: int, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return default
+    return max(low, min(high, math.floor(value)))
+
+
+def sessions_list(env: ToolEnv, args: dict[str, Any]) -> dict[str, Any]:
+    """Sessions by last activity, optionally with their last messages (spec §8.6)."""
+    limit = _clamp(args.get("limit"), 20, 1, 100)
+    offset = _clamp(args.get("offset"), 0, 0, 10**9)
+    message_limit = _clamp(args.get("messageLimit"), 0, 0, 20)
+    repo = env.services.sessions
+    entries = repo.list_registry()
+    rows = []
+    for entry in entries[offset : offset + limit]:
+        row: dict[str, Any] = {
+            "sessionKey": entry.get("sessionKey"),
+            "label": entry.get("label"),
+            "lastActiveAt": entry.get("lastActiveAt"),
+            "createdAt": entry.get("createdAt"),
+        }
+        if message_limit > 0:
+            try:
+                meta = repo.load_meta(str(entry.get("sessionKey")))
+                row["messageCount"] = int(meta.get("messageCount") or 0) if meta else 0
+                row["messages"] = repo.messages(str(entry.get("sessionKey")), message_limit, meta=meta) if meta else []
+            except Exception as exc:
+                row.update(messageCount=0, messages=[], previewError=str(exc) or type(exc).__name__)
+        rows.append(row)
+    return {"sessions": rows, "count": len(entries), "offset": offset, "limit": limit}
+
+
+PEER_KINDS = ("dm", "group", "channel", "thread")
+
+
+def message(env: ToolEnv, args: dict[str, Any]) -> dict[str, Any]:
+    """Send text to a channel peer (spec §8.5) through the channel's connected socket (`channel.outbound`)."""
+    text = args.get("text")
+    if not isinstance(text, str) or not text:
+        raise ToolError("text is required")
+    last = env.services.gateway.last_active(env.agent_id) or {}
+    last_peer = as_dict(last.get("peer"))
+    channel = _str(args.get("channel")) or _str(last.get("channel"))
+    if not channel:
+        raise ToolError("channel is required (no current channel context available)")
+    to = _str(args.get("to")) or _str(last_peer.get("id"))
+    if not to:
+        raise ToolError("to (peer ID) is required (no current peer context available)")
+    peer_kind = _str(args.get("peerKind")) or _str(last_peer.get("kind")) or "dm"
+    if peer_kind not in PEER_KINDS:
+        raise ToolError(f"Invalid peerKind: {peer_kind}. Must be dm, group, channel, or thread.")
+    account_id = _str(args.get("accountId")) or _str(last.get("accountId")) or "default"
+    socket = env.services.connections.channel_sockets().get(f"{channel}:{account_id}")
+    not_connected = (
+        f'Channel "{channel}" (account: {account_id}) is not connected. Make sure the channel is started and connected.'
+    )
+    if not socket:
+        raise ToolError(not_connected)
+    outbound: dict[str, Any] = {"text": text}
+    reply_to = _str(args.get("replyToId"))
+    if reply_to:
+        outbound["replyToId"] = reply_to
+    payload = {
+        "channel": channel,
+        "accountId": account_id,
+        "peer": {"kind": peer_kind, "id": to},
+        "sessionKey": "",
+        "message": outbound,
+    }
+    if not env.services.push(socket, event_frame("channel.outbound", payload)):
+        raise ToolError(not_connected)
+    return {
+        "sent": True,
+        "channel": channel,
+        "to": to,
+        "peerKind": peer_kind,
+        "accountId": account_id,
+        "via": "websocket",
+    }
+
+
+def _str(value: Any) -> str | None:
+    return value.strip() if isinstance(value, str) and value.strip() else None
+
+
+SYNC_TOOLS: dict[str, Callable[[ToolEnv, dict[str, Any]], Any]] = {
+    "gsv__ListFiles": list_files,
+    "gsv__ReadFile": read_file,
+    "gsv__WriteFile": write_file,
+    "gsv__EditFile": edit_file,
+    "gsv__DeleteFile": delete_file,
+    "gsv__ConfigGet": config_get,
+    "gsv__SessionsList": sessions_list,
+    "gsv__Message": message,
+}
+
+
+def run_sync(env: ToolEnv, name: str, args: Any) -> Any:
+    """Run a native tool that answers at once. Raises ToolError (also for an unknown `gsv__` name)."""
+    tool = SYNC_TOOLS.get(name)
+    if tool is None:
+        raise ToolError(f"Unknown native tool: {name}")
+    return tool(env, _args(args))

@@ -1,0 +1,328 @@
+"""The agent turn executed for real: chat.send → agent_turn.asl.json run by moto → the agent steps in process →
+a scripted model over HTTP on loopback → chat events to the client socket."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.conftest import wait_for
+from tests.support.fake_llm import FakeLLM, call, reply
+
+
+@pytest.fixture
+def llm() -> Iterator[FakeLLM]:
+    with FakeLLM() as server:
+        yield server
+
+
+@pytest.fixture
+def agent(flows: Any, connect: Any, llm: FakeLLM) -> Any:
+    admin = connect("client", "admin")
+    admin.call("config.set", {"path": "model", "value": {"provider": "openai", "id": "gpt-test"}})
+    admin.call("config.set", {"path": "providers", "value": {"openai": {"baseUrl": f"{llm.base_url}/v1"}}})
+    admin.call("config.set", {"path": "apiKeys.openai", "value": "sk-test-key"})
+    return admin
+
+
+def chat_events(sender: Any, connection_id: str) -> list[dict[str, Any]]:
+    return [f["payload"] for f in sender.frames_to(connection_id) if isinstance(f, dict) and f.get("event") == "chat"]
+
+
+def final_of(sender: Any, connection_id: str, run_id: str, timeout: float = 20.0) -> dict[str, Any]:
+    def done() -> dict[str, Any] | None:
+        for event in chat_events(sender, connection_id):
+            if event.get("runId") == run_id and event.get("state") in ("final", "error"):
+                return event
+        return None
+
+    return wait_for(done, timeout=timeout)
+
+
+def test_a_message_gets_a_streamed_reply(agent: Any, sender: Any, llm: FakeLLM) -> None:
+    llm.script(reply("Hello there, human.", chunks=4))
+    started = agent.call("chat.send", {"sessionKey": "main", "message": "hi", "runId": "run-1"})
+    assert started == {"status": "started", "runId": "run-1", "queued": False}
+    final = final_of(sender, agent.connection_id, "run-1")
+    assert final["state"] == "final", final
+    assert final["sessionKey"] == "main"  # F2: this client said "main", so it hears "main"
+    texts = [b["text"] for b in final["message"]["content"] if b["type"] == "text"]
+    assert texts == ["Hello there, human."]
+    deltas = [e["text"] for e in chat_events(sender, agent.connection_id) if e["state"] == "delta"]
+    assert "".join(deltas) == "Hello there, human."
+    preview = agent.call("session.preview", {"sessionKey": "main"})
+    assert [m["role"] for m in preview["messages"]] == ["user", "assistant"]
+    assert preview["messages"][0]["content"] == "hi"
+    stats = agent.call("session.stats", {"sessionKey": "main"})
+    assert stats["isProcessing"] is False
+    assert stats["tokens"]["input"] == 12
+    sent = llm.requests[0].body
+    assert sent["model"] == "gpt-test"
+    assert sent["messages"][-1] == {"role": "user", "content": "hi"}
+    assert "Orbital" in sent["messages"][0]["content"]
+
+
+def test_native_tools_loop_back_to_the_model(agent: Any, sender: Any, llm: FakeLLM) -> None:
+    llm.script(
+        reply("Let me write that down.", tool_calls=[call("gsv__WriteFile", {"path": "notes/a.md", "content": "x"})]),
+        reply("Done."),
+    )
+    started = agent.call("chat.send", {"sessionKey": "main", "message": "save a note"})
+    final = final_of(sender, agent.connection_id, started["runId"])
+    assert final["state"] == "final", final
+    partials = [e for e in chat_events(sender, agent.connection_id) if e["state"] == "partial"]
+    assert len(partials) == 1
+    read = agent.call("workspace.read", {"path": "notes/a.md"})
+    assert read["content"] == "x"
+    second = llm.requests[1].body["messages"]
+    assert second[-1]["role"] == "tool"
+    assert '"written":true' in second[-1]["content"]
+
+
+# --- helpers for node tools -------------------------------------------------------------------------------------
+
+
+def node_events(sender: Any, node: Any, event: str) -> list[dict[str, Any]]:
+    return [
+        f["payload"] for f in sender.frames_to(node.connection_id) if isinstance(f, dict) and f.get("event") == event
+    ]
+
+
+def execution_history(flows: Any, run_id: str) -> list[str]:
+    import boto3
+
+    sfn = boto3.client("stepfunctions", region_name="us-east-1")
+    arn = flows["AgentTurnStateMachine"]
+    names = []
+    for ex in sfn.list_executions(stateMachineArn=arn)["executions"]:
+        if ex["name"].startswith(run_id):
+            events = sfn.get_execution_history(executionArn=ex["executionArn"])["events"]
+            names += [e["stateEnteredEventDetails"]["name"] for e in events if "stateEnteredEventDetails" in e]
+    return names
+
+
+def test_node_tool_results_come_back_in_the_models_order(
+    agent: Any, connect: Any, sender: Any, llm: FakeLLM, flows: Any
+) -> None:
+    node = connect("node", "box")
+    llm.script(
+        reply(tool_calls=[call("box__Bash", {"command": "first"}), call("box__Read", {"path": "second"})]),
+        reply("Both done."),
+    )
+    started = agent.call("chat.send", {"sessionKey": "main", "message": "do two things"})
+    invokes = wait_for(
+        lambda: len(node_events(sender, node, "tool.invoke")) == 2 and node_events(sender, node, "tool.invoke")
+    )
+    by_tool = {e["tool"]: e for e in invokes}
+    assert by_tool["Bash"]["args"] == {"command": "first"}
+    # answer in the opposite order: the model still sees Bash's result first (F14)
+    assert node.call("tool.result", {"callId": by_tool["Read"]["callId"], "result": "read-output"}) == {"ok": True}
+    assert node.call("tool.result", {"callId": by_tool["Bash"]["callId"], "result": {"stdout": "ran"}}) == {"ok": True}
+    final = final_of(sender, agent.connection_id, started["runId"])
+    assert final["state"] == "final", final
+    tool_messages = [m for m in llm.requests[1].body["messages"] if m["role"] == "tool"]
+    assert [m["content"] for m in tool_messages] == ['{"stdout":"ran"}', "read-output"]
+    assert "AwaitTools" in execution_history(flows, started["runId"])
+    late = node.call("tool.result", {"callId": by_tool["Bash"]["callId"], "result": "again"})
+    assert late == {"ok": True, "dropped": True}
+
+
+def test_node_loss_mid_turn_feeds_an_error_back(
+    agent: Any, connect: Any, sender: Any, llm: FakeLLM, services: Any
+) -> None:
+    from orbital.runtime import lifecycle
+
+    node = connect("node", "box")
+    llm.script(reply(tool_calls=[call("box__Bash", {"command": "sleep 100"})]), reply("The node went away."))
+    started = agent.call("chat.send", {"sessionKey": "main", "message": "run it"})
+    wait_for(lambda: node_events(sender, node, "tool.invoke"))
+    lifecycle.disconnect(services, node.connection_id)
+    final = final_of(sender, agent.connection_id, started["runId"])
+    assert final["state"] == "final"
+    tool = next(m for m in llm.requests[1].body["messages"] if m["role"] == "tool")
+    assert tool["content"] == "Error: Node disconnected: box"
+
+
+def test_a_tool_nobody_answers_times_out(agent: Any, connect: Any, sender: Any, llm: FakeLLM) -> None:
+    node = connect("node", "box")
+    agent.call("config.set", {"path": "timeouts.toolMs", "value": 1000})
+    llm.script(reply(tool_calls=[call("box__Bash", {"command": "sleep 100"})]), reply("It timed out."))
+    started = agent.call("chat.send", {"sessionKey": "main", "message": "run it"})
+    invoke = wait_for(lambda: node_events(sender, node, "tool.invoke"))[0]
+    final = final_of(sender, agent.connection_id, started["runId"], timeout=30)
+    assert final["state"] == "final"
+    tool = next(m for m in llm.requests[1].body["messages"] if m["role"] == "tool")
+    assert tool["content"] == "Error: Tool execution timed out"
+    assert node.call("tool.result", {"callId": invoke["callId"], "result": "late"}) == {"ok": True, "dropped": True}
+
+
+def test_unknown_tools_and_bad_arguments_are_errors_the_model_sees(agent: Any, sender: Any, llm: FakeLLM) -> None:
+    llm.script(
+        reply(tool_calls=[call("nobody__Bash", {}), call("gsv__Nope", {}), call("gsv__ReadFile", {})]),
+        reply("ok"),
+    )
+    started = agent.call("chat.send", {"sessionKey": "main", "message": "try"})
+    assert final_of(sender, agent.connection_id, started["runId"])["state"] == "final"
+    tools = [m["content"] for m in llm.requests[1].body["messages"] if m["role"] == "tool"]
+    assert tools == [
+        "Error: No node provides tool: nobody__Bash",
+        "Error: Unknown native tool: gsv__Nope",
+        "Error: path is required",
+    ]
+
+
+# --- runs, queue, stop ------------------------------------------------------------------------------------------
+
+
+def test_messages_queue_behind_the_run_and_start_in_order(agent: Any, sender: Any, llm: FakeLLM) -> None:
+    llm.script(reply("one", chunks=5, delay_per_chunk=0.3), reply("two"), reply("three"))
+    first = agent.call("chat.send", {"sessionKey": "main", "message": "1"})
+    llm.wait_for_requests(1)
+    second = agent.call("chat.send", {"sessionKey": "main", "message": "2"})
+    third = agent.call("chat.send", {"sessionKey": "main", "message": "3"})
+    assert (second["queued"], second["queuePosition"]) == (True, 1)
+    assert (third["queued"], third["queuePosition"]) == (True, 2)
+    stats = agent.call("session.stats", {"sessionKey": "main"})
+    assert stats["isProcessing"] is True and stats["queueSize"] == 2
+    for run in (first, second, third):
+        assert final_of(sender, agent.connection_id, run["runId"], timeout=30)["state"] == "final"
+    preview = agent.call("session.preview", {"sessionKey": "main"})
+    assert [m["content"] for m in preview["messages"] if m["role"] == "user"] == ["1", "2", "3"]
+    assert agent.call("session.stats", {"sessionKey": "main"})["isProcessing"] is False
+
+
+def test_stop_cancels_the_run_and_the_next_message_runs(agent: Any, sender: Any, llm: FakeLLM) -> None:
+    from tests.support.fake_llm import hang
+
+    llm.script(hang(20), reply("fresh"))
+    first = agent.call("chat.send", {"sessionKey": "main", "message": "think forever"})
+    llm.wait_for_requests(1)
+    stopped = agent.call("chat.send", {"sessionKey": "main", "message": "/stop"})
+    assert stopped == {"status": "command", "command": "stop", "response": f"Stopped run {first['runId']}."}
+    error = final_of(sender, agent.connection_id, first["runId"])
+    assert error == {"runId": first["runId"], "sessionKey": "main", "state": "error", "error": "Run cancelled by user"}
+    idle = agent.call("chat.send", {"sessionKey": "main", "message": "/stop"})
+    assert idle["response"] == "No run in progress."
+    llm.release()
+    nxt = agent.call("chat.send", {"sessionKey": "main", "message": "again"})
+    assert nxt["queued"] is False
+    assert final_of(sender, agent.connection_id, nxt["runId"])["state"] == "final"
+    finals = [
+        e for e in chat_events(sender, agent.connection_id) if e["runId"] == first["runId"] and e["state"] == "final"
+    ]
+    assert finals == []  # the stopped run's late reply is dropped
+
+
+def test_a_model_error_ends_the_run_and_the_session_stays_usable(agent: Any, sender: Any, llm: FakeLLM) -> None:
+    from tests.support.fake_llm import error
+
+    llm.script(error(400, "Your request is broken"), reply("fine now"))
+    bad = agent.call("chat.send", {"sessionKey": "main", "message": "x"})
+    event = final_of(sender, agent.connection_id, bad["runId"])
+    assert event["state"] == "error"
+    assert "Your request is broken" in event["error"]
+    assert "sk-test-key" not in event["error"]
+    good = agent.call("chat.send", {"sessionKey": "main", "message": "y"})
+    assert final_of(sender, agent.connection_id, good["runId"])["state"] == "final"
+
+
+def test_missing_api_key_says_how_to_configure_one(flows: Any, connect: Any, sender: Any, monkeypatch: Any) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    client = connect("client", "lonely")
+    started = client.call("chat.send", {"sessionKey": "main", "message": "hello?"})
+    event = final_of(sender, client.connection_id, started["runId"])
+    assert event["state"] == "error"
+    assert event["error"].startswith("API key not configured for provider: anthropic")
+
+
+def test_a_step_that_throws_ends_the_run_with_an_error(agent: Any, sender: Any, llm: FakeLLM, monkeypatch: Any) -> None:
+    from orbital.agent import turn
+
+    def broken(*_: Any, **__: Any) -> Any:
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(turn, "_model_turn", broken)
+    started = agent.call("chat.send", {"sessionKey": "main", "message": "x"})
+    event = final_of(sender, agent.connection_id, started["runId"])
+    assert event["state"] == "error"
+    assert event["error"] == "The agent run failed: disk on fire"
+    assert agent.call("session.stats", {"sessionKey": "main"})["isProcessing"] is False
+
+
+def test_the_iteration_cap_ends_the_run_with_a_note(agent: Any, sender: Any, llm: FakeLLM) -> None:
+    agent.call("config.set", {"path": "agents.maxIterations", "value": 2})
+    llm.script(*(reply(tool_calls=[call("gsv__ListFiles", {})]) for _ in range(2)))
+    started = agent.call("chat.send", {"sessionKey": "main", "message": "loop"})
+    final = final_of(sender, agent.connection_id, started["runId"])
+    assert final["state"] == "final"
+    assert "agents.maxIterations" in final["message"]["content"][0]["text"]
+    assert len(llm.requests) == 2
+
+
+def test_a_token_budget_stops_spending(agent: Any, sender: Any, llm: FakeLLM) -> None:
+    llm.script(reply("first answer"))
+    first = agent.call("chat.send", {"sessionKey": "main", "message": "one"})
+    final_of(sender, agent.connection_id, first["runId"])
+    agent.call("session.patch", {"sessionKey": "main", "budget": {"maxTokens": 25}})
+    second = agent.call("chat.send", {"sessionKey": "main", "message": "two"})
+    final = final_of(sender, agent.connection_id, second["runId"])
+    assert final["state"] == "final"
+    assert final["message"]["content"][0]["text"].startswith("Token budget reached")
+    assert len(llm.requests) == 1
+
+
+# --- keys, resets, commands -------------------------------------------------------------------------------------
+
+
+def test_other_clients_see_the_canonical_key(agent: Any, connect: Any, sender: Any, llm: FakeLLM) -> None:
+    web = connect("client", "web-ui")
+    llm.script(reply("hi"))
+    started = web.call("chat.send", {"sessionKey": "agent:main:web:dm:local", "message": "hello"})
+    mine = final_of(sender, web.connection_id, started["runId"])
+    theirs = final_of(sender, agent.connection_id, started["runId"])
+    assert mine["sessionKey"] == "agent:main:web:dm:local"
+    assert theirs["sessionKey"] == "agent:main:main"
+
+
+def test_idle_reset_keeps_the_triggering_message(agent: Any, sender: Any, llm: FakeLLM) -> None:
+    llm.script(reply("old"), reply("new"))
+    first = agent.call("chat.send", {"sessionKey": "main", "message": "before"})
+    final_of(sender, agent.connection_id, first["runId"])
+    before = agent.call("session.get", {"sessionKey": "main"})
+    agent.call("session.patch", {"sessionKey": "main", "resetPolicy": {"mode": "idle", "idleMinutes": -1}})
+    second = agent.call("chat.send", {"sessionKey": "main", "message": "after"})
+    final_of(sender, agent.connection_id, second["runId"])
+    after = agent.call("session.get", {"sessionKey": "main"})
+    assert after["sessionId"] != before["sessionId"]
+    assert before["sessionId"] in after["previousSessionIds"]
+    preview = agent.call("session.preview", {"sessionKey": "main"})
+    assert [m["content"] for m in preview["messages"] if m["role"] == "user"] == ["after"]
+
+
+def test_commands_and_directives(agent: Any, sender: Any, llm: FakeLLM) -> None:
+    status = agent.call("chat.send", {"sessionKey": "main", "message": "/status"})
+    assert status["status"] == "command" and "Model: openai/gpt-test" in status["response"]
+    model = agent.call("chat.send", {"sessionKey": "main", "message": "/model gpt-other"})
+    assert model["response"] == "Model set to openai/gpt-other"
+    status = agent.call("chat.send", {"sessionKey": "main", "message": "/status"})
+    assert "Model: openai/gpt-other" in status["response"]  # F15: the session's effective model
+    only = agent.call("chat.send", {"sessionKey": "main", "message": "/t:high"})
+    assert only == {
+        "status": "directive-only",
+        "response": "_Thinking: high_",
+        "directives": {"thinkLevel": "high", "model": None},
+    }
+    llm.script(reply("as you wish"))
+    started = agent.call("chat.send", {"sessionKey": "main", "message": "/m:gpt-third explain"})
+    assert started["directives"] == {"thinkLevel": None, "model": {"provider": "openai", "id": "gpt-third"}}
+    final_of(sender, agent.connection_id, started["runId"])
+    assert llm.requests[0].body["model"] == "gpt-third"
+    assert llm.requests[0].body["messages"][-1]["content"] == "explain"
+    unknown = agent.call("chat.send", {"sessionKey": "main", "message": "/unknowncommand"})
+    assert unknown["status"] == "started"
+    assert agent.error("chat.send", {"sessionKey": "main", "message": ""}) == {
+        "code": 400,
+        "message": "sessionKey and message required",
+    }
