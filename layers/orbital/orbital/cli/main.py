@@ -93,6 +93,10 @@ def build_parser() -> argparse.ArgumentParser:
     from orbital.node.cli import add_parser as add_node_parser
 
     add_node_parser(sub)
+
+    from orbital.cli.chat import add_parser as add_chat_parser
+
+    add_chat_parser(sub)
     return parser
 
 

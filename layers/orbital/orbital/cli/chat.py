@@ -1,0 +1,1107 @@
+"""`orbital chat`: talk to the agent of a session, interactively in a terminal or one message at a time.
+
+Three layers, so the protocol side can be tested without a terminal:
+
+- `Connection`: a client-mode socket whose frames are read by a background thread. Responses resolve the call
+  waiting for them; events go to a queue; a dropped socket ends every wait with `ChatError` instead of a hang.
+- `ChatDriver`: sends `chat.send` and follows one run: it keeps the `chat` events of that run (its `runId` under the
+  key this client used), streams them to a view and decides when the run is over (`final` or `error` from the
+  gateway, a lost connection, the deadline, or a stop request the gateway never confirmed).
+- Views render a run: `RichView` (spinner, live tail of the streamed text, markdown at the end), `PlainView` (raw
+  text as it arrives, for pipes and `--plain`) and `QuietView` (`--json`). They only receive callbacks.
+
+rich and prompt_toolkit are imported inside the functions that need them: other commands never load them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import itertools
+import json
+import os
+import queue
+import shutil
+import signal
+import sys
+import threading
+import time
+import urllib.parse
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+DEFAULT_URL = "ws://127.0.0.1:8765/ws"
+DEFAULT_SESSION = "main"
+DEFAULT_ONE_SHOT_TIMEOUT = 600.0
+RPC_TIMEOUT = 30.0
+KEEPALIVE_S = 240.0
+"""Send a cheap request after this long without any outgoing frame (API Gateway drops idle sockets at 10 min)."""
+STOP_GRACE_S = 10.0
+"""After `/stop`, how long to wait for the gateway to end the run before giving up on it."""
+POLL_S = 0.1
+EXIT_WORDS = {"exit", "quit", "/exit", "/quit"}
+
+BANNER = (
+    "Enter sends · Alt-Enter (or Esc, Enter) adds a line · /help lists commands · Ctrl-C stops a reply · "
+    "exit or Ctrl-D quits"
+)
+TOOLBAR = "Enter send · Alt-Enter new line · Ctrl-C stop · Ctrl-D quit"
+
+
+class ChatError(Exception):
+    """A failure this command reports in one line: unreachable gateway, lost connection, refused call."""
+
+
+class CallFailed(ChatError):
+    """The gateway answered a request with an error frame."""
+
+    def __init__(self, method: str, code: int, message: str) -> None:
+        super().__init__(f"{method} failed ({code}): {message}")
+        self.code = code
+        self.message = message
+
+
+def redact_url(url: str) -> str:
+    """The URL without credentials, query string or fragment (they may carry a secret)."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        host = parts.hostname or ""
+        port = parts.port
+    except ValueError:
+        return "<invalid URL>"
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = f"{host}:{port}" if port else host
+    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+# --- the socket ---------------------------------------------------------------------------------------------------
+
+
+class _Waiter:
+    __slots__ = ("done", "frame")
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.frame: dict[str, Any] | None = None
+
+
+LOST = None
+"""Put on the event queue (after every event that came before) when the socket is gone."""
+
+
+class Connection:
+    """A connected client-mode socket. `call()` may be used from any thread; `events` receives every event frame
+    and, once the socket is gone, `LOST` (`lost` then says why)."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        token: str | None = None,
+        timeout: float = RPC_TIMEOUT,
+        keepalive: float = KEEPALIVE_S,
+        client_id: str | None = None,
+    ) -> None:
+        self.url = url
+        self.timeout = timeout
+        self.events: queue.Queue[dict[str, Any] | None] = queue.Queue()
+        self.lost: str | None = None
+        self.hello: dict[str, Any] = {}
+        self._ids = itertools.count(1)
+        self._pending: dict[str, _Waiter] = {}
+        self._lock = threading.Lock()
+        self._send_lock = threading.Lock()
+        self._gone = threading.Event()
+        self._last_send = time.monotonic()
+        self._closing = False
+        self._ws = self._open(token, client_id or f"chat-{uuid.uuid4().hex[:8]}")
+        self._reader = threading.Thread(target=self._read, name="orbital-chat-reader", daemon=True)
+        self._reader.start()
+        self._keepalive: threading.Thread | None = None
+        if keepalive > 0:
+            self._keepalive = threading.Thread(
+                target=self._keep_alive, args=(keepalive,), name="orbital-chat-keepalive", daemon=True
+            )
+            self._keepalive.start()
+
+    def _open(self, token: str | None, client_id: str) -> Any:
+        from orbital import __version__
+        from orbital.client import GatewayClient, RpcFailed
+
+        where = redact_url(self.url)
+        try:
+            client = GatewayClient(self.url, timeout=self.timeout, open_timeout=self.timeout)
+        except Exception as exc:  # refused, DNS, TLS, HTTP status, bad URL, timeout
+            raise ChatError(f"cannot reach {where}: {_describe(exc)}") from None
+        try:
+            client.connect("client", client_id, token=token, client={"version": __version__})
+        except RpcFailed as exc:
+            client.close()
+            raise ChatError(f"{where} refused the connection ({exc.code}): {exc.message}") from None
+        except Exception as exc:  # closed during the handshake (e.g. a wrong token), timeout
+            client.close()
+            raise ChatError(f"connecting to {where} failed: {_describe(exc)}") from None
+        self.hello = client.hello or {}
+        while client.events:  # anything that arrived during the handshake
+            frame = client.events.popleft()
+            if frame.get("type") == "evt":
+                self.events.put(frame)
+        return client.ws
+
+    # reader and keepalive threads
+
+    def _read(self) -> None:
+        reason = "the connection closed"
+        try:
+            while True:
+                message = self._ws.recv()
+                if isinstance(message, bytes):
+                    continue
+                try:
+                    frame = json.loads(message)
+                except ValueError:
+                    continue
+                if not isinstance(frame, dict):
+                    continue
+                if frame.get("type") == "res":
+                    with self._lock:
+                        waiter = self._pending.pop(str(frame.get("id")), None)
+                    if waiter is not None:
+                        waiter.frame = frame
+                        waiter.done.set()
+                elif frame.get("type") == "evt":
+                    self.events.put(frame)
+        except Exception as exc:
+            reason = _close_reason(exc)
+        finally:
+            self.lost = "the connection was closed" if self._closing else reason
+            self._gone.set()
+            with self._lock:
+                waiters = list(self._pending.values())
+                self._pending.clear()
+            for waiter in waiters:
+                waiter.done.set()
+            self.events.put(LOST)
+
+    def _keep_alive(self, every: float) -> None:
+        while not self._gone.wait(min(every / 4, 30.0)):
+            if time.monotonic() - self._last_send >= every:
+                with contextlib.suppress(ChatError):
+                    self._send({"type": "req", "id": f"keepalive-{next(self._ids)}", "method": "tools.list"})
+
+    # calls
+
+    def _send(self, frame: dict[str, Any]) -> None:
+        if self._gone.is_set():
+            raise ChatError(f"connection to {redact_url(self.url)} lost: {self.lost}")
+        try:
+            with self._send_lock:
+                self._ws.send(json.dumps(frame))
+                self._last_send = time.monotonic()
+        except Exception as exc:
+            raise ChatError(f"connection to {redact_url(self.url)} lost: {_close_reason(exc)}") from None
+
+    def call(self, method: str, params: Any = None, *, timeout: float | None = None) -> Any:
+        """Send one request and return its payload; `CallFailed` for an error answer, `ChatError` when the
+        socket goes away, `TimeoutError` when no answer comes in time."""
+        frame_id = f"c{next(self._ids)}"
+        waiter = _Waiter()
+        with self._lock:
+            self._pending[frame_id] = waiter
+        frame: dict[str, Any] = {"type": "req", "id": frame_id, "method": method}
+        if params is not None:
+            frame["params"] = params
+        try:
+            self._send(frame)
+            if not waiter.done.wait(self.timeout if timeout is None else timeout):
+                raise TimeoutError(f"no answer to {method} within {self.timeout if timeout is None else timeout:g} s")
+        finally:
+            with self._lock:
+                self._pending.pop(frame_id, None)
+        res = waiter.frame
+        if res is None:
+            raise ChatError(f"connection to {redact_url(self.url)} lost: {self.lost}")
+        if not res.get("ok"):
+            err = res.get("error")
+            if not isinstance(err, dict):
+                err = {}
+            raise CallFailed(method, int(err.get("code") or 0), str(err.get("message") or "unknown error"))
+        return res.get("payload")
+
+    @property
+    def is_lost(self) -> bool:
+        return self._gone.is_set()
+
+    def close(self) -> None:
+        self._closing = True
+        with contextlib.suppress(Exception):
+            self._ws.close()
+        self._reader.join(timeout=2.0)
+
+
+def _close_reason(exc: BaseException) -> str:
+    rcvd = getattr(exc, "rcvd", None)
+    if rcvd is not None:
+        code = getattr(rcvd, "code", None)
+        why = getattr(rcvd, "reason", "") or ""
+        return f"closed by the gateway (code {code}{': ' + why if why else ''})"
+    if type(exc).__name__.startswith("ConnectionClosed"):
+        return "the connection dropped"
+    return _describe(exc)
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+# --- messages -----------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    id: str
+    name: str
+    arguments: Any
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "name": self.name, "arguments": self.arguments}
+
+    def line(self) -> str:
+        args = json.dumps(self.arguments, ensure_ascii=False, separators=(",", ":"), default=str)
+        return f"{self.name} {args}"
+
+
+def text_of(message: Any) -> str:
+    """The text blocks of a stored message, joined (a plain string content is its own text)."""
+    if not isinstance(message, dict):
+        return ""
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return ""
+    return "".join(str(b.get("text") or "") for b in content if isinstance(b, dict) and b.get("type") == "text")
+
+
+def tool_calls_of(message: Any) -> list[ToolCall]:
+    if not isinstance(message, dict) or not isinstance(message.get("content"), list):
+        return []
+    return [
+        ToolCall(str(b.get("id") or ""), str(b.get("name") or "?"), b.get("arguments"))
+        for b in message["content"]
+        if isinstance(b, dict) and b.get("type") == "toolCall"
+    ]
+
+
+def unshown(streamed: str, full: str) -> str | None:
+    """What of `full` is not on screen yet once `streamed` is; None when the two diverged."""
+    return full[len(streamed) :] if full.startswith(streamed) else None
+
+
+# --- the driver ---------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Sent:
+    """The answer to one `chat.send`."""
+
+    text: str
+    session_key: str
+    run_id: str
+    result: dict[str, Any]
+
+    @property
+    def status(self) -> str:
+        return str(self.result.get("status") or "")
+
+
+@dataclass
+class RunResult:
+    """How a run ended. `state` is the gateway's `final`/`error`; `cause` tells this client's side of it:
+    `run` (the gateway ended it), `timeout`, `disconnected` or `stopped` (a stop the gateway never confirmed)."""
+
+    run_id: str
+    session_key: str
+    state: str
+    text: str = ""
+    message: dict[str, Any] | None = None
+    error: str | None = None
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    streamed: str = ""
+    cause: str = "run"
+    stop_requested: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.state == "final"
+
+    def as_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "runId": self.run_id,
+            "sessionKey": self.session_key,
+            "state": self.state,
+            "text": self.text,
+        }
+        if self.state == "final":
+            out["message"] = self.message
+        else:
+            out["error"] = self.error
+        out["toolCalls"] = [c.as_dict() for c in self.tool_calls]
+        return out
+
+
+class RunView(Protocol):
+    """What a renderer is told about one run, in order, on the thread that follows the run."""
+
+    def started(self, sent: Sent) -> None: ...
+
+    def text(self, piece: str) -> None: ...
+
+    def segment(self, text: str, streamed: str, calls: list[ToolCall]) -> None:
+        """An assistant message that precedes tool calls: its text (`streamed` is what deltas showed of it)."""
+
+    def tools(self, calls: list[ToolCall]) -> None:
+        """Tool calls learned without a message of their own (read back from the transcript)."""
+
+    def stopping(self, response: str | None) -> None: ...
+
+    def finished(self, result: RunResult, streamed: str) -> None:
+        """The end; `streamed` is what deltas showed since the last segment."""
+
+
+class ChatDriver:
+    """Sends messages to one session and follows their runs to the end."""
+
+    def __init__(self, conn: Connection, session_key: str, *, rpc_timeout: float = RPC_TIMEOUT) -> None:
+        self.conn = conn
+        self.session_key = session_key
+        self.rpc_timeout = rpc_timeout
+
+    def send(self, text: str) -> Sent:
+        self._drain()
+        run_id = str(uuid.uuid4())
+        params = {"sessionKey": self.session_key, "message": text, "runId": run_id}
+        result = self.conn.call("chat.send", params, timeout=self.rpc_timeout)
+        if not isinstance(result, dict):
+            raise ChatError(f"chat.send answered {result!r}")
+        return Sent(text, self.session_key, str(result.get("runId") or run_id), result)
+
+    def stop(self) -> str | None:
+        """`/stop` for this session; the gateway's response line."""
+        params = {"sessionKey": self.session_key, "message": "/stop"}
+        result = self.conn.call("chat.send", params, timeout=STOP_GRACE_S)
+        if isinstance(result, dict):
+            return str(result.get("response") or result.get("error") or "") or None
+        return None
+
+    def _drain(self) -> None:
+        """Drop the events that came in since the last run (every client hears every session): none of them can
+        belong to a run not sent yet."""
+        while True:
+            try:
+                frame = self.conn.events.get_nowait()
+            except queue.Empty:
+                return
+            if frame is LOST:
+                self.conn.events.put(LOST)
+                return
+
+    def _ours(self, frame: dict[str, Any], run_id: str) -> dict[str, Any] | None:
+        if frame.get("event") != "chat":
+            return None
+        payload = frame.get("payload")
+        if not isinstance(payload, dict) or payload.get("runId") != run_id:
+            return None
+        if payload.get("sessionKey") != self.session_key:
+            return None
+        return payload
+
+    def follow(
+        self,
+        sent: Sent,
+        view: RunView,
+        *,
+        timeout: float | None = None,
+        interrupt: threading.Event | None = None,
+    ) -> RunResult:
+        """Follow the run `sent` started until it is over, telling `view` as it goes.
+
+        Over means: a `final` or `error` event of this run; the connection lost; `timeout` seconds passed; or,
+        after `interrupt` was set (which sends `/stop` once), the gateway did not end the run within
+        `STOP_GRACE_S` or `interrupt` was set a second time."""
+        run_id = sent.run_id
+        result = RunResult(run_id, sent.session_key, "error")
+        seen: set[str] = set()
+        segment = ""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        stop_deadline: float | None = None
+        view.started(sent)
+
+        def end(state: str, **fields: Any) -> RunResult:
+            result.state = state
+            for name, value in fields.items():
+                setattr(result, name, value)
+            view.finished(result, segment)
+            return result
+
+        def fresh(calls: list[ToolCall]) -> list[ToolCall]:
+            new = [c for c in calls if not c.id or c.id not in seen]
+            seen.update(c.id for c in new if c.id)
+            result.tool_calls.extend(new)
+            return new
+
+        while True:
+            if interrupt is not None and interrupt.is_set():
+                interrupt.clear()
+                if stop_deadline is not None:
+                    return end("error", error="stopped waiting for the run", cause="stopped", text=segment)
+                result.stop_requested = True
+                try:
+                    view.stopping(self.stop())
+                except TimeoutError as exc:
+                    view.stopping(f"/stop: {exc}")
+                except ChatError as exc:
+                    if self.conn.is_lost:
+                        return end("error", error=str(exc), cause="disconnected", text=segment)
+                    view.stopping(str(exc))
+                stop_deadline = time.monotonic() + STOP_GRACE_S
+            now = time.monotonic()
+            if deadline is not None and now >= deadline:
+                return end("error", error=f"no end of run {run_id} within {timeout:g} s", cause="timeout", text=segment)
+            if stop_deadline is not None and now >= stop_deadline:
+                return end("error", error="the gateway did not confirm the stop", cause="stopped", text=segment)
+            try:
+                frame = self.conn.events.get(timeout=POLL_S)
+            except queue.Empty:
+                continue
+            if frame is LOST:
+                self.conn.events.put(LOST)  # every later wait sees it too
+                error = f"connection to {redact_url(self.conn.url)} lost: {self.conn.lost}"
+                return end("error", error=error, cause="disconnected", text=segment)
+            payload = self._ours(frame, run_id)
+            if payload is None:
+                continue
+            state = payload.get("state")
+            if state == "delta":
+                piece = payload.get("text")
+                if isinstance(piece, str) and piece:
+                    segment += piece
+                    result.streamed += piece
+                    view.text(piece)
+            elif state == "partial":
+                message = payload.get("message")
+                view.segment(text_of(message), segment, fresh(tool_calls_of(message)))
+                segment = ""
+            elif state == "tool":
+                calls = fresh(
+                    tool_calls_of(
+                        {
+                            "content": [
+                                {"type": "toolCall", **t} for t in payload.get("tools") or [] if isinstance(t, dict)
+                            ]
+                        }
+                    )
+                )
+                if calls:
+                    view.tools(calls)
+            elif state == "final":
+                message = payload.get("message") if isinstance(payload.get("message"), dict) else {}
+                calls = fresh(tool_calls_of(message))
+                if calls:
+                    view.tools(calls)
+                return end("final", message=message, text=text_of(message))
+            elif state == "error":
+                return end("error", error=str(payload.get("error") or "unknown error"), text=segment)
+
+
+# --- views --------------------------------------------------------------------------------------------------------
+
+
+def _gear(stream: IO[str]) -> str:
+    encoding = (getattr(stream, "encoding", None) or "").lower().replace("-", "")
+    return "⚙" if encoding.startswith("utf") else "*"
+
+
+def keep_line_breaks(text: str) -> str:
+    """Markdown joins consecutive lines into one paragraph; chat text means its line breaks (`/status` is one
+    fact a line, a model's list of steps too), so each one outside code fences becomes a hard break."""
+    lines = text.split("\n")
+    fence: str | None = None
+    for i, line in enumerate(lines):
+        stripped = line.lstrip()
+        if fence is not None:
+            if stripped.startswith(fence):
+                fence = None
+        elif stripped.startswith(("```", "~~~")):
+            fence = stripped[:3]
+        elif line.strip() and i + 1 < len(lines) and lines[i + 1].strip() and not line.endswith(("  ", "\\")):
+            lines[i] = line + "  "
+    return "\n".join(lines)
+
+
+def _fit(line: str, width: int) -> str:
+    line = " ".join(line.split())
+    return line if len(line) <= width else line[: max(1, width - 1)] + "…"
+
+
+def _width(stream: IO[str]) -> int:
+    try:
+        return os.get_terminal_size(stream.fileno()).columns or 80
+    except (OSError, ValueError, AttributeError):
+        return shutil.get_terminal_size((80, 24)).columns or 80
+
+
+class QuietView:
+    """Shows nothing (`--json`)."""
+
+    def started(self, sent: Sent) -> None:
+        pass
+
+    def text(self, piece: str) -> None:
+        pass
+
+    def segment(self, text: str, streamed: str, calls: list[ToolCall]) -> None:
+        pass
+
+    def tools(self, calls: list[ToolCall]) -> None:
+        pass
+
+    def stopping(self, response: str | None) -> None:
+        pass
+
+    def finished(self, result: RunResult, streamed: str) -> None:
+        pass
+
+
+class PlainView:
+    """Raw text to `out` as it arrives; tool lines, notes and errors to `progress`."""
+
+    def __init__(self, out: IO[str], progress: IO[str]) -> None:
+        self.out = out
+        self.progress = progress
+        self._at_line_start = True
+
+    def _write(self, text: str) -> None:
+        if text:
+            self.out.write(text)
+            self.out.flush()
+            self._at_line_start = text.endswith("\n")
+
+    def _end_line(self) -> None:
+        if not self._at_line_start:
+            self._write("\n")
+
+    def _note(self, line: str) -> None:
+        if self.progress is self.out:
+            self._end_line()
+        else:
+            self.out.flush()
+        self.progress.write(line + "\n")
+        self.progress.flush()
+
+    def _shown(self, streamed: str, full: str) -> None:
+        rest = unshown(streamed, full)
+        if rest is None:
+            self._end_line()
+            self._write(full)
+        else:
+            self._write(rest)
+
+    def started(self, sent: Sent) -> None:
+        if sent.result.get("queued"):
+            self._note(f"(queued behind the current run, position {sent.result.get('queuePosition', '?')})")
+
+    def text(self, piece: str) -> None:
+        self._write(piece)
+
+    def segment(self, text: str, streamed: str, calls: list[ToolCall]) -> None:
+        self._shown(streamed, text)
+        self._end_line()
+        self.tools(calls)
+
+    def tools(self, calls: list[ToolCall]) -> None:
+        width = _width(self.progress)
+        for c in calls:
+            self._note(_fit(f"{_gear(self.progress)} {c.line()}", width))
+
+    def stopping(self, response: str | None) -> None:
+        self._note(response or "stopping…")
+
+    def finished(self, result: RunResult, streamed: str) -> None:
+        if result.state == "final":
+            self._shown(streamed, result.text)
+            self._end_line()
+        else:
+            self._end_line()
+            self._note(f"Error: {result.error}")
+
+
+class RichView:
+    """A spinner until the first text, then the tail of the streamed text in a live area; once a message is
+    complete the live area is replaced by the message rendered as markdown, so each text appears once."""
+
+    def __init__(self, console: Console, errors: Console | None = None, *, markdown: bool = True) -> None:
+        self.console = console
+        self.errors = errors or console
+        self.markdown = markdown
+        self._live: Any = None
+        self._spinner: Any = None
+        self._segment = ""
+
+    def _start(self, status: str) -> None:
+        from rich.live import Live
+        from rich.spinner import Spinner
+
+        self._stop()
+        self._segment = ""
+        self._spinner = Spinner("dots", text=status, style="cyan")
+        self._live = Live(
+            _Pane(self),
+            console=self.console,
+            transient=True,
+            refresh_per_second=12,
+            redirect_stdout=False,
+            redirect_stderr=False,
+        )
+        self._live.start()
+
+    def _stop(self) -> None:
+        if self._live is not None:
+            live, self._live = self._live, None
+            live.stop()
+
+    def _render_text(self, text: str) -> None:
+        if not text.strip():
+            return
+        if self.markdown:
+            from rich.markdown import Markdown
+
+            self.console.print(Markdown(keep_line_breaks(text)))
+        else:
+            from rich.text import Text
+
+            self.console.print(Text(text))
+
+    def _tool_lines(self, calls: list[ToolCall]) -> None:
+        from rich.text import Text
+
+        width = self.console.width
+        for c in calls:
+            self.console.print(Text(_fit(f"{_gear(self.console.file)} {c.line()}", width), style="dim cyan"))
+
+    def started(self, sent: Sent) -> None:
+        if sent.result.get("queued"):
+            position = sent.result.get("queuePosition", "?")
+            self._start(f"queued behind the current run (position {position})…")
+        else:
+            self._start("thinking…")
+
+    def text(self, piece: str) -> None:
+        self._segment += piece
+        if self._live is not None:
+            self._live.refresh()
+
+    def segment(self, text: str, streamed: str, calls: list[ToolCall]) -> None:
+        self._stop()
+        self._render_text(text or streamed)
+        self._tool_lines(calls)
+        self._start("working…")
+
+    def tools(self, calls: list[ToolCall]) -> None:
+        self._stop()
+        self._tool_lines(calls)
+
+    def stopping(self, response: str | None) -> None:
+        from rich.text import Text
+
+        self.console.print(Text(response or "stopping…", style="yellow"))
+        if self._spinner is not None:
+            self._spinner.update(text="stopping…")
+
+    def finished(self, result: RunResult, streamed: str) -> None:
+        from rich.text import Text
+
+        self._stop()
+        if result.state == "final":
+            self._render_text(result.text or streamed)
+            if not (result.text or streamed).strip() and not result.tool_calls:
+                self.console.print(Text("(the reply has no text)", style="dim"))
+        else:
+            if streamed.strip():
+                self.console.print(Text(streamed))
+            cancelled = result.stop_requested and result.cause == "run"
+            style = "yellow" if cancelled else "bold red"
+            self.errors.print(Text(("⏹ " if cancelled else "Error: ") + str(result.error), style=style))
+
+
+class _Pane:
+    """The live area of `RichView`: the spinner, or the last lines of the text streamed so far."""
+
+    def __init__(self, view: RichView) -> None:
+        self.view = view
+
+    def __rich_console__(self, console: Console, options: Any) -> Iterator[Any]:
+        from rich.text import Text
+
+        if not self.view._segment:
+            yield self.view._spinner
+            return
+        lines = Text(self.view._segment).wrap(console, max(1, options.max_width))
+        keep = max(1, (options.height or console.height) - 2)
+        yield Text("\n").join(lines[-keep:])
+
+
+# --- the command --------------------------------------------------------------------------------------------------
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Register the `chat` subcommand on an argparse subparsers object."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "chat",
+        help="talk to the agent (interactive, or one message with -m)",
+        description=(
+            "Talk to the agent of a session. Without -m: an interactive prompt (Enter sends, Alt-Enter or Esc "
+            "then Enter adds a line, Ctrl-C stops a reply, exit or Ctrl-D quits). With -m: send one message, "
+            "stream the reply to stdout, exit 0 when it ends, 1 on any error. Slash commands (/status, /new, "
+            "/stop, /model, /think, /compact, /help) go to the gateway."
+        ),
+    )
+    parser.add_argument("--url", default=None, help=f"gateway WebSocket URL (env ORBITAL_URL; default {DEFAULT_URL})")
+    parser.add_argument("--token", default=None, metavar="TOKEN", help="gateway token (env ORBITAL_TOKEN)")
+    parser.add_argument(
+        "-s", "--session", default=DEFAULT_SESSION, metavar="KEY", help=f"session key (default {DEFAULT_SESSION})"
+    )
+    parser.add_argument(
+        "-m",
+        "--message",
+        default=None,
+        metavar="TEXT",
+        help="send TEXT, print the reply, exit (without -m, a non-terminal stdin is the message)",
+    )
+    parser.add_argument("--json", action="store_true", help="with -m: print one JSON object with the outcome")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        metavar="S",
+        help=f"give up on a reply after S seconds (default {DEFAULT_ONE_SHOT_TIMEOUT:g} with -m, none otherwise)",
+    )
+    parser.add_argument("--plain", action="store_true", help="no markdown, no spinner: raw text as it streams")
+    parser.set_defaults(func=run)
+    return parser
+
+
+def _err(text: str) -> None:
+    print(f"orbital chat: {text}", file=sys.stderr, flush=True)
+
+
+@contextlib.contextmanager
+def interrupt_flag() -> Iterator[threading.Event]:
+    """While inside, Ctrl-C (SIGINT) sets the event instead of raising KeyboardInterrupt (main thread only)."""
+    flag = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield flag
+        return
+    previous = signal.signal(signal.SIGINT, lambda *_: flag.set())
+    try:
+        yield flag
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+@contextlib.contextmanager
+def keys_not_echoed() -> Iterator[None]:
+    """While a reply streams, keys typed on the terminal are not echoed (they would tear the live area); Ctrl-C
+    still sends SIGINT and typed-ahead text waits for the next prompt."""
+    try:
+        import termios
+
+        fd = sys.stdin.fileno()
+        if not os.isatty(fd):
+            raise OSError("not a terminal")
+        saved = termios.tcgetattr(fd)
+        quiet = list(saved)
+        quiet[3] &= ~(termios.ECHO | getattr(termios, "ECHOCTL", 0))
+        termios.tcsetattr(fd, termios.TCSANOW, quiet)
+    except Exception:  # no termios (Windows), no terminal, a pseudo-file as stdin
+        yield
+        return
+    try:
+        yield
+    finally:
+        with contextlib.suppress(Exception):
+            termios.tcsetattr(fd, termios.TCSANOW, saved)
+
+
+def history_path() -> Path:
+    home = os.environ.get("ORBITAL_HOME")
+    return (Path(home).expanduser() if home else Path.home() / ".orbital") / "chat_history"
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        return _run(args)
+    except KeyboardInterrupt:  # Ctrl-C outside a run (connecting, reading stdin)
+        return 130
+
+
+def _run(args: argparse.Namespace) -> int:
+    url = args.url or os.environ.get("ORBITAL_URL") or DEFAULT_URL
+    token = args.token or os.environ.get("ORBITAL_TOKEN") or None
+    session = (args.session or "").strip()
+    if not session:
+        _err("--session must not be empty")
+        return 2
+    if args.timeout is not None and args.timeout <= 0:
+        _err("--timeout must be > 0")
+        return 2
+    message = args.message
+    if message is None and not sys.stdin.isatty():
+        message = sys.stdin.read()
+    if message is not None:
+        if not message.strip():
+            _err("the message is empty")
+            return 2
+        timeout = args.timeout if args.timeout is not None else DEFAULT_ONE_SHOT_TIMEOUT
+        return one_shot(url, token, session, message, as_json=args.json, timeout=timeout, plain=args.plain)
+    if args.json:
+        _err("--json needs -m MESSAGE")
+        return 2
+    return interactive(url, token, session, timeout=args.timeout, plain=args.plain)
+
+
+def _command_text(result: dict[str, Any]) -> tuple[str | None, str | None]:
+    response = result.get("response")
+    error = result.get("error")
+    return (str(response) if response else None, str(error) if error else None)
+
+
+def one_shot(
+    url: str, token: str | None, session: str, message: str, *, as_json: bool, timeout: float, plain: bool
+) -> int:
+    """Send one message and report its outcome: 0 when the run ends with `final` (or a command succeeds)."""
+    try:
+        conn = Connection(url, token=token, keepalive=0)
+    except ChatError as exc:
+        _err(str(exc))
+        return 1
+    try:
+        driver = ChatDriver(conn, session)
+        with interrupt_flag() as interrupted:
+            try:
+                sent = driver.send(message)
+            except (ChatError, TimeoutError) as exc:
+                _err(str(exc))
+                return 1
+            if sent.status != "started":
+                response, error = _command_text(sent.result)
+                if as_json:
+                    print(json.dumps({"sessionKey": session, **sent.result}, ensure_ascii=False))
+                elif response:
+                    print(response)
+                if error:
+                    _err(error)
+                return 1 if error else 0
+            view: RunView
+            if as_json:
+                view = QuietView()
+            elif sys.stdout.isatty() and not plain:
+                from rich.console import Console
+
+                view = RichView(Console(), Console(stderr=True))
+            else:
+                view = PlainView(sys.stdout, sys.stderr)
+            result = driver.follow(sent, view, timeout=timeout, interrupt=interrupted)
+        if as_json:
+            print(json.dumps(result.as_json(), ensure_ascii=False, default=str))
+            if not result.ok:
+                _err(str(result.error))
+        if result.ok:
+            return 0
+        return 130 if result.stop_requested else 1
+    finally:
+        conn.close()
+
+
+# --- interactive --------------------------------------------------------------------------------------------------
+
+
+class _Session:
+    """The interactive loop's state: the connection (reopened once if it was lost) and the console."""
+
+    def __init__(self, url: str, token: str | None, session: str, console: Console, plain: bool) -> None:
+        self.url = url
+        self.token = token
+        self.session = session
+        self.console = console
+        self.plain = plain
+        self.conn: Connection | None = None
+
+    def driver(self) -> ChatDriver:
+        if self.conn is not None and self.conn.is_lost:
+            self.conn.close()
+            self.conn = None
+            self.console.print("[dim]reconnecting…[/dim]")
+        if self.conn is None:
+            self.conn = Connection(self.url, token=self.token)
+        return ChatDriver(self.conn, self.session)
+
+    def view(self) -> RunView:
+        if self.plain:
+            return PlainView(sys.stdout, sys.stdout)
+        return RichView(self.console)
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+
+
+def _show_command(console: Console, sent: Sent, plain: bool) -> None:
+    from rich.markdown import Markdown
+    from rich.text import Text
+
+    response, error = _command_text(sent.result)
+    if response:
+        console.print(Text(response) if plain else Markdown(keep_line_breaks(response)))
+    if error:
+        console.print(Text(error, style="bold red"))
+    if not response and not error:
+        console.print(Text(f"({sent.result.get('command') or sent.status}: done)", style="dim"))
+
+
+def send_and_show(state: _Session, text: str, *, timeout: float | None) -> tuple[bool, bool]:
+    """One message from the prompt. Returns (interrupted: a Ctrl-C stopped the reply, fatal: quit)."""
+    from rich.text import Text
+
+    console = state.console
+    try:
+        driver = state.driver()
+    except ChatError as exc:
+        console.print(Text(f"Error: {exc}", style="bold red"))
+        return False, True
+    with interrupt_flag() as interrupted:
+        try:
+            sent = driver.send(text)
+        except CallFailed as exc:
+            console.print(Text(f"Error: {exc.message}", style="bold red"))
+            return False, False
+        except (ChatError, TimeoutError) as exc:
+            console.print(Text(f"Error: {exc}", style="bold red"))
+            return False, False
+        if sent.status != "started":
+            _show_command(console, sent, state.plain)
+            return False, False
+        directives = sent.result.get("directives")
+        if isinstance(directives, dict) and any(directives.values()):
+            shown = " | ".join(f"{k}: {_directive_value(v)}" for k, v in directives.items() if v)
+            console.print(Text(shown, style="dim italic"))
+        with keys_not_echoed():
+            result = driver.follow(sent, state.view(), timeout=timeout, interrupt=interrupted)
+    return result.stop_requested, False
+
+
+def _directive_value(value: Any) -> str:
+    if isinstance(value, dict) and "provider" in value:
+        return f"{value.get('provider')}/{value.get('id')}"
+    return str(value)
+
+
+def _key_bindings() -> Any:
+    from prompt_toolkit.key_binding import KeyBindings
+
+    kb = KeyBindings()
+
+    @kb.add("enter")
+    def _submit(event: Any) -> None:
+        event.current_buffer.validate_and_handle()
+
+    @kb.add("escape", "enter")
+    def _newline(event: Any) -> None:
+        event.current_buffer.insert_text("\n")
+
+    @kb.add("c-c")
+    def _interrupt(event: Any) -> None:
+        if event.current_buffer.text:
+            event.current_buffer.reset()
+        else:
+            event.app.exit(exception=KeyboardInterrupt())
+
+    return kb
+
+
+def _history() -> Any:
+    from prompt_toolkit.history import FileHistory, InMemoryHistory
+
+    path = history_path()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        path.touch(mode=0o600, exist_ok=True)
+        return FileHistory(str(path))
+    except OSError:
+        return InMemoryHistory()
+
+
+def interactive(url: str, token: str | None, session: str, *, timeout: float | None, plain: bool) -> int:
+    from prompt_toolkit import PromptSession
+    from prompt_toolkit.formatted_text import HTML
+    from rich.console import Console
+    from rich.text import Text
+
+    console = Console(highlight=False)
+    state = _Session(url, token, session, console, plain)
+    try:
+        state.driver()
+    except ChatError as exc:
+        _err(str(exc))
+        return 1
+    console.print(Text.assemble(("Orbital chat", "bold"), f" · session {session} · {redact_url(url)}"))
+    console.print(Text(BANNER, style="dim"))
+    prompt_text = "\u203a " if _gear(sys.stdout) == "⚙" else "> "
+    toolbar = f" {session} │ {TOOLBAR}"
+
+    def continuation(width: int, line_number: int, is_soft_wrap: int) -> str:
+        return "·".rjust(max(1, width - 1)) + " " if not is_soft_wrap else " " * width
+
+    prompt: Any = PromptSession(
+        history=_history(),
+        key_bindings=_key_bindings(),
+        multiline=True,
+        bottom_toolbar=toolbar,
+        prompt_continuation=continuation,
+        enable_history_search=False,
+    )
+    armed = False  # the last thing was a Ctrl-C: one more at the prompt quits
+    code = 0
+    try:
+        while True:
+            try:
+                text = prompt.prompt(HTML(f"<b>{prompt_text}</b>"))
+            except KeyboardInterrupt:
+                if armed:
+                    break
+                armed = True
+                console.print(Text("(Ctrl-C again, Ctrl-D or exit to quit)", style="dim"))
+                continue
+            except EOFError:
+                break
+            armed = False
+            if not text.strip():
+                continue
+            if text.strip().lower() in EXIT_WORDS:
+                break
+            interrupted, fatal = send_and_show(state, text, timeout=timeout)
+            if fatal:
+                code = 1
+                break
+            armed = interrupted
+    finally:
+        state.close()
+    return code
