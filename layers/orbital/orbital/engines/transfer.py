@@ -428,13 +428,7 @@ def _finish_upload(services: Services, xfer: Transfer) -> None:
         if staged is None or (xfer.size is not None and size != xfer.size):
             fail(services, xfer.transfer_id, f"Upload incomplete: expected {xfer.size} bytes, got {max(size, 0)}")
             return
-        ws.client.copy_object(
-            Bucket=ws.bucket,
-            Key=final_key,
-            CopySource={"Bucket": ws.bucket, "Key": keys.transfer_staging(xfer.transfer_id)},
-            ContentType=content_type,
-            MetadataDirective="REPLACE",
-        )
+        ws.copy(keys.transfer_staging(xfer.transfer_id), final_key, content_type=content_type)
         _finish(services, xfer.transfer_id, size)
         return
     parts = sorted(ws.list_all(keys.transfer_parts_prefix(xfer.transfer_id)), key=lambda p: p.key)

@@ -69,7 +69,7 @@ class Services:
     def workspace(self) -> Workspace:
         from orbital.store.workspace import Workspace
 
-        return Workspace(clients.s3(), self.settings.bucket_name)
+        return Workspace(clients.s3(), self.settings.bucket_name, cache=self.settings.local)
 
     @functools.cached_property
     def gateway(self) -> GatewayRepo:

@@ -5,11 +5,16 @@ Items keep their payload as one JSON string attribute `d` (no Decimal round trip
 passed are treated as absent (DynamoDB deletes expired items lazily).
 
 With `cache=True` (the one-process local gateway, where every write goes through this object) reads of single items
-and whole partitions are served from memory and every write invalidates what it touches.
+and of partitions (whole, by SK prefix, or the last N) are served from memory. Writes go through: a put, a batch or an
+update that returns the new item replaces it in the cached item and partition; anything whose result is unknown
+(a failed or conditional write, an update without the new item) is dropped instead. Every write to a partition
+bumps its generation, and a read stores what it fetched only if no write to that partition landed meanwhile, so the
+cache never holds an item older than the table. Partitions larger than `PARTITION_CACHE_ITEMS` are not kept.
 """
 
 from __future__ import annotations
 
+import bisect
 import json
 import threading
 import time
@@ -23,6 +28,7 @@ if TYPE_CHECKING:
     from botocore.client import BaseClient
 
 _RESERVED = {"PK", "SK", "GSI1PK", "GSI1SK", "ttl", "d"}
+PARTITION_CACHE_ITEMS = 5000
 
 
 @dataclass
@@ -63,6 +69,8 @@ class Table:
         self._lock = threading.Lock()
         self._items: dict[tuple[str, str], dict[str, Any] | None] = {}
         self._parts: dict[str, list[dict[str, Any]]] = {}
+        """Cached partitions: every item of the partition, in SK order."""
+        self._generations: dict[str, int] = {}
 
     # --- encoding ---------------------------------------------------------------------------------------------
 
@@ -109,26 +117,60 @@ class Table:
 
     # --- cache ------------------------------------------------------------------------------------------------
 
+    def _generation(self, pk: str) -> int:
+        return self._generations.get(pk, 0)
+
+    def _begin_write(self, pk: str) -> None:
+        """A write to `pk` is under way: reads that started before it must not store what they fetched."""
+        if self._cache_on:
+            with self._lock:
+                self._generations[pk] = self._generation(pk) + 1
+
     def _forget(self, pk: str, sk: str) -> None:
         if self._cache_on:
             with self._lock:
+                self._generations[pk] = self._generation(pk) + 1
                 self._items.pop((pk, sk), None)
                 self._parts.pop(pk, None)
+
+    def _remember(self, pk: str, sk: str, item: dict[str, Any] | None) -> None:
+        """Write-through after a successful write: `item` is now the stored item (None: deleted)."""
+        if not self._cache_on:
+            return
+        with self._lock:
+            self._generations[pk] = self._generation(pk) + 1
+            self._items[(pk, sk)] = item
+            part = self._parts.get(pk)
+            if part is None:
+                return
+            sks = [i["SK"]["S"] for i in part]
+            at = bisect.bisect_left(sks, sk)
+            present = at < len(part) and sks[at] == sk
+            if item is None:
+                if present:
+                    del part[at]
+            elif present:
+                part[at] = item
+            else:
+                part.insert(at, item)
 
     # --- reads ------------------------------------------------------------------------------------------------
 
     def get(self, key: tuple[str, str]) -> Record | None:
         pk, sk = key
+        generation = 0
         if self._cache_on:
             with self._lock:
                 if key in self._items:
                     raw = self._items[key]
                     return self._decode(raw) if raw is not None else None
+                generation = self._generation(pk)
         resp = self.client.get_item(TableName=self.name, Key={"PK": {"S": pk}, "SK": {"S": sk}}, ConsistentRead=True)
         item = resp.get("Item")
         if self._cache_on:
             with self._lock:
-                self._items[key] = item
+                if self._generation(pk) == generation:  # no write landed while we read
+                    self._items[key] = item
         return self._decode(item) if item else None
 
     def get_many(self, keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], Record]:
@@ -147,6 +189,8 @@ class Table:
             missing.append(key)
         for start in range(0, len(missing), 100):
             chunk = missing[start : start + 100]
+            with self._lock:
+                generations = {pk: self._generation(pk) for pk, _ in chunk}
             request = {
                 self.name: {
                     "Keys": [{"PK": {"S": pk}, "SK": {"S": sk}} for pk, sk in chunk],
@@ -161,7 +205,8 @@ class Table:
                     seen.add(key)
                     if self._cache_on:
                         with self._lock:
-                            self._items[key] = item
+                            if self._generation(key[0]) == generations[key[0]]:
+                                self._items[key] = item
                     rec = self._decode(item)
                     if rec:
                         found[key] = rec
@@ -169,7 +214,7 @@ class Table:
             if self._cache_on:
                 with self._lock:
                     for key in chunk:
-                        if key not in seen:
+                        if key not in seen and self._generation(key[0]) == generations[key[0]]:
                             self._items[key] = None
         return found
 
@@ -181,18 +226,27 @@ class Table:
         forward: bool = True,
         limit: int | None = None,
     ) -> list[Record]:
-        whole = sk_prefix is None and limit is None
-        if self._cache_on and whole:
-            with self._lock:
-                cached = self._parts.get(pk)
-            if cached is not None:
-                recs = [r for r in (self._decode(i) for i in cached) if r]
-                return recs if forward else recs[::-1]
-        items = self._query_items(pk, sk_prefix=sk_prefix, forward=forward, limit=limit)
-        if self._cache_on and whole:
-            with self._lock:
-                self._parts[pk] = items if forward else items[::-1]
-        return [r for r in (self._decode(i) for i in items) if r]
+        if not self._cache_on:
+            items = self._query_items(pk, sk_prefix=sk_prefix, forward=forward, limit=limit)
+            return [r for r in (self._decode(i) for i in items) if r]
+        with self._lock:
+            cached = self._parts.get(pk)
+            generation = self._generation(pk)
+        if cached is None:
+            everything = self._query_items(pk, sk_prefix=None, forward=True, limit=None)
+            if len(everything) <= PARTITION_CACHE_ITEMS:
+                with self._lock:
+                    if self._generation(pk) == generation:  # no write landed while we read
+                        self._parts[pk] = everything
+            cached = everything
+        else:
+            cached = list(cached)
+        if sk_prefix is not None:
+            cached = [i for i in cached if i["SK"]["S"].startswith(sk_prefix)]
+        if not forward:
+            cached = cached[::-1]
+        recs = [r for r in (self._decode(i) for i in cached) if r]
+        return recs[:limit] if limit is not None else recs
 
     def _query_items(
         self, pk: str, *, sk_prefix: str | None, forward: bool, limit: int | None, index: str | None = None
@@ -260,7 +314,7 @@ class Table:
                 kwargs["ExpressionAttributeValues"] = {k: _to_attr(v) for k, v in values.items()}
         if return_old:
             kwargs["ReturnValues"] = "ALL_OLD"
-        self._forget(pk, sk)
+        self._begin_write(pk)
         try:
             resp = self.client.put_item(**kwargs)
         except self.client.exceptions.ConditionalCheckFailedException as exc:
@@ -269,10 +323,7 @@ class Table:
         except Exception:
             self._forget(pk, sk)
             raise
-        if self._cache_on:
-            with self._lock:  # write-through: the item we just stored is the current one
-                self._items[(pk, sk)] = kwargs["Item"]
-                self._parts.pop(pk, None)
+        self._remember(pk, sk, kwargs["Item"])  # write-through: the item we just stored is the current one
         old = resp.get("Attributes")
         return self._decode(old) if old else None
 
@@ -319,13 +370,20 @@ class Table:
             kwargs["ExpressionAttributeValues"] = attr_values
         if condition:
             kwargs["ConditionExpression"] = condition
+        self._begin_write(pk)
         try:
             resp = self.client.update_item(**kwargs)
         except self.client.exceptions.ConditionalCheckFailedException as exc:
-            raise ConflictError(f"update conflict on {pk}/{sk}") from exc
-        finally:
             self._forget(pk, sk)
+            raise ConflictError(f"update conflict on {pk}/{sk}") from exc
+        except Exception:
+            self._forget(pk, sk)
+            raise
         item = resp.get("Attributes")
+        if return_values == "ALL_NEW" and item and "PK" in item:
+            self._remember(pk, sk, item)
+        else:
+            self._forget(pk, sk)
         if not item or "PK" not in item:
             if item:
                 item = {**item, "PK": {"S": pk}, "SK": {"S": sk}}
@@ -354,12 +412,16 @@ class Table:
                 kwargs["ExpressionAttributeValues"] = {k: _to_attr(v) for k, v in values.items()}
         if return_old:
             kwargs["ReturnValues"] = "ALL_OLD"
+        self._begin_write(pk)
         try:
             resp = self.client.delete_item(**kwargs)
         except self.client.exceptions.ConditionalCheckFailedException as exc:
-            raise ConflictError(f"delete conflict on {pk}/{sk}") from exc
-        finally:
             self._forget(pk, sk)
+            raise ConflictError(f"delete conflict on {pk}/{sk}") from exc
+        except Exception:
+            self._forget(pk, sk)
+            raise
+        self._remember(pk, sk, None)
         old = resp.get("Attributes")
         return self._decode(old) if old else None
 
@@ -369,13 +431,16 @@ class Table:
         deletes: Iterable[tuple[str, str]] = (),
     ) -> None:
         requests: list[dict[str, Any]] = []
-        touched: list[tuple[str, str]] = []
+        touched: list[tuple[str, str, dict[str, Any] | None]] = []
         for (pk, sk), data in puts:
-            requests.append({"PutRequest": {"Item": self._encode(pk, sk, data)}})
-            touched.append((pk, sk))
+            item = self._encode(pk, sk, data)
+            requests.append({"PutRequest": {"Item": item}})
+            touched.append((pk, sk, item))
         for pk, sk in deletes:
             requests.append({"DeleteRequest": {"Key": {"PK": {"S": pk}, "SK": {"S": sk}}}})
-            touched.append((pk, sk))
+            touched.append((pk, sk, None))
+        for pk in {t[0] for t in touched}:
+            self._begin_write(pk)
         try:
             for start in range(0, len(requests), 25):
                 pending: dict[str, Any] = {self.name: requests[start : start + 25]}
@@ -387,6 +452,9 @@ class Table:
                     time.sleep(min(1.0, 0.05 * 2**attempt))
                 if pending:
                     raise ConflictError("batch write left unprocessed items", retryable=True)
-        finally:
-            for key in touched:
-                self._forget(*key)
+        except Exception:
+            for pk, sk, _ in touched:
+                self._forget(pk, sk)
+            raise
+        for pk, sk, written in touched:
+            self._remember(pk, sk, written)

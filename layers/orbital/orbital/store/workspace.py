@@ -1,10 +1,16 @@
 """Object storage over S3: the agent workspace, global skills, archives and media.
 
 Keys are built by `orbital.store.keys`; this class only moves bytes.
+
+With `cache=True` (the one-process local gateway, where every write goes through this object, as for the table in
+ADR 0005) listings are kept in memory and every put, copy or delete drops the listings it could change. A listing
+that was being read while a write landed is not kept (a generation counter tells), so the cache never holds an
+older state than the store. A Lambda container keeps no listing: other containers write too.
 """
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -28,9 +34,22 @@ class Listing:
 
 
 class Workspace:
-    def __init__(self, client: BaseClient, bucket: str) -> None:
+    def __init__(self, client: BaseClient, bucket: str, *, cache: bool = False) -> None:
         self.client = client
         self.bucket = bucket
+        self._cache_on = cache
+        self._listings: dict[tuple[str, str | None], Listing] = {}
+        self._generation = 0
+        self._lock = threading.Lock()
+
+    def _changed(self, key: str) -> None:
+        """A write to `key`: forget every listing that could include it."""
+        if not self._cache_on:
+            return
+        with self._lock:
+            self._generation += 1
+            for cached in [k for k in self._listings if key.startswith(k[0])]:
+                del self._listings[cached]
 
     def _missing(self, exc: Exception) -> bool:
         code = getattr(exc, "response", {}).get("Error", {}).get("Code")
@@ -84,10 +103,29 @@ class Workspace:
             kwargs["Metadata"] = metadata
         if content_encoding:
             kwargs["ContentEncoding"] = content_encoding
-        self.client.put_object(**kwargs)
+        try:
+            self.client.put_object(**kwargs)
+        finally:
+            self._changed(key)
+
+    def copy(self, source: str, destination: str, *, content_type: str) -> None:
+        """Copy an object within the bucket (metadata replaced, with `content_type`)."""
+        try:
+            self.client.copy_object(
+                Bucket=self.bucket,
+                Key=destination,
+                CopySource={"Bucket": self.bucket, "Key": source},
+                ContentType=content_type,
+                MetadataDirective="REPLACE",
+            )
+        finally:
+            self._changed(destination)
 
     def delete(self, key: str) -> None:
-        self.client.delete_object(Bucket=self.bucket, Key=key)
+        try:
+            self.client.delete_object(Bucket=self.bucket, Key=key)
+        finally:
+            self._changed(key)
 
     def delete_prefix(self, prefix: str) -> int:
         count = 0
@@ -98,6 +136,20 @@ class Workspace:
 
     def listing(self, prefix: str, *, delimiter: str | None = "/") -> Listing:
         """One level (with a delimiter) or everything under a prefix, following pagination."""
+        if not self._cache_on:
+            return self._list(prefix, delimiter)
+        with self._lock:
+            hit = self._listings.get((prefix, delimiter))
+            generation = self._generation
+        if hit is not None:
+            return Listing(list(hit.keys), list(hit.prefixes))
+        fresh = self._list(prefix, delimiter)
+        with self._lock:
+            if self._generation == generation:  # nothing was written meanwhile
+                self._listings[(prefix, delimiter)] = fresh
+        return Listing(list(fresh.keys), list(fresh.prefixes))
+
+    def _list(self, prefix: str, delimiter: str | None) -> Listing:
         kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix}
         if delimiter:
             kwargs["Delimiter"] = delimiter

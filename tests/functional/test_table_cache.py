@@ -1,0 +1,88 @@
+"""The local gateway's table cache (store/table.py): served from memory, written through, never older than the table."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+
+from tests.conftest import TABLE
+
+
+@pytest.fixture
+def table(aws: None) -> Any:
+    import boto3
+    from orbital.store.table import Table
+
+    return Table(boto3.client("dynamodb", region_name="us-east-1"), TABLE, cache=True)
+
+
+def paused_after(table: Any, operation: str) -> tuple[threading.Event, threading.Event]:
+    """Make the next `operation` call hold its result until released (to interleave a write with a read)."""
+    fetched, release = threading.Event(), threading.Event()
+
+    def hold(**_: Any) -> None:
+        if not fetched.is_set():
+            fetched.set()
+            assert release.wait(10)
+
+    table.client.meta.events.register(f"after-call.dynamodb.{operation}", hold)
+    return fetched, release
+
+
+def test_a_read_that_raced_a_write_does_not_cache_the_older_item(table: Any) -> None:
+    table.put(("P", "a"), {"v": 1})
+    table._items.clear()  # not cached yet: the next read goes to the table
+    fetched, release = paused_after(table, "GetItem")
+    seen: list[Any] = []
+    reader = threading.Thread(target=lambda: seen.append(table.get(("P", "a"))))
+    reader.start()
+    assert fetched.wait(10)  # the reader holds v=1 from the table
+    table.put(("P", "a"), {"v": 2})
+    release.set()
+    reader.join(10)
+    assert seen[0].data == {"v": 1}  # what the table said when it was read
+    assert table.get(("P", "a")).data == {"v": 2}  # but it was not cached over the newer write
+
+
+def test_a_partition_read_that_raced_a_write_is_not_kept(table: Any) -> None:
+    table.put(("P", "a"), {"v": 1})
+    table._parts.clear()
+    fetched, release = paused_after(table, "Query")
+    reader = threading.Thread(target=lambda: table.query("P"))
+    reader.start()
+    assert fetched.wait(10)
+    table.put(("P", "b"), {"v": 2})
+    release.set()
+    reader.join(10)
+    assert [r.sk for r in table.query("P")] == ["a", "b"]
+
+
+def test_writes_go_through_the_cached_partition(table: Any) -> None:
+    for sk in ("m1", "m3"):
+        table.put(("S", sk), {"sk": sk})
+    assert [r.sk for r in table.query("S")] == ["m1", "m3"]  # now cached
+    calls: list[str] = []
+    table.client.meta.events.register("before-call.dynamodb.*", lambda event_name, **_: calls.append(event_name))
+    table.write_batch(puts=[(("S", "m2"), {"sk": "m2"})], deletes=[("S", "m1")])
+    table.update(("S", "m3"), set_attrs={"x": 1})
+    assert [r.sk for r in table.query("S", sk_prefix="m")] == ["m2", "m3"]
+    assert [r.sk for r in table.query("S", forward=False, limit=1)] == ["m3"]
+    assert table.get(("S", "m3")).attrs["x"] == 1
+    assert all("Query" not in c and "GetItem" not in c for c in calls)  # every read above came from memory
+
+
+def test_lambda_tables_keep_nothing(aws: None) -> None:
+    import boto3
+    from orbital.runtime.services import Services
+    from orbital.settings import get_settings
+
+    services = Services(get_settings())
+    assert services.settings.local is False
+    assert services.table._cache_on is False and services.workspace._cache_on is False
+    services.table.put(("P", "a"), {"v": 1})
+    boto3.client("dynamodb", region_name="us-east-1").put_item(
+        TableName=TABLE, Item={"PK": {"S": "P"}, "SK": {"S": "a"}, "d": {"S": '{"v": 2}'}}
+    )
+    assert services.table.get(("P", "a")).data == {"v": 2}  # another writer's change is seen at once
