@@ -3,42 +3,11 @@ a scripted model over HTTP on loopback → chat events to the client socket."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
-
 from tests.conftest import wait_for
+from tests.support.agent import chat_events, final_of, node_events
 from tests.support.fake_llm import FakeLLM, call, reply
-
-
-@pytest.fixture
-def llm() -> Iterator[FakeLLM]:
-    with FakeLLM() as server:
-        yield server
-
-
-@pytest.fixture
-def agent(flows: Any, connect: Any, llm: FakeLLM) -> Any:
-    admin = connect("client", "admin")
-    admin.call("config.set", {"path": "model", "value": {"provider": "openai", "id": "gpt-test"}})
-    admin.call("config.set", {"path": "providers", "value": {"openai": {"baseUrl": f"{llm.base_url}/v1"}}})
-    admin.call("config.set", {"path": "apiKeys.openai", "value": "sk-test-key"})
-    return admin
-
-
-def chat_events(sender: Any, connection_id: str) -> list[dict[str, Any]]:
-    return [f["payload"] for f in sender.frames_to(connection_id) if isinstance(f, dict) and f.get("event") == "chat"]
-
-
-def final_of(sender: Any, connection_id: str, run_id: str, timeout: float = 20.0) -> dict[str, Any]:
-    def done() -> dict[str, Any] | None:
-        for event in chat_events(sender, connection_id):
-            if event.get("runId") == run_id and event.get("state") in ("final", "error"):
-                return event
-        return None
-
-    return wait_for(done, timeout=timeout)
 
 
 def test_a_message_gets_a_streamed_reply(agent: Any, sender: Any, llm: FakeLLM) -> None:
@@ -82,12 +51,6 @@ def test_native_tools_loop_back_to_the_model(agent: Any, sender: Any, llm: FakeL
 
 
 # --- helpers for node tools -------------------------------------------------------------------------------------
-
-
-def node_events(sender: Any, node: Any, event: str) -> list[dict[str, Any]]:
-    return [
-        f["payload"] for f in sender.frames_to(node.connection_id) if isinstance(f, dict) and f.get("event") == event
-    ]
 
 
 def execution_history(flows: Any, run_id: str) -> list[str]:
@@ -326,3 +289,40 @@ def test_commands_and_directives(agent: Any, sender: Any, llm: FakeLLM) -> None:
         "code": 400,
         "message": "sessionKey and message required",
     }
+
+
+def test_a_run_whose_execution_is_gone_does_not_hold_the_session(
+    agent: Any, sender: Any, llm: FakeLLM, services: Any
+) -> None:
+    """A run whose execution is not running any more (it never started, or ended without releasing the session)
+    frees it on the next send, which starts instead of queueing behind a ghost."""
+    from tests.support.fake_llm import hang
+
+    llm.script(hang(20), reply("fresh start"))
+    dead = agent.call("chat.send", {"sessionKey": "main", "message": "doomed"})
+    llm.wait_for_requests(1)
+    # the run claims an execution that does not exist, claimed long ago (what a lost start or a vanished
+    # execution looks like from the session)
+    services.sessions.update_meta(
+        "agent:main:main", lambda m: m["currentRun"].update(execution="ghost-execution", startedAt=0)
+    )
+    nxt = agent.call("chat.send", {"sessionKey": "main", "message": "anyone there?"})
+    assert nxt["queued"] is False
+    gone = final_of(sender, agent.connection_id, dead["runId"])
+    assert gone["state"] == "error" and gone["error"] == "Run ended unexpectedly"
+    llm.release()
+    assert final_of(sender, agent.connection_id, nxt["runId"])["state"] == "final"
+
+
+def test_an_expired_lease_frees_the_session(agent: Any, sender: Any, llm: FakeLLM, services: Any) -> None:
+    from tests.support.fake_llm import hang
+
+    llm.script(hang(20), reply("next"))
+    first = agent.call("chat.send", {"sessionKey": "main", "message": "slow"})
+    llm.wait_for_requests(1)
+    services.sessions.update_meta("agent:main:main", lambda m: m["currentRun"].update(leaseUntil=1))
+    nxt = agent.call("chat.send", {"sessionKey": "main", "message": "next one"})
+    assert nxt["queued"] is False
+    assert final_of(sender, agent.connection_id, first["runId"])["error"] == "Run ended unexpectedly"
+    llm.release()
+    assert final_of(sender, agent.connection_id, nxt["runId"])["state"] == "final"

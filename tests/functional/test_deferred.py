@@ -207,8 +207,9 @@ def test_exec_events_are_stored_for_backgrounded_commands(flows, connect, sender
     assert stored[0].data["callId"] == call_id
     assert stored[0].data["outputTail"] == "done"
     assert stored[0].data["exitCode"] == 0
-    # the session mapping is gone after a terminal event: a repeat is dropped
-    assert node.call("node.exec.event", ev) == {"ok": True, "dropped": True}
+    # a repeat of a delivered event is acknowledged (spec §14.2) and not stored or delivered again
+    assert node.call("node.exec.event", ev) == {"ok": True}
+    assert len(services.table.query(keys.exec_events_pk("n1"))) == 1
 
 
 def test_pending_call_items_and_index(flows, connect, sender, services):

@@ -118,7 +118,8 @@ def test_timeout_resends_the_same_probe_once_then_drops_it(flows, services, send
     [probe] = stored_probes(services, "n1")
     assert probe.attempts == 2 and probe.sends == 2
     wait_for(lambda: not stored_probes(services, "n1"), timeout=20)
-    assert services.table.get(keys.probe_owner(first["probeId"])) is None
+    # the owner record goes right after the probe (two deletes by the workflow's thread): wait for it too
+    wait_for(lambda: services.table.get(keys.probe_owner(first["probeId"])) is None, timeout=20)
     assert len(probe_events(sender, node.connection_id)) == 2
     ids = [f"{first['probeId']}-1", f"{first['probeId']}-2"]
     assert wait_for(lambda: executions_finished(flows, ids))

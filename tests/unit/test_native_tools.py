@@ -135,3 +135,26 @@ def test_definitions_copy_is_independent() -> None:
     copy[7]["inputSchema"]["properties"]["job"]["required"].append("x")
     assert NATIVE_TOOLS[0]["name"] == "gsv__ListFiles"
     assert NATIVE_TOOLS[7]["inputSchema"]["properties"]["job"]["required"] == ["name", "schedule", "spec"]
+
+
+SEED_LEADS = {
+    "gsv__ListFiles": "List files and directories in the agent's workspace.",
+    "gsv__ReadFile": "Read a file from the agent's workspace.",
+    "gsv__WriteFile": "Write or create a file in the agent's workspace.",
+    "gsv__EditFile": "Edit a file by replacing exact text matches.",
+    "gsv__DeleteFile": "Delete a file from the agent's workspace.",
+    "gsv__ConfigGet": "Inspect the Gateway configuration.",
+    "gsv__LogsGet": "Fetch recent log lines from a connected node.",
+    "gsv__Cron": "Manage scheduled cron jobs.",
+    "gsv__Message": "Send a message to a channel or user.",
+    "gsv__SessionsList": "List active sessions with metadata.",
+    "gsv__SessionSend": "Send a message into another session.",
+    "gsv__Transfer": "Transfer a file between connected nodes and/or the",
+}
+
+
+@pytest.mark.parametrize("name", EXPECTED)
+def test_descriptions_open_with_the_documented_words(name: str) -> None:
+    """Agents and clients that know GSV's tools recognize them by the first words of their descriptions."""
+    tool = next(t for t in NATIVE_TOOLS if t["name"] == name)
+    assert tool["description"].startswith(SEED_LEADS[name])

@@ -311,3 +311,51 @@ def test_outputs_give_the_wss_and_https_urls(template: dict[str, Any]) -> None:
     http = outputs["HttpApiUrl"]["Value"]["Fn::Sub"]
     assert ws.startswith("wss://${WebSocketApi}.execute-api.") and ws.endswith("/${Stage}")
     assert http.startswith("https://${HttpApi}.execute-api.")
+
+
+# --- the agent -----------------------------------------------------------------------------------------------------
+
+
+def test_agent_turn_runs_on_its_own_step_function(template: dict[str, Any]) -> None:
+    machine = resource(template, "AgentTurnStateMachine")["Properties"]
+    assert machine["Type"] == "STANDARD"  # waitForTaskToken needs Standard
+    assert machine["DefinitionUri"] == "statemachines/agent_turn.asl.json"
+    assert machine["DefinitionSubstitutions"] == {
+        "AgentStepsFunctionArn": {"Fn::GetAtt": ["AgentStepsFunction", "Arn"]}
+    }
+    steps = resource(template, "AgentStepsFunction")["Properties"]
+    assert steps["Handler"] == "agent_steps.lambda_handler"
+    assert steps["Timeout"] == 900  # a model call may take timeouts.llmMs (5 min by default) and compaction more
+    env = template["Globals"]["Function"]["Environment"]["Variables"]
+    assert "${AWS::StackName}-agent-turn" in env["ORBITAL_AGENT_TURN_ARN"]["Fn::Sub"]
+    assert env["ORBITAL_DEFAULT_MODEL"] == {"Ref": "DefaultModel"}
+    assert template["Parameters"]["DefaultModel"]["Default"].startswith("bedrock/")
+
+
+def test_only_the_agent_steps_may_call_bedrock(template: dict[str, Any]) -> None:
+    callers = set()
+    for logical_id, res in tpl.resources_of(template, "AWS::Serverless::Function").items():
+        for st in statements(res):
+            if any(a.startswith("bedrock:") for a in actions(st)):
+                callers.add(logical_id)
+                assert set(actions(st)) == {"bedrock:InvokeModel", "bedrock:InvokeModelWithResponseStream"}
+    assert callers == {"AgentStepsFunction"}
+
+
+def test_functions_that_start_or_stop_runs_may_do_so(template: dict[str, Any]) -> None:
+    def granted(logical_id: str) -> set[str]:
+        return {a for st in statements(resource(template, logical_id)) for a in actions(st)}
+
+    assert {"states:StartExecution", "states:StopExecution", "states:DescribeExecution"} <= granted("WsMessageFunction")
+    assert {"states:StartExecution", "states:SendTaskSuccess"} <= granted("AgentStepsFunction")
+
+
+def test_agent_turn_state_machine_catches_every_failure() -> None:
+    definition = json.loads((ROOT / "statemachines" / "agent_turn.asl.json").read_text())
+    for name, state in definition["States"].items():
+        if state["Type"] != "Task" or name == "Fail":
+            continue
+        catches = [c for catch in state.get("Catch", []) for c in catch["ErrorEquals"]]
+        assert "States.ALL" in catches, name
+        assert state.get("Retry"), name
+    assert definition["States"]["AwaitTools"]["TimeoutSecondsPath"] == "$.waitSeconds"

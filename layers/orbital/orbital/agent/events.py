@@ -2,12 +2,15 @@
 
 Every connected client-mode socket receives a session's `chat` events (GSV has no subscriptions; clients filter).
 A client that sent `chat.send` with an alias of the session's key (e.g. `agent:main:web:dm:local` for
-`agent:main:main`) gets the events under the key it used (F2), recorded per connection by `remember_alias`;
-everyone else sees the canonical key. Nodes and channel sockets never receive `chat` events.
+`agent:main:main`) gets the events under the key it used (F2), recorded per client id by `remember_alias` (so it
+survives the client's reconnects); everyone else sees the canonical key. Nodes and channel sockets never receive
+`chat` events.
 
 States: `delta` (streamed text, coalesced), `partial` (an assistant message with text that precedes tool calls),
-`final`, `error`. Each event is one PostToConnection per client on AWS, so deltas are coalesced: at most one frame
-per `DELTA_INTERVAL_S` per run (≈10 per second), carrying the text that arrived meanwhile.
+`tool` (Orbital's: the tool calls about to run, `tools: [{id, name, arguments}]`, whether or not text came with
+them), `final`, `error`. GSV clients ignore states they do not know. Each event is one PostToConnection per client on
+AWS, so deltas are coalesced: at most one frame per `DELTA_INTERVAL_S` per run (about 10 per second), carrying the
+text that arrived meanwhile.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from orbital.protocol.frames import event_frame
@@ -25,18 +29,27 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("orbital.agent.events")
 
+CHAT_STATES: tuple[tuple[str, str], ...] = (
+    ("delta", "`text`: the next piece of the reply as the model streams it (coalesced, about 10 per second at most)"),
+    ("tool", "`tools: [{id, name, arguments}]`: the tool calls about to run (Orbital; GSV clients ignore it)"),
+    ("partial", "`message`: an assistant message whose text came before tool calls, sent once before they run"),
+    ("final", "`message`: the assistant message that ends the run"),
+    ("error", '`error`: why the run ended without a reply (model errors, "Run cancelled by user", ...)'),
+)
+"""The states of a `chat` event (`{runId, sessionKey, state, ...}`), as docs/protocol.md lists them."""
+
 DELTA_INTERVAL_S = 0.1
 ALIAS_TTL_SECONDS = 3 * 3600
 """An alias lives as long as a socket can (2 h on API Gateway), with margin."""
 
 
-def remember_alias(services: Services, session_key: str, connection_id: str, used_key: str) -> None:
-    """Record that this socket addresses `session_key` as `used_key` (only when they differ)."""
+def remember_alias(services: Services, session_key: str, client_id: str, used_key: str) -> None:
+    """Record that this client addresses `session_key` as `used_key` (only when they differ)."""
     if used_key == session_key:
         return
     services.table.put(
-        keys.session_alias(session_key, connection_id),
-        {"key": used_key},
+        keys.client_alias(client_id, session_key),
+        {"clientId": client_id, "sessionKey": session_key, "key": used_key},
         ttl=int(time.time()) + ALIAS_TTL_SECONDS,
     )
 
@@ -51,15 +64,15 @@ class Audience:
 
     def targets(self) -> list[tuple[str, str]]:
         if self._targets is None:
-            table = self.services.table
-            clients = [r.data.get("connectionId") for r in table.query(keys.CLIENTS_PK)]
-            aliases = {
-                r.sk[len(keys.SESSION_ALIAS_PREFIX) :]: r.data.get("key")
-                for r in table.query(keys.session_pk(self.session_key), sk_prefix=keys.SESSION_ALIAS_PREFIX)
-            }
-            self._targets = [
-                (cid, aliases.get(cid) or self.session_key) for cid in clients if isinstance(cid, str) and cid
-            ]
+            sockets: dict[str, str] = {}
+            aliases: dict[str, str] = {}
+            for rec in self.services.table.query(keys.CLIENTS_PK):
+                if rec.sk.startswith(keys.CLIENT_ALIAS_PREFIX):
+                    if rec.data.get("sessionKey") == self.session_key and isinstance(rec.data.get("key"), str):
+                        aliases[str(rec.data.get("clientId"))] = rec.data["key"]
+                elif isinstance(rec.data.get("connectionId"), str):
+                    sockets[rec.sk] = rec.data["connectionId"]
+            self._targets = [(cid, aliases.get(client) or self.session_key) for client, cid in sockets.items()]
         return self._targets
 
     def send(self, payload: dict[str, Any]) -> int:
@@ -105,8 +118,16 @@ class DeltaStream:
     """Coalesces streamed text into `delta` events: the first piece goes out at once, later pieces at most every
     `interval` seconds (a timer sends what waited when the stream pauses). `close()` sends the rest."""
 
-    def __init__(self, audience: Audience, run_id: str, *, interval: float = DELTA_INTERVAL_S) -> None:
+    def __init__(
+        self,
+        audience: Audience,
+        run_id: str,
+        *,
+        interval: float = DELTA_INTERVAL_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.audience = audience
+        self.clock = clock
         self.run_id = run_id
         self.interval = interval
         self._pending: list[str] = []
@@ -123,9 +144,9 @@ class DeltaStream:
         self.text_seen = True
         with self._lock:
             self._pending.append(delta)
-            due = time.monotonic() - self._last >= self.interval
+            due = self.clock() - self._last >= self.interval
             if not due and self._timer is None:
-                wait = max(0.0, self.interval - (time.monotonic() - self._last))
+                wait = max(0.0, self.interval - (self.clock() - self._last))
                 self._timer = threading.Timer(wait, self.flush)
                 self._timer.daemon = True
                 self._timer.start()
@@ -145,7 +166,7 @@ class DeltaStream:
                     return
                 text = "".join(self._pending)
                 self._pending.clear()
-                self._last = time.monotonic()
+                self._last = self.clock()
                 self.frames += 1
             self.audience.send(chat_payload(self.run_id, "delta", text=text))
 

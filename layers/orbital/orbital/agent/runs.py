@@ -203,6 +203,8 @@ def submit(
 
     def place(meta: dict[str, Any]) -> bool:
         outcome.clear()
+        if not meta.get("sessionKey"):
+            meta["sessionKey"] = session_key  # set by the first message, never changed (spec §5.11)
         run = meta.get("currentRun")
         if run and run.get("runId") == stale_id and stale_id is not None:
             outcome["dead"] = run
@@ -255,6 +257,38 @@ def _start(services: Services, session_key: str, run: dict[str, Any], emit_error
 # --- finish / stop -----------------------------------------------------------------------------------------------
 
 
+def release(meta: dict[str, Any], run_id: str, execution: str | None, now: int) -> dict[str, Any] | None:
+    """In a meta update: free the session held by this run and hand it to the next queued input (if any). Returns
+    `{"done": run, "next": run | None}`, or None when the run no longer owns the session."""
+    run = meta.get("currentRun")
+    if not run or run.get("runId") != run_id or (execution and run.get("execution") != execution):
+        return None
+    queue = list(meta.get("queue") or [])
+    nxt = None
+    if queue:
+        nxt = _new_run(queue.pop(0), now)
+        meta["currentRun"] = nxt
+    else:
+        meta.pop("currentRun", None)
+    meta["queue"] = queue
+    return {"done": run, "next": nxt}
+
+
+def released(
+    services: Services, session_key: str, outcome: dict[str, Any] | None, *, emit_error: Emit | None = None
+) -> dict[str, Any] | None:
+    """After `release` was stored: drop the finished run's input and start the next one. Returns the finished run."""
+    if outcome is None:
+        return None
+    drop_input(services, session_key, outcome["done"])
+    if outcome.get("next") is not None:
+        try:
+            _start(services, session_key, outcome["next"], emit_error)
+        except UnavailableError:
+            pass  # reported to clients; the one after it (if any) was started by the recursive finish
+    return dict(outcome["done"])
+
+
 def finish(
     services: Services,
     session_key: str,
@@ -268,33 +302,16 @@ def finish(
     now = now_ms()
     taken: dict[str, Any] = {}
 
-    def release(meta: dict[str, Any]) -> bool:
+    def apply(meta: dict[str, Any]) -> bool:
         taken.clear()
-        run = meta.get("currentRun")
-        if not run or run.get("runId") != run_id or (execution and run.get("execution") != execution):
+        outcome = release(meta, run_id, execution, now)
+        if outcome is None:
             return False
-        taken["done"] = run
-        queue = list(meta.get("queue") or [])
-        if queue:
-            nxt = queue.pop(0)
-            meta["currentRun"] = _new_run(nxt, now)
-            taken["next"] = meta["currentRun"]
-        else:
-            meta.pop("currentRun", None)
-        meta["queue"] = queue
+        taken.update(outcome)
         return True
 
-    services.sessions.update_meta(session_key, release, now=now)
-    done = taken.get("done")
-    if done is not None:
-        drop_input(services, session_key, done)
-    nxt = taken.get("next")
-    if nxt is not None:
-        try:
-            _start(services, session_key, nxt, emit_error)
-        except UnavailableError:
-            pass  # reported to clients; the next one (if any) was started by the recursive finish
-    return done
+    services.sessions.update_meta(session_key, apply, now=now)
+    return released(services, session_key, taken or None, emit_error=emit_error)
 
 
 def stop(services: Services, session_key: str, *, emit_error: Emit | None = None) -> Stopped:

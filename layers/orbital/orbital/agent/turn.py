@@ -159,16 +159,28 @@ class _Run:
 
     # -- endings --
 
-    def end(self, state: str, *, message: dict[str, Any] | None = None, error: str | None = None) -> dict[str, Any]:
+    def end(
+        self,
+        state: str,
+        *,
+        message: dict[str, Any] | None = None,
+        error: str | None = None,
+        released: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Free the session (starting the next queued input), then tell clients: a client that reacts to `final`
+        at once finds the session idle. `released` is the outcome of a `runs.release` already stored."""
+        emit_error = events.error_emitter(self.services)
+        if released is not None:
+            done = runs.released(self.services, self.key, released, emit_error=emit_error)
+        else:
+            done = runs.finish(self.services, self.key, self.run_id, self.execution, emit_error=emit_error)
+        if done is None:  # the run lost the session meanwhile (stopped, taken over): it was reported then
+            return _state(self.event, self.iteration, "done")
         if state == "final":
             self.audience.send(events.chat_payload(self.run_id, "final", message=message))
         else:
             self.audience.send(events.chat_payload(self.run_id, "error", error=error))
-        done = runs.finish(
-            self.services, self.key, self.run_id, self.execution, emit_error=events.error_emitter(self.services)
-        )
-        if done is not None:
-            notify.run_ended(self.services, self.key, done, reply=text_of(message) if message else None, error=error)
+        notify.run_ended(self.services, self.key, done, reply=text_of(message) if message else None, error=error)
         return _state(self.event, self.iteration, "done")
 
 
@@ -195,17 +207,25 @@ def turn(services: Services, event: dict[str, Any]) -> dict[str, Any]:
                 r.lease(run)
                 return True
 
-            if r.append(collected, mark) is None and not _owns(
-                runs.current_run(services, r.key), r.run_id, r.execution
-            ):
-                return _state(event, r.iteration, "done")
-    elif r.iteration == 0 and not run.get("userStored") and not _store_user_message(r, meta, run):
-        return _state(event, r.iteration, "done")
+            stored = r.append(collected, mark)
+            if stored is not None:
+                meta = stored
+            else:  # stored already by an earlier attempt of this step, or the run lost the session
+                meta = services.sessions.load_meta(r.key) or {}
+                if not _owns(meta.get("currentRun"), r.run_id, r.execution):
+                    return _state(event, r.iteration, "done")
+    elif r.iteration == 0 and not run.get("userStored"):
+        stored = _store_user_message(r, meta, run)
+        if stored is None:
+            return _state(event, r.iteration, "done")
+        meta = stored
 
-    return _model_turn(r)
+    return _model_turn(r, meta)
 
 
-def _store_user_message(r: _Run, meta: dict[str, Any], run: dict[str, Any]) -> bool:
+def _store_user_message(r: _Run, meta: dict[str, Any], run: dict[str, Any]) -> dict[str, Any] | None:
+    """Store the run's message (after an automatic reset when due). The meta after, or None if the run lost the
+    session."""
     services = r.services
     data = runs.load_input(services, r.key, run)
     now = _now()
@@ -230,12 +250,11 @@ def _store_user_message(r: _Run, meta: dict[str, Any], run: dict[str, Any]) -> b
             meta["resetPolicy"] = policy
         return True
 
-    return r.append([message], start) is not None
+    return r.append([message], start)
 
 
-def _model_turn(r: _Run) -> dict[str, Any]:
+def _model_turn(r: _Run, meta: dict[str, Any]) -> dict[str, Any]:
     services, config = r.services, r.config
-    meta = services.sessions.load_meta(r.key) or {}
     run = meta.get("currentRun") or {}
     cap = settings.max_iterations(config)
     if r.iteration >= cap:
@@ -328,8 +347,10 @@ def _model_turn(r: _Run) -> dict[str, Any]:
 
     calls = tool_calls_of(reply)
     usage = as_dict(reply.get("usage"))
+    freed: dict[str, Any] = {}
 
     def account(meta: dict[str, Any], run: dict[str, Any]) -> bool:
+        freed.clear()
         meta["inputTokens"] = int(meta.get("inputTokens") or 0) + int(usage.get("input") or 0)
         meta["outputTokens"] = int(meta.get("outputTokens") or 0) + int(usage.get("output") or 0)
         meta["totalTokens"] = int(meta.get("totalTokens") or 0) + int(usage.get("totalTokens") or 0)
@@ -338,17 +359,20 @@ def _model_turn(r: _Run) -> dict[str, Any]:
         meta["updatedAt"] = _now()
         run["iteration"] = r.iteration
         r.lease(run, settings.tool_timeout_ms(config) if calls else 0)
+        if not calls:  # the run ends with this reply: free the session in the same write
+            freed.update(runs.release(meta, r.run_id, r.execution, _now()) or {})
         return True
 
     if r.append([reply], account) is None:
         return _state(r.event, r.iteration, "done")  # stopped meanwhile: the reply is dropped
 
     if not calls:
-        return r.end("final", message=reply)
+        return r.end("final", message=reply, released=freed or None)
 
     if text_of(reply).strip():
         r.audience.send(events.chat_payload(r.run_id, "partial", message=reply))
         notify.deliver(services, r.key, run, "partial", text_of(reply))
+    r.audience.send(events.chat_payload(r.run_id, "tool", tools=[_call_summary(c) for c in calls]))
     it = tools.Iteration(services, config, r.key, r.agent_id, r.run_id, r.execution, r.iteration, _now())
     results, wait_s = tools.dispatch(it, calls)
     if results is None:
@@ -366,6 +390,10 @@ def _model_turn(r: _Run) -> dict[str, Any]:
     if r.append(results, mark) is None:
         return _state(r.event, r.iteration, "done")
     return _state(r.event, nxt, "turn")
+
+
+def _call_summary(block: dict[str, Any]) -> dict[str, Any]:
+    return {"id": block.get("id"), "name": block.get("name"), "arguments": block.get("arguments")}
 
 
 class _Watch:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from pydantic import Field
+
 from orbital.agent import context, events, memories, runs
 from orbital.domain import commands
 from orbital.domain.config import as_dict
@@ -27,9 +29,10 @@ MAX_RUN_ID = 200
 
 
 class ChatSendParams(Params):
-    sessionKey: Any = None
-    message: Any = None
-    runId: Any = None
+    # loosely typed so that a wrong type gets GSV's own error text (400 "sessionKey and message required")
+    sessionKey: Any = Field(default=None, json_schema_extra={"type": "string"})
+    message: Any = Field(default=None, json_schema_extra={"type": "string"})
+    runId: Any = Field(default=None, json_schema_extra={"type": "string"})
 
 
 class ChatSendResult(Result):
@@ -153,8 +156,8 @@ def chat_send(ctx: CallContext, params: ChatSendParams) -> dict[str, Any]:
         raise BadRequestError(f"runId too long (max {MAX_RUN_ID} characters)")
     services = ctx.services
     services.sessions.touch_registry(key, now=ctx.now_ms())
-    if ctx.conn is not None and ctx.conn.mode == "client":
-        events.remember_alias(services, key, ctx.connection_id, params.sessionKey)
+    if ctx.conn is not None and ctx.conn.mode == "client" and ctx.conn.client_id:
+        events.remember_alias(services, key, ctx.conn.client_id, params.sessionKey)
     overrides: dict[str, Any] = {}
     if directives.think_level:
         overrides["thinkLevel"] = directives.think_level

@@ -373,6 +373,8 @@ def node_exec_event(ctx: CallContext, params: ExecEventParams) -> dict[str, Any]
         ]
         event_id = ":".join(str(p) for p in parts if p is not None and p != "")
     table = ctx.services.table
+    if params.event != "started" and table.get(keys.exec_event(node_id, session_id, event_id)) is not None:
+        return {"ok": True}  # delivered (or queued) already: a repeat is acknowledged, not run again
     mapping = table.get(keys.exec_session(node_id, session_id))
     if mapping is None:
         return {"ok": True, "dropped": True}

@@ -61,6 +61,7 @@ def _table(rows: list[tuple[str, str, str]], head: tuple[str, str, str]) -> list
 
 
 def render() -> str:
+    from orbital.agent.events import CHAT_STATES
     from orbital.methods import registry
     from orbital.methods.connect import EVENTS
 
@@ -86,6 +87,15 @@ def render() -> str:
             if spec.result is not None:
                 lines += ["Result:", "", *_table(_fields(spec.result), ("field", "type", "always"))]
     lines += ["## Events", "", ", ".join(f"`{e}`" for e in EVENTS), ""]
+    lines += [
+        "`chat` events go to every client-mode socket as `{runId, sessionKey, state, ...}`; a client that sent",
+        "`chat.send` with an alias of the session's key receives them under that key. States:",
+        "",
+        "| state | carries |",
+        "|---|---|",
+    ]
+    lines += [f"| `{state}` | {what} |" for state, what in CHAT_STATES]
+    lines.append("")
     lines += ["## Error codes", "", "| code | meaning |", "|---|---|"]
     lines += [f"| {code} | {text} |" for code, text in CODES]
     lines.append("")

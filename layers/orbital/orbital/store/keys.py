@@ -270,22 +270,23 @@ def probe_owner(probe_id: str) -> tuple[str, str]:
 # --- agent runs ------------------------------------------------------------------------------------------------------
 #
 # | queued input        | SESSION#{sessionKey}       | INPUT#{inputId}             | large run inputs; ttl 7 days      |
-# | key alias           | SESSION#{sessionKey}       | ALIAS#{connectionId}        | the key a client used (F2); ttl   |
+# | key alias           | CLIENTS                    | ~alias~{clientId}~{key}     | the key a client used (F2); ttl   |
 # | wait group          | WAITGROUP#{groupId}        | META                        | outstanding count n, token tok    |
 #
 # S3: `runs/{execution}/…` large per-run data (tool plans), `media/{sessionKey}/…` session media (deleted on reset),
 # `media/{sessionKey}/messages/{sessionId}/{seq}.json` bodies of messages too large for an item.
 
 SESSION_INPUT_PREFIX = "INPUT#"
-SESSION_ALIAS_PREFIX = "ALIAS#"
+CLIENT_ALIAS_PREFIX = "~alias~"
+"""Alias items share the client registry's partition, so one read of it yields sockets and the keys they use."""
 
 
 def session_input(session_key: str, input_id: str) -> tuple[str, str]:
     return session_pk(session_key), f"{SESSION_INPUT_PREFIX}{input_id}"
 
 
-def session_alias(session_key: str, connection_id: str) -> tuple[str, str]:
-    return session_pk(session_key), f"{SESSION_ALIAS_PREFIX}{connection_id}"
+def client_alias(client_id: str, session_key: str) -> tuple[str, str]:
+    return CLIENTS_PK, f"{CLIENT_ALIAS_PREFIX}{client_id}~{session_key}"
 
 
 def wait_group(group_id: str) -> tuple[str, str]:

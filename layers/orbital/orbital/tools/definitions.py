@@ -88,8 +88,8 @@ NATIVE_TOOLS: list[dict[str, Any]] = [
     {
         "name": "gsv__ListFiles",
         "description": (
-            "List the files and sub-directories of one directory of your workspace. Directories end with '/'. "
-            "The virtual skills/ directory shows your own skill overrides together with the shared skills."
+            "List files and directories in the agent's workspace. Directories end with '/'. The virtual skills/ "
+            "directory shows your own skill overrides together with the shared skills."
         ),
         "inputSchema": _obj(
             {
@@ -103,7 +103,7 @@ NATIVE_TOOLS: list[dict[str, Any]] = [
     {
         "name": "gsv__ReadFile",
         "description": (
-            "Read a text file from your workspace. For skills/... paths your own override wins over the shared "
+            "Read a file from the agent's workspace. For skills/... paths your own override wins over the shared "
             "copy, and the result says which one was read."
         ),
         "inputSchema": _obj({"path": _s(f"File to read. {_PATH_HINT}")}, ["path"]),
@@ -111,8 +111,9 @@ NATIVE_TOOLS: list[dict[str, Any]] = [
     {
         "name": "gsv__WriteFile",
         "description": (
-            "Create a file in your workspace or replace its whole content. Missing directories are implied. "
-            "Writing under skills/ creates or updates your own override; shared skills are never changed."
+            "Write or create a file in the agent's workspace. Replaces the whole content; missing directories are "
+            "implied. Writing under skills/ creates or updates your own override; shared skills are never "
+            "changed."
         ),
         "inputSchema": _obj(
             {"path": _s(f"File to write. {_PATH_HINT}"), "content": _s("The complete new content of the file.")},
@@ -122,8 +123,8 @@ NATIVE_TOOLS: list[dict[str, Any]] = [
     {
         "name": "gsv__EditFile",
         "description": (
-            "Change part of a workspace file by replacing exact text. oldString must match exactly once unless "
-            "replaceAll is true. The replacement is inserted literally. Prefer this over rewriting a whole file."
+            "Edit a file by replacing exact text matches. oldString must match exactly once unless replaceAll is "
+            "true. The replacement is inserted literally. Prefer this over rewriting a whole file."
         ),
         "inputSchema": _obj(
             {
@@ -137,13 +138,16 @@ NATIVE_TOOLS: list[dict[str, Any]] = [
     },
     {
         "name": "gsv__DeleteFile",
-        "description": "Delete a file from your workspace for good. Under skills/ only your own override is removed.",
+        "description": (
+            "Delete a file from the agent's workspace. The file is gone for good. Under skills/ only your own "
+            "override is removed."
+        ),
         "inputSchema": _obj({"path": _s(f"File to delete. {_PATH_HINT}")}, ["path"]),
     },
     {
         "name": "gsv__ConfigGet",
         "description": (
-            "Look at the gateway configuration: all of it, or one value by dotted path. Secrets are masked."
+            "Inspect the Gateway configuration. All of it, or one value by dotted path. Secrets are masked."
         ),
         "inputSchema": _obj(
             {
@@ -156,7 +160,9 @@ NATIVE_TOOLS: list[dict[str, Any]] = [
     },
     {
         "name": "gsv__LogsGet",
-        "description": "Fetch the most recent log lines of a connected node.",
+        "description": (
+            "Fetch recent log lines from a connected node. nodeId may be omitted when exactly one node is connected."
+        ),
         "inputSchema": _obj(
             {
                 "nodeId": _s("Node to ask. May be omitted when exactly one node is connected."),
@@ -167,9 +173,10 @@ NATIVE_TOOLS: list[dict[str, Any]] = [
     {
         "name": "gsv__Cron",
         "description": (
-            "Manage scheduled jobs. action status: scheduler overview; list: jobs; add: create a job from `job`; "
-            "update: apply `patch` to job `id`; remove: delete job `id`; run: run due jobs, or job `id` now with "
-            "mode force; runs: past runs, optionally of one `jobId`. Times are read in the user's timezone."
+            "Manage scheduled cron jobs. action status: scheduler overview; list: jobs; add: create a job from "
+            "`job`; update: apply `patch` to job `id`; remove: delete job `id`; run: run due jobs, or job `id` "
+            "now with mode force; runs: past runs, optionally of one `jobId`. Times are read in the user's "
+            "timezone."
         ),
         "inputSchema": _obj(
             {
@@ -195,8 +202,8 @@ NATIVE_TOOLS: list[dict[str, Any]] = [
     {
         "name": "gsv__Message",
         "description": (
-            "Send a message to someone on a messaging channel. Without channel and to, it goes to the "
-            "conversation you are currently in."
+            "Send a message to a channel or user. Without channel and to, it goes to the conversation you are "
+            "currently in."
         ),
         "inputSchema": _obj(
             {
@@ -215,7 +222,9 @@ NATIVE_TOOLS: list[dict[str, Any]] = [
     },
     {
         "name": "gsv__SessionsList",
-        "description": "List conversations, most recently active first, optionally with their latest messages.",
+        "description": (
+            "List active sessions with metadata. Most recently active first, optionally with their latest messages."
+        ),
         "inputSchema": _obj(
             {
                 "limit": _n("How many sessions (default 20, at most 100)."),
@@ -227,7 +236,7 @@ NATIVE_TOOLS: list[dict[str, Any]] = [
     {
         "name": "gsv__SessionSend",
         "description": (
-            "Send a message into another session, which starts a turn there, and optionally wait for its reply."
+            "Send a message into another session. It starts a turn there; optionally wait for that turn's reply."
         ),
         "inputSchema": _obj(
             {
@@ -241,8 +250,9 @@ NATIVE_TOOLS: list[dict[str, Any]] = [
     {
         "name": "gsv__Transfer",
         "description": (
-            "Copy a file between connected nodes and/or your workspace. Endpoints are {nodeId}:/path/on/node or "
-            "gsv:path for a path in your workspace. Returns when the copy has finished."
+            "Transfer a file between connected nodes and/or the workspace. Endpoints are {nodeId}:/path/on/node "
+            "or gsv:path for a path in the workspace. The tool stays pending until the copy has finished end to "
+            "end."
         ),
         "inputSchema": _obj(
             {

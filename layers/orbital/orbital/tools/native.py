@@ -129,6 +129,37 @@ def sessions_list(env: ToolEnv, args: dict[str, Any]) -> dict[str, Any]:
     return {"sessions": rows, "count": len(entries), "offset": offset, "limit": limit}
 
 
+CRON_RUN_UNAVAILABLE = (
+    "Running cron jobs is not available on this gateway yet: jobs are stored and listed, and run once the "
+    "scheduler is enabled."
+)
+
+
+def cron(env: ToolEnv, args: dict[str, Any]) -> dict[str, Any]:
+    """The gsv__Cron tool (spec §8.4) over the cron service. Times are read and shown in `userTimezone`."""
+    from orbital.engines import cron as service
+
+    if str(args.get("action") or "").strip().lower() == "run":
+        raise ToolError(CRON_RUN_UNAVAILABLE)
+
+    def no_executor(job: dict[str, Any]) -> service.RunOutcome:  # never reached: `run` is refused above
+        raise ToolError(CRON_RUN_UNAVAILABLE)
+
+    try:
+        return service.execute_tool(
+            env.services,
+            args,
+            agent_id=env.agent_id,
+            user_tz=env.config.get("userTimezone"),
+            now_ms=env.now_ms,
+            execute=no_executor,
+        )
+    except service.CronError as exc:
+        raise ToolError(exc.message) from None
+    except RpcError as exc:
+        raise ToolError(exc.message) from None
+
+
 PEER_KINDS = ("dm", "group", "channel", "thread")
 
 
@@ -189,6 +220,7 @@ SYNC_TOOLS: dict[str, Callable[[ToolEnv, dict[str, Any]], Any]] = {
     "gsv__EditFile": edit_file,
     "gsv__DeleteFile": delete_file,
     "gsv__ConfigGet": config_get,
+    "gsv__Cron": cron,
     "gsv__SessionsList": sessions_list,
     "gsv__Message": message,
 }
