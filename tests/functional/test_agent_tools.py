@@ -263,3 +263,35 @@ def test_thinking_level_reaches_the_model(agent: Any, sender: Any, llm: FakeLLM,
     llm.script(reply("deep thought"))
     run(agent, sender, "think")
     assert llm.requests[0].body["reasoning_effort"] == level
+
+
+def test_a_completion_that_could_not_be_delivered_is_delivered_on_the_repeat(
+    agent: Any, connect: Any, sender: Any, llm: FakeLLM, monkeypatch: Any
+) -> None:
+    from orbital.agent import runs
+    from orbital.errors import UnavailableError
+
+    node = connect("node", "box")
+    llm.script(reply(tool_calls=[call("box__Bash", {"command": "make", "background": True})]), reply("started"))
+    started = agent.call("chat.send", {"sessionKey": "main", "message": "build"})
+    event = wait_for(lambda: node_events(sender, node, "tool.invoke"))[0]
+    node.call("tool.result", {"callId": event["callId"], "result": {"status": "running", "sessionId": "p-2"}})
+    final_of(sender, agent.connection_id, started["runId"])
+    real_submit = runs.submit
+    calls = []
+
+    def flaky(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 1:
+            raise UnavailableError("throttled")
+        return real_submit(*args, **kwargs)
+
+    monkeypatch.setattr(runs, "submit", flaky)
+    llm.script(reply("noticed"))
+    payload = {"eventId": "done-1", "sessionId": "p-2", "event": "finished", "exitCode": 0}
+    first = node.error("node.exec.event", payload)
+    assert first["code"] == 503 and first.get("retryable") is True  # the node keeps it and sends it again
+    assert node.call("node.exec.event", payload) == {"ok": True}
+    assert node.call("node.exec.event", payload) == {"ok": True}  # delivered once, however often it comes
+    wait_for(lambda: len(llm.requests) == 3)
+    assert len(calls) == 2

@@ -314,15 +314,72 @@ def test_a_run_whose_execution_is_gone_does_not_hold_the_session(
     assert final_of(sender, agent.connection_id, nxt["runId"])["state"] == "final"
 
 
-def test_an_expired_lease_frees_the_session(agent: Any, sender: Any, llm: FakeLLM, services: Any) -> None:
-    from tests.support.fake_llm import hang
-
-    llm.script(hang(20), reply("next"))
+def test_a_live_run_keeps_its_session_even_past_its_lease(agent: Any, sender: Any, llm: FakeLLM, services: Any) -> None:
+    """The lease is a hint; the execution's state decides. A run still running is never taken over (its tool waits
+    can outlast any fixed lease), so the next message queues behind it."""
+    llm.script(reply("slow", chunks=4, delay_per_chunk=0.5), reply("next"))
     first = agent.call("chat.send", {"sessionKey": "main", "message": "slow"})
     llm.wait_for_requests(1)
-    services.sessions.update_meta("agent:main:main", lambda m: m["currentRun"].update(leaseUntil=1))
+    services.sessions.update_meta(
+        "agent:main:main",
+        lambda m: m["currentRun"].update(leaseUntil=1, startedAt=0),  # old and expired
+    )
     nxt = agent.call("chat.send", {"sessionKey": "main", "message": "next one"})
-    assert nxt["queued"] is False
-    assert final_of(sender, agent.connection_id, first["runId"])["error"] == "Run ended unexpectedly"
-    llm.release()
+    assert nxt["queued"] is True
+    assert final_of(sender, agent.connection_id, first["runId"])["state"] == "final"
     assert final_of(sender, agent.connection_id, nxt["runId"])["state"] == "final"
+
+
+def test_stop_settles_the_calls_the_run_waits_for(agent: Any, connect: Any, sender: Any, llm: FakeLLM) -> None:
+    node = connect("node", "box")
+    llm.script(reply(tool_calls=[call("box__Bash", {"command": "sleep 100"})]))
+    started = agent.call("chat.send", {"sessionKey": "main", "message": "run it"})
+    invoke = wait_for(lambda: node_events(sender, node, "tool.invoke"))[0]
+    stopped = agent.call("chat.send", {"sessionKey": "main", "message": "/stop"})
+    assert stopped["response"] == f"Stopped run {started['runId']}, cancelled 1 pending tool(s)."
+    assert final_of(sender, agent.connection_id, started["runId"])["error"] == "Run cancelled by user"
+    assert node.call("tool.result", {"callId": invoke["callId"], "result": "late"}) == {"ok": True, "dropped": True}
+
+
+def test_a_reset_during_a_run_cancels_it_and_keeps_the_queue(agent: Any, sender: Any, llm: FakeLLM) -> None:
+    from tests.support.fake_llm import hang
+
+    script = [hang(20), reply("in the fresh session")]
+
+    def respond(request: Any) -> Any:
+        last = [m for m in request.body["messages"] if m["role"] == "user"][-1]["content"]
+        if isinstance(last, str) and "about to be archived" in last:
+            return reply("<memories></memories>")  # the reset's memory extraction, in the background
+        return script.pop(0)
+
+    llm.responder = respond
+    first = agent.call("chat.send", {"sessionKey": "main", "message": "old topic"})
+    llm.wait_for_requests(1)
+    queued = agent.call("chat.send", {"sessionKey": "main", "message": "queued before the reset"})
+    assert queued["queued"] is True
+    reset = agent.call("session.reset", {"sessionKey": "main"})
+    assert reset["archivedMessages"] == 1
+    cancelled = final_of(sender, agent.connection_id, first["runId"])
+    assert cancelled["error"] == "Run cancelled: the session was reset"
+    llm.release()
+    done = final_of(sender, agent.connection_id, queued["runId"])
+    assert done["state"] == "final", done
+    users = [m["content"] for m in agent.call("session.preview", {"sessionKey": "main"})["messages"]]
+    assert users[0] == "queued before the reset"  # the queued message ran in the fresh session
+
+
+def test_an_unreadable_execution_state_never_frees_a_run(services: Any, aws: None, monkeypatch: Any) -> None:
+    """DescribeExecution can be throttled: not knowing is not a reason to take a session away from its run."""
+    from botocore.exceptions import ClientError
+    from orbital.agent import runs
+
+    class Throttled:
+        def describe_execution(self, **_: Any) -> Any:
+            raise ClientError({"Error": {"Code": "ThrottlingException", "Message": "slow down"}}, "DescribeExecution")
+
+    monkeypatch.setattr(runs.clients, "stepfunctions", lambda: Throttled())
+    object.__setattr__(
+        services, "settings", services.settings.model_copy(update={"agent_turn_arn": "arn:x:stateMachine:y"})
+    )
+    old = {"runId": "r", "execution": "e", "startedAt": 0, "leaseUntil": 0}
+    assert runs.is_stale(services, old, runs.now_ms()) is False

@@ -15,6 +15,7 @@ text that arrived meanwhile.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -39,6 +40,7 @@ CHAT_STATES: tuple[tuple[str, str], ...] = (
 """The states of a `chat` event (`{runId, sessionKey, state, ...}`), as docs/protocol.md lists them."""
 
 DELTA_INTERVAL_S = 0.1
+DELTA_MAX_CHARS = 16_000
 ALIAS_TTL_SECONDS = 3 * 3600
 """An alias lives as long as a socket can (2 h on API Gateway), with margin."""
 
@@ -75,17 +77,78 @@ class Audience:
             self._targets = [(cid, aliases.get(client) or self.session_key) for client, cid in sockets.items()]
         return self._targets
 
+    def refresh(self) -> None:
+        """Read the clients again at the next send."""
+        self._targets = None
+
     def send(self, payload: dict[str, Any]) -> int:
-        """Post one `chat` event to every client; returns how many got it. A gone socket is cleaned up."""
+        """Post one `chat` event to every client; returns how many got it. A gone socket is cleaned up and not
+        posted to again by this audience."""
         sent = 0
+        payload = fit_event(payload)
+        gone = []
         for connection_id, key in self.targets():
             frame = event_frame("chat", {**payload, "sessionKey": key})
             try:
                 if self.services.push(connection_id, frame):
                     sent += 1
+                else:
+                    gone.append(connection_id)
             except Exception as exc:  # one unreachable client must not break the run
                 log.warning("chat event to %s failed: %s", connection_id, type(exc).__name__)
+        if gone and self._targets is not None:
+            self._targets = [t for t in self._targets if t[0] not in gone]
         return sent
+
+
+MAX_EVENT_BYTES = 96 * 1024
+"""API Gateway refuses a message over 128 KB; events stay well below, with room for the frame around them."""
+ARGUMENT_PREVIEW = 2000
+TRUNCATED = "[truncated for the event; the full message is in session.preview]"
+
+
+def _size(payload: Any) -> int:
+    return len(json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode())
+
+
+def _short(value: Any) -> Any:
+    text = json.dumps(value, ensure_ascii=False) if not isinstance(value, str) else value
+    return value if len(text) <= ARGUMENT_PREVIEW else f"{text[:ARGUMENT_PREVIEW]}… {TRUNCATED}"
+
+
+def _lighter_message(message: dict[str, Any], keep_text: int | None) -> dict[str, Any]:
+    blocks = []
+    for block in message.get("content") or []:
+        if not isinstance(block, dict) or block.get("type") == "thinking":
+            continue  # reasoning stays in the stored message
+        if block.get("type") == "toolCall":
+            block = {**block, "arguments": _short(block.get("arguments"))}
+        elif block.get("type") == "text" and keep_text is not None and len(block.get("text") or "") > keep_text:
+            block = {**block, "text": f"{block['text'][:keep_text]}\n{TRUNCATED}"}
+        blocks.append(block)
+    return {**message, "content": blocks}
+
+
+def fit_event(payload: dict[str, Any]) -> dict[str, Any]:
+    """An event that fits one WebSocket message on API Gateway: first reasoning and long tool arguments are
+    left out, then text is cut, with a note saying where the whole message is. Small events pass untouched."""
+    if _size(payload) <= MAX_EVENT_BYTES:
+        return payload
+    fitted = dict(payload)
+    if isinstance(payload.get("tools"), list):
+        fitted["tools"] = [
+            {**t, "arguments": _short(t.get("arguments"))} for t in payload["tools"] if isinstance(t, dict)
+        ]
+    if isinstance(payload.get("error"), str) and len(payload["error"]) > MAX_EVENT_BYTES // 4:
+        fitted["error"] = payload["error"][: MAX_EVENT_BYTES // 4]
+    message = payload.get("message")
+    if isinstance(message, dict):
+        fitted["message"] = _lighter_message(message, None)
+        keep = MAX_EVENT_BYTES // 2
+        while _size(fitted) > MAX_EVENT_BYTES and keep > 256:
+            fitted["message"] = _lighter_message(message, keep)
+            keep //= 2
+    return fitted
 
 
 def chat_payload(run_id: str | None, state: str, **fields: Any) -> dict[str, Any]:
@@ -167,8 +230,9 @@ class DeltaStream:
                 text = "".join(self._pending)
                 self._pending.clear()
                 self._last = self.clock()
+            for start in range(0, len(text), DELTA_MAX_CHARS):  # each piece fits one message on API Gateway
                 self.frames += 1
-            self.audience.send(chat_payload(self.run_id, "delta", text=text))
+                self.audience.send(chat_payload(self.run_id, "delta", text=text[start : start + DELTA_MAX_CHARS]))
 
     def close(self) -> None:
         self.flush()

@@ -141,9 +141,10 @@ def drop_input(services: Services, session_key: str, run: dict[str, Any]) -> Non
 
 
 def _new_run(entry: dict[str, Any], now: int) -> dict[str, Any]:
+    run_id = str(entry.get("runId") or uuid.uuid4())
     run = {
-        "runId": entry["runId"],
-        "execution": execution_name(str(entry["runId"])),
+        "runId": run_id,
+        "execution": execution_name(run_id),
         "startedAt": now,
         "leaseUntil": now + START_LEASE_MS,
         "iteration": 0,
@@ -155,7 +156,8 @@ def _new_run(entry: dict[str, Any], now: int) -> dict[str, Any]:
 
 
 def _execution_running(services: Services, run: dict[str, Any]) -> bool:
-    """Whether the run's execution is still running (True when that cannot be told: never free a live run)."""
+    """Whether the run's execution is still running. True whenever that cannot be told (no state machine
+    configured, a throttled or failed DescribeExecution): a live run must never be freed by mistake."""
     arn = services.settings.agent_turn_arn
     if not arn or not run.get("execution"):
         return True
@@ -163,19 +165,24 @@ def _execution_running(services: Services, run: dict[str, Any]) -> bool:
         found = clients.stepfunctions().describe_execution(executionArn=execution_arn(arn, str(run["execution"])))
     except Exception as exc:
         code = getattr(exc, "response", {}).get("Error", {}).get("Code")
-        # not started yet (claimed a moment ago) vs. never started at all
-        return bool(code == "ExecutionDoesNotExist" and now_ms() - int(run.get("startedAt") or 0) < START_LEASE_MS)
+        if code != "ExecutionDoesNotExist":
+            log.info("could not check the execution of run %s: %s", run.get("runId"), code or type(exc).__name__)
+            return True
+        # claimed a moment ago and not started yet, or never started at all
+        return now_ms() - int(run.get("startedAt") or 0) < START_LEASE_MS
     return found.get("status") == "RUNNING"
 
 
 def is_stale(services: Services, run: dict[str, Any] | None, now: int) -> bool:
-    """A run whose lease ran out, or whose execution ended without releasing the session."""
+    """A run whose execution is no longer running although it still holds the session (it crashed past every
+    catch, or never started). Young runs are trusted without asking; older ones are checked, and the lease only
+    decides when there is no execution to ask about."""
     if not run:
         return False
-    if int(run.get("leaseUntil") or 0) < now:
-        return True
     if now - int(run.get("startedAt") or 0) < STALE_CHECK_AFTER_MS:
         return False
+    if not services.settings.agent_turn_arn or not run.get("execution"):
+        return int(run.get("leaseUntil") or 0) < now
     return not _execution_running(services, run)
 
 
@@ -198,7 +205,7 @@ def submit(
     entry = _entry(session_key, services, run_id, data, priority, extra)
     now = now_ms()
     current = (services.sessions.load_meta(session_key) or {}).get("currentRun")
-    stale_id = current.get("runId") if current and is_stale(services, current, now) else None
+    stale = current.get("execution") if current and is_stale(services, current, now) else None
     outcome: dict[str, Any] = {}
 
     def place(meta: dict[str, Any]) -> bool:
@@ -206,33 +213,40 @@ def submit(
         if not meta.get("sessionKey"):
             meta["sessionKey"] = session_key  # set by the first message, never changed (spec §5.11)
         run = meta.get("currentRun")
-        if run and run.get("runId") == stale_id and stale_id is not None:
+        if run and stale is not None and run.get("execution") == stale:
             outcome["dead"] = run
             run = None
         queue = list(meta.get("queue") or [])
+        if priority:
+            at = next((i for i, e in enumerate(queue) if not e.get("priority")), len(queue))
+            queue.insert(at, entry)
+        else:
+            at = len(queue)
+            queue.append(entry)
         if run:
-            if priority:
-                at = next((i for i, e in enumerate(queue) if not e.get("priority")), len(queue))
-                queue.insert(at, entry)
-                outcome["position"] = at + 1
-            else:
-                queue.append(entry)
-                outcome["position"] = len(queue)
+            outcome["position"] = at + 1
             meta["queue"] = queue
             return True
-        meta["currentRun"] = _new_run(entry, now)
+        # idle: the head of the queue starts (this entry, unless older entries wait: a dead run was taken over)
+        head = queue.pop(0)
+        meta["queue"] = queue
+        meta["currentRun"] = _new_run(head, now)
         outcome["run"] = meta["currentRun"]
+        if head is not entry:
+            outcome["position"] = at
         return True
 
     services.sessions.update_meta(session_key, place, now=now)
     dead = outcome.get("dead")
     if dead is not None:
         log.warning("run %s of %s ended without releasing the session", dead.get("runId"), session_key)
+        drop_input(services, session_key, dead)
         if emit_error is not None:
             emit_error(session_key, str(dead.get("runId")), {"error": "Run ended unexpectedly"})
-    if "run" not in outcome:
+    if "run" in outcome:
+        _start(services, session_key, outcome["run"], emit_error)
+    if "position" in outcome:
         return Submitted(run_id, queued=True, position=int(outcome["position"]))
-    _start(services, session_key, outcome["run"], emit_error)
     return Submitted(run_id, queued=False)
 
 
@@ -314,34 +328,104 @@ def finish(
     return released(services, session_key, taken or None, emit_error=emit_error)
 
 
-def stop(services: Services, session_key: str, *, emit_error: Emit | None = None) -> Stopped:
-    """Cancel the current run (`/stop`): its execution is stopped, the calls it waits for are settled so late
-    answers are dropped, clients get "Run cancelled by user", and the next queued input starts."""
+def stop(
+    services: Services,
+    session_key: str,
+    *,
+    emit_error: Emit | None = None,
+    reason: str = "Run cancelled by user",
+    start_next: bool = True,
+) -> Stopped:
+    """Cancel the current run (`/stop`, a manual reset): its execution is stopped, the calls it waits for are
+    settled so late answers are dropped, clients get `reason`, and (with `start_next`) the next queued input
+    starts."""
     meta = services.sessions.load_meta(session_key) or {}
     run = meta.get("currentRun")
     if not run:
         return Stopped(was_running=False)
     run_id, execution = str(run["runId"]), run.get("execution")
-    done = finish(services, session_key, run_id, execution, emit_error=None)
-    if done is None:  # it ended by itself meanwhile
+    now = now_ms()
+    taken: dict[str, Any] = {}
+
+    def apply(meta: dict[str, Any]) -> bool:
+        taken.clear()
+        outcome = release(meta, run_id, execution, now) if start_next else _release_only(meta, run_id, execution)
+        if outcome is None:
+            return False
+        taken.update(outcome)
+        return True
+
+    services.sessions.update_meta(session_key, apply, now=now)
+    if not taken:  # it ended by itself meanwhile
         return Stopped(was_running=False)
     arn = services.settings.agent_turn_arn
     if arn and execution:
         try:
             clients.stepfunctions().stop_execution(
-                executionArn=execution_arn(arn, str(execution)), error="Cancelled", cause="Run cancelled by user"
+                executionArn=execution_arn(arn, str(execution)), error="Cancelled", cause=reason
             )
         except Exception as exc:
             log.info("stopping execution of run %s: %s", run_id, type(exc).__name__)
-    from orbital.agent import tools
+    from orbital.agent import notify, tools
 
-    cancelled = tools.cancel_pending(services, run_id, int(done.get("iteration") or 0))
+    cancelled = tools.cancel_pending(services, str(execution or ""), int(taken["done"].get("iteration") or 0))
     if emit_error is not None:
-        emit_error(session_key, run_id, {"error": "Run cancelled by user"})
-    from orbital.agent import notify
-
-    notify.run_ended(services, session_key, done, error="Run cancelled by user")
+        emit_error(session_key, run_id, {"error": reason})
+    done = released(services, session_key, taken, emit_error=emit_error)
+    if done is not None:
+        notify.run_ended(services, session_key, done, error=reason)
     return Stopped(was_running=True, run_id=run_id, cancelled=cancelled)
+
+
+def _release_only(meta: dict[str, Any], run_id: str, execution: str | None) -> dict[str, Any] | None:
+    """`release` without handing the session to the next queued input (it starts later, with `kick`)."""
+    run = meta.get("currentRun")
+    if not run or run.get("runId") != run_id or (execution and run.get("execution") != execution):
+        return None
+    meta.pop("currentRun", None)
+    return {"done": run, "next": None}
+
+
+def kick(services: Services, session_key: str, *, emit_error: Emit | None = None) -> bool:
+    """Start the head of the queue if the session is idle (after a stop that held it back). True if one started."""
+    now = now_ms()
+    taken: dict[str, Any] = {}
+
+    def apply(meta: dict[str, Any]) -> bool:
+        taken.clear()
+        queue = list(meta.get("queue") or [])
+        if meta.get("currentRun") or not queue:
+            return False
+        meta["currentRun"] = taken["run"] = _new_run(queue.pop(0), now)
+        meta["queue"] = queue
+        return True
+
+    if not services.settings.agent_turn_arn or not (services.sessions.load_meta(session_key) or {}).get("queue"):
+        return False  # nothing to start, or no agent to start it with (the queue is kept)
+    services.sessions.update_meta(session_key, apply, now=now)
+    if "run" not in taken:
+        return False
+    try:
+        _start(services, session_key, taken["run"], emit_error)
+    except UnavailableError:
+        return False
+    return True
+
+
+RESET_REASON = "Run cancelled: the session was reset"
+
+
+def reset_session(services: Services, session_key: str, *, now: int, emit_error: Emit | None = None) -> dict[str, Any]:
+    """A manual reset (`session.reset`, `/new`, `/reset`): a run in progress is cancelled first (its later tool
+    results would belong to the old conversation), the session is archived and renewed, queued messages (kept,
+    F16) start in the fresh session, and memories are extracted from the archive in the background."""
+    stop(services, session_key, emit_error=emit_error, reason=RESET_REASON, start_next=False)
+    result = services.sessions.reset(session_key, now=now)
+    kick(services, session_key, emit_error=emit_error)
+    from orbital.agent import memories
+
+    memories.schedule(services, session_key, result)
+    return result
 
 
 def current_run(services: Services, session_key: str) -> dict[str, Any] | None:

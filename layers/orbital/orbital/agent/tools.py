@@ -127,7 +127,9 @@ def dispatch(it: Iteration, calls: list[dict[str, Any]]) -> tuple[list[dict[str,
     if not launches:
         return [tool_result_message(it.services, it.session_key, e, e["outcome"]) for e in plan], 0
     deadline = max(launch.deadline_ms for launch in launches)
-    waitgroup.open_group(it.services, it.group_id, _store_plan(it, plan, deadline), len(launches))
+    wait_s = max(1, math.ceil((deadline - it.now_ms) / 1000) + WAIT_MARGIN_S)
+    if not waitgroup.open_group(it.services, it.group_id, _store_plan(it, plan, deadline), len(launches)):
+        return None, wait_s  # an earlier attempt of this step launched them: wait for those
     for launch in launches:
         try:
             launch.start()
@@ -135,7 +137,6 @@ def dispatch(it: Iteration, calls: list[dict[str, Any]]) -> tuple[list[dict[str,
             message = exc.message if isinstance(exc, RpcError) else (str(exc) or type(exc).__name__)
             log.warning("could not start tool call %s: %s", launch.call_id, message)
             _answer_failed_launch(it, launch.call_id, message)
-    wait_s = max(1, math.ceil((deadline - it.now_ms) / 1000) + WAIT_MARGIN_S)
     return None, wait_s
 
 

@@ -176,6 +176,7 @@ class _Run:
             done = runs.finish(self.services, self.key, self.run_id, self.execution, emit_error=emit_error)
         if done is None:  # the run lost the session meanwhile (stopped, taken over): it was reported then
             return _state(self.event, self.iteration, "done")
+        self.audience.refresh()  # a step can last minutes: clients may have come and gone
         if state == "final":
             self.audience.send(events.chat_payload(self.run_id, "final", message=message))
         else:
@@ -253,9 +254,26 @@ def _store_user_message(r: _Run, meta: dict[str, Any], run: dict[str, Any]) -> d
     return r.append([message], start)
 
 
+def _resume(r: _Run, meta: dict[str, Any], run: dict[str, Any]) -> dict[str, Any]:
+    """This turn's reply was stored by an earlier attempt of the step (a retried Lambda): carry on from it without
+    calling the model again. A reply without tool calls ended the run in the same write, so this one has them."""
+    stored = [m for m in r.services.sessions.messages(r.key, 20, meta=meta) if m.get("role") == "assistant"]
+    reply = stored[-1] if stored else None
+    calls = tool_calls_of(reply) if reply else []
+    if reply is None or not calls:
+        return r.end("error", error="The agent run was interrupted; send your message again")
+    group = waitgroup.load(r.services, tools.group_id(r.execution, r.iteration))
+    if group is not None:  # the tools were launched too: wait for what is left
+        left = int(as_dict(group.data).get("deadlineMs") or 0) - _now()
+        return _state(r.event, r.iteration, "wait", max(1, left // 1000 + tools.WAIT_MARGIN_S))
+    return _run_tools(r, run, reply, calls)
+
+
 def _model_turn(r: _Run, meta: dict[str, Any]) -> dict[str, Any]:
     services, config = r.services, r.config
     run = meta.get("currentRun") or {}
+    if run.get("replyFor") == r.iteration:
+        return _resume(r, meta, run)
     cap = settings.max_iterations(config)
     if r.iteration >= cap:
         note = note_message(
@@ -351,6 +369,9 @@ def _model_turn(r: _Run, meta: dict[str, Any]) -> dict[str, Any]:
 
     def account(meta: dict[str, Any], run: dict[str, Any]) -> bool:
         freed.clear()
+        if run.get("replyFor") == r.iteration:
+            return False  # an earlier attempt of this step stored its reply already
+        run["replyFor"] = r.iteration
         meta["inputTokens"] = int(meta.get("inputTokens") or 0) + int(usage.get("input") or 0)
         meta["outputTokens"] = int(meta.get("outputTokens") or 0) + int(usage.get("output") or 0)
         meta["totalTokens"] = int(meta.get("totalTokens") or 0) + int(usage.get("totalTokens") or 0)
@@ -363,16 +384,36 @@ def _model_turn(r: _Run, meta: dict[str, Any]) -> dict[str, Any]:
             freed.update(runs.release(meta, r.run_id, r.execution, _now()) or {})
         return True
 
-    if r.append([reply], account) is None:
+    try:
+        stored = r.append([reply], account)
+    except Exception:
+        if not freed:
+            raise  # the catch-all reports it and frees the session
+        # the session was already handed on in the meta write; the reply itself could not be stored
+        log.exception("storing the final reply of run %s failed", r.run_id)
+        return r.end("error", error="The reply could not be stored; try again", released=freed)
+    if stored is None:
+        meta = services.sessions.load_meta(r.key) or {}
+        run = meta.get("currentRun") or {}
+        if _owns(run, r.run_id, r.execution) and run.get("replyFor") == r.iteration:
+            return _resume(r, meta, run)  # another attempt of this step stored its reply first
         return _state(r.event, r.iteration, "done")  # stopped meanwhile: the reply is dropped
 
     if not calls:
         return r.end("final", message=reply, released=freed or None)
+    return _run_tools(r, run, reply, calls)
 
+
+def _run_tools(r: _Run, run: dict[str, Any], reply: dict[str, Any], calls: list[dict[str, Any]]) -> dict[str, Any]:
+    """Announce the tool calls of a stored reply and run them: answered at once → the results are stored and the
+    next turn follows; otherwise → wait for the wait group."""
+    services, config = r.services, r.config
     if text_of(reply).strip():
         r.audience.send(events.chat_payload(r.run_id, "partial", message=reply))
         notify.deliver(services, r.key, run, "partial", text_of(reply))
     r.audience.send(events.chat_payload(r.run_id, "tool", tools=[_call_summary(c) for c in calls]))
+    if not _owns(runs.current_run(services, r.key), r.run_id, r.execution):
+        return _state(r.event, r.iteration, "done")  # stopped while announcing: launch nothing
     it = tools.Iteration(services, config, r.key, r.agent_id, r.run_id, r.execution, r.iteration, _now())
     results, wait_s = tools.dispatch(it, calls)
     if results is None:
@@ -387,8 +428,8 @@ def _model_turn(r: _Run, meta: dict[str, Any]) -> dict[str, Any]:
         r.lease(run)
         return True
 
-    if r.append(results, mark) is None:
-        return _state(r.event, r.iteration, "done")
+    if r.append(results, mark) is None and not _owns(runs.current_run(services, r.key), r.run_id, r.execution):
+        return _state(r.event, r.iteration, "done")  # (None while still owning: an earlier attempt stored them)
     return _state(r.event, nxt, "turn")
 
 
@@ -459,13 +500,12 @@ def fail(services: Services, event: dict[str, Any]) -> dict[str, Any]:
     execution = str(event.get("execution") or "")
     message = _failure_text(event.get("error"))
     log.warning("run %s of %s failed: %s", run_id, key, event.get("error"))
-    if not _owns(runs.current_run(services, key), run_id, execution):
+    done = runs.finish(services, key, run_id, execution, emit_error=events.error_emitter(services))
+    if done is None:  # stopped or taken over meanwhile, and reported then
         return {"reported": False}
     events.emit(services, key, run_id, "error", error=message)
-    done = runs.finish(services, key, run_id, execution, emit_error=events.error_emitter(services))
-    if done is not None:
-        notify.run_ended(services, key, done, error=message)
-        tools.cancel_pending(services, execution, int(done.get("iteration") or 0))
+    notify.run_ended(services, key, done, error=message)
+    tools.cancel_pending(services, execution, int(done.get("iteration") or 0))
     return {"reported": True}
 
 

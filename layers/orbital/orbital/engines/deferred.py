@@ -205,21 +205,33 @@ def settle(services: Services, call_id: str, outcome: dict[str, Any]) -> tuple[P
     return claimed
 
 
-def settled_without_outcome(services: Services, call: PendingCall, outcome: dict[str, Any]) -> None:
-    """A call claimed with no outcome (timeout, node loss handled by its kind): record `outcome` for the run that
-    waits on it, and count it done in its wait group. Calls outside a group need neither."""
+def _count_done(services: Services, call: PendingCall) -> None:
     group = group_of(call)
-    if not group:
-        return
-    _set_outcome_if_missing(services, call.call_id, outcome)
-    waitgroup.done_one(services, group)
+    if group:
+        waitgroup.done_one(services, group)
 
 
-def _set_outcome_if_missing(services: Services, call_id: str, outcome: dict[str, Any]) -> None:
-    rec = services.table.get(keys.pending_call(call_id))
-    if rec is not None and rec.attrs.get("out"):
-        return
-    services.table.update(keys.pending_call(call_id), set_attrs={"out": _stored_outcome(services, call_id, outcome)})
+def claim_for_timeout(services: Services, call_id: str, default_error: str) -> tuple[PendingCall, str | None] | None:
+    """Claim a call whose wait timed out. A call a run waits for gets its timeout outcome in the same write and is
+    counted done in its wait group."""
+    found = get(services, call_id)
+    outcome = None
+    if found is not None and group_of(found.call):
+        given = found.call.extra.get("onTimeout")
+        outcome = given if isinstance(given, dict) else {"error": default_error}
+    claimed = claim(services, call_id, outcome)
+    if claimed is not None:
+        _count_done(services, claimed[0])
+    return claimed
+
+
+def claim_for_failure(services: Services, call_id: str, message: str) -> tuple[PendingCall, str | None] | None:
+    """Claim a call whose wait failed (the deferred-call workflow's catch-all), likewise."""
+    found = get(services, call_id)
+    claimed = claim(services, call_id, {"error": message} if found is not None and group_of(found.call) else None)
+    if claimed is not None:
+        _count_done(services, claimed[0])
+    return claimed
 
 
 def record_answered(services: Services, call_id: str, outcome: dict[str, Any], *, group: str | None = None) -> bool:
@@ -292,7 +304,9 @@ def fail_node_calls(services: Services, node_id: str, reason: str, *, kinds: set
     for call in pending_on_node(services, node_id):
         if kinds is not None and call.kind not in kinds:
             continue
-        claimed = claim(services, call.call_id)
+        # a call a run waits for keeps its outcome in the same write as the claim, so the run never sees it done
+        # without an answer
+        claimed = claim(services, call.call_id, {"error": reason} if group_of(call) else None)
         if claimed is None:
             continue
         call, token = claimed
@@ -301,7 +315,7 @@ def fail_node_calls(services: Services, node_id: str, reason: str, *, kinds: set
             handler(services, call, reason)
         else:
             answer(services, call, error={"code": 503, "message": reason})
-        settled_without_outcome(services, call, {"error": reason})
+        _count_done(services, call)
         close_execution(token, error="NodeLost", cause=reason)
         failed += 1
     return failed

@@ -32,8 +32,20 @@ log = logging.getLogger("orbital.waitgroup")
 TTL_SECONDS = 3 * 86400
 
 
-def open_group(services: Services, group_id: str, data: dict[str, Any], count: int) -> None:
-    services.table.put(keys.wait_group(group_id), data, attrs={"n": count}, ttl=int(time.time()) + TTL_SECONDS)
+def open_group(services: Services, group_id: str, data: dict[str, Any], count: int) -> bool:
+    """Create a group with `count` calls outstanding. False if it exists already (a retried step): a group is
+    never overwritten, since answers may already have counted down the existing one."""
+    try:
+        services.table.put(
+            keys.wait_group(group_id),
+            data,
+            attrs={"n": count},
+            ttl=int(time.time()) + TTL_SECONDS,
+            condition="attribute_not_exists(PK)",
+        )
+    except ConflictError:
+        return False
+    return True
 
 
 def load(services: Services, group_id: str) -> Record | None:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
-from orbital.agent import context, events, memories, runs
+from orbital.agent import context, events, runs
 from orbital.domain import commands
 from orbital.domain.config import as_dict
 from orbital.domain.reset_policy import initial_policy
@@ -66,8 +66,7 @@ def _run_command(ctx: CallContext, key: str, command: commands.Command) -> comma
     now = ctx.now_ms()
     name = command.name
     if name == "reset":
-        outcome = services.sessions.reset(key, now=now)
-        memories.schedule(services, key, outcome)
+        outcome = runs.reset_session(services, key, now=now, emit_error=events.error_emitter(services))
         return commands.CommandReply(response=commands.reset_response(int(outcome["archivedMessages"])))
     if name == "compact":
         keep = commands.compact_count(command.args)

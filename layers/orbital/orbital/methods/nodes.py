@@ -373,8 +373,11 @@ def node_exec_event(ctx: CallContext, params: ExecEventParams) -> dict[str, Any]
         ]
         event_id = ":".join(str(p) for p in parts if p is not None and p != "")
     table = ctx.services.table
-    if params.event != "started" and table.get(keys.exec_event(node_id, session_id, event_id)) is not None:
-        return {"ok": True}  # delivered (or queued) already: a repeat is acknowledged, not run again
+    stored = table.get(keys.exec_event(node_id, session_id, event_id)) if params.event != "started" else None
+    if stored is not None:  # a repeat: acknowledged, not run again; delivered now if the first try could not
+        if stored.attrs.get("delivered") is not True and not _inject_completion(ctx.services, stored.data):
+            raise UnavailableError("Could not deliver the event to its session; try again", retryable=True)
+        return {"ok": True}
     mapping = table.get(keys.exec_session(node_id, session_id))
     if mapping is None:
         return {"ok": True, "dropped": True}
@@ -409,16 +412,37 @@ def node_exec_event(ctx: CallContext, params: ExecEventParams) -> dict[str, Any]
     except ConflictError:
         return {"ok": True}  # already stored: duplicates are acknowledged, not repeated
     table.delete(keys.exec_session(node_id, session_id))
-    _inject_completion(ctx.services, record)
+    if not _inject_completion(ctx.services, record):
+        # stored but not delivered: the node keeps it and sends it again, which delivers it then
+        raise UnavailableError("Could not deliver the event to its session; try again", retryable=True)
     return {"ok": True}
 
 
-def _inject_completion(services: Services, record: dict[str, Any]) -> None:
+def _claim_delivery(services: Services, record: dict[str, Any], claim: int) -> bool:
+    """Exactly one delivery attempt at a time (a repeat can arrive in a parallel Lambda): `dl` holds the attempt's
+    time while it runs, 0 after a failed one."""
+    key = keys.exec_event(str(record["nodeId"]), str(record["sessionId"]), str(record["eventId"]))
+    try:
+        services.table.update(
+            key,
+            set_attrs={"dl": claim},
+            condition="attribute_not_exists(dl) OR dl = :zero",
+            values={":zero": 0},
+            return_values="NONE",
+        )
+    except ConflictError:
+        return False
+    return True
+
+
+def _inject_completion(services: Services, record: dict[str, Any]) -> bool:
     """Spec §14.2: a finished background command becomes a user-role system event in the session that started it,
     ahead of queued user messages (an agent turn of its own; the reply goes to clients, not to channels)."""
     session_key = record.get("sessionKey")
     if not isinstance(session_key, str) or not session_key:
-        return
+        return True  # nobody to tell
+    if not _claim_delivery(services, record, int(time.time() * 1000)):
+        return True  # another attempt is delivering it (or did)
     fields = ("eventId", "nodeId", "sessionId", "callId", "event", "exitCode", "signal", "outputTail", "startedAt")
     body = {name: record.get(name) for name in (*fields, "endedAt")}
     text = "System event: async_exec_completion\n" + json.dumps(body, separators=(",", ":"), ensure_ascii=False)
@@ -435,11 +459,16 @@ def _inject_completion(services: Services, record: dict[str, Any]) -> None:
         )
     except Exception:
         log.exception("could not deliver exec event %s to %s", record.get("eventId"), session_key)
-        return
+        services.table.update(
+            keys.exec_event(str(record["nodeId"]), str(record["sessionId"]), str(record["eventId"])),
+            set_attrs={"dl": 0},
+        )
+        return False
     services.table.update(
         keys.exec_event(str(record["nodeId"]), str(record["sessionId"]), str(record["eventId"])),
         set_attrs={"delivered": True},
     )
+    return True
 
 
 # --- node loss and replacement ---------------------------------------------------------------------------------

@@ -277,9 +277,12 @@ def session_preview(ctx: CallContext, params: SessionPreviewParams) -> dict[str,
 def session_reset(ctx: CallContext, params: SessionKeyParams) -> dict[str, Any]:
     """Start a fresh session under the same key: messages are archived to
     `agents/{agentId}/sessions/{oldSessionId}.jsonl.gz`, the session's media is deleted, token totals are zeroed.
-    Settings, label and reset policy are kept."""
+    Settings, label, reset policy and queued messages are kept. A run in progress is cancelled ("Run cancelled:
+    the session was reset"); memories are extracted from the archive in the background when configured."""
     key = session_key_param(ctx, params.sessionKey)
-    return ctx.services.sessions.reset(key, now=ctx.now_ms())
+    from orbital.agent import events, runs
+
+    return runs.reset_session(ctx.services, key, now=ctx.now_ms(), emit_error=events.error_emitter(ctx.services))
 
 
 @router.method("session.compact", params=SessionCompactParams, result=CompactResult)

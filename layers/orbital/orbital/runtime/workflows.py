@@ -25,31 +25,27 @@ def _register(services: Services, event: dict[str, Any]) -> dict[str, Any]:
 
 
 def _timeout(services: Services, event: dict[str, Any]) -> dict[str, Any]:
-    claimed = deferred.claim(services, event["callId"])
+    claimed = deferred.claim_for_timeout(services, event["callId"], "Call timed out")
     if claimed is None:
         return {"timedOut": False}
     call, _ = claimed
     handler = services.hooks.call_timeout.get(call.kind)
-    message = f"Call timed out after {call.timeout_ms}ms"
     if handler is not None:
         handler(services, call)
     else:
-        deferred.answer(services, call, error={"code": 504, "message": message})
-    on_timeout = call.extra.get("onTimeout")
-    deferred.settled_without_outcome(services, call, on_timeout if isinstance(on_timeout, dict) else {"error": message})
+        deferred.answer(services, call, error={"code": 504, "message": f"Call timed out after {call.timeout_ms}ms"})
     return {"timedOut": True, "kind": call.kind}
 
 
 def _fail(services: Services, event: dict[str, Any]) -> dict[str, Any]:
-    claimed = deferred.claim(services, event["callId"])
+    err = event.get("error") or {}
+    message = f"Call failed: {err.get('Error') or 'error'}"
+    claimed = deferred.claim_for_failure(services, event["callId"], message)
     if claimed is None:
         return {"failed": False}
     call, _ = claimed
-    err = event.get("error") or {}
     log.warning("deferred call %s failed in its workflow: %s", call.call_id, err.get("Error"))
-    message = f"Call failed: {err.get('Error') or 'error'}"
     deferred.answer(services, call, error={"code": 500, "message": message})
-    deferred.settled_without_outcome(services, call, {"error": message})
     return {"failed": True}
 
 
