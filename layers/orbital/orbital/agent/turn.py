@@ -359,7 +359,7 @@ def _model_turn(r: _Run, meta: dict[str, Any]) -> dict[str, Any]:
                     "error",
                     error="Context window exceeded even after compaction. Try resetting the session with /reset.",
                 )
-            return r.end("error", error=exc.message)
+            return r.end("error", error=_explained(exc, model))
         finally:
             stream.close()
 
@@ -431,6 +431,16 @@ def _run_tools(r: _Run, run: dict[str, Any], reply: dict[str, Any], calls: list[
     if r.append(results, mark) is None and not _owns(runs.current_run(services, r.key), r.run_id, r.execution):
         return _state(r.event, r.iteration, "done")  # (None while still owning: an earlier attempt stored them)
     return _state(r.event, nxt, "turn")
+
+
+def _explained(exc: ModelError, model: dict[str, str]) -> str:
+    """A model error as clients see it; a missing key says how to configure one."""
+    if exc.kind == "auth" and exc.message.startswith("API key not configured"):
+        return (
+            f"{exc.message}. Set it with config.set apiKeys.{model['provider']} (or the provider's usual environment "
+            "variable), or pick another model with /model provider/model-id."
+        )
+    return exc.message
 
 
 def _call_summary(block: dict[str, Any]) -> dict[str, Any]:
