@@ -1,16 +1,25 @@
-"""Methods of the `heartbeat` family: per-agent heartbeat state (spec §10)."""
+"""Methods of the `heartbeat` family: per-agent heartbeat state, the schedule and manual runs (spec §10, fix F8).
+
+The work is done by `orbital.engines.heartbeat`; due heartbeats are run by the scheduler tick, not by a method.
+"""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from orbital.protocol.registry import NoParams, Result, Router
+from pydantic import Field
+
+from orbital.engines import heartbeat as engine
+from orbital.protocol.registry import NoParams, Params, Result, Router
 
 if TYPE_CHECKING:
     from orbital.protocol.context import CallContext
     from orbital.runtime.services import Services
 
 router = Router("heartbeat")
+
+DEFAULT_TRIGGER_AGENT = "main"
+"""`heartbeat.trigger` without an agent runs `main`, whichever agent is the default (as GSV does)."""
 
 
 class LastActive(Result):
@@ -33,19 +42,26 @@ class HeartbeatStatusResult(Result):
     agents: dict[str, HeartbeatAgentStatus]
 
 
+class HeartbeatStartResult(Result):
+    message: str
+    agents: dict[str, HeartbeatAgentStatus]
+
+
+class HeartbeatTriggerParams(Params):
+    # loosely typed: anything but a non-blank string runs the `main` agent
+    agentId: Any = Field(default=None, json_schema_extra={"type": "string"})
+
+
+class HeartbeatTriggerResult(Result):
+    ok: bool
+    message: str
+    skipped: bool | None = None
+    skipReason: str | None = None
+
+
 def heartbeat_status(services: Services) -> dict[str, dict[str, Any]]:
     """Every agent with heartbeat state, then every agent that only has a last-active context (null state)."""
-    repo = services.gateway
-    contexts = repo.last_active_contexts()
-    agents: dict[str, dict[str, Any]] = dict(repo.heartbeat_states())
-    for agent_id in contexts:
-        if agent_id not in agents:
-            agents[agent_id] = repo.empty_heartbeat_state(agent_id)
-    for agent_id, status in agents.items():
-        context = contexts.get(agent_id)
-        if context is not None:
-            status["lastActive"] = {k: context.get(k) for k in ("channel", "accountId", "peer", "timestamp")}
-    return agents
+    return engine.status(services)
 
 
 @router.method("heartbeat.status", params=NoParams, result=HeartbeatStatusResult)
@@ -53,3 +69,21 @@ def heartbeat_status_method(ctx: CallContext, params: NoParams) -> dict[str, Any
     """Heartbeat state per agent (`nextHeartbeatAt`, `lastHeartbeatAt`, `lastHeartbeatText`, `lastHeartbeatSentAt`,
     and where the agent was last talked to as `lastActive`)."""
     return {"agents": heartbeat_status(ctx.services)}
+
+
+@router.method("heartbeat.start", params=NoParams, result=HeartbeatStartResult)
+def heartbeat_start(ctx: CallContext, params: NoParams) -> dict[str, Any]:
+    """(Re)start the heartbeat schedule: every configured agent (`agents.list`, else the default agent) is due one
+    interval (`every`) from now, state of other agents is dropped. Answers with the status of every agent."""
+    agents = engine.schedule(ctx.services, ctx.now_ms())
+    return {"message": "Heartbeat scheduler started", "agents": agents}
+
+
+@router.method("heartbeat.trigger", params=HeartbeatTriggerParams, result=HeartbeatTriggerResult)
+def heartbeat_trigger(ctx: CallContext, params: HeartbeatTriggerParams) -> dict[str, Any]:
+    """Run an agent's heartbeat now (default agent id `main`), whatever the time, its HEARTBEAT.md or its other
+    sessions. `ok: false` with the reason when the run could not start; the reply arrives as `chat` events of the
+    session `agent:{agentId}:heartbeat:system:internal`."""
+    raw = params.agentId
+    agent_id = raw if isinstance(raw, str) and raw.strip() else DEFAULT_TRIGGER_AGENT
+    return engine.trigger(ctx.services, agent_id, ctx.now_ms())

@@ -14,7 +14,7 @@ Single table: `PK`, `SK`, `GSI1PK`/`GSI1SK` (index `GSI1`), `ttl` (epoch seconds
 | session message     | SESSION#{sessionKey} | MSG#{sessionId}#{seq:012d} | one item per message                    |
 | session registry    | SESSIONREG           | {sessionKey}               | sessions.list                           |
 | pending pair        | PAIRS                | {channel}:{senderId}       |                                         |
-| heartbeat state     | HEARTBEAT            | {agentId}                  |                                         |
+| heartbeat state     | HEARTBEAT            | {agentId}                  | optimistic version `v`                  |
 | last active context | LASTACTIVE           | {agentId}                  |                                         |
 | cron job            | CRON                 | JOB#{jobId}                | GSI1: CRONDUE / {nextRunAtMs:015d}#{id} |
 | cron run            | CRONRUN#{jobId}      | {ts:015d}#{seq}            |                                         |
@@ -115,6 +115,11 @@ def cron_job(job_id: str) -> tuple[str, str]:
 
 def cron_due(next_run_at_ms: int, job_id: str) -> tuple[str, str]:
     return CRON_DUE_GSI_PK, f"{next_run_at_ms:015d}#{job_id}"
+
+
+def cron_due_until(now_ms: int) -> str:
+    """The greatest index sort key of a job due at `now_ms` (`cron_due` sorts by next run time, then id)."""
+    return f"{max(0, now_ms):015d}#\uffff"
 
 
 def cron_runs_pk(job_id: str) -> str:
@@ -307,3 +312,28 @@ def message_body(session_key: str, session_id: str, seq: int) -> str:
 
 def call_outcome_blob(call_id: str) -> str:
     return f"calls/{call_id}/outcome.json"
+
+
+# --- cron runs in progress (task runs with a timeout), inbound messages seen ------------------------------------
+#
+# | inbound seen        | INBOUND#{channel}:{acct}   | {messageId}                 | ttl 48 h                          |
+# | active cron run     | CRONACTIVE#{jobId}         | {runId}                     | GSI1: CRONACTIVE / {deadline}#id |
+
+CRON_ACTIVE_GSI_PK = "CRONACTIVE"
+
+
+def cron_active_pk(job_id: str) -> str:
+    return f"CRONACTIVE#{job_id}"
+
+
+def cron_active(job_id: str, run_id: str) -> tuple[str, str]:
+    return cron_active_pk(job_id), run_id
+
+
+def cron_active_index(deadline_ms: int, job_id: str) -> tuple[str, str]:
+    return CRON_ACTIVE_GSI_PK, f"{max(0, deadline_ms):015d}#{job_id}"
+
+
+def inbound_seen(channel: str, account_id: str, message_id: str) -> tuple[str, str]:
+    """Marks an inbound channel message as received (exactly-once processing of repeated deliveries)."""
+    return f"INBOUND#{channel}:{account_id}", message_id

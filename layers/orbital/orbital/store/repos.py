@@ -4,8 +4,9 @@ and cron run history.
 Items hold the wire-shaped dicts the methods return (`PendingPair`, heartbeat state, `CronJob`, `CronRun`), so a
 read is a plain load. Ids passed to this repository are already normalized by the caller.
 
-Cron jobs carry a version attribute `v` for optimistic updates, and sit on GSI1 (`CRONDUE`, ordered by next run)
-while they are enabled and have a next run, so due jobs are found without reading every job.
+Heartbeat states and cron jobs carry a version attribute `v` for optimistic updates. Cron jobs also sit on GSI1
+(`CRONDUE`, ordered by next run) while they are enabled and have a next run, so due jobs are found without reading
+every job.
 """
 
 from __future__ import annotations
@@ -128,11 +129,37 @@ class GatewayRepo:
         states = (self._heartbeat_from(rec) for rec in self.table.query(keys.HEARTBEAT_PK))
         return {state["agentId"]: state for state in states}
 
-    def put_heartbeat_state(self, agent_id: str, state: dict[str, Any]) -> dict[str, Any]:
-        """Store an agent's state; missing fields are stored as null. Returns what was stored."""
+    def heartbeat_state_versioned(self, agent_id: str) -> tuple[dict[str, Any], int] | None:
+        """An agent's state and its version (0 for an item written before versions existed), or None."""
+        rec = self.table.get(keys.heartbeat(agent_id))
+        return (self._heartbeat_from(rec), int(rec.attrs.get("v", 0))) if rec else None
+
+    def put_heartbeat_state(
+        self, agent_id: str, state: dict[str, Any], *, create: bool = False, expect_version: int | None = None
+    ) -> dict[str, Any]:
+        """Store an agent's state; missing fields are stored as null. Returns what was stored.
+
+        `create` fails with ConflictError if the agent has state; `expect_version` fails with ConflictError if the
+        stored version differs (someone else wrote the state since it was read)."""
         full = self.empty_heartbeat_state(agent_id)
         full.update({k: state[k] for k in HEARTBEAT_STATE_FIELDS if k in state})
-        self.table.put(keys.heartbeat(agent_id), full)
+        key = keys.heartbeat(agent_id)
+        condition: str | None = None
+        values: dict[str, Any] | None = None
+        if create:
+            version = 1
+            condition = "attribute_not_exists(PK)"
+        elif expect_version is not None:
+            version = expect_version + 1
+            if expect_version == 0:
+                condition = "attribute_exists(PK) AND attribute_not_exists(v)"
+            else:
+                condition = "v = :v"
+                values = {":v": expect_version}
+        else:
+            current = self.table.get(key)
+            version = int(current.attrs.get("v", 0)) + 1 if current else 1
+        self.table.put(key, full, attrs={"v": version}, condition=condition, values=values)
         return full
 
     def delete_heartbeat_state(self, agent_id: str) -> None:
@@ -234,7 +261,8 @@ class GatewayRepo:
     ) -> list[dict[str, Any]]:
         """Enabled jobs whose next run has come and that are not running, earliest first (then oldest).
         `include_running` keeps running ones too, for a caller that judges whether a running marker is stale."""
-        due = [r.data for r in self.table.query_index(keys.CRON_DUE_GSI_PK)]
+        # the index is sorted by next run time: read only the jobs whose time has come
+        due = [r.data for r in self.table.query_index(keys.CRON_DUE_GSI_PK, sk_max=keys.cron_due_until(now_ms))]
         check = cron_next_run_reached if include_running else cron_is_due
         due = [job for job in due if check(job, now_ms)]
         due.sort(key=cron_order_key)

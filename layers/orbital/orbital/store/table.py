@@ -249,7 +249,14 @@ class Table:
         return recs[:limit] if limit is not None else recs
 
     def _query_items(
-        self, pk: str, *, sk_prefix: str | None, forward: bool, limit: int | None, index: str | None = None
+        self,
+        pk: str,
+        *,
+        sk_prefix: str | None,
+        forward: bool,
+        limit: int | None,
+        index: str | None = None,
+        sk_max: str | None = None,
     ) -> list[dict[str, Any]]:
         pk_name, sk_name = ("GSI1PK", "GSI1SK") if index else ("PK", "SK")
         expr = "#pk = :pk"
@@ -258,6 +265,10 @@ class Table:
         if sk_prefix is not None:
             expr += " AND begins_with(#sk, :sk)"
             values[":sk"] = {"S": sk_prefix}
+            names["#sk"] = sk_name
+        elif sk_max is not None:
+            expr += " AND #sk <= :skmax"
+            values[":skmax"] = {"S": sk_max}
             names["#sk"] = sk_name
         kwargs: dict[str, Any] = {
             "TableName": self.name,
@@ -282,8 +293,12 @@ class Table:
             kwargs["ExclusiveStartKey"] = last
         return items
 
-    def query_index(self, gsi_pk: str, *, sk_prefix: str | None = None, limit: int | None = None) -> list[Record]:
-        items = self._query_items(gsi_pk, sk_prefix=sk_prefix, forward=True, limit=limit, index="GSI1")
+    def query_index(
+        self, gsi_pk: str, *, sk_prefix: str | None = None, limit: int | None = None, sk_max: str | None = None
+    ) -> list[Record]:
+        """Items of an index partition, in sort-key order: all, those whose sort key starts with `sk_prefix`, or
+        those up to `sk_max` (e.g. everything due by now)."""
+        items = self._query_items(gsi_pk, sk_prefix=sk_prefix, forward=True, limit=limit, index="GSI1", sk_max=sk_max)
         return [r for r in (self._decode(i) for i in items) if r]
 
     def count(self, pk: str, *, sk_prefix: str | None = None) -> int:
