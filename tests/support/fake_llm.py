@@ -4,6 +4,7 @@
 - Anthropic Messages           POST {base}/v1/messages                  (SSE when "stream": true, else JSON)
 - Gemini                       POST {base}/v1beta/models/{m}:streamGenerateContent?alt=sse  and  :generateContent
 - Bedrock Converse             POST {base}/model/{id}/converse-stream   (AWS binary event stream)  and  /converse
+- OpenAI audio transcription   POST {base}/v1/audio/transcriptions      (multipart in, `{"text": ...}` out)
 
 Point the SDKs at it: OpenAI base URL `{base}/v1`; Anthropic, Gemini and Bedrock base URL `{base}`.
 
@@ -30,6 +31,10 @@ Items:
   error shape (Bedrock: x-amzn-ErrorType), with Retry-After when asked;
 - `hang(max_s, then=None)`: no answer until `release()`, the client disconnects, or `max_s`; then `then` is
   served or the connection closed.
+
+A transcription request (wire "transcription") takes the same items: a `reply(text)` answers `{"text": text}`, an
+`error(...)` is sent in OpenAI's error shape. Its recorded `body` holds the multipart fields, the file as
+`{"filename", "contentType", "size", "data"}`.
 
 A `responder(request)` callable sees each request first and may return an item (None falls back to the script).
 Unscripted requests get a 500 "fake LLM: no scripted reply". `requests` records every request (method, path,
@@ -175,6 +180,8 @@ class Request:
 
 def _wire(path: str) -> tuple[str | None, str | None, bool | None]:
     """(wire, model from the path, streaming from the path) for a POST path."""
+    if path.endswith("/audio/transcriptions"):
+        return "transcription", None, False
     if path.endswith("/chat/completions"):
         return "openai", None, None
     if path.endswith("/messages"):
@@ -186,6 +193,36 @@ def _wire(path: str) -> tuple[str | None, str | None, bool | None]:
         model = unquote(path[len("/model/") :].rsplit("/", 1)[0])
         return "bedrock", model, path.endswith("/converse-stream")
     return None, None, None
+
+
+def _form_fields(content_type: str, raw: bytes) -> dict[str, Any] | None:
+    """The fields of a multipart/form-data body; file parts as `{filename, contentType, size, data}`."""
+    from email.parser import BytesParser
+    from email.policy import HTTP
+
+    if not content_type.lower().startswith("multipart/form-data"):
+        return None
+    message = BytesParser(policy=HTTP).parsebytes(f"Content-Type: {content_type}\r\n\r\n".encode() + raw)
+    if not message.is_multipart():
+        return None
+    fields: dict[str, Any] = {}
+    for part in message.iter_parts():
+        name = part.get_param("name", header="content-disposition")
+        if not isinstance(name, str):
+            continue
+        payload = part.get_payload(decode=True)
+        data = payload if isinstance(payload, bytes) else b""
+        filename = part.get_filename()
+        if filename is None:
+            fields[name] = data.decode("utf-8", "replace")
+        else:
+            fields[name] = {
+                "filename": filename,
+                "contentType": part.get_content_type(),
+                "size": len(data),
+                "data": data,
+            }
+    return fields
 
 
 # --- the server --------------------------------------------------------------------------------------------------
@@ -817,6 +854,9 @@ def _make_handler(llm: FakeLLM) -> type[BaseHTTPRequestHandler]:
             except ValueError:
                 body = None
             wire, model, stream = _wire(url.path)
+            if wire == "transcription":
+                body = _form_fields(self.headers.get("Content-Type") or "", raw)
+                model = body.get("model") if isinstance(body, dict) else None
             if wire in ("openai", "anthropic"):
                 stream = bool(isinstance(body, dict) and body.get("stream"))
                 model = body.get("model") if isinstance(body, dict) else None
@@ -850,6 +890,8 @@ def _make_handler(llm: FakeLLM) -> type[BaseHTTPRequestHandler]:
                 item = item.then
             if isinstance(item, ErrorReply):
                 self._error(item, request)
+            elif request.wire == "transcription":
+                self._send_json(200, {"text": item.text or ""})
             elif request.stream:
                 self._stream(item, request)
             else:

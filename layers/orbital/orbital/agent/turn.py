@@ -89,17 +89,16 @@ def note_message(text: str, reason: str) -> dict[str, Any]:
     }
 
 
-def user_message(data: dict[str, Any], now: int) -> dict[str, Any]:
-    """Spec §5.3 `buildUserMessage`: text alone is a string ("[Empty message]" when empty); with media, blocks."""
-    text = str(data.get("text") or "")
-    media_blocks = [b for b in (data.get("media") or []) if isinstance(b, dict)]
-    if not media_blocks:
-        return {"role": "user", "content": text or "[Empty message]", "timestamp": now}
-    blocks: list[dict[str, Any]] = []
-    if text and text != "[Media]":
-        blocks.append({"type": "text", "text": text})
-    blocks.extend(media_blocks)
-    return {"role": "user", "content": blocks or [{"type": "text", "text": "[Media message]"}], "timestamp": now}
+def user_message(
+    data: dict[str, Any], now: int, *, services: Services | None = None, config: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """Spec §5.3 `buildUserMessage` (`orbital.agent.user_content`): text alone is a string ("[Empty message]" when
+    empty); with media, blocks. Voice messages are transcribed with `services` and `config` (not without them)."""
+    from orbital.agent.user_content import build_user_content
+
+    media_entries = data.get("media") if isinstance(data.get("media"), list) else None
+    content = build_user_content(services, config, str(data.get("text") or ""), media_entries)
+    return {"role": "user", "content": content, "timestamp": now}
 
 
 # --- the turn --------------------------------------------------------------------------------------------------
@@ -236,7 +235,7 @@ def _store_user_message(r: _Run, meta: dict[str, Any], run: dict[str, Any]) -> d
         from orbital.agent import memories
 
         memories.schedule(services, r.key, result)
-    message = user_message(data, now)
+    message = user_message(data, now, services=services, config=r.config)
 
     def start(meta: dict[str, Any], run: dict[str, Any]) -> bool:
         if run.get("userStored"):
