@@ -4,14 +4,13 @@ its reply is delivered where it has to go.
 * `notify: {callId}` — a `gsv__SessionSend` in another run waits for this run's reply (F14: the reply of this very
   run, not whatever assistant message happens to be newest). The waiting call is settled with
   `{status: "ok", runId, sessionKey, reply}`, or `{status: "error", …, error}` when the run failed.
-* `deliver` — the channel (and peer) the reply goes to. This is the hook channel delivery plugs into: the channel
-  layer registers a deliverer with `on_reply`; without one nothing is sent.
+* `deliver` — the channel (and peer) the reply goes to (`orbital.channels.delivery`).
+* `cron` — a scheduled job waits for the run's real outcome (fix F9): its run record is written when the run ends.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from orbital.engines import deferred
@@ -21,26 +20,16 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("orbital.agent.notify")
 
-Deliverer = Callable[["Services", str, dict[str, Any], str, str | None], None]
-"""(services, session_key, run, state "partial" | "final" | "error", text) → None"""
-
-_deliverers: list[Deliverer] = []
-
-
-def on_reply(deliverer: Deliverer) -> None:
-    """Register a channel deliverer (called for runs that carry `deliver`)."""
-    if deliverer not in _deliverers:
-        _deliverers.append(deliverer)
-
 
 def deliver(services: Services, session_key: str, run: dict[str, Any], state: str, text: str | None) -> None:
     if not run.get("deliver"):
         return
-    for deliverer in list(_deliverers):
-        try:
-            deliverer(services, session_key, run, state, text)
-        except Exception:
-            log.exception("channel delivery of run %s failed", run.get("runId"))
+    from orbital.channels import delivery
+
+    try:
+        delivery.deliver(services, session_key, run, state, text)
+    except Exception:
+        log.exception("channel delivery of run %s failed", run.get("runId"))
 
 
 def run_ended(
@@ -61,3 +50,8 @@ def run_ended(
             result.update(status="error", error=error)
         deferred.settle(services, str(call_id), {"result": result})
     deliver(services, session_key, run, "error" if error is not None else "final", error or reply)
+    job = notify.get("cron") if isinstance(notify, dict) else None
+    if isinstance(job, dict) and job.get("jobId"):
+        from orbital.agent import cron_runs
+
+        cron_runs.finished(services, job, reply=reply, error=error)

@@ -197,10 +197,11 @@ def submit(
     run_id: str | None = None,
     priority: bool = False,
     extra: dict[str, Any] | None = None,
+    channel_context: dict[str, Any] | None = None,
     emit_error: Emit | None = None,
 ) -> Submitted:
     """Start a run for `data` on the session, or queue it behind the current run. `extra` may carry the run
-    fields of `RUN_FIELDS`."""
+    fields of `RUN_FIELDS`; `channel_context` (`{channel, accountId, peer}`) becomes the session's last channel."""
     run_id = run_id or str(uuid.uuid4())
     entry = _entry(session_key, services, run_id, data, priority, extra)
     now = now_ms()
@@ -212,6 +213,8 @@ def submit(
         outcome.clear()
         if not meta.get("sessionKey"):
             meta["sessionKey"] = session_key  # set by the first message, never changed (spec §5.11)
+        if channel_context:
+            meta["channelContext"] = channel_context
         run = meta.get("currentRun")
         if run and stale is not None and run.get("execution") == stale:
             outcome["dead"] = run

@@ -97,6 +97,10 @@ def build_parser() -> argparse.ArgumentParser:
     from orbital.cli.chat import add_parser as add_chat_parser
 
     add_chat_parser(sub)
+
+    from orbital.cli.channel import add_parser as add_channel_parser
+
+    add_channel_parser(sub)
     return parser
 
 

@@ -77,6 +77,7 @@ class Hooks:
 
     on_node_gone: list[SocketGone] = field(default_factory=list)
     on_client_gone: list[SocketGone] = field(default_factory=list)
+    on_channel_gone: list[SocketGone] = field(default_factory=list)
     on_node_connected: list[NodeConnected] = field(default_factory=list)
     binary_handlers: list[BinaryFrame] = field(default_factory=list)
     bin_handlers: list[BinFrame] = field(default_factory=list)
@@ -100,6 +101,7 @@ class Hooks:
             raise ValueError(f"hook registered twice: {', '.join(clashes)}")
         self.on_node_gone.extend(other.on_node_gone)
         self.on_client_gone.extend(other.on_client_gone)
+        self.on_channel_gone.extend(other.on_channel_gone)
         self.on_node_connected.extend(other.on_node_connected)
         self.binary_handlers.extend(other.binary_handlers)
         self.bin_handlers.extend(other.bin_handlers)
@@ -160,6 +162,10 @@ class Router:
 
     def on_client_gone(self, func: SocketGone) -> SocketGone:
         self.hooks.on_client_gone.append(func)
+        return func
+
+    def on_channel_gone(self, func: SocketGone) -> SocketGone:
+        self.hooks.on_channel_gone.append(func)
         return func
 
     def on_node_connected(self, func: NodeConnected) -> NodeConnected:

@@ -31,8 +31,14 @@ def disconnect(services: Services, connection_id: str) -> None:
         if repo.release_node(conn.node_id, connection_id):
             for hook in services.hooks.on_node_gone:
                 _safe(hook, services, conn)
-    elif conn.mode == "channel" and conn.channel and conn.account_id:
-        repo.release_channel_socket(conn.channel, conn.account_id, connection_id)
+    elif (
+        conn.mode == "channel"
+        and conn.channel
+        and conn.account_id
+        and repo.release_channel_socket(conn.channel, conn.account_id, connection_id)
+    ):
+        for hook in services.hooks.on_channel_gone:
+            _safe(hook, services, conn)
 
 
 def _safe(hook: SocketGone, services: Services, conn: Connection) -> None:

@@ -188,5 +188,15 @@ class ConnectionRepo:
         data.update({"channel": channel, "accountId": account_id, "connectedAt": int(time.time() * 1000)})
         self.table.put(key, data)
 
+    def touch_channel(self, channel: str, account_id: str, now_ms: int) -> None:
+        """A message came in on a registered channel account: remember when (`lastMessageAt`)."""
+        key = keys.channel_entry(channel, account_id)
+        existing = self.table.get(key)
+        if existing is not None:
+            self.table.put(key, {**existing.data, "lastMessageAt": now_ms})
+
+    def forget_channel(self, channel: str, account_id: str) -> None:
+        self.table.delete(keys.channel_entry(channel, account_id))
+
     def channels(self) -> list[dict[str, Any]]:
         return [r.data for r in self.table.query(keys.CHANNELS_PK)]

@@ -1,0 +1,228 @@
+"""A message from a messenger reaches the agent (spec §12.1-§12.3, fixes F7 and F16).
+
+`receive` takes the channel inbound params (GSV's `ChannelInboundParams`: `{channel, accountId, peer{kind, id,
+name?, handle?, threadId?}, sender?{id, name?, handle?}, message{id, text, timestamp?, replyToId?, media?},
+wasMentioned?}`) from a channel socket (`channel.inbound`) or a built-in adapter (the Telegram webhook), and:
+
+1. drops a repeat: a message id seen before on that channel account is acknowledged (`status: "duplicate"`) and not
+   processed again (a conditional write with a 48 h TTL, so parallel deliveries of one message run it once);
+2. applies the sender policy: `open`, `allowlist`, or `pairing` — the default for a channel with no policy (F7):
+   an unknown sender is recorded as a pending pair with its first message and told it awaits approval;
+3. in groups, with `channels.{channel}.requireMention: true`, ignores messages that do not mention the agent;
+4. routes: the agent from `agents.bindings`, the session key from the peer, dmScope and identity links;
+5. records the last active context (for heartbeats, cron delivery, gsv__Message) and the channel's last message;
+6. answers slash commands and directive-only messages on the channel itself;
+7. stores media, wraps the text in its envelope (`[telegram · 3:30 PM UTC] hello`), shows typing and starts (or
+   queues) a run whose reply is delivered back to the peer (`orbital.channels.delivery`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from orbital.agent import events, runs, slash
+from orbital.channels.adapters import ChannelError, Outbound, adapter_for
+from orbital.channels.delivery import send as deliver_text
+from orbital.channels.delivery import typing as show_typing
+from orbital.domain import commands, pairing, timefmt
+from orbital.domain.config import as_dict
+from orbital.domain.session_keys import resolve_agent_id_from_binding, session_key_for_peer
+from orbital.errors import ConflictError
+from orbital.store import keys
+
+if TYPE_CHECKING:
+    from orbital.runtime.services import Services
+
+log = logging.getLogger("orbital.channels.inbound")
+
+REQUIRED = "channel, accountId, peer, and message required"
+SEEN_TTL_SECONDS = 48 * 3600
+PEER_KINDS = {"dm", "group", "channel", "thread"}
+
+
+def _text(value: Any) -> str | None:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return str(value)
+    return value.strip() if isinstance(value, str) and value.strip() else None
+
+
+def _peer(raw: Any) -> dict[str, Any] | None:
+    peer = as_dict(raw)
+    peer_id = _text(peer.get("id"))
+    if not peer_id:
+        return None
+    kind = _text(peer.get("kind")) or "dm"
+    out: dict[str, Any] = {"kind": kind if kind in PEER_KINDS else kind.lower(), "id": peer_id}
+    for name in ("name", "handle", "threadId"):
+        value = _text(peer.get(name))
+        if value:
+            out[name] = value
+    return out
+
+
+def _first_time(services: Services, channel: str, account_id: str, message_id: str | None) -> bool:
+    """Claim a message id; False when this message was seen before (a repeated delivery)."""
+    if not message_id:
+        return True
+    try:
+        services.table.put(
+            keys.inbound_seen(channel, account_id, message_id),
+            {"receivedAt": services.now_ms()},
+            ttl=int(time.time()) + SEEN_TTL_SECONDS,
+            condition="attribute_not_exists(PK)",
+        )
+    except ConflictError:
+        return False
+    return True
+
+
+def _reply(services: Services, channel: str, account_id: str, peer: dict[str, Any], text: str, reply_to: Any) -> None:
+    """A direct answer on the channel (pairing notices, command responses); failures are logged."""
+    message = Outbound(account_id, peer, text, _text(reply_to), "")
+    try:
+        adapter_for(channel).send(services, message)
+    except Exception as exc:
+        log.warning("reply on %s:%s failed: %s", channel, account_id, getattr(exc, "message", type(exc).__name__))
+
+
+def receive(services: Services, params: dict[str, Any]) -> dict[str, Any]:
+    """Process one inbound message; returns the `channel.inbound` result (`status` and what goes with it)."""
+    channel = _text(params.get("channel"))
+    account_id = _text(params.get("accountId"))
+    peer = _peer(params.get("peer"))
+    message = params.get("message")
+    if not channel or not account_id or peer is None or not isinstance(message, dict):
+        raise ChannelError(REQUIRED, code=400)
+    raw_text = message.get("text")
+    text: str = raw_text if isinstance(raw_text, str) else ""
+    message_id = _text(message.get("id"))
+    if not _first_time(services, channel, account_id, message_id):
+        return {"status": "duplicate", "messageId": message_id}
+    try:
+        return _process(services, params, channel, account_id, peer, message, text)
+    except Exception:
+        if message_id:  # not processed: a repeated delivery (the platform's retry) must get through
+            services.table.delete(keys.inbound_seen(channel, account_id, message_id))
+        raise
+
+
+def _process(
+    services: Services,
+    params: dict[str, Any],
+    channel: str,
+    account_id: str,
+    peer: dict[str, Any],
+    message: dict[str, Any],
+    text: str,
+) -> dict[str, Any]:
+    sender = as_dict(params.get("sender"))
+    sender_id = _text(sender.get("id")) or peer["id"]
+    message_id = _text(message.get("id"))
+    config = services.config.effective()
+
+    decision = pairing.is_allowed_sender(config, channel, sender_id, peer["id"])
+    if not decision.allowed:
+        normalized = pairing.normalize_sender(sender_id)
+        if not decision.needs_pairing:
+            return {"status": "blocked", "reason": decision.reason}
+        pair = {
+            "channel": channel,
+            "senderId": normalized,
+            "senderName": _text(sender.get("name")) or peer.get("name"),
+            "requestedAt": services.now_ms(),
+            "firstMessage": text[:200],
+        }
+        if services.gateway.put_pair(pair):  # repeats are silent
+            _reply(services, channel, account_id, peer, pairing.PAIRING_PENDING_REPLY, message_id)
+        return {"status": "pending_pairing", "senderId": normalized}
+
+    section = as_dict(as_dict(config.get("channels")).get(channel))
+    if peer["kind"] != "dm" and section.get("requireMention") is True and params.get("wasMentioned") is not True:
+        return {"status": "ignored", "reason": "not mentioned"}
+
+    agent_id = resolve_agent_id_from_binding(
+        config, channel=channel, account_id=account_id, peer_kind=peer["kind"], peer_id=peer["id"]
+    )
+    key = session_key_for_peer(
+        config,
+        agent_id=agent_id,
+        channel=channel,
+        peer_kind=peer["kind"],
+        peer_id=peer["id"],
+        account_id=account_id,
+        sender_id=_text(sender.get("id")),
+    )
+    now = services.now_ms()
+    services.connections.touch_channel(channel, account_id, now)
+    services.gateway.put_last_active(
+        agent_id, {"channel": channel, "accountId": account_id, "peer": peer, "sessionKey": key, "timestamp": now}
+    )
+
+    command = commands.parse_command(text)
+    if command is not None:
+        answered = slash.run(services, config, key, command, now=now, channel=True)
+        answer = answered.get("response") or answered.get("error") or commands.COMMAND_EXECUTED
+        _reply(services, channel, account_id, peer, str(answer), message_id)
+        return {"sessionKey": key, **answered}
+    found = slash.directives(services, config, key, text)
+    if found.any and not found.cleaned.strip():
+        ack = commands.format_directive_ack(found)
+        if ack is not None:
+            _reply(services, channel, account_id, peer, ack, message_id)
+        return {"sessionKey": key, "status": "directive-only", "directives": slash.shown(found) or {}}
+
+    existing = services.sessions.registry_entry(key)
+    services.sessions.touch_registry(key, now=now, default_label=(existing or {}).get("label") or peer.get("name"))
+    cleaned = found.cleaned if found.any else text
+    media = message.get("media") if isinstance(message.get("media"), list) else []
+    data: dict[str, Any] = {"text": _envelope(config, channel, cleaned, now, peer, sender)}
+    if media:
+        from orbital.channels.media import store_attachments
+
+        data["media"] = store_attachments(services, key, [m for m in media if isinstance(m, dict)])
+    overrides = slash.overrides_of(found)
+    if overrides:
+        data["overrides"] = overrides
+    target = {
+        "kind": "chat",
+        "channel": channel,
+        "accountId": account_id,
+        "peer": peer,
+        "replyToId": message_id,
+        "agentId": agent_id,
+    }
+    show_typing(services, target, True)
+    run_id = str(uuid.uuid4())
+    try:
+        submitted = runs.submit(
+            services,
+            key,
+            data,
+            run_id=run_id,
+            extra={"deliver": target, "origin": {"kind": "channel", "channel": channel, "accountId": account_id}},
+            channel_context={"channel": channel, "accountId": account_id, "peer": peer},
+            emit_error=events.error_emitter(services),
+        )
+    except Exception as exc:
+        show_typing(services, target, False)
+        message_text = getattr(exc, "message", None) or str(exc) or type(exc).__name__
+        deliver_text(services, target, f"Sorry, I couldn't start on that: {message_text}")  # F16
+        raise
+    result: dict[str, Any] = {"sessionKey": key, "status": "started", "runId": submitted.run_id}
+    if submitted.queued:
+        result.update(queued=True, queuePosition=submitted.position)
+    if slash.shown(found) is not None:
+        result["directives"] = slash.shown(found)
+    return result
+
+
+def _envelope(
+    config: dict[str, Any], channel: str, text: str, now: int, peer: dict[str, Any], sender: dict[str, Any]
+) -> str:
+    """`[{channel} · {time}] {text}`, with the sender's name for group-like conversations (spec §12.3 step 11)."""
+    tz = timefmt.resolve_timezone(config.get("userTimezone"))
+    label = _text(sender.get("name")) or peer.get("name")
+    return timefmt.format_envelope(text, channel, tz, now, peer_kind=peer["kind"], sender=label)
