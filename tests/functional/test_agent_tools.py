@@ -148,22 +148,36 @@ def test_message_goes_out_through_the_channel_socket(agent: Any, connect: Any, s
     assert results[1] == "Error: channel is required (no current channel context available)"
 
 
-def test_cron_tool_manages_jobs(agent: Any, sender: Any, llm: FakeLLM) -> None:
+def test_cron_tool_manages_and_runs_jobs(agent: Any, sender: Any, llm: FakeLLM) -> None:
     job = {
-        "name": "tick",
+        "name": "digest",
         "schedule": {"kind": "every", "everyMinutes": 5},
-        "spec": {"mode": "systemEvent", "text": "t"},
+        "spec": {"mode": "task", "message": "write the digest"},
     }
-    llm.script(
-        reply(tool_calls=[call("gsv__Cron", {"action": "add", "job": job}), call("gsv__Cron", {"action": "run"})]),
-        reply("scheduled"),
-    )
-    run(agent, sender, "every five minutes")
-    added, ran = tool_contents(llm, 1)
-    assert json.loads(added)["job"]["name"] == "tick"
-    assert ran.startswith("Error: Running cron jobs is not available")
-    jobs = agent.call("cron.list", {})["jobs"]
-    assert [j["name"] for j in jobs] == ["tick"]
+
+    def respond(request: Any) -> Any:
+        text = last_user_text(request)
+        if "write the digest" in text:
+            return reply("digest written")
+        tools = [json.loads(m["content"]) for m in request.body["messages"] if m["role"] == "tool"]
+        if not tools:
+            return reply(tool_calls=[call("gsv__Cron", {"action": "add", "job": job})])
+        if len(tools) == 1:
+            run_it = {"action": "run", "id": tools[0]["job"]["id"], "mode": "force"}
+            return reply(tool_calls=[call("gsv__Cron", run_it)])
+        return reply("scheduled and started")
+
+    llm.responder = respond
+    run(agent, sender, "every five minutes, a digest")
+    (job_id,) = [j["id"] for j in agent.call("cron.list", {})["jobs"]]
+    main_last = next(i for i, r in enumerate(llm.requests) if len(tool_contents(llm, i)) == 2)
+    ran = json.loads(tool_contents(llm, main_last)[-1])
+    assert ran["ran"] == 1 and ran["results"][0]["status"] == "running"
+    assert f"agent:main:cron:{job_id}:" in ran["results"][0]["summary"]
+    record = wait_for(lambda: agent.call("cron.runs", {"jobId": job_id})["runs"])[0]
+    assert record["status"] == "ok" and record["summary"] == "digest written"
+    cron_request = next(r for r in llm.requests if "write the digest" in last_user_text(r))
+    assert last_user_text(cron_request).startswith("[cron · ")
 
 
 def test_sessions_list_shows_recent_sessions(agent: Any, sender: Any, llm: FakeLLM) -> None:

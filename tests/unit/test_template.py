@@ -104,6 +104,8 @@ def test_functions_point_at_their_entry_points(template: dict[str, Any]) -> None
         "WsDisconnectFunction": "ws_disconnect",
         "WsMessageFunction": "ws_message",
         "RestApiFunction": "rest_api",
+        "ChannelWebhookFunction": "channel_webhook",
+        "SchedulerTickFunction": "scheduler_tick",
     }.items():
         assert found[logical_id] == {"code_uri": f"functions/{name}/", "handler": f"{name}.lambda_handler"}
     for logical_id, spec in found.items():
@@ -223,7 +225,7 @@ def test_manage_connections_is_scoped_to_this_api_and_stage(template: dict[str, 
                 posting.add(logical_id)
                 arn = st["Resource"]["Fn::Sub"]
                 assert arn.endswith(":${WebSocketApi}/${Stage}/*/@connections/*"), logical_id
-    assert {"WsMessageFunction", "WsDisconnectFunction"} <= posting
+    assert {"WsMessageFunction", "WsDisconnectFunction", "ChannelWebhookFunction", "SchedulerTickFunction"} <= posting
     assert "WsConnectFunction" not in posting
     assert "RestApiFunction" not in posting
 
@@ -348,6 +350,33 @@ def test_functions_that_start_or_stop_runs_may_do_so(template: dict[str, Any]) -
 
     assert {"states:StartExecution", "states:StopExecution", "states:DescribeExecution"} <= granted("WsMessageFunction")
     assert {"states:StartExecution", "states:SendTaskSuccess"} <= granted("AgentStepsFunction")
+    for logical_id in ("ChannelWebhookFunction", "SchedulerTickFunction"):  # they start runs and stop timed-out ones
+        assert {"states:StartExecution", "states:StopExecution", "states:DescribeExecution"} <= granted(logical_id)
+
+
+def test_only_channel_webhooks_share_the_rest_app_with_write_access(template: dict[str, Any]) -> None:
+    events = resource(template, "ChannelWebhookFunction")["Properties"]["Events"]
+    assert [(e["Type"], e["Properties"]["Path"], e["Properties"]["Method"]) for e in events.values()] == [
+        ("HttpApi", "/channels/{proxy+}", "POST")
+    ]
+    source = (ROOT / "functions" / "channel_webhook" / "channel_webhook.py").read_text()
+    assert "from orbital.rest.app import lambda_adapter" in source
+
+
+def test_the_scheduler_ticks_every_minute(template: dict[str, Any]) -> None:
+    assert tpl.schedules(template) == [{"function": "SchedulerTickFunction", "expression": "rate(1 minute)"}]
+    (event,) = resource(template, "SchedulerTickFunction")["Properties"]["Events"].values()
+    assert event["Properties"]["RetryPolicy"] == {"MaximumRetryAttempts": 0}  # the next tick is the retry
+
+
+def test_only_the_agent_steps_may_transcribe(template: dict[str, Any]) -> None:
+    callers = {
+        logical_id
+        for logical_id, res in tpl.resources_of(template, "AWS::Serverless::Function").items()
+        for st in statements(res)
+        if any(a.startswith("transcribe:") for a in actions(st))
+    }
+    assert callers == {"AgentStepsFunction"}
 
 
 def test_agent_turn_state_machine_catches_every_failure() -> None:

@@ -75,8 +75,10 @@ MAX_JOB_ID_LENGTH = 200
 """Longer ids cannot name a job (ours are UUIDs); they are unknown without asking the table."""
 _WRITE_ATTEMPTS = 8
 
-RunStatus = Literal["ok", "error", "skipped"]
-_STATUSES = ("ok", "error", "skipped")
+RunStatus = Literal["ok", "error", "skipped", "running"]
+_STATUSES = ("ok", "error", "skipped", "running")
+"""`running`: the executor started something that ends later (an agent run); it reports the real outcome with
+`complete` when it ends (fix F9: a record is never "ok" for a run that was only queued)."""
 _TASK_SPEC_FIELDS = ("model", "thinking", "timeoutSeconds", "deliver", "channel", "to", "bestEffortDeliver")
 
 
@@ -563,8 +565,29 @@ def _run_claimed(
     began = monotonic()
     reason = _skip_reason(job, forced=forced, settings=settings)
     outcome = RunOutcome("skipped", reason) if reason else _execute(job, execute)
+    if outcome.status == "running":  # recorded by `complete` when it ends; the job stays marked running
+        started: dict[str, Any] = {"jobId": str(job["id"]), "status": "running", "startedAtMs": start_ms}
+        if outcome.summary is not None:
+            started["summary"] = outcome.summary
+        return started
     duration_ms = max(0, round((monotonic() - began) * 1000))
     return _finish(repo, str(job["id"]), outcome, start_ms, duration_ms, settings)
+
+
+@_cron_errors
+def complete(
+    services: Services,
+    job_id: str,
+    outcome: RunOutcome,
+    *,
+    started_ms: int,
+    ended_ms: int,
+) -> dict[str, Any]:
+    """Record the end of a run the executor reported as `running`: state, history and next run, as for a run that
+    ended at once (duration = ended - started)."""
+    if outcome.status not in ("ok", "error", "skipped"):
+        raise CronError(f"not a final run status: {outcome.status}")
+    return _finish(services.gateway, job_id, outcome, started_ms, max(0, ended_ms - started_ms), _settings(services))
 
 
 @_cron_errors

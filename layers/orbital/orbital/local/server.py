@@ -56,6 +56,9 @@ class GatewayOptions:
     snapshot_interval: float = 1.0
     quiet: bool = False
     in_process_aws: bool = True
+    tick_interval: float = 1.0
+    """Seconds between scheduler ticks (AWS ticks once a minute; locally cron and heartbeats fire on time).
+    0 turns the ticker off."""
     """Answer the gateway's own AWS and management API calls without the loopback HTTP hop (orbital.local.inprocess).
     Off only to measure the difference."""
 
@@ -70,6 +73,7 @@ class LocalGateway:
         self.snapshots: Any = None
         self._server: Any = None
         self._thread: threading.Thread | None = None
+        self.ticker: Ticker | None = None
         self.port = options.port
 
     # --- lifecycle ----------------------------------------------------------------------------------------------
@@ -84,6 +88,7 @@ class LocalGateway:
     def prepare(self) -> None:
         """Start moto, create the template's resources, restore saved state, configure the handlers."""
         self.check()
+        from orbital.local import template as tpl
         from orbital.local.bridge import Bridge
         from orbital.local.persistence import Snapshotter
         from orbital.local.stack import MotoStack
@@ -125,6 +130,9 @@ class LocalGateway:
             self.stack.in_process.bridge = self.bridge
         if self.snapshots:
             self.snapshots.start()
+        if self.options.tick_interval > 0:
+            self.ticker = Ticker(self.stack.functions, tpl.schedules(self.stack.template), self.options.tick_interval)
+            self.ticker.start()
         self._write_runtime(endpoint)
 
     @property
@@ -290,6 +298,9 @@ class LocalGateway:
         self.shutdown()
 
     def shutdown(self) -> None:
+        if self.ticker is not None:
+            self.ticker.stop()
+            self.ticker = None
         try:
             self.runtime_file.unlink()
         except FileNotFoundError:
@@ -305,6 +316,41 @@ class LocalGateway:
             clients.serve_in_process(None)
             self.stack.stop()
             self.stack = None
+
+
+class Ticker:
+    """Invokes the template's scheduled functions (EventBridge schedules on AWS) every `interval` seconds."""
+
+    def __init__(self, functions: Any, schedules: list[dict[str, Any]], interval: float) -> None:
+        self.functions = functions
+        self.targets = sorted({s["function"] for s in schedules})
+        self.interval = interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="orbital-ticker", daemon=True)
+
+    def start(self) -> None:
+        if self.targets:
+            self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=30)
+
+    def tick(self) -> None:
+        for logical_id in self.targets:
+            event = {"source": "aws.scheduler", "detail-type": "Scheduled Event", "detail": {}}
+            try:
+                result = self.functions.invoke(logical_id, event, count=False)
+            except Exception:
+                log.exception("scheduled function %s failed", logical_id)
+                continue
+            if isinstance(result, dict) and any(result.values()):
+                self.functions.invocations += 1  # something changed: let the snapshotter save it
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.tick()
 
 
 def _free_port(host: str) -> int:

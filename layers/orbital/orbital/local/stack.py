@@ -68,9 +68,10 @@ class FunctionHost:
                 self._modules[logical_id] = module
             return getattr(module, self.specs[logical_id]["handler"].rsplit(".", 1)[1])
 
-    def invoke(self, logical_id: str, event: dict[str, Any]) -> Any:
+    def invoke(self, logical_id: str, event: dict[str, Any], *, count: bool = True) -> Any:
         handler = self._load(logical_id)
-        self.invocations += 1
+        if count:
+            self.invocations += 1
         ctx = FakeLambdaContext(
             function_name=logical_id,
             invoked_function_arn=f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{logical_id}",

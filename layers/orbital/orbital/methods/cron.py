@@ -2,7 +2,8 @@
 
 `cron.status` summarizes every job against the `cron.*` settings; `cron.list` pages through jobs with the ones that
 run next first; `cron.add` / `cron.update` / `cron.remove` / `cron.runs` go through the cron service
-(`orbital.engines.cron`), which owns the rules. `cron.run` needs the agent loop as executor and is wired with it.
+(`orbital.engines.cron`), which owns the rules. `cron.run` runs jobs now: each run is an agent run
+(`orbital.agent.cron_runs`), recorded when it ends.
 """
 
 from __future__ import annotations
@@ -199,3 +200,45 @@ def cron_remove(ctx: CallContext, params: CronRemoveParams) -> dict[str, Any]:
 def cron_runs(ctx: CallContext, params: CronRunsParams) -> dict[str, Any]:
     """Run records, newest first, optionally of one `jobId`. Paging: `limit` 1-2000 (default 200), `offset`."""
     return engine.runs(ctx.services, job_id=params.jobId, limit=params.limit, offset=params.offset)
+
+
+class CronRunParams(Params):
+    id: Any = Field(default=None, json_schema_extra={"type": "string"})
+    mode: Any = Field(default=None, json_schema_extra={"type": "string", "enum": ["due", "force"]})
+
+
+class CronRunResultItem(Result):
+    jobId: str
+    status: str
+    error: str | None = None
+    summary: str | None = None
+    durationMs: int | float | None = None
+    startedAtMs: int | float | None = None
+    nextRunAtMs: int | float | None = None
+
+
+class CronRunResult(Result):
+    ok: bool
+    ran: int
+    results: list[CronRunResultItem]
+
+
+@router.method("cron.run", params=CronRunParams, result=CronRunResult)
+def cron_run(ctx: CallContext, params: CronRunParams) -> dict[str, Any]:
+    """Run the due jobs now (`mode:"due"`, the default; at most `cron.maxConcurrentRuns`), or job `id` if due, or
+    whatever its state with `mode:"force"`. A started agent run shows as `status:"running"`; its record (`cron.runs`)
+    carries the real outcome once it ends."""
+    from orbital.agent import cron_runs
+
+    now = ctx.now_ms()
+    try:
+        out = engine.run(
+            ctx.services,
+            job_id=params.id,
+            mode=params.mode or "due",
+            now_ms=now,
+            execute=cron_runs.executor(ctx.services, now),
+        )
+    except engine.CronError as exc:
+        raise _service_error(exc) from None
+    return {"ok": True, **out}

@@ -129,21 +129,11 @@ def sessions_list(env: ToolEnv, args: dict[str, Any]) -> dict[str, Any]:
     return {"sessions": rows, "count": len(entries), "offset": offset, "limit": limit}
 
 
-CRON_RUN_UNAVAILABLE = (
-    "Running cron jobs is not available on this gateway yet: jobs are stored and listed, and run once the "
-    "scheduler is enabled."
-)
-
-
 def cron(env: ToolEnv, args: dict[str, Any]) -> dict[str, Any]:
-    """The gsv__Cron tool (spec §8.4) over the cron service. Times are read and shown in `userTimezone`."""
+    """The gsv__Cron tool (spec §8.4) over the cron service. Times are read and shown in `userTimezone`; `run`
+    starts the job's agent run (its record is written when that run ends)."""
+    from orbital.agent import cron_runs
     from orbital.engines import cron as service
-
-    if str(args.get("action") or "").strip().lower() == "run":
-        raise ToolError(CRON_RUN_UNAVAILABLE)
-
-    def no_executor(job: dict[str, Any]) -> service.RunOutcome:  # never reached: `run` is refused above
-        raise ToolError(CRON_RUN_UNAVAILABLE)
 
     try:
         return service.execute_tool(
@@ -152,7 +142,7 @@ def cron(env: ToolEnv, args: dict[str, Any]) -> dict[str, Any]:
             agent_id=env.agent_id,
             user_tz=env.config.get("userTimezone"),
             now_ms=env.now_ms,
-            execute=no_executor,
+            execute=cron_runs.executor(env.services, env.now_ms),
         )
     except service.CronError as exc:
         raise ToolError(exc.message) from None

@@ -1,0 +1,51 @@
+"""The scheduler tick: one EventBridge schedule (`rate(1 minute)`) on AWS, every second in `orbital dev`.
+
+Each tick runs the cron jobs that are due (found through the index on next-run time; each claimed with a
+conditional write, so overlapping or retried ticks never run a job twice; at most `cron.maxConcurrentRuns` per tick),
+stops task runs past their `timeoutSeconds`, and runs the heartbeats that are due (claimed the same way). The first
+tick that finds a configured agent without heartbeat state (a new gateway, a new agent) schedules its heartbeats
+one interval on.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from orbital.runtime.services import Services, get_services
+
+log = logging.getLogger("orbital.scheduler")
+
+
+def tick(services: Services, now_ms: int | None = None) -> dict[str, Any]:
+    """One pass over everything time-driven; each part is independent (one failing does not stop the others)."""
+    from orbital.agent import cron_runs
+    from orbital.engines import cron, heartbeat
+
+    now = services.now_ms() if now_ms is None else now_ms
+    out: dict[str, Any] = {}
+    try:
+        ran = cron.run(services, mode="due", now_ms=now, execute=cron_runs.executor(services, now))
+        out["cron"] = ran["results"]
+    except Exception:
+        log.exception("cron pass failed")
+    try:
+        out["cronTimedOut"] = cron_runs.expire(services, now)
+    except Exception:
+        log.exception("cron timeout pass failed")
+    try:
+        heartbeat.ensure_scheduled(services, now)
+        out["heartbeats"] = heartbeat.run_due(services, now)
+    except Exception:
+        log.exception("heartbeat pass failed")
+    return out
+
+
+def handle_tick(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
+    """The `scheduler_tick` function: an EventBridge scheduled event in, a summary out (for logs)."""
+    result = tick(get_services())
+    return {
+        "cron": len(result.get("cron") or []),
+        "cronTimedOut": result.get("cronTimedOut", 0),
+        "heartbeats": len(result.get("heartbeats") or []),
+    }
