@@ -372,3 +372,24 @@ def test_a_message_is_answered_by_the_agent_through_the_bot_api(
     assert isinstance(content, list)
     assert [part["type"] for part in content] == ["text", "image_url"]
     assert content[1]["image_url"]["url"].startswith("data:image/jpeg;base64,")
+
+
+def test_gsv_message_reaches_telegram_through_the_bot_api(
+    agent: Any, account: Any, http: Any, tg: FakeTelegram, llm: Any, sender: Any
+) -> None:
+    from tests.conftest import wait_for
+    from tests.support.agent import final_of
+    from tests.support.fake_llm import call, reply
+
+    account.config.set_path("channels.telegram.dmPolicy", "open")
+    llm.script(reply("noted"))
+    assert post(http, ft.private_text("remind me later", message_id=50)).status_code == 200
+    wait_for(lambda: [c for c in tg.calls_to("sendMessage") if c.params["text"] == "noted"])
+    llm.script(reply(tool_calls=[call("gsv__Message", {"text": "Reminder: stretch!"})]), reply("sent it"))
+    started = agent.call("chat.send", {"sessionKey": "agent:main:desk", "message": "ping them"})
+    final_of(sender, agent.connection_id, started["runId"])
+    (sent,) = [c for c in tg.calls_to("sendMessage") if c.params["text"] == "Reminder: stretch!"]
+    assert sent.params["chat_id"] == 1111
+    result = json.loads(next(m["content"] for m in llm.requests[-1].body["messages"] if m["role"] == "tool"))
+    assert result["sent"] is True and result["via"] == "api" and result["channel"] == "telegram"
+    assert result["messageId"].startswith("1111:")

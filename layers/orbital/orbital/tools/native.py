@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 from orbital.domain import config as cfg
 from orbital.domain.config import as_dict
 from orbital.errors import RpcError
-from orbital.protocol.frames import event_frame
 from orbital.store import workspace_ops
 
 if TYPE_CHECKING:
@@ -154,7 +153,9 @@ PEER_KINDS = ("dm", "group", "channel", "thread")
 
 
 def message(env: ToolEnv, args: dict[str, Any]) -> dict[str, Any]:
-    """Send text to a channel peer (spec §8.5) through the channel's connected socket (`channel.outbound`)."""
+    """Send text to a channel peer (spec §8.5) through the channel's adapter: a connected channel socket
+    (`channel.outbound`) or a built-in messenger's API (Telegram). Without `channel`/`to`, the conversation the agent
+    was last talked to (its thread too)."""
     text = args.get("text")
     if not isinstance(text, str) or not text:
         raise ToolError("text is required")
@@ -170,33 +171,26 @@ def message(env: ToolEnv, args: dict[str, Any]) -> dict[str, Any]:
     if peer_kind not in PEER_KINDS:
         raise ToolError(f"Invalid peerKind: {peer_kind}. Must be dm, group, channel, or thread.")
     account_id = _str(args.get("accountId")) or _str(last.get("accountId")) or "default"
-    socket = env.services.connections.channel_sockets().get(f"{channel}:{account_id}")
-    not_connected = (
-        f'Channel "{channel}" (account: {account_id}) is not connected. Make sure the channel is started and connected.'
-    )
-    if not socket:
-        raise ToolError(not_connected)
-    outbound: dict[str, Any] = {"text": text}
-    reply_to = _str(args.get("replyToId"))
-    if reply_to:
-        outbound["replyToId"] = reply_to
-    payload = {
-        "channel": channel,
-        "accountId": account_id,
-        "peer": {"kind": peer_kind, "id": to},
-        "sessionKey": "",
-        "message": outbound,
-    }
-    if not env.services.push(socket, event_frame("channel.outbound", payload)):
-        raise ToolError(not_connected)
-    return {
+    from orbital.channels.adapters import ChannelError, Outbound, adapter_for, built_in
+
+    same_peer = channel == _str(last.get("channel")) and to == _str(last_peer.get("id"))
+    peer = {**last_peer, "kind": peer_kind, "id": to} if same_peer else {"kind": peer_kind, "id": to}
+    outbound = Outbound(account_id, peer, text, _str(args.get("replyToId")), "")
+    try:
+        message_id = adapter_for(channel).send(env.services, outbound)
+    except ChannelError as exc:
+        raise ToolError(exc.message) from None
+    result: dict[str, Any] = {
         "sent": True,
         "channel": channel,
         "to": to,
         "peerKind": peer_kind,
         "accountId": account_id,
-        "via": "websocket",
+        "via": "websocket" if built_in(channel) is None else "api",
     }
+    if message_id:
+        result["messageId"] = message_id
+    return result
 
 
 def _str(value: Any) -> str | None:
