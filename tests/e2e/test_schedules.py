@@ -26,7 +26,7 @@ def last_user_text(request: Any) -> str:
 @pytest.fixture(scope="module")
 def llm(gateway: Any) -> Iterator[FakeLLM]:
     with FakeLLM() as server:
-        server.responder = lambda request: reply(f"echo: {last_user_text(request)[-40:]}")
+        server.responder = lambda request: reply(f"echo: {last_user_text(request)[-60:]}")
         with GatewayClient(gateway.url, timeout=15) as admin:
             admin.connect("client", "e2e-admin")
             configure_fake_model(admin, server.base_url)
@@ -75,9 +75,9 @@ def test_a_bridge_message_is_answered_and_a_cron_job_follows_up(
     )["job"]
     reminder = outbound(phone, timeout=30)  # the local scheduler ticks every second
     assert reminder["peer"] == PEER and reminder["message"]["replyToId"].startswith(f"cron:{job['id']}:")
-    assert "remind Sam to stretch" in next(
-        last_user_text(r) for r in llm.requests if "remind Sam to stretch" in last_user_text(r)
-    )
+    (prompt,) = [last_user_text(r) for r in llm.requests if "remind Sam to stretch" in last_user_text(r)]
+    assert prompt.startswith("[cron · ")
+    assert "[Your response will be delivered automatically to bridge:+15550009" in prompt
     record = wait_for(lambda: admin.call("cron.runs", {"jobId": job["id"]})["runs"], timeout=20)[0]
     assert record["status"] == "ok" and record["summary"].startswith("echo: ")
     assert record["ts"] >= due

@@ -194,3 +194,65 @@ def test_control_fails_when_the_channel_socket_leaves(agent: Any, bridge: Any, s
 def test_control_of_an_unknown_channel(agent: Any) -> None:
     err = agent.error("channel.start", {"channel": "nowhere"})
     assert err["code"] == 404 and err["message"] == "Unknown channel: nowhere"
+
+
+def test_a_delivery_cut_off_half_way_is_processed_when_it_comes_again(
+    agent: Any, bridge: Any, sender: Any, llm: FakeLLM, services: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from orbital.channels import inbound as pipeline
+
+    # a first delivery took the message and was killed before it finished (a Lambda timeout): its lease stands
+    now = services.now_ms()
+    assert pipeline._claim(services, "test", "bridge", "m9") is None
+    repeat = bridge.call("channel.inbound", inbound("m9", "are you there?"))
+    assert repeat == {"status": "duplicate", "messageId": "m9", "processing": True}
+    assert llm.requests == []
+    # once the lease has run out, the platform's next retry gets through, and only then is the mark final
+    monkeypatch.setattr(services, "now_ms", lambda: now + pipeline.LEASE_MS + 1)
+    llm.script(reply("yes, here"))
+    assert bridge.call("channel.inbound", inbound("m9", "are you there?"))["status"] == "started"
+    wait_for(lambda: "yes, here" in texts(sender, bridge), timeout=30)
+    assert bridge.call("channel.inbound", inbound("m9", "are you there?")) == {"status": "duplicate", "messageId": "m9"}
+
+
+def test_stop_from_the_channel_answers_once(agent: Any, bridge: Any, sender: Any, llm: FakeLLM) -> None:
+    from tests.support.fake_llm import hang
+
+    llm.script(hang(max_s=20))
+    bridge.call("channel.inbound", inbound("s1", "write me an essay"))
+    llm.wait_for_requests(1)
+    bridge.call("channel.inbound", inbound("s2", "/stop"))
+    wait_for(lambda: texts(sender, bridge), timeout=30)
+    llm.release()
+    (answer,) = texts(sender, bridge)
+    assert "stop" in answer.lower() and not answer.startswith("Sorry")
+
+
+def test_internal_errors_are_not_shown_to_the_sender(agent: Any, bridge: Any, sender: Any, llm: FakeLLM) -> None:
+    llm.script(error(400, "AccessDenied for arn:aws:iam::123456789012:role/orbital-agent"))
+    bridge.call("channel.inbound", inbound("e1", "hello"))
+    (note,) = wait_for(lambda: texts(sender, bridge), timeout=30)
+    assert note == "Sorry, I couldn't finish that: something went wrong on the gateway"
+
+
+def test_a_run_that_died_is_reported_to_its_sender_when_the_session_is_taken_over(
+    agent: Any, bridge: Any, sender: Any, llm: FakeLLM, services: Any
+) -> None:
+    key = "agent:main:main"
+    dead = {
+        "runId": "dead-run",
+        "execution": "never-started",
+        "startedAt": 0,  # claimed long ago
+        "leaseUntil": 0,
+        "deliver": {"kind": "chat", "channel": "test", "accountId": "bridge", "peer": ANN, "replyToId": "old"},
+    }
+
+    def plant(meta: dict[str, Any]) -> bool:
+        meta["currentRun"] = dead
+        return True
+
+    services.sessions.update_meta(key, plant, now=services.now_ms())
+    llm.script(reply("fresh answer"))
+    assert bridge.call("channel.inbound", inbound("d1", "hello again"))["status"] == "started"
+    wait_for(lambda: "fresh answer" in texts(sender, bridge), timeout=30)
+    assert "Sorry, I couldn't finish that: Run ended unexpectedly" in texts(sender, bridge)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+import pytest
 from orbital.agent import cron_runs, runs
 from orbital.engines import cron
 from orbital.runtime import scheduler
@@ -30,7 +31,7 @@ def records(agent: Any, job_id: str) -> list[dict[str, Any]]:
     return list(agent.call("cron.runs", {"jobId": job_id})["runs"])
 
 
-def finished_record(agent: Any, job_id: str, timeout: float = 20.0) -> dict[str, Any]:
+def finished_record(agent: Any, job_id: str, timeout: float = 30.0) -> dict[str, Any]:
     return dict(wait_for(lambda: records(agent, job_id), timeout=timeout)[0])
 
 
@@ -70,7 +71,7 @@ def test_a_due_system_event_runs_in_the_main_session_and_is_delivered(
     (prompt,) = user_texts(llm)
     assert prompt.startswith("[cron · ") and "water the plants" in prompt
     assert "delivered automatically to test:+15550001" in prompt
-    sent = wait_for(lambda: outbound(sender, channel))
+    sent = wait_for(lambda: outbound(sender, channel), timeout=30)
     assert sent[0]["peer"] == PEER and sent[0]["message"]["text"] == "Time to water the plants."
     assert sent[0]["message"]["replyToId"].startswith(f"cron:{job_id}:")
     history = agent.call("session.preview", {"sessionKey": "agent:main:main"})["messages"]
@@ -92,9 +93,9 @@ def test_a_task_runs_in_a_fresh_session_each_time_with_its_model(agent: Any, ser
     job_id = str(job["id"])
     llm.script(reply("digest one"), reply("digest two"))
     first = scheduler.tick(services, now_ms=T)["cron"]
-    wait_for(lambda: len(records(agent, job_id)) == 1)
+    wait_for(lambda: len(records(agent, job_id)) == 1, timeout=30)
     second = scheduler.tick(services, now_ms=T + 10 * MINUTE + 5)["cron"]
-    wait_for(lambda: len(records(agent, job_id)) == 2)
+    wait_for(lambda: len(records(agent, job_id)) == 2, timeout=30)
     keys_used = [r["summary"].removeprefix("running in ") for r in first + second]
     assert len(set(keys_used)) == 2 and all(k.startswith(f"agent:main:cron:{job_id}:") for k in keys_used)
     assert [r["status"] for r in records(agent, job_id)] == ["ok", "ok"]
@@ -114,7 +115,7 @@ def test_a_failed_run_is_recorded_as_an_error_and_the_channel_is_told(
     scheduler.tick(services, now_ms=T)
     record = finished_record(agent, job_id)
     assert record["status"] == "error" and record["error"] == "Model not found: openai/gpt-test"
-    sent = wait_for(lambda: outbound(sender, channel))
+    sent = wait_for(lambda: outbound(sender, channel), timeout=30)
     assert sent[-1]["message"]["text"].startswith("Sorry, I couldn't finish that:")
 
 
@@ -133,6 +134,7 @@ def test_racing_ticks_run_a_job_once(agent: Any, services: Any, llm: FakeLLM) ->
         t.start()
     for t in threads:
         t.join(timeout=30)
+    assert len(results) == 4  # every tick finished
     assert sum(len(r.get("cron") or []) for r in results) == 1
     finished_record(agent, job_id)
     assert len(records(agent, job_id)) == 1
@@ -145,16 +147,93 @@ def test_timeout_seconds_stops_a_task_run(agent: Any, connect: Any, sender: Any,
     llm.script(reply(tool_calls=[call("box__Bash", {"command": "sleep 3600"})]))
     out = scheduler.tick(services, now_ms=T)
     session_key = out["cron"][0]["summary"].removeprefix("running in ")
-    wait_for(lambda: node_events(sender, node, "tool.invoke"))  # the run now waits for the node
+    wait_for(lambda: node_events(sender, node, "tool.invoke"), timeout=30)  # the run now waits for the node
 
-    assert scheduler.tick(services, now_ms=T + 29_000).get("cronTimedOut") == 0
+    assert scheduler.tick(services, now_ms=T + 29_000).get("cronEnded") == 0
     assert runs.current_run(services, session_key) is not None
-    assert scheduler.tick(services, now_ms=T + 31_000)["cronTimedOut"] == 1
+    assert scheduler.tick(services, now_ms=T + 31_000)["cronEnded"] == 1
     record = finished_record(agent, job_id)
     assert record["status"] == "error" and record["error"] == "Cron run timed out after 30s"
     assert runs.current_run(services, session_key) is None
     assert list(services.table.query(keys.cron_active_pk(job_id))) == []
-    assert scheduler.tick(services, now_ms=T + 90_000)["cronTimedOut"] == 0  # nothing left to stop
+    assert scheduler.tick(services, now_ms=T + 90_000)["cronEnded"] == 0  # nothing left to stop
+
+
+def test_a_long_run_is_watched_and_never_claimed_twice(
+    agent: Any, connect: Any, sender: Any, services: Any, llm: FakeLLM
+) -> None:
+    node = connect("node", "box")
+    job = cron.add(
+        services,
+        {
+            "name": "long",
+            "schedule": {"kind": "every", "everyMs": MINUTE, "anchorMs": T - MINUTE},
+            "spec": {"mode": "task", "message": "the long job", "deliver": False},
+        },
+        T - MINUTE,
+    )
+    job_id = str(job["id"])
+    llm.script(reply(tool_calls=[call("box__Bash", {"command": "make world"})]), reply("built"))
+    (started,) = scheduler.tick(services, now_ms=T)["cron"]
+    event = wait_for(lambda: node_events(sender, node, "tool.invoke"), timeout=30)[0]
+    assert scheduler.tick(services, now_ms=T + 2 * MINUTE)["cron"] == []  # still running: not again
+    scheduler.tick(services, now_ms=T + 6 * MINUTE)  # the watch sees it alive and renews the marker
+    # an hour past the start the marker would be stale, but the run was seen alive since
+    assert scheduler.tick(services, now_ms=T + 65 * MINUTE)["cron"] == []
+    state = services.gateway.get_cron_job(job_id)["state"]
+    assert state["runningAtMs"] == started["startedAtMs"] and state["runningCheckedAtMs"] == T + 65 * MINUTE
+    assert sum("the long job" in text for text in user_texts(llm)) == 1
+    node.call("tool.result", {"callId": event["callId"], "result": "done"})
+    record = finished_record(agent, job_id)
+    assert record["status"] == "ok" and record["summary"] == "built"
+    state = services.gateway.get_cron_job(job_id)["state"]
+    assert "runningAtMs" not in state and "runningCheckedAtMs" not in state
+    assert list(services.table.query(keys.cron_active_pk(job_id))) == []
+
+
+def test_a_run_that_never_started_is_recorded_as_failed(
+    agent: Any, services: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    job_id = add_job(services, {"mode": "systemEvent", "text": "lost in the post"})
+    # the run's start is lost without an error (what a crash right after the executor looks like)
+    monkeypatch.setattr(runs, "submit", lambda *args, **kwargs: runs.Submitted(run_id="x", queued=False))
+    (started,) = scheduler.tick(services, now_ms=T)["cron"]
+    assert started["status"] == "running"
+    assert scheduler.tick(services, now_ms=T + 4 * MINUTE)["cronEnded"] == 0  # not looked at yet
+    assert scheduler.tick(services, now_ms=T + 6 * MINUTE)["cronEnded"] == 1
+    (record,) = records(agent, job_id)
+    assert record["status"] == "error" and record["error"] == cron_runs.VANISHED
+    assert "runningAtMs" not in services.gateway.get_cron_job(job_id)["state"]
+
+
+def test_max_concurrent_runs_counts_the_runs_still_going(
+    agent: Any, connect: Any, sender: Any, services: Any, llm: FakeLLM
+) -> None:
+    node = connect("node", "box")
+    services.config.set_path("cron.maxConcurrentRuns", 1)
+    first = add_job(services, {"mode": "task", "message": "first job", "deliver": False}, name="first")
+    second = add_job(services, {"mode": "task", "message": "second job", "deliver": False}, at_ms=T + 1, name="2nd")
+
+    def respond(request: Any) -> Any:
+        text = user_texts_of(request)
+        if "first job" in text and not any(m["role"] == "tool" for m in request.body["messages"]):
+            return reply(tool_calls=[call("box__Bash", {"command": "sleep 5"})])
+        return reply("done")
+
+    llm.responder = respond
+    assert [r["jobId"] for r in scheduler.tick(services, now_ms=T + 1)["cron"]] == [first]
+    event = wait_for(lambda: node_events(sender, node, "tool.invoke"), timeout=30)[0]
+    assert scheduler.tick(services, now_ms=T + 2)["cron"] == []  # the one slot is taken
+    node.call("tool.result", {"callId": event["callId"], "result": "slept"})
+    finished_record(agent, first)
+    assert [r["jobId"] for r in scheduler.tick(services, now_ms=T + 3)["cron"]] == [second]
+    assert finished_record(agent, second)["status"] == "ok"
+
+
+def user_texts_of(request: Any) -> str:
+    users = [m for m in request.body["messages"] if m["role"] == "user"]
+    content = users[-1]["content"] if users else ""
+    return content if isinstance(content, str) else str(content)
 
 
 def test_a_run_that_vanished_is_recorded_once_when_its_time_is_up(agent: Any, services: Any) -> None:
@@ -191,7 +270,7 @@ def test_the_template_function_ticks(agent: Any, services: Any, llm: FakeLLM, mo
     monkeypatch.setattr(services, "now_ms", lambda: T + 1)  # the function reads the clock through the services
     llm.script(reply("ticked"))
     summary = host.invoke("SchedulerTickFunction", {"source": "aws.scheduler", "detail": {}})
-    assert summary["cron"] == 1 and summary["cronTimedOut"] == 0
+    assert summary["cron"] == 1 and summary["cronEnded"] == 0
     assert finished_record(agent, job_id)["status"] == "ok"
 
 

@@ -154,17 +154,25 @@ def test_webhook_asks_again_only_after_a_passing_failure(
     res = post(http, ft.private_text("this fails downstream"))
     assert res.status_code == 200 and res.json() == {"ok": True}
     assert len(inbound.received) == 1
-    inbound.error = RuntimeError("the table is throttled")
-    again = post(http, ft.private_text("this too"))
-    assert again.status_code == 503 and again.json() == {"ok": False, "error": "try again"}
+    from botocore.exceptions import ClientError
+    from orbital.errors import ConflictError
+
+    throttled = ClientError({"Error": {"Code": "ThrottlingException", "Message": "slow down"}}, "PutItem")
+    for passing in (throttled, ConflictError("session changed concurrently; try again", retryable=True)):
+        inbound.error = passing
+        again = post(http, ft.private_text("this too"))
+        assert again.status_code == 503 and again.json() == {"ok": False, "error": "try again"}
+    inbound.error = RuntimeError("a bug, not worth another delivery")
+    assert post(http, ft.private_text("and this")).status_code == 200
     inbound.error = None
     # not JSON, not an object, an update kind we do not take, a service message: 200, nothing handed on
     for body in (b"{not json", b"[1, 2]", {"update_id": 9, "callback_query": {"id": "x"}}):
         assert post(http, body).status_code == 200
-    assert len(inbound.received) == 2
+    assert len(inbound.received) == 4
     messages = [r.getMessage() for r in caplog.records if r.name == "orbital.rest"]
     assert any("ChannelError (code 400)" in m for m in messages)
     assert any("RuntimeError" in m for m in messages)
+    assert any("ClientError" in m and "asking for it again" in m for m in messages)
     assert any("JSONDecodeError" in m for m in messages)
     logged = all_logged(caplog)
     assert TOKEN not in logged and SECRET not in logged and "boom" not in logged
@@ -206,6 +214,7 @@ def test_start_generates_stores_and_registers_the_secret(
         "url": PUBLIC + HOOK,
         "secret_token": stored,
         "allowed_updates": ["message", "edited_message", "channel_post"],
+        "max_connections": 1,
     }
     # masked on every read path
     shown = rpc.call("config.get", {"path": "channels.telegram"})

@@ -8,8 +8,11 @@
   channel and peer; with neither, nothing is delivered. Unlike GSV, a cron run does not overwrite the agent's last
   active context.
 - The job's run record is written when the run ends, with its real status (`ok` / `error`), duration and error
-  (`finished`, called from the run's end). `timeoutSeconds` stops a task run that takes longer (`expire`, from the
-  scheduler tick).
+  (`finished`, called from the run's end).
+- Every run is watched: a record indexed by its next check time (`CRONACTIVE`). The scheduler tick (`expire`) looks
+  at the due ones: a task past its `timeoutSeconds` is stopped (its end records the timeout); a run still going
+  renews the job's running marker and is looked at again later; a run that vanished without reporting its end is
+  recorded as failed. Whoever deletes the watch record first (the run's end or the tick) writes the one record.
 """
 
 from __future__ import annotations
@@ -34,6 +37,9 @@ log = logging.getLogger("orbital.agent.cron_runs")
 
 SUMMARY_CHARS = 200
 TIMED_OUT = "Cron run timed out after {seconds}s"
+VANISHED = "The run ended without reporting a result"
+CHECK_EVERY_MS = 5 * 60_000
+"""How often the tick looks at a run still going (renewing the job's running marker)."""
 
 
 def _target(services: Services, job: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any] | None:
@@ -101,18 +107,12 @@ def executor(services: Services, now_ms: int) -> Callable[[dict[str, Any]], cron
             data["overrides"] = overrides
         timeout = spec.get("timeoutSeconds") if spec.get("mode") == "task" else None
         timed = isinstance(timeout, int | float) and not isinstance(timeout, bool) and timeout > 0
-        marker: dict[str, Any] = {"jobId": job_id, "startedAt": started, "runId": run_id}
+        marker: dict[str, Any] = {"jobId": job_id, "startedAt": started, "runId": run_id, "watched": True}
+        watch: dict[str, Any] = {"jobId": job_id, "sessionKey": key, "runId": run_id, "startedAt": started}
         if timed:
             assert isinstance(timeout, int | float)
-            marker["timed"] = True
-            deadline = started + int(timeout * 1000)
-            active = {"jobId": job_id, "sessionKey": key, "runId": run_id, "deadline": deadline, "seconds": timeout}
-            services.table.put(
-                keys.cron_active(job_id, run_id),
-                active,
-                gsi=keys.cron_active_index(deadline, job_id),
-                ttl=int(deadline / 1000) + 86400,
-            )
+            watch.update(deadline=started + int(timeout * 1000), seconds=timeout)
+        _arm(services, watch, now_ms)
         try:
             runs.submit(
                 services,
@@ -123,8 +123,7 @@ def executor(services: Services, now_ms: int) -> Callable[[dict[str, Any]], cron
                 emit_error=events.error_emitter(services),
             )
         except Exception:
-            if timed:  # the executor's error is the record; nothing is left for `expire`
-                services.table.delete(keys.cron_active(job_id, run_id))
+            services.table.delete(keys.cron_active(job_id, run_id))  # the executor's error is the record
             raise
         summary = f"running in {key}" + (
             f" (delivering to {target['channel']}:{target['peer']['id']})" if target else ""
@@ -134,14 +133,27 @@ def executor(services: Services, now_ms: int) -> Callable[[dict[str, Any]], cron
     return execute
 
 
-def finished(services: Services, marker: dict[str, Any], *, reply: str | None, error: str | None) -> None:
-    """A job's run ended: record it (status, duration, error, the start of the reply as its summary).
+def _arm(services: Services, watch: dict[str, Any], now_ms: int) -> None:
+    """Store the watch record, due for a look at the run's deadline or in `CHECK_EVERY_MS`, whichever is first."""
+    check = now_ms + CHECK_EVERY_MS
+    deadline = watch.get("deadline")
+    if isinstance(deadline, int):
+        check = min(check, deadline)
+    job_id = str(watch["jobId"])
+    services.table.put(
+        keys.cron_active(job_id, str(watch["runId"])),
+        {**watch, "checkAt": check},
+        gsi=keys.cron_active_index(check, job_id),
+        ttl=int(check / 1000) + 7 * 86400,
+    )
 
-    A run with a timeout first takes its active record away; whoever takes it (this, or `expire` for a run that
-    vanished) writes the one record."""
+
+def finished(services: Services, marker: dict[str, Any], *, reply: str | None, error: str | None) -> None:
+    """A job's run ended: record it (status, duration, error, the start of the reply as its summary), unless the
+    tick already recorded it as vanished (it took the watch record first)."""
     job_id = str(marker["jobId"])
-    timed = marker.get("timed") and marker.get("runId")
-    if timed and services.table.delete(keys.cron_active(job_id, str(marker["runId"])), return_old=True) is None:
+    watched = (marker.get("watched") or marker.get("timed")) and marker.get("runId")
+    if watched and services.table.delete(keys.cron_active(job_id, str(marker["runId"])), return_old=True) is None:
         return
     summary = " ".join((reply or "").split())[:SUMMARY_CHARS] or None
     outcome = cron.RunOutcome("error", error=error) if error is not None else cron.RunOutcome("ok", summary=summary)
@@ -155,27 +167,45 @@ def _record(services: Services, job_id: str, outcome: cron.RunOutcome, started_m
         log.exception("could not record the run of cron job %s", job_id)
 
 
+def _queued(services: Services, session_key: str, run_id: str) -> bool:
+    meta = services.sessions.load_meta(session_key) or {}
+    return any(isinstance(e, dict) and e.get("runId") == run_id for e in meta.get("queue") or [])
+
+
 def expire(services: Services, now_ms: int) -> int:
-    """Stop task runs past their `timeoutSeconds` (their record says so). Returns how many were stopped."""
-    stopped = 0
+    """Look at the watched runs that are due: stop task runs past their `timeoutSeconds`, renew the running marker
+    of runs still going, record runs that vanished. Returns how many runs were stopped or recorded."""
+    ended = 0
     due = keys.cron_active_index(now_ms, "\uffff")[1]
     for rec in services.table.query_index(keys.CRON_ACTIVE_GSI_PK, sk_max=due):
-        active = rec.data
-        key, run_id = str(active.get("sessionKey")), str(active.get("runId"))
+        watch = rec.data
+        key, run_id, job_id = str(watch.get("sessionKey")), str(watch.get("runId")), str(watch.get("jobId"))
+        deadline = watch.get("deadline")
+        late = isinstance(deadline, int) and now_ms >= deadline
+        reason = TIMED_OUT.format(seconds=watch.get("seconds")) if late else VANISHED
         current = runs.current_run(services, key)
-        reason = TIMED_OUT.format(seconds=active.get("seconds"))
         ours = current is not None and current.get("runId") == run_id
-        # stopping it: the run's end (`finished`, through the run's notify) records the timeout
-        if ours and runs.stop(services, key, emit_error=events.error_emitter(services), reason=reason).was_running:
-            stopped += 1
+        alive = ours and current is not None and not runs.is_stale(services, current, _wall_ms())
+        if alive and late:
+            # stopping it: the run's end (`finished`, through the run's notify) records the timeout
+            if runs.stop(services, key, emit_error=events.error_emitter(services), reason=reason).was_running:
+                ended += 1
+                continue
+        elif alive or _queued(services, key, run_id):
+            started = watch.get("startedAt")
+            if isinstance(started, int):
+                cron.touch_running(services, job_id, started, now_ms)
+            _arm(services, watch, now_ms)
             continue
         if services.table.delete((rec.pk, rec.sk), return_old=True) is not None:
-            # the run is gone without reporting (it never started, or its end was lost): record it as failed
-            started = int(active.get("deadline") or now_ms) - int(float(active.get("seconds") or 0) * 1000)
-            _record(services, str(active.get("jobId")), cron.RunOutcome("error", error=reason), started)
-            stopped += 1
-    return stopped
+            # gone without reporting (it never started, or its end was lost): record it as failed
+            started_at = watch.get("startedAt")
+            if not isinstance(started_at, int):  # a record written before runs carried their start
+                started_at = int(deadline or now_ms) - int(float(watch.get("seconds") or 0) * 1000)
+            _record(services, job_id, cron.RunOutcome("error", error=reason), started_at)
+            ended += 1
+    return ended
 
 
-def now_ms() -> int:
+def _wall_ms() -> int:
     return int(time.time() * 1000)

@@ -245,16 +245,38 @@ def submit(
         log.warning("run %s of %s ended without releasing the session", dead.get("runId"), session_key)
         drop_input(services, session_key, dead)
         if emit_error is not None:
-            emit_error(session_key, str(dead.get("runId")), {"error": "Run ended unexpectedly"})
+            emit_error(session_key, str(dead.get("runId")), {"error": DEAD_RUN})
+        from orbital.agent import notify
+
+        notify.run_ended(services, session_key, dead, error=DEAD_RUN)
     if "run" in outcome:
-        _start(services, session_key, outcome["run"], emit_error)
+        ours = outcome["run"]["runId"] == run_id
+        try:
+            _start(services, session_key, outcome["run"], emit_error, notify_failure=not ours)
+        except UnavailableError:
+            if ours:
+                raise
+            # an older entry that could not start was reported to whoever waits for it; ours is queued or running
     if "position" in outcome:
         return Submitted(run_id, queued=True, position=int(outcome["position"]))
     return Submitted(run_id, queued=False)
 
 
-def _start(services: Services, session_key: str, run: dict[str, Any], emit_error: Emit | None) -> None:
-    """Start the execution of a run that owns the session; on failure free the session again (and go on)."""
+DEAD_RUN = "Run ended unexpectedly"
+USER_CANCELLED = "Run cancelled by user"
+
+
+def _start(
+    services: Services,
+    session_key: str,
+    run: dict[str, Any],
+    emit_error: Emit | None,
+    *,
+    notify_failure: bool = True,
+) -> None:
+    """Start the execution of a run that owns the session; on failure free the session again (and go on). With
+    `notify_failure` (a queued input whose sender is not waiting for this call), whoever waits for the run's end
+    (a channel, a cron record, a SessionSend) hears of the failure."""
     payload = {"job": "turn", "sessionKey": session_key, "runId": run["runId"], "iteration": 0, "next": "start"}
     try:
         clients.stepfunctions().start_execution(
@@ -265,7 +287,11 @@ def _start(services: Services, session_key: str, run: dict[str, Any], emit_error
         message = exc.message if isinstance(exc, UnavailableError) else "Could not start the agent run; try again"
         if emit_error is not None:
             emit_error(session_key, str(run["runId"]), {"error": message})
-        finish(services, session_key, str(run["runId"]), str(run["execution"]), emit_error=emit_error)
+        done = finish(services, session_key, str(run["runId"]), str(run["execution"]), emit_error=emit_error)
+        if notify_failure and done is not None:
+            from orbital.agent import notify
+
+            notify.run_ended(services, session_key, done, error=message)
         if isinstance(exc, UnavailableError):
             raise
         raise UnavailableError(message, retryable=True) from None
@@ -336,7 +362,7 @@ def stop(
     session_key: str,
     *,
     emit_error: Emit | None = None,
-    reason: str = "Run cancelled by user",
+    reason: str = USER_CANCELLED,
     start_next: bool = True,
 ) -> Stopped:
     """Cancel the current run (`/stop`, a manual reset): its execution is stopped, the calls it waits for are

@@ -9,6 +9,7 @@ one. Adding a messenger is one module with a class like `TelegramAdapter` and on
 from __future__ import annotations
 
 import importlib
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -69,6 +70,31 @@ class ChannelError(Exception):
         super().__init__(message)
         self.message = message
         self.code = code
+
+
+def is_passing(exc: BaseException) -> bool:
+    """A failure worth another delivery of the same message (storage or a service out of breath, a conflict), not
+    one the message itself causes (bad input, a refused sender, a bug)."""
+    if getattr(exc, "retryable", None) is True:
+        return True
+    code = getattr(exc, "code", None)
+    if isinstance(code, int) and not isinstance(code, bool):
+        return code in (408, 409, 429) or code >= 500
+    try:
+        from botocore.exceptions import BotoCoreError, ClientError
+    except ImportError:  # pragma: no cover - botocore is always installed
+        return isinstance(exc, OSError | TimeoutError)
+    return isinstance(exc, BotoCoreError | ClientError | OSError | TimeoutError)
+
+
+_INTERNAL = re.compile(r"arn:aws|An error occurred \(|Traceback|botocore|\b\d{12}\b")
+GENERIC_FAILURE = "something went wrong on the gateway"
+
+
+def public_reason(text: str) -> str:
+    """What a messenger user may read of an error: the message, unless it carries the gateway's internals (AWS
+    resource names, account ids, exception dumps)."""
+    return GENERIC_FAILURE if _INTERNAL.search(text) else text
 
 
 BUILT_IN: dict[str, str] = {

@@ -3,7 +3,8 @@
 A run carries `deliver = {kind, channel, accountId, peer, replyToId?, agentId?, jobId?}` when its reply belongs
 to a messenger: `chat` (a channel message), `heartbeat` (filtered: acknowledgements are not sent, F8), `cron`.
 `partial` texts and the `final` text are sent as they come; on `final` and `error` typing stops; an `error` sends a
-short note so the person is not left waiting (GSV sent nothing). Sending never fails a run: errors are logged.
+short note so the person is not left waiting (GSV sent nothing), without the gateway's internals and not for a
+cancellation the person asked for. Sending never fails a run: errors are logged.
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from orbital.channels.adapters import ChannelError, Outbound, adapter_for
+from orbital.agent.runs import RESET_REASON, USER_CANCELLED
+from orbital.channels.adapters import ChannelError, Outbound, adapter_for, public_reason
 from orbital.domain.config import as_dict
 
 if TYPE_CHECKING:
@@ -20,6 +22,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("orbital.channels.delivery")
 
 ERROR_REPLY_LIMIT = 300
+_ASKED_FOR = frozenset({USER_CANCELLED, RESET_REASON})
+"""Ends the person asked for (`/stop`, `/new`): the command's own answer says so, no error note."""
 
 
 def trim_leading_blank_lines(text: str) -> str:
@@ -31,7 +35,7 @@ def trim_leading_blank_lines(text: str) -> str:
 
 
 def error_reply(error: str) -> str:
-    short = " ".join(error.split())
+    short = " ".join(public_reason(error).split())
     if len(short) > ERROR_REPLY_LIMIT:
         short = short[: ERROR_REPLY_LIMIT - 1] + "…"
     return f"Sorry, I couldn't finish that: {short}"
@@ -74,7 +78,7 @@ def deliver(services: Services, session_key: str, run: dict[str, Any], state: st
     if state in ("final", "error"):
         typing(services, target, False)
     if state == "error":
-        if text and target.get("kind") != "heartbeat":
+        if text and target.get("kind") != "heartbeat" and text not in _ASKED_FOR:
             send(services, target, error_reply(text), session_key=session_key)
         return
     body = trim_leading_blank_lines(text or "")

@@ -5,7 +5,10 @@ name?, handle?, threadId?}, sender?{id, name?, handle?}, message{id, text, times
 wasMentioned?}`) from a channel socket (`channel.inbound`) or a built-in adapter (the Telegram webhook), and:
 
 1. drops a repeat: a message id seen before on that channel account is acknowledged (`status: "duplicate"`) and not
-   processed again (a conditional write with a 48 h TTL, so parallel deliveries of one message run it once);
+   processed again (a conditional write with a 48 h TTL, so parallel deliveries of one message run it once). The
+   mark is a lease while the message is processed (`processing: true` to a repeat meanwhile) and final once it
+   was: a process killed half-way (a Lambda timeout) leaves a lease that expires, so the platform's next retry
+   gets through; a failure that may pass deletes the mark at once;
 2. applies the sender policy: `open`, `allowlist`, or `pairing` — the default for a channel with no policy (F7):
    an unknown sender is recorded as a pending pair with its first message and told it awaits approval;
 3. in groups, with `channels.{channel}.requireMention: true`, ignores messages that do not mention the agent;
@@ -24,7 +27,7 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from orbital.agent import events, runs, slash
-from orbital.channels.adapters import ChannelError, Outbound, adapter_for
+from orbital.channels.adapters import ChannelError, Outbound, adapter_for, is_passing, public_reason
 from orbital.channels.delivery import send as deliver_text
 from orbital.channels.delivery import typing as show_typing
 from orbital.domain import commands, pairing, timefmt
@@ -40,6 +43,8 @@ log = logging.getLogger("orbital.channels.inbound")
 
 REQUIRED = "channel, accountId, peer, and message required"
 SEEN_TTL_SECONDS = 48 * 3600
+LEASE_MS = 90_000
+"""How long a message being processed holds its mark (past every function's timeout)."""
 PEER_KINDS = {"dm", "group", "channel", "thread"}
 
 
@@ -63,20 +68,37 @@ def _peer(raw: Any) -> dict[str, Any] | None:
     return out
 
 
-def _first_time(services: Services, channel: str, account_id: str, message_id: str | None) -> bool:
-    """Claim a message id; False when this message was seen before (a repeated delivery)."""
-    if not message_id:
-        return True
+def _claim(services: Services, channel: str, account_id: str, message_id: str) -> str | None:
+    """Take a message id for processing: None when it is ours, "duplicate" when it was processed (or is being
+    processed: "processing")."""
+    key = keys.inbound_seen(channel, account_id, message_id)
+    now = services.now_ms()
     try:
         services.table.put(
-            keys.inbound_seen(channel, account_id, message_id),
-            {"receivedAt": services.now_ms()},
+            key,
+            {"receivedAt": now},
             ttl=int(time.time()) + SEEN_TTL_SECONDS,
-            condition="attribute_not_exists(PK)",
+            attrs={"lu": now + LEASE_MS},
+            condition="attribute_not_exists(PK) OR lu < :now",
+            values={":now": now},
         )
     except ConflictError:
-        return False
-    return True
+        found = services.table.get(key)
+        lease = found.attrs.get("lu") if found else None
+        return "processing" if isinstance(lease, int | float) and lease >= now else "duplicate"
+    return None
+
+
+def _settle(services: Services, channel: str, account_id: str, message_id: str, *, done: bool) -> None:
+    """Processed: the mark becomes final (no lease). Not processed: the mark goes, so a retry gets through."""
+    key = keys.inbound_seen(channel, account_id, message_id)
+    try:
+        if done:
+            services.table.put(key, {"receivedAt": services.now_ms()}, ttl=int(time.time()) + SEEN_TTL_SECONDS)
+        else:
+            services.table.delete(key)
+    except Exception as exc:  # the lease expires by itself
+        log.warning("inbound mark of %s:%s not settled: %s", channel, account_id, type(exc).__name__)
 
 
 def _reply(services: Services, channel: str, account_id: str, peer: dict[str, Any], text: str, reply_to: Any) -> None:
@@ -99,14 +121,22 @@ def receive(services: Services, params: dict[str, Any]) -> dict[str, Any]:
     raw_text = message.get("text")
     text: str = raw_text if isinstance(raw_text, str) else ""
     message_id = _text(message.get("id"))
-    if not _first_time(services, channel, account_id, message_id):
-        return {"status": "duplicate", "messageId": message_id}
+    if message_id:
+        seen = _claim(services, channel, account_id, message_id)
+        if seen is not None:
+            repeat: dict[str, Any] = {"status": "duplicate", "messageId": message_id}
+            if seen == "processing":
+                repeat["processing"] = True
+            return repeat
     try:
-        return _process(services, params, channel, account_id, peer, message, text)
+        result = _process(services, params, channel, account_id, peer, message, text)
     except Exception:
         if message_id:  # not processed: a repeated delivery (the platform's retry) must get through
-            services.table.delete(keys.inbound_seen(channel, account_id, message_id))
+            _settle(services, channel, account_id, message_id, done=False)
         raise
+    if message_id:
+        _settle(services, channel, account_id, message_id, done=True)
+    return result
 
 
 def _process(
@@ -208,8 +238,9 @@ def _process(
         )
     except Exception as exc:
         show_typing(services, target, False)
-        message_text = getattr(exc, "message", None) or str(exc) or type(exc).__name__
-        deliver_text(services, target, f"Sorry, I couldn't start on that: {message_text}")  # F16
+        if not is_passing(exc):  # F16; a passing failure is delivered again by the platform (or the bridge retries)
+            reason = public_reason(getattr(exc, "message", None) or str(exc) or type(exc).__name__)
+            deliver_text(services, target, f"Sorry, I couldn't start on that: {reason}")
         raise
     result: dict[str, Any] = {"sessionKey": key, "status": "started", "runId": submitted.run_id}
     if submitted.queued:

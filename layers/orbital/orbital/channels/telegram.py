@@ -180,6 +180,9 @@ class BotApi:
             "url": url,
             "secret_token": secret_token,
             "allowed_updates": allowed_updates if allowed_updates is not None else ALLOWED_UPDATES,
+            # one delivery at a time: a chat's messages reach the agent in order (a /stop never overtakes the
+            # message it is meant to stop); a personal bot's volume does not need Telegram's 40 in parallel
+            "max_connections": 1,
         }
         if drop_pending:
             params["drop_pending_updates"] = True

@@ -22,7 +22,10 @@ Orbital behaviour beyond GSV:
   `skipped` leaves it). After n of them the next run of an `every` / `cron` job is pushed back by
   min(1 h, 30 s * 2^(n-1)) beyond its normal next time, so a broken job does not hammer a model or a channel.
 * A running marker older than `RUNNING_STALE_MS` (or twice the task's `timeoutSeconds`, if longer) is presumed left
-  by a crashed run: the job is due again and may be claimed.
+  by a crashed run: the job is due again and may be claimed. A run that is seen alive (`touch_running`, from the
+  scheduler's watch over agent runs) renews it, so a long run is never claimed twice.
+* An executor may answer `running` (an agent run, which ends later): `complete` then records the real outcome
+  (fix F9), and `cron.maxConcurrentRuns` counts the runs still going, not only those started by one call.
 * A forced run of a job that is running reports `skipped` with `job is already running` and changes nothing.
 * A job removed while it ran gets no run record (its history went with it).
 * Input errors raise `CronError` carrying a status code (400, or 404 for an unknown job id); GSV answers 500 for
@@ -422,9 +425,16 @@ def _stale_after_ms(job: Mapping[str, Any]) -> int:
 
 
 def _running(job: dict[str, Any], now_ms: int) -> bool:
-    """Marked running by a run that may still be going (a marker too old to be live does not count)."""
+    """Marked running by a run that may still be going: a marker too old to be live does not count, unless the run
+    was seen alive since (`runningCheckedAtMs`, see `touch_running`)."""
     since = cron_running_since(job)
-    return since is not None and now_ms - since < _stale_after_ms(job)
+    if since is None:
+        return False
+    state = job.get("state")
+    checked = state.get("runningCheckedAtMs") if isinstance(state, dict) else None
+    if isinstance(checked, int | float) and not isinstance(checked, bool):
+        since = max(since, checked)
+    return now_ms - since < _stale_after_ms(job)
 
 
 def _due(job: dict[str, Any], now_ms: int) -> bool:
@@ -482,12 +492,15 @@ def _execute(job: dict[str, Any], execute: Executor) -> RunOutcome:
 
 
 def _finished_job(
-    job: dict[str, Any], outcome: RunOutcome, start_ms: int, end_ms: int, duration_ms: int
+    job: dict[str, Any], outcome: RunOutcome, start_ms: int, end_ms: int, duration_ms: int, marker: int | None = None
 ) -> tuple[dict[str, Any] | None, int | None]:
-    """The job after a run (None: delete it) and its next run."""
+    """The job after a run (None: delete it) and its next run. With `marker` (a run that ended later), the running
+    marker is cleared only if it is still that run's: a newer claim keeps its own."""
     done = copy.deepcopy(job)
     state = done.setdefault("state", {})
-    state.pop("runningAtMs", None)
+    if marker is None or state.get("runningAtMs") == marker:
+        state.pop("runningAtMs", None)
+        state.pop("runningCheckedAtMs", None)
     state["lastRunAtMs"] = start_ms
     state["lastStatus"] = outcome.status
     _set_or_drop(state, "lastError", outcome.error)
@@ -524,6 +537,7 @@ def _finish(
     start_ms: int,
     duration_ms: int,
     settings: CronSettings,
+    marker: int | None = None,
 ) -> dict[str, Any]:
     end_ms = start_ms + duration_ms
     result: dict[str, Any] = {"jobId": job_id, "status": outcome.status}
@@ -537,7 +551,7 @@ def _finish(
         if found is None:
             return result  # removed while it ran: nothing to update, no history to add to
         job, version = found
-        done, next_run = _finished_job(job, outcome, start_ms, end_ms, duration_ms)
+        done, next_run = _finished_job(job, outcome, start_ms, end_ms, duration_ms, marker)
         try:
             if done is None:
                 repo.delete_cron_job(job_id, with_runs=False)
@@ -584,10 +598,34 @@ def complete(
     ended_ms: int,
 ) -> dict[str, Any]:
     """Record the end of a run the executor reported as `running`: state, history and next run, as for a run that
-    ended at once (duration = ended - started)."""
+    ended at once (duration = ended - started). `started_ms` is the run's claim: the running marker is cleared only
+    if it is still that one."""
     if outcome.status not in ("ok", "error", "skipped"):
         raise CronError(f"not a final run status: {outcome.status}")
-    return _finish(services.gateway, job_id, outcome, started_ms, max(0, ended_ms - started_ms), _settings(services))
+    duration = max(0, ended_ms - started_ms)
+    return _finish(services.gateway, job_id, outcome, started_ms, duration, _settings(services), marker=started_ms)
+
+
+def touch_running(services: Services, job_id: str, started_ms: int, now_ms: int) -> bool:
+    """The run claimed at `started_ms` is still going: note it (`runningCheckedAtMs`) so the job's marker does not go
+    stale however long the run takes. False when the job is gone or no longer marked by that run."""
+    repo = services.gateway
+    for _ in range(_WRITE_ATTEMPTS):
+        found = repo.get_cron_job_versioned(job_id)
+        if found is None:
+            return False
+        job, version = found
+        state = job.get("state")
+        if not isinstance(state, dict) or state.get("runningAtMs") != started_ms:
+            return False
+        touched = copy.deepcopy(job)
+        touched["state"]["runningCheckedAtMs"] = now_ms
+        try:
+            repo.put_cron_job(touched, expect_version=version)
+        except ConflictError:
+            continue
+        return True
+    return False
 
 
 @_cron_errors
@@ -621,7 +659,11 @@ def run(
         if not settings.enabled:
             return {"ran": 0, "results": []}
         candidates = [j for j in repo.due_cron_jobs(now_ms, include_running=True) if _due(j, now_ms)]
-        for candidate in candidates[: settings.max_concurrent_runs]:
+        if not candidates:
+            return {"ran": 0, "results": []}
+        # runs outlive the call that starts them (agent runs): the limit counts the ones still going
+        busy = sum(1 for j in repo.cron_jobs() if _running(j, now_ms))
+        for candidate in candidates[: max(0, settings.max_concurrent_runs - busy)]:
             start = start_ms()
             claimed = _claim(repo, str(candidate["id"]), start, due_only=True)
             if isinstance(claimed, dict):

@@ -76,6 +76,8 @@ class ChannelInboundParams(Params):
 
 class ChannelInboundResult(Result):
     status: str
+    messageId: str | None = None
+    processing: bool | None = None
     sessionKey: str | None = None
     runId: str | None = None
     queued: bool | None = None
@@ -95,7 +97,8 @@ def _channel_error(exc: ChannelError) -> RpcError:
 @router.method("channel.inbound", params=ChannelInboundParams, result=ChannelInboundResult)
 def channel_inbound(ctx: CallContext, params: ChannelInboundParams) -> dict[str, Any]:
     """A message from a messenger, for the agent: `status` is `started` (a run, replying on the channel),
-    `duplicate` (a message id already received), `pending_pairing` (an unknown sender, told it awaits approval),
+    `duplicate` (a message id already received; `processing: true` while that first delivery is still being
+    handled), `pending_pairing` (an unknown sender, told it awaits approval),
     `blocked`, `ignored` (a group message that does not mention the agent when mentions are required), `command` or
     `directive-only` (answered on the channel)."""
     try:

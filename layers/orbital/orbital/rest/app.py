@@ -58,8 +58,9 @@ def _telegram_secret_matches(account_id: str, presented: str) -> bool:
 
 
 def _telegram_update(account_id: str, body: bytes) -> bool:
-    """Parse the update and hand it to the inbound pipeline. False when it should be delivered again; failures are
-    logged by type only."""
+    """Parse the update and hand it to the inbound pipeline. False when it should be delivered again (a passing
+    failure, or the same message still being processed by an earlier delivery); failures are logged by type only."""
+    from orbital.channels.adapters import is_passing
     from orbital.channels.telegram import TelegramAdapter
     from orbital.runtime.services import get_services
 
@@ -75,10 +76,10 @@ def _telegram_update(account_id: str, body: bytes) -> bool:
             return True
         from orbital.channels import inbound
 
-        inbound.receive(services, params)
+        result = inbound.receive(services, params)
     except Exception as exc:
+        passing = not isinstance(exc, ValueError) and is_passing(exc)
         code = getattr(exc, "code", None)
-        passing = code >= 500 if isinstance(code, int) else not isinstance(exc, ValueError)
         log.warning(
             "telegram update %s for account %s not processed%s: %s (code %s)",
             update_id if isinstance(update_id, int) else "?",
@@ -88,7 +89,7 @@ def _telegram_update(account_id: str, body: bytes) -> bool:
             code if code is not None else "-",
         )
         return not passing
-    return True
+    return result.get("processing") is not True
 
 
 @functools.cache

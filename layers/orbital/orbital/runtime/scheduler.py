@@ -1,8 +1,9 @@
 """The scheduler tick: one EventBridge schedule (`rate(1 minute)`) on AWS, every second in `orbital dev`.
 
-Each tick runs the cron jobs that are due (found through the index on next-run time; each claimed with a
-conditional write, so overlapping or retried ticks never run a job twice; at most `cron.maxConcurrentRuns` per tick),
-stops task runs past their `timeoutSeconds`, and runs the heartbeats that are due (claimed the same way). The first
+Each tick looks at the cron runs under watch (stops task runs past their `timeoutSeconds`, records runs that
+vanished), runs the cron jobs that are due (found through the index on next-run time; each claimed with a
+conditional write, so overlapping or retried ticks never run a job twice; at most `cron.maxConcurrentRuns` going at
+once), and runs the heartbeats that are due (claimed the same way). The first
 tick that finds a configured agent without heartbeat state (a new gateway, a new agent) schedules its heartbeats
 one interval on.
 """
@@ -24,15 +25,15 @@ def tick(services: Services, now_ms: int | None = None) -> dict[str, Any]:
 
     now = services.now_ms() if now_ms is None else now_ms
     out: dict[str, Any] = {}
+    try:  # first: runs that ended or must end free their job (and a slot of `maxConcurrentRuns`)
+        out["cronEnded"] = cron_runs.expire(services, now)
+    except Exception:
+        log.exception("cron watch pass failed")
     try:
         ran = cron.run(services, mode="due", now_ms=now, execute=cron_runs.executor(services, now))
         out["cron"] = ran["results"]
     except Exception:
         log.exception("cron pass failed")
-    try:
-        out["cronTimedOut"] = cron_runs.expire(services, now)
-    except Exception:
-        log.exception("cron timeout pass failed")
     try:
         heartbeat.ensure_scheduled(services, now)
         out["heartbeats"] = heartbeat.run_due(services, now)
@@ -46,6 +47,6 @@ def handle_tick(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
     result = tick(get_services())
     return {
         "cron": len(result.get("cron") or []),
-        "cronTimedOut": result.get("cronTimedOut", 0),
+        "cronEnded": result.get("cronEnded", 0),
         "heartbeats": len(result.get("heartbeats") or []),
     }

@@ -193,7 +193,10 @@ class ConnectionRepo:
         key = keys.channel_entry(channel, account_id)
         existing = self.table.get(key)
         if existing is not None:
-            self.table.put(key, {**existing.data, "lastMessageAt": now_ms})
+            try:  # never brings back an entry a `channel.stop` removed meanwhile
+                self.table.put(key, {**existing.data, "lastMessageAt": now_ms}, condition="attribute_exists(PK)")
+            except ConflictError:
+                pass
 
     def forget_channel(self, channel: str, account_id: str) -> None:
         self.table.delete(keys.channel_entry(channel, account_id))
