@@ -6,12 +6,14 @@ one port, with state persisted in a data directory.
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import logging
 import os
 import socket
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -57,6 +59,10 @@ class GatewayOptions:
     quiet: bool = False
     in_process_aws: bool = True
     tick_interval: float = 1.0
+    seed: bool = True
+    """Write the starter workspace files a new agent gets (off for tools that load state into the directory)."""
+    serve: bool = True
+    """Accept connections (off for tools that only read or write the state, see `local_state`)."""
     """Seconds between scheduler ticks (AWS ticks once a minute; locally cron and heartbeats fire on time).
     0 turns the ticker off."""
     """Answer the gateway's own AWS and management API calls without the loopback HTTP hop (orbital.local.inprocess).
@@ -116,7 +122,11 @@ class LocalGateway:
             )
             items, objects = self.snapshots.restore()
             log.info("restored %d items and %d objects from %s", items, objects, self.data_dir)
-        self._seed()
+        if self.options.seed:
+            self._seed()
+        if not self.options.serve:
+            self._write_runtime(endpoint)
+            return
         from orbital.rest.app import create_app
 
         self.bridge = Bridge(
@@ -351,6 +361,33 @@ class Ticker:
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
             self.tick()
+
+
+class LocalState:
+    """A stopped local gateway's state, loaded into moto in this process (see `local_state`)."""
+
+    def __init__(self, gateway: LocalGateway) -> None:
+        self.gateway = gateway
+        self.table = LOCAL_TABLE
+        self.bucket = LOCAL_BUCKET
+
+    def client(self, service: str) -> Any:
+        """A boto3 client of the loaded state (`dynamodb`, `s3`)."""
+        return self.gateway.stack.client(service)
+
+
+@contextlib.contextmanager
+def local_state(data_dir: Path, *, project: Path | None = None) -> Iterator[LocalState]:
+    """Open the state kept in `data_dir` without serving it: for tools that read it (`orbital export`) or write it
+    (`orbital import`). What is written through its clients is saved when the block ends. Raises StartupError when
+    a gateway is running on that directory."""
+    options = GatewayOptions(data_dir=data_dir, project=project, port=0, tick_interval=0, seed=False, serve=False)
+    gateway = LocalGateway(options)
+    try:
+        gateway.prepare()
+        yield LocalState(gateway)
+    finally:
+        gateway.shutdown()
 
 
 def _free_port(host: str) -> int:
