@@ -196,6 +196,7 @@ def flows(aws: None, services: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     host = stack.FunctionHost(ROOT, template)
     stack.patch_lambda(host)
     stack.cache_state_machine_parsing()
+    stack.fast_queries()
     monkeypatch.setenv("ORBITAL_DEFERRED_CALL_ARN", arns["DeferredCallStateMachine"])
     monkeypatch.setenv("ORBITAL_AGENT_TURN_ARN", arns["AgentTurnStateMachine"])
     from orbital.settings import get_settings, reset_settings

@@ -55,18 +55,19 @@ class GatewayOptions:
     token: str | None = None
     project: Path | None = None
     persist: bool = True
-    snapshot_interval: float = 1.0
+    durable: bool = True
+    """Every acknowledged write is on disk (journal fsync) before it is answered. Off only to measure the cost."""
     quiet: bool = False
     in_process_aws: bool = True
+    """Answer the gateway's own AWS and management API calls without the loopback HTTP hop (orbital.local.inprocess).
+    Off only to measure the difference."""
     tick_interval: float = 1.0
+    """Seconds between scheduler ticks (AWS ticks once a minute; locally cron and heartbeats fire on time).
+    0 turns the ticker off."""
     seed: bool = True
     """Write the starter workspace files a new agent gets (off for tools that load state into the directory)."""
     serve: bool = True
     """Accept connections (off for tools that only read or write the state, see `local_state`)."""
-    """Seconds between scheduler ticks (AWS ticks once a minute; locally cron and heartbeats fire on time).
-    0 turns the ticker off."""
-    """Answer the gateway's own AWS and management API calls without the loopback HTTP hop (orbital.local.inprocess).
-    Off only to measure the difference."""
 
 
 class LocalGateway:
@@ -76,7 +77,9 @@ class LocalGateway:
         self.root = options.project.resolve() if options.project else find_project_root()
         self.stack: Any = None
         self.bridge: Any = None
-        self.snapshots: Any = None
+        self.persistence: Any = None
+        self.recovered: Any = None
+        self._runtime_written = False
         self._server: Any = None
         self._thread: threading.Thread | None = None
         self.ticker: Ticker | None = None
@@ -96,13 +99,20 @@ class LocalGateway:
         self.check()
         from orbital.local import template as tpl
         from orbital.local.bridge import Bridge
-        from orbital.local.persistence import Snapshotter
+        from orbital.local.persistence import DataDirLocked, Persistence
         from orbital.local.stack import MotoStack
         from orbital.local.template import websocket_routes
 
         if self.port == 0:
             self.port = _free_port(self.options.host)
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        if self.options.persist:
+            self.persistence = Persistence(self.data_dir, LOCAL_TABLE, LOCAL_BUCKET, durable=self.options.durable)
+            try:
+                self.persistence.lock()
+            except DataDirLocked as exc:
+                self.persistence = None
+                raise StartupError(str(exc)) from None
         self.stack = MotoStack(self.root, self.root / "template.yaml", table=LOCAL_TABLE, bucket=LOCAL_BUCKET)
         endpoint = self.stack.start(in_process=self.options.in_process_aws)
         self._configure_env(endpoint)
@@ -111,17 +121,10 @@ class LocalGateway:
 
             self.stack.in_process.serve_management(os.environ["ORBITAL_WS_MGMT_ENDPOINT"])
             clients.serve_in_process(self.stack.in_process.attach)
-        if self.options.persist:
-            self.snapshots = Snapshotter(
-                self.data_dir,
-                self.stack.client,
-                LOCAL_TABLE,
-                LOCAL_BUCKET,
-                self._activity,
-                interval=self.options.snapshot_interval,
-            )
-            items, objects = self.snapshots.restore()
-            log.info("restored %d items and %d objects from %s", items, objects, self.data_dir)
+        if self.persistence is not None:
+            self.recovered = self.persistence.recover()
+            log.info("%s: %s", self.data_dir, self.recovered.describe())
+            self.persistence.start()
         if self.options.seed:
             self._seed()
         if not self.options.serve:
@@ -138,8 +141,11 @@ class LocalGateway:
         )
         if self.stack.in_process is not None:
             self.stack.in_process.bridge = self.bridge
-        if self.snapshots:
-            self.snapshots.start()
+        if self.persistence is not None:
+            from orbital.local.restart import end_interrupted
+            from orbital.runtime.services import get_services
+
+            end_interrupted(get_services())
         if self.options.tick_interval > 0:
             self.ticker = Ticker(self.stack.functions, tpl.schedules(self.stack.template), self.options.tick_interval)
             self.ticker.start()
@@ -163,9 +169,7 @@ class LocalGateway:
         }
         self.runtime_file.write_text(json.dumps(info, indent=2))
         self.runtime_file.chmod(0o600)
-
-    def _activity(self) -> int:
-        return int(self.stack.functions.invocations)
+        self._runtime_written = True
 
     def _configure_env(self, endpoint: str) -> None:
         mgmt_host = self.options.host if is_loopback(self.options.host) else "127.0.0.1"
@@ -311,15 +315,14 @@ class LocalGateway:
         if self.ticker is not None:
             self.ticker.stop()
             self.ticker = None
-        try:
-            self.runtime_file.unlink()
-        except FileNotFoundError:
-            pass
-        if self.snapshots is not None:
+        if self._runtime_written:  # never another gateway's (one that holds the data directory)
+            self.runtime_file.unlink(missing_ok=True)
+            self._runtime_written = False
+        if self.persistence is not None:
             try:
-                self.snapshots.stop()
+                self.persistence.stop()
             finally:
-                self.snapshots = None
+                self.persistence = None
         if self.stack is not None:
             from orbital.aws import clients
 
@@ -351,12 +354,9 @@ class Ticker:
         for logical_id in self.targets:
             event = {"source": "aws.scheduler", "detail-type": "Scheduled Event", "detail": {}}
             try:
-                result = self.functions.invoke(logical_id, event, count=False)
+                self.functions.invoke(logical_id, event, count=False)
             except Exception:
                 log.exception("scheduled function %s failed", logical_id)
-                continue
-            if isinstance(result, dict) and any(result.values()):
-                self.functions.invocations += 1  # something changed: let the snapshotter save it
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):

@@ -120,6 +120,16 @@ class Table:
     def _generation(self, pk: str) -> int:
         return self._generations.get(pk, 0)
 
+    def forget_cached(self) -> None:
+        """Drop every cached item and partition (after work that read widely, so the cache holds only what requests
+        read; writes of other processes are seen again)."""
+        if self._cache_on:
+            with self._lock:
+                for pk in set(self._parts) | {pk for pk, _ in self._items}:
+                    self._generations[pk] = self._generation(pk) + 1
+                self._items.clear()
+                self._parts.clear()
+
     def _begin_write(self, pk: str) -> None:
         """A write to `pk` is under way: reads that started before it must not store what they fetched."""
         if self._cache_on:
