@@ -1,4 +1,5 @@
 """The one boto3 client factory. Clients are created lazily, once per (service, endpoint), and counted.
+`explicit_client` builds one, uncached, for tooling that works on a deployment named by the user (export, import).
 
 `calls` counts every AWS API call made through these clients (`"dynamodb.GetItem": 3, …`); the benchmarks read it.
 """
@@ -75,6 +76,34 @@ def model_client(service: str, endpoint_url: str | None = None, region: str | No
     kwargs: dict[str, Any] = {"region_name": region or get_settings().region, "config": config}
     if endpoint_url:
         kwargs["endpoint_url"] = endpoint_url
+    made = session.client(service, **kwargs)
+    made.meta.events.register("before-call.*.*", _count)
+    return made
+
+
+def explicit_client(
+    service: str,
+    *,
+    endpoint_url: str | None = None,
+    region: str | None = None,
+    profile: str | None = None,
+    access_key: tuple[str, str] | None = None,
+) -> BaseClient:
+    """A client of a deployment named on the command line rather than the one this process serves (`orbital export`
+    and `orbital import`): the AWS credentials of `profile`, of `access_key` (id, secret), or the usual chain;
+    `region`, else the profile's or the environment's (with an `endpoint_url`, us-east-1 when none is set). Not
+    cached, never answered in process, never pointed at the gateway's own endpoint setting."""
+    import boto3
+
+    session = boto3.session.Session(profile_name=profile)
+    chosen = region or session.region_name or ("us-east-1" if endpoint_url else None)
+    if not chosen:
+        raise ValueError("no AWS region: pass --region, or set AWS_REGION or a region in your AWS profile")
+    kwargs: dict[str, Any] = {"region_name": chosen, "config": _config()}
+    if endpoint_url:
+        kwargs["endpoint_url"] = endpoint_url
+    if access_key is not None:
+        kwargs["aws_access_key_id"], kwargs["aws_secret_access_key"] = access_key
     made = session.client(service, **kwargs)
     made.meta.events.register("before-call.*.*", _count)
     return made

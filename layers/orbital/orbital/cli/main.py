@@ -101,6 +101,10 @@ def build_parser() -> argparse.ArgumentParser:
     from orbital.cli.channel import add_parser as add_channel_parser
 
     add_channel_parser(sub)
+
+    from orbital.cli.portable import add_parser as add_portable_parser
+
+    add_portable_parser(sub)
     return parser
 
 

@@ -126,8 +126,11 @@ def cron_runs_pk(job_id: str) -> str:
     return f"CRONRUN#{job_id}"
 
 
+GATEWAY_PK = "GATEWAY"
+
+
 def gateway_flag(flag: str) -> tuple[str, str]:
-    return "GATEWAY", flag
+    return GATEWAY_PK, flag
 
 
 # --- S3 ------------------------------------------------------------------------------------------------------
@@ -223,8 +226,11 @@ def transfer(transfer_id: int) -> tuple[str, str]:
     return TRANSFERS_PK, f"{transfer_id:010d}"
 
 
+COUNTER_PK = "COUNTER"
+
+
 def counter(name: str) -> tuple[str, str]:
-    return "COUNTER", name
+    return COUNTER_PK, name
 
 
 def transfer_staging(transfer_id: int) -> str:
@@ -337,3 +343,66 @@ def cron_active_index(deadline_ms: int, job_id: str) -> tuple[str, str]:
 def inbound_seen(channel: str, account_id: str, message_id: str) -> tuple[str, str]:
     """Marks an inbound channel message as received (exactly-once processing of repeated deliveries)."""
     return f"INBOUND#{channel}:{account_id}", message_id
+
+
+# --- what a key is: the kind of an item or object, told from its key (export and import, store/portable.py) ---------
+#
+# Every item and object kind above has a name here; a key this layout does not know is of kind "other".
+
+_PK_KINDS = {
+    NODES_PK: "node",
+    CHANNEL_SOCKETS_PK: "channel-socket",
+    CHANNELS_PK: "channel",
+    CONFIG[0]: "config",
+    SESSION_REGISTRY_PK: "session-registry",
+    PAIRS_PK: "pair",
+    HEARTBEAT_PK: "heartbeat",
+    LAST_ACTIVE_PK: "last-active",
+    CRON_PK: "cron-job",
+    TRANSFERS_PK: "transfer",
+    COUNTER_PK: "counter",
+}
+_PK_PREFIX_KINDS = (
+    ("CONN#", "connection"),
+    ("CRONRUN#", "cron-run"),
+    ("CRONACTIVE#", "cron-active"),
+    ("CALL#", "pending-call"),
+    ("PROBES#", "probe"),
+    ("PROBEOWNER#", "probe-owner"),
+    ("EXECSESSION#", "exec-session"),
+    ("EXECEVENT#", "exec-event"),
+    ("WAITGROUP#", "wait-group"),
+    ("INBOUND#", "inbound-seen"),
+)
+_SESSION_SK_KINDS = (("META", "session"), ("MSG#", "message"), (SESSION_INPUT_PREFIX, "session-input"))
+_OBJECT_PREFIX_KINDS = (
+    ("skills/", "skill"),
+    ("media/", "media"),
+    ("runs/", "run-data"),
+    ("calls/", "call-outcome"),
+    ("transfers/", "transfer"),
+)
+
+
+def item_kind(pk: str, sk: str) -> str:
+    """The kind of the item at (`pk`, `sk`): `config`, `session`, `message`, `connection`, … (see the tables above)."""
+    if pk == CLIENTS_PK:
+        return "client-alias" if sk.startswith(CLIENT_ALIAS_PREFIX) else "client"
+    if pk == GATEWAY_PK:
+        return "counter" if sk == CRON_RUN_SEQ_FLAG else "gateway-flag"
+    if pk.startswith(session_pk("")):
+        return next((kind for prefix, kind in _SESSION_SK_KINDS if sk.startswith(prefix)), "session-other")
+    if pk in _PK_KINDS:
+        return _PK_KINDS[pk]
+    return next((kind for prefix, kind in _PK_PREFIX_KINDS if pk.startswith(prefix)), "other")
+
+
+def object_kind(key: str) -> str:
+    """The kind of the object at `key`: `workspace` and `session-archive` (under `agents/`), `skill`, `media`,
+    `run-data`, `call-outcome`, `transfer`, or `other`."""
+    root = agent_root("")
+    if key.startswith(root):
+        parts = key[len(root) :].split("/")
+        archived = len(parts) == 3 and parts[1] == "sessions" and parts[2].endswith(".jsonl.gz")
+        return "session-archive" if archived else "workspace"
+    return next((kind for prefix, kind in _OBJECT_PREFIX_KINDS if key.startswith(prefix)), "other")

@@ -1,0 +1,391 @@
+"""`orbital export` and `orbital import`: move an agent's state (configuration, sessions, schedules, workspace) between
+a local data directory and a deployed stack, or keep a backup of either.
+
+    orbital export [--data-dir DIR] [--out FILE]            a local data directory (default ~/.orbital)
+    orbital export --stack NAME [--region R] [--profile P]   a deployed stack (or --table T --bucket B)
+    orbital import FILE --stack NAME | --table T --bucket B | --data-dir DIR
+
+A local data directory is read through the gateway running on it when there is one (its moto endpoint, named in
+`runtime.json`), else opened in this process (`orbital.local.server.local_state`). An import into a data directory
+is refused while a gateway runs on it. A stack's table and bucket are its outputs `StateTableName` and
+`WorkspaceBucketName`, read with your usual AWS credentials (or `--profile`). The archive format and what is left
+out are described in `orbital.store.portable`. Progress goes to stderr, a summary to stdout (`--json` for scripts);
+any error is one line on stderr and exit status 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+DATA_DIR_ENV = "ORBITAL_DATA_DIR"
+DEFAULT_DATA_DIR = "~/.orbital"
+RUNTIME_FILE = "runtime.json"
+"""Written by a running local gateway into its data directory: its pid, moto endpoint, table and bucket."""
+LOCAL_ACCESS_KEY = ("local", "local")
+LOCAL_REGION = "us-east-1"
+
+
+class Failure(Exception):
+    """An error told to the user in one line."""
+
+
+@dataclass
+class Store:
+    """Where state is read from or written to."""
+
+    ddb: Any
+    s3: Any
+    table: str
+    bucket: str
+    label: str
+
+
+def add_parser(subparsers: Any) -> None:
+    """Register the `export` and `import` subcommands on an argparse subparsers object."""
+    export = subparsers.add_parser(
+        "export",
+        help="write the agent's state (memory, sessions, config, workspace) to one archive file",
+        description=(
+            "Write everything that belongs to the agent into one archive: configuration with its secrets, sessions "
+            "and messages, pairings, cron jobs and runs, heartbeats, skills and workspace files. The source is a "
+            "local data directory (through its gateway if one is running), or a deployed stack. The file is created "
+            "readable by you only: it holds your API keys."
+        ),
+    )
+    source = export.add_mutually_exclusive_group()
+    source.add_argument(
+        "--data-dir",
+        default=None,
+        metavar="DIR",
+        help=f"local data directory (env {DATA_DIR_ENV}; default {DEFAULT_DATA_DIR})",
+    )
+    source.add_argument("--stack", default=None, metavar="NAME", help="a deployed stack (its table and bucket outputs)")
+    source.add_argument("--table", default=None, metavar="T", help="a DynamoDB table (with --bucket)")
+    export.add_argument("--bucket", default=None, metavar="B", help="the S3 workspace bucket (with --table)")
+    export.add_argument(
+        "-o",
+        "--out",
+        default=None,
+        metavar="FILE",
+        help="archive to write, or a directory for it (default ./orbital-export-YYYYmmdd-HHMMSS.zip)",
+    )
+    _common(export)
+    export.set_defaults(func=_cmd_export)
+
+    imp = subparsers.add_parser(
+        "import",
+        help="write an archive made by `orbital export` into a stack or a local data directory",
+        description=(
+            "Write the items and files of an archive made by `orbital export` into a deployed stack, an explicit "
+            "table and bucket, or a local data directory (not while a gateway runs on it). Items and files with "
+            "the same key are replaced, nothing else is touched; what the target already holds unchanged is not "
+            "written again, so running it twice is harmless."
+        ),
+    )
+    imp.add_argument("archive", metavar="FILE", help="an archive written by `orbital export`")
+    target = imp.add_mutually_exclusive_group(required=True)
+    target.add_argument("--stack", default=None, metavar="NAME", help="a deployed stack (its table and bucket outputs)")
+    target.add_argument("--table", default=None, metavar="T", help="a DynamoDB table (with --bucket)")
+    target.add_argument("--data-dir", default=None, metavar="DIR", help="a local data directory (created if needed)")
+    imp.add_argument("--bucket", default=None, metavar="B", help="the S3 workspace bucket (with --table)")
+    _common(imp)
+    imp.set_defaults(func=_cmd_import)
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--region", default=None, metavar="R", help="AWS region of the stack, table and bucket")
+    parser.add_argument("--profile", default=None, metavar="P", help="AWS profile to use (default: the usual chain)")
+    parser.add_argument(
+        "--endpoint-url", default=None, metavar="URL", help="AWS endpoint (an S3/DynamoDB stand-in, for testing)"
+    )
+    parser.add_argument(
+        "--project", default=None, metavar="DIR", help="Orbital checkout holding template.yaml (for --data-dir)"
+    )
+    parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+
+
+# --- commands -------------------------------------------------------------------------------------------------------
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    from orbital.store.portable import export_state
+
+    name = f"orbital-export-{time.strftime('%Y%m%d-%H%M%S')}.zip"
+    out = Path(args.out).expanduser() if args.out else Path.cwd() / name
+    if out.is_dir():
+        out = out / name
+    try:
+        _check_args(args)
+        with _source(args) as store, _Bar(enabled=not args.json) as bar:
+            manifest = export_state(store.ddb, store.s3, store.table, store.bucket, out, bar)
+    except KeyboardInterrupt:
+        print("orbital export: interrupted (no archive written)", file=sys.stderr)
+        return 130
+    except Exception as exc:
+        print(f"orbital export: {_describe(exc)}", file=sys.stderr)
+        return 1
+    if args.json:
+        summary = {k: v for k, v in manifest.to_json().items() if k != "objects"}
+        print(json.dumps({"archive": str(out), **summary}, indent=2))
+        return 0
+    items = sum(manifest.item_counts.values())
+    files = len(manifest.objects)
+    print(
+        f"Exported {items} items and {files} files ({_bytes(manifest.object_bytes)}) from {store.label} to {out}",
+        flush=True,
+    )
+    print(f"  items     {_kinds(manifest.item_counts)}")
+    print(f"  files     {_kinds(manifest.object_counts)}")
+    skipped = dict(manifest.skipped_items)
+    expired = skipped.pop("expired", 0)
+    left_out = [f"{expired} expired items"] if expired else []
+    if skipped:
+        left_out.append(f"live state {_kinds(skipped)}")
+    if manifest.skipped_objects:
+        left_out.append(f"files in flight {_kinds(manifest.skipped_objects)}")
+    if left_out:
+        print(f"  left out  {'; '.join(left_out)}")
+    print("The archive holds your API keys and tokens: keep it private (it is readable by you only).")
+    return 0
+
+
+def _cmd_import(args: argparse.Namespace) -> int:
+    from orbital.store.portable import import_state, read_manifest
+
+    archive = Path(args.archive)
+    try:
+        _check_args(args)
+        manifest = read_manifest(archive)  # a foreign file is refused before any target is opened
+        with _target(args) as store, _Bar(enabled=not args.json) as bar:
+            report = import_state(store.ddb, store.s3, store.table, store.bucket, archive, bar)
+    except KeyboardInterrupt:
+        print("orbital import: interrupted (what was written is complete; run it again to finish)", file=sys.stderr)
+        return 130
+    except Exception as exc:
+        print(f"orbital import: {_describe(exc)}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps({"archive": str(archive), "target": store.label, **report.to_json()}, indent=2))
+        return 0
+    made = f"exported {manifest.created_at}" + (
+        f" by Orbital {manifest.orbital_version}" if manifest.orbital_version else ""
+    )
+    print(f"Imported {archive} ({made}) into {store.label}", flush=True)
+    items = f"{report.items_written} written, {report.items_unchanged} unchanged"
+    if report.items_kept:
+        items += f", {report.items_kept} counters kept (the target's were ahead)"
+    if report.items_expired:
+        items += f", {report.items_expired} expired since the export"
+    print(f"  items  {items}")
+    print(f"  files  {report.objects_written} written, {report.objects_unchanged} unchanged")
+    return 0
+
+
+def _check_args(args: argparse.Namespace) -> None:
+    if bool(args.table) != bool(args.bucket):
+        raise Failure("--table and --bucket go together")
+    if not (args.stack or args.table) and (args.region or args.profile or args.endpoint_url):
+        raise Failure("--region, --profile and --endpoint-url apply to --stack or --table")
+
+
+# --- sources and targets ---------------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _source(args: argparse.Namespace) -> Iterator[Store]:
+    if args.stack or args.table:
+        yield _aws_store(args)
+        return
+    data_dir = Path(args.data_dir or os.environ.get(DATA_DIR_ENV) or DEFAULT_DATA_DIR).expanduser()
+    if not data_dir.is_dir():
+        raise Failure(f"{data_dir}: no such data directory")
+    with _local(data_dir, args.project, writing=False) as store:
+        yield store
+
+
+@contextlib.contextmanager
+def _target(args: argparse.Namespace) -> Iterator[Store]:
+    if args.stack or args.table:
+        yield _aws_store(args)
+        return
+    with _local(Path(args.data_dir).expanduser(), args.project, writing=True) as store:
+        yield store
+
+
+def _aws_store(args: argparse.Namespace) -> Store:
+    from orbital.aws.clients import explicit_client
+    from orbital.store.portable import stack_resources
+
+    def make(service: str) -> Any:
+        return explicit_client(service, endpoint_url=args.endpoint_url, region=args.region, profile=args.profile)
+
+    if args.stack:
+        table, bucket = stack_resources(make("cloudformation"), args.stack)
+        label = f"stack {args.stack} (table {table}, bucket {bucket})"
+    else:
+        table, bucket = args.table, args.bucket
+        label = f"table {table} and bucket {bucket}"
+    return Store(make("dynamodb"), make("s3"), table, bucket, label)
+
+
+@contextlib.contextmanager
+def _local(data_dir: Path, project: str | None, *, writing: bool) -> Iterator[Store]:
+    """A local data directory: through the gateway running on it (reading only), else opened in this process."""
+    from orbital.local.server import StartupError, local_state
+
+    running = running_gateway(data_dir)
+    if running is None:
+        with contextlib.ExitStack() as stack:
+            try:
+                state = stack.enter_context(local_state(data_dir, project=_project(project)))
+            except StartupError as exc:  # e.g. a gateway holds the directory
+                running = running_gateway(data_dir)
+                if running is None:
+                    raise Failure(f"cannot open {data_dir}: {exc}") from None
+            else:
+                label = f"the data directory {data_dir}"
+                yield Store(state.client("dynamodb"), state.client("s3"), state.table, state.bucket, label)
+                return
+    if writing:
+        raise Failure(
+            f"a gateway is running on {data_dir} (pid {running.get('pid')}): stop it first (Ctrl-C where it runs), "
+            "then import again"
+        )
+    yield _gateway_store(data_dir, running)
+
+
+def _gateway_store(data_dir: Path, info: dict[str, Any]) -> Store:
+    from orbital.aws.clients import explicit_client
+
+    endpoint, table, bucket = info.get("awsEndpoint"), info.get("table"), info.get("bucket")
+    if not (isinstance(endpoint, str) and isinstance(table, str) and isinstance(bucket, str)):
+        raise Failure(f"a gateway is running on {data_dir} but its {RUNTIME_FILE} does not say where its state is")
+
+    def make(service: str) -> Any:
+        return explicit_client(service, endpoint_url=endpoint, region=LOCAL_REGION, access_key=LOCAL_ACCESS_KEY)
+
+    label = f"the gateway running on {data_dir} (pid {info.get('pid')})"
+    return Store(make("dynamodb"), make("s3"), table, bucket, label)
+
+
+def running_gateway(data_dir: Path) -> dict[str, Any] | None:
+    """What the gateway running on `data_dir` wrote about itself, or None when none runs there (no runtime.json, or
+    its process is gone)."""
+    try:
+        info = json.loads((data_dir / RUNTIME_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(info, dict):
+        return None
+    pid = info.get("pid")
+    return info if isinstance(pid, int) and _alive(pid) else None
+
+
+def _alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process
+    except OSError:
+        return False
+    return True
+
+
+def _project(arg: str | None) -> Path | None:
+    """The checkout holding template.yaml: --project, else found from the working directory, else the one this
+    package is installed from (None lets local_state explain)."""
+    if arg:
+        return Path(arg)
+    from orbital.local.server import StartupError, find_project_root
+
+    try:
+        return find_project_root()
+    except StartupError:
+        pass
+    for candidate in Path(__file__).resolve().parents:
+        if (candidate / "template.yaml").exists() and (candidate / "functions").is_dir():
+            return candidate
+    return None
+
+
+# --- output -----------------------------------------------------------------------------------------------------------
+
+
+class _Bar:
+    """Progress on stderr while it is a terminal: one bar per phase (`verify`, `items`, `objects`)."""
+
+    LABELS = {"verify": "checking archive", "items": "table items", "objects": "files"}
+
+    def __init__(self, *, enabled: bool) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        console = Console(stderr=True)
+        self._progress = Progress(
+            TextColumn("{task.description:<16}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
+            disable=not (enabled and console.is_terminal),
+        )
+        self._tasks: dict[str, Any] = {}
+
+    def __enter__(self) -> _Bar:
+        self._progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._progress.stop()
+
+    def __call__(self, kind: str, done: int, total: int | None) -> None:
+        task = self._tasks.get(kind)
+        if task is None:
+            task = self._tasks[kind] = self._progress.add_task(self.LABELS.get(kind, kind), total=total)
+        self._progress.update(task, completed=done, total=total)
+
+
+def _kinds(counts: dict[str, int]) -> str:
+    return ", ".join(f"{kind} {n}" for kind, n in sorted(counts.items())) or "none"
+
+
+def _bytes(n: int) -> str:
+    size = float(n)
+    for unit in ("bytes", "KB", "MB", "GB"):
+        if size < 1024 or unit == "GB":
+            return f"{int(size)} {unit}" if unit == "bytes" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} bytes"
+
+
+def _describe(exc: BaseException) -> str:
+    """One line for the user: the AWS error code and message, or the error itself (never any state)."""
+    response = getattr(exc, "response", None)
+    if isinstance(response, dict) and isinstance(response.get("Error"), dict):
+        error = response["Error"]
+        operation = getattr(exc, "operation_name", None)
+        where = f" ({operation})" if operation else ""
+        return f"{error.get('Code', 'Error')}: {error.get('Message', '')}{where}".strip()
+    from botocore.exceptions import BotoCoreError, NoCredentialsError
+
+    from orbital.store.portable import PortableError
+
+    if isinstance(exc, NoCredentialsError):
+        return "no AWS credentials found: configure them (aws configure, AWS_PROFILE) or pass --profile"
+    if isinstance(exc, Failure | PortableError | BotoCoreError | ValueError | OSError):
+        return str(exc) or type(exc).__name__
+    return f"{type(exc).__name__}: {exc}"

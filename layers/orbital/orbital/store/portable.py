@@ -1,0 +1,933 @@
+"""Moving a gateway's state to another deployment: one portable archive of its table and workspace bucket.
+
+`export_state` writes what belongs to the agent into one file; `import_state` writes such a file into another table
+and bucket. Both work on plain boto3 clients (DynamoDB, S3) and names, so the same code moves state from a local data
+directory to AWS, back, or takes a backup of either (`orbital export` / `orbital import`, cli/portable.py).
+
+The archive is a zip file, created with mode 0600 (it holds API keys and bot tokens):
+
+    items.jsonl        one table item per line in DynamoDB JSON, every attribute exactly as stored (`PK`, `SK`, `d`,
+                       `ttl`, `GSI1PK`/`GSI1SK`, versions and other flat attributes; binary values in base64, as in
+                       DynamoDB's own JSON)
+    objects/00000001   the bytes of one workspace object each, numbered in manifest order
+    manifest.json      written last, read first:
+
+    {"format": "orbital-export", "version": 1, "createdAt": "2026-01-02T03:04:05Z", "orbitalVersion": "0.1.0",
+     "source": {"table": "...", "bucket": "..."},
+     "counts": {"items": {"config": 1, "message": 120, ...}, "objects": {"workspace": 9, ...}},
+     "skipped": {"items": {"expired": 3, "connection": 2, ...}, "objects": {"run-data": 4}},
+     "items": {"file": "items.jsonl", "count": 140, "size": 81234, "sha256": "..."},
+     "objects": [{"key": "agents/main/MEMORY.md", "file": "objects/00000001", "size": 512, "sha256": "...",
+                  "contentType": "text/markdown", "metadata": {}, "contentEncoding": "gzip"}, ...]}
+
+An object entry carries `contentType`, `metadata` and, when set, `contentEncoding`, `contentDisposition`,
+`contentLanguage` and `cacheControl`. Kinds are those of `keys.item_kind` and `keys.object_kind`. A reader refuses a
+file that is not a zip, has no manifest, names another format or a version it does not know, or whose members do
+not match their sizes and checksums (or hold malformed items), before it writes anything.
+
+Left out, because they describe sockets and work in flight of the gateway that wrote them and mean nothing to
+another one (`LIVE_ITEM_KINDS`, `LIVE_OBJECT_KINDS`):
+
+- connections, the node and client registries (with the clients' key aliases) and channel sockets: whoever is
+  connected reconnects to the new gateway and registers again;
+- pending deferred calls and their wait groups, skill probes (with their owners), node exec sessions and their
+  events, transfers: each waits on a socket, a node process or a Step Functions execution of the old gateway;
+- objects under `runs/` (data of agent-turn executions), `calls/` (outcomes of deferred calls) and `transfers/`
+  (staged file transfers);
+- items whose `ttl` has passed (the gateway already treats them as absent), and objects deleted between the listing
+  and their read (counted as `vanished`: an export through a running gateway sees its state change).
+
+Everything else goes: configuration with its secrets, sessions with their messages (bodies too large for an item are
+objects under `media/`), queued inputs, the session registry, pending pairings, channel registry, cron jobs with
+their run history and the watch records of runs in progress (the new gateway records a run the move cut short, and
+frees the job), heartbeat state, last-active contexts, inbound-message marks (a messenger's repeated delivery stays
+a repeat), gateway flags (a workspace already seeded is not seeded again), counters, the workspace with its session
+archives, skills and media, and any item or object of a kind this version does not know. An agent run under way
+at the export does not go on at the new gateway (its execution is not there): the session is freed the next time it
+is used, and the messages queued behind the run then run.
+
+Import: items go in with `batch_write_item`, 25 a request, unprocessed ones retried with backoff; each batch is first
+read back (`batch_get_item`) so an item the target already holds as it is is not written again. Counters (the `n`
+of `COUNTER` items and of the cron run sequence) are merged by keeping the larger, so ids never go back. Objects go
+in with `put_object` (with their SHA-256 checksum) unless the target already holds the same bytes (its SHA-256
+checksum, or the MD5 ETag of a single-part upload, else its bytes compared) with the same headers and metadata.
+Items and objects with the same key are replaced; nothing else in the target is touched. A second import of the
+same file therefore writes nothing. Items whose `ttl` passed since the export are not written.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import contextlib
+import datetime as dt
+import hashlib
+import json
+import os
+import random
+import re
+import tempfile
+import time
+import zipfile
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from orbital import __version__
+from orbital.store import keys
+
+if TYPE_CHECKING:
+    from botocore.client import BaseClient
+
+FORMAT = "orbital-export"
+VERSION = 1
+MANIFEST_FILE = "manifest.json"
+ITEMS_FILE = "items.jsonl"
+OBJECTS_DIR = "objects/"
+
+LIVE_ITEM_KINDS = frozenset(
+    {
+        "connection",
+        "node",
+        "client",
+        "client-alias",
+        "channel-socket",
+        "pending-call",
+        "wait-group",
+        "probe",
+        "probe-owner",
+        "exec-session",
+        "exec-event",
+        "transfer",
+    }
+)
+"""Item kinds never exported: live sockets and work in flight of the gateway that holds them."""
+LIVE_OBJECT_KINDS = frozenset({"run-data", "call-outcome", "transfer"})
+"""Object kinds never exported: data of executions, calls and transfers in flight."""
+MERGED_BY_MAX = frozenset({"counter"})
+"""Item kinds whose numeric attribute `n` only grows: an import keeps the larger of the target's and the archive's."""
+
+BATCH_WRITE = 25
+"""Items per batch_write_item request (DynamoDB's limit)."""
+BATCH_ATTEMPTS = 12
+BACKOFF_BASE_SECONDS = 0.05
+BACKOFF_MAX_SECONDS = 5.0
+CHUNK = 1024 * 1024
+
+HEADERS = {
+    "contentType": "ContentType",
+    "contentEncoding": "ContentEncoding",
+    "contentDisposition": "ContentDisposition",
+    "contentLanguage": "ContentLanguage",
+    "cacheControl": "CacheControl",
+}
+"""Manifest field → S3 parameter, for the object headers an archive keeps."""
+
+_ATTR_TYPES = frozenset({"S", "N", "B", "SS", "NS", "BS", "M", "L", "NULL", "BOOL"})
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+
+Progress = Callable[[str, int, int | None], None]
+"""`progress(kind, done, total)`: kind is `items`, `objects` or `verify`; total is None while it is not known."""
+
+
+class PortableError(Exception):
+    """An export or import could not be completed."""
+
+
+class ArchiveError(PortableError):
+    """The file is not an Orbital export, is of a version this one cannot read, or is damaged."""
+
+
+# --- manifest -----------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ObjectEntry:
+    """One workspace object of an archive: its key, member file, size, SHA-256, headers and metadata."""
+
+    key: str
+    file: str
+    size: int
+    sha256: str
+    headers: dict[str, str] = field(default_factory=dict)
+    """S3 parameter name (`ContentType`, `ContentEncoding`, …) → value, for those the object has."""
+    metadata: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def content_type(self) -> str | None:
+        return self.headers.get("ContentType")
+
+    @property
+    def content_encoding(self) -> str | None:
+        return self.headers.get("ContentEncoding")
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"key": self.key, "file": self.file, "size": self.size, "sha256": self.sha256}
+        for name, param in HEADERS.items():
+            if param in self.headers:
+                out[name] = self.headers[param]
+        out["metadata"] = dict(self.metadata)
+        return out
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """What an archive holds, and how to check it."""
+
+    created_at: str
+    orbital_version: str | None
+    source: dict[str, str]
+    item_counts: dict[str, int]
+    object_counts: dict[str, int]
+    skipped_items: dict[str, int]
+    skipped_objects: dict[str, int]
+    items_count: int
+    items_size: int
+    items_sha256: str
+    objects: list[ObjectEntry]
+
+    @property
+    def object_bytes(self) -> int:
+        return sum(o.size for o in self.objects)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "version": VERSION,
+            "createdAt": self.created_at,
+            "orbitalVersion": self.orbital_version,
+            "source": dict(self.source),
+            "counts": {
+                "items": dict(sorted(self.item_counts.items())),
+                "objects": dict(sorted(self.object_counts.items())),
+            },
+            "skipped": {
+                "items": dict(sorted(self.skipped_items.items())),
+                "objects": dict(sorted(self.skipped_objects.items())),
+            },
+            "items": {
+                "file": ITEMS_FILE,
+                "count": self.items_count,
+                "size": self.items_size,
+                "sha256": self.items_sha256,
+            },
+            "objects": [o.to_json() for o in self.objects],
+        }
+
+    @classmethod
+    def from_json(cls, data: Any) -> Manifest:
+        """Validate a parsed manifest.json; ArchiveError says what is wrong."""
+        if not isinstance(data, dict) or data.get("format") != FORMAT:
+            raise ArchiveError("not an Orbital export (its manifest names another format)")
+        version = data.get("version")
+        if not isinstance(version, int) or isinstance(version, bool):
+            raise ArchiveError("damaged Orbital export: the manifest has no format version")
+        if version != VERSION:
+            newer = " (written by a newer Orbital: upgrade this one)" if version > VERSION else ""
+            raise ArchiveError(f"Orbital export format version {version} is not supported; this reads {VERSION}{newer}")
+        try:
+            items = data["items"]
+            counts = data.get("counts") or {}
+            skipped = data.get("skipped") or {}
+            if items.get("file") != ITEMS_FILE:
+                raise ValueError("items file")
+            objects = [_object_entry(o) for o in data["objects"]]
+            manifest = cls(
+                created_at=_text(data.get("createdAt")),
+                orbital_version=data.get("orbitalVersion") if isinstance(data.get("orbitalVersion"), str) else None,
+                source={str(k): str(v) for k, v in (data.get("source") or {}).items()},
+                item_counts=_counts(counts.get("items")),
+                object_counts=_counts(counts.get("objects")),
+                skipped_items=_counts(skipped.get("items")),
+                skipped_objects=_counts(skipped.get("objects")),
+                items_count=_size(items.get("count")),
+                items_size=_size(items.get("size")),
+                items_sha256=_digest(items.get("sha256")),
+                objects=objects,
+            )
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise ArchiveError(f"damaged Orbital export: malformed manifest ({exc})") from None
+        seen: set[str] = set()
+        for entry in objects:
+            if entry.key in seen:
+                raise ArchiveError(f"damaged Orbital export: object {entry.key!r} appears twice")
+            seen.add(entry.key)
+        return manifest
+
+
+def _text(value: Any) -> str:
+    if not isinstance(value, str):
+        raise ValueError("expected a string")
+    return value
+
+
+def _size(value: Any) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ValueError("expected a count")
+    return value
+
+
+def _digest(value: Any) -> str:
+    if not isinstance(value, str) or not _SHA256.match(value):
+        raise ValueError("expected a sha256")
+    return value
+
+
+def _counts(value: Any) -> dict[str, int]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ValueError("expected counts")
+    return {str(k): _size(v) for k, v in value.items()}
+
+
+def _object_entry(data: Any) -> ObjectEntry:
+    if not isinstance(data, dict):
+        raise ValueError("expected an object entry")
+    key, file = _text(data.get("key")), _text(data.get("file"))
+    if not key or not file.startswith(OBJECTS_DIR):
+        raise ValueError(f"object entry {key!r}")
+    headers = {param: _text(data[name]) for name, param in HEADERS.items() if data.get(name) is not None}
+    metadata = data.get("metadata") or {}
+    if not isinstance(metadata, dict):
+        raise ValueError(f"metadata of {key!r}")
+    return ObjectEntry(
+        key=key,
+        file=file,
+        size=_size(data.get("size")),
+        sha256=_digest(data.get("sha256")),
+        headers=headers,
+        metadata={str(k): _text(v) for k, v in metadata.items()},
+    )
+
+
+# --- items: DynamoDB JSON in the archive, boto3's form in memory ------------------------------------------------------
+
+
+def item_to_json(item: Mapping[str, Any]) -> dict[str, Any]:
+    """An item as boto3 returns it → DynamoDB JSON (binary values base64)."""
+    return {name: _value_to_json(value) for name, value in item.items()}
+
+
+def item_from_json(data: Any) -> dict[str, Any]:
+    """A line of items.jsonl → an item as boto3 takes it. ValueError if it is not a well-formed item."""
+    if not isinstance(data, dict):
+        raise ValueError("an item must be an object")
+    for key in ("PK", "SK"):
+        attr = data.get(key)
+        if not isinstance(attr, dict) or not isinstance(attr.get("S"), str):
+            raise ValueError(f"an item needs a string {key}")
+    return {str(name): _value_from_json(value) for name, value in data.items()}
+
+
+def _value_to_json(value: Mapping[str, Any]) -> dict[str, Any]:
+    ((tag, inner),) = value.items()
+    if tag == "B":
+        return {"B": base64.b64encode(bytes(inner)).decode("ascii")}
+    if tag == "BS":
+        return {"BS": [base64.b64encode(bytes(b)).decode("ascii") for b in inner]}
+    if tag == "M":
+        return {"M": {k: _value_to_json(v) for k, v in inner.items()}}
+    if tag == "L":
+        return {"L": [_value_to_json(v) for v in inner]}
+    return {tag: inner}
+
+
+def _value_from_json(value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict) or len(value) != 1:
+        raise ValueError("an attribute value must have exactly one type")
+    ((tag, inner),) = value.items()
+    if tag not in _ATTR_TYPES:
+        raise ValueError(f"unknown attribute type {tag!r}")
+    try:
+        if tag == "B":
+            return {"B": base64.b64decode(inner, validate=True)}
+        if tag == "BS":
+            return {"BS": [base64.b64decode(b, validate=True) for b in inner]}
+    except (binascii.Error, TypeError) as exc:
+        raise ValueError(f"bad binary value: {exc}") from None
+    if tag == "M":
+        if not isinstance(inner, dict):
+            raise ValueError("a map must be an object")
+        return {"M": {str(k): _value_from_json(v) for k, v in inner.items()}}
+    if tag == "L":
+        if not isinstance(inner, list):
+            raise ValueError("a list must be an array")
+        return {"L": [_value_from_json(v) for v in inner]}
+    well_formed = {
+        "S": isinstance(inner, str),
+        "N": isinstance(inner, str) and isinstance(_number(inner), Decimal),
+        "BOOL": isinstance(inner, bool),
+        "NULL": inner is True,
+        "SS": isinstance(inner, list) and all(isinstance(v, str) for v in inner),
+        "NS": isinstance(inner, list) and all(isinstance(v, str) and isinstance(_number(v), Decimal) for v in inner),
+    }
+    if not well_formed[tag]:
+        raise ValueError(f"malformed {tag} value")
+    return {tag: inner}
+
+
+def _canonical(value: Mapping[str, Any]) -> Any:
+    """A value comparable with ==: numbers by value, sets without order."""
+    ((tag, inner),) = value.items()
+    if tag == "N":
+        return ("N", _number(inner))
+    if tag == "NS":
+        return ("NS", frozenset(_number(n) for n in inner))
+    if tag in ("SS", "BS"):
+        return (tag, frozenset(bytes(v) if tag == "BS" else v for v in inner))
+    if tag == "B":
+        return ("B", bytes(inner))
+    if tag == "M":
+        return ("M", {k: _canonical(v) for k, v in inner.items()})
+    if tag == "L":
+        return ("L", [_canonical(v) for v in inner])
+    return (tag, inner)
+
+
+def _number(text: Any) -> Decimal | str:
+    try:
+        return Decimal(str(text))
+    except InvalidOperation:
+        return str(text)
+
+
+def same_item(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """Whether two items (boto3's form) hold the same attributes and values."""
+    return a.keys() == b.keys() and all(_canonical(a[k]) == _canonical(b[k]) for k in a)
+
+
+def item_key(item: Mapping[str, Any]) -> tuple[str, str]:
+    return str(item["PK"]["S"]), str(item["SK"]["S"])
+
+
+def expired(item: Mapping[str, Any], now: float) -> bool:
+    """The item's `ttl` (epoch seconds) has passed, so the gateway treats it as absent."""
+    attr = item.get("ttl")
+    if not isinstance(attr, Mapping) or "N" not in attr:
+        return False
+    number = _number(attr["N"])
+    return isinstance(number, Decimal) and number < Decimal(str(now))
+
+
+def _counter_value(item: Mapping[str, Any] | None) -> Decimal | None:
+    attr = (item or {}).get("n")
+    number = _number(attr["N"]) if isinstance(attr, Mapping) and "N" in attr else None
+    return number if isinstance(number, Decimal) else None
+
+
+# --- export -------------------------------------------------------------------------------------------------------
+
+
+def export_state(
+    ddb: BaseClient,
+    s3: BaseClient,
+    table: str,
+    bucket: str,
+    out: Path,
+    progress: Progress | None = None,
+    *,
+    now: float | None = None,
+) -> Manifest:
+    """Write every item of `table` and object of `bucket` that belongs to the agent into the archive `out` (mode
+    0600, replaced atomically: a failed export leaves no partial file). Returns its manifest."""
+    report = progress or _no_progress
+    cutoff = time.time() if now is None else now
+    out = Path(out)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent)
+    tmp = Path(tmp_name)
+    try:
+        tmp.chmod(0o600)
+        with os.fdopen(fd, "wb") as fh:
+            with zipfile.ZipFile(fh, "w", compression=zipfile.ZIP_DEFLATED, allowZip64=True) as zf:
+                manifest = _write_archive(zf, ddb, s3, table, bucket, cutoff, report)
+            fh.flush()
+            os.fsync(fh.fileno())
+        tmp.replace(out)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return manifest
+
+
+def _write_archive(
+    zf: zipfile.ZipFile,
+    ddb: BaseClient,
+    s3: BaseClient,
+    table: str,
+    bucket: str,
+    now: float,
+    progress: Progress,
+) -> Manifest:
+    item_counts: Counter[str] = Counter()
+    skipped_items: Counter[str] = Counter()
+    digest = hashlib.sha256()
+    size = 0
+    with zf.open(_member(ITEMS_FILE), "w", force_zip64=True) as member:
+        for done, item in enumerate(_scan(ddb, table), 1):
+            kind = keys.item_kind(*item_key(item))
+            if kind in LIVE_ITEM_KINDS:
+                skipped_items[kind] += 1
+            elif expired(item, now):
+                skipped_items["expired"] += 1
+            else:
+                line = (json.dumps(item_to_json(item), ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+                member.write(line)
+                digest.update(line)
+                size += len(line)
+                item_counts[kind] += 1
+            if done % 100 == 0:
+                progress("items", done, None)
+    total_items = sum(item_counts.values())
+    progress("items", total_items + sum(skipped_items.values()), total_items + sum(skipped_items.values()))
+
+    listed: list[str] = []
+    skipped_objects: Counter[str] = Counter()
+    for key in _list_keys(s3, bucket):
+        kind = keys.object_kind(key)
+        if kind in LIVE_OBJECT_KINDS:
+            skipped_objects[kind] += 1
+        else:
+            listed.append(key)
+    entries: list[ObjectEntry] = []
+    object_counts: Counter[str] = Counter()
+    progress("objects", 0, len(listed))
+    for done, key in enumerate(listed, 1):
+        entry = _write_object(zf, s3, bucket, key, f"{OBJECTS_DIR}{len(entries) + 1:08d}")
+        if entry is None:
+            skipped_objects["vanished"] += 1  # deleted between the listing and the read
+        else:
+            entries.append(entry)
+            object_counts[keys.object_kind(key)] += 1
+        progress("objects", done, len(listed))
+
+    manifest = Manifest(
+        created_at=dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        orbital_version=__version__,
+        source={"table": table, "bucket": bucket},
+        item_counts=dict(item_counts),
+        object_counts=dict(object_counts),
+        skipped_items=dict(skipped_items),
+        skipped_objects=dict(skipped_objects),
+        items_count=total_items,
+        items_size=size,
+        items_sha256=digest.hexdigest(),
+        objects=entries,
+    )
+    zf.writestr(_member(MANIFEST_FILE), json.dumps(manifest.to_json(), indent=1, ensure_ascii=False))
+    return manifest
+
+
+def _member(name: str) -> zipfile.ZipInfo:
+    info = zipfile.ZipInfo(name, date_time=time.localtime()[:6])
+    info.compress_type = zipfile.ZIP_DEFLATED
+    info.external_attr = 0o600 << 16  # unpacked by hand, its files stay private too
+    return info
+
+
+def _scan(ddb: BaseClient, table: str) -> Iterator[dict[str, Any]]:
+    kwargs: dict[str, Any] = {"TableName": table, "ConsistentRead": True}
+    while True:
+        resp = ddb.scan(**kwargs)
+        yield from resp.get("Items", [])
+        last = resp.get("LastEvaluatedKey")
+        if not last:
+            return
+        kwargs["ExclusiveStartKey"] = last
+
+
+def _list_keys(s3: BaseClient, bucket: str) -> Iterator[str]:
+    kwargs: dict[str, Any] = {"Bucket": bucket}
+    while True:
+        resp = s3.list_objects_v2(**kwargs)
+        for obj in resp.get("Contents", []):
+            yield str(obj["Key"])
+        if not resp.get("IsTruncated"):
+            return
+        kwargs["ContinuationToken"] = resp["NextContinuationToken"]
+
+
+def _missing(exc: Exception) -> bool:
+    code = getattr(exc, "response", {}).get("Error", {}).get("Code")
+    return code in {"404", "NoSuchKey", "NotFound"}
+
+
+def _write_object(zf: zipfile.ZipFile, s3: BaseClient, bucket: str, key: str, name: str) -> ObjectEntry | None:
+    try:
+        got = s3.get_object(Bucket=bucket, Key=key)
+    except Exception as exc:
+        if _missing(exc):
+            return None
+        raise
+    body = got["Body"]
+    digest = hashlib.sha256()
+    size = 0
+    try:
+        big = int(got.get("ContentLength") or 0) >= zipfile.ZIP64_LIMIT
+        with zf.open(_member(name), "w", force_zip64=big) as member:
+            for chunk in iter(lambda: body.read(CHUNK), b""):
+                member.write(chunk)
+                digest.update(chunk)
+                size += len(chunk)
+    finally:
+        body.close()
+    headers = {param: str(got[param]) for param in HEADERS.values() if got.get(param)}
+    return ObjectEntry(
+        key=key,
+        file=name,
+        size=size,
+        sha256=digest.hexdigest(),
+        headers=headers,
+        metadata={str(k): str(v) for k, v in (got.get("Metadata") or {}).items()},
+    )
+
+
+# --- reading an archive ------------------------------------------------------------------------------------------
+
+
+def read_manifest(archive: Path) -> Manifest:
+    """The manifest of `archive`, validated (format, version, fields) without reading the rest."""
+    with _open_archive(archive) as zf:
+        return _manifest_of(zf)
+
+
+def verify_archive(archive: Path, progress: Progress | None = None) -> Manifest:
+    """Check every member of `archive` against its manifest (sizes, SHA-256, well-formed items without a key twice);
+    ArchiveError says what is wrong. Returns the manifest."""
+    with _open_archive(archive) as zf:
+        manifest = _manifest_of(zf)
+        _verify(zf, manifest, progress or _no_progress)
+        return manifest
+
+
+@contextlib.contextmanager
+def _open_archive(archive: Path) -> Iterator[zipfile.ZipFile]:
+    try:
+        zf = zipfile.ZipFile(archive)
+    except FileNotFoundError:
+        raise ArchiveError(f"{archive}: no such file") from None
+    except IsADirectoryError:
+        raise ArchiveError(f"{archive} is a directory, not an Orbital export") from None
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError):
+        raise ArchiveError(f"{archive} is not an Orbital export (not a zip archive, or cut short)") from None
+    with zf:
+        yield zf
+
+
+def _manifest_of(zf: zipfile.ZipFile) -> Manifest:
+    try:
+        raw = zf.read(MANIFEST_FILE)
+    except KeyError:
+        raise ArchiveError("not an Orbital export (it has no manifest.json)") from None
+    except (zipfile.BadZipFile, EOFError, OSError) as exc:
+        raise ArchiveError(f"damaged Orbital export: manifest.json cannot be read ({exc})") from None
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        raise ArchiveError("damaged Orbital export: manifest.json is not JSON") from None
+    return Manifest.from_json(data)
+
+
+def _read_member(zf: zipfile.ZipFile, name: str) -> Iterator[bytes]:
+    """A member's bytes in chunks; ArchiveError if it is missing or fails its CRC."""
+    try:
+        with zf.open(name) as fh:
+            yield from iter(lambda: fh.read(CHUNK), b"")
+    except KeyError:
+        raise ArchiveError(f"damaged Orbital export: {name} is missing") from None
+    except (zipfile.BadZipFile, EOFError, OSError, ValueError, RuntimeError) as exc:
+        raise ArchiveError(f"damaged Orbital export: {name} cannot be read ({exc})") from None
+
+
+def _verify(zf: zipfile.ZipFile, manifest: Manifest, progress: Progress) -> None:
+    total = 1 + len(manifest.objects)
+    progress("verify", 0, total)
+    digest = hashlib.sha256()
+    size = 0
+    for chunk in _read_member(zf, ITEMS_FILE):
+        digest.update(chunk)
+        size += len(chunk)
+    if size != manifest.items_size or digest.hexdigest() != manifest.items_sha256:
+        raise ArchiveError(f"damaged Orbital export: {ITEMS_FILE} does not match its checksum")
+    seen: set[tuple[str, str]] = set()
+    count = 0
+    for item in _items(zf):
+        key = item_key(item)
+        if key in seen:
+            raise ArchiveError(f"damaged Orbital export: item {key[0]} / {key[1]} appears twice")
+        seen.add(key)
+        count += 1
+    if count != manifest.items_count:
+        raise ArchiveError(f"damaged Orbital export: {count} items where the manifest lists {manifest.items_count}")
+    progress("verify", 1, total)
+    for done, entry in enumerate(manifest.objects, 2):
+        digest = hashlib.sha256()
+        size = 0
+        for chunk in _read_member(zf, entry.file):
+            digest.update(chunk)
+            size += len(chunk)
+        if size != entry.size or digest.hexdigest() != entry.sha256:
+            raise ArchiveError(f"damaged Orbital export: the bytes of {entry.key!r} do not match their checksum")
+        progress("verify", done, total)
+
+
+def _items(zf: zipfile.ZipFile) -> Iterator[dict[str, Any]]:
+    """The items of the archive, in boto3's form; ArchiveError on a malformed line."""
+    pending = b""
+    number = 0
+    for chunk in _read_member(zf, ITEMS_FILE):
+        pending += chunk
+        *lines, pending = pending.split(b"\n")
+        for line in lines:
+            number += 1
+            yield _parse_item(line, number)
+    if pending.strip():
+        yield _parse_item(pending, number + 1)
+
+
+def _parse_item(line: bytes, number: int) -> dict[str, Any]:
+    try:
+        return item_from_json(json.loads(line.decode("utf-8")))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise ArchiveError(f"damaged Orbital export: item {number} of {ITEMS_FILE} is malformed ({exc})") from None
+
+
+# --- import -------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class ImportReport:
+    """What an import did. `unchanged`: the target already held it as it is; `kept`: a counter the target had
+    already gone past; `expired`: items whose ttl passed since the export."""
+
+    manifest: Manifest
+    items_written: int = 0
+    items_unchanged: int = 0
+    items_kept: int = 0
+    items_expired: int = 0
+    objects_written: int = 0
+    objects_unchanged: int = 0
+
+    @property
+    def written(self) -> int:
+        return self.items_written + self.objects_written
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "items": {
+                "written": self.items_written,
+                "unchanged": self.items_unchanged,
+                "kept": self.items_kept,
+                "expired": self.items_expired,
+            },
+            "objects": {"written": self.objects_written, "unchanged": self.objects_unchanged},
+        }
+
+
+def import_state(
+    ddb: BaseClient,
+    s3: BaseClient,
+    table: str,
+    bucket: str,
+    archive: Path,
+    progress: Progress | None = None,
+    *,
+    now: float | None = None,
+) -> ImportReport:
+    """Write the items and objects of `archive` into `table` and `bucket`. The whole archive is checked first; nothing
+    is written if it is foreign or damaged. Idempotent (see the module docstring)."""
+    report_progress = progress or _no_progress
+    cutoff = time.time() if now is None else now
+    with _open_archive(archive) as zf:
+        manifest = _manifest_of(zf)
+        _verify(zf, manifest, report_progress)
+        report = ImportReport(manifest)
+        _import_items(zf, ddb, table, manifest, report, cutoff, report_progress)
+        _import_objects(zf, s3, bucket, manifest, report, report_progress)
+    return report
+
+
+def _import_items(
+    zf: zipfile.ZipFile,
+    ddb: BaseClient,
+    table: str,
+    manifest: Manifest,
+    report: ImportReport,
+    now: float,
+    progress: Progress,
+) -> None:
+    total = manifest.items_count
+    progress("items", 0, total)
+    done = 0
+    batch: list[dict[str, Any]] = []
+    for item in _items(zf):
+        batch.append(item)
+        if len(batch) == BATCH_WRITE:
+            _import_batch(ddb, table, batch, report, now)
+            done += len(batch)
+            batch = []
+            progress("items", done, total)
+    if batch:
+        _import_batch(ddb, table, batch, report, now)
+        done += len(batch)
+    progress("items", done, total)
+
+
+def _import_batch(ddb: BaseClient, table: str, batch: list[dict[str, Any]], report: ImportReport, now: float) -> None:
+    live = []
+    for item in batch:
+        if expired(item, now):
+            report.items_expired += 1
+        else:
+            live.append(item)
+    current = _batch_get(ddb, table, [item_key(i) for i in live])
+    puts: list[dict[str, Any]] = []
+    for item in live:
+        key = item_key(item)
+        existing = current.get(key)
+        if existing is not None and same_item(existing, item):
+            report.items_unchanged += 1
+        elif keys.item_kind(*key) in MERGED_BY_MAX and _counter_value(item) is not None:
+            if _put_counter(ddb, table, item):
+                report.items_written += 1
+            else:
+                report.items_kept += 1
+        else:
+            puts.append(item)
+    _batch_write(ddb, table, puts)
+    report.items_written += len(puts)
+
+
+def _batch_get(ddb: BaseClient, table: str, wanted: list[tuple[str, str]]) -> dict[tuple[str, str], dict[str, Any]]:
+    found: dict[tuple[str, str], dict[str, Any]] = {}
+    if not wanted:
+        return found
+    request: dict[str, Any] = {
+        table: {"Keys": [{"PK": {"S": pk}, "SK": {"S": sk}} for pk, sk in wanted], "ConsistentRead": True}
+    }
+    for attempt in range(BATCH_ATTEMPTS):
+        resp = ddb.batch_get_item(RequestItems=request)
+        for item in resp.get("Responses", {}).get(table, []):
+            found[item_key(item)] = item
+        request = resp.get("UnprocessedKeys") or {}
+        if not request:
+            return found
+        _backoff(attempt)
+    raise PortableError("DynamoDB kept refusing reads (throttled): nothing is lost, run the import again")
+
+
+def _batch_write(ddb: BaseClient, table: str, items: list[dict[str, Any]]) -> None:
+    if not items:
+        return
+    pending: dict[str, Any] = {table: [{"PutRequest": {"Item": item}} for item in items]}
+    for attempt in range(BATCH_ATTEMPTS):
+        resp = ddb.batch_write_item(RequestItems=pending)
+        pending = resp.get("UnprocessedItems") or {}
+        if not pending:
+            return
+        _backoff(attempt)
+    raise PortableError("DynamoDB kept refusing writes (throttled): nothing is lost, run the import again")
+
+
+def _put_counter(ddb: BaseClient, table: str, item: dict[str, Any]) -> bool:
+    """Write a counter unless the target's is already as large. True if written."""
+    try:
+        ddb.put_item(
+            TableName=table,
+            Item=item,
+            ConditionExpression="attribute_not_exists(PK) OR #n < :n",
+            ExpressionAttributeNames={"#n": "n"},
+            ExpressionAttributeValues={":n": item["n"]},
+        )
+    except ddb.exceptions.ConditionalCheckFailedException:
+        return False
+    return True
+
+
+def _backoff(attempt: int) -> None:
+    delay = min(BACKOFF_MAX_SECONDS, BACKOFF_BASE_SECONDS * 2**attempt)
+    time.sleep(delay * (0.5 + random.random() / 2))  # jitter: concurrent importers do not retry in step
+
+
+def _import_objects(
+    zf: zipfile.ZipFile,
+    s3: BaseClient,
+    bucket: str,
+    manifest: Manifest,
+    report: ImportReport,
+    progress: Progress,
+) -> None:
+    total = len(manifest.objects)
+    progress("objects", 0, total)
+    for done, entry in enumerate(manifest.objects, 1):
+        body = b"".join(_read_member(zf, entry.file))
+        if _holds(s3, bucket, entry, body):
+            report.objects_unchanged += 1
+        else:
+            kwargs: dict[str, Any] = {
+                "Bucket": bucket,
+                "Key": entry.key,
+                "Body": body,
+                "ChecksumSHA256": base64.b64encode(bytes.fromhex(entry.sha256)).decode("ascii"),
+                "Metadata": dict(entry.metadata),
+                **entry.headers,
+            }
+            s3.put_object(**kwargs)
+            report.objects_written += 1
+        progress("objects", done, total)
+
+
+def _holds(s3: BaseClient, bucket: str, entry: ObjectEntry, body: bytes) -> bool:
+    """Whether the target already holds `entry`: same headers, metadata and bytes."""
+    try:
+        head = s3.head_object(Bucket=bucket, Key=entry.key, ChecksumMode="ENABLED")
+    except Exception as exc:
+        if _missing(exc):
+            return False
+        raise
+    if int(head.get("ContentLength", -1)) != entry.size:
+        return False
+    if any((head.get(param) or None) != entry.headers.get(param) for param in HEADERS.values()):
+        return False
+    if {str(k).lower(): v for k, v in (head.get("Metadata") or {}).items()} != {
+        k.lower(): v for k, v in entry.metadata.items()
+    }:
+        return False
+    checksum = head.get("ChecksumSHA256")
+    if isinstance(checksum, str) and "-" not in checksum:
+        return bool(checksum == base64.b64encode(bytes.fromhex(entry.sha256)).decode("ascii"))
+    etag = str(head.get("ETag") or "").strip('"')
+    if etag and etag == hashlib.md5(body, usedforsecurity=False).hexdigest():
+        return True
+    # an ETag that is no MD5 (multipart upload, KMS encryption): compare the bytes themselves
+    got = s3.get_object(Bucket=bucket, Key=entry.key)
+    digest = hashlib.sha256()
+    with got["Body"] as stream:
+        for chunk in iter(lambda: stream.read(CHUNK), b""):
+            digest.update(chunk)
+    return digest.hexdigest() == entry.sha256
+
+
+# --- deployed stacks -----------------------------------------------------------------------------------------------
+
+TABLE_OUTPUT = "StateTableName"
+BUCKET_OUTPUT = "WorkspaceBucketName"
+
+
+def stack_resources(cloudformation: BaseClient, stack: str) -> tuple[str, str]:
+    """The table and bucket of a deployed Orbital stack, from its outputs `StateTableName` / `WorkspaceBucketName`."""
+    stacks = cloudformation.describe_stacks(StackName=stack).get("Stacks") or []
+    if not stacks:
+        raise PortableError(f"stack {stack} not found")
+    outputs = {o.get("OutputKey"): o.get("OutputValue") for o in stacks[0].get("Outputs") or []}
+    missing = [name for name in (TABLE_OUTPUT, BUCKET_OUTPUT) if not outputs.get(name)]
+    if missing:
+        raise PortableError(f"stack {stack} has no {' or '.join(missing)} output: is it an Orbital stack?")
+    return str(outputs[TABLE_OUTPUT]), str(outputs[BUCKET_OUTPUT])
+
+
+def _no_progress(kind: str, done: int, total: int | None) -> None:
+    return None
