@@ -198,11 +198,28 @@ def fast_queries() -> None:
     Table.all_items = all_items  # type: ignore[method-assign]
 
 
+def skip_batch_models() -> None:
+    """moto's Step Functions interpreter imports `moto.batch.utils` (for its Batch integration), and importing that
+    runs `moto.batch`'s `__init__`, which loads the Batch, EC2 and ECS models: about 0.9 s, half of the local stack's
+    start. Orbital's state machines never call Batch. Register `moto.batch` as a bare package, so its submodules
+    still load from their files and only the models are left out (a Batch request to this stack would fail)."""
+    if "moto.batch" in sys.modules:
+        return
+    spec = importlib.util.find_spec("moto.batch")
+    if spec is None or not spec.submodule_search_locations:
+        return
+    package = ModuleType("moto.batch", "moto.batch without its models (orbital.local.stack.skip_batch_models)")
+    package.__path__ = list(spec.submodule_search_locations)
+    package.__package__ = "moto.batch"
+    sys.modules["moto.batch"] = package
+
+
 def cache_state_machine_parsing() -> None:
     """moto parses a definition with ANTLR on every execution (~60-90 ms of CPU, contending with everything else in
     this one process). Parse each definition once and give every execution its own copy of the program."""
     import copy
 
+    skip_batch_models()
     from moto.stepfunctions.parser.asl.parse.asl_parser import AmazonStateLanguageParser
 
     original = AmazonStateLanguageParser.parse
