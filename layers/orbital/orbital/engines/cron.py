@@ -50,6 +50,7 @@ from orbital.domain import cron_input, timefmt
 from orbital.domain.ids import normalize_agent_id
 from orbital.domain.schedule import ScheduleError, compute_next_run_ms, validate_schedule
 from orbital.errors import ConflictError
+from orbital.store.contention import retrying
 from orbital.store.repos import (
     CRON_LIST_DEFAULT,
     CRON_LIST_MAX,
@@ -319,7 +320,8 @@ def update(services: Services, job_id: Any, patch: Any, now_ms: int) -> dict[str
     """Apply a patch (§11.3 update) and return the job; the next run is recomputed from now."""
     repo = services.gateway
     key = _job_id(job_id)
-    for _ in range(_WRITE_ATTEMPTS):
+
+    def attempt() -> dict[str, Any]:  # a run that started or finished meanwhile: the patch goes on what it left
         found = repo.get_cron_job_versioned(key) if key else None
         if found is None:
             raise _unknown(job_id)
@@ -327,12 +329,10 @@ def update(services: Services, job_id: Any, patch: Any, now_ms: int) -> dict[str
             raise CronError("patch must be an object")
         job, version = found
         updated = _apply_patch(job, patch, now_ms)
-        try:
-            repo.put_cron_job(updated, expect_version=version)
-        except ConflictError:
-            continue  # a run started or finished meanwhile: apply the patch to what it left
+        repo.put_cron_job(updated, expect_version=version)
         return updated
-    raise ConflictError("cron job kept changing; try again", retryable=True)
+
+    return retrying("cron job", attempt)
 
 
 def remove(services: Services, job_id: Any) -> bool:
@@ -546,24 +546,26 @@ def _finish(
     if outcome.summary is not None:
         result["summary"] = outcome.summary
     result["durationMs"] = duration_ms
-    for _ in range(_WRITE_ATTEMPTS):
+
+    def attempt() -> tuple[bool, int | None]:  # edited during the run: finish on top of the edit
         found = repo.get_cron_job_versioned(job_id)
         if found is None:
-            return result  # removed while it ran: nothing to update, no history to add to
+            return False, None  # removed while it ran: nothing to update, no history to add to
         job, version = found
         done, next_run = _finished_job(job, outcome, start_ms, end_ms, duration_ms, marker)
-        try:
-            if done is None:
-                repo.delete_cron_job(job_id, with_runs=False)
-            else:
-                repo.put_cron_job(done, expect_version=version)
-        except ConflictError:
-            continue  # edited during the run: finish on top of the edit
-        if next_run is not None:
-            result["nextRunAtMs"] = next_run
-        repo.append_cron_run({**result, "ts": start_ms}, keep=settings.max_runs_per_job_history)
+        if done is None:
+            repo.delete_cron_job(job_id, with_runs=False)
+        else:
+            repo.put_cron_job(done, expect_version=version)
+        return True, next_run
+
+    recorded, next_run = retrying("cron job", attempt, message=f"could not record the run of cron job {job_id}")
+    if not recorded:
         return result
-    raise ConflictError(f"could not record the run of cron job {job_id}", retryable=True)
+    if next_run is not None:
+        result["nextRunAtMs"] = next_run
+    repo.append_cron_run({**result, "ts": start_ms}, keep=settings.max_runs_per_job_history)
+    return result
 
 
 def _run_claimed(

@@ -33,6 +33,7 @@ from orbital.domain.ids import normalize_agent_id
 from orbital.domain.prompt import is_heartbeat_file_meaningful
 from orbital.errors import ConflictError, RpcError
 from orbital.store import keys
+from orbital.store.contention import retrying
 
 if TYPE_CHECKING:
     from orbital.runtime.services import Services
@@ -40,7 +41,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("orbital.engines.heartbeat")
 
 HEARTBEAT_FILE = "HEARTBEAT.md"
-_WRITE_ATTEMPTS = 8
 
 SKIP_OUTSIDE_ACTIVE_HOURS = "outside_active_hours"
 SKIP_NO_FILE = "no_heartbeat_file"
@@ -65,18 +65,17 @@ def _update_state(services: Services, agent_id: str, mutate: Callable[[dict[str,
     re-reading and retrying when someone else wrote meanwhile. `mutate` returns False to leave the state alone; it
     may run more than once. Returns the stored state, or None when nothing was written."""
     repo = services.gateway
-    for _ in range(_WRITE_ATTEMPTS):
+
+    def attempt() -> dict[str, Any] | None:
         found = repo.heartbeat_state_versioned(agent_id)
         state = dict(found[0]) if found else repo.empty_heartbeat_state(agent_id)
         if not mutate(state):
             return None
-        try:
-            if found is None:
-                return repo.put_heartbeat_state(agent_id, state, create=True)
-            return repo.put_heartbeat_state(agent_id, state, expect_version=found[1])
-        except ConflictError:
-            continue
-    raise ConflictError("heartbeat state changed concurrently; try again", retryable=True)
+        if found is None:
+            return repo.put_heartbeat_state(agent_id, state, create=True)
+        return repo.put_heartbeat_state(agent_id, state, expect_version=found[1])
+
+    return retrying("heartbeat state", attempt)
 
 
 def status(services: Services) -> dict[str, dict[str, Any]]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from orbital.domain import config as cfg
-from orbital.errors import ConflictError
 from orbital.store import keys
+from orbital.store.contention import retrying
 from orbital.store.table import Table
 
 
@@ -49,16 +49,15 @@ class ConfigRepo:
             self.table.put(keys.CONFIG, overrides, attrs={"v": version + 1}, condition="v = :v", values={":v": version})
 
     def set_path(self, path: str, value: Any, *, delete: bool = False) -> None:
-        for _ in range(5):
+        """Set (or delete) one path; writers of other paths at the same time are retried onto each other's result."""
+
+        def attempt() -> None:
             current, version = self.load()
-            if not delete and cfg.contains_mask(value):
+            wanted = value
+            if not delete and cfg.contains_mask(wanted):
                 old = cfg.get_path(current, path)
                 if not cfg.is_missing(old):
-                    value = cfg.restore_masked(value, old)
-            updated = cfg.set_path(current, path, value, delete=delete)
-            try:
-                self.save(updated, version)
-                return
-            except ConflictError:
-                continue
-        raise ConflictError("config changed concurrently; try again", retryable=True)
+                    wanted = cfg.restore_masked(wanted, old)
+            self.save(cfg.set_path(current, path, wanted, delete=delete), version)
+
+        retrying("config", attempt)

@@ -9,6 +9,7 @@ from typing import Any
 
 from orbital.errors import ConflictError
 from orbital.store import keys
+from orbital.store.contention import retrying
 from orbital.store.table import Record, Table
 
 
@@ -149,26 +150,25 @@ class ConnectionRepo:
         """Apply `mutate` to the node's runtime facts while `connection_id` still owns the node. Optimistic (a
         version attribute), so concurrent updates (two probe results) both land. False if the node moved on."""
         key = keys.node(node_id)
-        for _ in range(8):
+
+        def attempt() -> bool:
             rec = self.table.get(key)
             if rec is None or rec.data.get("connectionId") != connection_id:
                 return False
             version = int(rec.attrs.get("rv", 0) or 0)
             data = dict(rec.data)
             data["runtime"] = mutate(dict(data.get("runtime") or {}))
-            try:
-                self.table.put(
-                    key,
-                    data,
-                    ttl=rec.ttl,
-                    attrs={"cid": connection_id, "rv": version + 1},
-                    condition="cid = :cid AND (attribute_not_exists(rv) OR rv = :rv)",
-                    values={":cid": connection_id, ":rv": version},
-                )
-            except ConflictError:
-                continue
+            self.table.put(
+                key,
+                data,
+                ttl=rec.ttl,
+                attrs={"cid": connection_id, "rv": version + 1},
+                condition="cid = :cid AND (attribute_not_exists(rv) OR rv = :rv)",
+                values={":cid": connection_id, ":rv": version},
+            )
             return True
-        raise ConflictError(f"node {node_id} runtime kept changing; try again", retryable=True)
+
+        return retrying(f"node {node_id} runtime", attempt)
 
     def claim_channel_socket(self, channel: str, account_id: str, connection_id: str) -> str | None:
         return self._claim(keys.channel_socket(channel, account_id), connection_id, {"channel": channel})

@@ -286,20 +286,7 @@ class GatewayRepo:
 
     def next_cron_run_id(self) -> int:
         """A gateway-wide increasing run id."""
-        key = keys.gateway_flag(keys.CRON_RUN_SEQ_FLAG)
-        for _ in range(20):
-            rec = self.table.get(key)
-            current = int(rec.attrs.get("n", 0)) if rec else 0
-            nxt = current + 1
-            try:
-                if rec is None:
-                    self.table.put(key, {"n": nxt}, attrs={"n": nxt}, condition="attribute_not_exists(PK)")
-                else:
-                    self.table.put(key, {"n": nxt}, attrs={"n": nxt}, condition="n = :n", values={":n": current})
-            except ConflictError:
-                continue
-            return nxt
-        raise ConflictError("could not allocate a cron run id", retryable=True)
+        return self.table.next_counter(keys.gateway_flag(keys.CRON_RUN_SEQ_FLAG))  # one atomic ADD, never a race
 
     def append_cron_run(self, run: dict[str, Any], *, keep: int | None = None) -> dict[str, Any]:
         """Record a `CronRun` `{jobId, ts, status, error?, summary?, durationMs?, nextRunAtMs?}`; assigns its `id`.

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from orbital.domain.session_keys import session_agent_id
 from orbital.errors import ConflictError
 from orbital.store import keys
+from orbital.store.contention import retrying
 from orbital.store.table import Record, Table
 
 if TYPE_CHECKING:
@@ -45,7 +46,6 @@ INLINE_MESSAGE_BYTES = 300 * 1024
 """A message larger than this (JSON) keeps its body in S3; its item holds a reference (DynamoDB items cap at
 400 KB)."""
 BODY_REF = "$body"
-_ATTEMPTS = 8
 
 
 def _now_ms() -> int:
@@ -148,7 +148,8 @@ class SessionRepo:
         write. `mutate` edits the dict in place and may return False to skip the write (a new meta is always
         stored). It can run more than once, so it must not have side effects beyond the dict."""
         stamp = _now_ms() if now is None else now
-        for _ in range(_ATTEMPTS):
+
+        def attempt() -> dict[str, Any]:
             meta, version = self._read(session_key)
             created = meta is None
             if meta is None:
@@ -156,12 +157,10 @@ class SessionRepo:
             changed = mutate(meta)
             if changed is False and not created:
                 return meta
-            try:
-                self._save(session_key, meta, version)
-            except ConflictError:
-                continue
+            self._save(session_key, meta, version)
             return meta
-        raise ConflictError("session changed concurrently; try again", retryable=True)
+
+        return retrying("session", attempt)
 
     def get_or_create_meta(
         self,
@@ -412,11 +411,12 @@ class SessionRepo:
         stamp = _now_ms() if now is None else now
         agent_id = session_agent_id(session_key)
         self.get_or_create_meta(session_key, now=stamp)
-        for _ in range(_ATTEMPTS):
+
+        def attempt() -> tuple[dict[str, Any], str, list[Record], dict[str, int], str | None]:
             meta, version = self._read(session_key)
             if meta is None:  # deleted under us: start over
                 self.get_or_create_meta(session_key, now=stamp)
-                continue
+                raise ConflictError("session deleted meanwhile")
             old_id = str(meta["sessionId"])
             records = self._message_records(session_key, old_id)
             tokens = tokens_of(meta)
@@ -436,8 +436,7 @@ class SessionRepo:
                         "totalTokens": tokens["total"],
                     },
                 )
-            new_id = new_session_id()
-            meta["sessionId"] = new_id
+            meta["sessionId"] = new_session_id()
             meta["previousSessionIds"] = [*(meta.get("previousSessionIds") or []), old_id]
             meta["inputTokens"] = meta["outputTokens"] = meta["totalTokens"] = 0
             meta.pop("lastInputTokens", None)
@@ -445,13 +444,11 @@ class SessionRepo:
             meta["nextSeq"] = 0
             meta["lastResetAt"] = stamp
             meta["updatedAt"] = stamp
-            try:
-                self._save(session_key, meta, version)
-            except ConflictError:
-                continue
-            break
-        else:
-            raise ConflictError("session changed concurrently; try again", retryable=True)
+            self._save(session_key, meta, version)
+            return meta, old_id, records, tokens, archived_to
+
+        meta, old_id, records, tokens, archived_to = retrying("session", attempt)
+        new_id = str(meta["sessionId"])
 
         media_deleted = 0
         try:
