@@ -239,3 +239,18 @@ def wait_for(predicate: Any, timeout: float = 10.0, interval: float = 0.02) -> A
         if time.monotonic() > deadline:
             raise AssertionError(f"condition not met within {timeout}s")
         time.sleep(interval)
+
+
+def deferred_execution_arn(flows: dict[str, str], call_id: str) -> str:
+    """The deferred_call execution that waits for `call_id` (its name is derived from the id, its input holds it)."""
+    import json
+
+    import boto3
+
+    sfn = boto3.client("stepfunctions", region_name="us-east-1")
+    listed = sfn.list_executions(stateMachineArn=flows["DeferredCallStateMachine"])["executions"]
+    for execution in listed:
+        described = sfn.describe_execution(executionArn=execution["executionArn"])
+        if json.loads(described["input"]).get("callId") == call_id:
+            return str(execution["executionArn"])
+    raise AssertionError(f"no deferred_call execution for call {call_id}")

@@ -11,7 +11,7 @@ from orbital.engines import deferred
 from orbital.runtime import lifecycle, workflows
 from orbital.store import keys
 
-from tests.conftest import wait_for
+from tests.conftest import deferred_execution_arn, wait_for
 
 
 def _events(sender: Any, connection_id: str, name: str) -> list[dict[str, Any]]:
@@ -30,13 +30,12 @@ def _invoke(rpc: Any, tool: str, args: Any = None) -> str:
 
 def _execution(flows: dict[str, str], call_id: str) -> dict[str, Any]:
     sfn = boto3.client("stepfunctions", region_name="us-east-1")
-    arn = flows["DeferredCallStateMachine"].replace(":stateMachine:", ":execution:") + f":{call_id}"
-    return sfn.describe_execution(executionArn=arn)
+    return sfn.describe_execution(executionArn=deferred_execution_arn(flows, call_id))
 
 
 def _states_entered(flows: dict[str, str], call_id: str) -> list[str]:
     sfn = boto3.client("stepfunctions", region_name="us-east-1")
-    arn = flows["DeferredCallStateMachine"].replace(":stateMachine:", ":execution:") + f":{call_id}"
+    arn = deferred_execution_arn(flows, call_id)
     history = sfn.get_execution_history(executionArn=arn)["events"]
     return [e["stateEnteredEventDetails"]["name"] for e in history if "stateEnteredEventDetails" in e]
 
@@ -219,3 +218,49 @@ def test_pending_call_items_and_index(flows, connect, sender, services):
     pending = deferred.pending_on_node(services, "n1")
     assert [p.tool for p in pending] == ["n1__Bash"]
     assert json.loads(json.dumps(pending[0].to_data()))["callerConnectionId"] == client.connection_id
+
+
+def test_a_client_chosen_call_id_is_data_not_an_execution_name(flows, connect, sender, services):
+    import re
+
+    node = connect("node", "n1")
+    client = connect("client", "c1")
+    call_id = "call #1 / für den Knoten: " + "x" * 120  # spaces, slashes, non-ASCII, over 80 characters
+    params = {"callId": call_id, "tool": "n1__Bash", "args": {"command": "true"}, "sessionKey": "agent:main:main"}
+    assert client.call("tool.request", params) == {"status": "sent"}
+    evt = wait_for(lambda: _events(sender, node.connection_id, "tool.invoke"))[0]
+    assert evt["payload"]["callId"] == call_id
+    arn = deferred_execution_arn(flows, call_id)
+    assert re.fullmatch(r"[A-Za-z0-9_-]{1,80}", arn.rsplit(":", 1)[1])
+    wait_for(lambda: _token_recorded(services, call_id))
+    assert node.call("tool.result", {"callId": call_id, "result": {"output": ""}}) == {"ok": True}
+    assert wait_for(lambda: _finished(flows, call_id))["status"] == "SUCCEEDED"
+
+    again = client.error("tool.request", params)
+    assert again["code"] == 409 and again["message"] == f"callId already in use: {call_id}"
+    too_long = client.error("tool.request", {**params, "callId": "y" * 257})
+    assert too_long["code"] == 400 and "callId too long" in too_long["message"]
+
+
+def test_an_answering_step_that_fails_once_is_retried(flows, connect, sender, services, monkeypatch):
+    failing = {"left": 1}
+    real = workflows.STEPS["fail"]
+
+    def flaky(services_: Any, event: dict[str, Any]) -> dict[str, Any]:
+        if failing["left"]:
+            failing["left"] -= 1
+            raise RuntimeError("throttled")  # as a DynamoDB throttle would surface from the step's Lambda
+        return real(services_, event)
+
+    monkeypatch.setitem(workflows.STEPS, "fail", flaky)
+    node = connect("node", "n1")
+    client = connect("client", "c1")
+    _invoke(client, "n1__Bash", {"command": "x"})
+    call_id = _events(sender, node.connection_id, "tool.invoke")[0]["payload"]["callId"]
+    wait_for(lambda: _token_recorded(services, call_id))
+    token = services.table.get(keys.pending_call(call_id)).attrs["tok"]
+    boto3.client("stepfunctions", region_name="us-east-1").send_task_failure(taskToken=token, error="Boom", cause="x")
+    res = wait_for(lambda: _responses(sender, client.connection_id), timeout=15)[0]
+    assert res["error"] == {"code": 500, "message": "Call failed: Boom"}
+    assert failing["left"] == 0
+    assert wait_for(lambda: _finished(flows, call_id), timeout=15)["status"] == "SUCCEEDED"

@@ -11,7 +11,7 @@ from orbital.engines import deferred, probes
 from orbital.runtime import lifecycle
 from orbital.store import keys
 
-from tests.conftest import wait_for
+from tests.conftest import deferred_execution_arn, wait_for
 
 
 def put_skill(services: Any, key: str, name: str, requires: dict) -> None:
@@ -30,8 +30,8 @@ def stored_probes(services: Any, node_id: str) -> list[probes.Probe]:
 
 def executions_finished(flows: dict[str, str], call_ids: list[str]) -> bool:
     sfn = boto3.client("stepfunctions", region_name="us-east-1")
-    base = flows["DeferredCallStateMachine"].replace(":stateMachine:", ":execution:")
-    return all(sfn.describe_execution(executionArn=f"{base}:{cid}")["status"] != "RUNNING" for cid in call_ids)
+    arns = [deferred_execution_arn(flows, cid) for cid in call_ids]
+    return all(sfn.describe_execution(executionArn=arn)["status"] != "RUNNING" for arn in arns)
 
 
 def call_state(services: Any, call_id: str | None) -> str | None:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import time
 import uuid
 from collections.abc import Callable
@@ -29,6 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from orbital.aws import clients
+from orbital.domain import ids
 from orbital.errors import UnavailableError
 from orbital.store import keys
 
@@ -66,10 +66,8 @@ def now_ms() -> int:
 
 
 def execution_name(run_id: str) -> str:
-    """A Step Functions execution name for a run: at most 80 characters of [A-Za-z0-9_-], unique per start (a
-    client-chosen runId is data, never trusted as a name)."""
-    slug = re.sub(r"[^A-Za-z0-9_-]+", "-", run_id).strip("-")[:48] or "run"
-    return f"{slug}-{uuid.uuid4().hex[:24]}"
+    """A Step Functions execution name for a run (a client-chosen runId is data, never trusted as a name)."""
+    return ids.execution_name(run_id or "run")
 
 
 def execution_arn(state_machine_arn: str, name: str) -> str:

@@ -1,4 +1,5 @@
-"""Agent and account ids as they appear in session keys and configuration (spec §5.1).
+"""Agent and account ids as they appear in session keys and configuration (spec §5.1), and names of Step Functions
+executions.
 
 Kept apart from both `session_keys` (routing reads the configuration) and `config` (the default agent is a
 normalized id), so that neither has to import the other from inside a function.
@@ -7,9 +8,21 @@ normalized id), so that neither has to import the other from inside a function.
 from __future__ import annotations
 
 import re
+import uuid
 
 DEFAULT_AGENT_ID = "main"
 DEFAULT_ACCOUNT_ID = "default"
+
+_EXECUTION_NAME_CHARS = re.compile(r"[^A-Za-z0-9_-]+")
+
+
+def execution_name(label: str) -> str:
+    """A Step Functions execution name for something labelled `label` (a run id, a call id): at most 80 characters
+    of [A-Za-z0-9_-], unique per call (names are unique per state machine for 90 days). A label a client chose is
+    kept as data and only shown here, shortened and cleaned, to make executions easy to find."""
+    slug = _EXECUTION_NAME_CHARS.sub("-", label).strip("-")[:48] or "x"
+    return f"{slug}-{uuid.uuid4().hex[:24]}"
+
 
 _VALID_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$", re.IGNORECASE)
 _INVALID_ID_CHARS = re.compile(r"[^a-z0-9_-]+")

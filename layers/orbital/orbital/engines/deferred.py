@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from orbital.aws import clients
+from orbital.domain import ids
 from orbital.engines import waitgroup
 from orbital.errors import ConflictError
 from orbital.protocol.frames import error_frame, ok_frame
@@ -125,13 +126,17 @@ def create(services: Services, call: PendingCall) -> None:
 
 
 def start_wait(services: Services, call: PendingCall) -> None:
-    """Start the execution that owns this call's wait (its name is the call id, so a retry cannot double it)."""
+    """Start the execution that owns this call's wait. Its name is derived from the call id, never the id itself
+    (a client chooses the id of a `tool.request`; names have a charset, a length and must be new for 90 days); the
+    SDK's own retries of the request reuse the name, so they cannot start a second wait."""
     arn = services.settings.deferred_call_arn
     if not arn:
         raise RuntimeError("deferred_call state machine is not configured (ORBITAL_DEFERRED_CALL_ARN)")
     payload = {"callId": call.call_id, "kind": call.kind, "timeoutSeconds": call.timeout_seconds}
     try:
-        clients.stepfunctions().start_execution(stateMachineArn=arn, name=call.call_id, input=json.dumps(payload))
+        clients.stepfunctions().start_execution(
+            stateMachineArn=arn, name=ids.execution_name(call.call_id), input=json.dumps(payload)
+        )
     except Exception:
         log.exception("could not start the wait for call %s", call.call_id)
         raise

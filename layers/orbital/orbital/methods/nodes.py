@@ -31,6 +31,8 @@ router = Router("nodes")
 AGENT_TOOL, AGENT_LOGS = deferred.AGENT_TOOL, deferred.AGENT_LOGS
 
 EXEC_TTL_SECONDS = 24 * 3600
+MAX_CALL_ID_CHARS = 256
+"""A client-chosen call id (`tool.request`) is a key and data, never an execution name; this keeps it a sane key."""
 
 
 def _dispatch_to_node(
@@ -105,6 +107,10 @@ def tool_request(ctx: CallContext, params: ToolRequestParams) -> dict[str, Any]:
     """Send a session-routed tool call to its node; the result is kept on the call for the session's agent turn."""
     if not params.callId or not params.tool or not params.sessionKey:
         raise BadRequestError("callId, tool, and sessionKey required")
+    if len(params.callId) > MAX_CALL_ID_CHARS:
+        raise BadRequestError(f"callId too long (at most {MAX_CALL_ID_CHARS} characters)")
+    if deferred.get(ctx.services, params.callId) is not None:
+        raise ConflictError(f"callId already in use: {params.callId}")
     found = find_node_for_tool(ctx.services, params.tool)
     if found is None:
         raise NotFoundError(f"No node provides tool: {params.tool}")
