@@ -117,3 +117,16 @@ def test_sessions_config_and_files_survive_a_restart(data_dir):
             )
     finally:
         gw.stop()
+
+
+def test_a_reply_too_large_for_a_websocket_message_is_an_error_not_silence(gateway, client):
+    from orbital.store import keys
+
+    path = f"e2e-{uuid.uuid4().hex[:6]}/big.md"
+    body = ("a line of a large file\n" * 9000).encode()  # 207 KB: over API Gateway's 128 KB per message
+    store_for(gateway).workspace.put(keys.workspace_object("main", path), body, content_type="text/markdown")
+    reply = client.request("workspace.read", {"path": path})
+    assert reply["ok"] is False and reply["error"]["code"] == 413
+    assert reply["error"]["message"].startswith("Reply too large to send: ")
+    assert "the limit is 131072" in reply["error"]["message"]
+    assert client.call("config.get", {"path": "timeouts"}) is not None  # the socket goes on

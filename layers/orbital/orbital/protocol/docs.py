@@ -14,6 +14,9 @@ Frames are JSON text: requests `{"type":"req","id","method","params"}`, response
 `{"type":"res","id","ok":true,"payload"}` or `{"type":"res","id","ok":false,"error":{"code","message"}}`, events
 `{"type":"evt","event","payload"}`. The first request on a socket must be `connect`; anything else gets
 `101 Not connected`. Malformed JSON gets no reply and the socket stays open; frames over 128 KB get `413`.
+A reply that would exceed 128 KB (API Gateway's cap for one WebSocket message) is not sent; the request gets a
+`413 Reply too large to send: N bytes …` error instead, so no caller waits for a reply that cannot arrive: ask for
+less (`workspace.read` of a smaller file, `limit` on listings and history).
 """
 
 CODES = [
@@ -24,7 +27,7 @@ CODES = [
     (401, "Unauthorized: invalid or missing token (the socket is then closed with 4001)"),
     (403, "Not allowed for this socket"),
     (404, "Unknown method / unknown item"),
-    (413, "Frame too large"),
+    (413, "Frame too large, or a reply too large to send"),
     (500, "Failure while handling the request (message says what; unexpected ones carry a reference id)"),
     (503, "A node or channel needed for the request is not connected"),
 ]

@@ -64,6 +64,31 @@ def encode(frame: dict[str, Any]) -> str:
     return json.dumps(frame, separators=(",", ":"), ensure_ascii=False)
 
 
+def _oversize(frame: dict[str, Any], text: str, limit: int) -> dict[str, Any] | None:
+    if frame.get("type") != "res" or len(text) * 4 <= limit:  # at most 4 bytes a character: surely small enough
+        return None
+    size = len(text.encode("utf-8"))
+    if size <= limit:
+        return None
+    message = f"Reply too large to send: {size} bytes (the limit is {limit}); ask for less (a range or a limit)"
+    return error_frame(frame.get("id"), {"code": 413, "message": message})
+
+
+def encode_sendable(frame: dict[str, Any], limit: int) -> str:
+    """`frame` encoded; a reply whose UTF-8 encoding exceeds `limit` bytes (API Gateway refuses a WebSocket message
+    over 128 KB, and its caller would wait forever) is replaced by a 413 error reply to the same request."""
+    text = encode(frame)
+    instead = _oversize(frame, text, limit)
+    return text if instead is None else encode(instead)
+
+
+def sendable(frame: dict[str, Any], limit: int) -> dict[str, Any]:
+    """`frame`, or the 413 error reply that replaces a reply too large to send (see `encode_sendable`)."""
+    if frame.get("type") != "res":
+        return frame
+    return _oversize(frame, encode(frame), limit) or frame
+
+
 def pack_chunk(transfer_id: int, data: bytes) -> bytes:
     """GSV binary frame: 4-byte little-endian transfer id, then the raw bytes."""
     return struct.pack("<I", transfer_id) + data

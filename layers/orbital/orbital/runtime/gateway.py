@@ -14,7 +14,7 @@ from typing import Any
 from orbital.methods import registry
 from orbital.observability import count
 from orbital.protocol.dispatch import Dispatcher, Outcome
-from orbital.protocol.frames import encode
+from orbital.protocol.frames import encode_sendable
 from orbital.runtime.lifecycle import disconnect
 from orbital.runtime.services import Services, get_services
 
@@ -74,7 +74,7 @@ def _finish(services: Services, connection_id: str, outcome: Outcome) -> dict[st
     outcome.run_after_reply()
     if outcome.response is None:
         return {"statusCode": 200}
-    return {"statusCode": 200, "body": encode(outcome.response)}
+    return {"statusCode": 200, "body": encode_sendable(outcome.response, services.settings.max_frame_bytes)}
 
 
 def handle_message(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
@@ -99,7 +99,7 @@ def handle_message(event: dict[str, Any], context: Any = None) -> dict[str, Any]
         for on_bin in services.hooks.bin_handlers:
             reply = on_bin(services, connection_id, frame)
             if reply is not None:
-                return {"statusCode": 200, "body": encode(reply)}
+                return {"statusCode": 200, "body": encode_sendable(reply, services.settings.max_frame_bytes)}
         return {"statusCode": 200}
     outcome = dispatcher().dispatch_text(services, connection_id, body)
     return _finish(services, connection_id, outcome)

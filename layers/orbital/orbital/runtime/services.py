@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from orbital import methods
 from orbital.aws import clients
 from orbital.aws.push import ManagementApiSender, Sender
+from orbital.protocol.frames import sendable
 from orbital.runtime.lifecycle import disconnect
 from orbital.settings import Settings, get_settings
 from orbital.store.config_repo import ConfigRepo
@@ -92,8 +93,9 @@ class Services:
             self._sender = ManagementApiSender(endpoint, local=self.settings.local)
 
     def push(self, connection_id: str, frame: dict[str, Any]) -> bool:
-        """Send a frame; a gone socket (410) is cleaned up and reported as False."""
-        if self.sender.post(connection_id, frame):
+        """Send a frame; a gone socket (410) is cleaned up and reported as False. A reply too large to send goes
+        as a 413 error reply instead (`encode_sendable`)."""
+        if self.sender.post(connection_id, sendable(frame, self.settings.max_frame_bytes)):
             return True
         disconnect(self, connection_id)
         return False
