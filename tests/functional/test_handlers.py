@@ -17,7 +17,7 @@ from functions.rest_api.rest_api import lambda_handler as rest_handler
 from functions.ws_connect.ws_connect import lambda_handler as connect_handler
 from functions.ws_disconnect.ws_disconnect import lambda_handler as disconnect_handler
 from functions.ws_message.ws_message import lambda_handler as message_handler
-from tests.conftest import EVENTS, load_event, reset_caches
+from tests.conftest import EVENTS, NODE_RUNTIME, NODE_TOOLS, load_event, reset_caches
 
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish")
 
@@ -296,3 +296,25 @@ def test_http_unknown_path_is_404(aws: None) -> None:
     event["pathParameters"] = {"proxy": "nope"}
     response = rest_handler(event, FakeLambdaContext("RestApiFunction"))
     assert response["statusCode"] == 404
+
+
+def test_a_reply_with_work_to_follow_is_sent_before_that_work(posted: list[tuple[str, Any]]) -> None:
+    """API Gateway sends the route response only when the handler returns: a reply whose method has work to do after
+    it (here closing the socket this one replaces) is posted first, so the peer reads it before anything else."""
+
+    def node_connect(connection_id: str) -> dict[str, Any]:
+        event = load_event("req-config-get.json")
+        event["requestContext"]["connectionId"] = connection_id
+        params = {
+            "minProtocol": 1,
+            "client": {"mode": "node", "id": "n1"},
+            "tools": NODE_TOOLS,
+            "nodeRuntime": NODE_RUNTIME,
+        }
+        event["body"] = json.dumps({"type": "req", "id": f"c-{connection_id}", "method": "connect", "params": params})
+        return ws_message(event)
+
+    for socket in ("firstSocket", "secondSocket"):  # a node's connect resumes its probes after the reply
+        assert node_connect(socket) == {"statusCode": 200}  # nothing left for the route response
+        to_socket = [frame for cid, frame in posted if cid == socket]
+        assert to_socket[0]["id"] == f"c-{socket}" and to_socket[0]["payload"]["type"] == "hello-ok"

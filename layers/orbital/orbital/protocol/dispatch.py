@@ -35,6 +35,9 @@ class Outcome:
     close: tuple[int, str] | None = None
     context: CallContext | None = None
 
+    def has_after_reply(self) -> bool:
+        return bool(self.context and self.context.after_reply)
+
     def run_after_reply(self) -> None:
         if self.context:
             for action in self.context.after_reply:

@@ -71,7 +71,13 @@ def _finish(services: Services, connection_id: str, outcome: Outcome) -> dict[st
         services.sender.close(connection_id, *outcome.close)
         disconnect(services, connection_id)
         return {"statusCode": 200}
-    outcome.run_after_reply()
+    if outcome.has_after_reply():
+        # API Gateway sends the route response only once this handler has returned, after anything the actions
+        # push (probes to a node that has not seen its hello-ok yet): send the reply first, then run them
+        if outcome.response is not None and not services.push(connection_id, outcome.response):
+            return {"statusCode": 200}
+        outcome.run_after_reply()
+        return {"statusCode": 200}
     if outcome.response is None:
         return {"statusCode": 200}
     return {"statusCode": 200, "body": encode_sendable(outcome.response, services.settings.max_frame_bytes)}
