@@ -140,6 +140,12 @@ def test_newer_client_replaces_older_socket(gateway):
     old.connect("client", "same-id")
     with GatewayClient(gateway.url) as new:
         new.connect("client", "same-id")
+        notice = json.loads(old.ws.recv(timeout=10))  # why, ahead of a close that on AWS carries no reason
+        assert notice == {
+            "type": "evt",
+            "event": "connection.closing",
+            "payload": {"code": 1000, "reason": "Replaced by newer client connection"},
+        }
         with pytest.raises(ConnectionClosed) as closed:
             old.ws.recv(timeout=10)
         assert closed.value.rcvd.code == 1000
@@ -193,6 +199,8 @@ def test_auth_required_when_token_set(data_dir):
         bad = GatewayClient(gw.url)
         frame = bad.request("connect", {"minProtocol": 1, "client": {"mode": "client"}, "auth": {"token": "nope"}})
         assert frame["error"] == {"code": 401, "message": "Unauthorized: invalid or missing token"}
+        notice = json.loads(bad.ws.recv(timeout=10))
+        assert notice["event"] == "connection.closing" and notice["payload"] == {"code": 4001, "reason": "Unauthorized"}
         with pytest.raises(ConnectionClosed) as closed:
             bad.ws.recv(timeout=10)
         assert closed.value.rcvd.code == 4001

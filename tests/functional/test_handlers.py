@@ -318,3 +318,9 @@ def test_a_reply_with_work_to_follow_is_sent_before_that_work(posted: list[tuple
         assert node_connect(socket) == {"statusCode": 200}  # nothing left for the route response
         to_socket = [frame for cid, frame in posted if cid == socket]
         assert to_socket[0]["id"] == f"c-{socket}" and to_socket[0]["payload"]["type"] == "hello-ok"
+    # the replaced socket is told why before it is closed (a close through the management API carries no reason)
+    assert [frame for cid, frame in posted if cid == "firstSocket"][-1] == {
+        "type": "evt",
+        "event": "connection.closing",
+        "payload": {"code": 1000, "reason": "Replaced by newer node connection"},
+    }

@@ -669,6 +669,32 @@ def test_fatal_refusal_exits_2(tmp_path: Path, refusal: str) -> None:
     run_node(tmp_path, scenario, expect_exit=2)
 
 
+@pytest.mark.parametrize("how", ["notice-then-bare-close", "close-with-reason"])
+def test_a_node_replaced_by_a_newer_connection_stops(
+    tmp_path: Path, how: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """API Gateway closes a socket without a reason: the gateway says why in `connection.closing` first. Either way,
+    a node whose id was taken by a newer connection stops (exit 3) instead of taking it back."""
+
+    async def scenario(gateway: ScriptedGateway, agent: NodeAgent) -> None:
+        sock = await gateway.next_socket()
+        await sock.accept_connect()
+        reason = "Replaced by newer node connection"
+        if how == "notice-then-bare-close":
+            await sock.event("connection.closing", {"code": 1000, "reason": reason})
+            await sock.ws.close(1000)
+        else:
+            await sock.ws.close(1000, reason)
+        await wait_for_condition(lambda: agent.replaced_by_another, "the node to see it was replaced")
+
+    run_node(tmp_path, scenario, expect_exit=3)
+    stopped = [r.getMessage() for r in caplog.records if "a newer connection took node id" in r.getMessage()]
+    assert stopped == [
+        "connection closed (1000 Replaced by newer node connection): a newer connection took node id node-test "
+        "(another `orbital node` with this id?) - stopping rather than taking it back"
+    ]
+
+
 def test_stop_while_the_handshake_hangs(tmp_path: Path) -> None:
     async def scenario(gateway: ScriptedGateway, agent: NodeAgent) -> None:
         sock = await gateway.next_socket()

@@ -1,6 +1,10 @@
 """Sending frames to sockets through the API Gateway management API (the local bridge speaks the same API).
 
 A 410 (GoneException) means the socket is gone: `post` returns False and the caller removes the stale connection.
+
+Closing a socket through the management API (`DeleteConnection`) carries no close code or reason on AWS, so `close`
+first tells the peer why in a frame it reads before the close: `{"type":"evt","event":"connection.closing",
+"payload":{"code","reason"}}` (the local bridge also closes with that code and reason).
 """
 
 from __future__ import annotations
@@ -15,6 +19,9 @@ if TYPE_CHECKING:
     from botocore.client import BaseClient
 
 log = logging.getLogger("orbital.push")
+
+CLOSING_EVENT = "connection.closing"
+"""Sent right before the gateway closes a socket, with the close code and reason the close itself cannot carry."""
 
 
 class Sender(Protocol):
@@ -49,6 +56,12 @@ class ManagementApiSender:
         return True
 
     def close(self, connection_id: str, code: int = 1000, reason: str = "") -> None:
+        try:
+            notice = {"type": "evt", "event": CLOSING_EVENT, "payload": {"code": code, "reason": reason}}
+            if not self.post(connection_id, notice):
+                return  # already gone
+        except Exception:  # the close matters more than the notice
+            log.debug("could not tell %s why it is closed", connection_id)
         _close_request.code = code
         _close_request.reason = reason
         try:

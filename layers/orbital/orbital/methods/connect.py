@@ -32,6 +32,7 @@ EVENTS = [
     "transfer.receive",
     "transfer.start",
     "transfer.end",
+    "connection.closing",
 ]
 
 

@@ -125,6 +125,9 @@ class NodeAgent:
         self.outbox: deque[OutboxItem] = deque()
         self.connections = 0
         self.online = False
+        self._closing: tuple[int | None, str] | None = None
+        """The gateway's `connection.closing` notice on the current socket (AWS closes carry no reason)."""
+        self.replaced_by_another = False
         self._ws: ClientConnection | None = None
         self._pending: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self._ids = itertools.count(1)
@@ -160,7 +163,7 @@ class NodeAgent:
                 loop.call_soon_threadsafe(stop.set)
 
     async def run(self) -> int:
-        """Serve until stopped (0) or refused for good (2)."""
+        """Serve until stopped (0), refused for good (2), or replaced by a newer connection of its id (3)."""
         self._loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
         self._wake = asyncio.Event()
@@ -177,6 +180,15 @@ class NodeAgent:
                     if outcome is None:
                         break
                     established_at, problem = outcome
+                    if self.replaced_by_another:
+                        log.error(
+                            "%s: a newer connection took node id %s (another `orbital node` with this id?) - stopping "
+                            "rather than taking it back",
+                            problem,
+                            self.options.node_id,
+                            extra={"console": True},
+                        )
+                        return 3
                 except FatalConnectError as exc:
                     log.error(
                         "the gateway refused this node (%s): %s - not retrying",
@@ -237,6 +249,7 @@ class NodeAgent:
     async def _run_connection(self) -> tuple[float | None, str]:
         """One connection: handshake, serve until it closes. Returns when it was established and why it ended."""
         assert self._stop is not None
+        self._closing = None
         url = self.options.url
         log.debug("connecting to %s", redact_url(url))
         try:
@@ -279,10 +292,13 @@ class NodeAgent:
                 keepalive = asyncio.create_task(self._keepalive(ws))
             await asyncio.wait({reader, stopper}, return_when=asyncio.FIRST_COMPLETED)
             if reader.done() and not self._stop.is_set():
-                reason = f"{ws.close_code} {ws.close_reason}".strip() if ws.close_code else "no close frame"
+                code, why = ws.close_code, ws.close_reason or ""
+                if self._closing is not None and not why:  # the reason came ahead of a close without one
+                    code, why = self._closing
+                reason = f"{code} {why}".strip() if code or why else "no close frame"
                 problem = f"connection closed ({reason})"
-                if "Replaced" in (ws.close_reason or ""):
-                    problem += f"; is another node running with id {self.options.node_id}?"
+                if "Replaced" in why:
+                    self.replaced_by_another = True
         finally:
             self.online = False
             self._ws = None
@@ -353,7 +369,10 @@ class NodeAgent:
 
     def _on_event(self, event: str, payload: dict[str, Any]) -> None:
         log.debug("event %s", event)
-        if event == "tool.invoke":
+        if event == "connection.closing":
+            code = payload.get("code")
+            self._closing = (code if isinstance(code, int) else None, str(payload.get("reason") or ""))
+        elif event == "tool.invoke":
             self._spawn(self._handle_tool_invoke(payload))
         elif event == "logs.get":
             self._spawn(self._handle_logs_get(payload))

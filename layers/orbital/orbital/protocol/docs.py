@@ -99,6 +99,12 @@ def render() -> str:
     ]
     lines += [f"| `{state}` | {what} |" for state, what in CHAT_STATES]
     lines.append("")
+    lines += [
+        "`connection.closing` `{code, reason}` comes right before the gateway closes a socket (replaced by a newer",
+        "connection of the same client, node or channel id; unauthorized): on AWS the close itself carries no code or",
+        "reason. `orbital node` stops when it is replaced, instead of taking the id back.",
+        "",
+    ]
     lines += ["## Error codes", "", "| code | meaning |", "|---|---|"]
     lines += [f"| {code} | {text} |" for code, text in CODES]
     lines.append("")
