@@ -374,7 +374,7 @@ def test_transfer_as_source_chunks(tmp_path: Path, binary_frames: bool) -> None:
         await sock.event("transfer.start", {"transferId": 7})
         await sock.reply(meta)
         complete = await sock.req("transfer.complete")
-        assert complete["params"] == {"transferId": 7}
+        assert complete["params"] == {"transferId": 7, "bytesSent": len(data)}
         await sock.reply(complete)
         received = bytearray(len(data))
         total = 0

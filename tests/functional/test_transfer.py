@@ -177,7 +177,7 @@ def test_partial_upload_is_not_left_in_the_workspace(parties, sender, services):
     tid = _events(sender, src.connection_id, "transfer.send")[0]["transferId"]
     src.call("transfer.meta", {"transferId": tid, "size": 3 * CHUNK})
     _send_file(services, src, tid, os.urandom(CHUNK), "binary")
-    src.call("transfer.complete", {"transferId": tid})
+    src.call("transfer.complete", {"transferId": tid, "bytesSent": CHUNK})  # the source says it sent less
     err = _responses(sender, client.connection_id)[0]["error"]
     assert err["message"] == f"Upload incomplete: expected {3 * CHUNK} bytes, got {CHUNK}"
     assert services.workspace.head("agents/main/out/a.bin") is None
@@ -246,3 +246,77 @@ def test_timeout_aborts_transfer(parties, sender, services):
     assert _events(sender, src.connection_id, "transfer.abort") == [
         {"transferId": tid, "error": "Transfer timed out after 1000ms"}
     ]
+
+
+def _text_frame(tid: int, data: bytes, off: int) -> dict[str, Any]:
+    return {"type": "bin", "transferId": tid, "offset": off, "data": base64.b64encode(data[off : off + CHUNK]).decode()}
+
+
+def test_a_complete_that_overtakes_chunks_waits_for_them(parties, sender, services):
+    """On AWS the frames of one socket run in parallel Lambdas: `transfer.complete` may be handled before chunks
+    sent ahead of it. The upload finishes when the last of them lands, not before, and nothing is lost."""
+    src, _, client = parties
+    data = os.urandom(5 * CHUNK + 123)
+    _request(client, "src:big.bin", "gsv:in/big.bin")
+    tid = _events(sender, src.connection_id, "transfer.send")[0]["transferId"]
+    src.call("transfer.meta", {"transferId": tid, "size": len(data)})
+    offsets = list(range(0, len(data), CHUNK))
+    late = [offsets.pop(3), offsets.pop(0)]
+    for off in offsets:
+        _text_chunk(services, src.connection_id, _text_frame(tid, data, off))
+    src.call("transfer.complete", {"transferId": tid, "bytesSent": len(data)})
+    assert _responses(sender, client.connection_id) == []  # two chunks still on their way
+    for off in late:
+        _text_chunk(services, src.connection_id, _text_frame(tid, data, off))
+    [res] = _responses(sender, client.connection_id)
+    assert res["payload"]["bytesTransferred"] == len(data)
+    assert _s3().get_object(Bucket=BUCKET, Key="agents/main/in/big.bin")["Body"].read() == data
+
+
+def test_a_relay_tells_the_destination_the_end_only_after_the_last_chunk(parties, sender, services):
+    src, dst, client = parties
+    data = os.urandom(3 * CHUNK)
+    _request(client, "src:/a", "dst:b")
+    tid = _events(sender, src.connection_id, "transfer.send")[0]["transferId"]
+    src.call("transfer.meta", {"transferId": tid, "size": len(data)})
+    dst.call("transfer.accept", {"transferId": tid})
+    _text_chunk(services, src.connection_id, _text_frame(tid, data, CHUNK))
+    _text_chunk(services, src.connection_id, _text_frame(tid, data, 0))
+    src.call("transfer.complete", {"transferId": tid})  # a GSV node: no bytesSent, the announced size counts
+    assert _events(sender, dst.connection_id, "transfer.end") == []
+    _text_chunk(services, src.connection_id, _text_frame(tid, data, 2 * CHUNK))
+    frames = [f for f in sender.frames_to(dst.connection_id) if isinstance(f, dict)]
+    assert frames[-1] == {"type": "evt", "event": "transfer.end", "payload": {"transferId": tid}}
+    assert _received_bytes(sender, dst.connection_id, tid) == data
+
+
+def test_chunks_and_complete_handled_at_once_finish_exactly_once(parties, sender, services):
+    import random
+    import threading
+
+    src, _, client = parties
+    data = os.urandom(12 * CHUNK)
+    _request(client, "src:c.bin", "gsv:in/c.bin")
+    tid = _events(sender, src.connection_id, "transfer.send")[0]["transferId"]
+    src.call("transfer.meta", {"transferId": tid, "size": len(data)})
+    work: list[Any] = [
+        (lambda off=off: _text_chunk(services, src.connection_id, _text_frame(tid, data, off)))
+        for off in range(0, len(data), CHUNK)
+    ]
+    work.append(lambda: src.call("transfer.complete", {"transferId": tid, "bytesSent": len(data)}))
+    random.Random(7).shuffle(work)
+    barrier = threading.Barrier(len(work))
+
+    def run(job: Any) -> None:
+        barrier.wait(timeout=30)
+        job()
+
+    threads = [threading.Thread(target=run, args=(job,)) for job in work]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    [res] = wait_for(lambda: _responses(sender, client.connection_id))
+    assert res["ok"] and res["payload"]["bytesTransferred"] == len(data)
+    assert _s3().get_object(Bucket=BUCKET, Key="agents/main/in/c.bin")["Body"].read() == data
+    assert len(_responses(sender, client.connection_id)) == 1

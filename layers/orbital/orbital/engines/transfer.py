@@ -12,6 +12,12 @@ or in S3:
 - workspace → node, chunks: the gateway reads the object in ranges and posts them, then `transfer.end`.
 - presigned: the node PUTs to / GETs from a presigned S3 URL (a staging object for uploads, copied into place after
   the size check); the socket carries only metadata.
+On AWS the frames of one socket run in parallel Lambdas, so `transfer.complete` can be handled while chunks sent
+before it are still on their way: two counters tell them apart, `b` (bytes received, counted as a chunk arrives)
+and `l` (bytes landed: stored as a part, or relayed to the destination). `transfer.complete` only marks the transfer
+`completing`; whoever sees every announced byte landed — the complete itself, or the handler of the last chunk —
+claims `finishing` with a conditional write and assembles the upload or tells the destination `transfer.end`. A
+source that never sends the announced bytes is ended by the transfer's timeout.
 Every transfer has a deferred call (kind "transfer") whose execution owns the timeout. Failure, timeout or the loss
 of either node aborts both sides (`transfer.abort`), removes staging objects and answers the caller; the `transfer`
 method family hooks these reactions in. A destination writes to a temporary file and renames it only after the last
@@ -96,6 +102,7 @@ class Transfer:
     size: int | None = None
     mime: str | None = None
     bytes: int = 0
+    landed: int = 0
 
     def to_data(self) -> dict[str, Any]:
         return {
@@ -126,6 +133,7 @@ class Transfer:
             size=attrs.get("size") if isinstance(attrs.get("size"), int) else None,
             mime=attrs.get("mime") or None,
             bytes=int(attrs.get("b", 0) or 0),
+            landed=int(attrs.get("l", 0) or 0),
         )
 
     def workspace_key(self, endpoint: Endpoint) -> str:
@@ -381,8 +389,8 @@ def on_chunk(services: Services, connection_id: str, transfer_id: int, data: byt
         rec = services.table.update(
             keys.transfer(transfer_id),
             add={"b": len(data)},
-            condition="xs = :streaming AND sc = :conn",
-            values={":streaming": "streaming", ":conn": connection_id},
+            condition="(xs = :streaming OR xs = :completing) AND sc = :conn",
+            values={":streaming": "streaming", ":completing": "completing", ":conn": connection_id},
         )
     except ConflictError:
         return
@@ -398,24 +406,76 @@ def on_chunk(services: Services, connection_id: str, transfer_id: int, data: byt
         return
     if xfer.destination.is_workspace:
         services.workspace.put(keys.transfer_part(transfer_id, offset), data)
-        return
-    assert xfer.dest_conn is not None
-    if not _post_chunk(services, xfer.dest_conn, transfer_id, offset, data, binary=binary_frame):
-        fail(services, transfer_id, f"Node disconnected: {xfer.destination.node}")
+    else:
+        assert xfer.dest_conn is not None
+        if not _post_chunk(services, xfer.dest_conn, transfer_id, offset, data, binary=binary_frame):
+            fail(services, transfer_id, f"Node disconnected: {xfer.destination.node}")
+            return
+    try:
+        landed = services.table.update(
+            keys.transfer(transfer_id), add={"l": len(data)}, condition="attribute_exists(PK)"
+        )
+    except ConflictError:
+        return  # ended meanwhile
+    if landed is not None:
+        _complete_when_landed(services, Transfer.from_record(landed.data, landed.attrs))
 
 
-def on_complete(services: Services, conn: Connection | None, transfer_id: int, error: Any = None) -> None:
+def on_complete(
+    services: Services, conn: Connection | None, transfer_id: int, error: Any = None, bytes_sent: Any = None
+) -> None:
     xfer = _open_step(services, conn, transfer_id, "source", error)
     if xfer is None:
         return
+    sent = bytes_sent if isinstance(bytes_sent, int) and not isinstance(bytes_sent, bool) else None
+    if xfer.mode == "chunks" and sent is not None and xfer.size is not None and sent != xfer.size:
+        fail(services, transfer_id, f"Upload incomplete: expected {xfer.size} bytes, got {sent}")
+        return
+    if xfer.mode == "presigned":  # the bytes are in S3 already
+        if xfer.destination.is_workspace:
+            _finish_upload(services, xfer)
+            return
+        _set(services, transfer_id, xs="completing")
+        end = {
+            "transferId": transfer_id,
+            "downloadUrl": services.workspace.presign_get(keys.transfer_staging(transfer_id)),
+        }
+        _tell(services, xfer, "destination", "transfer.end", end)
+        return
+    try:
+        rec = services.table.update(
+            keys.transfer(transfer_id),
+            set_attrs={"xs": "completing"},
+            condition="xs = :streaming",
+            values={":streaming": "streaming"},
+        )
+    except ConflictError:
+        return  # not streaming (already completing, or ended)
+    if rec is not None:
+        _complete_when_landed(services, Transfer.from_record(rec.data, rec.attrs))
+
+
+def _complete_when_landed(services: Services, xfer: Transfer) -> None:
+    """Finish a completing chunked transfer once every announced byte has landed (claimed by one handler only)."""
+    if xfer.state != "completing":
+        return
+    expected = xfer.size if xfer.size is not None else xfer.bytes
+    if xfer.landed < expected:
+        return  # chunks still on their way: the handler of the last one finishes
+    try:
+        services.table.update(
+            keys.transfer(xfer.transfer_id),
+            set_attrs={"xs": "finishing"},
+            condition="xs = :completing",
+            values={":completing": "completing"},
+            return_values="NONE",
+        )
+    except ConflictError:
+        return  # another handler finishes it
     if xfer.destination.is_workspace:
         _finish_upload(services, xfer)
-        return
-    _set(services, transfer_id, xs="completing")
-    end: dict[str, Any] = {"transferId": transfer_id}
-    if xfer.mode == "presigned":
-        end["downloadUrl"] = services.workspace.presign_get(keys.transfer_staging(transfer_id))
-    _tell(services, xfer, "destination", "transfer.end", end)
+    else:
+        _tell(services, xfer, "destination", "transfer.end", {"transferId": xfer.transfer_id})
 
 
 def _finish_upload(services: Services, xfer: Transfer) -> None:

@@ -28,6 +28,7 @@ class TransferStepParams(Params):
     mime: Any = None
     error: Any = None
     bytesWritten: Any = None
+    bytesSent: Any = None
 
 
 class OkResult(Result):
@@ -57,8 +58,10 @@ def transfer_accept(ctx: CallContext, params: TransferStepParams) -> dict[str, A
 
 @router.method("transfer.complete", params=TransferStepParams, result=OkResult)
 def transfer_complete(ctx: CallContext, params: TransferStepParams) -> dict[str, Any]:
-    """Source node: every byte has been sent (or `error`: it could not send them)."""
-    transfer.on_complete(ctx.services, ctx.conn, _transfer_id(params), params.error)
+    """Source node: every byte has been sent (or `error`: it could not send them). `bytesSent` (optional) says how
+    many: fewer than announced fails the transfer at once; otherwise it finishes when every chunk has landed (chunks
+    may still be on their way when this arrives)."""
+    transfer.on_complete(ctx.services, ctx.conn, _transfer_id(params), params.error, params.bytesSent)
     return {"ok": True}
 
 

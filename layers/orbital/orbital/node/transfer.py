@@ -140,6 +140,7 @@ class TransferManager:
             start = await asyncio.wait_for(source.started, START_TIMEOUT_S)
             log.info("transfer %s: sending %s (%s bytes, %s)", tid, path, size, mode)
             error: str | None = None
+            sent: int | None = None
             if mode == "presigned":
                 url = start.get("uploadUrl")
                 try:
@@ -152,7 +153,7 @@ class TransferManager:
                     error = f"Upload failed: {exc}"
             else:
                 try:
-                    await self._stream_chunks(source)
+                    sent = await self._stream_chunks(source)
                 except (TransferAborted, ConnectionError):
                     return  # aborted, or the socket is gone (the gateway fails the transfer itself)
                 except OSError as exc:
@@ -160,6 +161,8 @@ class TransferManager:
             if source.aborted:
                 return
             complete: dict[str, Any] = {"transferId": tid}
+            if sent is not None:
+                complete["bytesSent"] = sent  # lets the gateway wait for chunks still on their way, and no longer
             if error:
                 log.warning("transfer %s: %s", tid, error)
                 complete["error"] = error
@@ -174,7 +177,8 @@ class TransferManager:
             if self.sources.get(tid) is source:
                 del self.sources[tid]
 
-    async def _stream_chunks(self, source: _Source) -> None:
+    async def _stream_chunks(self, source: _Source) -> int:
+        """Send the file as chunks; returns how many bytes were sent."""
         fh = await self.link.run_blocking(source.path.open, "rb")
         try:
             offset = 0
@@ -183,7 +187,7 @@ class TransferManager:
                     raise TransferAborted()
                 data = fh.read(self.link.chunk_size())
                 if not data:
-                    return
+                    return offset
                 await self.link.send_chunk(source.transfer_id, offset, data)
                 offset += len(data)
         finally:
