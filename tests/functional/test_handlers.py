@@ -224,11 +224,15 @@ def test_wrong_token_is_answered_401_and_the_socket_is_closed(
     response = send("req-connect.json")
     # the error must reach the socket before it closes, so it goes through the management API, not the route
     assert response == {"statusCode": 200}
-    assert len(posted) == 1
+    assert len(posted) == 2
     cid, frame = posted[0]
     assert cid == CONNECTION_ID
     assert frame["id"] == "c1"
     assert frame["error"]["code"] == 401
+    assert posted[1] == (
+        CONNECTION_ID,
+        {"type": "evt", "event": "connection.closing", "payload": {"code": 4001, "reason": "Unauthorized"}},
+    )
     assert connection_record() is None
 
 

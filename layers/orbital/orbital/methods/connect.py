@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict
 
 from orbital.domain.capabilities import RuntimeInvalid, validate_node_runtime
-from orbital.errors import RpcError
+from orbital.errors import RpcError, UnavailableError
 from orbital.protocol.frames import PROTOCOL_VERSION, SERVER_VERSION
 from orbital.protocol.registry import Params, Result, Router
 from orbital.store.connections import Connection
@@ -107,6 +107,30 @@ def _replace(ctx: CallContext, previous: str | None, reason: str) -> None:
         ctx.after_reply.append(close_old)
 
 
+def _save(ctx: CallContext, conn: Connection, extra: dict[str, Any]) -> None:
+    """Store the socket's record before it claims an id, so a `$disconnect` handled at the same time (another Lambda
+    on AWS) finds what to release: see `_still_open`."""
+    if extra:
+        conn.extra = extra
+    ctx.services.connections.save(conn)
+
+
+def _still_open(ctx: CallContext, conn: Connection) -> None:
+    """After the claim: a `$disconnect` that removed the record before the claim landed released nothing, so the
+    claim would outlive its socket. Give it back and stop here. (A `$disconnect` after this read finds the record and
+    releases the claim itself.)"""
+    if ctx.services.connections.get(conn.connection_id) is not None:
+        return
+    repo = ctx.services.connections
+    if conn.mode == "client" and conn.client_id:
+        repo.release_client(conn.client_id, conn.connection_id)
+    elif conn.mode == "node" and conn.node_id:
+        repo.release_node(conn.node_id, conn.connection_id)
+    elif conn.mode == "channel" and conn.channel and conn.account_id:
+        repo.release_channel_socket(conn.channel, conn.account_id, conn.connection_id)
+    raise UnavailableError("The socket closed while connecting")
+
+
 def _release_previous_identity(ctx: CallContext, conn: Connection) -> None:
     """A socket that connects again under another identity gives up the old one."""
     old = ctx.services.connections.get(ctx.connection_id)
@@ -145,11 +169,14 @@ def connect(ctx: CallContext, params: ConnectParams) -> dict[str, Any]:
     now = ctx.now_ms()
     raw_id = client.id if isinstance(client.id, str) and client.id.strip() else None
     repo = ctx.services.connections
+    extra = {k: v for k, v in (("version", client.version), ("platform", client.platform)) if isinstance(v, str) and v}
     if mode == "client":
         client_id = raw_id or f"client-{ctx.connection_id}"
         conn = Connection(ctx.connection_id, "client", now, client_id=client_id)
         _release_previous_identity(ctx, conn)
+        _save(ctx, conn, extra)
         _replace(ctx, repo.claim_client(client_id, ctx.connection_id), "Replaced by newer client connection")
+        _still_open(ctx, conn)
     elif mode == "node":
         node_id = raw_id or f"node-{ctx.connection_id}"
         tools = params.tools
@@ -162,8 +189,10 @@ def connect(ctx: CallContext, params: ConnectParams) -> dict[str, Any]:
             raise RpcError(f"Invalid nodeRuntime: {exc}", code=103) from None
         conn = Connection(ctx.connection_id, "node", now, node_id=node_id)
         _release_previous_identity(ctx, conn)
+        _save(ctx, conn, extra)
         previous = repo.claim_node(node_id, ctx.connection_id, tools, runtime)
         _replace(ctx, previous, "Replaced by newer node connection")
+        _still_open(ctx, conn)
         for hook in ctx.services.hooks.on_node_connected:
             hook(ctx, node_id, previous)
     else:
@@ -174,12 +203,11 @@ def connect(ctx: CallContext, params: ConnectParams) -> dict[str, Any]:
         account_id = account or raw_id or "default"
         conn = Connection(ctx.connection_id, "channel", now, channel=channel, account_id=account_id)
         _release_previous_identity(ctx, conn)
+        _save(ctx, conn, extra)
         previous = repo.claim_channel_socket(channel, account_id, ctx.connection_id)
         _replace(ctx, previous, "Replaced by newer channel connection")
+        _still_open(ctx, conn)
         repo.register_channel(channel, account_id)
-    if isinstance(client.version, str) or isinstance(client.platform, str):
-        conn.extra = {k: v for k, v in (("version", client.version), ("platform", client.platform)) if v}
-    repo.save(conn)
     return {
         "type": "hello-ok",
         "protocol": PROTOCOL_VERSION,
