@@ -23,7 +23,13 @@ def load_event(name: str) -> dict[str, Any]:
 
 @pytest.fixture(autouse=True)
 def _aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for key in ("AWS_ENDPOINT_URL", "ORBITAL_AWS_ENDPOINT", "ORBITAL_AUTH_TOKEN", "ORBITAL_LOCAL"):
+    for key in (
+        "AWS_ENDPOINT_URL",
+        "ORBITAL_AWS_ENDPOINT",
+        "ORBITAL_AUTH_TOKEN",
+        "ORBITAL_AUTH_TOKEN_SECRET",
+        "ORBITAL_LOCAL",
+    ):
         monkeypatch.delenv(key, raising=False)
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
@@ -39,10 +45,12 @@ def _aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def reset_caches() -> None:
+    from orbital.aws import secrets
     from orbital.aws.clients import reset_clients
     from orbital.runtime.services import reset_services
     from orbital.settings import reset_settings
 
+    secrets.forget()
     reset_settings()
     reset_clients()
     reset_services()

@@ -242,6 +242,28 @@ def test_right_token_is_accepted(aws: None, monkeypatch: pytest.MonkeyPatch) -> 
     assert open_socket()["type"] == "hello-ok"
 
 
+def test_the_token_is_read_from_its_secret_once_per_container(
+    posted: list[tuple[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As deployed: the functions know the secret's ARN, never the token (it is not in their environment)."""
+    import boto3
+    from orbital.aws import clients
+
+    arn = boto3.client("secretsmanager", region_name="us-east-1").create_secret(
+        Name="orbital-test/gateway-token", SecretString=SAMPLE_TOKEN
+    )["ARN"]
+    monkeypatch.setenv("ORBITAL_REQUIRE_TOKEN", "true")
+    monkeypatch.setenv("ORBITAL_AUTH_TOKEN_SECRET", arn)
+    reset_caches()
+    before = clients.calls.get("secrets-manager.GetSecretValue", 0)
+    assert ws_connect() == {"statusCode": 200}  # a token is configured: $connect needs no read
+    assert open_socket()["type"] == "hello-ok"  # the sample connect frame carries SAMPLE_TOKEN
+    assert open_socket()["type"] == "hello-ok"
+    assert clients.calls.get("secrets-manager.GetSecretValue", 0) - before == 1
+    send_request("c2", "connect", {"minProtocol": 1, "client": {"mode": "client"}, "auth": {"token": "wrong-token"}})
+    assert [frame["error"]["code"] for _, frame in posted if frame.get("type") == "res"] == [401]
+
+
 # --- $default and bin --------------------------------------------------------------------------------------------
 
 

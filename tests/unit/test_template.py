@@ -137,8 +137,22 @@ def test_deployment_always_requires_the_gateway_token(template: dict[str, Any]) 
     assert param["MinLength"] >= 16
     assert "Default" not in param  # no token, no deployment
     env = template["Globals"]["Function"]["Environment"]["Variables"]
-    assert env[settings.ENV_AUTH_TOKEN] == {"Ref": "GatewayAuthToken"}
     assert env[settings.ENV_REQUIRE_TOKEN] == "true"
+    # the token goes into a secret; functions know only where it is
+    assert settings.ENV_AUTH_TOKEN not in env
+    assert env[settings.ENV_AUTH_TOKEN_SECRET] == {"Ref": "GatewayTokenSecret"}
+    secret = template["Resources"]["GatewayTokenSecret"]
+    assert secret["Type"] == "AWS::SecretsManager::Secret"
+    assert secret["Properties"]["SecretString"] == {"Ref": "GatewayAuthToken"}
+    for logical_id, res in tpl.resources_of(template, "AWS::Serverless::Function").items():
+        assert settings.ENV_AUTH_TOKEN not in ((res["Properties"].get("Environment") or {}).get("Variables") or {})
+        readers = [p for p in res["Properties"].get("Policies", []) if "AWSSecretsManagerGetSecretValuePolicy" in p]
+        # only the dispatcher checks tokens (`connect`); nothing else may read the secret
+        assert readers == (
+            [{"AWSSecretsManagerGetSecretValuePolicy": {"SecretArn": {"Ref": "GatewayTokenSecret"}}}]
+            if logical_id == "WsMessageFunction"
+            else []
+        ), logical_id
 
 
 def test_every_orbital_variable_in_the_template_is_one_the_code_reads(template: dict[str, Any]) -> None:

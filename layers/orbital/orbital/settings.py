@@ -15,6 +15,7 @@ ENV_BUCKET = "ORBITAL_BUCKET"
 ENV_STAGE = "ORBITAL_STAGE"
 ENV_MGMT_ENDPOINT = "ORBITAL_WS_MGMT_ENDPOINT"
 ENV_AUTH_TOKEN = "ORBITAL_AUTH_TOKEN"
+ENV_AUTH_TOKEN_SECRET = "ORBITAL_AUTH_TOKEN_SECRET"
 ENV_REQUIRE_TOKEN = "ORBITAL_REQUIRE_TOKEN"
 ENV_LOCAL = "ORBITAL_LOCAL"
 ENV_ENDPOINT = "ORBITAL_AWS_ENDPOINT"
@@ -35,6 +36,10 @@ class Settings(BaseModel):
     region: str = "us-east-1"
     mgmt_endpoint: str | None = None
     auth_token: str | None = Field(default=None, repr=False)
+    """The gateway token itself (local gateway, or a deployment that chose an environment variable)."""
+    auth_token_secret: str | None = None
+    """The Secrets Manager secret holding the token (the template's way): read once per container, see
+    `orbital.aws.secrets`."""
     require_token: bool = False
     local: bool = False
     aws_endpoint: str | None = None
@@ -60,6 +65,7 @@ def get_settings() -> Settings:
         region=env.get(ENV_REGION) or env.get("AWS_DEFAULT_REGION") or "us-east-1",
         mgmt_endpoint=env.get(ENV_MGMT_ENDPOINT) or None,
         auth_token=env.get(ENV_AUTH_TOKEN) or None,
+        auth_token_secret=env.get(ENV_AUTH_TOKEN_SECRET) or None,
         require_token=_truthy(env.get(ENV_REQUIRE_TOKEN)),
         local=_truthy(env.get(ENV_LOCAL)),
         aws_endpoint=env.get(ENV_ENDPOINT) or None,

@@ -136,6 +136,10 @@ def stepfunctions() -> BaseClient:
     return client("stepfunctions")
 
 
+def secretsmanager() -> BaseClient:
+    return client("secretsmanager")
+
+
 def management(endpoint_url: str) -> BaseClient:
     """API Gateway management API client for one WebSocket API stage endpoint."""
     return client("apigatewaymanagementapi", endpoint_url)

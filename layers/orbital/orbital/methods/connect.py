@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
 
+from orbital.aws import secrets
 from orbital.domain.capabilities import RuntimeInvalid, validate_node_runtime
 from orbital.errors import RpcError, UnavailableError
 from orbital.protocol.frames import PROTOCOL_VERSION, SERVER_VERSION
@@ -69,8 +70,9 @@ class HelloOk(Result):
 
 def accepted_tokens(ctx: CallContext) -> list[str]:
     tokens = []
-    if ctx.services.settings.auth_token:
-        tokens.append(ctx.services.settings.auth_token)
+    token = secrets.gateway_token(ctx.services.settings)
+    if token:
+        tokens.append(token)
     configured = (ctx.config().get("auth") or {}).get("token")
     if isinstance(configured, str) and configured:
         tokens.append(configured)

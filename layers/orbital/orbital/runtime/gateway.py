@@ -11,6 +11,7 @@ import base64
 import logging
 from typing import Any
 
+from orbital.aws import secrets
 from orbital.methods import registry
 from orbital.observability import count
 from orbital.protocol.dispatch import Dispatcher, Outcome
@@ -50,7 +51,7 @@ def handle_connect(event: dict[str, Any], context: Any = None) -> dict[str, Any]
     services = get_services()
     settings = services.settings
     count("SocketsOpened")
-    if settings.require_token and not settings.auth_token:
+    if settings.require_token and not secrets.token_configured(settings):
         log.error("refusing connection: this deployment has no auth token configured")
         return {"statusCode": 403, "body": "Gateway auth token not configured"}
     return {"statusCode": 200}
