@@ -24,6 +24,8 @@ def _cmd_dev(args: argparse.Namespace) -> int:
         data_dir=Path(args.data_dir),
         token=args.token or os.environ.get("ORBITAL_TOKEN") or None,
         project=Path(args.project) if args.project else None,
+        concurrent_frames=args.concurrent_frames,
+        frame_jitter_ms=args.frame_jitter_ms,
     )
     try:
         gateway = LocalGateway(options)
@@ -79,6 +81,18 @@ def build_parser() -> argparse.ArgumentParser:
     dev.add_argument("--token", default=None, help="require this token in connect (env ORBITAL_TOKEN)")
     dev.add_argument("--project", default=None, help="Orbital checkout holding template.yaml (default: search cwd)")
     dev.add_argument("-v", "--verbose", action="store_true", help="log more")
+    dev.add_argument(
+        "--concurrent-frames",
+        action="store_true",
+        help="handle one socket's text frames concurrently, in any order, as API Gateway's parallel Lambdas do",
+    )
+    dev.add_argument(
+        "--frame-jitter-ms",
+        type=float,
+        default=0.0,
+        metavar="MS",
+        help="with --concurrent-frames: delay each frame randomly by up to MS milliseconds (shuffles them)",
+    )
     dev.set_defaults(func=_cmd_dev)
 
     call = sub.add_parser("call", help="send one RPC and print its payload (exit 1 on error)")

@@ -3,7 +3,10 @@
 - `ws://HOST:PORT/ws`: `$connect` runs before the upgrade is accepted (a status >= 400 refuses it with HTTP 403),
   text frames are routed by their `type` (the template's RouteSelectionExpression `$request.body.type`) to the
   template's routes or `$default`, binary frames go to `$default` base64-encoded, and a close runs `$disconnect`.
-  Frames of one socket are handled in order; sockets are handled concurrently.
+  Frames of one socket are handled in order, sockets concurrently; with `concurrent_frames`, a socket's text
+  frames are handled concurrently too, as API Gateway runs them in parallel Lambdas in any order (`frame_jitter_ms`
+  adds a random delay of up to that many milliseconds before each, to shuffle them a little). Binary frames, which
+  only the local gateway accepts, stay in order.
 - Routes with a route response send the handler's `body` back on the socket, like API Gateway's two-way routes.
 - `POST|GET|DELETE [/{stage}]/@connections/{id}`: the management API boto3 talks to. Unknown ids answer 410
   GoneException. DELETE closes the socket (code/reason may be given in x-orbital-close-* headers).
@@ -17,6 +20,7 @@ import concurrent.futures
 import contextlib
 import json
 import logging
+import random
 import time
 import uuid
 from collections.abc import Callable
@@ -67,6 +71,8 @@ class Bridge:
         rest_app: Any = None,
         path: str = "/ws",
         workers: int = 8,
+        concurrent_frames: bool = False,
+        frame_jitter_ms: float = 0.0,
     ) -> None:
         self.invoke = invoke
         self.routes = routes
@@ -77,6 +83,8 @@ class Bridge:
         self.path = path
         self.sockets: dict[str, _Socket] = {}
         self.workers = workers
+        self.concurrent_frames = concurrent_frames
+        self.frame_jitter_ms = frame_jitter_ms
         self._limiter: anyio.CapacityLimiter | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
 
@@ -157,6 +165,7 @@ class Bridge:
             return
         await ws.accept()
         self.sockets[cid] = sock
+        in_flight: set[asyncio.Task[None]] = set()  # concurrent frames (kept referenced until done)
         try:
             while True:
                 message = await ws.receive()
@@ -180,15 +189,25 @@ class Bridge:
                     }
                 else:
                     continue
-                result = await self._call(route, event)
-                two_way = self.routes.get(route, {}).get("two_way")
-                if two_way and isinstance(result, dict) and result.get("body") and not sock.closed:
-                    with contextlib.suppress(Exception):
-                        await ws.send_text(result["body"])
+                if self.concurrent_frames and text is not None:
+                    task = asyncio.create_task(self._frame(sock, route, event))
+                    in_flight.add(task)
+                    task.add_done_callback(in_flight.discard)
+                else:
+                    await self._frame(sock, route, event)
         except WebSocketDisconnect:
             pass
         finally:
             await self._gone(cid, sock)
+
+    async def _frame(self, sock: _Socket, route: str, event: dict[str, Any]) -> None:
+        if self.frame_jitter_ms > 0:
+            await asyncio.sleep(random.uniform(0, self.frame_jitter_ms / 1000))
+        result = await self._call(route, event)
+        two_way = self.routes.get(route, {}).get("two_way")
+        if two_way and isinstance(result, dict) and result.get("body") and not sock.closed:
+            with contextlib.suppress(Exception):
+                await sock.ws.send_text(result["body"])
 
     async def _gone(self, cid: str, sock: _Socket) -> None:
         if sock.disconnected:

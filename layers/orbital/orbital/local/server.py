@@ -68,6 +68,10 @@ class GatewayOptions:
     """Write the starter workspace files a new agent gets (off for tools that load state into the directory)."""
     serve: bool = True
     """Accept connections (off for tools that only read or write the state, see `local_state`)."""
+    concurrent_frames: bool = False
+    """Handle the text frames of one socket concurrently, as API Gateway does (see `orbital.local.bridge`)."""
+    frame_jitter_ms: float = 0.0
+    """With `concurrent_frames`: delay each frame by up to this many milliseconds, to shuffle them."""
 
 
 class LocalGateway:
@@ -138,6 +142,8 @@ class LocalGateway:
             stage=STAGE,
             domain=f"{self.options.host}:{self.port}",
             rest_app=create_app(),
+            concurrent_frames=self.options.concurrent_frames,
+            frame_jitter_ms=self.options.frame_jitter_ms,
         )
         if self.stack.in_process is not None:
             self.stack.in_process.bridge = self.bridge
