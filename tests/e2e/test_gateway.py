@@ -162,16 +162,23 @@ def test_malformed_json_gets_no_reply_and_socket_survives(client):
     assert not [e for e in client.events if e.get("type") == "res"]
 
 
-def test_oversized_frame_gets_a_clear_error_and_socket_survives(client):
+def test_a_message_over_128_kb_closes_the_socket_as_api_gateway_does(gateway, client):
+    """API Gateway closes a socket that sends a message over 128 KB with 1009; the local gateway does the same, so
+    nothing that only works locally ships. Nothing from the message is applied."""
     big = json.dumps(
         {"type": "req", "id": "big-1", "method": "config.set", "params": {"path": "notes", "value": "x" * 200_000}}
     )
-    client.send_raw(big)
-    res = client.wait_response("big-1")
-    assert res["ok"] is False
-    assert res["error"]["code"] == 413
-    assert "too large" in res["error"]["message"]
-    assert client.call("config.get", {"path": "notes"}) == {"path": "notes"}
+    client.send_raw(big)  # sent as fragments of 30,000 characters: one message all the same
+    with pytest.raises(ConnectionClosed) as closed:
+        client.wait_response("big-1", timeout=10)
+    assert (closed.value.rcvd.code, closed.value.rcvd.reason) == (1009, "Message too big")
+    with GatewayClient(gateway.url) as fresh:
+        fresh.connect("client")
+        assert fresh.call("config.get", {"path": "notes"}) == {"path": "notes"}
+        medium = "y" * 100_000  # under the cap, over a frame: fragmented, accepted
+        fresh.call("config.set", {"path": "notes", "value": medium})
+        assert fresh.call("config.get", {"path": "notes"})["value"] == medium
+        fresh.call("config.set", {"path": "notes", "value": None})
 
 
 def test_config_round_trip_and_masking(client):
@@ -238,3 +245,25 @@ def test_state_persists_across_restart(data_dir):
             assert c.call("workspace.read", {"path": "notes/today.md"})["content"] == "remember the milk"
     finally:
         gw.stop()
+
+
+def test_posting_a_message_over_128_kb_is_refused_as_on_aws(gateway):
+    import boto3
+
+    with GatewayClient(gateway.url) as client:
+        hello = client.connect("client")
+        cid = hello["server"]["connectionId"]
+        api = boto3.client(
+            "apigatewaymanagementapi",
+            endpoint_url=gateway.http,
+            region_name="us-east-1",
+            aws_access_key_id="local",
+            aws_secret_access_key="local",
+        )
+        api.post_to_connection(ConnectionId=cid, Data=json.dumps({"type": "evt", "event": "x", "payload": "a" * 1000}))
+        with pytest.raises(api.exceptions.PayloadTooLargeException):
+            api.post_to_connection(
+                ConnectionId=cid, Data=json.dumps({"type": "evt", "event": "x", "payload": "a" * 140_000})
+            )
+        assert client.next_event("x")["payload"] == "a" * 1000
+        assert client.call("config.get", {"path": "userTimezone"})["value"] == "UTC"  # the socket is still open

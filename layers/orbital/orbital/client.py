@@ -13,6 +13,9 @@ from typing import Any
 from websockets.sync.client import ClientConnection
 from websockets.sync.client import connect as ws_connect
 
+FRAGMENT_CHARS = 30_000
+"""API Gateway refuses a WebSocket frame over 32 KB: longer text goes out as fragments of one message."""
+
 
 class RpcFailed(Exception):
     def __init__(self, code: int, message: str) -> None:
@@ -42,7 +45,10 @@ class GatewayClient:
         self.ws.close()
 
     def send_raw(self, data: str | bytes) -> None:
-        self.ws.send(data)
+        if isinstance(data, str) and len(data) > FRAGMENT_CHARS:
+            self.ws.send([data[i : i + FRAGMENT_CHARS] for i in range(0, len(data), FRAGMENT_CHARS)])
+        else:
+            self.ws.send(data)
 
     def request(self, method: str, params: Any = None, *, timeout: float | None = None) -> dict[str, Any]:
         """Send a request and return its response frame (ok or not)."""
@@ -50,7 +56,7 @@ class GatewayClient:
         frame: dict[str, Any] = {"type": "req", "id": frame_id, "method": method}
         if params is not None:
             frame["params"] = params
-        self.ws.send(json.dumps(frame))
+        self.send_raw(json.dumps(frame))
         return self.wait_response(frame_id, timeout=timeout)
 
     def wait_response(self, frame_id: Any, *, timeout: float | None = None) -> dict[str, Any]:

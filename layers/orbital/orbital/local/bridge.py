@@ -8,6 +8,10 @@
   adds a random delay of up to that many milliseconds before each, to shuffle them a little). Binary frames, which
   only the local gateway accepts, stay in order.
 - Routes with a route response send the handler's `body` back on the socket, like API Gateway's two-way routes.
+- API Gateway's message cap holds both ways for text: a text message over 128 KB closes the socket with 1009
+  ("Message too big"), and posting one answers 413 `PayloadTooLargeException`. (Its 32 KB per frame cannot be seen
+  here: the server hands over whole messages; our clients fragment above 30,000 characters all the same.) Binary
+  frames, which API Gateway refuses altogether and only this gateway accepts, are not capped.
 - `POST|GET|DELETE [/{stage}]/@connections/{id}`: the management API boto3 talks to. Unknown ids answer 410
   GoneException. DELETE closes the socket (code/reason may be given in x-orbital-close-* headers).
 """
@@ -43,6 +47,10 @@ Invoke = Callable[[str, dict[str, Any]], Any]
 
 MANAGE_TIMEOUT_S = 15.0
 """Bound on one in-process management call (inside botocore's 20 s read timeout of the HTTP path)."""
+
+
+MAX_MESSAGE_BYTES = 128 * 1024
+"""API Gateway's limit for one WebSocket message, either way."""
 
 
 class BridgeUnavailable(RuntimeError):
@@ -173,6 +181,11 @@ class Bridge:
                     break
                 sock.last_active = time.time()
                 text, data = message.get("text"), message.get("bytes")
+                if text is not None and len(text) * 4 > MAX_MESSAGE_BYTES and len(text.encode()) > MAX_MESSAGE_BYTES:
+                    sock.closed = True
+                    with contextlib.suppress(Exception):
+                        await ws.close(code=1009, reason="Message too big")
+                    break
                 if text is not None:
                     route = self._route_for_text(text)
                     event = {
@@ -274,6 +287,10 @@ class Bridge:
                 await sock.ws.close(code=code, reason=reason)
             await self._gone(cid, sock)
             return 204, {}, b""
+        if _is_text(data) and len(data) > MAX_MESSAGE_BYTES:
+            message = f"Message of {len(data)} bytes exceeds the 128 KB limit of a WebSocket message"
+            body = json.dumps({"message": message}).encode()
+            return 413, {"content-type": "application/json", "x-amzn-ErrorType": "PayloadTooLargeException"}, body
         try:
             if _is_text(data):
                 await sock.ws.send_text(data.decode("utf-8"))
