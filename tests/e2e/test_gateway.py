@@ -178,7 +178,7 @@ def test_a_message_over_128_kb_closes_the_socket_as_api_gateway_does(gateway, cl
         medium = "y" * 100_000  # under the cap, over a frame: fragmented, accepted
         fresh.call("config.set", {"path": "notes", "value": medium})
         assert fresh.call("config.get", {"path": "notes"})["value"] == medium
-        fresh.call("config.set", {"path": "notes", "value": None})
+        fresh.call("config.set", {"path": "notes"})
 
 
 def test_config_round_trip_and_masking(client):

@@ -119,14 +119,32 @@ def test_sessions_config_and_files_survive_a_restart(data_dir):
         gw.stop()
 
 
-def test_a_reply_too_large_for_a_websocket_message_is_an_error_not_silence(gateway, client):
+def test_a_large_file_is_read_in_parts_and_no_reply_outgrows_a_message(gateway, client):
     from orbital.store import keys
 
     path = f"e2e-{uuid.uuid4().hex[:6]}/big.md"
-    body = ("a line of a large file\n" * 9000).encode()  # 207 KB: over API Gateway's 128 KB per message
+    body = ("a line of a large file, ünïcödé included\n" * 5000).encode()  # ~220 KB: over the 128 KB per message
     store_for(gateway).workspace.put(keys.workspace_object("main", path), body, content_type="text/markdown")
-    reply = client.request("workspace.read", {"path": path})
+    parts, offset = [], 0
+    while True:
+        part = client.call("workspace.read", {"path": path, "offset": offset})
+        assert part["size"] == len(body)
+        parts.append(part["content"])
+        if not part.get("truncated"):
+            break
+        assert part["nextOffset"] > offset
+        offset = part["nextOffset"]
+    assert len(parts) == 3 and "".join(parts).encode() == body  # cut at character boundaries, nothing lost
+    small = client.call("workspace.read", {"path": path, "offset": 10, "limit": 5})
+    assert small["content"] == body[10:15].decode() and small["nextOffset"] == 15
+
+    # a reply that would still outgrow a message (the whole configuration, here) is a clear error, not silence
+    owner = f"e2e-big-{uuid.uuid4().hex[:4]}"
+    for i in range(5):
+        client.call("config.set", {"path": f"{owner}.v{i}", "value": "z" * 30_000})
+    reply = client.request("config.get", {})
     assert reply["ok"] is False and reply["error"]["code"] == 413
     assert reply["error"]["message"].startswith("Reply too large to send: ")
     assert "the limit is 131072" in reply["error"]["message"]
-    assert client.call("config.get", {"path": "timeouts"}) is not None  # the socket goes on
+    client.call("config.set", {"path": owner})  # no value: deleted
+    assert client.request("config.get", {})["ok"]  # the socket goes on

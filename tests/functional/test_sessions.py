@@ -568,3 +568,16 @@ def test_results_match_their_documented_shapes(rpc, services):
         spec = registry().get(method)
         assert spec is not None and spec.result is not None
         spec.result.model_validate(rpc.call(method, params))
+
+
+def test_previews_and_listings_fit_one_websocket_message(rpc: Any, services: Any) -> None:
+    key = "agent:main:long-one"
+    services.sessions.mark_chatted(key)
+    services.sessions.append_messages(key, [{"role": "user", "content": f"{i:03d} " + "x" * 10_000} for i in range(30)])
+    preview = rpc.call("session.preview", {"sessionKey": key})
+    assert preview["truncated"] is True and preview["messageCount"] == 30
+    kept = [m["content"][:3] for m in preview["messages"]]
+    assert 5 <= len(kept) < 30 and kept == [f"{i:03d}" for i in range(30 - len(kept), 30)]  # the newest, in order
+    assert len(json.dumps(preview).encode()) < 100_000
+    small = rpc.call("session.preview", {"sessionKey": key, "limit": 2})
+    assert "truncated" not in small and [m["content"][:3] for m in small["messages"]] == ["028", "029"]

@@ -257,3 +257,22 @@ def test_edit_global_skill_writes_agent_override(services: Any) -> None:
     again = workspace_ops.edit_file(store, "main", "skills/demo/SKILL.md", "tool Y", "tool Z")
     assert (again["resolvedSource"], again["resolvedPath"]) == ("agent", "agents/main/skills/demo/SKILL.md")
     assert workspace_ops.read_file(store, "main", "skills/demo/SKILL.md")["content"] == "use tool Z"
+
+
+def test_reads_in_parts_cut_at_character_boundaries(rpc: Any) -> None:
+    rpc.call("workspace.write", {"path": "parts.md", "content": "é" * 10})  # 20 bytes, 2 per character
+    assert rpc.call("workspace.read", {"path": "parts.md", "limit": 3}) == {
+        "path": "parts.md",
+        "size": 20,
+        "content": "é",
+        "truncated": True,
+        "nextOffset": 2,
+        "lastModified": rpc.call("workspace.read", {"path": "parts.md"})["lastModified"],
+    }
+    middle = rpc.call("workspace.read", {"path": "parts.md", "offset": 3, "limit": 4})  # 3 is inside a character
+    assert (middle["content"], middle["nextOffset"]) == ("éé", 6)
+    tail = rpc.call("workspace.read", {"path": "parts.md", "offset": 18})
+    assert tail["content"] == "é" and "truncated" not in tail
+    assert rpc.call("workspace.read", {"path": "parts.md", "limit": 1})["content"] == "é"  # never an empty part
+    assert rpc.error("workspace.read", {"path": "parts.md", "offset": -1})["code"] == 400
+    assert rpc.error("workspace.read", {"path": "parts.md", "limit": 200_000})["code"] == 400

@@ -7,6 +7,7 @@ configuration. Touching a session persists its `sessionId` and `createdAt` at on
 
 from __future__ import annotations
 
+import json
 import math
 from typing import TYPE_CHECKING, Any
 
@@ -105,6 +106,7 @@ class SessionPreview(Result):
     sessionId: str
     messageCount: int
     messages: list[dict[str, Any]]
+    truncated: bool | None = None
 
 
 class OkResult(Result):
@@ -139,9 +141,29 @@ class RegistryEntry(Result):
 class SessionsListResult(Result):
     sessions: list[RegistryEntry]
     count: int
+    truncated: bool | None = None
 
 
 # --- helpers ---------------------------------------------------------------------------------------------------
+
+REPLY_BUDGET_BYTES = 96_000
+"""What a list in a reply may take (JSON), so the reply fits API Gateway's 128 KB per WebSocket message."""
+
+
+def _fit(items: list[Any], *, newest_last: bool) -> tuple[list[Any], bool]:
+    """The items that fit `REPLY_BUDGET_BYTES`, keeping the newest (the end of the list when `newest_last`, else its
+    start); True when some were left out."""
+    order = reversed(items) if newest_last else iter(items)
+    kept: list[Any] = []
+    used = 0
+    for item in order:
+        used += len(json.dumps(item, separators=(",", ":"), ensure_ascii=False, default=str).encode()) + 1
+        if used > REPLY_BUDGET_BYTES and kept:
+            break
+        kept.append(item)
+    if len(kept) == len(items):
+        return items, False
+    return (kept[::-1] if newest_last else kept), True
 
 
 def session_key_param(ctx: CallContext, raw: str | None) -> str:
@@ -254,7 +276,8 @@ def session_history(ctx: CallContext, params: SessionKeyParams) -> dict[str, Any
 @router.method("session.preview", params=SessionPreviewParams, result=SessionPreview)
 def session_preview(ctx: CallContext, params: SessionPreviewParams) -> dict[str, Any]:
     """The stored messages, verbatim: the last `limit` of them, or all when `limit` is 0 or absent.
-    `messageCount` is always the total."""
+    `messageCount` is always the total. If they would not fit one WebSocket message (96 KB of JSON), the newest that
+    fit are returned with `truncated: true`."""
     key = session_key_param(ctx, params.sessionKey)
     repo = ctx.services.sessions
     meta = repo.get_or_create_meta(key, now=ctx.now_ms())
@@ -265,12 +288,16 @@ def session_preview(ctx: CallContext, params: SessionPreviewParams) -> dict[str,
         messages = repo.messages(key, meta=meta)
         if limit < 0:
             messages = messages[-limit:]
-    return {
+    messages, truncated = _fit(messages, newest_last=True)
+    result = {
         "sessionKey": meta.get("sessionKey") or "",
         "sessionId": meta["sessionId"],
         "messageCount": message_count(meta),
         "messages": messages,
     }
+    if truncated:
+        result["truncated"] = True
+    return result
 
 
 @router.method("session.reset", params=SessionKeyParams, result=ResetResult)
@@ -297,8 +324,13 @@ def session_compact(ctx: CallContext, params: SessionCompactParams) -> dict[str,
 @router.method("sessions.list", params=SessionsListParams, result=SessionsListResult)
 def sessions_list(ctx: CallContext, params: SessionsListParams) -> dict[str, Any]:
     """Sessions that received chat or channel messages, most recently active first, paged by `offset` (default 0)
-    and `limit` (default 100); `count` is the total."""
+    and `limit` (default 100); `count` is the total. A page that would not fit one WebSocket message (96 KB of
+    JSON) is cut short with `truncated: true`: ask for the next page from `offset` + the number returned."""
     entries = ctx.services.sessions.list_registry()
     offset = _whole(params.offset, 0)
     limit = _whole(params.limit, 100)
-    return {"sessions": entries[offset : offset + limit], "count": len(entries)}
+    page, truncated = _fit(entries[offset : offset + limit], newest_last=False)
+    result: dict[str, Any] = {"sessions": page, "count": len(entries)}
+    if truncated:
+        result["truncated"] = True
+    return result

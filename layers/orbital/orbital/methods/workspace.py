@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from pydantic import Field
+
 from orbital.domain.config import default_agent_id
 from orbital.domain.session_keys import DEFAULT_AGENT_ID
 from orbital.domain.workspace_paths import validate_agent_id
@@ -21,6 +23,9 @@ if TYPE_CHECKING:
 
 router = Router("workspace")
 
+READ_LIMIT_BYTES = 96_000
+"""The most `workspace.read` returns at once: with JSON escaping, the reply stays inside API Gateway's 128 KB."""
+
 
 class WorkspaceParams(Params):
     path: Any = None
@@ -29,6 +34,11 @@ class WorkspaceParams(Params):
 
 class WorkspaceWriteParams(WorkspaceParams):
     content: Any = None
+
+
+class WorkspaceReadParams(WorkspaceParams):
+    offset: int = Field(default=0, ge=0)
+    limit: int = Field(default=READ_LIMIT_BYTES, ge=1, le=READ_LIMIT_BYTES)
 
 
 class WorkspaceListResult(Result):
@@ -44,6 +54,8 @@ class WorkspaceReadResult(Result):
     lastModified: str | None = None
     resolvedPath: str | None = None
     resolvedSource: str | None = None
+    truncated: bool | None = None
+    nextOffset: int | None = None
 
 
 class WorkspaceWriteResult(Result):
@@ -77,12 +89,16 @@ def workspace_list(ctx: CallContext, params: WorkspaceParams) -> dict[str, Any]:
     return workspace_ops.list_files(ctx.services.workspace, agent_id, _list_path(params.path))
 
 
-@router.method("workspace.read", params=WorkspaceParams, result=WorkspaceReadResult)
-def workspace_read(ctx: CallContext, params: WorkspaceParams) -> dict[str, Any]:
+@router.method("workspace.read", params=WorkspaceReadParams, result=WorkspaceReadResult)
+def workspace_read(ctx: CallContext, params: WorkspaceReadParams) -> dict[str, Any]:
     """Read a file (`size` in bytes). `skills/...` paths read the agent's override, else the global skill, and say
-    which in `resolvedPath` / `resolvedSource`."""
+    which in `resolvedPath` / `resolvedSource`. At most `limit` bytes (default and cap 96,000, so the reply fits a
+    WebSocket message) from byte `offset` (default 0) come back; a longer file is cut at a character boundary with
+    `truncated: true` and `nextOffset`, where the next read goes on."""
     agent_id = _agent(ctx, params)
-    return workspace_ops.read_file(ctx.services.workspace, agent_id, params.path)
+    return workspace_ops.read_file(
+        ctx.services.workspace, agent_id, params.path, offset=params.offset, limit=params.limit
+    )
 
 
 @router.method("workspace.write", params=WorkspaceWriteParams, result=WorkspaceWriteResult)

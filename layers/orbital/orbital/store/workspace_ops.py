@@ -69,6 +69,13 @@ def _decode(body: bytes) -> str:
     return body.decode("utf-8", errors="replace")
 
 
+def _char_start(body: bytes, index: int) -> int:
+    """`index`, moved back to the start of the UTF-8 character it falls in (continuation bytes are 0b10xxxxxx)."""
+    while 0 < index < len(body) and body[index] & 0xC0 == 0x80:
+        index -= 1
+    return index
+
+
 def _candidates(agent_id: str, relative: str) -> list[tuple[str, str]]:
     """Where a file may live, in lookup order: (key, source)."""
     if is_virtual_skills_path(relative) and relative != "skills":
@@ -128,9 +135,13 @@ def list_files(store: Workspace, agent_id: str, path: str | None = None) -> dict
     }
 
 
-def read_file(store: Workspace, agent_id: str, path: Any) -> dict[str, Any]:
+def read_file(
+    store: Workspace, agent_id: str, path: Any, *, offset: int = 0, limit: int | None = None
+) -> dict[str, Any]:
     """`{path, content, size, lastModified?}`; `skills/...` paths add `resolvedPath` (the key read) and
-    `resolvedSource` (`agent` or `global`). `size` is the stored object's size in bytes."""
+    `resolvedSource` (`agent` or `global`). `size` is the stored object's size in bytes. With `offset` / `limit`
+    (bytes), only that part is returned, cut at a character boundary; when more follows, `truncated: true` and
+    `nextOffset` say where to go on."""
     path = _require_path(path)
     relative = normalize_relative_path(path)
     virtual = is_virtual_skills_path(relative) and relative != "skills"
@@ -138,7 +149,20 @@ def read_file(store: Workspace, agent_id: str, path: Any) -> dict[str, Any]:
     if found is None:
         raise NotFoundError(f"File not found: {path}")
     body, info, source = found
-    result: dict[str, Any] = {"path": path, "content": _decode(body), "size": info.size}
+    result: dict[str, Any] = {"path": path, "size": info.size}
+    if offset or (limit is not None and len(body) > limit):
+        start = _char_start(body, min(offset, len(body)))
+        end = len(body) if limit is None else _char_start(body, min(start + limit, len(body)))
+        if end == start and start < len(body):  # a limit smaller than one character: take the character
+            end = start + 1
+            while end < len(body) and body[end] & 0xC0 == 0x80:
+                end += 1
+        result["content"] = _decode(body[start:end])
+        if end < len(body):
+            result["truncated"] = True
+            result["nextOffset"] = end
+    else:
+        result["content"] = _decode(body)
     modified = _js_iso(info.last_modified)
     if modified is not None:
         result["lastModified"] = modified
