@@ -10,13 +10,14 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
 .DEFAULT_GOAL := help
-.PHONY: help install dev test pytest lint format typecheck docs docs-check clean bench
+.PHONY: help install dev test pytest lint format typecheck docs docs-check clean bench fuzz
 
 help:
 	@echo "make dev    start the local gateway on ws://$(HOST):$(PORT)/ws (PORT=, HOST=, DATA_DIR=, TOKEN=)"
 	@echo "make test   lint, type-check, template/ASL checks, docs check and every test"
 	@echo "make docs   regenerate docs/protocol.md from the method registry"
 	@echo "make build  sam build (layer for python3.13/arm64)      make bench  run the benchmarks"
+	@echo "make fuzz   10,000 generated frames per fuzz test (slow)"
 
 $(STAMP): pyproject.toml requirements/dev.lock
 	@py="$$(sh scripts/find-python.sh)" && echo "using $$py" && \
@@ -55,6 +56,9 @@ test: lint typecheck docs-check validate pytest
 
 bench: $(STAMP)
 	$(BIN)/python bench/rpc.py
+
+fuzz: $(STAMP)  # 10,000 generated frames per fuzz test (make test runs 100)
+	ORBITAL_FUZZ_FRAMES=10000 $(BIN)/python -m pytest --timeout=0 tests/functional/test_fuzz_frames.py
 
 clean:
 	rm -rf $(VENV) .venv-sam .aws-sam .pytest_cache .mypy_cache .ruff_cache
