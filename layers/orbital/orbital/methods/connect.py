@@ -123,13 +123,7 @@ def _still_open(ctx: CallContext, conn: Connection) -> None:
     releases the claim itself.)"""
     if ctx.services.connections.get(conn.connection_id) is not None:
         return
-    repo = ctx.services.connections
-    if conn.mode == "client" and conn.client_id:
-        repo.release_client(conn.client_id, conn.connection_id)
-    elif conn.mode == "node" and conn.node_id:
-        repo.release_node(conn.node_id, conn.connection_id)
-    elif conn.mode == "channel" and conn.channel and conn.account_id:
-        repo.release_channel_socket(conn.channel, conn.account_id, conn.connection_id)
+    ctx.services.connections.release_identity(conn)
     raise UnavailableError("The socket closed while connecting")
 
 
@@ -145,14 +139,8 @@ def _release_previous_identity(ctx: CallContext, conn: Connection) -> None:
         conn.node_id,
         conn.channel_key,
     )
-    if same:
-        return
-    if old.mode == "client" and old.client_id:
-        repo.release_client(old.client_id, ctx.connection_id)
-    elif old.mode == "node" and old.node_id:
-        repo.release_node(old.node_id, ctx.connection_id)
-    elif old.mode == "channel" and old.channel and old.account_id:
-        repo.release_channel_socket(old.channel, old.account_id, ctx.connection_id)
+    if not same:
+        repo.release_identity(old, ctx.connection_id)
 
 
 @router.method("connect", params=ConnectParams, result=HelloOk)

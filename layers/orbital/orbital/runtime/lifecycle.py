@@ -22,23 +22,15 @@ def disconnect(services: Services, connection_id: str) -> None:
     conn = services.connections.remove(connection_id)
     if conn is None:
         return
-    repo = services.connections
-    if conn.mode == "client" and conn.client_id:
-        if repo.release_client(conn.client_id, connection_id):
-            for hook in services.hooks.on_client_gone:
-                _safe(hook, services, conn)
-    elif conn.mode == "node" and conn.node_id:
-        if repo.release_node(conn.node_id, connection_id):
-            for hook in services.hooks.on_node_gone:
-                _safe(hook, services, conn)
-    elif (
-        conn.mode == "channel"
-        and conn.channel
-        and conn.account_id
-        and repo.release_channel_socket(conn.channel, conn.account_id, connection_id)
-    ):
-        for hook in services.hooks.on_channel_gone:
-            _safe(hook, services, conn)
+    if not services.connections.release_identity(conn, connection_id):
+        return  # no id, or a newer socket holds it (a stale close)
+    hooks = {
+        "client": services.hooks.on_client_gone,
+        "node": services.hooks.on_node_gone,
+        "channel": services.hooks.on_channel_gone,
+    }.get(conn.mode, [])
+    for hook in hooks:
+        _safe(hook, services, conn)
 
 
 def _safe(hook: SocketGone, services: Services, conn: Connection) -> None:

@@ -117,6 +117,18 @@ class ConnectionRepo:
             return False  # a newer socket owns the id: stale close
         return True
 
+    def release_identity(self, conn: Connection, connection_id: str | None = None) -> bool:
+        """Give up the client, node or channel id `conn` registered, if `connection_id` (default: its own) still
+        holds it. False for a stale release (a newer socket owns the id) or a socket without an id."""
+        owner = connection_id or conn.connection_id
+        if conn.mode == "client" and conn.client_id:
+            return self.release_client(conn.client_id, owner)
+        if conn.mode == "node" and conn.node_id:
+            return self.release_node(conn.node_id, owner)
+        if conn.mode == "channel" and conn.channel and conn.account_id:
+            return self.release_channel_socket(conn.channel, conn.account_id, owner)
+        return False
+
     def claim_client(self, client_id: str, connection_id: str) -> str | None:
         return self._claim(keys.client(client_id), connection_id, {"connectedAt": int(time.time() * 1000)})
 
