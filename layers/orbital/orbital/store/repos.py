@@ -144,23 +144,24 @@ class GatewayRepo:
         full = self.empty_heartbeat_state(agent_id)
         full.update({k: state[k] for k in HEARTBEAT_STATE_FIELDS if k in state})
         key = keys.heartbeat(agent_id)
-        condition: str | None = None
-        values: dict[str, Any] | None = None
-        if create:
-            version = 1
-            condition = "attribute_not_exists(PK)"
-        elif expect_version is not None:
-            version = expect_version + 1
-            if expect_version == 0:
-                condition = "attribute_exists(PK) AND attribute_not_exists(v)"
-            else:
-                condition = "v = :v"
-                values = {":v": expect_version}
-        else:
-            current = self.table.get(key)
-            version = int(current.attrs.get("v", 0)) + 1 if current else 1
+        version, condition, values = self._next_version(key, create, expect_version)
         self.table.put(key, full, attrs={"v": version}, condition=condition, values=values)
         return full
+
+    def _next_version(
+        self, key: tuple[str, str], create: bool, expect_version: int | None
+    ) -> tuple[int, str | None, dict[str, Any] | None]:
+        """The version a versioned put stores and the condition it needs: `create` (the item must not exist),
+        `expect_version` (the stored version must be that one; 0 is an item written before versions existed), or
+        neither (last writer wins, one past what is stored)."""
+        if create:
+            return 1, "attribute_not_exists(PK)", None
+        if expect_version == 0:
+            return 1, "attribute_exists(PK) AND attribute_not_exists(v)", None
+        if expect_version is not None:
+            return expect_version + 1, "v = :v", {":v": expect_version}
+        current = self.table.get(key)
+        return (int(current.attrs.get("v", 0)) + 1 if current else 1), None, None
 
     def delete_heartbeat_state(self, agent_id: str) -> None:
         self.table.delete(keys.heartbeat(agent_id))
@@ -196,18 +197,7 @@ class GatewayRepo:
         version differs (someone else changed the job since it was read)."""
         job_id = str(job["id"])
         key = keys.cron_job(job_id)
-        condition: str | None = None
-        values: dict[str, Any] | None = None
-        if create:
-            version = 1
-            condition = "attribute_not_exists(PK)"
-        elif expect_version is not None:
-            version = expect_version + 1
-            condition = "v = :v"
-            values = {":v": expect_version}
-        else:
-            current = self.table.get(key)
-            version = int(current.attrs.get("v", 0)) + 1 if current else 1
+        version, condition, values = self._next_version(key, create, expect_version)
         next_run = cron_next_run(job)
         gsi = None
         if cron_job_enabled(job) and next_run is not None:
