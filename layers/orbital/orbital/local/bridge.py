@@ -6,12 +6,15 @@
   Frames of one socket are handled in order, sockets concurrently; with `concurrent_frames`, a socket's text
   frames are handled concurrently too, as API Gateway runs them in parallel Lambdas in any order (`frame_jitter_ms`
   adds a random delay of up to that many milliseconds before each, to shuffle them a little). Binary frames, which
-  only the local gateway accepts, stay in order.
+  only the local gateway accepts, stay in order. A socket is read all the time, whatever its frames wait for: the
+  frames to handle in order queue up (at most `MAX_QUEUED_FRAMES`, then reading waits), so pings and pongs keep
+  flowing while a slow frame is handled — a peer's keepalive never times out because the gateway is busy.
 - Routes with a route response send the handler's `body` back on the socket, like API Gateway's two-way routes.
-- API Gateway's message cap holds both ways for text: a text message over 128 KB closes the socket with 1009
-  ("Message too big"), and posting one answers 413 `PayloadTooLargeException`. (Its 32 KB per frame cannot be seen
-  here: the server hands over whole messages; our clients fragment above 30,000 characters all the same.) Binary
-  frames, which API Gateway refuses altogether and only this gateway accepts, are not capped.
+- API Gateway's caps hold both ways for text: a text frame over 32 KB (`websocket_protocol`, which sees frames
+  before they are joined into a message) or a text message over 128 KB closes the socket with 1009 ("Frame too
+  big" / "Message too big"), and posting a message over 128 KB answers 413 `PayloadTooLargeException`. Our clients
+  send longer messages as fragments (`orbital.protocol.frames.fragments`). Binary frames, which API Gateway refuses
+  altogether and only this gateway accepts, are not capped.
 - `POST|GET|DELETE [/{stage}]/@connections/{id}`: the management API boto3 talks to. Unknown ids answer 410
   GoneException. DELETE closes the socket (code/reason may be given in x-orbital-close-* headers).
 """
@@ -40,6 +43,7 @@ from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from orbital.aws.clients import CLOSE_CODE_HEADER, CLOSE_REASON_HEADER
+from orbital.protocol.frames import MAX_FRAME_BYTES
 
 log = logging.getLogger("orbital.bridge")
 
@@ -51,6 +55,9 @@ MANAGE_TIMEOUT_S = 15.0
 
 MAX_MESSAGE_BYTES = 128 * 1024
 """API Gateway's limit for one WebSocket message, either way."""
+
+MAX_QUEUED_FRAMES = 1024
+"""Frames of one socket read but not yet handled in order; past this, reading the socket waits for them."""
 
 
 class BridgeUnavailable(RuntimeError):
@@ -174,6 +181,8 @@ class Bridge:
         await ws.accept()
         self.sockets[cid] = sock
         in_flight: set[asyncio.Task[None]] = set()  # concurrent frames (kept referenced until done)
+        ordered: asyncio.Queue[tuple[str, dict[str, Any]] | None] = asyncio.Queue(MAX_QUEUED_FRAMES)
+        handler = asyncio.create_task(self._in_order(sock, ordered))
         try:
             while True:
                 message = await ws.receive()
@@ -207,11 +216,22 @@ class Bridge:
                     in_flight.add(task)
                     task.add_done_callback(in_flight.discard)
                 else:
-                    await self._frame(sock, route, event)
+                    await ordered.put((route, event))
         except WebSocketDisconnect:
             pass
         finally:
-            await self._gone(cid, sock)
+            # what was read before the close is still handled, and before $disconnect
+            try:
+                await ordered.put(None)
+                await handler
+            finally:
+                handler.cancel()  # only if this task itself was cancelled meanwhile (the server stopping)
+                await self._gone(cid, sock)
+
+    async def _in_order(self, sock: _Socket, frames: asyncio.Queue[tuple[str, dict[str, Any]] | None]) -> None:
+        """Handle a socket's ordered frames one after the other until the end marker."""
+        while (item := await frames.get()) is not None:
+            await self._frame(sock, *item)
 
     async def _frame(self, sock: _Socket, route: str, event: dict[str, Any]) -> None:
         if self.frame_jitter_ms > 0:
@@ -300,6 +320,35 @@ class Bridge:
             sock.closed = True
             return _gone_response(cid)
         return 200, {}, b""
+
+
+def websocket_protocol() -> type[asyncio.Protocol]:
+    """uvicorn's WebSocket protocol, holding text frames to API Gateway's 32 KB: a bigger one (a whole message or a
+    fragment of one) closes the socket with 1009 before anything of its message reaches a handler."""
+    from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
+    from websockets.frames import Frame
+
+    class ApiGatewayFrames(WebSocketsSansIOProtocol):
+        def _too_big(self, event: Frame) -> bool:
+            if len(event.data) <= MAX_FRAME_BYTES or self.close_sent or self.transport.is_closing():
+                return False
+            self.frames = []
+            self.conn.send_close(1009, "Frame too big")
+            self.queue.put_nowait({"type": "websocket.disconnect", "code": 1009, "reason": "Frame too big"})
+            self.transport.write(b"".join(self.conn.data_to_send()))
+            self.close_sent = True
+            self.transport.close()
+            return True
+
+        def handle_text(self, event: Frame) -> None:
+            if not self._too_big(event):
+                super().handle_text(event)
+
+        def handle_cont(self, event: Frame) -> None:
+            if self.curr_msg_data_type == "bytes" or not self._too_big(event):
+                super().handle_cont(event)
+
+    return ApiGatewayFrames
 
 
 def _gone_response(cid: str) -> tuple[int, dict[str, str], bytes]:

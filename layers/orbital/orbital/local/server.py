@@ -236,12 +236,14 @@ class LocalGateway:
     def _uvicorn(self) -> Any:
         import uvicorn
 
+        from orbital.local.bridge import websocket_protocol
+
         config = uvicorn.Config(
             self.bridge.app(),
             host=self.options.host,
             port=self.port,
             log_level="warning",
-            ws="websockets-sansio",
+            ws=websocket_protocol(),
             ws_max_size=16 * 1024 * 1024,
             ws_ping_interval=20,
             ws_ping_timeout=20,

@@ -1,0 +1,110 @@
+"""The bridge on a real server: a socket keeps being read (and its keepalive answered) while its frames wait."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import uvicorn
+from orbital.local.bridge import Bridge
+from websockets.sync.client import connect
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class SlowHandlers:
+    """Route handlers: `{"type": "slow"}` blocks until released; every other frame is answered with its own body."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.seen: list[str] = []
+        self.disconnected = threading.Event()
+
+    def __call__(self, function: str, event: dict[str, Any]) -> Any:
+        if function == "disconnect":
+            self.disconnected.set()
+            return {"statusCode": 200}
+        if function == "connect":
+            return {"statusCode": 200}
+        body = json.loads(event["body"])
+        if body.get("type") == "slow":
+            self.release.wait(30)
+        self.seen.append(body["id"])
+        return {"statusCode": 200, "body": json.dumps({"type": "res", "id": body["id"]})}
+
+
+ROUTES = {
+    "$connect": {"function": "connect"},
+    "$disconnect": {"function": "disconnect"},
+    "$default": {"function": "frame", "two_way": True},
+}
+
+
+@pytest.fixture
+def served() -> Iterator[tuple[str, SlowHandlers]]:
+    handlers = SlowHandlers()
+    bridge = Bridge(handlers, ROUTES)
+    port = _free_port()
+    config = uvicorn.Config(
+        bridge.app(),
+        host="127.0.0.1",
+        port=port,
+        log_level="warning",
+        ws="websockets-sansio",
+        ws_ping_interval=0.2,
+        ws_ping_timeout=1.0,
+        lifespan="off",
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        assert time.monotonic() < deadline, "the server did not start"
+        time.sleep(0.01)
+    try:
+        yield f"ws://127.0.0.1:{port}/ws", handlers
+    finally:
+        handlers.release.set()
+        server.should_exit = True
+        thread.join(timeout=20)
+
+
+def test_pings_are_answered_while_frames_wait_behind_a_slow_one(served: tuple[str, SlowHandlers]) -> None:
+    url, handlers = served
+    with connect(url, ping_interval=None, open_timeout=10) as ws:
+        ws.send(json.dumps({"type": "slow", "id": "slow"}))
+        ws.send(json.dumps({"type": "req", "id": "next"}))  # waits behind the slow one
+        # the server's own keepalive pings (every 0.2 s, 1 s to answer) and ours both keep working meanwhile
+        for _ in range(3):
+            assert ws.ping().wait(5), "no pong while a frame was being handled"
+        time.sleep(1.5)  # longer than the server's ping timeout: it would have closed a socket it could not read
+        assert ws.ping().wait(5)
+        assert handlers.seen == []  # still held: nothing was answered out of order
+        handlers.release.set()
+        answers = [json.loads(ws.recv(timeout=10))["id"] for _ in range(2)]
+    assert answers == ["slow", "next"]
+    assert handlers.disconnected.wait(10)
+
+
+def test_frames_read_before_a_close_are_handled_before_disconnect(served: tuple[str, SlowHandlers]) -> None:
+    url, handlers = served
+    with connect(url, ping_interval=None, open_timeout=10) as ws:
+        ws.send(json.dumps({"type": "slow", "id": "slow"}))
+        for i in range(5):
+            ws.send(json.dumps({"type": "req", "id": str(i)}))
+        assert ws.ping().wait(5)
+    # the client is gone; its frames still run, in order, and only then the disconnect
+    assert not handlers.disconnected.is_set()
+    handlers.release.set()
+    assert handlers.disconnected.wait(10)
+    assert handlers.seen == ["slow", "0", "1", "2", "3", "4"]
