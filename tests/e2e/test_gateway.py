@@ -181,6 +181,29 @@ def test_a_message_over_128_kb_closes_the_socket_as_api_gateway_does(gateway, cl
         fresh.call("config.set", {"path": "notes"})
 
 
+def test_a_frame_over_32_kb_closes_the_socket_as_api_gateway_does(gateway):
+    """API Gateway caps one frame at 32 KB: a stock client sending 40 KB in one frame is closed with 1009 and nothing
+    of the message is applied; the same message in fragments goes through."""
+    from websockets.sync.client import connect
+
+    value = "z" * 40_000
+    frame = {"type": "req", "id": "f-1", "method": "config.set", "params": {"path": "notes", "value": value}}
+    with connect(gateway.url, open_timeout=10) as ws:
+        hello = {"minProtocol": 1, "client": {"mode": "client", "id": "stock"}}
+        ws.send(json.dumps({"type": "req", "id": "c", "method": "connect", "params": hello}))
+        assert json.loads(ws.recv(timeout=10))["ok"]
+        ws.send(json.dumps(frame))
+        with pytest.raises(ConnectionClosed) as closed:
+            ws.recv(timeout=10)
+    assert (closed.value.rcvd.code, closed.value.rcvd.reason) == (1009, "Frame too big")
+    with GatewayClient(gateway.url) as fresh:  # fragments of at most 30,000 bytes
+        fresh.connect("client")
+        assert fresh.call("config.get", {"path": "notes"}) == {"path": "notes"}
+        fresh.call("config.set", {"path": "notes", "value": value})
+        assert fresh.call("config.get", {"path": "notes"})["value"] == value
+        fresh.call("config.set", {"path": "notes"})
+
+
 def test_config_round_trip_and_masking(client):
     client.call("config.set", {"path": "apiKeys.openai", "value": "sk-live-123"})
     client.call("config.set", {"path": "model", "value": {"provider": "openai", "id": "gpt-4.1"}})

@@ -13,8 +13,7 @@ from typing import Any
 from websockets.sync.client import ClientConnection
 from websockets.sync.client import connect as ws_connect
 
-FRAGMENT_CHARS = 30_000
-"""API Gateway refuses a WebSocket frame over 32 KB: longer text goes out as fragments of one message."""
+from orbital.protocol.frames import fragments
 
 
 class RpcFailed(Exception):
@@ -45,10 +44,8 @@ class GatewayClient:
         self.ws.close()
 
     def send_raw(self, data: str | bytes) -> None:
-        if isinstance(data, str) and len(data) > FRAGMENT_CHARS:
-            self.ws.send([data[i : i + FRAGMENT_CHARS] for i in range(0, len(data), FRAGMENT_CHARS)])
-        else:
-            self.ws.send(data)
+        # API Gateway refuses a WebSocket frame over 32 KB: longer text goes out as fragments of one message
+        self.ws.send(fragments(data) if isinstance(data, str) else data)
 
     def request(self, method: str, params: Any = None, *, timeout: float | None = None) -> dict[str, Any]:
         """Send a request and return its response frame (ok or not)."""

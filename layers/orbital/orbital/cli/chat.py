@@ -202,14 +202,11 @@ class Connection:
         if self._gone.is_set():
             raise ChatError(f"connection to {redact_url(self.url)} lost: {self.lost}")
         try:
-            from orbital.client import FRAGMENT_CHARS
+            from orbital.protocol.frames import fragments
 
             text = json.dumps(frame)
             with self._send_lock:
-                if len(text) > FRAGMENT_CHARS:  # API Gateway refuses frames over 32 KB: one message, in fragments
-                    self._ws.send([text[i : i + FRAGMENT_CHARS] for i in range(0, len(text), FRAGMENT_CHARS)])
-                else:
-                    self._ws.send(text)
+                self._ws.send(fragments(text))  # API Gateway refuses frames over 32 KB: one message, in fragments
                 self._last_send = time.monotonic()
         except Exception as exc:
             raise ChatError(f"connection to {redact_url(self.url)} lost: {_close_reason(exc)}") from None

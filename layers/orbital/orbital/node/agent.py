@@ -33,10 +33,10 @@ from orbital.node.process import ProcessManager
 from orbital.node.runtime import host_os, node_runtime
 from orbital.node.tools import TOOL_NAMES, NodeTools, ToolError
 from orbital.node.transfer import TransferManager
+from orbital.protocol.frames import fragments
 
 log = logging.getLogger("orbital.node")
 
-FRAGMENT_CHARS = 30_000  # API Gateway refuses WebSocket frames over 32 KB; longer messages go out fragmented
 FATAL_CODES = frozenset({401, 103})
 CLOSE_UNAUTHORIZED = 4001
 EXEC_EVENT_MAX_ATTEMPTS = 60
@@ -412,10 +412,7 @@ class NodeAgent:
 
     # -- sending ----------------------------------------------------------------------------------------------
     async def _send_text(self, ws: ClientConnection, text: str) -> None:
-        if len(text) <= FRAGMENT_CHARS:
-            await ws.send(text)
-        else:
-            await ws.send([text[i : i + FRAGMENT_CHARS] for i in range(0, len(text), FRAGMENT_CHARS)])
+        await ws.send(fragments(text))  # API Gateway refuses frames over 32 KB: a longer message goes in fragments
 
     async def _call(self, method: str, params: Any, *, timeout: float | None = None) -> dict[str, Any]:
         """Send a request on the current socket and wait for its response frame (ok or not)."""

@@ -11,6 +11,12 @@ from pydantic import BaseModel, ConfigDict
 PROTOCOL_VERSION = 1
 SERVER_VERSION = "0.1.0"
 
+MAX_FRAME_BYTES = 32 * 1024
+"""API Gateway's limit for one WebSocket frame: a longer text message must arrive as fragments (continuation
+frames) of at most this many bytes each."""
+FRAGMENT_BYTES = 30_000
+"""What our clients put in one frame at most (a margin under `MAX_FRAME_BYTES`)."""
+
 
 class RequestFrame(BaseModel):
     model_config = ConfigDict(extra="ignore")
@@ -87,6 +93,25 @@ def sendable(frame: dict[str, Any], limit: int) -> dict[str, Any]:
     if frame.get("type") != "res":
         return frame
     return _oversize(frame, encode(frame), limit) or frame
+
+
+def fragments(text: str, limit: int = FRAGMENT_BYTES) -> str | list[str]:
+    """`text` itself if its UTF-8 fits in one frame of `limit` bytes, else the pieces to send as the fragments of one
+    message, each at most `limit` bytes and cut between characters (a websockets client sends a list that way)."""
+    if len(text) * 4 <= limit:
+        return text
+    data = text.encode("utf-8")
+    if len(data) <= limit:
+        return text
+    pieces: list[str] = []
+    start = 0
+    while start < len(data):
+        end = min(start + limit, len(data))
+        while end < len(data) and data[end] & 0xC0 == 0x80:  # not inside a character
+            end -= 1
+        pieces.append(data[start:end].decode("utf-8"))
+        start = end
+    return pieces
 
 
 def pack_chunk(transfer_id: int, data: bytes) -> bytes:
