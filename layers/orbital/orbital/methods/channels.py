@@ -12,8 +12,6 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from pydantic import Field
-
 from orbital.channels import inbound
 from orbital.channels.adapters import ChannelError, adapter_for, built_in
 from orbital.domain.config import as_dict
@@ -21,6 +19,7 @@ from orbital.engines import deferred
 from orbital.errors import BadRequestError, ForbiddenError, NotFoundError, RpcError, UnavailableError
 from orbital.protocol.dispatch import DEFERRED
 from orbital.protocol.frames import event_frame
+from orbital.protocol.params import Flag, GivenFlag, GivenObject, GivenText, Object, Text
 from orbital.protocol.registry import NoParams, Params, Result, Router
 from orbital.store import keys
 
@@ -66,12 +65,13 @@ def channels_list(ctx: CallContext, params: NoParams) -> dict[str, Any]:
 
 
 class ChannelInboundParams(Params):
-    channel: Any = Field(default=None, json_schema_extra={"type": "string"})
-    accountId: Any = Field(default=None, json_schema_extra={"type": "string"})
-    peer: Any = Field(default=None, json_schema_extra={"type": "object"})
-    sender: Any = Field(default=None, json_schema_extra={"type": "object"})
-    message: Any = Field(default=None, json_schema_extra={"type": "object"})
-    wasMentioned: Any = Field(default=None, json_schema_extra={"type": "boolean"})
+    # passed on as given: the inbound pipeline checks each field and answers with the protocol's messages
+    channel: GivenText = None
+    accountId: GivenText = None
+    peer: GivenObject = None
+    sender: GivenObject = None
+    message: GivenObject = None
+    wasMentioned: GivenFlag = None
 
 
 class ChannelInboundResult(Result):
@@ -114,10 +114,10 @@ CONTROL_TIMEOUT_MS = 30_000
 
 
 class ChannelControlParams(Params):
-    channel: Any = Field(default=None, json_schema_extra={"type": "string"})
-    accountId: Any = Field(default=None, json_schema_extra={"type": "string"})
-    config: Any = Field(default=None, json_schema_extra={"type": "object"})
-    force: Any = Field(default=None, json_schema_extra={"type": "boolean"})
+    channel: Text = None
+    accountId: Text = None
+    config: Object = None
+    force: Flag = None
 
 
 class ChannelControlResult(Result):
@@ -132,17 +132,18 @@ class ChannelStatusResult(Result):
 
 
 def _channel(params: ChannelControlParams) -> str:
-    if not isinstance(params.channel, str) or not params.channel.strip():
+    if not params.channel or not params.channel.strip():
         raise BadRequestError("channel required")
     return params.channel.strip()
 
 
-def _account(params: ChannelControlParams) -> str:
-    return params.accountId.strip() if isinstance(params.accountId, str) and params.accountId.strip() else "default"
+def _account(params: ChannelControlParams) -> str | None:
+    """The `accountId` given, if any."""
+    return params.accountId.strip() if params.accountId and params.accountId.strip() else None
 
 
 def _control(ctx: CallContext, params: ChannelControlParams, action: str) -> Any:
-    channel, account_id = _channel(params), _account(params)
+    channel, account_id = _channel(params), _account(params) or "default"
     services = ctx.services
     adapter = built_in(channel)
     if adapter is not None:
@@ -235,7 +236,7 @@ def channel_status(ctx: CallContext, params: ChannelControlParams) -> dict[str, 
     """The accounts of a channel (all, or `accountId`): `{accountId, connected, authenticated, mode?,
     lastActivity?, error?, extra?}`."""
     channel = _channel(params)
-    account = params.accountId.strip() if isinstance(params.accountId, str) and params.accountId.strip() else None
+    account = _account(params)
     try:
         accounts = adapter_for(channel).status(ctx.services, account)
     except ChannelError as exc:
@@ -244,10 +245,10 @@ def channel_status(ctx: CallContext, params: ChannelControlParams) -> dict[str, 
 
 
 class ControlAnswerParams(Params):
-    callId: Any = Field(default=None, json_schema_extra={"type": "string"})
-    ok: Any = Field(default=None, json_schema_extra={"type": "boolean"})
-    result: Any = Field(default=None, json_schema_extra={"type": "object"})
-    error: Any = Field(default=None, json_schema_extra={"type": "string"})
+    callId: Text = None
+    ok: Flag = None
+    result: Object = None
+    error: Text = None
 
 
 class AckResult(Result):
@@ -264,7 +265,7 @@ class AckResult(Result):
 )
 def channel_control_result(ctx: CallContext, params: ControlAnswerParams) -> dict[str, Any]:
     """A channel socket's answer to `channel.control`: `{callId, ok, result?, error?}`."""
-    if not isinstance(params.callId, str) or not params.callId:
+    if not params.callId:
         raise BadRequestError("callId required")
     found = deferred.get(ctx.services, params.callId)
     if found is None or found.call.kind != CONTROL_KIND:
@@ -277,11 +278,9 @@ def channel_control_result(ctx: CallContext, params: ControlAnswerParams) -> dic
     if claimed is None:
         return {"ok": True, "dropped": True}
     call, token = claimed
-    failed = params.ok is False or (isinstance(params.error, str) and params.error)
+    failed = params.ok is False or bool(params.error)
     if failed:
-        message = (
-            params.error if isinstance(params.error, str) and params.error else f"channel.{extra['action']} failed"
-        )
+        message = params.error or f"channel.{extra['action']} failed"
         delivered = deferred.answer(ctx.services, call, error={"code": 500, "message": message})
     else:
         _record(ctx.services, str(extra["action"]), str(extra["channel"]), str(extra["accountId"]))

@@ -10,12 +10,11 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from pydantic import Field
-
 from orbital.agent import events, runs, slash
 from orbital.domain import commands
 from orbital.errors import BadRequestError
 from orbital.methods.sessions import session_key_param
+from orbital.protocol.params import Text
 from orbital.protocol.registry import Params, Result, Router
 
 if TYPE_CHECKING:
@@ -27,10 +26,10 @@ MAX_RUN_ID = 200
 
 
 class ChatSendParams(Params):
-    # loosely typed so that a wrong type gets GSV's own error text (400 "sessionKey and message required")
-    sessionKey: Any = Field(default=None, json_schema_extra={"type": "string"})
-    message: Any = Field(default=None, json_schema_extra={"type": "string"})
-    runId: Any = Field(default=None, json_schema_extra={"type": "string"})
+    # lenient: a wrong type reads as absent and gets GSV's own error text (400 "sessionKey and message required")
+    sessionKey: Text = None
+    message: Text = None
+    runId: Text = None
 
 
 class ChatSendResult(Result):
@@ -50,9 +49,7 @@ def chat_send(ctx: CallContext, params: ChatSendParams) -> dict[str, Any]:
     inline directives only is acknowledged (`status: "directive-only"`); anything else starts a run
     (`status: "started"`, `queued: false`) or queues it behind the session's current run (`queued: true` with its
     `queuePosition`). The reply streams as `chat` events carrying `runId`."""
-    if not isinstance(params.sessionKey, str) or not params.sessionKey or not isinstance(params.message, str):
-        raise BadRequestError("sessionKey and message required")
-    if not params.message:
+    if not params.sessionKey or not params.message:
         raise BadRequestError("sessionKey and message required")
     key = session_key_param(ctx, params.sessionKey)
     text = params.message
@@ -68,7 +65,7 @@ def chat_send(ctx: CallContext, params: ChatSendParams) -> dict[str, Any]:
             result["response"] = ack
         return result
 
-    run_id = params.runId if isinstance(params.runId, str) and params.runId.strip() else str(uuid.uuid4())
+    run_id = params.runId if params.runId and params.runId.strip() else str(uuid.uuid4())
     if len(run_id) > MAX_RUN_ID:
         raise BadRequestError(f"runId too long (max {MAX_RUN_ID} characters)")
     services = ctx.services

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from orbital.domain import config as cfg
 from orbital.errors import RpcError
+from orbital.protocol.params import Json
 from orbital.protocol.registry import Params, Result, Router
 
 if TYPE_CHECKING:
@@ -20,7 +21,7 @@ class ConfigGetParams(Params):
 
 class ConfigSetParams(Params):
     path: str | None = None
-    value: Any = None
+    value: Json = None
 
 
 class ConfigGetResult(Result):

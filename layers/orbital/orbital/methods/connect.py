@@ -5,14 +5,15 @@ Families that act when a node (re)registers hook in with `Router.on_node_connect
 from __future__ import annotations
 
 import hmac
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, BeforeValidator, ConfigDict
 
 from orbital.aws import secrets
 from orbital.domain.capabilities import RuntimeInvalid, validate_node_runtime
 from orbital.errors import RpcError, UnavailableError
 from orbital.protocol.frames import PROTOCOL_VERSION, SERVER_VERSION
+from orbital.protocol.params import GivenObject, Items, Text, Whole
 from orbital.protocol.registry import Params, Result, Router
 from orbital.store.connections import Connection
 
@@ -38,27 +39,33 @@ EVENTS = [
 
 
 class ClientInfo(BaseModel):
+    # lenient, like every field of connect: a value of the wrong type reads as absent
     model_config = ConfigDict(extra="allow")
-    id: Any = None
-    version: Any = None
-    platform: Any = None
-    mode: Any = None
-    channel: Any = None
-    accountId: Any = None
+    id: Text = None
+    version: Text = None
+    platform: Text = None
+    mode: Text = None
+    channel: Text = None
+    accountId: Text = None
 
 
 class AuthInfo(BaseModel):
     model_config = ConfigDict(extra="allow")
-    token: Any = None
+    token: Text = None
+
+
+def _object(value: Any) -> Any:
+    """A nested object of connect; anything but an object reads as absent."""
+    return value if isinstance(value, dict | BaseModel) else None
 
 
 class ConnectParams(Params):
-    minProtocol: Any = None
-    maxProtocol: Any = None
-    client: ClientInfo | None = None
-    tools: Any = None
-    nodeRuntime: Any = None
-    auth: AuthInfo | None = None
+    minProtocol: Whole = None
+    maxProtocol: Whole = None
+    client: Annotated[ClientInfo | None, BeforeValidator(_object)] = None
+    tools: Items = None
+    nodeRuntime: GivenObject = None
+    auth: Annotated[AuthInfo | None, BeforeValidator(_object)] = None
 
 
 class HelloOk(Result):
@@ -79,8 +86,8 @@ def accepted_tokens(ctx: CallContext) -> list[str]:
     return tokens
 
 
-def token_matches(given: Any, tokens: list[str]) -> bool:
-    if not isinstance(given, str) or not given:
+def token_matches(given: str | None, tokens: list[str]) -> bool:
+    if not given:
         return False
     supplied = given.encode()
     # compare against every accepted token, always, so timing does not tell which one (or none) matched
@@ -146,7 +153,7 @@ def _release_previous_identity(ctx: CallContext, conn: Connection) -> None:
 @router.method("connect", params=ConnectParams, result=HelloOk)
 def connect(ctx: CallContext, params: ConnectParams) -> dict[str, Any]:
     """Handshake. Registers the socket as a client, node or channel and answers `hello-ok`."""
-    if params.minProtocol != PROTOCOL_VERSION or isinstance(params.minProtocol, bool):
+    if params.minProtocol != PROTOCOL_VERSION:
         raise RpcError("Unsupported protocol version", code=102)
     tokens = accepted_tokens(ctx)
     if tokens and not token_matches(params.auth.token if params.auth else None, tokens):
@@ -157,9 +164,9 @@ def connect(ctx: CallContext, params: ConnectParams) -> dict[str, Any]:
     if mode not in ("client", "node", "channel"):
         raise RpcError("Invalid client mode", code=103)
     now = ctx.now_ms()
-    raw_id = client.id if isinstance(client.id, str) and client.id.strip() else None
+    raw_id = client.id if client.id and client.id.strip() else None
     repo = ctx.services.connections
-    extra = {k: v for k, v in (("version", client.version), ("platform", client.platform)) if isinstance(v, str) and v}
+    extra = {k: v for k, v in (("version", client.version), ("platform", client.platform)) if v}
     if mode == "client":
         client_id = raw_id or f"client-{ctx.connection_id}"
         conn = Connection(ctx.connection_id, "client", now, client_id=client_id)
@@ -170,7 +177,7 @@ def connect(ctx: CallContext, params: ConnectParams) -> dict[str, Any]:
     elif mode == "node":
         node_id = raw_id or f"node-{ctx.connection_id}"
         tools = params.tools
-        if not isinstance(tools, list) or not tools:
+        if not tools:
             raise RpcError("Node mode requires tools", code=103)
         names = _tool_names(tools)
         try:
@@ -187,10 +194,9 @@ def connect(ctx: CallContext, params: ConnectParams) -> dict[str, Any]:
             hook(ctx, node_id, previous)
     else:
         channel = client.channel
-        if not isinstance(channel, str) or not channel.strip():
+        if not channel or not channel.strip():
             raise RpcError("Channel mode requires channel field", code=103)
-        account = client.accountId if isinstance(client.accountId, str) and client.accountId else None
-        account_id = account or raw_id or "default"
+        account_id = client.accountId or raw_id or "default"
         conn = Connection(ctx.connection_id, "channel", now, channel=channel, account_id=account_id)
         _release_previous_identity(ctx, conn)
         _save(ctx, conn, extra)

@@ -8,13 +8,14 @@ run next first; `cron.add` / `cron.update` / `cron.remove` / `cron.runs` go thro
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-from pydantic import Field
+from pydantic import WithJsonSchema
 
 from orbital.engines import cron as engine
 from orbital.engines.cron import cron_settings, int_param
 from orbital.errors import RpcError
+from orbital.protocol.params import Count, Flag, GivenCount, GivenFlag, GivenObject, GivenText, Text
 from orbital.protocol.registry import NoParams, Params, Result, Router
 from orbital.store.repos import CRON_LIST_DEFAULT, CRON_LIST_MAX, CRON_OFFSET_MAX
 
@@ -35,11 +36,11 @@ class CronStatusResult(Result):
 
 
 class CronListParams(Params):
-    # loosely typed: out-of-range or malformed values fall back to the defaults instead of failing the call
-    agentId: Any = Field(default=None, json_schema_extra={"type": "string"})
-    includeDisabled: Any = Field(default=None, json_schema_extra={"type": "boolean"})
-    limit: Any = Field(default=None, json_schema_extra={"type": "integer"})
-    offset: Any = Field(default=None, json_schema_extra={"type": "integer"})
+    # lenient: out-of-range or malformed values fall back to the defaults instead of failing the call
+    agentId: Text = None
+    includeDisabled: Flag = None
+    limit: Count = None
+    offset: Count = None
 
 
 class CronJobState(Result):
@@ -94,9 +95,8 @@ def cron_list(ctx: CallContext, params: CronListParams) -> dict[str, Any]:
     """Jobs, those with a next run first (earliest first, then oldest), the rest last. Filters: `agentId` (exact),
     `includeDisabled` (default true). Paging: `limit` 1-500 (default 200), `offset`. `count` is the filtered
     total."""
-    agent_id = params.agentId if isinstance(params.agentId, str) and params.agentId else None
     jobs, count = ctx.services.gateway.list_cron_jobs(
-        agent_id=agent_id,
+        agent_id=params.agentId or None,
         include_disabled=params.includeDisabled is not False,
         limit=int_param(params.limit, CRON_LIST_DEFAULT, 1, CRON_LIST_MAX),
         offset=int_param(params.offset, 0, 0, CRON_OFFSET_MAX),
@@ -112,29 +112,29 @@ def _service_error(exc: engine.CronError) -> RpcError:
 
 
 class CronAddParams(Params):
-    # loosely typed: the service checks each field and answers with GSV's message
-    name: Any = Field(default=None, json_schema_extra={"type": "string"})
-    description: Any = Field(default=None, json_schema_extra={"type": "string"})
-    agentId: Any = Field(default=None, json_schema_extra={"type": "string"})
-    enabled: Any = Field(default=None, json_schema_extra={"type": "boolean"})
-    deleteAfterRun: Any = Field(default=None, json_schema_extra={"type": "boolean"})
-    schedule: Any = Field(default=None, json_schema_extra={"type": "object"})
-    spec: Any = Field(default=None, json_schema_extra={"type": "object"})
+    # passed on as given: the service checks each field and answers with GSV's message
+    name: GivenText = None
+    description: GivenText = None
+    agentId: GivenText = None
+    enabled: GivenFlag = None
+    deleteAfterRun: GivenFlag = None
+    schedule: GivenObject = None
+    spec: GivenObject = None
 
 
 class CronUpdateParams(Params):
-    id: Any = Field(default=None, json_schema_extra={"type": "string"})
-    patch: Any = Field(default=None, json_schema_extra={"type": "object"})
+    id: GivenText = None
+    patch: GivenObject = None
 
 
 class CronRemoveParams(Params):
-    id: Any = Field(default=None, json_schema_extra={"type": "string"})
+    id: GivenText = None
 
 
 class CronRunsParams(Params):
-    jobId: Any = Field(default=None, json_schema_extra={"type": "string"})
-    limit: Any = Field(default=None, json_schema_extra={"type": "integer"})
-    offset: Any = Field(default=None, json_schema_extra={"type": "integer"})
+    jobId: GivenText = None
+    limit: GivenCount = None
+    offset: GivenCount = None
 
 
 class CronJobResult(Result):
@@ -203,8 +203,8 @@ def cron_runs(ctx: CallContext, params: CronRunsParams) -> dict[str, Any]:
 
 
 class CronRunParams(Params):
-    id: Any = Field(default=None, json_schema_extra={"type": "string"})
-    mode: Any = Field(default=None, json_schema_extra={"type": "string", "enum": ["due", "force"]})
+    id: GivenText = None
+    mode: Annotated[Any, WithJsonSchema({"type": "string", "enum": ["due", "force"]})] = None
 
 
 class CronRunResultItem(Result):

@@ -7,9 +7,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pydantic import Field
-
 from orbital.engines import heartbeat as engine
+from orbital.protocol.params import Text
 from orbital.protocol.registry import NoParams, Params, Result, Router
 
 if TYPE_CHECKING:
@@ -48,8 +47,8 @@ class HeartbeatStartResult(Result):
 
 
 class HeartbeatTriggerParams(Params):
-    # loosely typed: anything but a non-blank string runs the `main` agent
-    agentId: Any = Field(default=None, json_schema_extra={"type": "string"})
+    # lenient: anything but a non-blank string runs the `main` agent
+    agentId: Text = None
 
 
 class HeartbeatTriggerResult(Result):
@@ -85,5 +84,5 @@ def heartbeat_trigger(ctx: CallContext, params: HeartbeatTriggerParams) -> dict[
     sessions. `ok: false` with the reason when the run could not start; the reply arrives as `chat` events of the
     session `agent:{agentId}:heartbeat:system:internal`."""
     raw = params.agentId
-    agent_id = raw if isinstance(raw, str) and raw.strip() else DEFAULT_TRIGGER_AGENT
+    agent_id = raw if raw and raw.strip() else DEFAULT_TRIGGER_AGENT
     return engine.trigger(ctx.services, agent_id, ctx.now_ms())

@@ -15,6 +15,7 @@ from orbital.engines import deferred
 from orbital.errors import BadRequestError, ConflictError, ForbiddenError, NotFoundError, UnavailableError
 from orbital.protocol.dispatch import DEFERRED
 from orbital.protocol.frames import event_frame
+from orbital.protocol.params import GivenCount, GivenFlag, Items, Json, Number, Text, Whole
 from orbital.protocol.registry import Params, Result, Router
 from orbital.runtime import lifecycle
 from orbital.store import keys
@@ -58,11 +59,11 @@ def _dispatch_to_node(
 
 class ToolInvokeParams(Params):
     tool: str | None = None
-    args: Any = None
+    args: Json = None
 
 
 class ToolInvokeResult(Result):
-    result: Any = None
+    result: Json = None
 
 
 @router.method("tool.invoke", params=ToolInvokeParams, result=ToolInvokeResult, modes={"client"}, deferred=True)
@@ -94,7 +95,7 @@ def tool_invoke(ctx: CallContext, params: ToolInvokeParams) -> Any:
 class ToolRequestParams(Params):
     callId: str | None = None
     tool: str | None = None
-    args: Any = None
+    args: Json = None
     sessionKey: str | None = None
 
 
@@ -132,8 +133,9 @@ def tool_request(ctx: CallContext, params: ToolRequestParams) -> dict[str, Any]:
 
 class ToolResultParams(Params):
     callId: str | None = None
-    result: Any = None
-    error: Any = None
+    result: Json = None
+    error: Json = None
+    """A message, or any JSON value (sent on as its JSON text)."""
 
 
 class AckResult(Result):
@@ -227,7 +229,8 @@ def _session_node_lost(services: Services, call: deferred.PendingCall, reason: s
 
 class LogsGetParams(Params):
     nodeId: str | None = None
-    lines: Any = None
+    lines: GivenCount = None
+    """1-5000 (default 100); anything but a positive number is refused with 400."""
 
 
 class LogsGetResult(Result):
@@ -282,9 +285,9 @@ def logs_get(ctx: CallContext, params: LogsGetParams) -> Any:
 
 class LogsResultParams(Params):
     callId: str | None = None
-    lines: Any = None
-    truncated: Any = None
-    error: Any = None
+    lines: Items = None
+    truncated: GivenFlag = None
+    error: Json = None
 
 
 @router.method("logs.result", params=LogsResultParams, result=AckResult)
@@ -307,7 +310,7 @@ def logs_result(ctx: CallContext, params: LogsResultParams) -> dict[str, Any]:
     if params.error is not None and params.error != "":
         delivered = deferred.answer(ctx.services, call, error={"code": 500, "message": _error_text(params.error)})
     else:
-        lines = [str(x) for x in params.lines] if isinstance(params.lines, list) else []
+        lines = [str(x) for x in params.lines or []]
         payload = {"nodeId": call.node_id, "lines": lines, "count": len(lines), "truncated": bool(params.truncated)}
         delivered = deferred.answer(ctx.services, call, payload=payload)
     deferred.close_execution(token)
@@ -319,7 +322,7 @@ def _agent_logs_result(ctx: CallContext, call: deferred.PendingCall, params: Log
     if params.error is not None and params.error != "":
         outcome: dict[str, Any] = {"error": _error_text(params.error)}
     else:
-        lines = [str(x) for x in params.lines] if isinstance(params.lines, list) else []
+        lines = [str(x) for x in params.lines or []]
         outcome = {
             "result": {"nodeId": call.node_id, "lines": lines, "count": len(lines), "truncated": bool(params.truncated)}
         }
@@ -340,15 +343,16 @@ EXEC_EVENTS = {"started", "finished", "failed", "timed_out"}
 
 
 class ExecEventParams(Params):
-    eventId: Any = None
-    sessionId: Any = None
-    event: Any = None
-    callId: Any = None
-    exitCode: Any = None
-    signal: Any = None
-    outputTail: Any = None
-    startedAt: Any = None
-    endedAt: Any = None
+    # lenient: an event it cannot use is acknowledged with `dropped: true`, never refused
+    eventId: Text = None
+    sessionId: Text = None
+    event: Text = None
+    callId: Text = None
+    exitCode: Whole = None
+    signal: Text = None
+    outputTail: Text = None
+    startedAt: Number = None
+    endedAt: Number = None
 
 
 @router.method(
@@ -362,10 +366,10 @@ def node_exec_event(ctx: CallContext, params: ExecEventParams) -> dict[str, Any]
     """Lifecycle of a backgrounded command. Terminal events are stored for the session that started it."""
     assert ctx.conn is not None and ctx.conn.node_id is not None
     node_id = ctx.conn.node_id
-    session_id = params.sessionId.strip() if isinstance(params.sessionId, str) else ""
+    session_id = (params.sessionId or "").strip()
     if not session_id or params.event not in EXEC_EVENTS:
         return {"ok": True, "dropped": True}
-    event_id = params.eventId.strip() if isinstance(params.eventId, str) and params.eventId.strip() else ""
+    event_id = (params.eventId or "").strip()
     if not event_id:
         parts = [
             node_id,
@@ -392,7 +396,7 @@ def node_exec_event(ctx: CallContext, params: ExecEventParams) -> dict[str, Any]
         data = dict(mapping.data, updatedAt=now, expiresAt=now + EXEC_TTL_SECONDS * 1000)
         table.put(keys.exec_session(node_id, session_id), data, ttl=int(time.time()) + EXEC_TTL_SECONDS)
         return {"ok": True}
-    tail = params.outputTail.strip()[-4000:] if isinstance(params.outputTail, str) else None
+    tail = params.outputTail.strip()[-4000:] if params.outputTail is not None else None
     record = {
         "eventId": event_id,
         "nodeId": node_id,
@@ -400,8 +404,8 @@ def node_exec_event(ctx: CallContext, params: ExecEventParams) -> dict[str, Any]
         "sessionKey": mapping.data.get("sessionKey"),
         "callId": mapping.data.get("callId"),
         "event": params.event,
-        "exitCode": params.exitCode if isinstance(params.exitCode, int) else None,
-        "signal": params.signal.strip() if isinstance(params.signal, str) else None,
+        "exitCode": params.exitCode,
+        "signal": params.signal.strip() if params.signal is not None else None,
         "outputTail": tail,
         "startedAt": params.startedAt,
         "endedAt": params.endedAt,

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pydantic import Field
-
 from orbital.domain import pairing
 from orbital.errors import BadRequestError, NotFoundError
 from orbital.protocol.frames import event_frame
+from orbital.protocol.params import Id, Text
 from orbital.protocol.registry import NoParams, Params, Result, Router
 
 if TYPE_CHECKING:
@@ -22,9 +21,9 @@ router = Router("pairing")
 
 
 class PairDecisionParams(Params):
-    # loosely typed so a missing or wrong value gets the protocol's own 400 message
-    channel: Any = Field(default=None, json_schema_extra={"type": "string"})
-    senderId: Any = Field(default=None, json_schema_extra={"type": "string"})
+    # lenient: a missing or wrong value gets the protocol's own 400 message; a numeric sender id is taken as text
+    channel: Text = None
+    senderId: Id = None
 
 
 class PendingPair(Result):
@@ -52,11 +51,8 @@ class PairRejectResult(Result):
 
 
 def _required(params: PairDecisionParams) -> tuple[str, str]:
-    channel = params.channel
-    sender = params.senderId
-    if isinstance(sender, int) and not isinstance(sender, bool):
-        sender = str(sender)
-    if not isinstance(channel, str) or not channel or not isinstance(sender, str) or not sender:
+    channel, sender = params.channel, params.senderId
+    if not channel or not sender:
         raise BadRequestError("channel and senderId required")
     return channel, pairing.normalize_sender(sender)
 

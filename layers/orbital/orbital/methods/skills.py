@@ -3,13 +3,13 @@
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING, Any
 
 from orbital.domain.session_keys import normalize_agent_id
 from orbital.domain.skills import build_node_inventory, build_status
 from orbital.engines import probes
 from orbital.errors import BadRequestError
+from orbital.protocol.params import Count, Flag, GivenObject, Text
 from orbital.protocol.registry import Params, Result, Router
 from orbital.store import skills as skills_store
 
@@ -20,13 +20,13 @@ router = Router("skills")
 
 
 class SkillsStatusParams(Params):
-    agentId: Any = None
+    agentId: Text = None
 
 
 class SkillsUpdateParams(Params):
-    agentId: Any = None
-    force: Any = None
-    timeoutMs: Any = None
+    agentId: Text = None
+    force: Flag = None
+    timeoutMs: Count = None
 
 
 class NodeFacts(Result):
@@ -66,10 +66,11 @@ class SkillsUpdateResult(SkillsStatusResult):
 
 
 class ProbeResultParams(Params):
-    probeId: Any = None
-    ok: Any = None
-    bins: Any = None
-    error: Any = None
+    probeId: Text = None
+    ok: Flag = None
+    bins: GivenObject = None
+    """Bin name -> found; checked entry by entry."""
+    error: Text = None
 
 
 class ProbeAck(Result):
@@ -77,8 +78,8 @@ class ProbeAck(Result):
     dropped: bool | None = None
 
 
-def _agent_id(raw: Any) -> str:
-    return normalize_agent_id(raw.strip() if isinstance(raw, str) else None)
+def _agent_id(raw: str | None) -> str:
+    return normalize_agent_id(raw.strip() if raw is not None else None)
 
 
 def _status(ctx: CallContext, agent_id: str) -> dict[str, Any]:
@@ -100,13 +101,8 @@ def skills_update(ctx: CallContext, params: SkillsUpdateParams) -> dict[str, Any
     """Probe the connected hosts for the bins an agent's skills need (all of them with `force: true`), then answer
     the status at once; the probe answers update it later."""
     agent_id = _agent_id(params.agentId)
-    timeout = params.timeoutMs
-    if isinstance(timeout, int | float) and not isinstance(timeout, bool) and math.isfinite(timeout):
-        timeout = math.floor(timeout)
-    else:
-        timeout = None
     refresh = probes.refresh_skill_runtime_facts(
-        ctx.services, agent_id, force=params.force is True, timeout_ms=timeout, config=ctx.config()
+        ctx.services, agent_id, force=params.force is True, timeout_ms=params.timeoutMs, config=ctx.config()
     )
     return {**_status(ctx, agent_id), **refresh}
 
@@ -121,7 +117,7 @@ def skills_update(ctx: CallContext, params: SkillsUpdateParams) -> dict[str, Any
 def node_probe_result(ctx: CallContext, params: ProbeResultParams) -> dict[str, Any]:
     """A node's answer to `node.probe`: the probed bins become part of its facts. Unknown probes are acknowledged
     with `dropped: true`; only the node a probe was sent to may answer it."""
-    if not isinstance(params.probeId, str) or not params.probeId.strip():
+    if not params.probeId or not params.probeId.strip():
         raise BadRequestError("probeId required")
     assert ctx.conn is not None and ctx.conn.node_id is not None
     return probes.accept_result(ctx.services, ctx.conn.node_id, params.probeId.strip(), params.bins)

@@ -13,6 +13,7 @@ from orbital.engines import transfer
 from orbital.errors import BadRequestError
 from orbital.protocol.dispatch import DEFERRED
 from orbital.protocol.frames import unpack_chunk
+from orbital.protocol.params import GivenCount, Json, Text, Whole
 from orbital.protocol.registry import Params, Result, Router
 
 if TYPE_CHECKING:
@@ -23,12 +24,13 @@ router = Router("transfer")
 
 
 class TransferStepParams(Params):
-    transferId: Any = None
-    size: Any = None
-    mime: Any = None
-    error: Any = None
-    bytesWritten: Any = None
-    bytesSent: Any = None
+    transferId: Whole = None
+    size: GivenCount = None
+    """A non-negative integer, or the transfer fails with that message."""
+    mime: Text = None
+    error: Json = None
+    bytesWritten: Whole = None
+    bytesSent: Whole = None
 
 
 class OkResult(Result):
@@ -36,10 +38,9 @@ class OkResult(Result):
 
 
 def _transfer_id(params: TransferStepParams) -> int:
-    tid = params.transferId
-    if not isinstance(tid, int | float) or isinstance(tid, bool) or tid != int(tid):
+    if params.transferId is None:
         raise BadRequestError("transferId required")
-    return int(tid)
+    return params.transferId
 
 
 @router.method("transfer.meta", params=TransferStepParams, result=OkResult)

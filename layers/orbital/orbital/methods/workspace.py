@@ -15,6 +15,7 @@ from orbital.domain.config import default_agent_id
 from orbital.domain.session_keys import DEFAULT_AGENT_ID
 from orbital.domain.workspace_paths import validate_agent_id
 from orbital.errors import BadRequestError
+from orbital.protocol.params import GivenText
 from orbital.protocol.registry import Params, Result, Router
 from orbital.store import workspace_ops
 
@@ -28,12 +29,13 @@ READ_LIMIT_BYTES = 96_000
 
 
 class WorkspaceParams(Params):
-    path: Any = None
-    agentId: Any = None
+    # passed on as given: the workspace checks them with its own messages ("path must be a string", ...)
+    path: GivenText = None
+    agentId: GivenText = None
 
 
 class WorkspaceWriteParams(WorkspaceParams):
-    content: Any = None
+    content: GivenText = None
 
 
 class WorkspaceReadParams(WorkspaceParams):

@@ -17,6 +17,11 @@ Frames are JSON text: requests `{"type":"req","id","method","params"}`, response
 A reply that would exceed 128 KB (API Gateway's cap for one WebSocket message) is not sent; the request gets a
 `413 Reply too large to send: N bytes …` error instead, so no caller waits for a reply that cannot arrive: ask for
 less (`workspace.read` of a smaller file, `limit` on listings and history).
+
+Params are lenient, as in GSV: unknown fields are ignored, and a field of the wrong JSON type counts as missing, so
+the method answers with its own message for a missing field (`400 sessionKey and message required`). Fields a
+service checks itself (cron jobs, workspace paths, transfer sizes) are passed on as given and answered with that
+service's message.
 """
 
 CODES = [
