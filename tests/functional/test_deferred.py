@@ -264,3 +264,61 @@ def test_an_answering_step_that_fails_once_is_retried(flows, connect, sender, se
     assert res["error"] == {"code": 500, "message": "Call failed: Boom"}
     assert failing["left"] == 0
     assert wait_for(lambda: _finished(flows, call_id), timeout=15)["status"] == "SUCCEEDED"
+
+
+def test_a_call_left_pending_past_its_timeout_is_answered_by_the_scheduler(flows, connect, sender, services):
+    """The backstop for a workflow that ended without answering: the scheduler tick answers the call once it is
+    well past its timeout, and ends the execution if one still waits."""
+    from orbital.runtime import scheduler
+
+    node = connect("node", "n1")
+    client = connect("client", "c1")
+    _invoke(client, "n1__Bash", {"command": "sleep 100"})
+    call_id = _events(sender, node.connection_id, "tool.invoke")[0]["payload"]["callId"]
+    wait_for(lambda: _token_recorded(services, call_id))
+    call = deferred.get(services, call_id).call
+    overdue_at = call.created_at + call.timeout_ms + deferred.OVERDUE_GRACE_MS
+    assert scheduler.tick(services, overdue_at - 1)["callsSwept"] == 0
+    assert _responses(sender, client.connection_id) == []
+    assert deferred.get(services, call_id).state == deferred.PENDING
+    assert scheduler.tick(services, overdue_at)["callsSwept"] == 1
+    (res,) = _responses(sender, client.connection_id)
+    timeout_ms = call.timeout_ms
+    assert res["error"] == {
+        "code": 504,
+        "message": f"Tool call timed out after {timeout_ms}ms: n1__Bash",
+        "retryable": True,
+    }
+    assert deferred.get(services, call_id).state == deferred.DONE
+    assert wait_for(lambda: _finished(flows, call_id))["status"] in {"SUCCEEDED", "FAILED"}
+    assert scheduler.tick(services, overdue_at + 1)["callsSwept"] == 0  # answered once
+    assert node.call("tool.result", {"callId": call_id, "result": "late"}) == {"ok": True, "dropped": True}
+
+
+def test_a_stale_node_socket_fails_the_call_and_is_cleaned_up(flows, connect, sender, services):
+    """The node's socket went away without a $disconnect (API Gateway answers 410 Gone): the caller gets a 503 at
+    once, the node leaves the registry with nothing left pending on it, and no wait is started."""
+    node = connect("node", "n1")
+    client = connect("client", "c1")
+    sender.gone.add(node.connection_id)
+    assert client.error("tool.invoke", {"tool": "n1__Bash", "args": {}}) == {
+        "code": 503,
+        "message": "Node not connected",
+    }
+    assert services.connections.node("n1") is None
+    assert deferred.pending_on_node(services, "n1") == []
+    assert [t["name"] for t in client.call("tools.list")["tools"] if t["name"].startswith("n1__")] == []
+    assert client.error("tool.invoke", {"tool": "n1__Bash"})["code"] == 404
+
+
+def test_an_answer_for_a_stale_caller_is_dropped_and_the_caller_cleaned_up(flows, connect, sender, services):
+    node = connect("node", "n1")
+    client = connect("client", "c1")
+    _invoke(client, "n1__Bash", {"command": "x"})
+    call_id = _events(sender, node.connection_id, "tool.invoke")[0]["payload"]["callId"]
+    wait_for(lambda: _token_recorded(services, call_id))
+    sender.gone.add(client.connection_id)
+    assert node.call("tool.result", {"callId": call_id, "result": "r"}) == {"ok": True, "dropped": True}
+    assert services.connections.get(client.connection_id) is None
+    assert deferred.get(services, call_id).state == deferred.DONE
+    assert wait_for(lambda: _finished(flows, call_id))["status"] == "SUCCEEDED"

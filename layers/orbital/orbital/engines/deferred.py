@@ -49,6 +49,9 @@ TOMBSTONE_SECONDS = 3600
 INLINE_OUTCOME_BYTES = 256 * 1024
 """An outcome larger than this (JSON) is kept in S3 and referenced from the call (DynamoDB items cap at 400 KB)."""
 OUTCOME_REF = "$outcome"
+OVERDUE_GRACE_MS = 60_000
+"""How long past its timeout a call may stay pending before the scheduler tick answers it itself (`sweep_overdue`):
+longer than the deferred_call workflow takes to answer a timeout, retries included (about 15 s)."""
 
 AGENT_TOOL = "agent"
 """Kind of a node tool called by an agent run (answered by `tool.result`)."""
@@ -237,6 +240,46 @@ def claim_for_failure(services: Services, call_id: str, message: str) -> tuple[P
     if claimed is not None:
         _count_done(services, claimed[0])
     return claimed
+
+
+def time_out(services: Services, call_id: str) -> tuple[PendingCall, str | None] | None:
+    """Answer a call whose wait is over as timed out: the reaction of the family that owns its kind, else a 504 to
+    the caller. None if it was already answered."""
+    claimed = claim_for_timeout(services, call_id, "Call timed out")
+    if claimed is None:
+        return None
+    call = claimed[0]
+    handler = services.hooks.call_timeout.get(call.kind)
+    if handler is not None:
+        handler(services, call)
+    else:
+        answer(services, call, error={"code": 504, "message": f"Call timed out after {call.timeout_ms}ms"})
+    return claimed
+
+
+def sweep_overdue(services: Services, now_ms: int) -> int:
+    """The backstop for a wait that ended without answering its call (its workflow failed for good, or never got
+    going): every call still pending on a connected node or channel socket `OVERDUE_GRACE_MS` past its timeout is
+    answered as timed out, and its execution, if one still waits, is ended. Calls of an agent run are left to the
+    run, whose own execution waits for them. Returns how many were answered."""
+    owners = [node.node_id for node in services.connections.nodes()]
+    owners += [f"channel:{key}" for key in services.connections.channel_sockets()]
+    swept = 0
+    for owner in owners:
+        for call in pending_on_node(services, owner):
+            if group_of(call) or call.created_at + call.timeout_ms + OVERDUE_GRACE_MS > now_ms:
+                continue
+            done = time_out(services, call.call_id)
+            if done is None:
+                continue
+            log.warning(
+                "call %s (%s) was still pending past its timeout: answered by the scheduler",
+                done[0].call_id,
+                done[0].kind,
+            )
+            close_execution(done[1], error="Overdue", cause="answered by the scheduler tick")
+            swept += 1
+    return swept
 
 
 def record_answered(services: Services, call_id: str, outcome: dict[str, Any], *, group: str | None = None) -> bool:

@@ -5,7 +5,8 @@ vanished), runs the cron jobs that are due (found through the index on next-run 
 conditional write, so overlapping or retried ticks never run a job twice; at most `cron.maxConcurrentRuns` going at
 once), and runs the heartbeats that are due (claimed the same way). The first
 tick that finds a configured agent without heartbeat state (a new gateway, a new agent) schedules its heartbeats
-one interval on.
+one interval on. Last, as a backstop, it answers deferred calls left pending well past their timeout
+(`deferred.sweep_overdue`: their workflow ended without answering).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ log = logging.getLogger("orbital.scheduler")
 def tick(services: Services, now_ms: int | None = None) -> dict[str, Any]:
     """One pass over everything time-driven; each part is independent (one failing does not stop the others)."""
     from orbital.agent import cron_runs
-    from orbital.engines import cron, heartbeat
+    from orbital.engines import cron, deferred, heartbeat
 
     now = services.now_ms() if now_ms is None else now_ms
     out: dict[str, Any] = {}
@@ -39,6 +40,10 @@ def tick(services: Services, now_ms: int | None = None) -> dict[str, Any]:
         out["heartbeats"] = heartbeat.run_due(services, now)
     except Exception:
         log.exception("heartbeat pass failed")
+    try:
+        out["callsSwept"] = deferred.sweep_overdue(services, now)
+    except Exception:
+        log.exception("pending-call sweep failed")
     return out
 
 
@@ -49,4 +54,5 @@ def handle_tick(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
         "cron": len(result.get("cron") or []),
         "cronEnded": result.get("cronEnded", 0),
         "heartbeats": len(result.get("heartbeats") or []),
+        "callsSwept": result.get("callsSwept", 0),
     }

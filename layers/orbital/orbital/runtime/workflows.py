@@ -25,16 +25,10 @@ def _register(services: Services, event: dict[str, Any]) -> dict[str, Any]:
 
 
 def _timeout(services: Services, event: dict[str, Any]) -> dict[str, Any]:
-    claimed = deferred.claim_for_timeout(services, event["callId"], "Call timed out")
+    claimed = deferred.time_out(services, event["callId"])
     if claimed is None:
         return {"timedOut": False}
-    call, _ = claimed
-    handler = services.hooks.call_timeout.get(call.kind)
-    if handler is not None:
-        handler(services, call)
-    else:
-        deferred.answer(services, call, error={"code": 504, "message": f"Call timed out after {call.timeout_ms}ms"})
-    return {"timedOut": True, "kind": call.kind}
+    return {"timedOut": True, "kind": claimed[0].kind}
 
 
 def _fail(services: Services, event: dict[str, Any]) -> dict[str, Any]:
