@@ -884,3 +884,23 @@ def test_tool_errors(services: Any, args: dict[str, Any], message: str) -> None:
     with pytest.raises(CronError) as info:
         tool(services, args)
     assert info.value.message == message
+
+
+def test_pages_too_large_for_one_message_are_cut_short_and_marked(rpc: Any, services: Any, now: int) -> None:
+    for i in range(60):
+        rpc.call(
+            "cron.add",
+            {
+                "name": f"job {i:02d}",
+                "description": "d" * 3000,
+                "schedule": {"kind": "cron", "expr": "0 9 * * *"},
+                "spec": event(),
+            },
+        )
+    page = rpc.call("cron.list", {"limit": 500})
+    assert page["truncated"] is True and page["count"] == 60
+    assert 10 < len(page["jobs"]) < 60
+    rest = rpc.call("cron.list", {"offset": len(page["jobs"]), "limit": 500})
+    names = [job["name"] for job in page["jobs"] + rest.get("jobs", [])]
+    assert len(set(names)) == len(names)
+    assert "truncated" not in rpc.call("cron.list", {"limit": 5})

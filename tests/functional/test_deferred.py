@@ -322,3 +322,16 @@ def test_an_answer_for_a_stale_caller_is_dropped_and_the_caller_cleaned_up(flows
     assert services.connections.get(client.connection_id) is None
     assert deferred.get(services, call_id).state == deferred.DONE
     assert wait_for(lambda: _finished(flows, call_id))["status"] == "SUCCEEDED"
+
+
+def test_a_long_log_answer_keeps_the_newest_lines_that_fit_one_message(flows, connect, sender, services):
+    node = connect("node", "n1")
+    client = connect("client", "c1")
+    assert client.frame("logs.get", {"lines": 5000}) is None
+    evt = _events(sender, node.connection_id, "logs.get")[0]["payload"]
+    lines = [f"{i:04d} " + "l" * 100 for i in range(5000)]  # 525 KB of log
+    assert node.call("logs.result", {"callId": evt["callId"], "lines": lines, "truncated": False}) == {"ok": True}
+    payload = _responses(sender, client.connection_id)[0]["payload"]
+    assert payload["truncated"] is True and 100 < payload["count"] < 5000
+    assert payload["lines"] == lines[-payload["count"] :]  # the newest, in order
+    assert len(json.dumps(payload).encode()) < 100_000

@@ -276,3 +276,14 @@ def test_reads_in_parts_cut_at_character_boundaries(rpc: Any) -> None:
     assert rpc.call("workspace.read", {"path": "parts.md", "limit": 1})["content"] == "é"  # never an empty part
     assert rpc.error("workspace.read", {"path": "parts.md", "offset": -1})["code"] == 400
     assert rpc.error("workspace.read", {"path": "parts.md", "limit": 200_000})["code"] == 400
+
+
+def test_a_listing_too_large_for_one_message_is_cut_short_and_marked(rpc: Any, services: Any) -> None:
+    names = [f"big/{i:03d}-" + "n" * 900 + ".md" for i in range(150)]  # 135 KB of names
+    for name in names:
+        _put(services, keys.workspace_object("main", name), "x")
+    listing = rpc.call("workspace.list", {"path": "big"})
+    assert listing["truncated"] is True
+    assert 50 < len(listing["files"]) < 150 and listing["files"] == names[: len(listing["files"])]
+    small = rpc.call("workspace.list", {"path": "/"})
+    assert "truncated" not in small and "big/" in small["directories"]

@@ -15,6 +15,7 @@ from pydantic import WithJsonSchema
 from orbital.engines import cron as engine
 from orbital.engines.cron import cron_settings, int_param
 from orbital.errors import RpcError
+from orbital.protocol.frames import fit
 from orbital.protocol.params import Count, Flag, GivenCount, GivenFlag, GivenObject, GivenText, Text
 from orbital.protocol.registry import NoParams, Params, Result, Router
 from orbital.store.repos import CRON_LIST_DEFAULT, CRON_LIST_MAX, CRON_OFFSET_MAX
@@ -69,6 +70,7 @@ class CronJob(Result):
 class CronListResult(Result):
     jobs: list[CronJob]
     count: int
+    truncated: bool | None = None
 
 
 @router.method("cron.status", params=NoParams, result=CronStatusResult)
@@ -94,14 +96,23 @@ def cron_status(ctx: CallContext, params: NoParams) -> dict[str, Any]:
 def cron_list(ctx: CallContext, params: CronListParams) -> dict[str, Any]:
     """Jobs, those with a next run first (earliest first, then oldest), the rest last. Filters: `agentId` (exact),
     `includeDisabled` (default true). Paging: `limit` 1-500 (default 200), `offset`. `count` is the filtered
-    total."""
+    total. A page that would not fit one WebSocket message (96 KB of JSON) is cut short with `truncated: true`: ask
+    for the next page from `offset` + the number returned."""
     jobs, count = ctx.services.gateway.list_cron_jobs(
         agent_id=params.agentId or None,
         include_disabled=params.includeDisabled is not False,
         limit=int_param(params.limit, CRON_LIST_DEFAULT, 1, CRON_LIST_MAX),
         offset=int_param(params.offset, 0, 0, CRON_OFFSET_MAX),
     )
-    return {"jobs": jobs, "count": count}
+    return _page({"jobs": jobs, "count": count}, "jobs")
+
+
+def _page(result: dict[str, Any], field: str) -> dict[str, Any]:
+    """`result` with its list `field` cut to what fits one WebSocket message, marked `truncated`."""
+    items, truncated = fit(result[field])
+    if truncated:
+        return {**result, field: items, "truncated": True}
+    return result
 
 
 # --- job changes and run history (the cron service) ---------------------------------------------------------------
@@ -161,6 +172,7 @@ class CronRun(Result):
 class CronRunsResult(Result):
     runs: list[CronRun]
     count: int
+    truncated: bool | None = None
 
 
 @router.method("cron.add", params=CronAddParams, result=CronJobResult)
@@ -198,8 +210,9 @@ def cron_remove(ctx: CallContext, params: CronRemoveParams) -> dict[str, Any]:
 
 @router.method("cron.runs", params=CronRunsParams, result=CronRunsResult)
 def cron_runs(ctx: CallContext, params: CronRunsParams) -> dict[str, Any]:
-    """Run records, newest first, optionally of one `jobId`. Paging: `limit` 1-2000 (default 200), `offset`."""
-    return engine.runs(ctx.services, job_id=params.jobId, limit=params.limit, offset=params.offset)
+    """Run records, newest first, optionally of one `jobId`. Paging: `limit` 1-2000 (default 200), `offset`. A page
+    that would not fit one WebSocket message is cut short with `truncated: true`, like `cron.list`."""
+    return _page(engine.runs(ctx.services, job_id=params.jobId, limit=params.limit, offset=params.offset), "runs")
 
 
 class CronRunParams(Params):

@@ -14,7 +14,7 @@ from orbital.agent.settings import logs_timeout_ms, tool_timeout_ms
 from orbital.engines import deferred
 from orbital.errors import BadRequestError, ConflictError, ForbiddenError, NotFoundError, UnavailableError
 from orbital.protocol.dispatch import DEFERRED
-from orbital.protocol.frames import event_frame
+from orbital.protocol.frames import event_frame, fit
 from orbital.protocol.params import GivenCount, GivenFlag, Items, Json, Number, Text, Whole
 from orbital.protocol.registry import Params, Result, Router
 from orbital.runtime import lifecycle
@@ -265,7 +265,8 @@ def pick_log_node(services: Services, node_id: str | None) -> NodeEntry:
 @router.method("logs.get", params=LogsGetParams, result=LogsGetResult, modes={"client"}, deferred=True)
 def logs_get(ctx: CallContext, params: LogsGetParams) -> Any:
     """Fetch the last `lines` (default 100, max 5000) of a node's own log. Answered when the node replies, with 503
-    if it disconnects and 504 after `timeouts.logsMs` (20 s)."""
+    if it disconnects and 504 after `timeouts.logsMs` (20 s). Lines that would not fit one WebSocket message (96 KB
+    of JSON) are left out, oldest first, with `truncated: true`."""
     lines = parse_lines(params.lines)
     node = pick_log_node(ctx.services, params.nodeId)
     call = deferred.PendingCall(
@@ -310,8 +311,9 @@ def logs_result(ctx: CallContext, params: LogsResultParams) -> dict[str, Any]:
     if params.error is not None and params.error != "":
         delivered = deferred.answer(ctx.services, call, error={"code": 500, "message": _error_text(params.error)})
     else:
-        lines = [str(x) for x in params.lines or []]
-        payload = {"nodeId": call.node_id, "lines": lines, "count": len(lines), "truncated": bool(params.truncated)}
+        lines, cut = fit([str(x) for x in params.lines or []], newest_last=True)
+        truncated = bool(params.truncated) or cut
+        payload = {"nodeId": call.node_id, "lines": lines, "count": len(lines), "truncated": truncated}
         delivered = deferred.answer(ctx.services, call, payload=payload)
     deferred.close_execution(token)
     return {"ok": True} if delivered else {"ok": True, "dropped": True}
@@ -322,10 +324,9 @@ def _agent_logs_result(ctx: CallContext, call: deferred.PendingCall, params: Log
     if params.error is not None and params.error != "":
         outcome: dict[str, Any] = {"error": _error_text(params.error)}
     else:
-        lines = [str(x) for x in params.lines or []]
-        outcome = {
-            "result": {"nodeId": call.node_id, "lines": lines, "count": len(lines), "truncated": bool(params.truncated)}
-        }
+        lines, cut = fit([str(x) for x in params.lines or []], newest_last=True)
+        truncated = bool(params.truncated) or cut
+        outcome = {"result": {"nodeId": call.node_id, "lines": lines, "count": len(lines), "truncated": truncated}}
     if deferred.settle(ctx.services, call.call_id, outcome) is None:
         return {"ok": True, "dropped": True}
     return {"ok": True}

@@ -7,7 +7,6 @@ configuration. Touching a session persists its `sessionId` and `createdAt` at on
 
 from __future__ import annotations
 
-import json
 import math
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +15,7 @@ from pydantic import Field
 from orbital.domain.reset_policy import initial_policy
 from orbital.domain.session_keys import canonicalize_with_config
 from orbital.errors import BadRequestError
+from orbital.protocol.frames import fit
 from orbital.protocol.registry import Params, Result, Router
 from orbital.store.sessions import is_processing, message_count, queue_size, tokens_of
 
@@ -146,25 +146,6 @@ class SessionsListResult(Result):
 
 # --- helpers ---------------------------------------------------------------------------------------------------
 
-REPLY_BUDGET_BYTES = 96_000
-"""What a list in a reply may take (JSON), so the reply fits API Gateway's 128 KB per WebSocket message."""
-
-
-def _fit(items: list[Any], *, newest_last: bool) -> tuple[list[Any], bool]:
-    """The items that fit `REPLY_BUDGET_BYTES`, keeping the newest (the end of the list when `newest_last`, else its
-    start); True when some were left out."""
-    order = reversed(items) if newest_last else iter(items)
-    kept: list[Any] = []
-    used = 0
-    for item in order:
-        used += len(json.dumps(item, separators=(",", ":"), ensure_ascii=False, default=str).encode()) + 1
-        if used > REPLY_BUDGET_BYTES and kept:
-            break
-        kept.append(item)
-    if len(kept) == len(items):
-        return items, False
-    return (kept[::-1] if newest_last else kept), True
-
 
 def session_key_param(ctx: CallContext, raw: str | None) -> str:
     """The canonical key of a `sessionKey` param (400 "sessionKey required" when missing or blank)."""
@@ -288,7 +269,7 @@ def session_preview(ctx: CallContext, params: SessionPreviewParams) -> dict[str,
         messages = repo.messages(key, meta=meta)
         if limit < 0:
             messages = messages[-limit:]
-    messages, truncated = _fit(messages, newest_last=True)
+    messages, truncated = fit(messages, newest_last=True)
     result = {
         "sessionKey": meta.get("sessionKey") or "",
         "sessionId": meta["sessionId"],
@@ -329,7 +310,7 @@ def sessions_list(ctx: CallContext, params: SessionsListParams) -> dict[str, Any
     entries = ctx.services.sessions.list_registry()
     offset = _whole(params.offset, 0)
     limit = _whole(params.limit, 100)
-    page, truncated = _fit(entries[offset : offset + limit], newest_last=False)
+    page, truncated = fit(entries[offset : offset + limit])
     result: dict[str, Any] = {"sessions": page, "count": len(entries)}
     if truncated:
         result["truncated"] = True

@@ -7,6 +7,7 @@ work itself is done by `orbital.store.workspace_ops`, which the native file tool
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
@@ -15,6 +16,7 @@ from orbital.domain.config import default_agent_id
 from orbital.domain.session_keys import DEFAULT_AGENT_ID
 from orbital.domain.workspace_paths import validate_agent_id
 from orbital.errors import BadRequestError
+from orbital.protocol.frames import REPLY_BUDGET_BYTES, fit
 from orbital.protocol.params import GivenText
 from orbital.protocol.registry import Params, Result, Router
 from orbital.store import workspace_ops
@@ -47,6 +49,7 @@ class WorkspaceListResult(Result):
     path: str
     files: list[str]
     directories: list[str]
+    truncated: bool | None = None
 
 
 class WorkspaceReadResult(Result):
@@ -86,9 +89,16 @@ def _list_path(raw: Any) -> str | None:
 @router.method("workspace.list", params=WorkspaceParams, result=WorkspaceListResult)
 def workspace_list(ctx: CallContext, params: WorkspaceParams) -> dict[str, Any]:
     """One directory of an agent's workspace: `files` like `memory/x.md` and `directories` like `memory/`, relative
-    to the agent root. `skills/` merges the agent's skill overrides with the global skills."""
+    to the agent root. `skills/` merges the agent's skill overrides with the global skills. A directory too large
+    for one WebSocket message (96 KB of JSON) lists what fits, directories first, with `truncated: true`."""
     agent_id = _agent(ctx, params)
-    return workspace_ops.list_files(ctx.services.workspace, agent_id, _list_path(params.path))
+    listing = workspace_ops.list_files(ctx.services.workspace, agent_id, _list_path(params.path))
+    directories, cut_dirs = fit(listing["directories"])
+    used = len(json.dumps(directories, ensure_ascii=False).encode())
+    files, cut_files = fit(listing["files"], budget=max(REPLY_BUDGET_BYTES - used, 1))
+    if cut_dirs or cut_files:
+        return {**listing, "files": files if not cut_dirs else [], "directories": directories, "truncated": True}
+    return listing
 
 
 @router.method("workspace.read", params=WorkspaceReadParams, result=WorkspaceReadResult)

@@ -95,6 +95,28 @@ def sendable(frame: dict[str, Any], limit: int) -> dict[str, Any]:
     return _oversize(frame, encode(frame), limit) or frame
 
 
+REPLY_BUDGET_BYTES = 96_000
+"""What the items of a growing list in one reply may take (JSON), so the reply fits API Gateway's 128 KB per
+WebSocket message with room for the rest of the frame."""
+
+
+def fit(items: list[Any], *, newest_last: bool = False, budget: int = REPLY_BUDGET_BYTES) -> tuple[list[Any], bool]:
+    """The items that fit `budget` bytes of JSON, keeping the newest (the end of the list when `newest_last`, else
+    its start), and whether some were left out. At least one item is kept (a single oversize one is left to the
+    413 of `encode_sendable`)."""
+    order = reversed(items) if newest_last else iter(items)
+    kept: list[Any] = []
+    used = 0
+    for item in order:
+        used += len(json.dumps(item, separators=(",", ":"), ensure_ascii=False, default=str).encode()) + 1
+        if used > budget and kept:
+            break
+        kept.append(item)
+    if len(kept) == len(items):
+        return items, False
+    return (kept[::-1] if newest_last else kept), True
+
+
 def fragments(text: str, limit: int = FRAGMENT_BYTES) -> str | list[str]:
     """`text` itself if its UTF-8 fits in one frame of `limit` bytes, else the pieces to send as the fragments of one
     message, each at most `limit` bytes and cut between characters (a websockets client sends a list that way)."""
