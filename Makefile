@@ -10,7 +10,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
 .DEFAULT_GOAL := help
-.PHONY: help install dev test pytest lint format typecheck docs docs-check clean bench fuzz
+.PHONY: help install dev test pytest lint format typecheck docs docs-check clean bench fuzz hot-modules
 
 help:
 	@echo "make dev    start the local gateway on ws://$(HOST):$(PORT)/ws (PORT=, HOST=, DATA_DIR=, TOKEN=)"
@@ -44,6 +44,9 @@ typecheck: $(STAMP)
 
 docs: $(STAMP)
 	$(BIN)/python -m orbital.protocol.docs > docs/protocol.md
+
+hot-modules: $(STAMP)  # the files the layer ships bytecode for (see layers/orbital/Makefile)
+	$(BIN)/python scripts/layer_hot_modules.py > layers/orbital/hot-modules.txt
 
 docs-check: $(STAMP)
 	@$(BIN)/python -m orbital.protocol.docs | diff -u docs/protocol.md - \

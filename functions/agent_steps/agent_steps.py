@@ -1,10 +1,10 @@
 """Lambda entry point for the steps of the agent_turn state machine (`{"step": ...}` payloads)."""
 
 from orbital.agent.turn import handle
-from orbital.observability import logger, tracer
+from orbital.observability import logger, traced
 
 
 @logger.inject_lambda_context(clear_state=True)
-@tracer.capture_lambda_handler(capture_response=False)
+@traced
 def lambda_handler(event: dict, context: object) -> dict:
     return handle(event, context)

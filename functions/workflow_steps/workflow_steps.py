@@ -1,10 +1,10 @@
 """Lambda entry point for the Step Functions task steps (`{"step": ...}` payloads)."""
 
-from orbital.observability import logger, tracer
+from orbital.observability import logger, traced
 from orbital.runtime.workflows import handle_step
 
 
 @logger.inject_lambda_context(clear_state=True)
-@tracer.capture_lambda_handler(capture_response=False)
+@traced
 def lambda_handler(event: dict, context: object) -> dict:
     return handle_step(event, context)

@@ -1,11 +1,11 @@
 """Lambda entry point for the WebSocket route(s) served by `ws_disconnect`."""
 
-from orbital.observability import logger, metrics, tracer
+from orbital.observability import logger, metrics, traced
 from orbital.runtime.gateway import handle_disconnect
 
 
 @logger.inject_lambda_context(clear_state=True)
 @metrics.log_metrics
-@tracer.capture_lambda_handler(capture_response=False)
+@traced
 def lambda_handler(event: dict, context: object) -> dict:
     return handle_disconnect(event, context)

@@ -121,7 +121,14 @@ def test_globals_runtime_architecture_layer_and_powertools(template: dict[str, A
     assert fn["Runtime"] == "python3.13"
     assert fn["Architectures"] == ["arm64"]
     assert {"Ref": "OrbitalLayer"} in fn["Layers"]
-    assert fn["Tracing"] == "Active"
+    # tracing follows one parameter (Active by default): functions, their Powertools tracer and the state machines
+    assert template["Parameters"]["TracingMode"]["Default"] == "Active"
+    assert fn["Tracing"] == {"Ref": "TracingMode"}
+    assert fn["Environment"]["Variables"]["POWERTOOLS_TRACE_DISABLED"] == {"Fn::If": ["TracingOn", "false", "true"]}
+    machines = [r for r in template["Resources"].values() if r["Type"] == "AWS::Serverless::StateMachine"]
+    assert machines and all(
+        m["Properties"]["Tracing"]["Enabled"] == {"Fn::If": ["TracingOn", True, False]} for m in machines
+    )
     assert fn["Timeout"] <= 29  # API Gateway's integration timeout
     assert fn["LoggingConfig"]["LogFormat"] == "JSON"
     env = fn["Environment"]["Variables"]
