@@ -1,11 +1,16 @@
-"""RPC round trips against the local gateway, beside a bare WebSocket echo server in the same run.
+"""RPC round trips against the local gateway, beside a bare WebSocket echo server, each in its own process.
 
-Prints, for 1 client and for 50 concurrent clients: throughput, p50/p99 latency, and the ratio to the echo baseline
-(this machine is shared and noisy, so only ratios within one run mean much). Then prints the AWS API calls each
-method makes, counted at the boto3 client factory: once as the local gateway runs (its per-process cache on) and
-once as a Lambda container would run (no cache).
+Prints, in one run and as ratios to the echo server (this machine is shared and noisy: only ratios within one run
+mean much):
+- sequential `config.get` round trips from one socket (p50, p99);
+- open → `hello-ok` (a new socket and its `connect`; for the echo server, a new socket and one answered frame);
+- throughput of 50 sockets spread over several generator processes, with the CPU the server and the generators
+  used meanwhile (a server near 100% of a core is the bottleneck, not the clients);
+- the gateway's resident memory after all that;
+- the AWS API calls each method makes, counted at the boto3 client factory: once as the local gateway runs (its
+  per-process cache on) and once as a Lambda container would run (no cache).
 
-    python bench/rpc.py [--requests 400] [--clients 50] [--per-client 40]
+    python bench/rpc.py [--requests 2000] [--clients 50] [--seconds 10] [--generators 3] [--handshakes 100]
 """
 
 from __future__ import annotations
@@ -13,100 +18,111 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import statistics
+import multiprocessing
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
-
-import websockets
-from websockets.asyncio.client import connect as ws_connect
-from websockets.asyncio.server import serve
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "layers" / "orbital"))
 sys.path.insert(0, str(ROOT))
 
+from bench.common import (  # noqa: E402 - after the path setup above
+    connect_frame,
+    cpu_seconds,
+    open_connected,
+    p50,
+    percentile,
+    rss_mib,
+    start_echo,
+    start_gateway,
+    stop,
+)
 
-class EchoServer:
-    """The baseline: a websockets server that answers every frame with a res frame, no work at all."""
-
-    def __init__(self) -> None:
-        self.port = 0
-        self._ready = threading.Event()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._stop: asyncio.Future[None] | None = None
-
-    async def _handler(self, ws: Any) -> None:
-        async for message in ws:
-            frame = json.loads(message)
-            await ws.send(json.dumps({"type": "res", "id": frame.get("id"), "ok": True, "payload": {}}))
-
-    async def _main(self) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._stop = self._loop.create_future()
-        async with serve(self._handler, "127.0.0.1", 0) as server:
-            self.port = next(iter(server.sockets)).getsockname()[1]
-            self._ready.set()
-            await self._stop
-
-    def start(self) -> EchoServer:
-        threading.Thread(target=lambda: asyncio.run(self._main()), daemon=True).start()
-        self._ready.wait(10)
-        return self
-
-    def stop(self) -> None:
-        if self._loop and self._stop:
-            self._loop.call_soon_threadsafe(self._stop.set_result, None)
-
-    @property
-    def url(self) -> str:
-        return f"ws://127.0.0.1:{self.port}/ws"
+REQUEST = {"type": "req", "method": "config.get", "params": {"path": "model"}}
 
 
-async def _open(url: str) -> Any:
-    ws = await ws_connect(url, max_size=None)
-    await ws.send(
-        json.dumps(
-            {"type": "req", "id": "c", "method": "connect", "params": {"minProtocol": 1, "client": {"mode": "client"}}}
-        )
-    )
-    await ws.recv()
-    return ws
+def _frame(i: int | str) -> str:
+    return json.dumps({**REQUEST, "id": str(i)})
 
 
-async def _loop(ws: Any, requests: int, latencies: list[float], method: str, params: Any) -> None:
-    for i in range(requests):
-        frame = json.dumps({"type": "req", "id": str(i), "method": method, "params": params})
-        start = time.perf_counter()
-        await ws.send(frame)
+async def _sequential(url: str, n: int) -> list[float]:
+    ws = await open_connected(url)
+    out = []
+    for i in range(n):
+        began = time.perf_counter()
+        await ws.send(_frame(i))
         await ws.recv()
-        latencies.append(time.perf_counter() - start)
+        out.append(time.perf_counter() - began)
+    await ws.close()
+    return out
 
 
-async def _run(url: str, clients: int, per_client: int, method: str, params: Any) -> dict[str, float]:
-    """All sockets connect first; the clock runs only over the request loops."""
-    sockets = [await _open(url) for _ in range(clients)]
-    latencies: list[float] = []
-    start = time.perf_counter()
-    await asyncio.gather(*(_loop(ws, per_client, latencies, method, params) for ws in sockets))
-    elapsed = time.perf_counter() - start
-    for ws in sockets:
+async def _handshakes(url: str, n: int) -> list[float]:
+    from websockets.asyncio.client import connect
+
+    out = []
+    for i in range(n):
+        began = time.perf_counter()
+        ws = await connect(url)
+        await ws.send(connect_frame(f"hs-{i}"))
+        await ws.recv()
+        out.append(time.perf_counter() - began)
         await ws.close()
-    latencies.sort()
+    return out
+
+
+def _generator(url: str, sockets: int, seconds: float, start_at: float, queue: Any) -> None:
+    """One load process: its sockets each loop request → response until the time is up."""
+
+    async def one(ws: Any, until: float, latencies: list[float]) -> None:
+        i = 0
+        while time.monotonic() < until:
+            i += 1
+            began = time.perf_counter()
+            await ws.send(_frame(i))
+            await ws.recv()
+            latencies.append(time.perf_counter() - began)
+
+    async def main() -> list[float]:
+        conns = [await open_connected(url) for _ in range(sockets)]
+        await asyncio.sleep(max(0.0, start_at - time.time()))
+        latencies: list[float] = []
+        until = time.monotonic() + seconds
+        await asyncio.gather(*(one(ws, until, latencies) for ws in conns))
+        for ws in conns:
+            await ws.close()
+        return latencies
+
+    began = time.process_time()
+    latencies = asyncio.run(main())
+    queue.put({"latencies": latencies, "cpu": time.process_time() - began})
+
+
+def throughput(url: str, pid: int, clients: int, generators: int, seconds: float) -> dict[str, float]:
+    ctx = multiprocessing.get_context("spawn")
+    queue = ctx.Queue()
+    start_at = time.time() + 2 + clients * 0.02
+    shares = [clients // generators + (1 if i < clients % generators else 0) for i in range(generators)]
+    procs = [ctx.Process(target=_generator, args=(url, n, seconds, start_at, queue)) for n in shares if n]
+    for proc in procs:
+        proc.start()
+    time.sleep(max(0.0, start_at - time.time()))
+    server_before = cpu_seconds(pid)
+    results = [queue.get(timeout=seconds + 120) for _ in procs]
+    server_cpu = cpu_seconds(pid) - server_before
+    for proc in procs:
+        proc.join(timeout=30)
+    latencies = [x for r in results for x in r["latencies"]]
     return {
-        "throughput": len(latencies) / elapsed,
-        "p50_ms": statistics.median(latencies) * 1000,
-        "p99_ms": latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] * 1000,
+        "rate": len(latencies) / seconds,
+        "p50": p50(latencies),
+        "p99": percentile(latencies, 0.99),
+        "server_cpu": server_cpu / seconds,
+        "client_cpu": max(r["cpu"] for r in results) / seconds,
     }
-
-
-def measure(url: str, clients: int, per_client: int) -> dict[str, float]:
-    params = {"path": "model"}
-    asyncio.run(_run(url, clients, min(per_client, 20), "config.get", params))  # warm-up
-    return asyncio.run(_run(url, clients, per_client, "config.get", params))
 
 
 def count_calls(gateway: Any) -> tuple[dict[str, dict[str, int]], dict[str, dict[str, int]]]:
@@ -165,45 +181,73 @@ def count_calls(gateway: Any) -> tuple[dict[str, dict[str, int]], dict[str, dict
     return local, cold
 
 
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:.2f}"
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--requests", type=int, default=400, help="round trips for the single client")
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--requests", type=int, default=2000, help="sequential round trips")
     parser.add_argument("--clients", type=int, default=50)
-    parser.add_argument("--per-client", type=int, default=40)
+    parser.add_argument("--seconds", type=float, default=10.0, help="length of the throughput run")
+    parser.add_argument("--generators", type=int, default=3, help="load processes for the throughput run")
+    parser.add_argument("--handshakes", type=int, default=100)
     args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory() as tmp:
+        gateway, gw_url = start_gateway(Path(tmp) / "data")
+        echo, echo_url = start_echo()
+        try:
+            rows: dict[str, dict[str, Any]] = {}
+            for name, url, proc in (("echo", echo_url, echo), ("gateway", gw_url, gateway)):
+                asyncio.run(_sequential(url, 200))  # warm-up
+                seq = asyncio.run(_sequential(url, args.requests))
+                hs = asyncio.run(_handshakes(url, args.handshakes))
+                tput = throughput(url, proc.pid, args.clients, args.generators, args.seconds)
+                rows[name] = {"seq": seq, "hs": hs, "tput": tput}
+            rss = rss_mib(gateway.pid)
+        finally:
+            stop(echo)
+            stop(gateway)
+
+    echo_row, gw_row = rows["echo"], rows["gateway"]
+    print(f"python {sys.version.split()[0]}; echo server and `orbital dev` each in its own process")
+    print(f"{'figure':<34}{'echo':>12}{'gateway':>12}{'ratio':>10}")
+    for label, key in (("config.get sequential p50 ms", "seq"), ("open -> hello-ok p50 ms", "hs")):
+        e, g = p50(echo_row[key]), p50(gw_row[key])
+        print(f"{label:<34}{_ms(e):>12}{_ms(g):>12}{g / e:>9.2f}x")
+    for label, key in (("config.get sequential p99 ms", "seq"), ("open -> hello-ok p99 ms", "hs")):
+        e, g = percentile(echo_row[key], 0.99), percentile(gw_row[key], 0.99)
+        print(f"{label:<34}{_ms(e):>12}{_ms(g):>12}{g / e:>9.2f}x")
+    et, gt = echo_row["tput"], gw_row["tput"]
+    label = f"{args.clients}-client throughput req/s"
+    print(f"{label:<34}{et['rate']:>12.0f}{gt['rate']:>12.0f}{gt['rate'] / et['rate']:>10.2f}")
+    print(
+        f"{f'{args.clients}-client p50 / p99 ms':<34}{_ms(et['p50']) + ' / ' + _ms(et['p99']):>12}"
+        f"{_ms(gt['p50']) + ' / ' + _ms(gt['p99']):>12}"
+    )
+    print(
+        f"  server CPU during the run: echo {et['server_cpu']:.0%}, gateway {gt['server_cpu']:.0%} of a core;"
+        f" busiest of {args.generators} generators: {et['client_cpu']:.0%} / {gt['client_cpu']:.0%}"
+    )
+    print(f"gateway resident memory after the runs: {rss:.0f} MiB")
 
     from orbital.local.server import GatewayOptions, LocalGateway
 
     with tempfile.TemporaryDirectory() as tmp:
-        gateway = LocalGateway(GatewayOptions(port=0, data_dir=Path(tmp), project=ROOT)).start()
-        echo = EchoServer().start()
+        local_gateway = LocalGateway(GatewayOptions(port=0, data_dir=Path(tmp), project=ROOT)).start()
         try:
-            print(f"websockets {websockets.__version__}, python {sys.version.split()[0]}")
-            print(f"{'scenario':<28}{'req/s':>10}{'p50 ms':>10}{'p99 ms':>10}{'x echo p50':>12}{'echo/gw tput':>14}")
-            for label, clients_n, per in (
-                ("1 client", 1, args.requests),
-                (f"{args.clients} clients", args.clients, args.per_client),
-            ):
-                base = measure(echo.url, clients_n, per)
-                gw = measure(gateway.ws_url, clients_n, per)
-                for name, row in ((f"echo, {label}", base), (f"config.get, {label}", gw)):
-                    print(f"{name:<28}{row['throughput']:>10.0f}{row['p50_ms']:>10.2f}{row['p99_ms']:>10.2f}", end="")
-                    if row is gw:
-                        print(f"{gw['p50_ms'] / base['p50_ms']:>12.1f}{base['throughput'] / gw['throughput']:>14.1f}")
-                    else:
-                        print()
-            local, cold = count_calls(gateway)
-            print("\nAWS API calls per method (second call; connect is the first frame)")
-            print(f"{'method':<18}{'local gateway':<40}{'Lambda (no cache)'}")
-            for method in local:
-
-                def fmt(counts: dict[str, int]) -> str:
-                    return ", ".join(f"{k.split('.', 1)[1]} x{v}" for k, v in sorted(counts.items())) or "none"
-
-                print(f"{method:<18}{fmt(local[method]):<40}{fmt(cold[method])}")
+            local, cold = count_calls(local_gateway)
         finally:
-            echo.stop()
-            gateway.stop()
+            local_gateway.stop()
+    print("\nAWS API calls per method (second call; connect is the first frame)")
+    print(f"{'method':<18}{'local gateway':<40}{'Lambda (no cache)'}")
+
+    def fmt(counts: dict[str, int]) -> str:
+        return ", ".join(f"{k.split('.', 1)[1]} x{v}" for k, v in sorted(counts.items())) or "none"
+
+    for method in local:
+        print(f"{method:<18}{fmt(local[method]):<40}{fmt(cold[method])}")
 
 
 if __name__ == "__main__":

@@ -247,3 +247,26 @@ def test_a_data_directory_of_an_earlier_version_is_converted(aws: None, tmp_path
         assert not (state / "dynamodb.jsonl").exists() and (state / "checkpoint.json").exists()
     finally:
         store.stop()
+
+
+def test_socket_bound_items_are_journaled_without_waiting_for_the_disk(store: Persistence, tmp_path: Path) -> None:
+    """A connection record or a registry entry of connected sockets is appended in order but not flushed on its
+    own; the next durable write flushes it with itself."""
+    assert store.journal is not None
+    writes: list[int] = []
+    real = store.journal._write
+
+    def counted(frames: list[bytes]) -> None:
+        writes.append(len(frames))
+        real(frames)
+
+    store.journal._write = counted  # type: ignore[method-assign]
+    ddb().put_item(TableName=TABLE, Item=item("CONN#abc", "META", mode="client"))
+    ddb().put_item(TableName=TABLE, Item=item("CLIENTS", "c1", connectionId="abc"))
+    assert writes == []
+    ddb().put_item(TableName=TABLE, Item=item("CONFIG", "MAIN", model="x"))
+    assert writes == [3]  # the two socket-bound records went to disk with the durable one, before it
+    before = table_state()
+    again, _ = crash_and_recover(store, tmp_path)
+    assert table_state() == before
+    again.stop()

@@ -19,7 +19,9 @@ A checkpoint is written in the background when the journal has grown past `compa
 It is fuzzy: the journal moves to a new generation first, then the state is dumped while writes go on; replaying
 the new generation over the dump gives the exact state, since every change after the switch is in it. Items past
 their TTL are left out (that is when they expire). The cost of a write is a journal append and a shared fsync,
-whatever the size of the state.
+whatever the size of the state. Items bound to a socket (`keys.socket_bound`: connection records, the registries
+of connected clients, nodes and channel sockets) are journaled in order like the rest but not waited for: sockets
+do not outlive the process, and after a crash the restart clears whatever registry entries it finds.
 
 Recovery: the checkpoint, then every journal from its generation on; a torn tail (a crash in the middle of a write)
 is cut off and reported, and nothing before it is lost. A data directory written by an earlier version (a full
@@ -44,6 +46,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 from orbital.local import journal as jr
+from orbital.store import keys
 
 log = logging.getLogger("orbital.local")
 
@@ -97,6 +100,11 @@ def _backends() -> tuple[Any, Any]:
     from orbital.local.stack import ACCOUNT, REGION
 
     return dynamodb_backends[ACCOUNT][REGION], s3_backends[ACCOUNT]["aws"]
+
+
+def _socket_bound(key: dict[str, Any]) -> bool:
+    pk = key.get("PK")
+    return isinstance(pk, dict) and isinstance(pk.get("S"), str) and keys.socket_bound(pk["S"])
 
 
 def _key_of(table: Any, item: dict[str, Any]) -> dict[str, Any]:
@@ -641,7 +649,9 @@ def _patch() -> None:
                     result = _method(self, *args, **kwargs)
                     if store is not None:
                         for table_name, key in keys_of(self, args, kwargs):
-                            _note(store.record_item(self, table_name, key))
+                            seq = store.record_item(self, table_name, key)
+                            if not _socket_bound(key):  # in the journal all the same, in order; not waited for
+                                _note(seq)
                 return result
 
         call._orbital_serialized = True  # type: ignore[attr-defined]

@@ -29,13 +29,21 @@ GSI1 = "GSI1"
 
 
 def connection(connection_id: str) -> tuple[str, str]:
-    return f"CONN#{connection_id}", "META"
+    return f"{_CONNECTION_PREFIX}{connection_id}", "META"
 
 
 NODES_PK = "NODES"
 CLIENTS_PK = "CLIENTS"
 CHANNEL_SOCKETS_PK = "CHANSOCKS"
 CHANNELS_PK = "CHANNELS"
+_CONNECTION_PREFIX = "CONN#"
+
+
+def socket_bound(pk: str) -> bool:
+    """Items that live only as long as a socket: its connection record and the registries of connected clients,
+    nodes and channel sockets (not the channel registry, which outlives them). Sockets do not survive a restart of
+    the local gateway, so it journals these without waiting for the disk."""
+    return pk.startswith(_CONNECTION_PREFIX) or pk in (NODES_PK, CLIENTS_PK, CHANNEL_SOCKETS_PK)
 
 
 def node(node_id: str) -> tuple[str, str]:
