@@ -162,14 +162,14 @@ def main() -> None:
     from orbital.client import GatewayClient
     from orbital.local.server import GatewayOptions, LocalGateway
 
-    from bench.rpc import EchoServer
+    from bench.common import start_echo, stop
 
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp)
-        echo = EchoServer().start()
+        echo, echo_url = start_echo()
         n = args.calls
-        echo_round_trips(echo.url, 20)
-        rows = [("echo (bare websockets)", _stats(echo_round_trips(echo.url, n)))]
+        echo_round_trips(echo_url, 20)
+        rows = [("echo (bare websockets)", _stats(echo_round_trips(echo_url, n)))]
         # the same calls with the gateway's own AWS calls over loopback HTTP (the moto server), then in process
         hop = LocalGateway(
             GatewayOptions(port=0, data_dir=base / "hop", project=ROOT, in_process_aws=False, persist=False)
@@ -257,7 +257,7 @@ def main() -> None:
             for proc in procs:
                 proc.terminate()
                 proc.wait(timeout=15)
-            echo.stop()
+            stop(echo)
             gateway.stop()
 
 

@@ -218,6 +218,12 @@ def test_pending_call_items_and_index(flows, connect, sender, services):
     pending = deferred.pending_on_node(services, "n1")
     assert [p.tool for p in pending] == ["n1__Bash"]
     assert json.loads(json.dumps(pending[0].to_data()))["callerConnectionId"] == client.connection_id
+    # an answered call leaves the node's index (which then holds only what is pending), its item stays a while
+    node = services.connections.node("n1")
+    assert node is not None
+    assert deferred.claim(services, pending[0].call_id) is not None
+    assert services.table.query_index(keys.node_calls_pk("n1")) == []
+    assert deferred.get(services, pending[0].call_id).state == deferred.DONE
 
 
 def test_a_client_chosen_call_id_is_data_not_an_execution_name(flows, connect, sender, services):

@@ -156,7 +156,8 @@ def claim(
     services: Services, call_id: str, outcome: dict[str, Any] | None = None
 ) -> tuple[PendingCall, str | None] | None:
     """Flip pending → done (storing `outcome`, if given, for whoever consumes it later). Returns the call and the
-    task token if one was recorded; None if the call was already answered or never existed."""
+    task token if one was recorded; None if the call was already answered or never existed. The answered call
+    leaves its node's index, so that index holds only what is pending (node loss and the sweep read it)."""
     done: dict[str, Any] = {"st": DONE}
     if outcome is not None:
         done["out"] = _stored_outcome(services, call_id, outcome)
@@ -167,6 +168,7 @@ def claim(
             condition="st = :pending",
             values={":pending": PENDING},
             return_values="ALL_OLD",
+            unindex=True,
         )
     except ConflictError:
         return None

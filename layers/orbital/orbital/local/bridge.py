@@ -25,6 +25,7 @@ import asyncio
 import base64
 import concurrent.futures
 import contextlib
+import itertools
 import json
 import logging
 import random
@@ -58,6 +59,16 @@ MAX_MESSAGE_BYTES = 128 * 1024
 
 MAX_QUEUED_FRAMES = 1024
 """Frames of one socket read but not yet handled in order; past this, reading the socket waits for them."""
+
+
+_REQUEST_PREFIX = uuid.uuid4().hex[:8]
+_request_numbers = itertools.count(1)
+
+
+def request_id() -> str:
+    """An id for one request, unique in this process and across restarts, without a random draw each time (uuid4
+    reads the system's random source: a system call for every frame)."""
+    return f"{_REQUEST_PREFIX}-{next(_request_numbers):012x}"
 
 
 class BridgeUnavailable(RuntimeError):
@@ -102,6 +113,8 @@ class Bridge:
         self.frame_jitter_ms = frame_jitter_ms
         self._limiter: anyio.CapacityLimiter | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
+        self._time_second = -1
+        self._time_text = ""
 
     # --- app --------------------------------------------------------------------------------------------------
 
@@ -117,24 +130,35 @@ class Bridge:
 
     # --- events -----------------------------------------------------------------------------------------------
 
+    def _request_time(self, now: float) -> str:
+        """API Gateway's `requestTime`, formatted once per second."""
+        second = int(now)
+        if second != self._time_second:
+            self._time_second = second
+            self._time_text = datetime.fromtimestamp(second, UTC).strftime("%d/%b/%Y:%H:%M:%S +0000")
+        return self._time_text
+
     def _context(self, cid: str, route: str, event_type: str, sock: _Socket | None) -> dict[str, Any]:
         now = time.time()
-        return {
+        rid = request_id()
+        context = {
             "routeKey": route,
             "eventType": event_type,
-            "extendedRequestId": uuid.uuid4().hex,
-            "requestTime": datetime.now(UTC).strftime("%d/%b/%Y:%H:%M:%S +0000"),
+            "extendedRequestId": rid,
+            "requestTime": self._request_time(now),
             "messageDirection": "IN",
             "stage": self.stage,
             "connectedAt": int((sock.connected_at if sock else now) * 1000),
             "requestTimeEpoch": int(now * 1000),
             "identity": {"sourceIp": sock.source_ip if sock else "127.0.0.1"},
-            "requestId": uuid.uuid4().hex,
+            "requestId": rid,
             "domainName": self.domain,
             "connectionId": cid,
             "apiId": self.api_id,
-            **({"messageId": uuid.uuid4().hex} if event_type == "MESSAGE" else {}),
         }
+        if event_type == "MESSAGE":
+            context["messageId"] = rid
+        return context
 
     async def _call(self, route_key: str, event: dict[str, Any]) -> Any:
         route = self.routes.get(route_key)

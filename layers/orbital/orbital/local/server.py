@@ -245,6 +245,7 @@ class LocalGateway:
             log_level="warning",
             ws=websocket_protocol(),
             ws_max_size=16 * 1024 * 1024,
+            ws_per_message_deflate=False,  # API Gateway does not compress WebSocket messages either
             ws_ping_interval=20,
             ws_ping_timeout=20,
             lifespan="off",

@@ -6,13 +6,13 @@ Lambda functions named in the template run in process: moto's Docker-free Lambda
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import logging
 import os
 import sys
 import threading
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +20,7 @@ from types import ModuleType
 from typing import Any
 
 from orbital.local import template as tpl
+from orbital.local.bridge import request_id
 from orbital.local.inprocess import InProcessAws
 
 log = logging.getLogger("orbital.local")
@@ -75,7 +76,7 @@ class FunctionHost:
         ctx = FakeLambdaContext(
             function_name=logical_id,
             invoked_function_arn=f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{logical_id}",
-            aws_request_id=str(uuid.uuid4()),
+            aws_request_id=request_id(),
         )
         return handler(event, ctx)
 
@@ -263,6 +264,14 @@ def cache_state_machine_parsing() -> None:
         return made
 
     lambda_eval_utils.boto_client_for = boto_client_for
+
+    # and it builds a new JSONPath parser (a PLY grammar, ~2 ms of CPU) for every path it evaluates: the parsed
+    # expressions are immutable, so parse each distinct path once
+    from moto.stepfunctions.parser.asl.component.common.path import result_path
+    from moto.stepfunctions.parser.asl.utils import json_path
+
+    for module in (json_path, result_path):
+        module.parse = functools.lru_cache(maxsize=1024)(module.parse)  # type: ignore[attr-defined]
 
 
 def provision(

@@ -361,8 +361,10 @@ class Table:
         condition: str | None = None,
         values: Mapping[str, Any] | None = None,
         return_values: str = "ALL_NEW",
+        unindex: bool = False,
     ) -> Record | None:
-        """Set flat attributes and/or atomically add to counters. `values` feed the condition."""
+        """Set flat attributes and/or atomically add to counters. `values` feed the condition. With `unindex`, the
+        item also leaves the secondary index (its GSI keys are removed)."""
         pk, sk = key
         parts: list[str] = []
         names: dict[str, str] = {}
@@ -383,6 +385,8 @@ class Table:
                 attr_values[f":a{i}"] = {"N": str(int(amount))}
                 adds.append(f"#a{i} :a{i}")
             parts.append("ADD " + ", ".join(adds))
+        if unindex:
+            parts.append("REMOVE GSI1PK, GSI1SK")
         kwargs: dict[str, Any] = {
             "TableName": self.name,
             "Key": {"PK": {"S": pk}, "SK": {"S": sk}},
