@@ -18,15 +18,12 @@ import argparse
 import asyncio
 import json
 import multiprocessing
-import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -35,33 +32,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "layers" / "orbital"))
 sys.path.insert(0, str(ROOT))
 
+from bench.common import start_gateway  # noqa: E402 - after the path setup above
+
 NODE_RUNTIME = {
     "hostRole": "execution",
     "hostCapabilities": ["filesystem.list", "filesystem.read", "filesystem.write", "shell.exec"],
     "toolCapabilities": {"Echo": ["shell.exec"]},
 }
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def start_gateway(data_dir: Path) -> tuple[subprocess.Popen[bytes], str]:
-    port = free_port()
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "layers" / "orbital")}
-    command = [sys.executable, "-c", "from orbital.cli.main import main; main()", "dev", "--port", str(port)]
-    proc = subprocess.Popen([*command, "--data-dir", str(data_dir)], env=env, stdout=subprocess.DEVNULL)
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2):
-                return proc, f"ws://127.0.0.1:{port}/ws"
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("the gateway did not start") from None
-            time.sleep(0.05)
 
 
 async def _call(ws: Any, pending: dict[str, asyncio.Future[Any]], frame_id: str, method: str, params: Any) -> Any:
