@@ -321,6 +321,8 @@ class LocalGateway:
         self.shutdown()
 
     def shutdown(self) -> None:
+        if self.bridge is not None:
+            self.bridge.close()
         if self.ticker is not None:
             self.ticker.stop()
             self.ticker = None
