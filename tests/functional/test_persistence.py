@@ -266,6 +266,8 @@ def test_socket_bound_items_are_journaled_without_waiting_for_the_disk(store: Pe
     assert writes == []
     ddb().put_item(TableName=TABLE, Item=item("CONFIG", "MAIN", model="x"))
     assert writes == [3]  # the two socket-bound records went to disk with the durable one, before it
+    ddb().put_item(TableName=TABLE, Item=item("CLIENTS", "~alias~c1~agent:main:main", key="main"))
+    assert writes == [3, 1]  # the key a client used outlives its socket: waited for
     before = table_state()
     again, _ = crash_and_recover(store, tmp_path)
     assert table_state() == before

@@ -103,8 +103,10 @@ def _backends() -> tuple[Any, Any]:
 
 
 def _socket_bound(key: dict[str, Any]) -> bool:
-    pk = key.get("PK")
-    return isinstance(pk, dict) and isinstance(pk.get("S"), str) and keys.socket_bound(pk["S"])
+    pk, sk = key.get("PK"), key.get("SK")
+    if not (isinstance(pk, dict) and isinstance(sk, dict)):
+        return False
+    return isinstance(pk.get("S"), str) and isinstance(sk.get("S"), str) and keys.socket_bound(pk["S"], sk["S"])
 
 
 def _key_of(table: Any, item: dict[str, Any]) -> dict[str, Any]:

@@ -39,11 +39,13 @@ CHANNELS_PK = "CHANNELS"
 _CONNECTION_PREFIX = "CONN#"
 
 
-def socket_bound(pk: str) -> bool:
+def socket_bound(pk: str, sk: str) -> bool:
     """Items that live only as long as a socket: its connection record and the registries of connected clients,
-    nodes and channel sockets (not the channel registry, which outlives them). Sockets do not survive a restart of
-    the local gateway, so it journals these without waiting for the disk."""
-    return pk.startswith(_CONNECTION_PREFIX) or pk in (NODES_PK, CLIENTS_PK, CHANNEL_SOCKETS_PK)
+    nodes and channel sockets (not the channel registry, nor the keys a client used, which outlive them). Sockets do
+    not survive a restart of the local gateway, so it journals these without waiting for the disk."""
+    if pk == CLIENTS_PK:
+        return not sk.startswith(CLIENT_ALIAS_PREFIX)
+    return pk.startswith(_CONNECTION_PREFIX) or pk in (NODES_PK, CHANNEL_SOCKETS_PK)
 
 
 def node(node_id: str) -> tuple[str, str]:
