@@ -6,17 +6,31 @@ conditional write, so overlapping or retried ticks never run a job twice; at mos
 once), and runs the heartbeats that are due (claimed the same way). The first
 tick that finds a configured agent without heartbeat state (a new gateway, a new agent) schedules its heartbeats
 one interval on. Last, as a backstop, it answers deferred calls left pending well past their timeout
-(`deferred.sweep_overdue`: their workflow ended without answering).
+(`deferred.sweep_overdue`: their workflow ended without answering), at most once a minute of the tick's clock
+(every tick on AWS; one in sixty locally).
 """
 
 from __future__ import annotations
 
 import logging
+import weakref
 from typing import Any
 
 from orbital.runtime.services import Services, get_services
 
 log = logging.getLogger("orbital.scheduler")
+
+SWEEP_EVERY_MS = 60_000
+_swept: weakref.WeakKeyDictionary[Services, int] = weakref.WeakKeyDictionary()
+"""The minute (of the tick's clock) each Services last swept in."""
+
+
+def _sweep_due(services: Services, now_ms: int) -> bool:
+    minute = now_ms // SWEEP_EVERY_MS
+    if _swept.get(services) == minute:
+        return False
+    _swept[services] = minute
+    return True
 
 
 def tick(services: Services, now_ms: int | None = None) -> dict[str, Any]:
@@ -41,7 +55,7 @@ def tick(services: Services, now_ms: int | None = None) -> dict[str, Any]:
     except Exception:
         log.exception("heartbeat pass failed")
     try:
-        out["callsSwept"] = deferred.sweep_overdue(services, now)
+        out["callsSwept"] = deferred.sweep_overdue(services, now) if _sweep_due(services, now) else 0
     except Exception:
         log.exception("pending-call sweep failed")
     return out
