@@ -86,3 +86,28 @@ def test_lambda_tables_keep_nothing(aws: None) -> None:
         TableName=TABLE, Item={"PK": {"S": "P"}, "SK": {"S": "a"}, "d": {"S": '{"v": 2}'}}
     )
     assert services.table.get(("P", "a")).data == {"v": 2}  # another writer's change is seen at once
+
+
+def test_a_key_known_to_be_absent_is_read_without_a_request(table: Any) -> None:
+    """A new socket's connection record: `$connect` knows it does not exist, so `connect` reads nothing."""
+    from orbital.store.connections import ConnectionRepo
+
+    calls: list[str] = []
+    table.client.meta.events.register("before-call.dynamodb.GetItem", lambda **_: calls.append("GetItem"))
+    repo = ConnectionRepo(table, 3600)
+    repo.opened("fresh")
+    assert repo.get("fresh") is None
+    assert calls == []
+    assert table.get(("CONN#other", "META")) is None and calls == ["GetItem"]
+
+
+def test_without_the_cache_knowing_absent_keys_changes_nothing(aws: None) -> None:
+    import boto3
+    from orbital.store.table import Table
+
+    lambda_table = Table(boto3.client("dynamodb", region_name="us-east-1"), TABLE, cache=False)
+    lambda_table.know_absent(("P", "gone"))
+    boto3.client("dynamodb", region_name="us-east-1").put_item(
+        TableName=TABLE, Item={"PK": {"S": "P"}, "SK": {"S": "gone"}, "d": {"S": '{"v": 1}'}}
+    )
+    assert lambda_table.get(("P", "gone")).data == {"v": 1}

@@ -54,6 +54,9 @@ def handle_connect(event: dict[str, Any], context: Any = None) -> dict[str, Any]
     if settings.require_token and not secrets.token_configured(settings):
         log.error("refusing connection: this deployment has no auth token configured")
         return {"statusCode": 403, "body": "Gateway auth token not configured"}
+    connection_id = (event.get("requestContext") or {}).get("connectionId")
+    if isinstance(connection_id, str):
+        services.connections.opened(connection_id)
     return {"statusCode": 200}
 
 

@@ -164,6 +164,11 @@ class Table:
             else:
                 part.insert(at, item)
 
+    def know_absent(self, key: tuple[str, str]) -> None:
+        """The caller knows this item does not exist (a key nobody could have written yet): with the cache on, a read
+        of it is answered without a request."""
+        self._remember(key[0], key[1], None)
+
     # --- reads ------------------------------------------------------------------------------------------------
 
     def get(self, key: tuple[str, str]) -> Record | None:
