@@ -108,3 +108,36 @@ def test_frames_read_before_a_close_are_handled_before_disconnect(served: tuple[
     handlers.release.set()
     assert handlers.disconnected.wait(10)
     assert handlers.seen == ["slow", "0", "1", "2", "3", "4"]
+
+
+def test_inline_methods_run_on_the_event_loop_and_the_rest_in_threads() -> None:
+    threads: dict[str, str] = {}
+
+    def handler(function: str, event: dict[str, Any]) -> Any:
+        if function != "frame":
+            return {"statusCode": 200}
+        body = json.loads(event["body"])
+        threads[body["method"]] = threading.current_thread().name
+        return {"statusCode": 200, "body": json.dumps({"type": "res", "id": body["id"]})}
+
+    routes = {**ROUTES, "req": {"function": "frame", "two_way": True}}
+    bridge = Bridge(handler, routes, inline_methods=frozenset({"config.get"}))
+    port = _free_port()
+    server = uvicorn.Server(uvicorn.Config(bridge.app(), host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        assert time.monotonic() < deadline, "the server did not start"
+        time.sleep(0.01)
+    try:
+        with connect(f"ws://127.0.0.1:{port}/ws", open_timeout=10) as ws:
+            for i, method in enumerate(("config.get", "config.set")):
+                ws.send(json.dumps({"type": "req", "id": str(i), "method": method}))
+                assert json.loads(ws.recv(timeout=10))["id"] == str(i)
+    finally:
+        server.should_exit = True
+        thread.join(timeout=20)
+        bridge.close()
+    assert threads["config.get"] == thread.name  # the server's own thread, where its event loop runs
+    assert threads["config.set"].startswith("orbital-handler")

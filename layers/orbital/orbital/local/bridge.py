@@ -9,6 +9,10 @@
   only the local gateway accepts, stay in order. A socket is read all the time, whatever its frames wait for: the
   frames to handle in order queue up (at most `MAX_QUEUED_FRAMES`, then reading waits), so pings and pongs keep
   flowing while a slow frame is handled — a peer's keepalive never times out because the gateway is busy.
+- Handlers run in a pool of threads (they may block on AWS calls and on the management API of this same server),
+  except requests for `inline_methods`: methods that answer from what the gateway holds and never push to a socket
+  (`MethodSpec.inline`: `config.get`, `tools.list`, ...) run on the event loop, saving the hop to a thread, which
+  costs more than such a method itself.
 - Routes with a route response send the handler's `body` back on the socket, like API Gateway's two-way routes.
 - API Gateway's caps hold both ways for text: a text frame over 32 KB (`websocket_protocol`, which sees frames
   before they are joined into a message) or a text message over 128 KB closes the socket with 1009 ("Frame too
@@ -98,6 +102,7 @@ class Bridge:
         workers: int = 8,
         concurrent_frames: bool = False,
         frame_jitter_ms: float = 0.0,
+        inline_methods: frozenset[str] = frozenset(),
     ) -> None:
         self.invoke = invoke
         self.routes = routes
@@ -110,6 +115,7 @@ class Bridge:
         self.workers = workers
         self.concurrent_frames = concurrent_frames
         self.frame_jitter_ms = frame_jitter_ms
+        self.inline_methods = inline_methods
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
         self._time_second = -1
@@ -165,10 +171,16 @@ class Bridge:
             context["messageId"] = rid
         return context
 
-    async def _call(self, route_key: str, event: dict[str, Any]) -> Any:
+    async def _call(self, route_key: str, event: dict[str, Any], *, inline: bool = False) -> Any:
         route = self.routes.get(route_key)
         if route is None:
             return None
+        if inline:  # a method that answers from what the gateway holds: no hop to a thread (see Bridge)
+            try:
+                return self.invoke(route["function"], event)
+            except Exception:
+                log.exception("handler for %s failed", route_key)
+                return {"statusCode": 500}
         try:
             if self._pool is None:
                 self._pool = concurrent.futures.ThreadPoolExecutor(self.workers, thread_name_prefix="orbital-handler")
@@ -178,16 +190,18 @@ class Bridge:
             log.exception("handler for %s failed", route_key)
             return {"statusCode": 500}
 
-    def _route_for_text(self, text: str) -> str:
+    def _route_for_text(self, text: str) -> tuple[str, bool]:
+        """The route of a text frame (API Gateway's selection on `type`), and whether it is a request for one of
+        `inline_methods`."""
         try:
             body = json.loads(text)
         except ValueError:
-            return "$default"
+            return "$default", False
         if isinstance(body, dict):
             kind = body.get("type")
             if isinstance(kind, str) and kind in self.routes and not kind.startswith("$"):
-                return kind
-        return "$default"
+                return kind, kind == "req" and body.get("method") in self.inline_methods
+        return "$default", False
 
     # --- the socket -------------------------------------------------------------------------------------------
 
@@ -211,7 +225,7 @@ class Bridge:
         await ws.accept()
         self.sockets[cid] = sock
         in_flight: set[asyncio.Task[None]] = set()  # concurrent frames (kept referenced until done)
-        ordered: asyncio.Queue[tuple[str, dict[str, Any]] | None] = asyncio.Queue(MAX_QUEUED_FRAMES)
+        ordered: asyncio.Queue[tuple[str, dict[str, Any], bool] | None] = asyncio.Queue(MAX_QUEUED_FRAMES)
         handler = asyncio.create_task(self._in_order(sock, ordered))
         try:
             while True:
@@ -225,8 +239,9 @@ class Bridge:
                     with contextlib.suppress(Exception):
                         await ws.close(code=1009, reason="Message too big")
                     break
+                inline = False
                 if text is not None:
-                    route = self._route_for_text(text)
+                    route, inline = self._route_for_text(text)
                     event = {
                         "requestContext": self._context(cid, route, "MESSAGE", sock),
                         "body": text,
@@ -242,11 +257,11 @@ class Bridge:
                 else:
                     continue
                 if self.concurrent_frames and text is not None:
-                    task = asyncio.create_task(self._frame(sock, route, event))
+                    task = asyncio.create_task(self._frame(sock, route, event, inline))
                     in_flight.add(task)
                     task.add_done_callback(in_flight.discard)
                 else:
-                    await ordered.put((route, event))
+                    await ordered.put((route, event, inline))
         except WebSocketDisconnect:
             pass
         finally:
@@ -258,15 +273,15 @@ class Bridge:
                 handler.cancel()  # only if this task itself was cancelled meanwhile (the server stopping)
                 await self._gone(cid, sock)
 
-    async def _in_order(self, sock: _Socket, frames: asyncio.Queue[tuple[str, dict[str, Any]] | None]) -> None:
+    async def _in_order(self, sock: _Socket, frames: asyncio.Queue[tuple[str, dict[str, Any], bool] | None]) -> None:
         """Handle a socket's ordered frames one after the other until the end marker."""
         while (item := await frames.get()) is not None:
             await self._frame(sock, *item)
 
-    async def _frame(self, sock: _Socket, route: str, event: dict[str, Any]) -> None:
+    async def _frame(self, sock: _Socket, route: str, event: dict[str, Any], inline: bool = False) -> None:
         if self.frame_jitter_ms > 0:
             await asyncio.sleep(random.uniform(0, self.frame_jitter_ms / 1000))
-        result = await self._call(route, event)
+        result = await self._call(route, event, inline=inline)
         two_way = self.routes.get(route, {}).get("two_way")
         if two_way and isinstance(result, dict) and result.get("body") and not sock.closed:
             with contextlib.suppress(Exception):

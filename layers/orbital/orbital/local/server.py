@@ -135,6 +135,7 @@ class LocalGateway:
             self._write_runtime(endpoint)
             return
         from orbital.rest.app import create_app
+        from orbital.runtime.services import get_services
 
         self.bridge = Bridge(
             self.stack.functions.invoke,
@@ -144,12 +145,12 @@ class LocalGateway:
             rest_app=create_app(),
             concurrent_frames=self.options.concurrent_frames,
             frame_jitter_ms=self.options.frame_jitter_ms,
+            inline_methods=get_services().registry.inline_methods(),
         )
         if self.stack.in_process is not None:
             self.stack.in_process.bridge = self.bridge
         if self.persistence is not None:
             from orbital.local.restart import end_interrupted
-            from orbital.runtime.services import get_services
 
             end_interrupted(get_services())
         if self.options.tick_interval > 0:

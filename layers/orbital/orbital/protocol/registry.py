@@ -68,6 +68,9 @@ class MethodSpec:
     """Code and message returned to a socket whose mode is not allowed."""
     deferred: bool = False
     """The response is sent later (tool.invoke, logs.get)."""
+    inline: bool = False
+    """Answered from what the gateway holds, never pushing to a socket or waiting on one: the local gateway may run
+    it on its event loop instead of handing it to a thread (`Registry.inline_methods`)."""
 
 
 @dataclass
@@ -135,6 +138,7 @@ class Router:
         modes: set[str] | None = None,
         mode_error: tuple[int, str] = (101, "Not connected"),
         deferred: bool = False,
+        inline: bool = False,
     ) -> Callable[[Handler], Handler]:
         def register(func: Handler) -> Handler:
             if name in self.methods:
@@ -149,6 +153,7 @@ class Router:
                 modes=frozenset(modes) if modes else None,
                 mode_error=mode_error,
                 deferred=deferred,
+                inline=inline,
             )
             return func
 
@@ -213,6 +218,10 @@ class Registry:
 
     def names(self) -> list[str]:
         return list(self._methods)
+
+    def inline_methods(self) -> frozenset[str]:
+        """The methods a local gateway may answer on its event loop (`MethodSpec.inline`)."""
+        return frozenset(name for name, spec in self._methods.items() if spec.inline)
 
     def families(self) -> dict[str, list[str]]:
         return {k: list(v) for k, v in self._families.items()}

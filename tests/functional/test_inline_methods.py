@@ -1,0 +1,28 @@
+"""Methods the local gateway answers on its event loop must never push to a socket (the management API would be
+called from the loop it runs on) and must not be deferred."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from orbital.methods import registry
+
+
+class NoPushing:
+    def post(self, connection_id: str, frame: Any) -> bool:
+        raise AssertionError(f"an inline method pushed to {connection_id}: {frame}")
+
+    def close(self, connection_id: str, code: int = 1000, reason: str = "") -> None:
+        raise AssertionError(f"an inline method closed {connection_id}")
+
+
+def test_the_inline_methods_answer_without_pushing(connect: Any, services: Any, sender: Any) -> None:
+    inline = registry().inline_methods()
+    assert {"config.get", "tools.list"} <= inline
+    connect("node", "n1")  # a node, so tools.list has something of its own to list
+    rpc = connect("client", "c1")
+    services._sender = NoPushing()
+    for name in sorted(inline):
+        spec = registry().get(name)
+        assert spec is not None and not spec.deferred
+        rpc.call(name, {})
