@@ -78,3 +78,17 @@ def test_queries_answer_as_before(aws: None) -> None:
     assert [i["SK"]["S"] for i in after] == [f"S#{s:03d}" for s in range(1, 15)] + ["S#999"]
     scanned = client.scan(TableName=TABLE)["Items"]  # scans keep moto's own listing
     assert len(scanned) == len(items)
+
+
+def test_moto_looks_up_a_response_class_actions_once(aws: None) -> None:
+    from moto.core import responses
+    from moto.dynamodb.responses import DynamoHandler
+    from orbital.local.stack import cache_action_lookup
+
+    cache_action_lookup()
+    names = responses.method_names_from_class(DynamoHandler)
+    assert {"put_item", "query", "update_item"} <= names
+    assert responses.method_names_from_class(DynamoHandler) is names  # computed once
+    client = boto3.client("dynamodb", region_name="us-east-1")
+    client.put_item(TableName=TABLE, Item={"PK": {"S": "a"}, "SK": {"S": "b"}})
+    assert client.get_item(TableName=TABLE, Key={"PK": {"S": "a"}, "SK": {"S": "b"}})["Item"]["PK"] == {"S": "a"}
