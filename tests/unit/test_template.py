@@ -409,3 +409,14 @@ def test_agent_turn_state_machine_catches_every_failure() -> None:
         assert "States.ALL" in catches, name
         assert state.get("Retry"), name
     assert definition["States"]["AwaitTools"]["TimeoutSecondsPath"] == "$.waitSeconds"
+
+
+def test_the_local_host_calls_each_handler_without_its_lambda_decorators(template: dict[str, Any]) -> None:
+    """Locally the logger context, metric flush and tracing are no-ops; the handler's own body is what runs."""
+    from orbital.local.stack import FunctionHost
+
+    host = FunctionHost(ROOT, template)
+    for logical_id in host.specs:
+        handler = host._load(logical_id)
+        assert not hasattr(handler, "__wrapped__"), logical_id
+        assert handler.__name__ == "lambda_handler" and handler.__module__.startswith("orbital_fn_")
