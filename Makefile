@@ -18,6 +18,7 @@ help:
 	@echo "make docs   regenerate docs/protocol.md from the method registry"
 	@echo "make build  sam build (layer for python3.13/arm64)      make bench  run the benchmarks"
 	@echo "make fuzz   10,000 generated frames per fuzz test (slow)"
+	@echo "make hot-modules  list the files the layer ships bytecode for (after a dependency change)"
 
 $(STAMP): pyproject.toml requirements/dev.lock
 	@py="$$(sh scripts/find-python.sh)" && echo "using $$py" && \
