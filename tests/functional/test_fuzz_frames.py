@@ -113,7 +113,7 @@ def _quiet(flows: dict[str, str]) -> None:
     assert running() == [], "background work did not end"
 
 
-KEEP_ITEMS = 300
+KEEP_ITEMS = 100
 """Past this many items the table and the bucket are emptied between two examples (and the socket connects again),
 so comparing the state around a call stays cheap however many examples a run has (`make fuzz`: 10,000)."""
 
