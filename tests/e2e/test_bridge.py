@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import threading
@@ -49,10 +50,9 @@ ROUTES = {
 }
 
 
-@pytest.fixture
-def served() -> Iterator[tuple[str, SlowHandlers]]:
-    handlers = SlowHandlers()
-    bridge = Bridge(handlers, ROUTES)
+@contextlib.contextmanager
+def serving(bridge: Bridge) -> Iterator[tuple[str, threading.Thread]]:
+    """The bridge under uvicorn in a thread (keepalive every 0.2 s, 1 s to answer); its URL and the server thread."""
     port = _free_port()
     config = uvicorn.Config(
         bridge.app(),
@@ -72,11 +72,21 @@ def served() -> Iterator[tuple[str, SlowHandlers]]:
         assert time.monotonic() < deadline, "the server did not start"
         time.sleep(0.01)
     try:
-        yield f"ws://127.0.0.1:{port}/ws", handlers
+        yield f"ws://127.0.0.1:{port}/ws", thread
     finally:
-        handlers.release.set()
         server.should_exit = True
         thread.join(timeout=20)
+        bridge.close()
+
+
+@pytest.fixture
+def served() -> Iterator[tuple[str, SlowHandlers]]:
+    handlers = SlowHandlers()
+    with serving(Bridge(handlers, ROUTES)) as (url, _):
+        try:
+            yield url, handlers
+        finally:
+            handlers.release.set()
 
 
 def test_pings_are_answered_while_frames_wait_behind_a_slow_one(served: tuple[str, SlowHandlers]) -> None:
@@ -120,23 +130,10 @@ def test_inline_methods_run_on_the_event_loop_and_the_rest_in_threads() -> None:
         return {"statusCode": 200, "body": json.dumps({"type": "res", "id": body["id"]})}
 
     routes = {**ROUTES, "req": {"function": "frame", "two_way": True}}
-    bridge = Bridge(handler, routes, inline_methods=frozenset({"config.get"}))
-    port = _free_port()
-    server = uvicorn.Server(uvicorn.Config(bridge.app(), host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert time.monotonic() < deadline, "the server did not start"
-        time.sleep(0.01)
-    try:
-        with connect(f"ws://127.0.0.1:{port}/ws", open_timeout=10) as ws:
+    with serving(Bridge(handler, routes, inline_methods=frozenset({"config.get"}))) as (url, thread):
+        with connect(url, open_timeout=10) as ws:
             for i, method in enumerate(("config.get", "config.set")):
                 ws.send(json.dumps({"type": "req", "id": str(i), "method": method}))
                 assert json.loads(ws.recv(timeout=10))["id"] == str(i)
-    finally:
-        server.should_exit = True
-        thread.join(timeout=20)
-        bridge.close()
     assert threads["config.get"] == thread.name  # the server's own thread, where its event loop runs
     assert threads["config.set"].startswith("orbital-handler")
