@@ -13,7 +13,8 @@ Generated from the method registry by `make docs` — do not edit by hand.
 Frames are JSON text: requests `{"type":"req","id","method","params"}`, responses
 `{"type":"res","id","ok":true,"payload"}` or `{"type":"res","id","ok":false,"error":{"code","message"}}`, events
 `{"type":"evt","event","payload"}`. The first request on a socket must be `connect`; anything else gets
-`101 Not connected`. Malformed JSON gets no reply and the socket stays open; frames over 128 KB get `413`.
+`101 Not connected`. Malformed JSON gets no reply and the socket stays open. A message over 128 KB, or a single
+WebSocket frame over 32 KB, closes the socket with 1009, as API Gateway does: send longer messages as fragments.
 A reply that would exceed 128 KB (API Gateway's cap for one WebSocket message) is not sent; the request gets a
 `413 Reply too large to send: N bytes …` error instead, so no caller waits for a reply that cannot arrive: ask for
 less (`workspace.read` of a smaller file, `limit` on listings and history).
