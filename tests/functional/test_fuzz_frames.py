@@ -75,9 +75,16 @@ garbage = st.one_of(
 
 
 def _state() -> tuple[Any, Any]:
-    ddb, s3 = _clients()
-    items = sorted(json.dumps(i, sort_keys=True) for i in ddb.scan(TableName=TABLE, ConsistentRead=True)["Items"])
-    objects = sorted((o["Key"], o["ETag"]) for o in s3.list_objects_v2(Bucket=BUCKET).get("Contents", []))
+    """Every item and object, read from moto's backends directly (its response serializer would cost more than the
+    call under test)."""
+    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.dynamodb.models import dynamodb_backends
+    from moto.s3.models import s3_backends
+
+    table = dynamodb_backends[DEFAULT_ACCOUNT_ID]["us-east-1"].get_table(TABLE)
+    items = sorted(json.dumps(item.to_json(), sort_keys=True) for item in table.all_items())
+    bucket = s3_backends[DEFAULT_ACCOUNT_ID]["aws"].get_bucket(BUCKET)
+    objects = sorted((name, key.etag) for name, key in bucket.keys.items() if key is not None)
     return items, objects
 
 
