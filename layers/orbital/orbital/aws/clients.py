@@ -20,8 +20,9 @@ if TYPE_CHECKING:
 calls: Counter[str] = Counter()
 _calls_lock = threading.Lock()
 
-_in_process: Callable[[BaseClient, str], bool] | None = None
-"""Set by the local gateway: offered every new client with its endpoint, serves it without HTTP if it is ours."""
+_in_process: Callable[[BaseClient, str], Any] | None = None
+"""Set by the local gateway: offered every new client with its endpoint, serves it without HTTP if it is ours and
+returns the client to use instead (None if it is not ours)."""
 
 # Extra headers the local bridge understands on DeleteConnection (close code and reason). Never sent to AWS.
 CLOSE_CODE_HEADER = "x-orbital-close-code"
@@ -31,6 +32,11 @@ CLOSE_REASON_HEADER = "x-orbital-close-reason"
 def _count(event_name: str, **_kwargs: Any) -> None:
     # event_name: "before-call.<service>.<Operation>"
     service, operation = event_name.split(".", 2)[1:]
+    count(service, operation)
+
+
+def count(service: str, operation: str) -> None:
+    """Count one AWS API call (for calls answered without going through botocore's events)."""
     with _calls_lock:
         calls[f"{service}.{operation}"] += 1
 
@@ -60,7 +66,7 @@ def client(service: str, endpoint_url: str | None = None, region: str | None = N
     made = session.client(service, **kwargs)
     made.meta.events.register("before-call.*.*", _count)
     if endpoint:
-        offer_in_process(made, endpoint)
+        return offer_in_process(made, endpoint) or made
     return made
 
 
@@ -109,15 +115,17 @@ def explicit_client(
     return made
 
 
-def offer_in_process(made: BaseClient, endpoint: str | None = None) -> bool:
-    """Serve `made` in process if the local gateway answers its endpoint. True if it will be."""
+def offer_in_process(made: BaseClient, endpoint: str | None = None) -> BaseClient | None:
+    """Serve `made` in process if the local gateway answers its endpoint: the client to use for it then (`made`, or
+    one that answers its hottest operations directly), else None."""
     attach = _in_process
     if attach is None:
-        return False
-    return attach(made, endpoint or made.meta.endpoint_url)
+        return None
+    served: BaseClient | None = attach(made, endpoint or made.meta.endpoint_url)
+    return served
 
 
-def serve_in_process(attach: Callable[[BaseClient, str], bool] | None) -> None:
+def serve_in_process(attach: Callable[[BaseClient, str], Any] | None) -> None:
     """Let the local gateway answer clients pointed at its own endpoints in process (None to stop)."""
     global _in_process
     _in_process = attach

@@ -78,7 +78,7 @@ class InProcessAws:
         """How many requests were answered in process so far."""
         self._lock = threading.Lock()
 
-    def _count(self) -> None:
+    def note_served(self) -> None:
         with self._lock:
             self.served += 1
 
@@ -102,6 +102,15 @@ class InProcessAws:
             client.meta.events.register_first("before-send", self._management)
             return True
         return False
+
+    def serve(self, client: BaseClient, endpoint: str | None = None) -> Any:
+        """`attach`, and the client to use then: one answering the gateway's hottest operations without botocore
+        (`orbital.local.direct`); None if `client` is not ours."""
+        if not self.attach(client, endpoint):
+            return None
+        from orbital.local import direct
+
+        return direct.wrap(client, self)
 
     # --- moto -------------------------------------------------------------------------------------------------
 
@@ -129,7 +138,7 @@ class InProcessAws:
                 return _response(request.url, 500, {"x-amzn-ErrorType": "InternalFailure"}, body)
             if response is None:  # a URL moto does not route at all (unknown operations get moto's own 404)
                 return None
-            self._count()
+            self.note_served()
             return response
 
         return send
@@ -167,5 +176,5 @@ class InProcessAws:
             from botocore.exceptions import ReadTimeoutError
 
             raise ReadTimeoutError(endpoint_url=request.url, error=exc) from exc
-        self._count()
+        self.note_served()
         return _response(request.url, status, out_headers, out_body)

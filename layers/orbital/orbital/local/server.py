@@ -124,7 +124,7 @@ class LocalGateway:
             from orbital.aws import clients
 
             self.stack.in_process.serve_management(os.environ["ORBITAL_WS_MGMT_ENDPOINT"])
-            clients.serve_in_process(self.stack.in_process.attach)
+            clients.serve_in_process(self.stack.in_process.serve)
         if self.persistence is not None:
             self.recovered = self.persistence.recover()
             log.info("%s: %s", self.data_dir, self.recovered.describe())

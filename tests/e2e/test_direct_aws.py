@@ -1,0 +1,217 @@
+"""The local gateway's hottest AWS calls skip botocore (`orbital.local.direct`): the same answers and the same errors
+as the same calls through botocore, on the same moto state. Runs `LocalGateway` in this process to look inside it."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError
+from orbital.client import GatewayClient
+from orbital.local.direct import DirectClient
+from orbital.local.server import GatewayOptions, LocalGateway
+
+from tests.conftest import reset_caches, wait_for
+
+ROOT = Path(__file__).resolve().parents[2]
+RUNTIME = {
+    "hostRole": "execution",
+    "hostCapabilities": ["filesystem.list", "filesystem.read", "filesystem.write", "shell.exec"],
+    "toolCapabilities": {"Echo": ["shell.exec"]},
+}
+
+
+@pytest.fixture
+def gateway(tmp_path: Path) -> Iterator[LocalGateway]:
+    saved = dict(os.environ)
+    gw = LocalGateway(GatewayOptions(port=0, data_dir=tmp_path, project=ROOT, quiet=True))
+    try:
+        yield gw.start()
+    finally:
+        gw.stop()
+        os.environ.clear()
+        os.environ.update(saved)
+        reset_caches()
+
+
+def _pair(gateway: LocalGateway, service: str) -> tuple[Any, Any]:
+    """The gateway's own client for `service` (direct) and a botocore one served in process the old way."""
+    from orbital.aws import clients
+
+    direct = clients.client(service)
+    assert isinstance(direct, DirectClient)
+    return direct, gateway.stack.client(service)
+
+
+def _key(pk: str) -> dict[str, Any]:
+    return {"PK": {"S": pk}, "SK": {"S": "META"}}
+
+
+def test_dynamodb_answers_and_errors_match_botocore(gateway: LocalGateway) -> None:
+    direct, boto = _pair(gateway, "dynamodb")
+    table = gateway.stack.table
+    for client, pk in ((direct, "T#direct"), (boto, "T#boto")):
+        item = {**_key(pk), "d": {"S": "{}"}, "st": {"S": "pending"}, "n": {"N": "1"}}
+        put = client.put_item(TableName=table, Item=item, ConditionExpression="attribute_not_exists(PK)")
+        assert "Attributes" not in put and put["ResponseMetadata"]["HTTPStatusCode"] == 200
+    answers = []
+    for client, pk in ((direct, "T#direct"), (boto, "T#boto")):
+        got = client.update_item(
+            TableName=table,
+            Key=_key(pk),
+            UpdateExpression="SET #s = :done ADD #n :one",
+            ConditionExpression="st = :pending",
+            ExpressionAttributeNames={"#s": "st", "#n": "n"},
+            ExpressionAttributeValues={":done": {"S": "done"}, ":one": {"N": "2"}, ":pending": {"S": "pending"}},
+            ReturnValues="ALL_OLD",
+        )
+        old = {k: v for k, v in got["Attributes"].items() if k != "PK"}
+        read = client.get_item(TableName=table, Key=_key(pk), ConsistentRead=True)["Item"]
+        listed = client.query(
+            TableName=table, KeyConditionExpression="PK = :p", ExpressionAttributeValues={":p": {"S": pk}}
+        )
+        answers.append((old, {k: v for k, v in read.items() if k != "PK"}, listed["Count"]))
+    assert answers[0] == answers[1]
+    assert answers[0] == (
+        {"SK": {"S": "META"}, "d": {"S": "{}"}, "st": {"S": "pending"}, "n": {"N": "1"}},
+        {"SK": {"S": "META"}, "d": {"S": "{}"}, "st": {"S": "done"}, "n": {"N": "3"}},
+        1,
+    )
+    errors = []
+    for client, pk in ((direct, "T#direct"), (boto, "T#boto")):
+        with pytest.raises(client.exceptions.ConditionalCheckFailedException) as failed:
+            client.update_item(
+                TableName=table,
+                Key=_key(pk),
+                UpdateExpression="SET #s = :done",
+                ConditionExpression="st = :pending",
+                ExpressionAttributeNames={"#s": "st"},
+                ExpressionAttributeValues={":done": {"S": "done"}, ":pending": {"S": "pending"}},
+            )
+        with pytest.raises(ClientError) as invalid:
+            client.update_item(
+                TableName=table,
+                Key=_key(pk),
+                UpdateExpression="SET #s = :done",
+                ExpressionAttributeNames={"#s": "st"},
+                ExpressionAttributeValues={":done": {"S": "done"}, ":unused": {"S": "x"}},
+            )
+        with pytest.raises(ClientError) as no_table:
+            client.get_item(TableName="no-such-table", Key=_key(pk))
+        errors.append(
+            [
+                (e.value.response["Error"]["Code"], e.value.response["ResponseMetadata"]["HTTPStatusCode"])
+                for e in (failed, invalid, no_table)
+            ]
+        )
+    assert (
+        errors[0]
+        == errors[1]
+        == [
+            ("ConditionalCheckFailedException", 400),
+            ("ValidationException", 400),
+            ("ResourceNotFoundException", 400),
+        ]
+    )
+
+
+def test_direct_calls_are_counted_and_journaled(gateway: LocalGateway) -> None:
+    from orbital.aws import clients
+
+    direct, _ = _pair(gateway, "dynamodb")
+    clients.reset_call_counts()
+    served = gateway.stack.in_process.served
+    direct.put_item(TableName=gateway.stack.table, Item={**_key("CONFIG#direct"), "d": {"S": '{"x":1}'}})
+    assert clients.call_counts() == {"dynamodb.PutItem": 1}
+    assert gateway.stack.in_process.served == served + 1
+    assert gateway.persistence is not None
+    journal = gateway.persistence.journal
+    assert journal is not None
+    journal.flush()
+    text = b"".join(p.read_bytes() for p in sorted(gateway.data_dir.glob("**/journal-*.log")))
+    assert b"CONFIG#direct" in text  # the write went through the journal like any other
+
+
+def test_step_functions_and_management_calls_are_direct(gateway: LocalGateway) -> None:
+    """A tool call starts its deferred_call execution, whose register step is a Lambda task; the node's answer sends
+    the task success; every frame goes out through PostToConnection. All of it without botocore."""
+    from orbital.aws import clients
+
+    with GatewayClient(gateway.ws_url) as node, GatewayClient(gateway.ws_url) as caller:
+        node.connect(
+            "node", "direct-node", tools=[{"name": "Echo", "inputSchema": {"type": "object"}}], nodeRuntime=RUNTIME
+        )
+        caller.connect("client")
+        wait_for(lambda: any(t["name"] == "direct-node__Echo" for t in caller.call("tools.list")["tools"]))
+        clients.reset_call_counts()
+        served = gateway.stack.in_process.served
+        caller.send_raw(
+            json.dumps(
+                {
+                    "type": "req",
+                    "id": "t1",
+                    "method": "tool.invoke",
+                    "params": {"tool": "direct-node__Echo", "args": {"x": 1}},
+                }
+            )
+        )
+        evt = node.next_event("tool.invoke", timeout=10)
+        call_id = evt["payload"]["callId"]
+        # the execution registers its token on the call before the node answers, so the answer closes it
+        wait_for(lambda: gateway.stack.functions.invocations > 0 and _token_of(call_id) is not None)
+        node.call("tool.result", {"callId": call_id, "result": {"echo": evt["payload"]["args"]}})
+        answer = caller.wait_response("t1")
+        assert answer["ok"] is True, answer
+        assert answer["payload"]["result"] == {"echo": {"x": 1}}
+        wait_for(lambda: _execution_status(gateway, call_id) == "SUCCEEDED")
+    counts = clients.call_counts()
+    for call in (
+        "sfn.StartExecution",
+        "sfn.SendTaskSuccess",
+        "lambda.Invoke",
+        "apigatewaymanagementapi.PostToConnection",
+    ):
+        assert counts.get(call, 0) >= 1, (call, counts)
+    assert gateway.stack.in_process.served > served
+
+
+def _token_of(call_id: str) -> Any:
+    from orbital.runtime.services import get_services
+    from orbital.store import keys
+
+    rec = (
+        get_services()
+        .table.client.get_item(
+            TableName=get_services().table.name, Key={"PK": {"S": keys.pending_call(call_id)[0]}, "SK": {"S": "META"}}
+        )
+        .get("Item")
+    )
+    return None if rec is None else rec.get("tok")
+
+
+def _execution_status(gateway: LocalGateway, call_id: str) -> str | None:
+    sfn = gateway.stack.client("stepfunctions")
+    arn = gateway.stack.state_machine_arns["DeferredCallStateMachine"]
+    for execution in sfn.list_executions(stateMachineArn=arn)["executions"]:
+        if execution["name"].startswith(call_id[:48] + "-"):  # the call's execution (`ids.execution_name`)
+            return str(execution["status"])
+    return None
+
+
+def test_an_error_answer_of_the_bridge_is_the_modeled_exception(gateway: LocalGateway) -> None:
+    from orbital.aws import clients
+
+    mgmt = clients.management(os.environ["ORBITAL_WS_MGMT_ENDPOINT"])
+    assert isinstance(mgmt, DirectClient)
+    with pytest.raises(mgmt.exceptions.GoneException):
+        mgmt.post_to_connection(ConnectionId="NOSUCHSOCKET", Data=b"{}")
+    with GatewayClient(gateway.ws_url) as c:
+        cid = c.connect("client")["server"]["connectionId"]
+        with pytest.raises(mgmt.exceptions.PayloadTooLargeException):
+            mgmt.post_to_connection(ConnectionId=cid, Data=json.dumps({"x": "y" * 140_000}).encode())
+        mgmt.post_to_connection(ConnectionId=cid, Data=json.dumps({"type": "evt", "event": "direct"}).encode())
+        assert c.next_event("direct", timeout=10)["event"] == "direct"
