@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import inspect
+import io
 import json
 import logging
 import os
@@ -86,24 +87,70 @@ class FunctionHost:
         return handler(event, ctx)
 
 
+_host: FunctionHost | None = None
+"""The functions of the running local stack (what moto's Lambda backend and the state machines' tasks invoke)."""
+
+
+def run_function(host: FunctionHost, function_name: str, payload: bytes | str | None) -> tuple[bytes, bool]:
+    """Invoke a template function in process: its JSON result, or (True for "failed") Lambda's error payload."""
+    name = function_name.split(":")[-1]
+    try:
+        event = json.loads(payload) if payload else {}
+        result = host.invoke(name, event)
+    except Exception as exc:
+        log.exception("local function %s failed", name)
+        return json.dumps({"errorType": type(exc).__name__, "errorMessage": str(exc)}).encode(), True
+    return json.dumps(result).encode(), False
+
+
 def patch_lambda(host: FunctionHost) -> None:
     """Make moto's Docker-free Lambda backend run the template's Python handlers in this process."""
+    global _host
     from moto.awslambda_simple.models import LambdaSimpleBackend
+
+    _host = host
 
     def invoke(
         backend: Any, function_name: str, qualifier: Any, body: Any, headers: Any, response_headers: Any
     ) -> bytes:
-        name = function_name.split(":")[-1]
-        try:
-            event = json.loads(body) if body else {}
-            result = host.invoke(name, event)
-        except Exception as exc:
-            log.exception("local function %s failed", name)
+        data, failed = run_function(host, function_name, body)
+        if failed:
             response_headers["x-amz-function-error"] = "Unhandled"
-            return json.dumps({"errorType": type(exc).__name__, "errorMessage": str(exc)}).encode()
-        return json.dumps(result).encode()
+        return data
 
     LambdaSimpleBackend.invoke = invoke  # type: ignore[method-assign,assignment]
+
+
+class _DirectLambda:
+    """The Lambda client of the state machines' tasks: a synchronous invoke of a template function calls its handler
+    directly (what moto's Lambda backend would do after botocore and its routing); anything else is the client's."""
+
+    def __init__(self, wrapped: Any) -> None:
+        self._wrapped = wrapped
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._wrapped, name)
+
+    def invoke(self, **params: Any) -> dict[str, Any]:
+        host = _host
+        name = str(params.get("FunctionName", "")).split(":")[-1]
+        synchronous = params.get("InvocationType", "RequestResponse") == "RequestResponse"
+        if host is None or not synchronous or "Qualifier" in params or name not in host.specs:
+            return self._wrapped.invoke(**params)
+        from botocore.response import StreamingBody
+
+        from orbital.aws import clients as gateway_clients
+
+        gateway_clients.count("lambda", "Invoke")
+        data, failed = run_function(host, name, params.get("Payload"))
+        response: dict[str, Any] = {
+            "StatusCode": 200,
+            "ExecutedVersion": "$LATEST",
+            "Payload": StreamingBody(io.BytesIO(data), len(data)),
+        }
+        if failed:
+            response["FunctionError"] = "Unhandled"
+        return response
 
 
 MOTO_LOCKS: dict[str, threading.RLock] = {"dynamodb": threading.RLock(), "stepfunctions": threading.RLock()}
@@ -280,7 +327,9 @@ def cache_state_machine_parsing() -> None:
             made = build(region=region, service=service, state_credentials=state_credentials)
             from orbital.aws import clients as gateway_clients
 
-            gateway_clients.offer_in_process(made)  # the local gateway answers it without HTTP
+            made = gateway_clients.offer_in_process(made) or made  # the local gateway answers it without HTTP
+            if service == "lambda":
+                made = _DirectLambda(made)
             with lock:
                 clients[key] = made
         return made
