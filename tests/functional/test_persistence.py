@@ -249,9 +249,9 @@ def test_a_data_directory_of_an_earlier_version_is_converted(aws: None, tmp_path
         store.stop()
 
 
-def test_socket_bound_items_are_journaled_without_waiting_for_the_disk(store: Persistence, tmp_path: Path) -> None:
-    """A connection record or a registry entry of connected sockets is appended in order but not flushed on its
-    own; the next durable write flushes it with itself."""
+def test_process_bound_items_are_journaled_without_waiting_for_the_disk(store: Persistence, tmp_path: Path) -> None:
+    """A connection record, a registry entry of connected sockets or a pending call is appended in order but not
+    flushed on its own; the next durable write flushes it with itself."""
     assert store.journal is not None
     writes: list[int] = []
     real = store.journal._write
@@ -263,11 +263,12 @@ def test_socket_bound_items_are_journaled_without_waiting_for_the_disk(store: Pe
     store.journal._write = counted  # type: ignore[method-assign]
     ddb().put_item(TableName=TABLE, Item=item("CONN#abc", "META", mode="client"))
     ddb().put_item(TableName=TABLE, Item=item("CLIENTS", "c1", connectionId="abc"))
+    ddb().put_item(TableName=TABLE, Item=item("CALL#k1", "META", st="pending"))
     assert writes == []
     ddb().put_item(TableName=TABLE, Item=item("CONFIG", "MAIN", model="x"))
-    assert writes == [3]  # the two socket-bound records went to disk with the durable one, before it
+    assert writes == [4]  # the three process-bound records went to disk with the durable one, before it
     ddb().put_item(TableName=TABLE, Item=item("CLIENTS", "~alias~c1~agent:main:main", key="main"))
-    assert writes == [3, 1]  # the key a client used outlives its socket: waited for
+    assert writes == [4, 1]  # the key a client used outlives its socket: waited for
     before = table_state()
     again, _ = crash_and_recover(store, tmp_path)
     assert table_state() == before

@@ -19,9 +19,10 @@ A checkpoint is written in the background when the journal has grown past `compa
 It is fuzzy: the journal moves to a new generation first, then the state is dumped while writes go on; replaying
 the new generation over the dump gives the exact state, since every change after the switch is in it. Items past
 their TTL are left out (that is when they expire). The cost of a write is a journal append and a shared fsync,
-whatever the size of the state. Items bound to a socket (`keys.socket_bound`: connection records, the registries
-of connected clients, nodes and channel sockets) are journaled in order like the rest but not waited for: sockets
-do not outlive the process, and after a crash the restart clears whatever registry entries it finds.
+whatever the size of the state. Items bound to the process (`keys.process_bound`: connection records, the registries
+of connected clients, nodes and channel sockets, pending deferred calls and their wait groups) are journaled in
+order like the rest but not waited for: sockets and runs do not outlive the process, and after a crash the restart
+closes whatever sockets the registries name and ends the runs.
 
 Recovery: the checkpoint, then every journal from its generation on; a torn tail (a crash in the middle of a write)
 is cut off and reported, and nothing before it is lost. A data directory written by an earlier version (a full
@@ -102,11 +103,11 @@ def _backends() -> tuple[Any, Any]:
     return dynamodb_backends[ACCOUNT][REGION], s3_backends[ACCOUNT]["aws"]
 
 
-def _socket_bound(key: dict[str, Any]) -> bool:
+def _process_bound(key: dict[str, Any]) -> bool:
     pk, sk = key.get("PK"), key.get("SK")
     if not (isinstance(pk, dict) and isinstance(sk, dict)):
         return False
-    return isinstance(pk.get("S"), str) and isinstance(sk.get("S"), str) and keys.socket_bound(pk["S"], sk["S"])
+    return isinstance(pk.get("S"), str) and isinstance(sk.get("S"), str) and keys.process_bound(pk["S"], sk["S"])
 
 
 def _key_of(table: Any, item: dict[str, Any]) -> dict[str, Any]:
@@ -652,7 +653,7 @@ def _patch() -> None:
                     if store is not None:
                         for table_name, key in keys_of(self, args, kwargs):
                             seq = store.record_item(self, table_name, key)
-                            if not _socket_bound(key):  # in the journal all the same, in order; not waited for
+                            if not _process_bound(key):  # in the journal all the same, in order; not waited for
                                 _note(seq)
                 return result
 

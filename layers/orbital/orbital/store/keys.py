@@ -37,15 +37,20 @@ CLIENTS_PK = "CLIENTS"
 CHANNEL_SOCKETS_PK = "CHANSOCKS"
 CHANNELS_PK = "CHANNELS"
 _CONNECTION_PREFIX = "CONN#"
+_CALL_PREFIX = "CALL#"
+_WAIT_GROUP_PREFIX = "WAITGROUP#"
+_PROCESS_BOUND_PREFIXES = (_CONNECTION_PREFIX, _CALL_PREFIX, _WAIT_GROUP_PREFIX)
 
 
-def socket_bound(pk: str, sk: str) -> bool:
-    """Items that live only as long as a socket: its connection record and the registries of connected clients,
-    nodes and channel sockets (not the channel registry, nor the keys a client used, which outlive them). Sockets do
-    not survive a restart of the local gateway, so it journals these without waiting for the disk."""
+def process_bound(pk: str, sk: str) -> bool:
+    """Items that matter only while the process that wrote them runs: a socket's connection record, the registries
+    of connected clients, nodes and channel sockets (not the channel registry, nor the keys a client used, which
+    outlive them), and the pending calls and wait groups of deferred calls (their callers are sockets and runs). A
+    restart of the local gateway closes the sockets it finds and ends the runs, so it journals these without
+    waiting for the disk."""
     if pk == CLIENTS_PK:
         return not sk.startswith(CLIENT_ALIAS_PREFIX)
-    return pk.startswith(_CONNECTION_PREFIX) or pk in (NODES_PK, CHANNEL_SOCKETS_PK)
+    return pk.startswith(_PROCESS_BOUND_PREFIXES) or pk in (NODES_PK, CHANNEL_SOCKETS_PK)
 
 
 def node(node_id: str) -> tuple[str, str]:
@@ -198,7 +203,7 @@ CRON_RUN_SEQ_FLAG = "cron-run-seq"
 
 
 def pending_call(call_id: str) -> tuple[str, str]:
-    return f"CALL#{call_id}", "META"
+    return f"{_CALL_PREFIX}{call_id}", "META"
 
 
 def node_calls_index(node_id: str, call_id: str) -> tuple[str, str]:
@@ -311,7 +316,7 @@ def client_alias(client_id: str, session_key: str) -> tuple[str, str]:
 
 
 def wait_group(group_id: str) -> tuple[str, str]:
-    return f"WAITGROUP#{group_id}", "META"
+    return f"{_WAIT_GROUP_PREFIX}{group_id}", "META"
 
 
 def run_blob(execution: str, name: str) -> str:
@@ -376,12 +381,12 @@ _PK_PREFIX_KINDS = (
     ("CONN#", "connection"),
     ("CRONRUN#", "cron-run"),
     ("CRONACTIVE#", "cron-active"),
-    ("CALL#", "pending-call"),
+    (_CALL_PREFIX, "pending-call"),
     ("PROBES#", "probe"),
     ("PROBEOWNER#", "probe-owner"),
     ("EXECSESSION#", "exec-session"),
     ("EXECEVENT#", "exec-event"),
-    ("WAITGROUP#", "wait-group"),
+    (_WAIT_GROUP_PREFIX, "wait-group"),
     ("INBOUND#", "inbound-seen"),
 )
 _SESSION_SK_KINDS = (("META", "session"), ("MSG#", "message"), (SESSION_INPUT_PREFIX, "session-input"))
