@@ -76,8 +76,8 @@ def account(gateway: Any) -> Any:
 
 @pytest.fixture
 def http() -> Any:
-    from fastapi.testclient import TestClient
     from orbital.rest.app import create_app
+    from starlette.testclient import TestClient
 
     with TestClient(create_app()) as client:
         yield client
@@ -179,10 +179,10 @@ def test_webhook_asks_again_only_after_a_passing_failure(
 
 
 def test_webhook_is_served_by_the_local_gateway(account: Any, inbound: Inbound) -> None:
-    """`orbital dev` mounts the same FastAPI app behind its WebSocket bridge."""
-    from fastapi.testclient import TestClient
+    """`orbital dev` mounts the same HTTP app behind its WebSocket bridge."""
     from orbital.local.bridge import Bridge
     from orbital.rest.app import create_app
+    from starlette.testclient import TestClient
 
     bridge = Bridge(lambda *_: None, {}, rest_app=create_app())
     with TestClient(bridge.app()) as client:

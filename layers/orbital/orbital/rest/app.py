@@ -1,46 +1,59 @@
-"""The HTTP side of the gateway: FastAPI, served by Mangum on Lambda and mounted directly by the local gateway."""
+"""The HTTP side of the gateway: a handful of routes, served from API Gateway HTTP API events on Lambda and as an
+ASGI app by the local gateway's bridge. One `handle` answers both (ADR 0014: no web framework on the Lambda path,
+whose cold start it would double).
+
+Routes: `GET /health`; `POST /channels/telegram/{account}/webhook`. Anything else is a 404, a known path with another
+method a 405. Every answer is JSON.
+"""
 
 from __future__ import annotations
 
+import base64
 import functools
 import hmac
 import json
 import logging
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
-
-from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
-from starlette.concurrency import run_in_threadpool
 
 log = logging.getLogger("orbital.rest")
 
+_TELEGRAM_WEBHOOK = re.compile(r"^/channels/telegram/(?P<account>[^/]+)/webhook$")
 
-def create_app() -> FastAPI:
-    app = FastAPI(title="Orbital", version="0.1.0", docs_url=None, redoc_url=None, openapi_url=None)
 
-    @app.get("/health")
-    def health() -> dict[str, str]:
-        return {"status": "healthy"}
+@dataclass
+class Answer:
+    status: int
+    body: dict[str, Any]
 
-    @app.post("/channels/telegram/{account_id}/webhook")
-    async def telegram_webhook(account_id: str, request: Request) -> JSONResponse:
-        """Telegram delivers an update. Only a request carrying the account's webhook secret is looked at. An update
-        that cannot be used (malformed, refused) is answered 200 so Telegram does not redeliver it; one that failed
-        for a passing reason (storage, starting the run) is answered 503: Telegram delivers it again and, since a
-        failed message is not marked as received, it is then processed."""
-        presented = request.headers.get("x-telegram-bot-api-secret-token")
-        if not presented or not await run_in_threadpool(_telegram_secret_matches, account_id, presented):
-            return JSONResponse({"ok": False, "error": "unauthorized"}, status_code=401)
-        body = await request.body()
-        if not await run_in_threadpool(_telegram_update, account_id, body):
-            return JSONResponse({"ok": False, "error": "try again"}, status_code=503)
-        return JSONResponse({"ok": True})
 
-    @app.exception_handler(404)
-    def not_found(_request: Any, _exc: Any) -> JSONResponse:
-        return JSONResponse({"error": "Not Found"}, status_code=404)
+def handle(method: str, path: str, headers: Mapping[str, str], body: bytes) -> Answer:
+    """Answer one request. `headers` have lower-case names."""
+    if path == "/health":
+        if method != "GET":
+            return Answer(405, {"error": "Method Not Allowed"})
+        return Answer(200, {"status": "healthy"})
+    match = _TELEGRAM_WEBHOOK.match(path)
+    if match is not None:
+        if method != "POST":
+            return Answer(405, {"error": "Method Not Allowed"})
+        return _telegram_webhook(match["account"], headers, body)
+    return Answer(404, {"error": "Not Found"})
 
-    return app
+
+def _telegram_webhook(account_id: str, headers: Mapping[str, str], body: bytes) -> Answer:
+    """Telegram delivers an update. Only a request carrying the account's webhook secret is looked at. An update that
+    cannot be used (malformed, refused) is answered 200 so Telegram does not redeliver it; one that failed for a
+    passing reason (storage, starting the run) is answered 503: Telegram delivers it again and, since a failed
+    message is not marked as received, it is then processed."""
+    presented = headers.get("x-telegram-bot-api-secret-token")
+    if not presented or not _telegram_secret_matches(account_id, presented):
+        return Answer(401, {"ok": False, "error": "unauthorized"})
+    if not _telegram_update(account_id, body):
+        return Answer(503, {"ok": False, "error": "try again"})
+    return Answer(200, {"ok": True})
 
 
 def _telegram_secret_matches(account_id: str, presented: str) -> bool:
@@ -92,8 +105,69 @@ def _telegram_update(account_id: str, body: bytes) -> bool:
     return result.get("processing") is not True
 
 
-@functools.cache
-def lambda_adapter() -> Any:
-    from mangum import Mangum
+def _encode(answer: Answer) -> bytes:
+    return json.dumps(answer.body, separators=(",", ":")).encode("utf-8")
 
-    return Mangum(create_app(), lifespan="off")
+
+@functools.cache
+def lambda_adapter() -> Callable[[dict[str, Any], object], dict[str, Any]]:
+    """The Lambda handler's body: an API Gateway HTTP API event (payload format 2.0) in, its response out."""
+
+    def serve(event: dict[str, Any], _context: object) -> dict[str, Any]:
+        http = (event.get("requestContext") or {}).get("http") or {}
+        method = str(http.get("method") or event.get("httpMethod") or "GET").upper()
+        path = str(event.get("rawPath") or http.get("path") or event.get("path") or "/")
+        headers = {str(k).lower(): str(v) for k, v in (event.get("headers") or {}).items()}
+        raw = event.get("body") or ""
+        body = base64.b64decode(raw) if event.get("isBase64Encoded") else str(raw).encode("utf-8")
+        answer = handle(method, path, headers, body)
+        return {
+            "statusCode": answer.status,
+            "headers": {"content-type": "application/json"},
+            "body": _encode(answer).decode("utf-8"),
+            "isBase64Encoded": False,
+        }
+
+    return serve
+
+
+def create_app() -> Callable[..., Any]:
+    """The same routes as an ASGI app (the local gateway mounts it; tests drive it with an HTTP client). Each
+    request is answered on a worker thread: `handle` reads and writes the store."""
+    import anyio.to_thread
+
+    async def app(scope: dict[str, Any], receive: Callable[..., Any], send: Callable[..., Any]) -> None:
+        if scope["type"] == "lifespan":
+            while True:
+                message = await receive()
+                if message["type"] == "lifespan.startup":
+                    await send({"type": "lifespan.startup.complete"})
+                elif message["type"] == "lifespan.shutdown":
+                    await send({"type": "lifespan.shutdown.complete"})
+                    return
+        if scope["type"] != "http":
+            return
+        chunks = []
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body"):
+                break
+        path, root = scope["path"], scope.get("root_path", "")
+        if root and path.startswith(root):
+            path = path[len(root) :] or "/"
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        answer = await anyio.to_thread.run_sync(handle, scope["method"], path, headers, b"".join(chunks))
+        data = _encode(answer)
+        await send(
+            {
+                "type": "http.response.start",
+                "status": answer.status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())],
+            }
+        )
+        await send({"type": "http.response.body", "body": data})
+
+    return app
