@@ -172,11 +172,15 @@ def test_step_functions_and_management_calls_are_direct(gateway: LocalGateway) -
     for call in (
         "sfn.StartExecution",
         "sfn.SendTaskSuccess",
-        "lambda.Invoke",
         "apigatewaymanagementapi.PostToConnection",
     ):
         assert counts.get(call, 0) >= 1, (call, counts)
     assert gateway.stack.in_process.served > served
+    # the execution's Lambda task went straight to the function's handler
+    from moto.stepfunctions.parser.asl.component.state.exec.state_task import lambda_eval_utils
+    from orbital.local import stack
+
+    assert isinstance(lambda_eval_utils.boto_client_for(region="us-east-1", service="lambda"), stack._DirectLambda)
 
 
 def _token_of(call_id: str) -> Any:

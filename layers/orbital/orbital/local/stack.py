@@ -139,9 +139,6 @@ class _DirectLambda:
             return self._wrapped.invoke(**params)
         from botocore.response import StreamingBody
 
-        from orbital.aws import clients as gateway_clients
-
-        gateway_clients.count("lambda", "Invoke")
         data, failed = run_function(host, name, params.get("Payload"))
         response: dict[str, Any] = {
             "StatusCode": 200,
