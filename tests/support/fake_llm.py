@@ -228,6 +228,15 @@ def _form_fields(content_type: str, raw: bytes) -> dict[str, Any] | None:
 # --- the server --------------------------------------------------------------------------------------------------
 
 
+class _Server(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that drops a kept-alive connection is not an error of the script (no traceback on stderr)."""
+        import sys
+
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
 class FakeLLM:
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -244,7 +253,7 @@ class FakeLLM:
     # lifecycle
     def start(self) -> FakeLLM:
         handler = _make_handler(self)
-        server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        server = _Server(("127.0.0.1", 0), handler)
         server.daemon_threads = True
         server.block_on_close = False
         self._server = server
