@@ -129,7 +129,10 @@ class Bridge:
 
     # --- app --------------------------------------------------------------------------------------------------
 
-    def app(self) -> Starlette:
+    def app(self) -> Callable[..., Any]:
+        """The ASGI app: the WebSocket endpoint, the management API, the HTTP routes. A socket opening on the
+        WebSocket path goes straight to the bridge: Starlette's middleware and router were a quarter of the CPU of
+        a handshake (open -> `hello-ok`, docs/performance.md)."""
         routes: list[Any] = [
             WebSocketRoute(self.path, self._websocket),
             Route("/@connections/{cid}", self._management, methods=["POST", "GET", "DELETE"]),
@@ -137,7 +140,16 @@ class Bridge:
         ]
         if self.rest_app is not None:
             routes.append(Mount("/", app=self.rest_app))
-        return Starlette(routes=routes)
+        routed = Starlette(routes=routes)
+        path = self.path
+
+        async def app(scope: dict[str, Any], receive: Callable[..., Any], send: Callable[..., Any]) -> None:
+            if scope["type"] == "websocket" and scope["path"] == path:
+                await self._websocket(WebSocket(scope, receive=receive, send=send))
+            else:
+                await routed(scope, receive, send)
+
+        return app
 
     # --- events -----------------------------------------------------------------------------------------------
 
