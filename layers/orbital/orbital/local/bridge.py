@@ -229,7 +229,9 @@ class Bridge:
             "requestContext": self._context(cid, "$connect", "CONNECT", sock),
             "isBase64Encoded": False,
         }
-        result = await self._call("$connect", event)
+        # `$connect` reads nothing and writes nothing (the `connect` request registers the socket): answered on the
+        # loop, without a hop to a handler thread
+        result = await self._call("$connect", event, inline=True)
         status = int(result.get("statusCode", 200)) if isinstance(result, dict) else 200
         if status >= 400:
             await ws.close(code=1008)
