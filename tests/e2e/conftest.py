@@ -19,6 +19,23 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def in_process_gateway(data_dir: Path, **options: Any) -> Iterator[Any]:
+    """A `LocalGateway` in this process (to look inside it), stopped with the environment it changed restored."""
+    from orbital.local.server import GatewayOptions, LocalGateway
+
+    from tests.conftest import reset_caches
+
+    saved = dict(os.environ)
+    gw = LocalGateway(GatewayOptions(port=0, data_dir=data_dir, project=ROOT, quiet=True, **options))
+    try:
+        yield gw.start()
+    finally:
+        gw.stop()
+        os.environ.clear()
+        os.environ.update(saved)
+        reset_caches()
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

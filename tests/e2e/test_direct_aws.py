@@ -13,11 +13,11 @@ import pytest
 from botocore.exceptions import ClientError
 from orbital.client import GatewayClient
 from orbital.local.direct import DirectClient
-from orbital.local.server import GatewayOptions, LocalGateway
+from orbital.local.server import LocalGateway
 
-from tests.conftest import reset_caches, wait_for
+from tests.conftest import wait_for
+from tests.e2e.conftest import in_process_gateway
 
-ROOT = Path(__file__).resolve().parents[2]
 RUNTIME = {
     "hostRole": "execution",
     "hostCapabilities": ["filesystem.list", "filesystem.read", "filesystem.write", "shell.exec"],
@@ -27,15 +27,7 @@ RUNTIME = {
 
 @pytest.fixture
 def gateway(tmp_path: Path) -> Iterator[LocalGateway]:
-    saved = dict(os.environ)
-    gw = LocalGateway(GatewayOptions(port=0, data_dir=tmp_path, project=ROOT, quiet=True))
-    try:
-        yield gw.start()
-    finally:
-        gw.stop()
-        os.environ.clear()
-        os.environ.update(saved)
-        reset_caches()
+    yield from in_process_gateway(tmp_path)
 
 
 def _pair(gateway: LocalGateway, service: str) -> tuple[Any, Any]:

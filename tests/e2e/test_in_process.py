@@ -4,7 +4,6 @@ still serves everyone else (presigned URLs, tooling). Runs `LocalGateway` in thi
 from __future__ import annotations
 
 import json
-import os
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,25 +12,14 @@ from typing import Any
 import boto3
 import pytest
 from orbital.client import GatewayClient, RpcFailed
-from orbital.local.server import GatewayOptions, LocalGateway
+from orbital.local.server import LocalGateway
 
-from tests.conftest import reset_caches, wait_for
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.conftest import wait_for
+from tests.e2e.conftest import in_process_gateway
 
 
 def _started(tmp: Path, *, in_process: bool) -> Iterator[LocalGateway]:
-    saved = dict(os.environ)
-    gw = LocalGateway(
-        GatewayOptions(port=0, data_dir=tmp, project=ROOT, persist=False, quiet=True, in_process_aws=in_process)
-    )
-    try:
-        yield gw.start()
-    finally:
-        gw.stop()
-        os.environ.clear()
-        os.environ.update(saved)
-        reset_caches()
+    yield from in_process_gateway(tmp, persist=False, in_process_aws=in_process)
 
 
 @pytest.fixture
