@@ -20,6 +20,7 @@ are counted like the factory's (`orbital.aws.clients.count`).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -119,8 +120,11 @@ class _Refused(Exception):
         self.error_code, self.message, self.status = error_code, message, status
 
 
-def _moto_action(handler_class: type, region: str, account: str) -> Callable[[str, dict[str, Any]], Any]:
-    """Run one operation of a moto response class with `params` as its parsed request body; its result as a dict."""
+def _moto_action(
+    handler_class: type, region: str, account: str, around: Callable[[], contextlib.AbstractContextManager[Any]]
+) -> Callable[[str, dict[str, Any]], Any]:
+    """Run one operation of a moto response class with `params` as its parsed request body, inside `around`; its
+    result as a dict."""
     from moto.core.responses import ActionResult
 
     def run(method: str, params: dict[str, Any]) -> Any:
@@ -132,8 +136,9 @@ def _moto_action(handler_class: type, region: str, account: str) -> Callable[[st
         handler.uri_match = {}
         handler.querystring = {}
         handler.automated_parameter_parsing = True
-        result = getattr(handler, method)()
-        return result.result if isinstance(result, ActionResult) else {}
+        with around():
+            result = getattr(handler, method)()
+            return result.result if isinstance(result, ActionResult) else {}
 
     return run
 
@@ -160,12 +165,14 @@ def wrap(client: BaseClient, served: InProcessAws) -> Any:
     if prefix == "dynamodb":
         from moto.dynamodb.responses import DynamoHandler
 
-        run = _moto_action(DynamoHandler, region, account)
+        from orbital.local.persistence import whole_operation
+
+        run = _moto_action(DynamoHandler, region, account, whole_operation)
         operations = {m: (op, through(run, m)) for m, op in DYNAMODB_OPERATIONS.items()}
     elif prefix == "states":
         from moto.stepfunctions.responses import StepFunctionResponse
 
-        run = _moto_action(StepFunctionResponse, region, account)
+        run = _moto_action(StepFunctionResponse, region, account, contextlib.nullcontext)
         operations = {m: (op, through(run, m)) for m, op in STEPFUNCTIONS_OPERATIONS.items()}
     elif prefix == "execute-api":
         operations = {"post_to_connection": ("PostToConnection", _post(served))}

@@ -626,6 +626,19 @@ def _changes() -> Iterator[Persistence | None]:
                 store.journal.wait(seq)
 
 
+@contextlib.contextmanager
+def whole_operation() -> Iterator[None]:
+    """One DynamoDB operation of moto's response handler, atomic as on AWS. The handler reads an item, copies or
+    renders it, writes it and renders the answer in separate steps, each serialized on its own (`make_moto_atomic`),
+    so another thread's write can change the item between them (a copy then fails with "dictionary changed size
+    during iteration", or the answer mixes two states). Hold the table's lock across the whole operation; what it
+    journaled is waited for after the lock is released, so a wait for the disk does not hold up other operations."""
+    from orbital.local.stack import MOTO_LOCKS
+
+    with _changes(), MOTO_LOCKS["dynamodb"]:
+        yield
+
+
 def _note(seq: int) -> None:
     if seq:
         _local.seq = max(getattr(_local, "seq", 0), seq)
