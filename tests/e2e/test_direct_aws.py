@@ -155,10 +155,16 @@ def test_step_functions_and_management_calls_are_direct(gateway: LocalGateway) -
         call_id = evt["payload"]["callId"]
         # the execution registers its token on the call before the node answers, so the answer closes it
         wait_for(lambda: gateway.stack.functions.invocations > 0 and _token_of(call_id) is not None)
+        # and another execution has just started (running, its thread not set up yet): the answer still reaches
+        # this call's execution
+        machine = _deferred_machine(gateway)
+        machine.executions.insert(0, _JustStarted())
         node.call("tool.result", {"callId": call_id, "result": {"echo": evt["payload"]["args"]}})
         answer = caller.wait_response("t1")
         assert answer["ok"] is True, answer
         assert answer["payload"]["result"] == {"echo": {"x": 1}}
+        wait_for(lambda: clients.call_counts().get("sfn.SendTaskSuccess", 0) >= 1)
+        machine.executions.remove(next(e for e in machine.executions if isinstance(e, _JustStarted)))
         wait_for(lambda: _execution_status(gateway, call_id) == "SUCCEEDED")
     counts = clients.call_counts()
     for call in (
@@ -173,6 +179,23 @@ def test_step_functions_and_management_calls_are_direct(gateway: LocalGateway) -
     from orbital.local import stack
 
     assert isinstance(lambda_eval_utils.boto_client_for(region="us-east-1", service="lambda"), stack._DirectLambda)
+
+
+class _JustStarted:
+    """An execution as moto lists it between `StartExecution` and its thread setting up its environment."""
+
+    status = "RUNNING"
+    exec_worker = None
+    execution_arn = "arn:aws:states:us-east-1:123456789012:execution:DeferredCallStateMachine:just-started"
+    name = "just-started"
+
+
+def _deferred_machine(gateway: LocalGateway) -> Any:
+    from moto.stepfunctions.parser.models import stepfunctions_parser_backends
+
+    backend = stepfunctions_parser_backends["123456789012"]["us-east-1"]
+    arn = gateway.stack.state_machine_arns["DeferredCallStateMachine"]
+    return next(m for m in backend.state_machines if m.arn == arn)
 
 
 def _token_of(call_id: str) -> Any:
@@ -211,3 +234,57 @@ def test_an_error_answer_of_the_bridge_is_the_modeled_exception(gateway: LocalGa
             mgmt.post_to_connection(ConnectionId=cid, Data=json.dumps({"x": "y" * 140_000}).encode())
         mgmt.post_to_connection(ConnectionId=cid, Data=json.dumps({"type": "evt", "event": "direct"}).encode())
         assert c.next_event("direct", timeout=10)["event"] == "direct"
+
+
+def test_a_dynamodb_operation_is_atomic_across_moto_handler_steps(
+    gateway: LocalGateway, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """moto's UpdateItem copies the item, then updates it, then renders the answer, each step locked on its own.
+    The direct call holds the table across all of them: another write to the item waits instead of changing it
+    mid-copy ("dictionary changed size during iteration")."""
+    import copy
+    import threading
+
+    from moto.dynamodb import responses
+
+    direct, _ = _pair(gateway, "dynamodb")
+    table = gateway.stack.table
+    direct.put_item(TableName=table, Item={**_key("T#atomic"), "d": {"S": "{}"}, "n": {"N": "0"}})
+    inside, go = threading.Event(), threading.Event()
+    first = threading.current_thread()
+    real_deepcopy = copy.deepcopy
+
+    class HeldCopy:
+        def deepcopy(self, value: Any, *args: Any) -> Any:
+            if threading.current_thread() is not first and threading.current_thread().name == "held":
+                inside.set()
+                go.wait(10)
+            return real_deepcopy(value, *args)
+
+    monkeypatch.setattr(responses, "copy", HeldCopy())
+
+    def add(name: str) -> None:
+        direct.update_item(
+            TableName=table,
+            Key=_key("T#atomic"),
+            UpdateExpression="ADD #n :one SET #w = :who",
+            ExpressionAttributeNames={"#n": "n", "#w": "w"},
+            ExpressionAttributeValues={":one": {"N": "1"}, ":who": {"S": name}},
+            ReturnValues="ALL_OLD",
+        )
+
+    held = threading.Thread(target=add, args=("held",), name="held")
+    other = threading.Thread(target=add, args=("other",), name="other")
+    held.start()
+    try:
+        assert inside.wait(10)
+        other.start()
+        other.join(0.3)
+        assert other.is_alive()  # waits for the held operation to finish
+    finally:
+        go.set()
+        held.join(10)
+        if other.ident is not None:
+            other.join(10)
+    item = direct.get_item(TableName=table, Key=_key("T#atomic"))["Item"]
+    assert item["n"] == {"N": "2"} and item["w"] == {"S": "other"}

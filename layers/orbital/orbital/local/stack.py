@@ -207,6 +207,45 @@ def make_moto_atomic() -> None:
     )
 
 
+_answering = threading.local()
+
+
+def ready_task_callbacks() -> None:
+    """moto answers `SendTaskSuccess` / `SendTaskFailure` / `SendTaskHeartbeat` by asking every execution in turn
+    whether the token is its own, through the execution's environment. An execution just started has no environment
+    yet (its thread sets it up), so the question fails with AttributeError and the token's own execution is never
+    asked: the answer is lost and that execution waits for its timeout. Over HTTP botocore's retries hid it.
+    During those three calls, list only executions that have their environment (a token can belong to no other),
+    newest first (the token answered is almost always a recent one's). Same results; idempotent."""
+    from moto.stepfunctions.parser.models import StepFunctionsParserBackend
+
+    if getattr(StepFunctionsParserBackend._get_executions, "_orbital_ready", False):
+        return
+    original_list = StepFunctionsParserBackend._get_executions
+
+    def get_executions(self: Any, *args: Any, **kwargs: Any) -> Any:
+        found = original_list(self, *args, **kwargs)
+        if not getattr(_answering, "on", False):
+            return found
+        return [e for e in reversed(found) if getattr(getattr(e, "exec_worker", None), "env", None) is not None]
+
+    get_executions._orbital_ready = True  # type: ignore[attr-defined]
+    StepFunctionsParserBackend._get_executions = get_executions  # type: ignore[method-assign]
+
+    for name in ("send_task_success", "send_task_failure", "send_task_heartbeat"):
+        method = getattr(StepFunctionsParserBackend, name)
+
+        def answering(*args: Any, _method: Callable[..., Any] = method, **kwargs: Any) -> Any:
+            _answering.on = True
+            try:
+                return _method(*args, **kwargs)
+            finally:
+                _answering.on = False
+
+        answering._orbital_serialized = True  # type: ignore[attr-defined]  # make_moto_atomic's lock is inside
+        setattr(StepFunctionsParserBackend, name, answering)
+
+
 _querying = threading.local()
 
 
@@ -489,6 +528,7 @@ class MotoStack:
         patch_lambda(self.functions)
         cache_state_machine_parsing()
         make_moto_atomic()
+        ready_task_callbacks()
         fast_queries()
         cache_action_lookup()
 
