@@ -200,6 +200,7 @@ def flows(aws: None, services: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     def client(service: str) -> Any:
         return boto3.client(service, region_name="us-east-1")
 
+    stack.index_executions()  # before the state machines exist: each gets the indexed list
     arns = stack.provision(client, ROOT, template, table=TABLE, bucket=BUCKET, create_table=False)
     host = stack.FunctionHost(ROOT, template)
     stack.patch_lambda(host)

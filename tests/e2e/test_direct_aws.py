@@ -7,6 +7,7 @@ import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -158,7 +159,7 @@ def test_step_functions_and_management_calls_are_direct(gateway: LocalGateway) -
         # and another execution has just started (running, its thread not set up yet): the answer still reaches
         # this call's execution
         machine = _deferred_machine(gateway)
-        machine.executions.insert(0, _JustStarted())
+        machine.executions.append(_JustStarted())
         node.call("tool.result", {"callId": call_id, "result": {"echo": evt["payload"]["args"]}})
         answer = caller.wait_response("t1")
         assert answer["ok"] is True, answer
@@ -185,6 +186,7 @@ class _JustStarted:
     """An execution as moto lists it between `StartExecution` and its thread setting up its environment."""
 
     status = "RUNNING"
+    exec_status = SimpleNamespace(value="RUNNING")
     exec_worker = None
     execution_arn = "arn:aws:states:us-east-1:123456789012:execution:DeferredCallStateMachine:just-started"
     name = "just-started"

@@ -1,0 +1,105 @@
+"""moto's Step Functions with `index_executions` (names and running executions indexed): StartExecution's name rules
+and the SendTask* answers are moto's, and what is indexed as live shrinks as executions end."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import boto3
+import pytest
+from botocore.exceptions import ClientError
+from moto.stepfunctions.parser.models import stepfunctions_parser_backends
+from orbital.engines import deferred
+from orbital.local import stack
+from orbital.store import keys
+
+from tests.conftest import wait_for
+
+
+def _pending(services: Any, call_id: str, timeout_ms: int = 60_000) -> deferred.PendingCall:
+    call = deferred.PendingCall(
+        call_id=call_id, kind="tool", node_id="n1", node_connection_id="nc1", timeout_ms=timeout_ms, created_at=0
+    )
+    deferred.create(services, call)
+    return call
+
+
+def _token(services: Any, call_id: str) -> str | None:
+    rec = services.table.get(keys.pending_call(call_id))
+    return None if rec is None else rec.attrs.get("tok")
+
+
+def _machine(flows: dict[str, str]) -> Any:
+    backend = stepfunctions_parser_backends["123456789012"]["us-east-1"]
+    return next(m for m in backend.state_machines if m.arn == flows["DeferredCallStateMachine"])
+
+
+def _status(sfn: Any, arn: str) -> str:
+    return str(sfn.describe_execution(executionArn=arn)["status"])
+
+
+def test_names_tokens_and_the_live_set(flows: dict[str, str], services: Any) -> None:
+    stack.index_executions()  # idempotent
+    stack.ready_task_callbacks()  # as the local stack answers tokens (its listing is over the index)
+    sfn = boto3.client("stepfunctions", region_name="us-east-1")
+    machine = _machine(flows)
+    assert isinstance(machine.executions, stack._Executions)
+    arn = flows["DeferredCallStateMachine"]
+
+    # a waiting execution: its register step records its token on the pending call
+    _pending(services, "idx-wait")
+    body = json.dumps({"callId": "idx-wait", "kind": "tool", "timeoutSeconds": 60})
+    started = sfn.start_execution(stateMachineArn=arn, name="idx-wait", input=body)["executionArn"]
+    token = wait_for(lambda: _token(services, "idx-wait"))
+    # the same name and input while it runs: the same execution; another input: refused
+    assert sfn.start_execution(stateMachineArn=arn, name="idx-wait", input=body)["executionArn"] == started
+    with pytest.raises(ClientError) as refused:
+        sfn.start_execution(stateMachineArn=arn, name="idx-wait", input=json.dumps({"callId": "other"}))
+    assert refused.value.response["Error"]["Code"] == "ExecutionAlreadyExists"
+
+    # executions whose calls were already answered end by themselves
+    for i in range(5):
+        _pending(services, f"idx-done-{i}")
+        assert deferred.claim(services, f"idx-done-{i}") is not None
+        payload = json.dumps({"callId": f"idx-done-{i}", "kind": "tool", "timeoutSeconds": 60})
+        sfn.start_execution(stateMachineArn=arn, name=f"idx-done-{i}", input=payload)
+    ended = [f"{arn.replace(':stateMachine:', ':execution:')}:idx-done-{i}" for i in range(5)]
+    wait_for(lambda: all(_status(sfn, e) == "SUCCEEDED" for e in ended))
+    # a finished execution's name stays taken, with any input
+    with pytest.raises(ClientError) as taken:
+        sfn.start_execution(stateMachineArn=arn, name="idx-done-0", input=json.dumps({"callId": "idx-done-0"}))
+    assert taken.value.response["Error"]["Code"] == "ExecutionAlreadyExists"
+
+    # the running ones are what is listed as running, and the ended ones have left the live set
+    running = machine.executions.running()
+    assert [e.exec_arn for e in running] == [started]
+    assert list(machine.executions.live.values()) == running
+    assert len(machine.executions) == 6  # every execution is still kept (and described) as on AWS
+
+    # a token of nobody's is refused; the waiting execution's token ends it
+    with pytest.raises(ClientError) as unknown:
+        sfn.send_task_success(taskToken="no-such-token", output="{}")
+    assert unknown.value.response["Error"]["Code"] == "InvalidToken"
+    sfn.send_task_success(taskToken=token, output="{}")
+    wait_for(lambda: _status(sfn, started) == "SUCCEEDED")
+    assert machine.executions.running() == []
+    # and once it is over, its token is refused too
+    with pytest.raises(ClientError) as late:
+        sfn.send_task_failure(taskToken=token, error="Late", cause="")
+    assert late.value.response["Error"]["Code"] == "InvalidToken"
+
+
+def test_an_unindexed_list_is_answered_as_moto_does(flows: dict[str, str], services: Any) -> None:
+    """A state machine created before the patch keeps moto's plain list; its names and tokens still work."""
+    sfn = boto3.client("stepfunctions", region_name="us-east-1")
+    machine = _machine(flows)
+    machine.executions = list(machine.executions)
+    arn = flows["DeferredCallStateMachine"]
+    _pending(services, "plain-wait")
+    body = json.dumps({"callId": "plain-wait", "kind": "tool", "timeoutSeconds": 60})
+    started = sfn.start_execution(stateMachineArn=arn, name="plain-wait", input=body)["executionArn"]
+    token = wait_for(lambda: _token(services, "plain-wait"))
+    assert sfn.start_execution(stateMachineArn=arn, name="plain-wait", input=body)["executionArn"] == started
+    sfn.send_task_success(taskToken=token, output="{}")
+    wait_for(lambda: _status(sfn, started) == "SUCCEEDED")
