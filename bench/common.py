@@ -106,6 +106,21 @@ def rss_mib(pid: int) -> float:
     return float("nan")
 
 
+def children(pid: int) -> list[int]:
+    """A process's children and theirs (the gateway's Step Functions process)."""
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        for child in (task / "children").read_text().split():
+            found += [int(child), *children(int(child))]
+    return found
+
+
+def tree_rss_mib(pid: int) -> tuple[float, float]:
+    """Resident memory of a process, and of it with its children."""
+    own = rss_mib(pid)
+    return own, own + sum(rss_mib(c) for c in children(pid))
+
+
 def connect_frame(client_id: str | None = None) -> str:
     client: dict[str, Any] = {"mode": "client"}
     if client_id:

@@ -3,7 +3,8 @@
 Prints, in one run:
 - tool.invoke (client → gateway → node → gateway → client) with a node that answers at once, beside a bare
   WebSocket echo round trip and a req→res `config.get` on the same gateway (ratios, same process), first with the
-  gateway's own AWS calls going over loopback HTTP to the moto server, then answered in process (the default);
+  gateway's own AWS calls going over loopback HTTP to the moto server, then with the state machines interpreted in
+  the gateway's process, then as by default (AWS calls in process, state machines in their own process);
 - the same call against a real `orbital node` process running its Read tool;
 - transfer throughput in MB/s for node→node, node→workspace and workspace→node, in chunk mode (binary and text
   framing) and presigned mode, with real `orbital node` processes;
@@ -185,6 +186,24 @@ def main() -> None:
             hop_node.stop.set()
         finally:
             hop.stop()
+        # the state machines interpreted in the gateway's own process (before ADR 0017), then in their own (default)
+        inline = LocalGateway(
+            GatewayOptions(port=0, data_dir=base / "inline", project=ROOT, step_functions_process=False)
+        ).start()
+        try:
+            inline_node = InstantNode(inline.ws_url, "instant")
+            inline_node.start()
+            invoke_round_trips(inline.ws_url, "instant__Echo", {"x": 1}, 20)
+            rows.append(("config.get, SFN in process", _stats(rpc_round_trips(inline.ws_url, n))))
+            rows.append(
+                (
+                    "tool.invoke, SFN in process",
+                    _stats(invoke_round_trips(inline.ws_url, "instant__Echo", {"x": 1}, n)),
+                )
+            )
+            inline_node.stop.set()
+        finally:
+            inline.stop()
         gateway = LocalGateway(GatewayOptions(port=0, data_dir=base / "data", project=ROOT)).start()
         procs: list[subprocess.Popen[bytes]] = []
         try:
@@ -206,9 +225,18 @@ def main() -> None:
                 )
             )
             echo_p50 = rows[0][1]["p50"]
-            print(f"{'round trip':<32}{'p50 ms':>9}{'p99 ms':>9}{'calls/s':>10}{'x echo p50':>12}")
+            print(
+                f"{'round trip':<32}{'p50 ms':>9}{'p99 ms':>9}{'calls/s':>10}{'x echo p50':>12}"
+                f"{'x config.get p50 / p99':>24}"
+            )
+            rpc: dict[str, float] | None = None  # the config.get of the same gateway, measured just before
             for name, st in rows:
-                print(f"{name:<32}{st['p50']:>9.2f}{st['p99']:>9.2f}{st['rate']:>10.0f}{st['p50'] / echo_p50:>12.1f}")
+                line = f"{name:<32}{st['p50']:>9.2f}{st['p99']:>9.2f}{st['rate']:>10.0f}{st['p50'] / echo_p50:>12.1f}"
+                if name.startswith("config.get"):
+                    rpc = st
+                elif rpc is not None:
+                    line += f"{st['p50'] / rpc['p50']:>15.1f} / {st['p99'] / rpc['p99']:.1f}"
+                print(line)
 
             time.sleep(1.0)  # let earlier benchmark clients' $disconnect finish outside the counted window
             clients.reset_call_counts()

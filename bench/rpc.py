@@ -35,10 +35,10 @@ from bench.common import (  # noqa: E402 - after the path setup above
     open_connected,
     p50,
     percentile,
-    rss_mib,
     start_echo,
     start_gateway,
     stop,
+    tree_rss_mib,
 )
 
 REQUEST = {"type": "req", "method": "config.get", "params": {"path": "model"}}
@@ -205,7 +205,7 @@ def main() -> None:
                 hs = asyncio.run(_handshakes(url, args.handshakes))
                 tput = throughput(url, proc.pid, args.clients, args.generators, args.seconds)
                 rows[name] = {"seq": seq, "hs": hs, "tput": tput}
-            rss = rss_mib(gateway.pid)
+            rss, rss_all = tree_rss_mib(gateway.pid)
         finally:
             stop(echo)
             stop(gateway)
@@ -230,7 +230,7 @@ def main() -> None:
         f"  server CPU during the run: echo {et['server_cpu']:.0%}, gateway {gt['server_cpu']:.0%} of a core;"
         f" busiest of {args.generators} generators: {et['client_cpu']:.0%} / {gt['client_cpu']:.0%}"
     )
-    print(f"gateway resident memory after the runs: {rss:.0f} MiB")
+    print(f"gateway resident memory after the runs: {rss:.0f} MiB, {rss_all:.0f} MiB with its Step Functions process")
 
     from orbital.local.server import GatewayOptions, LocalGateway
 

@@ -4,6 +4,7 @@ and the SendTask* answers are moto's, and what is indexed as live shrinks as exe
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 from typing import Any
 
 import boto3
@@ -103,3 +104,62 @@ def test_an_unindexed_list_is_answered_as_moto_does(flows: dict[str, str], servi
     assert sfn.start_execution(stateMachineArn=arn, name="plain-wait", input=body)["executionArn"] == started
     sfn.send_task_success(taskToken=token, output="{}")
     wait_for(lambda: _status(sfn, started) == "SUCCEEDED")
+
+
+class _JustStarted:
+    """An execution as moto lists it between `StartExecution` and its thread setting up its environment."""
+
+    name = "just-started"
+    status = "RUNNING"
+    exec_status = SimpleNamespace(value="RUNNING")
+    exec_worker = None
+
+
+def test_a_token_reaches_its_execution_past_one_just_started(flows: dict[str, str], services: Any) -> None:
+    """`SendTaskSuccess` asks the running executions, newest first, for the token: one that has no environment yet
+    is passed over (asking it raised AttributeError, and the answer was lost)."""
+    stack.ready_task_callbacks()
+    sfn = boto3.client("stepfunctions", region_name="us-east-1")
+    machine = _machine(flows)
+    _pending(services, "race-wait")
+    body = json.dumps({"callId": "race-wait", "kind": "tool", "timeoutSeconds": 60})
+    started = sfn.start_execution(stateMachineArn=flows["DeferredCallStateMachine"], name="race-wait", input=body)
+    token = wait_for(lambda: _token(services, "race-wait"))
+    fake = _JustStarted()
+    machine.executions.append(fake)
+    try:
+        sfn.send_task_success(taskToken=token, output="{}")
+    finally:
+        machine.executions.remove(fake)
+    wait_for(lambda: _status(sfn, started["executionArn"]) == "SUCCEEDED")
+    assert fake not in machine.executions and "just-started" not in machine.executions.by_name
+
+
+def test_the_oldest_finished_executions_are_let_go(
+    flows: dict[str, str], services: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(stack, "FINISHED_EXECUTIONS_KEPT", 3)
+    sfn = boto3.client("stepfunctions", region_name="us-east-1")
+    machine = _machine(flows)
+    arn = flows["DeferredCallStateMachine"]
+    _pending(services, "keep-wait")
+    body = json.dumps({"callId": "keep-wait", "kind": "tool", "timeoutSeconds": 60})
+    waiting = sfn.start_execution(stateMachineArn=arn, name="keep-wait", input=body)["executionArn"]
+    token = wait_for(lambda: _token(services, "keep-wait"))
+    ended = []
+    for i in range(6):
+        _pending(services, f"keep-done-{i}")
+        assert deferred.claim(services, f"keep-done-{i}") is not None
+        payload = json.dumps({"callId": f"keep-done-{i}", "kind": "tool", "timeoutSeconds": 60})
+        ended.append(sfn.start_execution(stateMachineArn=arn, name=f"keep-done-{i}", input=payload)["executionArn"])
+        wait_for(lambda e=ended[-1]: _status(sfn, e) == "SUCCEEDED")
+    machine.executions.running()  # looks at them again
+    # the running one and the three newest finished are kept; the older finished are gone, as if expired
+    assert sorted(e.name for e in machine.executions) == ["keep-done-3", "keep-done-4", "keep-done-5", "keep-wait"]
+    for old in ended[:3]:
+        with pytest.raises(ClientError) as gone:
+            sfn.describe_execution(executionArn=old)
+        assert gone.value.response["Error"]["Code"] == "ExecutionDoesNotExist"
+    assert _status(sfn, ended[5]) == "SUCCEEDED"
+    sfn.send_task_success(taskToken=token, output="{}")  # the running one is still found by its token
+    wait_for(lambda: _status(sfn, waiting) == "SUCCEEDED")

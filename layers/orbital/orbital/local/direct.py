@@ -27,11 +27,13 @@ from typing import TYPE_CHECKING, Any
 
 from orbital.aws import clients
 from orbital.local.bridge import BridgeUnavailable
+from orbital.local.sfn_worker import Refused, WorkerGone
 
 if TYPE_CHECKING:
     from botocore.client import BaseClient
 
     from orbital.local.inprocess import InProcessAws
+    from orbital.local.sfn_worker import StepFunctionsProcess
 
 log = logging.getLogger("orbital.local")
 
@@ -86,22 +88,10 @@ class DirectClient:
     def _client_error(self, exc: Exception, operation: str) -> Exception:
         """moto's exception as the one botocore would have raised for the same error response."""
         from botocore.exceptions import ClientError
-        from moto.core.exceptions import ServiceException
-        from werkzeug.exceptions import HTTPException
 
         if isinstance(exc, ClientError):
             return exc
-        if isinstance(exc, _Refused):
-            code, message, status = exc.error_code, exc.message, exc.status
-        elif isinstance(exc, HTTPException):
-            code = str(getattr(exc, "error_type", "") or type(exc).__name__).rsplit("#", 1)[-1]
-            message = str(getattr(exc, "message", "") or exc.description or "")
-            status = int(exc.code or 400)
-        elif isinstance(exc, ServiceException):
-            code, message, status = str(exc.code), str(exc.message), 400
-        else:
-            log.error("in-process AWS call failed: %s.%s", self._service, operation, exc_info=exc)
-            code, message, status = "InternalFailure", "local AWS emulation failed", 500
+        code, message, status = error_answer(exc, f"{self._service}.{operation}")
         clients.count(self._service, operation)
         response: Any = {"Error": {"Code": code, "Message": message}, "ResponseMetadata": {"HTTPStatusCode": status}}
         error_class: type[Exception] = self._wrapped.exceptions.from_code(code)
@@ -112,15 +102,23 @@ class _Unserved(Exception):
     """This call is not answered directly (the gateway stopped, or the bridge is not reachable): boto3 serves it."""
 
 
-class _Refused(Exception):
-    """An error response of the bridge's management handler."""
+def error_answer(exc: BaseException, what: str = "") -> tuple[str, str, int]:
+    """The AWS error (code, message, HTTP status) that moto's exception, or another answer's refusal, stands for."""
+    from moto.core.exceptions import ServiceException
+    from werkzeug.exceptions import HTTPException
 
-    def __init__(self, error_code: str, message: str, status: int) -> None:
-        super().__init__(message)
-        self.error_code, self.message, self.status = error_code, message, status
+    if isinstance(exc, Refused):
+        return exc.error_code, exc.message, exc.status
+    if isinstance(exc, HTTPException):
+        code = str(getattr(exc, "error_type", "") or type(exc).__name__).rsplit("#", 1)[-1]
+        return code, str(getattr(exc, "message", "") or exc.description or ""), int(exc.code or 400)
+    if isinstance(exc, ServiceException):
+        return str(exc.code), str(exc.message), 400
+    log.error("in-process AWS call failed: %s", what, exc_info=exc)
+    return "InternalFailure", "local AWS emulation failed", 500
 
 
-def _moto_action(
+def moto_action(
     handler_class: type, region: str, account: str, around: Callable[[], contextlib.AbstractContextManager[Any]]
 ) -> Callable[[str, dict[str, Any]], Any]:
     """Run one operation of a moto response class with `params` as its parsed request body, inside `around`; its
@@ -167,18 +165,33 @@ def wrap(client: BaseClient, served: InProcessAws) -> Any:
 
         from orbital.local.persistence import whole_operation
 
-        run = _moto_action(DynamoHandler, region, account, whole_operation)
+        run = moto_action(DynamoHandler, region, account, whole_operation)
         operations = {m: (op, through(run, m)) for m, op in DYNAMODB_OPERATIONS.items()}
     elif prefix == "states":
-        from moto.stepfunctions.responses import StepFunctionResponse
+        process = served.states
+        if process is not None:  # the Step Functions process answers (orbital.local.sfn_worker)
+            run = _forwarded(process)
+        else:
+            from moto.stepfunctions.responses import StepFunctionResponse
 
-        run = _moto_action(StepFunctionResponse, region, account, contextlib.nullcontext)
+            run = moto_action(StepFunctionResponse, region, account, contextlib.nullcontext)
         operations = {m: (op, through(run, m)) for m, op in STEPFUNCTIONS_OPERATIONS.items()}
     elif prefix == "execute-api":
         operations = {"post_to_connection": ("PostToConnection", _post(served))}
     if not operations:
         return client
     return DirectClient(client, operations)
+
+
+def _forwarded(process: StepFunctionsProcess) -> Callable[[str, dict[str, Any]], Any]:
+    def run(method: str, params: dict[str, Any]) -> Any:
+        try:
+            return process.call(method, params)
+        except WorkerGone:
+            # the gateway is not stopping (`through` saw to that): the process died, and retries cannot help
+            raise Refused("ServiceUnavailable", "the local Step Functions process has ended", 503) from None
+
+    return run
 
 
 def _post(served: InProcessAws) -> Callable[[dict[str, Any]], Any]:
@@ -202,6 +215,6 @@ def _post(served: InProcessAws) -> Callable[[dict[str, Any]], Any]:
             message = str(json.loads(body).get("message", ""))
         except (ValueError, AttributeError):
             message = body.decode("utf-8", "replace")
-        raise _Refused(headers.get("x-amzn-ErrorType", "ClientError"), message, status)
+        raise Refused(headers.get("x-amzn-ErrorType", "ClientError"), message, status)
 
     return serve

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from botocore.client import BaseClient
 
     from orbital.local.bridge import Bridge
+    from orbital.local.sfn_worker import StepFunctionsProcess
 
 log = logging.getLogger("orbital.local")
 
@@ -70,6 +71,8 @@ class InProcessAws:
         self.moto_origins = _same_origins(moto_endpoint)
         self.bridge: Bridge | None = None
         self.management_origins: frozenset[Origin] = frozenset()
+        self.states: StepFunctionsProcess | None = None
+        """The process serving Step Functions, if they are not served in this one (orbital.local.sfn_worker)."""
         self.enabled = True
         """Cleared when the gateway stops: clients built earlier then go over HTTP (and fail to connect)."""
         self._moto = BotocoreStubber()

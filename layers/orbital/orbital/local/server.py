@@ -58,6 +58,9 @@ class GatewayOptions:
     durable: bool = True
     """Every acknowledged write is on disk (journal fsync) before it is answered. Off only to measure the cost."""
     quiet: bool = False
+    step_functions_process: bool = True
+    """Interpret the state machines in a child process (orbital.local.sfn_worker), off this one's GIL. Off: in
+    process, as before ADR 0017 (to measure the difference)."""
     in_process_aws: bool = True
     """Answer the gateway's own AWS and management API calls without the loopback HTTP hop (orbital.local.inprocess).
     Off only to measure the difference."""
@@ -117,7 +120,13 @@ class LocalGateway:
             except DataDirLocked as exc:
                 self.persistence = None
                 raise StartupError(str(exc)) from None
-        self.stack = MotoStack(self.root, self.root / "template.yaml", table=LOCAL_TABLE, bucket=LOCAL_BUCKET)
+        self.stack = MotoStack(
+            self.root,
+            self.root / "template.yaml",
+            table=LOCAL_TABLE,
+            bucket=LOCAL_BUCKET,
+            step_functions_process=self.options.step_functions_process,
+        )
         endpoint = self.stack.start(in_process=self.options.in_process_aws)
         self._configure_env(endpoint)
         if self.stack.in_process is not None:

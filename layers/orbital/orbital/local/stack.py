@@ -6,6 +6,8 @@ Lambda functions named in the template run in process: moto's Docker-free Lambda
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import functools
 import importlib.util
 import inspect
@@ -13,17 +15,21 @@ import io
 import json
 import logging
 import os
+import socket
 import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from orbital.local import template as tpl
 from orbital.local.bridge import request_id
 from orbital.local.inprocess import InProcessAws
+
+if TYPE_CHECKING:
+    from orbital.local.sfn_worker import StepFunctionsProcess
 
 log = logging.getLogger("orbital.local")
 
@@ -88,7 +94,16 @@ class FunctionHost:
 
 
 _host: FunctionHost | None = None
-"""The functions of the running local stack (what moto's Lambda backend and the state machines' tasks invoke)."""
+"""The functions of the running local stack (what moto's Lambda backend invokes)."""
+
+_functions: tuple[frozenset[str], Callable[[str, bytes | str | None], tuple[bytes, bool]]] | None = None
+"""The template's function names and how to run one (in this process, or from the Step Functions process, in the
+gateway's): what the state machines' Lambda tasks invoke."""
+
+
+def use_functions(names: set[str], run: Callable[[str, bytes | str | None], tuple[bytes, bool]]) -> None:
+    global _functions
+    _functions = (frozenset(names), run)
 
 
 def run_function(host: FunctionHost, function_name: str, payload: bytes | str | None) -> tuple[bytes, bool]:
@@ -109,6 +124,7 @@ def patch_lambda(host: FunctionHost) -> None:
     from moto.awslambda_simple.models import LambdaSimpleBackend
 
     _host = host
+    use_functions(set(host.specs), functools.partial(run_function, host))
 
     def invoke(
         backend: Any, function_name: str, qualifier: Any, body: Any, headers: Any, response_headers: Any
@@ -132,14 +148,14 @@ class _DirectLambda:
         return getattr(self._wrapped, name)
 
     def invoke(self, **params: Any) -> dict[str, Any]:
-        host = _host
+        functions = _functions
         name = str(params.get("FunctionName", "")).split(":")[-1]
         synchronous = params.get("InvocationType", "RequestResponse") == "RequestResponse"
-        if host is None or not synchronous or "Qualifier" in params or name not in host.specs:
+        if functions is None or not synchronous or "Qualifier" in params or name not in functions[0]:
             return self._wrapped.invoke(**params)
         from botocore.response import StreamingBody
 
-        data, failed = run_function(host, name, params.get("Payload"))
+        data, failed = functions[1](name, params.get("Payload"))
         response: dict[str, Any] = {
             "StatusCode": 200,
             "ExecutedVersion": "$LATEST",
@@ -154,15 +170,14 @@ MOTO_LOCKS: dict[str, threading.RLock] = {"dynamodb": threading.RLock(), "stepfu
 """The lock each serialized moto service holds around its operations (persistence reads items under it too)."""
 
 
-def make_moto_atomic() -> None:
+def make_moto_atomic(*, dynamodb: bool = True, step_functions: bool = True) -> None:
     """moto is not thread-safe where AWS is atomic, and here a request handler and a Step Functions task run at once:
     - DynamoDB applies a conditional write atomically; moto checks the condition, then writes, so two threads can
       both pass `st = :pending` (the claim of a deferred call relies on exactly one winner);
     - Step Functions: `start_execution` lists an execution before it is started, and `send_task_*` or
       `describe_execution` in another thread then trips over its missing status.
-    Hold one lock per service around those operations so they behave as on AWS. Idempotent."""
-    from moto.dynamodb.models import DynamoDBBackend
-    from moto.stepfunctions.parser.models import StepFunctionsParserBackend
+    Hold one lock per service around those operations so they behave as on AWS (for the services this process
+    serves: the Step Functions process serves no DynamoDB, the gateway beside it no Step Functions). Idempotent."""
 
     def serialize(cls: type, names: tuple[str, ...], lock: threading.RLock) -> None:
         for name in names:
@@ -177,20 +192,27 @@ def make_moto_atomic() -> None:
             call._orbital_serialized = True  # type: ignore[attr-defined]
             setattr(cls, name, call)
 
-    serialize(
-        DynamoDBBackend,
-        (
-            "put_item",
-            "update_item",
-            "delete_item",
-            "transact_write_items",
-            "get_item",
-            "execute_transaction",
-            "query",
-            "scan",
-        ),
-        MOTO_LOCKS["dynamodb"],
-    )
+    if dynamodb:
+        from moto.dynamodb.models import DynamoDBBackend
+
+        serialize(
+            DynamoDBBackend,
+            (
+                "put_item",
+                "update_item",
+                "delete_item",
+                "transact_write_items",
+                "get_item",
+                "execute_transaction",
+                "query",
+                "scan",
+            ),
+            MOTO_LOCKS["dynamodb"],
+        )
+    if not step_functions:
+        return
+    from moto.stepfunctions.parser.models import StepFunctionsParserBackend
+
     serialize(
         StepFunctionsParserBackend,
         (
@@ -248,14 +270,21 @@ def ready_task_callbacks() -> None:
         setattr(StepFunctionsParserBackend, name, answering)
 
 
+FINISHED_EXECUTIONS_KEPT = 1000
+"""Finished executions kept per state machine (AWS keeps them 90 days; here each holds about 45 KB of moto's
+bookkeeping, and a long-lived gateway starts one per tool call)."""
+
+
 class _Executions(list[Any]):
     """A state machine's executions (moto's list, in start order) with an index by name and the set of those that
-    may still be running. Finished ones stay in the list, as AWS keeps them; they leave `live` when next looked at."""
+    may still be running. An execution leaves `live` when it is next seen finished; the oldest finished ones beyond
+    `FINISHED_EXECUTIONS_KEPT` leave the list."""
 
     def __init__(self, items: Any = ()) -> None:
         super().__init__(items)
         self.by_name: dict[str, Any] = {}
         self.live: dict[int, Any] = {}
+        self.finished: collections.deque[Any] = collections.deque()
         for execution in self:
             self._index(execution)
 
@@ -266,6 +295,7 @@ class _Executions(list[Any]):
     def append(self, execution: Any) -> None:
         super().append(execution)
         self._index(execution)
+        self._sweep()
 
     def remove(self, execution: Any) -> None:
         super().remove(execution)
@@ -274,13 +304,33 @@ class _Executions(list[Any]):
         if self.by_name.get(name) is execution:
             del self.by_name[name]
 
-    def running(self) -> list[Any]:
-        """The executions still running, oldest first."""
+    def _sweep(self) -> None:
         for key, execution in list(self.live.items()):
             status = getattr(execution, "exec_status", None)
-            if status is not None and getattr(status, "value", status) != "RUNNING":
-                self.live.pop(key, None)
+            ended = status is not None and getattr(status, "value", status) != "RUNNING"
+            if ended and self.live.pop(key, None) is not None:
+                self.finished.append(execution)
+        while len(self.finished) > FINISHED_EXECUTIONS_KEPT:
+            with contextlib.suppress(ValueError):
+                self.remove(self.finished.popleft())
+        _forget_finished_threads()
+
+    def running(self) -> list[Any]:
+        """The executions still running, oldest first."""
+        self._sweep()
         return [e for e in self.live.values() if getattr(getattr(e, "exec_status", None), "value", None) == "RUNNING"]
+
+
+_THREADS_BEFORE_SWEEP = 64
+
+
+def _forget_finished_threads() -> None:
+    """moto's interpreter appends every thread it starts (three per execution) to one module-level list, and nothing
+    reads or empties it: keep only the threads still running."""
+    from moto.stepfunctions.parser.utils import TMP_THREADS
+
+    if len(TMP_THREADS) > _THREADS_BEFORE_SWEEP:
+        TMP_THREADS[:] = [t for t in list(TMP_THREADS) if t.is_alive()]
 
 
 def index_executions() -> None:
@@ -288,7 +338,9 @@ def index_executions() -> None:
     (is the name taken?) and on every `SendTask*` (which running execution owns this token?): the cost of a call grows
     with every execution the gateway has ever run (a long-lived local gateway runs one per tool call). Give each
     state machine's list an index by name and a set of the executions still running, and answer those two questions
-    from them. Same results; idempotent."""
+    from them; and keep the newest `FINISHED_EXECUTIONS_KEPT` finished executions, not all of them, and let go of
+    the interpreter's finished threads (together with `untrack_models`, moto's memory grew by about 45 MB per
+    thousand tool calls). Same results for what is kept; idempotent."""
     from moto.stepfunctions.models import StateMachine, StateMachineInstance
     from moto.stepfunctions.parser.models import StepFunctionsParserBackend
 
@@ -342,6 +394,27 @@ class _OneExecution:
 
 
 _querying = threading.local()
+
+
+def untrack_models() -> None:
+    """moto keeps every instance of its models in a list on the model's class (`instances_tracked`, for its dashboard
+    and its reset), for as long as the process lives: every copy of a DynamoDB item it makes (two per `UpdateItem`),
+    every copy of a state machine (one per execution). A long-lived gateway's memory grew with every call it had
+    ever answered. Track S3's objects only (its reset closes their temporary files); the others are freed when
+    nothing else holds them. Idempotent."""
+    from moto.core.common_models import BaseModel
+
+    if getattr(BaseModel.__new__, "_orbital_untracked", False):
+        return
+
+    def new(cls: Any, *args: Any, **kwargs: Any) -> Any:
+        instance = super(BaseModel, cls).__new__(cls)
+        if cls.__module__.startswith("moto.s3."):
+            cls.instances_tracked.append(instance)
+        return instance
+
+    new._orbital_untracked = True  # type: ignore[attr-defined]
+    BaseModel.__new__ = new  # type: ignore[method-assign]
 
 
 def cache_action_lookup() -> None:
@@ -600,8 +673,13 @@ class _Resolver:
 
 
 class MotoStack:
-    def __init__(self, root: Path, template_path: Path, *, table: str, bucket: str) -> None:
+    def __init__(
+        self, root: Path, template_path: Path, *, table: str, bucket: str, step_functions_process: bool = True
+    ) -> None:
         self.root = root
+        self.step_functions_process = step_functions_process and hasattr(socket, "socketpair") and os.name == "posix"
+        """Interpret the state machines in a child process (orbital.local.sfn_worker, ADR 0017)."""
+        self.states: StepFunctionsProcess | None = None
         self.template = tpl.load_template(template_path)
         self.table = table
         self.bucket = bucket
@@ -614,6 +692,11 @@ class MotoStack:
     def start(self, *, in_process: bool = True) -> str:
         """Start the moto server and create the template's resources. With `in_process`, clients of this stack
         (and, once the gateway says so, its own) skip the HTTP hop (ADR 0006)."""
+        if self.step_functions_process:
+            from orbital.local.sfn_worker import StepFunctionsProcess
+
+            self.states = StepFunctionsProcess()
+            self.states.spawn()  # it loads moto while this process does
         from moto.server import ThreadedMotoServer
 
         logging.getLogger("werkzeug").setLevel(logging.ERROR)
@@ -631,6 +714,13 @@ class MotoStack:
         ).raise_for_status()
         self.in_process = InProcessAws(self.endpoint) if in_process else None
         self._patch_lambda()
+        if self.states is not None:
+            from orbital.local.sfn_worker import forward_requests
+
+            self.states.connect(self.functions.specs, functools.partial(run_function, self.functions))
+            forward_requests(self.states)
+            if self.in_process is not None:
+                self.in_process.states = self.states
         self._create_resources()
         return self.endpoint
 
@@ -638,6 +728,12 @@ class MotoStack:
         """Stop the server and drop moto's state (it lives in this process; the data dir has the snapshot)."""
         if self.in_process is not None:
             self.in_process.enabled = False  # clients built earlier now go over HTTP, to a server that is gone
+        if self.states is not None:
+            from orbital.local.sfn_worker import forward_requests
+
+            forward_requests(None)
+            self.states.stop()
+            self.states = None
         if self._server is not None:
             import requests
 
@@ -663,10 +759,12 @@ class MotoStack:
         return made
 
     def _patch_lambda(self) -> None:
+        untrack_models()
         patch_lambda(self.functions)
-        cache_state_machine_parsing()
-        make_moto_atomic()
-        ready_task_callbacks()
+        if self.states is None:  # interpreted here
+            cache_state_machine_parsing()
+            ready_task_callbacks()
+        make_moto_atomic(step_functions=self.states is None)
         fast_queries()
         cache_update_expressions()
         cache_action_lookup()

@@ -1,0 +1,353 @@
+"""Step Functions of the local gateway in a worker process.
+
+moto interprets the state machines (ADR 0006): a tool call's `deferred_call` execution, every agent turn, every
+wait. In the gateway's own process that interpretation shares one GIL with the event loop and the request handlers,
+so a tool call's reply waited for its own execution's bookkeeping (ADR 0017). Here moto's Step Functions backend
+runs in a child process instead:
+
+- the gateway's Step Functions calls (its direct client, and any client of the local endpoint over HTTP) are
+  forwarded to the child over a socket pair and answered by moto's own handler there, behind the same patches;
+- the executions' Lambda tasks come back to the gateway, which runs the function's handler in process as before
+  (`stack.run_function`): DynamoDB, S3 and the sockets stay in the gateway's process;
+- the child exits when the gateway closes its end, or dies (the socket reads end of file).
+
+Both sides use one `Channel`: requests either way, each answered in a thread, replies matched by id.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import inspect
+import itertools
+import json
+import logging
+import os
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from multiprocessing.connection import Connection
+from typing import Any
+
+log = logging.getLogger("orbital.local")
+
+CALL_TIMEOUT = 120.0
+"""Longest wait for the child's answer to one Step Functions call (each is a few milliseconds of moto's work)."""
+
+START_TIMEOUT = 60.0
+
+
+class WorkerGone(Exception):
+    """The Step Functions process is not there (stopped, or died)."""
+
+
+class Refused(Exception):
+    """An error answer of the other side: the AWS error code, message and HTTP status."""
+
+    def __init__(self, error_code: str, message: str, status: int) -> None:
+        super().__init__(message)
+        self.error_code, self.message, self.status = error_code, message, status
+
+
+class _Slot:
+    __slots__ = ("done", "ok", "value")
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.ok = False
+        self.value: Any = None
+
+
+class Channel:
+    """Requests both ways over one connection. `serve(kind, payload)` answers the other side's requests (in the
+    thread `run` gives it); its exceptions go back as `Refused` (code, message, status from `describe_error`)."""
+
+    def __init__(
+        self,
+        conn: Connection,
+        serve: Callable[[str, Any], Any],
+        run: Callable[[Callable[[], None]], None],
+        describe_error: Callable[[BaseException], tuple[str, str, int]],
+        name: str,
+    ) -> None:
+        self._conn = conn
+        self._serve = serve
+        self._run = run
+        self._describe_error = describe_error
+        self._send_lock = threading.Lock()
+        self._ids = itertools.count(1)
+        self._waiting: dict[int, _Slot] = {}
+        self._lock = threading.Lock()
+        self.closed = threading.Event()
+        self._reader = threading.Thread(target=self._read, name=name, daemon=True)
+        self._reader.start()
+
+    def request(self, kind: str, payload: Any, timeout: float | None = CALL_TIMEOUT) -> Any:
+        slot = _Slot()
+        rid = next(self._ids)
+        with self._lock:
+            if self.closed.is_set():
+                raise WorkerGone("the Step Functions process is gone")
+            self._waiting[rid] = slot
+        try:
+            self._send(("req", rid, kind, payload))
+            if not slot.done.wait(timeout):
+                raise TimeoutError(f"no answer to {kind} within {timeout} s")
+        finally:
+            with self._lock:
+                self._waiting.pop(rid, None)
+        if not slot.ok:
+            if isinstance(slot.value, BaseException):
+                raise slot.value
+            raise Refused(*slot.value)
+        return slot.value
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self._conn.close()
+
+    def _send(self, message: Any) -> None:
+        try:
+            with self._send_lock:
+                self._conn.send(message)
+        except (OSError, ValueError) as exc:  # closed, or reset by a dead peer
+            raise WorkerGone("the Step Functions process is gone") from exc
+
+    def _read(self) -> None:
+        try:
+            while True:
+                message = self._conn.recv()
+                if message[0] == "res":
+                    _, rid, ok, value = message
+                    with self._lock:
+                        slot = self._waiting.get(rid)
+                    if slot is not None:
+                        slot.ok, slot.value = ok, value
+                        slot.done.set()
+                else:
+                    _, rid, kind, payload = message
+                    self._run(functools.partial(self._answer, rid, kind, payload))
+        except (EOFError, OSError, ValueError):
+            pass
+        finally:
+            with self._lock:
+                self.closed.set()
+                waiting = list(self._waiting.values())
+            for slot in waiting:
+                slot.ok, slot.value = False, WorkerGone("the Step Functions process is gone")
+                slot.done.set()
+
+    def _answer(self, rid: int, kind: str, payload: Any) -> None:
+        try:
+            value, ok = self._serve(kind, payload), True
+        except BaseException as exc:
+            value, ok = self._describe_error(exc), False
+        with contextlib.suppress(WorkerGone):
+            self._send(("res", rid, ok, value))
+
+
+def _thread(work: Callable[[], None]) -> None:
+    threading.Thread(target=work, daemon=True).start()
+
+
+# --- the gateway's side ---------------------------------------------------------------------------------------------
+
+
+class StepFunctionsProcess:
+    """The child process serving Step Functions, seen from the gateway."""
+
+    def __init__(self) -> None:
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._conn: Connection | None = None
+        self._stopping = False
+        self._sock: socket.socket | None = None
+        self.channel: Channel | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return None if self._proc is None else self._proc.pid
+
+    @property
+    def running(self) -> bool:
+        return self.channel is not None and not self.channel.closed.is_set()
+
+    def spawn(self) -> None:
+        """Start the child (it imports moto meanwhile); `connect` then waits for it."""
+        ours, theirs = socket.socketpair()
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+        try:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", "orbital.local.sfn_worker", str(theirs.fileno())],
+                pass_fds=(theirs.fileno(),),
+                env=env,
+                stdin=subprocess.DEVNULL,
+            )
+        finally:
+            theirs.close()
+        self._sock = ours  # kept to shut down: closing a descriptor another thread reads from sends nothing
+        self._conn = Connection(os.dup(ours.fileno()))
+
+    def connect(
+        self, functions: dict[str, Any], invoke: Callable[[str, bytes | str | None], tuple[bytes, bool]]
+    ) -> None:
+        """Wait for the child to be ready; from now on it runs `invoke(function, payload)` for its Lambda tasks."""
+        if self._conn is None:
+            raise WorkerGone("the Step Functions process was not started")
+
+        def serve(kind: str, payload: Any) -> Any:
+            if kind != "invoke":
+                raise ValueError(f"unknown request {kind!r}")
+            name, body = payload
+            return invoke(name, body)
+
+        self.channel = Channel(self._conn, serve, _thread, _describe, "orbital-sfn-gateway")
+        self.channel.request("ready", sorted(functions), timeout=START_TIMEOUT)
+        threading.Thread(target=self._watch, args=(self.channel,), name="orbital-sfn-watch", daemon=True).start()
+
+    def _watch(self, channel: Channel) -> None:
+        channel.closed.wait()
+        if not self._stopping:
+            code = None if self._proc is None else self._proc.poll()
+            log.error(
+                "the local Step Functions process ended (exit code %s): waits, agent turns and schedules in flight "
+                "are lost, and new ones fail until orbital dev restarts",
+                code,
+            )
+
+    def call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """One Step Functions operation (`start_execution`, ...) with boto3's parameters: moto's result as a dict,
+        or `Refused` with the AWS error."""
+        channel = self.channel
+        if channel is None:
+            raise WorkerGone("the Step Functions process is not running")
+        return dict(channel.request("sfn", (method, params)))
+
+    def stop(self) -> None:
+        """End the child: it reads end of file (as when this process dies) and exits."""
+        self._stopping = True
+        if self._sock is not None:
+            with contextlib.suppress(OSError):
+                self._sock.shutdown(socket.SHUT_RDWR)
+            self._sock.close()
+            self._sock = None
+        if self.channel is not None:
+            self.channel.close()
+        elif self._conn is not None:
+            with contextlib.suppress(OSError):
+                self._conn.close()
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=10)
+
+
+_forward_to: StepFunctionsProcess | None = None
+
+
+def forward_requests(process: StepFunctionsProcess | None) -> None:
+    """Send every Step Functions request that reaches moto in this process (a client of the local endpoint, over
+    HTTP or in process) to `process`; None: answer them here again. The first call patches moto's response class."""
+    global _forward_to
+    _forward_to = process
+    from moto.core.responses import ActionResult
+    from moto.stepfunctions.responses import StepFunctionResponse
+
+    if getattr(StepFunctionResponse, "_orbital_forwarded", False):
+        return
+    for name, original in list(vars(StepFunctionResponse).items()):
+        if name.startswith("_") or not inspect.isfunction(original):
+            continue
+
+        def forward(self: Any, _name: str = name, _original: Callable[..., Any] = original) -> Any:
+            target = _forward_to
+            if target is None:
+                return _original(self)
+            params = json.loads(self.body) if self.body else {}
+            try:
+                return ActionResult(target.call(_name, params))
+            except Refused as exc:
+                raise _http_error(exc) from None
+
+        setattr(StepFunctionResponse, name, forward)
+    StepFunctionResponse._orbital_forwarded = True  # type: ignore[attr-defined]
+
+
+def _http_error(refused: Refused) -> Exception:
+    from moto.core.exceptions import JsonRESTError
+
+    error = JsonRESTError(refused.error_code, refused.message)
+    error.code = refused.status
+    return error
+
+
+def _describe(exc: BaseException) -> tuple[str, str, int]:
+    if isinstance(exc, Refused):
+        return exc.error_code, exc.message, exc.status
+    log.error("local Step Functions request failed", exc_info=exc)
+    return "InternalFailure", "local AWS emulation failed", 500
+
+
+# --- the child's side -----------------------------------------------------------------------------------------------
+
+
+def _moto_error(exc: BaseException) -> tuple[str, str, int]:
+    from orbital.local.direct import error_answer
+
+    return error_answer(exc)
+
+
+def main(argv: list[str]) -> int:
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s sfn %(name)s: %(message)s")
+    conn = Connection(int(argv[0]))
+    from orbital.local import stack
+
+    stack.skip_batch_models()
+    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.core.config import default_user_config
+    from moto.stepfunctions.responses import StepFunctionResponse
+
+    from orbital.local.direct import moto_action
+
+    default_user_config["stepfunctions"]["execute_state_machine"] = True
+    stack.untrack_models()
+    stack.cache_state_machine_parsing()
+    stack.make_moto_atomic(dynamodb=False)
+    stack.ready_task_callbacks()
+    run = moto_action(StepFunctionResponse, stack.REGION, DEFAULT_ACCOUNT_ID, contextlib.nullcontext)
+    ready = threading.Event()
+    pool = ThreadPoolExecutor(max_workers=16, thread_name_prefix="orbital-sfn")
+    channel: Channel | None = None
+
+    def invoke(name: str, payload: bytes | str | None) -> tuple[bytes, bool]:
+        assert channel is not None
+        data, failed = channel.request("invoke", (name, payload), timeout=None)
+        return bytes(data), bool(failed)
+
+    def serve(kind: str, payload: Any) -> Any:
+        if kind == "sfn":
+            method, params = payload
+            return run(method, params) or {}
+        if kind == "ready":
+            stack.use_functions(set(payload), invoke)
+            ready.set()
+            return True
+        raise ValueError(f"unknown request {kind!r}")
+
+    def dispatch(work: Callable[[], None]) -> None:
+        pool.submit(work)
+
+    channel = Channel(conn, serve, dispatch, _moto_error, "orbital-sfn-worker")
+    channel.closed.wait()
+    # the gateway is gone: executions still running have no one to answer them
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,124 @@
+"""The local gateway's Step Functions in their own process (orbital.local.sfn_worker): any client of the local
+endpoint reaches them, the executions' Lambda tasks run in the gateway, and the process ends with the gateway —
+stopped, or killed."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from botocore.exceptions import ClientError
+from orbital.client import GatewayClient
+from orbital.local.server import LocalGateway
+
+from tests.conftest import wait_for
+from tests.e2e.conftest import GatewayProcess, in_process_gateway
+
+RUNTIME = {
+    "hostRole": "execution",
+    "hostCapabilities": ["filesystem.list", "filesystem.read", "filesystem.write", "shell.exec"],
+    "toolCapabilities": {"Echo": ["shell.exec"]},
+}
+
+
+@pytest.fixture
+def gateway(tmp_path: Path) -> Iterator[LocalGateway]:
+    yield from in_process_gateway(tmp_path / "data", persist=False)
+
+
+def _gone(pid: int) -> bool:
+    """True once `pid` has exited (and been reaped, or is a zombie)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def _http_client(gateway: LocalGateway) -> Any:
+    """A plain boto3 client of the local endpoint: over HTTP to the gateway's moto server, like the AWS CLI."""
+    return boto3.client(
+        "stepfunctions",
+        endpoint_url=gateway.stack.endpoint,
+        region_name="us-east-1",
+        aws_access_key_id="local",
+        aws_secret_access_key="local",
+    )
+
+
+def test_clients_of_the_endpoint_reach_the_process(gateway: LocalGateway) -> None:
+    states = gateway.stack.states
+    assert states is not None and states.running and states.pid != os.getpid()
+    sfn = _http_client(gateway)
+    names = {m["name"] for m in sfn.list_state_machines()["stateMachines"]}
+    assert {"DeferredCallStateMachine", "AgentTurnStateMachine"} <= names
+    arn = gateway.stack.state_machine_arns["DeferredCallStateMachine"]
+    assert sfn.describe_state_machine(stateMachineArn=arn)["name"] == "DeferredCallStateMachine"
+    # errors are the process's, with their codes, over HTTP and through the gateway's own client
+    missing = arn.replace(":stateMachine:", ":execution:") + ":no-such-execution"
+    for client in (sfn, gateway.stack.client("stepfunctions")):
+        with pytest.raises(ClientError) as error:
+            client.describe_execution(executionArn=missing)
+        assert error.value.response["Error"]["Code"] == "ExecutionDoesNotExist"
+    with pytest.raises(ClientError) as bad_token:
+        sfn.send_task_success(taskToken="not-a-token", output="{}")
+    assert bad_token.value.response["Error"]["Code"] == "InvalidToken"
+
+    # an execution started over HTTP runs there, and its Lambda task runs here
+    before = gateway.stack.functions.invocations
+    body = json.dumps({"callId": "never-recorded", "kind": "tool", "timeoutSeconds": 30})
+    started = sfn.start_execution(stateMachineArn=arn, name="over-http", input=body)["executionArn"]
+    wait_for(lambda: sfn.describe_execution(executionArn=started)["status"] == "SUCCEEDED")
+    assert gateway.stack.functions.invocations > before
+    assert started in {e["executionArn"] for e in sfn.list_executions(stateMachineArn=arn)["executions"]}
+
+
+def test_the_process_ends_with_the_gateway(tmp_path: Path) -> None:
+    running = in_process_gateway(tmp_path / "data", persist=False)
+    gw = next(running)
+    pid = gw.stack.states.pid
+    assert pid is not None and not _gone(pid)
+    with pytest.raises(StopIteration):
+        next(running)  # stops the gateway
+    wait_for(lambda: _gone(pid), timeout=20)
+
+
+def test_a_tool_call_fails_at_once_when_the_process_has_died(gateway: LocalGateway) -> None:
+    states = gateway.stack.states
+    assert states is not None and states.pid is not None
+    with GatewayClient(gateway.ws_url) as node, GatewayClient(gateway.ws_url) as caller:
+        node.connect("node", "n-dies", tools=[{"name": "Echo", "inputSchema": {"type": "object"}}], nodeRuntime=RUNTIME)
+        caller.connect("client")
+        wait_for(lambda: any(t["name"] == "n-dies__Echo" for t in caller.call("tools.list")["tools"]))
+        os.kill(states.pid, signal.SIGKILL)
+        wait_for(lambda: not states.running, timeout=20)
+        caller.send_raw(
+            json.dumps({"type": "req", "id": "t1", "method": "tool.invoke", "params": {"tool": "n-dies__Echo"}})
+        )
+        answer = caller.wait_response("t1", timeout=30)
+        assert answer["ok"] is False, answer
+        # and the gateway itself still answers
+        assert caller.call("config.get", {"path": "model"}) is not None
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="finds the child through /proc")
+def test_the_process_ends_when_the_gateway_is_killed(tmp_path: Path) -> None:
+    gw = GatewayProcess(tmp_path / "data").start()
+    try:
+        assert gw.proc is not None
+        children = Path(f"/proc/{gw.proc.pid}/task/{gw.proc.pid}/children").read_text().split()
+        workers = [int(c) for c in children if b"orbital.local.sfn_worker" in Path(f"/proc/{c}/cmdline").read_bytes()]
+        assert len(workers) == 1
+        gw.proc.kill()
+        gw.proc.wait(timeout=30)
+        wait_for(lambda: _gone(workers[0]), timeout=20)
+    finally:
+        if gw.proc is not None and gw.proc.poll() is None:
+            gw.stop()
