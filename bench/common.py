@@ -110,7 +110,11 @@ def children(pid: int) -> list[int]:
     """A process's children and theirs (the gateway's Step Functions process)."""
     found: list[int] = []
     for task in Path(f"/proc/{pid}/task").iterdir():
-        for child in (task / "children").read_text().split():
+        try:
+            listed = (task / "children").read_text().split()
+        except FileNotFoundError:  # a thread that just ended
+            continue
+        for child in listed:
             found += [int(child), *children(int(child))]
     return found
 

@@ -9,7 +9,7 @@ Every socket loops over a mix — `config.get` (read), `workspace.write` and `co
 Printed: operations and errors per kind (by code), p50 / p99 latency per kind, the single-client `config.get` p50 of
 the same gateway measured before the load (the baseline the ratios use), and the verification of every write.
 
-    python bench/load.py [--clients 500] [--seconds 60] [--generators 4]
+    python bench/load.py [--clients 500] [--seconds 60] [--generators 4] [--gateway-arg=--step-functions-in-process]
 """
 
 from __future__ import annotations
@@ -166,9 +166,12 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=500)
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--generators", type=int, default=4)
+    parser.add_argument(
+        "--gateway-arg", action="append", default=[], help="pass an option to `orbital dev` (repeatable)"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        proc, url = start_gateway(Path(tmp) / "data")
+        proc, url = start_gateway(Path(tmp) / "data", *args.gateway_arg)
         ctx = multiprocessing.get_context("spawn")
         ready = ctx.Event()
         node_proc = ctx.Process(target=node, args=(url, ready), daemon=True)

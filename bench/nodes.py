@@ -153,6 +153,40 @@ def start_node(url: str, node_id: str, workspace: Path, *extra: str) -> subproce
     return proc
 
 
+def separate_processes(base: Path, n: int) -> None:
+    """`orbital dev` in its own process, as users run it: the state machines in its child process (the default)
+    against in its own, alternated twice; the gateway's CPU per tool.invoke read from /proc."""
+    from bench.common import children, cpu_seconds, start_gateway, stop
+
+    print("\n`orbital dev` in its own process (instant node and client in this one), two rounds:")
+    print(
+        f"{'state machines':<22}{'config.get p50/p99':>20}{'tool.invoke p50/p99':>21}"
+        f"{'x config.get':>14}{'CPU/call':>16}"
+    )
+    for round_ in range(2):
+        for label, extra in (("in a child process", ()), ("in the gateway", ("--step-functions-in-process",))):
+            proc, url = start_gateway(base / f"sep-{round_}-{len(extra)}", *extra)
+            try:
+                node = InstantNode(url, "instant")
+                node.start()
+                invoke_round_trips(url, "instant__Echo", {"x": 1}, 30)
+                rpc = _stats(rpc_round_trips(url, n))
+                kids = children(proc.pid)
+                before = cpu_seconds(proc.pid), sum(cpu_seconds(k) for k in kids)
+                invoke = _stats(invoke_round_trips(url, "instant__Echo", {"x": 1}, n))
+                time.sleep(0.3)  # the last executions end
+                own = (cpu_seconds(proc.pid) - before[0]) / n * 1000
+                child = (sum(cpu_seconds(k) for k in kids) - before[1]) / n * 1000
+                node.stop.set()
+            finally:
+                stop(proc)
+            cpu = f"{own:.1f}" + (f" + {child:.1f} ms" if kids else " ms")
+            print(
+                f"{label:<22}{rpc['p50']:>10.2f} / {rpc['p99']:<7.2f}{invoke['p50']:>10.2f} / {invoke['p99']:<8.2f}"
+                f"{invoke['p50'] / rpc['p50']:>6.1f} / {invoke['p99'] / rpc['p99']:<5.1f}{cpu:>16}"
+            )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=200)
@@ -249,6 +283,8 @@ def main() -> None:
             counts = clients.call_counts()
             print("\nAWS API calls per tool.invoke + tool.result (mean of 10, executions included):")
             print("  " + ", ".join(f"{k.split('.', 1)[1]} {v / 10:.1f}" for k, v in sorted(counts.items())))
+
+            separate_processes(base, n)
 
             size = args.mb * 1024 * 1024
             data = os.urandom(size)

@@ -113,8 +113,7 @@ def test_the_process_ends_when_the_gateway_is_killed(tmp_path: Path) -> None:
     gw = GatewayProcess(tmp_path / "data").start()
     try:
         assert gw.proc is not None
-        children = Path(f"/proc/{gw.proc.pid}/task/{gw.proc.pid}/children").read_text().split()
-        workers = [int(c) for c in children if b"orbital.local.sfn_worker" in Path(f"/proc/{c}/cmdline").read_bytes()]
+        workers = _sfn_children(gw.proc.pid)
         assert len(workers) == 1
         gw.proc.kill()
         gw.proc.wait(timeout=30)
@@ -122,3 +121,35 @@ def test_the_process_ends_when_the_gateway_is_killed(tmp_path: Path) -> None:
     finally:
         if gw.proc is not None and gw.proc.poll() is None:
             gw.stop()
+
+
+def _sfn_children(pid: int) -> list[int]:
+    """The Step Functions processes among `pid`'s children (started by any of its threads)."""
+    children: list[str] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            children += (task / "children").read_text().split()
+        except FileNotFoundError:  # a thread that just ended
+            continue
+    return [int(c) for c in children if b"orbital.local.sfn_worker" in Path(f"/proc/{c}/cmdline").read_bytes()]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="finds the child through /proc")
+def test_orbital_dev_can_interpret_in_its_own_process(tmp_path: Path) -> None:
+    gw = GatewayProcess(tmp_path / "data", extra_args=["--step-functions-in-process"]).start()
+    try:
+        assert gw.proc is not None and _sfn_children(gw.proc.pid) == []
+        with GatewayClient(gw.url) as node, GatewayClient(gw.url) as caller:
+            node.connect(
+                "node", "n-in", tools=[{"name": "Echo", "inputSchema": {"type": "object"}}], nodeRuntime=RUNTIME
+            )
+            caller.connect("client")
+            wait_for(lambda: any(t["name"] == "n-in__Echo" for t in caller.call("tools.list")["tools"]))
+            frame = {"type": "req", "id": "t1", "method": "tool.invoke", "params": {"tool": "n-in__Echo", "args": {}}}
+            caller.send_raw(json.dumps(frame))
+            evt = node.next_event("tool.invoke", timeout=10)
+            node.call("tool.result", {"callId": evt["payload"]["callId"], "result": {"ok": 1}})
+            answer = caller.wait_response("t1", timeout=30)
+            assert answer["ok"] is True and answer["payload"]["result"] == {"ok": 1}, answer
+    finally:
+        gw.stop()

@@ -26,6 +26,7 @@ def _cmd_dev(args: argparse.Namespace) -> int:
         project=Path(args.project) if args.project else None,
         concurrent_frames=args.concurrent_frames,
         frame_jitter_ms=args.frame_jitter_ms,
+        step_functions_process=not args.step_functions_in_process,
     )
     try:
         gateway = LocalGateway(options)
@@ -92,6 +93,11 @@ def build_parser() -> argparse.ArgumentParser:
         default=0.0,
         metavar="MS",
         help="with --concurrent-frames: delay each frame randomly by up to MS milliseconds (shuffles them)",
+    )
+    dev.add_argument(
+        "--step-functions-in-process",
+        action="store_true",
+        help="interpret the state machines in the gateway's process, not a child process (slower; to compare)",
     )
     dev.set_defaults(func=_cmd_dev)
 
