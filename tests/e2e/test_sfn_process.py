@@ -153,3 +153,26 @@ def test_orbital_dev_can_interpret_in_its_own_process(tmp_path: Path) -> None:
             assert answer["ok"] is True and answer["payload"]["result"] == {"ok": 1}, answer
     finally:
         gw.stop()
+
+
+def test_a_process_that_does_not_start_leaves_them_in_the_gateway(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from orbital.local import sfn_worker
+
+    def refuse(self: Any, *args: Any, **kwargs: Any) -> None:
+        raise sfn_worker.WorkerGone("not today")
+
+    monkeypatch.setattr(sfn_worker.StepFunctionsProcess, "connect", refuse)
+    running = in_process_gateway(tmp_path / "data", persist=False)
+    gw = next(running)
+    try:
+        assert gw.stack.states is None
+        sfn = _http_client(gw)
+        arn = gw.stack.state_machine_arns["DeferredCallStateMachine"]
+        body = json.dumps({"callId": "never-recorded", "kind": "tool", "timeoutSeconds": 30})
+        started = sfn.start_execution(stateMachineArn=arn, name="here", input=body)["executionArn"]
+        wait_for(lambda: sfn.describe_execution(executionArn=started)["status"] == "SUCCEEDED")
+    finally:
+        with pytest.raises(StopIteration):
+            next(running)

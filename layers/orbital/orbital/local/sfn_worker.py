@@ -38,6 +38,7 @@ CALL_TIMEOUT = 120.0
 """Longest wait for the child's answer to one Step Functions call (each is a few milliseconds of moto's work)."""
 
 START_TIMEOUT = 60.0
+"""Longest wait for the child to load moto and say it is ready."""
 
 
 class WorkerGone(Exception):
@@ -321,7 +322,6 @@ def main(argv: list[str]) -> int:
     stack.make_moto_atomic(dynamodb=False)
     stack.ready_task_callbacks()
     run = moto_action(StepFunctionResponse, stack.REGION, DEFAULT_ACCOUNT_ID, contextlib.nullcontext)
-    ready = threading.Event()
     pool = ThreadPoolExecutor(max_workers=16, thread_name_prefix="orbital-sfn")
     channel: Channel | None = None
 
@@ -336,7 +336,6 @@ def main(argv: list[str]) -> int:
             return run(method, params) or {}
         if kind == "ready":
             stack.use_functions(set(payload), invoke)
-            ready.set()
             return True
         raise ValueError(f"unknown request {kind!r}")
 

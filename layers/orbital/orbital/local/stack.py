@@ -271,8 +271,8 @@ def ready_task_callbacks() -> None:
 
 
 FINISHED_EXECUTIONS_KEPT = 1000
-"""Finished executions kept per state machine (AWS keeps them 90 days; here each holds about 45 KB of moto's
-bookkeeping, and a long-lived gateway starts one per tool call)."""
+"""Finished executions kept per state machine (AWS keeps them 90 days; a long-lived local gateway starts one per
+tool call, and moto keeps each one's whole bookkeeping)."""
 
 
 class _Executions(list[Any]):
@@ -338,9 +338,9 @@ def index_executions() -> None:
     (is the name taken?) and on every `SendTask*` (which running execution owns this token?): the cost of a call grows
     with every execution the gateway has ever run (a long-lived local gateway runs one per tool call). Give each
     state machine's list an index by name and a set of the executions still running, and answer those two questions
-    from them; and keep the newest `FINISHED_EXECUTIONS_KEPT` finished executions, not all of them, and let go of
-    the interpreter's finished threads (together with `untrack_models`, moto's memory grew by about 45 MB per
-    thousand tool calls). Same results for what is kept; idempotent."""
+    from them. And keep the newest `FINISHED_EXECUTIONS_KEPT` finished executions, not all of them, and let go of
+    the interpreter's finished threads: without these and `untrack_models`, a gateway's memory grew by about 56 MiB
+    per thousand tool calls (docs/performance.md). Same results for what is kept; idempotent."""
     from moto.stepfunctions.models import StateMachine, StateMachineInstance
     from moto.stepfunctions.parser.models import StepFunctionsParserBackend
 
@@ -696,7 +696,10 @@ class MotoStack:
             from orbital.local.sfn_worker import StepFunctionsProcess
 
             self.states = StepFunctionsProcess()
-            self.states.spawn()  # it loads moto while this process does
+            try:
+                self.states.spawn()  # it loads moto while this process does
+            except Exception:
+                self._interpret_here()
         from moto.server import ThreadedMotoServer
 
         logging.getLogger("werkzeug").setLevel(logging.ERROR)
@@ -713,16 +716,28 @@ class MotoStack:
             timeout=10,
         ).raise_for_status()
         self.in_process = InProcessAws(self.endpoint) if in_process else None
+        if self.states is not None:
+            try:
+                self.states.connect(self.functions.specs, functools.partial(run_function, self.functions))
+            except Exception:
+                self._interpret_here()
         self._patch_lambda()
         if self.states is not None:
             from orbital.local.sfn_worker import forward_requests
 
-            self.states.connect(self.functions.specs, functools.partial(run_function, self.functions))
             forward_requests(self.states)
             if self.in_process is not None:
                 self.in_process.states = self.states
         self._create_resources()
         return self.endpoint
+
+    def _interpret_here(self) -> None:
+        """The Step Functions process could not start: interpret the state machines in this one (slower, same
+        answers)."""
+        log.warning("the Step Functions process did not start; interpreting state machines in this one", exc_info=True)
+        if self.states is not None:
+            self.states.stop()
+        self.states = None
 
     def stop(self) -> None:
         """Stop the server and drop moto's state (it lives in this process; the data dir has the snapshot)."""
