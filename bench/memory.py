@@ -19,27 +19,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "layers" / "orbital"))
 sys.path.insert(0, str(ROOT))
 
-from bench.common import start_gateway, stop  # noqa: E402 - after the path setup above
+from bench.common import children, rss_mib, start_gateway, stop  # noqa: E402 - after the path setup above
 from bench.nodes import InstantNode, invoke_round_trips  # noqa: E402
-
-
-def _rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
-
-
-def _children(pid: int) -> list[int]:
-    found: list[int] = []
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        try:
-            listed = (task / "children").read_text().split()
-        except FileNotFoundError:  # a thread that just ended
-            continue
-        for child in listed:
-            found += [int(child), *_children(int(child))]
-    return found
 
 
 def main() -> None:
@@ -57,10 +38,8 @@ def main() -> None:
             print(f"{'tool calls':>10}{'gateway MiB':>14}{'children MiB':>14}{'seconds':>10}")
             done = 50
             for _ in range(args.rounds + 1):
-                kids = _children(proc.pid)
-                print(
-                    f"{done:>10}{_rss_mib(proc.pid):>14.0f}{sum(_rss_mib(k) for k in kids):>14.0f}", end="", flush=True
-                )
+                kids = children(proc.pid)
+                print(f"{done:>10}{rss_mib(proc.pid):>14.0f}{sum(rss_mib(k) for k in kids):>14.0f}", end="", flush=True)
                 if done >= 50 + args.rounds * args.calls:
                     print()
                     break

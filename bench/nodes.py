@@ -153,6 +153,25 @@ def start_node(url: str, node_id: str, workspace: Path, *extra: str) -> subproce
     return proc
 
 
+def variant_rows(label: str, data_dir: Path, n: int, **options: Any) -> list[tuple[str, dict[str, float]]]:
+    """`config.get` and `tool.invoke` rows of an in-process gateway started with other `GatewayOptions`."""
+    from orbital.local.server import GatewayOptions, LocalGateway
+
+    gateway = LocalGateway(GatewayOptions(port=0, data_dir=data_dir, project=ROOT, **options)).start()
+    try:
+        node = InstantNode(gateway.ws_url, "instant")
+        node.start()
+        invoke_round_trips(gateway.ws_url, "instant__Echo", {"x": 1}, 20)
+        rows = [
+            (f"config.get, {label}", _stats(rpc_round_trips(gateway.ws_url, n))),
+            (f"tool.invoke, {label}", _stats(invoke_round_trips(gateway.ws_url, "instant__Echo", {"x": 1}, n))),
+        ]
+        node.stop.set()
+        return rows
+    finally:
+        gateway.stop()
+
+
 def separate_processes(base: Path, n: int) -> None:
     """`orbital dev` in its own process, as users run it: the state machines in its child process (the default)
     against in its own, alternated twice; the gateway's CPU per tool.invoke read from /proc."""
@@ -205,39 +224,10 @@ def main() -> None:
         n = args.calls
         echo_round_trips(echo_url, 20)
         rows = [("echo (bare websockets)", _stats(echo_round_trips(echo_url, n)))]
-        # the same calls with the gateway's own AWS calls over loopback HTTP (the moto server), then in process
-        hop = LocalGateway(
-            GatewayOptions(port=0, data_dir=base / "hop", project=ROOT, in_process_aws=False, persist=False)
-        ).start()
-        try:
-            hop_node = InstantNode(hop.ws_url, "instant")
-            hop_node.start()
-            invoke_round_trips(hop.ws_url, "instant__Echo", {"x": 1}, 20)
-            rows.append(("config.get, AWS over HTTP", _stats(rpc_round_trips(hop.ws_url, n))))
-            rows.append(
-                ("tool.invoke, AWS over HTTP", _stats(invoke_round_trips(hop.ws_url, "instant__Echo", {"x": 1}, n)))
-            )
-            hop_node.stop.set()
-        finally:
-            hop.stop()
-        # the state machines interpreted in the gateway's own process (before ADR 0017), then in their own (default)
-        inline = LocalGateway(
-            GatewayOptions(port=0, data_dir=base / "inline", project=ROOT, step_functions_process=False)
-        ).start()
-        try:
-            inline_node = InstantNode(inline.ws_url, "instant")
-            inline_node.start()
-            invoke_round_trips(inline.ws_url, "instant__Echo", {"x": 1}, 20)
-            rows.append(("config.get, SFN in process", _stats(rpc_round_trips(inline.ws_url, n))))
-            rows.append(
-                (
-                    "tool.invoke, SFN in process",
-                    _stats(invoke_round_trips(inline.ws_url, "instant__Echo", {"x": 1}, n)),
-                )
-            )
-            inline_node.stop.set()
-        finally:
-            inline.stop()
+        # the same calls with the gateway's own AWS calls over loopback HTTP (the moto server); with the state
+        # machines interpreted in the gateway's own process (before ADR 0017); then as by default
+        rows += variant_rows("AWS over HTTP", base / "hop", n, in_process_aws=False, persist=False)
+        rows += variant_rows("SFN in process", base / "inline", n, step_functions_process=False)
         gateway = LocalGateway(GatewayOptions(port=0, data_dir=base / "data", project=ROOT)).start()
         procs: list[subprocess.Popen[bytes]] = []
         try:

@@ -19,6 +19,14 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
+NODE_RUNTIME = {
+    "hostRole": "execution",
+    "hostCapabilities": ["filesystem.list", "filesystem.read", "filesystem.write", "shell.exec"],
+    "toolCapabilities": {"Echo": ["shell.exec"]},
+}
+"""A node runtime with the execution baseline and an `Echo` tool."""
+
+
 def in_process_gateway(data_dir: Path, **options: Any) -> Iterator[Any]:
     """A `LocalGateway` in this process (to look inside it), stopped with the environment it changed restored."""
     from orbital.local.server import GatewayOptions, LocalGateway

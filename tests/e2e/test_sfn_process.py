@@ -19,13 +19,8 @@ from orbital.client import GatewayClient
 from orbital.local.server import LocalGateway
 
 from tests.conftest import wait_for
+from tests.e2e.conftest import NODE_RUNTIME as RUNTIME
 from tests.e2e.conftest import GatewayProcess, in_process_gateway
-
-RUNTIME = {
-    "hostRole": "execution",
-    "hostCapabilities": ["filesystem.list", "filesystem.read", "filesystem.write", "shell.exec"],
-    "toolCapabilities": {"Echo": ["shell.exec"]},
-}
 
 
 @pytest.fixture

@@ -26,6 +26,24 @@ def _pending(services: Any, call_id: str, timeout_ms: int = 60_000) -> deferred.
     return call
 
 
+def _body(call_id: str) -> str:
+    return json.dumps({"callId": call_id, "kind": "tool", "timeoutSeconds": 60})
+
+
+def _waiting(sfn: Any, arn: str, services: Any, call_id: str) -> tuple[str, str]:
+    """An execution waiting for its call's answer: its ARN, and the token its register step recorded."""
+    _pending(services, call_id)
+    started = sfn.start_execution(stateMachineArn=arn, name=call_id, input=_body(call_id))["executionArn"]
+    return started, wait_for(lambda: _token(services, call_id))
+
+
+def _answered(sfn: Any, arn: str, services: Any, call_id: str) -> str:
+    """An execution for a call answered before it started: it ends by itself."""
+    _pending(services, call_id)
+    assert deferred.claim(services, call_id) is not None
+    return str(sfn.start_execution(stateMachineArn=arn, name=call_id, input=_body(call_id))["executionArn"])
+
+
 def _token(services: Any, call_id: str) -> str | None:
     rec = services.table.get(keys.pending_call(call_id))
     return None if rec is None else rec.attrs.get("tok")
@@ -49,23 +67,15 @@ def test_names_tokens_and_the_live_set(flows: dict[str, str], services: Any) -> 
     arn = flows["DeferredCallStateMachine"]
 
     # a waiting execution: its register step records its token on the pending call
-    _pending(services, "idx-wait")
-    body = json.dumps({"callId": "idx-wait", "kind": "tool", "timeoutSeconds": 60})
-    started = sfn.start_execution(stateMachineArn=arn, name="idx-wait", input=body)["executionArn"]
-    token = wait_for(lambda: _token(services, "idx-wait"))
+    started, token = _waiting(sfn, arn, services, "idx-wait")
     # the same name and input while it runs: the same execution; another input: refused
-    assert sfn.start_execution(stateMachineArn=arn, name="idx-wait", input=body)["executionArn"] == started
+    assert sfn.start_execution(stateMachineArn=arn, name="idx-wait", input=_body("idx-wait"))["executionArn"] == started
     with pytest.raises(ClientError) as refused:
         sfn.start_execution(stateMachineArn=arn, name="idx-wait", input=json.dumps({"callId": "other"}))
     assert refused.value.response["Error"]["Code"] == "ExecutionAlreadyExists"
 
     # executions whose calls were already answered end by themselves
-    for i in range(5):
-        _pending(services, f"idx-done-{i}")
-        assert deferred.claim(services, f"idx-done-{i}") is not None
-        payload = json.dumps({"callId": f"idx-done-{i}", "kind": "tool", "timeoutSeconds": 60})
-        sfn.start_execution(stateMachineArn=arn, name=f"idx-done-{i}", input=payload)
-    ended = [f"{arn.replace(':stateMachine:', ':execution:')}:idx-done-{i}" for i in range(5)]
+    ended = [_answered(sfn, arn, services, f"idx-done-{i}") for i in range(5)]
     wait_for(lambda: all(_status(sfn, e) == "SUCCEEDED" for e in ended))
     # a finished execution's name stays taken, with any input
     with pytest.raises(ClientError) as taken:
@@ -97,11 +107,11 @@ def test_an_unindexed_list_is_answered_as_moto_does(flows: dict[str, str], servi
     machine = _machine(flows)
     machine.executions = list(machine.executions)
     arn = flows["DeferredCallStateMachine"]
-    _pending(services, "plain-wait")
-    body = json.dumps({"callId": "plain-wait", "kind": "tool", "timeoutSeconds": 60})
-    started = sfn.start_execution(stateMachineArn=arn, name="plain-wait", input=body)["executionArn"]
-    token = wait_for(lambda: _token(services, "plain-wait"))
-    assert sfn.start_execution(stateMachineArn=arn, name="plain-wait", input=body)["executionArn"] == started
+    started, token = _waiting(sfn, arn, services, "plain-wait")
+    assert (
+        sfn.start_execution(stateMachineArn=arn, name="plain-wait", input=_body("plain-wait"))["executionArn"]
+        == started
+    )
     sfn.send_task_success(taskToken=token, output="{}")
     wait_for(lambda: _status(sfn, started) == "SUCCEEDED")
 
@@ -121,17 +131,14 @@ def test_a_token_reaches_its_execution_past_one_just_started(flows: dict[str, st
     stack.ready_task_callbacks()
     sfn = boto3.client("stepfunctions", region_name="us-east-1")
     machine = _machine(flows)
-    _pending(services, "race-wait")
-    body = json.dumps({"callId": "race-wait", "kind": "tool", "timeoutSeconds": 60})
-    started = sfn.start_execution(stateMachineArn=flows["DeferredCallStateMachine"], name="race-wait", input=body)
-    token = wait_for(lambda: _token(services, "race-wait"))
+    started, token = _waiting(sfn, flows["DeferredCallStateMachine"], services, "race-wait")
     fake = _JustStarted()
     machine.executions.append(fake)
     try:
         sfn.send_task_success(taskToken=token, output="{}")
     finally:
         machine.executions.remove(fake)
-    wait_for(lambda: _status(sfn, started["executionArn"]) == "SUCCEEDED")
+    wait_for(lambda: _status(sfn, started) == "SUCCEEDED")
     assert fake not in machine.executions and "just-started" not in machine.executions.by_name
 
 
@@ -142,16 +149,10 @@ def test_the_oldest_finished_executions_are_let_go(
     sfn = boto3.client("stepfunctions", region_name="us-east-1")
     machine = _machine(flows)
     arn = flows["DeferredCallStateMachine"]
-    _pending(services, "keep-wait")
-    body = json.dumps({"callId": "keep-wait", "kind": "tool", "timeoutSeconds": 60})
-    waiting = sfn.start_execution(stateMachineArn=arn, name="keep-wait", input=body)["executionArn"]
-    token = wait_for(lambda: _token(services, "keep-wait"))
+    waiting, token = _waiting(sfn, arn, services, "keep-wait")
     ended = []
     for i in range(6):
-        _pending(services, f"keep-done-{i}")
-        assert deferred.claim(services, f"keep-done-{i}") is not None
-        payload = json.dumps({"callId": f"keep-done-{i}", "kind": "tool", "timeoutSeconds": 60})
-        ended.append(sfn.start_execution(stateMachineArn=arn, name=f"keep-done-{i}", input=payload)["executionArn"])
+        ended.append(_answered(sfn, arn, services, f"keep-done-{i}"))
         wait_for(lambda e=ended[-1]: _status(sfn, e) == "SUCCEEDED")
     machine.executions.running()  # looks at them again
     # the running one and the three newest finished are kept; the older finished are gone, as if expired
