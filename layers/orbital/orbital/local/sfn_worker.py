@@ -23,6 +23,7 @@ import itertools
 import json
 import logging
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -186,6 +187,7 @@ class StepFunctionsProcess:
                 pass_fds=(theirs.fileno(),),
                 env=env,
                 stdin=subprocess.DEVNULL,
+                start_new_session=True,  # a Ctrl-C at the terminal is the gateway's to handle; it then closes ours
             )
         finally:
             theirs.close()
@@ -305,6 +307,7 @@ def _moto_error(exc: BaseException) -> tuple[str, str, int]:
 
 
 def main(argv: list[str]) -> int:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the gateway's to handle: it ends this process by closing the socket
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s sfn %(name)s: %(message)s")
     conn = Connection(int(argv[0]))
     from orbital.local import stack
