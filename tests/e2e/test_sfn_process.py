@@ -30,6 +30,12 @@ def gateway(tmp_path: Path) -> Iterator[LocalGateway]:
 
 def _gone(pid: int) -> bool:
     """True once `pid` has exited (and been reaped, or is a zombie)."""
+    if not Path("/proc").is_dir():
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        return False
     try:
         with open(f"/proc/{pid}/stat") as f:
             return f.read().rsplit(")", 1)[1].split()[0] == "Z"
