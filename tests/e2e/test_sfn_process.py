@@ -91,20 +91,50 @@ def test_the_process_ends_with_the_gateway(tmp_path: Path) -> None:
     wait_for(lambda: _gone(pid), timeout=20)
 
 
-def test_a_tool_call_fails_at_once_when_the_process_has_died(gateway: LocalGateway) -> None:
+def _echo_call(node: GatewayClient, caller: GatewayClient, frame_id: str, *, answer: bool = True) -> dict[str, Any]:
+    """A tool.invoke of the node's Echo; with `answer`, the node answers it as soon as it arrives."""
+    frame = {"type": "req", "id": frame_id, "method": "tool.invoke", "params": {"tool": "n-dies__Echo", "args": {}}}
+    caller.send_raw(json.dumps(frame))
+    if answer:
+        evt = node.next_event("tool.invoke", timeout=10)
+        node.call("tool.result", {"callId": evt["payload"]["callId"], "result": {"echo": frame_id}})
+    return caller.wait_response(frame_id, timeout=30)
+
+
+def _connected(gateway: LocalGateway) -> tuple[GatewayClient, GatewayClient]:
+    node, caller = GatewayClient(gateway.ws_url), GatewayClient(gateway.ws_url)
+    node.connect("node", "n-dies", tools=[{"name": "Echo", "inputSchema": {"type": "object"}}], nodeRuntime=RUNTIME)
+    caller.connect("client")
+    wait_for(lambda: any(t["name"] == "n-dies__Echo" for t in caller.call("tools.list")["tools"]))
+    return node, caller
+
+
+def test_a_process_that_dies_is_started_again(gateway: LocalGateway) -> None:
     states = gateway.stack.states
     assert states is not None and states.pid is not None
-    with GatewayClient(gateway.ws_url) as node, GatewayClient(gateway.ws_url) as caller:
-        node.connect("node", "n-dies", tools=[{"name": "Echo", "inputSchema": {"type": "object"}}], nodeRuntime=RUNTIME)
-        caller.connect("client")
-        wait_for(lambda: any(t["name"] == "n-dies__Echo" for t in caller.call("tools.list")["tools"]))
+    node, caller = _connected(gateway)
+    with node, caller:
         os.kill(states.pid, signal.SIGKILL)
         wait_for(lambda: not states.running, timeout=20)
-        caller.send_raw(
-            json.dumps({"type": "req", "id": "t1", "method": "tool.invoke", "params": {"tool": "n-dies__Echo"}})
-        )
-        answer = caller.wait_response("t1", timeout=30)
-        assert answer["ok"] is False, answer
+        # another one, with the state machines created again under the same ARNs
+        wait_for(lambda: gateway.stack.states is not None and gateway.stack.states.running, timeout=30)
+        assert gateway.stack.states is not states and gateway.stack.states.pid != states.pid
+        answer = _echo_call(node, caller, "after")
+        assert answer["ok"] is True and answer["payload"]["result"] == {"echo": "after"}, answer
+
+
+def test_a_tool_call_fails_at_once_when_the_process_keeps_dying(
+    gateway: LocalGateway, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(gateway.stack, "RESTARTS", 0)
+    states = gateway.stack.states
+    assert states is not None and states.pid is not None
+    node, caller = _connected(gateway)
+    with node, caller:
+        os.kill(states.pid, signal.SIGKILL)
+        wait_for(lambda: not states.running, timeout=20)
+        answer = _echo_call(node, caller, "t1", answer=False)  # its wait cannot start: refused at once
+        assert answer["ok"] is False and answer["error"]["code"] == 503, answer
         # and the gateway itself still answers
         assert caller.call("config.get", {"path": "model"}) is not None
 

@@ -33,7 +33,6 @@ if TYPE_CHECKING:
     from botocore.client import BaseClient
 
     from orbital.local.inprocess import InProcessAws
-    from orbital.local.sfn_worker import StepFunctionsProcess
 
 log = logging.getLogger("orbital.local")
 
@@ -168,9 +167,8 @@ def wrap(client: BaseClient, served: InProcessAws) -> Any:
         run = moto_action(DynamoHandler, region, account, whole_operation)
         operations = {m: (op, through(run, m)) for m, op in DYNAMODB_OPERATIONS.items()}
     elif prefix == "states":
-        process = served.states
-        if process is not None:  # the Step Functions process answers (orbital.local.sfn_worker)
-            run = _forwarded(process)
+        if served.states is not None:  # the Step Functions process answers (orbital.local.sfn_worker)
+            run = _forwarded(served)
         else:
             from moto.stepfunctions.responses import StepFunctionResponse
 
@@ -183,9 +181,12 @@ def wrap(client: BaseClient, served: InProcessAws) -> Any:
     return DirectClient(client, operations)
 
 
-def _forwarded(process: StepFunctionsProcess) -> Callable[[str, dict[str, Any]], Any]:
+def _forwarded(served: InProcessAws) -> Callable[[str, dict[str, Any]], Any]:
     def run(method: str, params: dict[str, Any]) -> Any:
+        process = served.states  # the one running now (it is started again if it dies)
         try:
+            if process is None:
+                raise WorkerGone("no Step Functions process")
             return process.call(method, params)
         except WorkerGone:
             # the gateway is not stopping (`through` saw to that): the process died, and retries cannot help

@@ -9,7 +9,8 @@ runs in a child process instead:
   forwarded to the child over a socket pair and answered by moto's own handler there, behind the same patches;
 - the executions' Lambda tasks come back to the gateway, which runs the function's handler in process as before
   (`stack.run_function`): DynamoDB, S3 and the sockets stay in the gateway's process;
-- the child exits when the gateway closes its end, or dies (the socket reads end of file).
+- the child exits when the gateway closes its end, or dies (the socket reads end of file); if the child dies
+  first, the gateway starts another (`MotoStack`).
 
 Both sides use one `Channel`: requests either way, each answered in a thread, replies matched by id.
 """
@@ -161,7 +162,9 @@ def _thread(work: Callable[[], None]) -> None:
 class StepFunctionsProcess:
     """The child process serving Step Functions, seen from the gateway."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_exit: Callable[[StepFunctionsProcess], None] | None = None) -> None:
+        self._on_exit = on_exit
+        """Called (in a thread of its own) when the child ends while the gateway runs."""
         self._proc: subprocess.Popen[bytes] | None = None
         self._conn: Connection | None = None
         self._stopping = False
@@ -213,13 +216,19 @@ class StepFunctionsProcess:
 
     def _watch(self, channel: Channel) -> None:
         channel.closed.wait()
-        if not self._stopping:
-            code = None if self._proc is None else self._proc.poll()
-            log.error(
-                "the local Step Functions process ended (exit code %s): waits, agent turns and schedules in flight "
-                "are lost, and new ones fail until orbital dev restarts",
-                code,
-            )
+        if self._stopping:
+            return
+        code = None
+        if self._proc is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                code = self._proc.wait(timeout=5)
+        log.error(
+            "the local Step Functions process ended (exit code %s): the executions it ran (tool-call waits, agent "
+            "turns) are lost",
+            code,
+        )
+        if self._on_exit is not None:
+            self._on_exit(self)
 
     def call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         """One Step Functions operation (`start_execution`, ...) with boto3's parameters: moto's result as a dict,

@@ -631,15 +631,22 @@ def provision(
             Handler=spec["handler"],
             Code={"ZipFile": b"PK\x05\x06" + b"\x00" * 18},
         )
+    return create_state_machines(client, root, template, table=table, bucket=bucket, role_arn=role["Arn"])
+
+
+def create_state_machines(
+    client: Callable[[str], Any], root: Path, template: dict[str, Any], *, table: str, bucket: str, role_arn: str
+) -> dict[str, str]:
+    """Create the template's state machines. Returns their ARNs by logical id."""
     arns: dict[str, str] = {}
     sfn = client("stepfunctions")
-    resolver = _Resolver(template, specs, table, bucket)
+    resolver = _Resolver(template, tpl.functions(template), table, bucket)
     for logical_id, spec in tpl.state_machines(template).items():
         text = (root / spec["definition_uri"]).read_text()
         for key, value in spec["substitutions"].items():
             text = text.replace("${" + key + "}", resolver.resolve(value))
         arns[logical_id] = sfn.create_state_machine(
-            name=logical_id, definition=text, roleArn=role["Arn"], type=spec["type"]
+            name=logical_id, definition=text, roleArn=role_arn, type=spec["type"]
         )["stateMachineArn"]
     return arns
 
@@ -673,6 +680,9 @@ class _Resolver:
 
 
 class MotoStack:
+    RESTARTS = 3
+    """How often a minute the Step Functions process is started again after it died."""
+
     def __init__(
         self, root: Path, template_path: Path, *, table: str, bucket: str, step_functions_process: bool = True
     ) -> None:
@@ -680,6 +690,9 @@ class MotoStack:
         self.step_functions_process = step_functions_process and hasattr(socket, "socketpair") and os.name == "posix"
         """Interpret the state machines in a child process (orbital.local.sfn_worker, ADR 0017)."""
         self.states: StepFunctionsProcess | None = None
+        self._restart_lock = threading.Lock()
+        self._restarts: list[float] = []
+        self._stopping = False
         self.template = tpl.load_template(template_path)
         self.table = table
         self.bucket = bucket
@@ -695,7 +708,7 @@ class MotoStack:
         if self.step_functions_process:
             from orbital.local.sfn_worker import StepFunctionsProcess
 
-            self.states = StepFunctionsProcess()
+            self.states = StepFunctionsProcess(on_exit=self._states_ended)
             try:
                 self.states.spawn()  # it loads moto while this process does
             except Exception:
@@ -731,6 +744,40 @@ class MotoStack:
         self._create_resources()
         return self.endpoint
 
+    def _states_ended(self, process: StepFunctionsProcess) -> None:
+        """The Step Functions process died while the gateway runs: start another and create the state machines in
+        it again (same names, so the same ARNs). The executions it had are gone; what waited on them is ended by
+        the sweep of overdue calls, and an agent run by its stale check. At most `RESTARTS` a minute."""
+        import time
+
+        from orbital.local.sfn_worker import StepFunctionsProcess, forward_requests
+
+        with self._restart_lock:
+            now = time.monotonic()
+            self._restarts = [t for t in self._restarts if now - t < 60] + [now]
+            if self._stopping or self.states is not process or len(self._restarts) > self.RESTARTS:
+                if not self._stopping:
+                    log.error("the Step Functions process keeps ending; not starting it again")
+                return
+            process.stop()
+            replacement = StepFunctionsProcess(on_exit=self._states_ended)
+            try:
+                replacement.spawn()
+                replacement.connect(self.functions.specs, functools.partial(run_function, self.functions))
+            except Exception:
+                log.exception("could not start the Step Functions process again")
+                replacement.stop()
+                return
+            self.states = replacement
+            forward_requests(replacement)
+            if self.in_process is not None:
+                self.in_process.states = replacement
+            role = self.client("iam").get_role(RoleName="orbital-local")["Role"]["Arn"]
+            create_state_machines(
+                self.client, self.root, self.template, table=self.table, bucket=self.bucket, role_arn=role
+            )
+            log.warning("the Step Functions process was started again (pid %s)", replacement.pid)
+
     def _interpret_here(self) -> None:
         """The Step Functions process could not start: interpret the state machines in this one (slower, same
         answers)."""
@@ -743,12 +790,14 @@ class MotoStack:
         """Stop the server and drop moto's state (it lives in this process; the data dir has the snapshot)."""
         if self.in_process is not None:
             self.in_process.enabled = False  # clients built earlier now go over HTTP, to a server that is gone
-        if self.states is not None:
+        with self._restart_lock:
+            self._stopping = True
+            states, self.states = self.states, None
+        if states is not None:
             from orbital.local.sfn_worker import forward_requests
 
             forward_requests(None)
-            self.states.stop()
-            self.states = None
+            states.stop()
         if self._server is not None:
             import requests
 
