@@ -109,13 +109,18 @@ def _connected(gateway: LocalGateway) -> tuple[GatewayClient, GatewayClient]:
     return node, caller
 
 
+def _kill(states: Any) -> None:
+    """kill -9 the Step Functions process, and wait until the gateway has seen it end."""
+    assert states is not None and states.pid is not None
+    os.kill(states.pid, signal.SIGKILL)
+    wait_for(lambda: not states.running, timeout=20)
+
+
 def test_a_process_that_dies_is_started_again(gateway: LocalGateway) -> None:
     states = gateway.stack.states
-    assert states is not None and states.pid is not None
     node, caller = _connected(gateway)
     with node, caller:
-        os.kill(states.pid, signal.SIGKILL)
-        wait_for(lambda: not states.running, timeout=20)
+        _kill(states)
         # another one, with the state machines created again under the same ARNs
         wait_for(lambda: gateway.stack.states is not None and gateway.stack.states.running, timeout=30)
         assert gateway.stack.states is not states and gateway.stack.states.pid != states.pid
@@ -127,12 +132,9 @@ def test_a_tool_call_fails_at_once_when_the_process_keeps_dying(
     gateway: LocalGateway, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(gateway.stack, "RESTARTS", 0)
-    states = gateway.stack.states
-    assert states is not None and states.pid is not None
     node, caller = _connected(gateway)
     with node, caller:
-        os.kill(states.pid, signal.SIGKILL)
-        wait_for(lambda: not states.running, timeout=20)
+        _kill(gateway.stack.states)
         answer = _echo_call(node, caller, "t1", answer=False)  # its wait cannot start: refused at once
         assert answer["ok"] is False and answer["error"]["code"] == 503, answer
         # and the gateway itself still answers
