@@ -731,16 +731,12 @@ class MotoStack:
         self.in_process = InProcessAws(self.endpoint) if in_process else None
         if self.states is not None:
             try:
-                self.states.connect(self.functions.specs, functools.partial(run_function, self.functions))
+                self._connect(self.states)
             except Exception:
                 self._interpret_here()
         self._patch_lambda()
         if self.states is not None:
-            from orbital.local.sfn_worker import forward_requests
-
-            forward_requests(self.states)
-            if self.in_process is not None:
-                self.in_process.states = self.states
+            self._serve_states(self.states)
         self._create_resources()
         return self.endpoint
 
@@ -750,33 +746,43 @@ class MotoStack:
         the sweep of overdue calls, and an agent run by its stale check. At most `RESTARTS` a minute."""
         import time
 
-        from orbital.local.sfn_worker import StepFunctionsProcess, forward_requests
+        from orbital.local.sfn_worker import StepFunctionsProcess
 
         with self._restart_lock:
+            if self._stopping or self.states is not process:
+                return
             now = time.monotonic()
             self._restarts = [t for t in self._restarts if now - t < 60] + [now]
-            if self._stopping or self.states is not process or len(self._restarts) > self.RESTARTS:
-                if not self._stopping:
-                    log.error("the Step Functions process keeps ending; not starting it again")
+            if len(self._restarts) > self.RESTARTS:
+                log.error("the Step Functions process keeps ending; not starting it again")
                 return
             process.stop()
             replacement = StepFunctionsProcess(on_exit=self._states_ended)
             try:
                 replacement.spawn()
-                replacement.connect(self.functions.specs, functools.partial(run_function, self.functions))
+                self._connect(replacement)
             except Exception:
                 log.exception("could not start the Step Functions process again")
                 replacement.stop()
                 return
-            self.states = replacement
-            forward_requests(replacement)
-            if self.in_process is not None:
-                self.in_process.states = replacement
+            self._serve_states(replacement)
             role = self.client("iam").get_role(RoleName="orbital-local")["Role"]["Arn"]
             create_state_machines(
                 self.client, self.root, self.template, table=self.table, bucket=self.bucket, role_arn=role
             )
             log.warning("the Step Functions process was started again (pid %s)", replacement.pid)
+
+    def _connect(self, process: StepFunctionsProcess) -> None:
+        process.connect(self.functions.specs, functools.partial(run_function, self.functions))
+
+    def _serve_states(self, process: StepFunctionsProcess) -> None:
+        """From now on `process` answers every Step Functions request of this stack."""
+        from orbital.local.sfn_worker import forward_requests
+
+        self.states = process
+        forward_requests(process)
+        if self.in_process is not None:
+            self.in_process.states = process
 
     def _interpret_here(self) -> None:
         """The Step Functions process could not start: interpret the state machines in this one (slower, same
