@@ -652,8 +652,10 @@ def _patch() -> None:
     from moto.dynamodb.responses import DynamoHandler
     from moto.s3.responses import S3Response
 
+    from orbital.local.moto_updates import fast_update_items
     from orbital.local.stack import MOTO_LOCKS
 
+    fast_update_items()  # inside the journal's wrapper, not around it
     lock = MOTO_LOCKS["dynamodb"]
 
     def item_write(name: str, keys_of: Callable[[Any, tuple[Any, ...], dict[str, Any]], list[tuple[str, Any]]]) -> None:

@@ -195,6 +195,10 @@ def make_moto_atomic(*, dynamodb: bool = True, step_functions: bool = True) -> N
     if dynamodb:
         from moto.dynamodb.models import DynamoDBBackend
 
+        from orbital.local.moto_updates import fast_update_items
+
+        fast_update_items()  # under the lock, not around it
+
         serialize(
             DynamoDBBackend,
             (
