@@ -114,3 +114,59 @@ def test_a_program_that_does_not_pickle_is_deep_copied() -> None:
     original = Unpicklable()
     made = stack._program_copier(original)()
     assert made is not original and made.items == [1, 2, 3] and made.items is not original.items
+
+
+def test_conditions_parsed_once_per_text_names_and_values(aws: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    stack.cache_conditions()
+    stack.cache_conditions()  # idempotent
+    client = boto3.client("dynamodb", region_name="us-east-1")
+    for i in range(4):
+        client.put_item(TableName=TABLE, Item={"PK": {"S": f"C{i}"}, "SK": {"S": "META"}, "st": {"S": "pending"}})
+
+    def claim(pk: str, expected: str, outcome: str, name: str = "st") -> bool:
+        try:
+            client.update_item(
+                TableName=TABLE,
+                Key={"PK": {"S": pk}, "SK": {"S": "META"}},
+                UpdateExpression="SET #o = :o",
+                ConditionExpression="#f = :expected",
+                ExpressionAttributeNames={"#o": "out", "#f": name},
+                # :o differs every time and is not in the condition: the parsed condition is shared all the same
+                ExpressionAttributeValues={":expected": {"S": expected}, ":o": {"S": outcome}},
+            )
+        except ClientError as exc:
+            assert exc.response["Error"]["Code"] == "ConditionalCheckFailedException"
+            return False
+        return True
+
+    from moto.dynamodb.comparisons import ConditionExpressionParser
+
+    lexed: list[str] = []
+    lex = ConditionExpressionParser._lex_condition_expression
+
+    def counting(self: Any) -> Any:
+        lexed.append(self.condition_expression)
+        return lex(self)
+
+    monkeypatch.setattr(ConditionExpressionParser, "_lex_condition_expression", counting)
+    # the same text, names and used values again and again: right answers (the placeholders it found are still
+    # reported, or moto would refuse :expected as unused), and after the first two requests no parsing
+    assert [claim(f"C{i}", "pending", f"o{i}") for i in range(3)] == [True, True, True]
+    warm = len(lexed)
+    assert claim("C3", "pending", "o3") and claim("C3", "pending", "again") and len(lexed) == warm
+    # another value for the placeholder, another name for #f: answered for what they are
+    assert not claim("C0", "done", "x") and not claim("C0", "done", "x")
+    assert claim("C0", "pending", "y", name="st") and not claim("C0", "pending", "y", name="other")
+    client.put_item(TableName=TABLE, Item={"PK": {"S": "C9"}, "SK": {"S": "META"}, "st": {"S": "done"}})
+    assert claim("C9", "done", "z") and not claim("C9", "pending", "z")
+    # an invalid condition is refused every time (moto's parser raises ValueError)
+    for _ in range(3):
+        with pytest.raises(ValueError, match="Bad comparison"):
+            client.update_item(
+                TableName=TABLE,
+                Key={"PK": {"S": "C0"}, "SK": {"S": "META"}},
+                UpdateExpression="SET #o = :o",
+                ConditionExpression="#f = = :expected",
+                ExpressionAttributeNames={"#o": "out", "#f": "st"},
+                ExpressionAttributeValues={":expected": {"S": "pending"}, ":o": {"S": "x"}},
+            )

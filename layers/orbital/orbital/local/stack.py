@@ -506,6 +506,61 @@ def cache_update_expressions() -> None:
     UpdateExpressionParser.make = classmethod(make)
 
 
+def cache_conditions() -> None:
+    """moto parses a `ConditionExpression` (and a query's `FilterExpression`) twice per request, its response to
+    check the placeholders and its backend to evaluate it: ~0.1 ms each for `st = :pending`, a third of a claim's
+    cost once its update is applied without moto's validator (`moto_updates`). The parsed condition depends only on
+    the text, the name map and the values it uses, and evaluating it changes nothing: parse each such combination
+    once and hand out the same tree, with the placeholders it found. Invalid ones raise as before. Idempotent."""
+    from moto.dynamodb.comparisons import ConditionExpressionParser
+
+    original = ConditionExpressionParser.parse
+    if getattr(original, "_orbital_cached", False):
+        return
+    used: dict[tuple[Any, ...], tuple[str, ...]] = {}  # (text, names) -> the value placeholders it uses
+    parsed: dict[tuple[Any, ...], tuple[Any, list[str], list[str]]] = {}
+    lock = threading.Lock()
+    kept = 1024
+
+    def parse(self: Any) -> Any:
+        text = self.condition_expression
+        if not text:
+            return original(self)
+        names = self.expression_attribute_names or {}
+        values = self.expression_attribute_values or {}
+        try:
+            shape = (text, tuple(sorted(names.items())))
+        except TypeError:
+            return original(self)
+        placeholders = used.get(shape)
+        key = None
+        if placeholders is not None:
+            key = (shape, tuple((p, repr(values.get(p))) for p in placeholders))
+            if len(repr(key)) > 1024:
+                key = None
+            else:
+                hit = parsed.get(key)
+                if hit is not None:
+                    op, names_found, values_found = hit
+                    self.expr_attr_names_found.extend(names_found)
+                    self.expr_attr_values_found.extend(values_found)
+                    return op
+        op = original(self)
+        names_found, values_found = list(self.expr_attr_names_found), list(self.expr_attr_values_found)
+        with lock:
+            if len(used) >= kept or len(parsed) >= kept:
+                used.clear()
+                parsed.clear()
+            if placeholders is None:
+                used[shape] = tuple(values_found)
+            elif key is not None:
+                parsed[key] = (op, names_found, values_found)
+        return op
+
+    parse._orbital_cached = True  # type: ignore[attr-defined]
+    ConditionExpressionParser.parse = parse  # type: ignore[method-assign]
+
+
 def skip_batch_models() -> None:
     """moto's Step Functions interpreter imports `moto.batch.utils` (for its Batch integration), and importing that
     runs `moto.batch`'s `__init__`, which loads the Batch, EC2 and ECS models: about 0.9 s, half of the local stack's
@@ -841,6 +896,7 @@ class MotoStack:
         make_moto_atomic(step_functions=self.states is None)
         fast_queries()
         cache_update_expressions()
+        cache_conditions()
         cache_action_lookup()
 
     def _create_resources(self) -> None:
