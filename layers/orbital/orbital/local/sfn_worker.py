@@ -24,6 +24,7 @@ import itertools
 import json
 import logging
 import os
+import queue
 import signal
 import socket
 import subprocess
@@ -152,8 +153,47 @@ class Channel:
             self._send(("res", rid, ok, value))
 
 
-def _thread(work: Callable[[], None]) -> None:
-    threading.Thread(target=work, daemon=True).start()
+class Workers:
+    """Threads for work that may block for long (an execution's Lambda task can wait on a model for minutes): each
+    piece of work gets a thread at once, an idle one if there is one (starting a thread costs more than the work of
+    a tool call's register step), a new one otherwise. A thread idle for `idle_seconds` ends."""
+
+    def __init__(self, name: str, idle_seconds: float = 30.0) -> None:
+        self._name = name
+        self._idle_seconds = idle_seconds
+        self._jobs: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self._idle = 0
+        self._lock = threading.Lock()
+
+    def run(self, work: Callable[[], None]) -> None:
+        with self._lock:
+            if self._idle:
+                self._idle -= 1  # that thread is taken: the work is for it
+                self._jobs.put(work)
+                return
+        threading.Thread(target=self._work, args=(work,), name=self._name, daemon=True).start()
+
+    @property
+    def idle(self) -> int:
+        return self._idle
+
+    def _work(self, work: Callable[[], None]) -> None:
+        while True:
+            try:
+                work()
+            except BaseException:
+                log.exception("work of %s failed", self._name)
+            with self._lock:
+                self._idle += 1
+            try:
+                work = self._jobs.get(timeout=self._idle_seconds)
+            except queue.Empty:
+                with self._lock:
+                    try:  # handed over just as the wait ended: do it
+                        work = self._jobs.get_nowait()
+                    except queue.Empty:
+                        self._idle -= 1
+                        return
 
 
 # --- the gateway's side ---------------------------------------------------------------------------------------------
@@ -210,7 +250,7 @@ class StepFunctionsProcess:
             name, body = payload
             return invoke(name, body)
 
-        self.channel = Channel(self._conn, serve, _thread, _describe, "orbital-sfn-gateway")
+        self.channel = Channel(self._conn, serve, Workers("orbital-sfn-task").run, _describe, "orbital-sfn-gateway")
         self.channel.request("ready", sorted(functions), timeout=START_TIMEOUT)
         threading.Thread(target=self._watch, args=(self.channel,), name="orbital-sfn-watch", daemon=True).start()
 
