@@ -36,13 +36,16 @@ def wait_http(url: str, proc: subprocess.Popen[bytes], timeout: float = 120) -> 
             time.sleep(0.05)
 
 
-def start_gateway(data_dir: Path, *extra: str) -> tuple[subprocess.Popen[bytes], str]:
-    """`orbital dev` in its own process, as users run it; returns the process and its WebSocket URL."""
+def start_gateway(data_dir: Path, *extra: str, source: Path = ROOT) -> tuple[subprocess.Popen[bytes], str]:
+    """`orbital dev` in its own process, as users run it; returns the process and its WebSocket URL. `source` is
+    the checkout whose code and template it runs (another one to compare versions in one run)."""
     port = free_port()
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "layers" / "orbital")}
+    env = {**os.environ, "PYTHONPATH": str(source / "layers" / "orbital")}
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     command = [sys.executable, "-c", "from orbital.cli.main import main; main()", "dev", "--port", str(port)]
-    proc = subprocess.Popen([*command, "--data-dir", str(data_dir), *extra], env=env, stdout=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [*command, "--data-dir", str(data_dir), *extra], env=env, stdout=subprocess.DEVNULL, cwd=source
+    )
     wait_http(f"http://127.0.0.1:{port}/health", proc)
     return proc, f"ws://127.0.0.1:{port}/ws"
 

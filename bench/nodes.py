@@ -11,7 +11,7 @@ Prints, in one run:
 - AWS API calls per tool.invoke + tool.result, counted at the boto3 client factory (local gateway cache on), and
   the calls the Step Functions execution makes for it.
 
-    python bench/nodes.py [--calls 200] [--mb 20]
+    python bench/nodes.py [--calls 200] [--mb 20] [--against ../other-checkout]
 """
 
 from __future__ import annotations
@@ -172,9 +172,10 @@ def variant_rows(label: str, data_dir: Path, n: int, **options: Any) -> list[tup
         gateway.stop()
 
 
-def separate_processes(base: Path, n: int) -> None:
+def separate_processes(base: Path, n: int, against: Path | None = None) -> None:
     """`orbital dev` in its own process, as users run it: the state machines in its child process (the default)
-    against in its own, alternated twice; the gateway's CPU per tool.invoke read from /proc."""
+    against in its own, and `orbital dev` of the checkout `against` if given, alternated twice; the gateway's CPU
+    per tool.invoke read from /proc."""
     from bench.common import children, cpu_seconds, start_gateway, stop
 
     print("\n`orbital dev` in its own process (instant node and client in this one), two rounds:")
@@ -182,9 +183,15 @@ def separate_processes(base: Path, n: int) -> None:
         f"{'state machines':<22}{'config.get p50/p99':>20}{'tool.invoke p50/p99':>21}"
         f"{'x config.get':>14}{'CPU/call':>16}"
     )
+    ways: list[tuple[str, tuple[str, ...], Path]] = [
+        ("in a child process", (), ROOT),
+        ("in the gateway", ("--step-functions-in-process",), ROOT),
+    ]
+    if against is not None:
+        ways.append((f"checkout {against.name}", (), against))
     for round_ in range(2):
-        for label, extra in (("in a child process", ()), ("in the gateway", ("--step-functions-in-process",))):
-            proc, url = start_gateway(base / f"sep-{round_}-{len(extra)}", *extra)
+        for way, (label, extra, source) in enumerate(ways):
+            proc, url = start_gateway(base / f"sep-{round_}-{way}", *extra, source=source)
             try:
                 node = InstantNode(url, "instant")
                 node.start()
@@ -210,6 +217,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--mb", type=int, default=20)
+    parser.add_argument(
+        "--against",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="another checkout whose `orbital dev` is measured beside this one's (in its own process)",
+    )
     args = parser.parse_args()
 
     from orbital.aws import clients
@@ -274,7 +288,7 @@ def main() -> None:
             print("\nAWS API calls per tool.invoke + tool.result (mean of 10, executions included):")
             print("  " + ", ".join(f"{k.split('.', 1)[1]} {v / 10:.1f}" for k, v in sorted(counts.items())))
 
-            separate_processes(base, n)
+            separate_processes(base, n, args.against)
 
             size = args.mb * 1024 * 1024
             data = os.urandom(size)
