@@ -342,3 +342,47 @@ def test_a_long_log_answer_keeps_the_newest_lines_that_fit_one_message(flows, co
     assert payload["truncated"] is True and 100 < payload["count"] < 5000
     assert payload["lines"] == lines[-payload["count"] :]  # the newest, in order
     assert len(json.dumps(payload).encode()) < 100_000
+
+
+def test_a_wait_that_cannot_start_leaves_the_call_to_its_answer(flows, connect, sender, services, monkeypatch):
+    """`StartExecution` refused after the node already has the call (here: a state machine that does not exist):
+    the call is not failed, since a retry would run the tool twice. The node's answer reaches the caller, once; a
+    call nobody answers is ended by the sweep of overdue calls; a node's loss still fails its calls at once."""
+    from orbital.runtime import scheduler
+
+    gone = services.settings.deferred_call_arn + "-gone"
+    monkeypatch.setattr(services, "settings", services.settings.model_copy(update={"deferred_call_arn": gone}))
+    node = connect("node", "n1")
+    client = connect("client", "c1")
+
+    _invoke(client, "n1__Bash", {"command": "echo once"})
+    (evt,) = _events(sender, node.connection_id, "tool.invoke")
+    call_id = evt["payload"]["callId"]
+    assert _responses(sender, client.connection_id) == []  # no 503: the call waits for its answer
+    assert deferred.get(services, call_id).state == deferred.PENDING
+    assert node.call("tool.result", {"callId": call_id, "result": "once"}) == {"ok": True}
+    (res,) = _responses(sender, client.connection_id)
+    assert res["ok"] is True and res["payload"] == {"result": "once"}
+
+    _invoke(client, "n1__Bash", {"command": "sleep 100"})
+    unanswered = _events(sender, node.connection_id, "tool.invoke")[-1]["payload"]["callId"]
+    call = deferred.get(services, unanswered).call
+    overdue_at = call.created_at + call.timeout_ms + deferred.OVERDUE_GRACE_MS
+    assert scheduler.tick(services, overdue_at - scheduler.SWEEP_EVERY_MS - 1)["callsSwept"] == 0
+    assert scheduler.tick(services, overdue_at)["callsSwept"] == 1
+    timed_out = _responses(sender, client.connection_id)[-1]
+    assert timed_out["error"]["code"] == 504 and deferred.get(services, unanswered).state == deferred.DONE
+
+    _invoke(client, "n1__Bash", {"command": "sleep 100"})
+    lifecycle.disconnect(services, node.connection_id)
+    lost = _responses(sender, client.connection_id)[-1]
+    assert lost["ok"] is False and lost["error"]["code"] == 503, lost
+
+
+def test_a_gateway_without_waits_refuses_calls_before_sending(flows, connect, sender, services, monkeypatch):
+    monkeypatch.setattr(services, "settings", services.settings.model_copy(update={"deferred_call_arn": None}))
+    node = connect("node", "n1")
+    client = connect("client", "c1")
+    error = client.error("tool.invoke", {"tool": "n1__Bash", "args": {}})
+    assert error["code"] == 503 and "not configured" in error["message"], error
+    assert _events(sender, node.connection_id, "tool.invoke") == []

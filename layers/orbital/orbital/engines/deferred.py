@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from orbital.aws import clients
 from orbital.domain import ids
 from orbital.engines import waitgroup
-from orbital.errors import ConflictError
+from orbital.errors import ConflictError, UnavailableError
 from orbital.protocol.frames import error_frame, ok_frame
 from orbital.store import keys
 
@@ -143,6 +143,28 @@ def start_wait(services: Services, call: PendingCall) -> None:
     except Exception:
         log.exception("could not start the wait for call %s", call.call_id)
         raise
+
+
+def require_waits(services: Services) -> None:
+    """Refuse a call at once, before anything is sent for it, if this gateway cannot start waits."""
+    if not services.settings.deferred_call_arn:
+        raise UnavailableError("Calls to nodes are not configured here (ORBITAL_DEFERRED_CALL_ARN is not set)")
+
+
+def start_wait_after_send(services: Services, call: PendingCall) -> None:
+    """Start the wait of a call whose event its node (or channel) already has. If that fails, the call stays
+    pending: failing it would drop the answer the node is already working on and invite a retry that runs the tool a
+    second time. The answer, the owner's loss, or the scheduler's sweep of overdue calls (`OVERDUE_GRACE_MS` after
+    its timeout) ends it instead."""
+    try:
+        start_wait(services, call)
+    except Exception:
+        log.warning(
+            "call %s (%s) runs without its wait: its answer or its owner's loss ends it, else the sweep of overdue "
+            "calls",
+            call.call_id,
+            call.kind,
+        )
 
 
 def get(services: Services, call_id: str) -> Lookup | None:

@@ -189,6 +189,7 @@ def _forward(ctx: CallContext, channel: str, account_id: str, action: str, param
         frame_id=ctx.frame_id,
         extra={"channel": channel, "accountId": account_id, "action": action},
     )
+    deferred.require_waits(services)
     deferred.create(services, call)
     payload: dict[str, Any] = {"callId": call.call_id, "action": action, "channel": channel, "accountId": account_id}
     if action == "start":
@@ -198,11 +199,7 @@ def _forward(ctx: CallContext, channel: str, account_id: str, action: str, param
     if not services.push(socket, event_frame("channel.control", payload)):
         deferred.claim(services, call.call_id)
         raise UnavailableError(f"Channel not connected: {channel}")
-    try:
-        deferred.start_wait(services, call)
-    except Exception:
-        if deferred.claim(services, call.call_id) is not None:
-            raise UnavailableError("Could not schedule the call; try again", retryable=True) from None
+    deferred.start_wait_after_send(services, call)
     return DEFERRED
 
 

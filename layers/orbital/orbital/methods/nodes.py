@@ -39,19 +39,15 @@ MAX_CALL_ID_CHARS = 256
 def _dispatch_to_node(
     ctx: CallContext, node: NodeEntry, call: deferred.PendingCall, event: str, payload: dict[str, Any]
 ) -> None:
-    """Record the call, post the event to the node, start the wait beside it."""
+    """Record the call, post the event to the node, start the wait beside it (ADR 0003)."""
     services = ctx.services
+    deferred.require_waits(services)
     deferred.create(services, call)
     if not services.sender.post(node.connection_id, event_frame(event, payload)):
         deferred.claim(services, call.call_id)
         lifecycle.disconnect(services, node.connection_id)
         raise UnavailableError("Node not connected")
-    try:
-        deferred.start_wait(services, call)
-    except Exception:
-        if deferred.claim(services, call.call_id) is not None:
-            raise UnavailableError("Could not schedule the call; try again", retryable=True) from None
-        # the node already answered: nothing is waiting
+    deferred.start_wait_after_send(services, call)
 
 
 # --- tools ---------------------------------------------------------------------------------------------------
