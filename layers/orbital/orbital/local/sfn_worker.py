@@ -12,7 +12,10 @@ runs in a child process instead:
 - the child exits when the gateway closes its end, or dies (the socket reads end of file); if the child dies
   first, the gateway starts another (`MotoStack`).
 
-Both sides use one `Channel`: requests either way, each answered in a thread, replies matched by id.
+Both sides use one `Channel`: requests either way, each answered in a thread, replies matched by id. The child
+answers its quick Step Functions requests (`INLINE_METHODS`) on the thread that reads them, and a `StartExecution`
+before the execution it creates starts running, as AWS answers once the execution is recorded: the gateway's
+handler waiting for that answer holds up the next frame of its socket.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from multiprocessing.connection import Connection
 from typing import Any
@@ -65,9 +68,20 @@ class _Slot:
         self.value: Any = None
 
 
+class AfterReply:
+    """An answer of `serve` with work to do once it has been sent."""
+
+    __slots__ = ("after", "value")
+
+    def __init__(self, value: Any, after: Callable[[], None]) -> None:
+        self.value, self.after = value, after
+
+
 class Channel:
     """Requests both ways over one connection. `serve(kind, payload)` answers the other side's requests (in the
-    thread `run` gives it); its exceptions go back as `Refused` (code, message, status from `describe_error`)."""
+    thread `run` gives it, or on the reading thread itself for the requests `inline` picks: those must never wait
+    for the other side); its exceptions go back as `Refused` (code, message, status from `describe_error`). An
+    `AfterReply` answer sends its value, then does its work."""
 
     def __init__(
         self,
@@ -76,10 +90,12 @@ class Channel:
         run: Callable[[Callable[[], None]], None],
         describe_error: Callable[[BaseException], tuple[str, str, int]],
         name: str,
+        inline: Callable[[str, Any], bool] | None = None,
     ) -> None:
         self._conn = conn
         self._serve = serve
         self._run = run
+        self._inline = inline
         self._describe_error = describe_error
         self._send_lock = threading.Lock()
         self._ids = itertools.count(1)
@@ -133,7 +149,10 @@ class Channel:
                         slot.done.set()
                 else:
                     _, rid, kind, payload = message
-                    self._run(functools.partial(self._answer, rid, kind, payload))
+                    if self._inline is not None and self._inline(kind, payload):
+                        self._answer(rid, kind, payload)
+                    else:
+                        self._run(functools.partial(self._answer, rid, kind, payload))
         except (EOFError, OSError, ValueError):
             pass
         finally:
@@ -145,12 +164,22 @@ class Channel:
                 slot.done.set()
 
     def _answer(self, rid: int, kind: str, payload: Any) -> None:
+        after = None
         try:
             value, ok = self._serve(kind, payload), True
+            if isinstance(value, AfterReply):
+                value, after = value.value, value.after
         except BaseException as exc:
             value, ok = self._describe_error(exc), False
-        with contextlib.suppress(WorkerGone):
-            self._send(("res", rid, ok, value))
+        try:
+            with contextlib.suppress(WorkerGone):
+                self._send(("res", rid, ok, value))
+        finally:
+            if after is not None:
+                try:
+                    after()
+                except Exception:
+                    log.exception("work after answering a %s request failed", kind)
 
 
 class Workers:
@@ -349,6 +378,55 @@ def _describe(exc: BaseException) -> tuple[str, str, int]:
 # --- the child's side -----------------------------------------------------------------------------------------------
 
 
+INLINE_METHODS = frozenset(
+    {"start_execution", "send_task_success", "send_task_failure", "send_task_heartbeat", "describe_execution"}
+)
+"""Step Functions requests the child answers on its reading thread, without a hop to another: each is a little of
+moto's bookkeeping and never waits for the gateway (a Lambda task, which does, runs in an execution's thread)."""
+
+_holding = threading.local()
+
+
+def hold_execution_starts() -> None:
+    """Let `held_starts` keep the executions a `StartExecution` creates from starting until its answer is sent.
+    Idempotent."""
+    from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
+
+    original = ExecutionWorker.start
+    if getattr(original, "_orbital_held", False):
+        return
+
+    def start(self: Any) -> None:
+        held = getattr(_holding, "held", None)
+        if held is None:
+            original(self)
+        else:
+            held.append(functools.partial(original, self))
+
+    start._orbital_held = True  # type: ignore[attr-defined]
+    ExecutionWorker.start = start  # type: ignore[method-assign]
+
+
+@contextlib.contextmanager
+def held_starts() -> Iterator[list[Callable[[], None]]]:
+    """Executions started in this block (on this thread) wait in the list it gives; `_start_held` starts them."""
+    held: list[Callable[[], None]] = []
+    _holding.held = held
+    try:
+        yield held
+    except BaseException:
+        _start_held(held)
+        raise
+    finally:
+        _holding.held = None
+
+
+def _start_held(held: list[Callable[[], None]]) -> None:
+    for start in held:
+        start()
+    held.clear()
+
+
 def _moto_error(exc: BaseException) -> tuple[str, str, int]:
     from orbital.local.direct import error_answer
 
@@ -382,10 +460,15 @@ def main(argv: list[str]) -> int:
         data, failed = channel.request("invoke", (name, payload), timeout=None)
         return bytes(data), bool(failed)
 
+    hold_execution_starts()
+
     def serve(kind: str, payload: Any) -> Any:
         if kind == "sfn":
             method, params = payload
-            return run(method, params) or {}
+            if method != "start_execution":
+                return run(method, params) or {}
+            with held_starts() as held:  # answered first, as AWS does: the new execution then runs on its own
+                return AfterReply(run(method, params) or {}, functools.partial(_start_held, held))
         if kind == "ready":
             stack.use_functions(set(payload), invoke)
             return True
@@ -394,7 +477,10 @@ def main(argv: list[str]) -> int:
     def dispatch(work: Callable[[], None]) -> None:
         pool.submit(work)
 
-    channel = Channel(conn, serve, dispatch, _moto_error, "orbital-sfn-worker")
+    def inline(kind: str, payload: Any) -> bool:
+        return kind == "sfn" and payload[0] in INLINE_METHODS
+
+    channel = Channel(conn, serve, dispatch, _moto_error, "orbital-sfn-worker", inline)
     channel.closed.wait()
     # the gateway is gone: executions still running have no one to answer them
     os._exit(0)
