@@ -2,8 +2,9 @@
 
 Every `UpdateExpression` the gateway sends is built by `orbital.store.table.Table.update`: top-level
 `SET #sN = :sN`, `ADD #aN :aN` and `REMOVE GSI1PK, GSI1SK`. moto applies one by deep-copying the expression's syntax
-tree and walking it ten times (validators and resolvers with `isinstance` checks at every node): about 0.9 ms of the
-1 ms an `UpdateItem` costs moto here, twice per `tool.invoke` (the claim, and the execution's register step).
+tree and walking it ten times (validators and resolvers with `isinstance` checks at every node): about three
+quarters of the 1 ms an `UpdateItem` costs moto's backend here (0.07 ms this way), twice per `tool.invoke` (the
+claim, and the execution's register step).
 
 `fast_update_items` puts a narrower `DynamoDBBackend.update_item` in front of moto's. For an expression made only of
 top-level assignments of a value, additions of a number and removals (no paths into maps or lists, no functions, no

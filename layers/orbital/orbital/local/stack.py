@@ -508,7 +508,7 @@ def cache_update_expressions() -> None:
 
 def cache_conditions() -> None:
     """moto parses a `ConditionExpression` (and a query's `FilterExpression`) twice per request, its response to
-    check the placeholders and its backend to evaluate it: ~0.1 ms each for `st = :pending`, a third of a claim's
+    check the placeholders and its backend to evaluate it: ~0.1 ms each for `st = :pending`, a quarter of a claim's
     cost once its update is applied without moto's validator (`moto_updates`). The parsed condition depends only on
     the text, the name map and the values it uses, and evaluating it changes nothing: parse each such combination
     once and hand out the same tree, with the placeholders it found. Invalid ones raise as before. Idempotent."""
