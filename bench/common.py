@@ -40,6 +40,7 @@ def start_gateway(data_dir: Path, *extra: str, source: Path = ROOT) -> tuple[sub
     """`orbital dev` in its own process, as users run it; returns the process and its WebSocket URL. `source` is
     the checkout whose code and template it runs (another one to compare versions in one run)."""
     port = free_port()
+    source = source.resolve()
     env = {**os.environ, "PYTHONPATH": str(source / "layers" / "orbital")}
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     command = [sys.executable, "-c", "from orbital.cli.main import main; main()", "dev", "--port", str(port)]
