@@ -164,3 +164,47 @@ def test_the_oldest_finished_executions_are_let_go(
     assert _status(sfn, ended[5]) == "SUCCEEDED"
     sfn.send_task_success(taskToken=token, output="{}")  # the running one is still found by its token
     wait_for(lambda: _status(sfn, waiting) == "SUCCEEDED")
+
+
+class _Looked:
+    """An execution or a thread that counts how often its state is looked at."""
+
+    looks = 0
+
+    def __init__(self, name: str, running: bool = True) -> None:
+        self.name = name
+        self.running = running
+
+    @property
+    def exec_status(self) -> Any:
+        _Looked.looks += 1
+        return SimpleNamespace(value="RUNNING" if self.running else "SUCCEEDED")
+
+    def is_alive(self) -> bool:
+        _Looked.looks += 1
+        return self.running
+
+
+def test_a_start_does_not_look_at_every_running_execution_or_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With many executions running (a busy gateway's pending calls), each start looks at a few of them, not all:
+    the looks over 1,000 starts grow with the starts, not with starts x running."""
+    from moto.stepfunctions.parser import utils
+
+    threads: list[Any] = []
+    monkeypatch.setattr(utils, "TMP_THREADS", threads)
+    monkeypatch.setattr(stack, "_threads_kept", 0)
+    executions = stack._Executions()
+    _Looked.looks = 0
+    for i in range(1000):
+        executions.append(_Looked(f"e{i}"))
+        threads.extend(_Looked(f"t{i}-{j}") for j in range(3))
+    assert len(executions.live) == 1000 and len(threads) == 3000  # all still running: nothing to let go
+    assert _Looked.looks < 10 * 1000, _Looked.looks  # a scan per start would be ~2,000,000
+    # what ended still goes: the oldest threads at the next start, the executions at the next sweep
+    for thread in threads[:30]:
+        thread.running = False
+    for execution in list(executions.live.values())[:10]:
+        execution.running = False
+    executions.append(_Looked("last"))
+    assert len(threads) == 2970
+    assert len(executions.running()) == 991 and len(executions.live) == 991

@@ -289,6 +289,7 @@ class _Executions(list[Any]):
         self.by_name: dict[str, Any] = {}
         self.live: dict[int, Any] = {}
         self.finished: collections.deque[Any] = collections.deque()
+        self._kept_live = 0  # how many were still running at the last sweep
         for execution in self:
             self._index(execution)
 
@@ -299,7 +300,10 @@ class _Executions(list[Any]):
     def append(self, execution: Any) -> None:
         super().append(execution)
         self._index(execution)
-        self._sweep()
+        if len(self.live) > max(_LIVE_BEFORE_SWEEP, 2 * self._kept_live):  # amortized: not a scan per start
+            self._sweep()
+        else:
+            _forget_finished_threads()
 
     def remove(self, execution: Any) -> None:
         super().remove(execution)
@@ -314,6 +318,7 @@ class _Executions(list[Any]):
             ended = status is not None and getattr(status, "value", status) != "RUNNING"
             if ended and self.live.pop(key, None) is not None:
                 self.finished.append(execution)
+        self._kept_live = len(self.live)
         while len(self.finished) > FINISHED_EXECUTIONS_KEPT:
             with contextlib.suppress(ValueError):
                 self.remove(self.finished.popleft())
@@ -325,16 +330,27 @@ class _Executions(list[Any]):
         return [e for e in self.live.values() if getattr(getattr(e, "exec_status", None), "value", None) == "RUNNING"]
 
 
+_LIVE_BEFORE_SWEEP = 16
 _THREADS_BEFORE_SWEEP = 64
+_threads_kept = 0
 
 
 def _forget_finished_threads() -> None:
     """moto's interpreter appends every thread it starts (three per execution) to one module-level list, and nothing
-    reads or empties it: keep only the threads still running."""
+    reads or empties it: keep only the threads still running. The threads that ended at the front of the list (the
+    oldest) leave at once; the whole list is looked at when it has grown past twice what the last look kept, so with
+    many executions running a start does not look at all their threads."""
     from moto.stepfunctions.parser.utils import TMP_THREADS
 
-    if len(TMP_THREADS) > _THREADS_BEFORE_SWEEP:
+    global _threads_kept
+    ended, count = 0, len(TMP_THREADS)  # others only append meanwhile
+    while ended < count and not TMP_THREADS[ended].is_alive():
+        ended += 1
+    if ended:
+        del TMP_THREADS[:ended]
+    if len(TMP_THREADS) > max(_THREADS_BEFORE_SWEEP, 2 * _threads_kept):
         TMP_THREADS[:] = [t for t in list(TMP_THREADS) if t.is_alive()]
+        _threads_kept = len(TMP_THREADS)
 
 
 def index_executions() -> None:
