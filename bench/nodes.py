@@ -8,8 +8,7 @@ Prints, in one run:
 - the same call against a real `orbital node` process running its Read tool;
 - transfer throughput in MB/s for node→node, node→workspace and workspace→node, in chunk mode (binary and text
   framing) and presigned mode, with real `orbital node` processes;
-- AWS API calls per tool.invoke + tool.result, counted at the boto3 client factory (local gateway cache on), and
-  the calls the Step Functions execution makes for it.
+- AWS API calls per tool.invoke + tool.result, counted at the boto3 client factory (local gateway cache on).
 
     python bench/nodes.py [--calls 200] [--mb 20] [--against ../other-checkout]
 """
@@ -283,9 +282,12 @@ def main() -> None:
                 clients.reset_call_counts()
                 for _ in range(10):
                     c.call("tool.invoke", {"tool": "instant__Echo", "args": {}})
-                time.sleep(1.0)  # let the ten executions finish their register steps
+                time.sleep(1.0)  # let the last answers' writes land in the counted window
             counts = clients.call_counts()
-            print("\nAWS API calls per tool.invoke + tool.result (mean of 10, executions included):")
+            print(
+                "\nAWS API calls per tool.invoke + tool.result (mean of 10; the timer of a due second adds one"
+                " StartExecution and its `due` step one Query + one BatchGetItem per second, not per call):"
+            )
             print("  " + ", ".join(f"{k.split('.', 1)[1]} {v / 10:.1f}" for k, v in sorted(counts.items())))
 
             separate_processes(base, n, args.against)

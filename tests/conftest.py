@@ -220,6 +220,10 @@ def flows(aws: None, services: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     import time
 
     sfn = client("stepfunctions")
+    timers = sfn.list_executions(stateMachineArn=arns["DeferredCallStateMachine"], statusFilter="RUNNING")
+    for execution in timers["executions"]:  # waits of calls due later: nothing to let finish
+        with contextlib.suppress(Exception):
+            sfn.stop_execution(executionArn=execution["executionArn"])
     deadline = time.monotonic() + 1.5
     while time.monotonic() < deadline:
         running = [
@@ -250,16 +254,24 @@ def wait_for(predicate: Any, timeout: float = 10.0, interval: float = 0.02) -> A
         time.sleep(interval)
 
 
-def deferred_execution_arn(flows: dict[str, str], call_id: str) -> str:
-    """The deferred_call execution that waits for `call_id` (its name is derived from the id, its input holds it)."""
-    import json
+def deferred_execution_arn(flows: dict[str, str], services: Any, call_id: str) -> str:
+    """The deferred_call execution that answers `call_id` if it is still pending when due: the timer of the second
+    its call is marked due in (`deferred.start_wait`)."""
+    import math
 
-    import boto3
+    from orbital.engines import deferred
+    from orbital.store import keys
 
-    sfn = boto3.client("stepfunctions", region_name="us-east-1")
-    listed = sfn.list_executions(stateMachineArn=flows["DeferredCallStateMachine"])["executions"]
-    for execution in listed:
-        described = sfn.describe_execution(executionArn=execution["executionArn"])
-        if json.loads(described["input"]).get("callId") == call_id:
-            return str(execution["executionArn"])
-    raise AssertionError(f"no deferred_call execution for call {call_id}")
+    found = deferred.get(services, call_id)
+    assert found is not None, f"no pending call {call_id}"
+    first = math.ceil((found.call.created_at + found.call.timeout_ms) / 1000)
+    for second in range(first, first + 3):
+        if services.table.get(keys.call_due(second, call_id)) is not None:
+            return timer_arn(flows, second)
+    raise AssertionError(f"call {call_id} is not due in any second")
+
+
+def timer_arn(flows: dict[str, str], second: int) -> str:
+    """The ARN of the deferred_call execution (the timer) of `second`."""
+    machine = flows["DeferredCallStateMachine"]
+    return machine.replace(":stateMachine:", ":execution:") + f":due-{second}"

@@ -15,7 +15,7 @@ from orbital.client import GatewayClient
 from orbital.local.direct import DirectClient
 from orbital.local.server import LocalGateway
 
-from tests.conftest import wait_for
+from tests.conftest import deferred_execution_arn, wait_for
 from tests.e2e.conftest import NODE_RUNTIME as RUNTIME
 from tests.e2e.conftest import in_process_gateway
 
@@ -124,8 +124,9 @@ def test_direct_calls_are_counted_and_journaled(gateway: LocalGateway) -> None:
 
 
 def test_step_functions_and_management_calls_are_direct(gateway: LocalGateway) -> None:
-    """A tool call starts its deferred_call execution, whose register step is a Lambda task; the node's answer sends
-    the task success; every frame goes out through PostToConnection. All of it without botocore."""
+    """A tool call starts the timer of the second it is due in (a deferred_call execution, whose `due` step is a
+    Lambda task run by this process's handlers); every frame goes out through PostToConnection. All of it without
+    botocore."""
     from orbital.aws import clients
 
     with GatewayClient(gateway.ws_url) as node, GatewayClient(gateway.ws_url) as caller:
@@ -134,6 +135,7 @@ def test_step_functions_and_management_calls_are_direct(gateway: LocalGateway) -
         )
         caller.connect("client")
         wait_for(lambda: any(t["name"] == "direct-node__Echo" for t in caller.call("tools.list")["tools"]))
+        caller.call("config.set", {"path": "timeouts.toolMs", "value": 1000})  # a timer that runs out soon
         clients.reset_call_counts()
         served = gateway.stack.in_process.served
         caller.send_raw(
@@ -148,47 +150,38 @@ def test_step_functions_and_management_calls_are_direct(gateway: LocalGateway) -
         )
         evt = node.next_event("tool.invoke", timeout=10)
         call_id = evt["payload"]["callId"]
-        # the execution registers its token on the call before the node answers, so the answer closes it
-        wait_for(lambda: gateway.stack.functions.invocations > 0 and _token_of(call_id) is not None)
+        timer = wait_for(lambda: _timer_of(gateway, call_id))  # marked due right after the event was sent
         node.call("tool.result", {"callId": call_id, "result": {"echo": evt["payload"]["args"]}})
         answer = caller.wait_response("t1")
         assert answer["ok"] is True, answer
         assert answer["payload"]["result"] == {"echo": {"x": 1}}
-        wait_for(lambda: clients.call_counts().get("sfn.SendTaskSuccess", 0) >= 1)
-        wait_for(lambda: _execution_status(gateway, call_id) == "SUCCEEDED")
+        # the timer of the call's second runs out and its Lambda task finds the call answered
+        wait_for(lambda: _status(gateway, timer) == "SUCCEEDED", timeout=15)
     counts = clients.call_counts()
-    for call in (
-        "sfn.StartExecution",
-        "sfn.SendTaskSuccess",
-        "apigatewaymanagementapi.PostToConnection",
-    ):
+    for call in ("sfn.StartExecution", "dynamodb.PutItem", "apigatewaymanagementapi.PostToConnection"):
         assert counts.get(call, 0) >= 1, (call, counts)
     assert gateway.stack.in_process.served > served
     # the execution ran in the Step Functions process, and its Lambda task came back to this one's handlers
     assert gateway.stack.states is not None and gateway.stack.functions.invocations > 0
 
 
-def _token_of(call_id: str) -> Any:
-    from orbital.runtime.services import get_services
-    from orbital.store import keys
-
-    rec = (
-        get_services()
-        .table.client.get_item(
-            TableName=get_services().table.name, Key={"PK": {"S": keys.pending_call(call_id)[0]}, "SK": {"S": "META"}}
-        )
-        .get("Item")
-    )
-    return None if rec is None else rec.get("tok")
-
-
-def _execution_status(gateway: LocalGateway, call_id: str) -> str | None:
+def _status(gateway: LocalGateway, execution_arn: str) -> str | None:
+    """An execution's status; None while its start is still on its way (the caller may hear back first)."""
     sfn = gateway.stack.client("stepfunctions")
-    arn = gateway.stack.state_machine_arns["DeferredCallStateMachine"]
-    for execution in sfn.list_executions(stateMachineArn=arn)["executions"]:
-        if execution["name"].startswith(call_id[:48] + "-"):  # the call's execution (`ids.execution_name`)
-            return str(execution["status"])
-    return None
+    try:
+        return str(sfn.describe_execution(executionArn=execution_arn)["status"])
+    except sfn.exceptions.ExecutionDoesNotExist:
+        return None
+
+
+def _timer_of(gateway: LocalGateway, call_id: str) -> str | None:
+    from orbital.runtime.services import get_services
+
+    machines = {"DeferredCallStateMachine": gateway.stack.state_machine_arns["DeferredCallStateMachine"]}
+    try:
+        return deferred_execution_arn(machines, get_services(), call_id)
+    except AssertionError:  # not marked due yet
+        return None
 
 
 def test_an_error_answer_of_the_bridge_is_the_modeled_exception(gateway: LocalGateway) -> None:

@@ -74,7 +74,7 @@ def test_clients_of_the_endpoint_reach_the_process(gateway: LocalGateway) -> Non
 
     # an execution started over HTTP runs there, and its Lambda task runs here
     before = gateway.stack.functions.invocations
-    body = json.dumps({"callId": "never-recorded", "kind": "tool", "timeoutSeconds": 30})
+    body = json.dumps({"due": 1_000_000, "waitSeconds": 0})  # a second long past, with no call due in it
     started = sfn.start_execution(stateMachineArn=arn, name="over-http", input=body)["executionArn"]
     wait_for(lambda: sfn.describe_execution(executionArn=started)["status"] == "SUCCEEDED")
     assert gateway.stack.functions.invocations > before
@@ -206,7 +206,7 @@ def test_a_process_that_does_not_start_leaves_them_in_the_gateway(
         assert gw.stack.states is None
         sfn = _http_client(gw)
         arn = gw.stack.state_machine_arns["DeferredCallStateMachine"]
-        body = json.dumps({"callId": "never-recorded", "kind": "tool", "timeoutSeconds": 30})
+        body = json.dumps({"due": 1_000_000, "waitSeconds": 0})  # a second long past, with no call due in it
         started = sfn.start_execution(stateMachineArn=arn, name="here", input=body)["executionArn"]
         wait_for(lambda: sfn.describe_execution(executionArn=started)["status"] == "SUCCEEDED")
     finally:

@@ -1,9 +1,10 @@
-"""deferred_call.asl.json executed by moto: success, result-before-token race, timeout, failure and node loss."""
+"""Deferred calls with their waits on deferred_call.asl.json executed by moto (one timer per due second): answers,
+timeouts, a failing timer step, node loss, the sweep of overdue calls, and the steps kept for executions of the
+earlier per-call definition."""
 
 from __future__ import annotations
 
 import json
-import threading
 from typing import Any
 
 import boto3
@@ -28,114 +29,131 @@ def _invoke(rpc: Any, tool: str, args: Any = None) -> str:
     return rpc.connection_id
 
 
-def _execution(flows: dict[str, str], call_id: str) -> dict[str, Any]:
-    sfn = boto3.client("stepfunctions", region_name="us-east-1")
-    return sfn.describe_execution(executionArn=deferred_execution_arn(flows, call_id))
+def _sfn() -> Any:
+    return boto3.client("stepfunctions", region_name="us-east-1")
 
 
-def _states_entered(flows: dict[str, str], call_id: str) -> list[str]:
-    sfn = boto3.client("stepfunctions", region_name="us-east-1")
-    arn = deferred_execution_arn(flows, call_id)
-    history = sfn.get_execution_history(executionArn=arn)["events"]
+def _states_entered(arn: str) -> list[str]:
+    history = _sfn().get_execution_history(executionArn=arn)["events"]
     return [e["stateEnteredEventDetails"]["name"] for e in history if "stateEnteredEventDetails" in e]
 
 
-def _token_recorded(services: Any, call_id: str) -> bool:
-    rec = services.table.get(keys.pending_call(call_id))
-    return bool(rec and rec.attrs.get("tok"))
-
-
-def _finished(flows: dict[str, str], call_id: str) -> dict[str, Any] | None:
-    desc = _execution(flows, call_id)
+def _finished(arn: str) -> dict[str, Any] | None:
+    desc = _sfn().describe_execution(executionArn=arn)
     return desc if desc["status"] != "RUNNING" else None
 
 
-def test_result_answers_client_and_closes_execution(flows, connect, sender, services):
+def _timed_out_by(desc: dict[str, Any]) -> int:
+    """How many calls a finished timer answered (the `due` step's result)."""
+    return int(json.loads(desc["output"])["answered"]["outcome"]["timedOut"])
+
+
+def _short_tool_timeout(client: Any) -> None:
+    client.call("config.set", {"path": "timeouts.toolMs", "value": 1000})
+
+
+def test_result_answers_the_client_and_the_timer_finds_the_call_answered(flows, connect, sender, services):
     node = connect("node", "n1")
     client = connect("client", "c1")
+    _short_tool_timeout(client)
     _invoke(client, "n1__Bash", {"command": "echo hi"})
     evt = wait_for(lambda: _events(sender, node.connection_id, "tool.invoke"))[0]
     assert evt["payload"]["tool"] == "Bash"
     assert evt["payload"]["args"] == {"command": "echo hi"}
     call_id = evt["payload"]["callId"]
-    wait_for(lambda: _token_recorded(services, call_id))
+    timer = deferred_execution_arn(flows, services, call_id)
+    assert _sfn().describe_execution(executionArn=timer)["status"] == "RUNNING"
     assert node.call("tool.result", {"callId": call_id, "result": {"output": "hi\n"}}) == {"ok": True}
     res = _responses(sender, client.connection_id)
     assert res == [{"type": "res", "id": res[0]["id"], "ok": True, "payload": {"result": {"output": "hi\n"}}}]
-    done = wait_for(lambda: _finished(flows, call_id))
-    assert done["status"] == "SUCCEEDED"
-    assert "AnswerTimeout" not in _states_entered(flows, call_id)
+    done = wait_for(lambda: _finished(timer), timeout=15)
+    assert done["status"] == "SUCCEEDED" and _timed_out_by(done) == 0
+    assert _states_entered(timer) == ["WaitUntilDue", "AnswerDue", "Answered"]
     # a second answer is late: dropped, and the client hears nothing more
     assert node.call("tool.result", {"callId": call_id, "result": 1}) == {"ok": True, "dropped": True}
     assert len(_responses(sender, client.connection_id)) == 1
 
 
-def test_result_before_token_is_recorded_still_ends_the_execution(flows, connect, sender, services, monkeypatch):
-    # hold the register step until the node has answered, so the result always wins the race
-    answered = threading.Event()
-    register = workflows.STEPS["register"]
-
-    def late_register(svc: Any, event: dict[str, Any]) -> dict[str, Any]:
-        assert answered.wait(timeout=10)
-        return register(svc, event)
-
-    monkeypatch.setitem(workflows.STEPS, "register", late_register)
+def test_calls_due_in_one_second_share_one_timer(flows, connect, sender, services):
+    """One execution per due second, not per call: it answers the calls still pending then, once each."""
     node = connect("node", "n1")
     client = connect("client", "c1")
-    try:
-        _invoke(client, "n1:Read", {"path": "x"})  # F1: nodeId:tool is accepted too
-        call_id = _events(sender, node.connection_id, "tool.invoke")[0]["payload"]["callId"]
-        assert node.call("tool.result", {"callId": call_id, "error": "no such file"}) == {"ok": True}
-    finally:
-        answered.set()  # never leave the execution's thread waiting
-    assert _responses(sender, client.connection_id)[0]["error"] == {"code": 500, "message": "no such file"}
-    done = wait_for(lambda: _finished(flows, call_id))
-    assert done["status"] == "SUCCEEDED"
-    assert not _token_recorded(services, call_id)
-    assert "AnswerTimeout" not in _states_entered(flows, call_id)
+    _short_tool_timeout(client)
+    for n in range(6):
+        _invoke(client, "n1__Bash", {"command": f"sleep {n}"})
+    calls = [e["payload"]["callId"] for e in _events(sender, node.connection_id, "tool.invoke")]
+    timers = {deferred_execution_arn(flows, services, call_id) for call_id in calls}
+    started = _sfn().list_executions(stateMachineArn=flows["DeferredCallStateMachine"])["executions"]
+    assert len(timers) <= 2 and {e["executionArn"] for e in started} == timers  # six calls, one or two seconds
+    answered = calls[::2]
+    for call_id in answered:
+        assert node.call("tool.result", {"callId": call_id, "result": "r"}) == {"ok": True}
+    done = [wait_for(lambda arn=arn: _finished(arn), timeout=15) for arn in timers]
+    assert all(d["status"] == "SUCCEEDED" for d in done)
+    assert sum(_timed_out_by(d) for d in done) == 3
+    res = _responses(sender, client.connection_id)
+    assert [r["ok"] for r in res].count(True) == 3
+    assert [r["error"]["code"] for r in res if not r["ok"]] == [504] * 3
+    assert all(deferred.get(services, call_id).state == deferred.DONE for call_id in calls)
 
 
 def test_timeout_answers_with_error_and_late_result_is_dropped(flows, connect, sender, services):
     node = connect("node", "n1")
     client = connect("client", "c1")
-    client.call("config.set", {"path": "timeouts.toolMs", "value": 1000})
+    _short_tool_timeout(client)
     _invoke(client, "n1__Bash", {"command": "sleep 100"})
     call_id = _events(sender, node.connection_id, "tool.invoke")[0]["payload"]["callId"]
+    timer = deferred_execution_arn(flows, services, call_id)
     res = wait_for(lambda: _responses(sender, client.connection_id), timeout=15)[0]
     assert res["ok"] is False
     assert res["error"] == {"code": 504, "message": "Tool call timed out after 1000ms: n1__Bash", "retryable": True}
-    assert wait_for(lambda: _finished(flows, call_id))["status"] == "SUCCEEDED"
-    assert "AnswerTimeout" in _states_entered(flows, call_id)
+    done = wait_for(lambda: _finished(timer))
+    assert done["status"] == "SUCCEEDED" and _timed_out_by(done) == 1
     assert node.call("tool.result", {"callId": call_id, "result": "late"}) == {"ok": True, "dropped": True}
 
 
 def test_node_loss_fails_pending_calls_at_once(flows, connect, sender, services):
     node = connect("node", "n1")
     client = connect("client", "c1")
+    _short_tool_timeout(client)
     _invoke(client, "n1__Bash", {"command": "sleep 100"})
     _invoke(client, "n1__Read", {"path": "/etc/hosts"})
     calls = [e["payload"]["callId"] for e in _events(sender, node.connection_id, "tool.invoke")]
-    for call_id in calls:
-        wait_for(lambda cid=call_id: _token_recorded(services, cid))
+    timers = {deferred_execution_arn(flows, services, call_id) for call_id in calls}
     lifecycle.disconnect(services, node.connection_id)
     errors = [r["error"] for r in _responses(sender, client.connection_id)]
     assert errors == [{"code": 503, "message": "Node disconnected: n1"}] * 2
-    for call_id in calls:
-        assert wait_for(lambda cid=call_id: _finished(flows, cid))["status"] == "SUCCEEDED"
-        assert "AnswerTimeout" not in _states_entered(flows, call_id)
+    for timer in timers:  # nothing left for the timers
+        done = wait_for(lambda arn=timer: _finished(arn), timeout=15)
+        assert done["status"] == "SUCCEEDED" and _timed_out_by(done) == 0
+    assert len(_responses(sender, client.connection_id)) == 2
 
 
-def test_workflow_failure_answers_the_caller(flows, connect, sender, services):
+def test_steps_of_the_earlier_per_call_executions_still_answer(flows, connect, sender, services, monkeypatch):
+    """An execution started by the earlier definition (one per call) may still be running after an upgrade: its
+    `register` step records its token on the call (or ends itself if the call is answered), its `timeout` and `fail`
+    steps answer the caller, and whoever claims the call ends it with the token."""
     node = connect("node", "n1")
     client = connect("client", "c1")
-    _invoke(client, "n1__Bash", {"command": "x"})
-    call_id = _events(sender, node.connection_id, "tool.invoke")[0]["payload"]["callId"]
-    wait_for(lambda: _token_recorded(services, call_id))
-    token = services.table.get(keys.pending_call(call_id)).attrs["tok"]
-    boto3.client("stepfunctions", region_name="us-east-1").send_task_failure(taskToken=token, error="Boom", cause="x")
-    res = wait_for(lambda: _responses(sender, client.connection_id))[0]
-    assert res["error"] == {"code": 500, "message": "Call failed: Boom"}
-    assert "AnswerFailure" in _states_entered(flows, call_id)
+    ended: list[tuple[str, str | None]] = []
+    monkeypatch.setattr(deferred, "close_execution", lambda token, **kw: ended.append((token, kw.get("error"))))
+    for _ in range(3):
+        _invoke(client, "n1__Bash", {"command": "x"})
+    first, second, third = [e["payload"]["callId"] for e in _events(sender, node.connection_id, "tool.invoke")]
+
+    assert workflows.handle_step({"step": "register", "callId": first, "taskToken": "tok-1"}) == {"registered": True}
+    assert node.call("tool.result", {"callId": first, "result": "r"}) == {"ok": True}
+    assert ended == [("tok-1", None)]  # the answer ended the earlier execution
+    assert workflows.handle_step({"step": "register", "callId": first, "taskToken": "tok-2"}) == {"registered": False}
+    assert ended[-1] == ("tok-2", None)  # answered before it registered: it ends itself
+
+    assert workflows.handle_step({"step": "timeout", "callId": second}) == {"timedOut": True, "kind": "tool"}
+    assert workflows.handle_step({"step": "timeout", "callId": second}) == {"timedOut": False}
+    failure = {"step": "fail", "callId": third, "error": {"Error": "Boom"}}
+    assert workflows.handle_step(failure) == {"failed": True}
+    errors = [r["error"] for r in _responses(sender, client.connection_id) if not r["ok"]]
+    assert [e["code"] for e in errors] == [504, 500]
+    assert errors[1]["message"] == "Call failed: Boom"
 
 
 def test_logs_get_round_trip_and_timeout(flows, connect, sender, services):
@@ -227,8 +245,6 @@ def test_pending_call_items_and_index(flows, connect, sender, services):
 
 
 def test_a_client_chosen_call_id_is_data_not_an_execution_name(flows, connect, sender, services):
-    import re
-
     node = connect("node", "n1")
     client = connect("client", "c1")
     call_id = "call #1 / für den Knoten: " + "x" * 120  # spaces, slashes, non-ASCII, over 80 characters
@@ -236,11 +252,10 @@ def test_a_client_chosen_call_id_is_data_not_an_execution_name(flows, connect, s
     assert client.call("tool.request", params) == {"status": "sent"}
     evt = wait_for(lambda: _events(sender, node.connection_id, "tool.invoke"))[0]
     assert evt["payload"]["callId"] == call_id
-    arn = deferred_execution_arn(flows, call_id)
-    assert re.fullmatch(r"[A-Za-z0-9_-]{1,80}", arn.rsplit(":", 1)[1])
-    wait_for(lambda: _token_recorded(services, call_id))
+    timer = deferred_execution_arn(flows, services, call_id)
+    described = _sfn().describe_execution(executionArn=timer)
+    assert described["name"].startswith("due-") and call_id not in described["input"]
     assert node.call("tool.result", {"callId": call_id, "result": {"output": ""}}) == {"ok": True}
-    assert wait_for(lambda: _finished(flows, call_id))["status"] == "SUCCEEDED"
 
     again = client.error("tool.request", params)
     assert again["code"] == 409 and again["message"] == f"callId already in use: {call_id}"
@@ -250,7 +265,7 @@ def test_a_client_chosen_call_id_is_data_not_an_execution_name(flows, connect, s
 
 def test_an_answering_step_that_fails_once_is_retried(flows, connect, sender, services, monkeypatch):
     failing = {"left": 1}
-    real = workflows.STEPS["fail"]
+    real = workflows.STEPS["due"]
 
     def flaky(services_: Any, event: dict[str, Any]) -> dict[str, Any]:
         if failing["left"]:
@@ -258,30 +273,29 @@ def test_an_answering_step_that_fails_once_is_retried(flows, connect, sender, se
             raise RuntimeError("throttled")  # as a DynamoDB throttle would surface from the step's Lambda
         return real(services_, event)
 
-    monkeypatch.setitem(workflows.STEPS, "fail", flaky)
+    monkeypatch.setitem(workflows.STEPS, "due", flaky)
     node = connect("node", "n1")
     client = connect("client", "c1")
+    _short_tool_timeout(client)
     _invoke(client, "n1__Bash", {"command": "x"})
     call_id = _events(sender, node.connection_id, "tool.invoke")[0]["payload"]["callId"]
-    wait_for(lambda: _token_recorded(services, call_id))
-    token = services.table.get(keys.pending_call(call_id)).attrs["tok"]
-    boto3.client("stepfunctions", region_name="us-east-1").send_task_failure(taskToken=token, error="Boom", cause="x")
+    timer = deferred_execution_arn(flows, services, call_id)
     res = wait_for(lambda: _responses(sender, client.connection_id), timeout=15)[0]
-    assert res["error"] == {"code": 500, "message": "Call failed: Boom"}
+    assert res["error"]["code"] == 504
     assert failing["left"] == 0
-    assert wait_for(lambda: _finished(flows, call_id), timeout=15)["status"] == "SUCCEEDED"
+    done = wait_for(lambda: _finished(timer), timeout=15)
+    assert done["status"] == "SUCCEEDED" and _timed_out_by(done) == 1
 
 
 def test_a_call_left_pending_past_its_timeout_is_answered_by_the_scheduler(flows, connect, sender, services):
-    """The backstop for a workflow that ended without answering: the scheduler tick answers the call once it is
-    well past its timeout, and ends the execution if one still waits."""
+    """The backstop for a timer that ended without answering: the scheduler tick answers the call once it is well
+    past its timeout."""
     from orbital.runtime import scheduler
 
     node = connect("node", "n1")
     client = connect("client", "c1")
     _invoke(client, "n1__Bash", {"command": "sleep 100"})
     call_id = _events(sender, node.connection_id, "tool.invoke")[0]["payload"]["callId"]
-    wait_for(lambda: _token_recorded(services, call_id))
     call = deferred.get(services, call_id).call
     overdue_at = call.created_at + call.timeout_ms + deferred.OVERDUE_GRACE_MS
     minute = scheduler.SWEEP_EVERY_MS  # the sweep runs once a minute of the tick's clock: ticks a minute apart
@@ -297,7 +311,6 @@ def test_a_call_left_pending_past_its_timeout_is_answered_by_the_scheduler(flows
         "retryable": True,
     }
     assert deferred.get(services, call_id).state == deferred.DONE
-    assert wait_for(lambda: _finished(flows, call_id))["status"] in {"SUCCEEDED", "FAILED"}
     assert scheduler.tick(services, overdue_at + minute)["callsSwept"] == 0  # answered once
     assert node.call("tool.result", {"callId": call_id, "result": "late"}) == {"ok": True, "dropped": True}
 
@@ -323,12 +336,10 @@ def test_an_answer_for_a_stale_caller_is_dropped_and_the_caller_cleaned_up(flows
     client = connect("client", "c1")
     _invoke(client, "n1__Bash", {"command": "x"})
     call_id = _events(sender, node.connection_id, "tool.invoke")[0]["payload"]["callId"]
-    wait_for(lambda: _token_recorded(services, call_id))
     sender.gone.add(client.connection_id)
     assert node.call("tool.result", {"callId": call_id, "result": "r"}) == {"ok": True, "dropped": True}
     assert services.connections.get(client.connection_id) is None
     assert deferred.get(services, call_id).state == deferred.DONE
-    assert wait_for(lambda: _finished(flows, call_id))["status"] == "SUCCEEDED"
 
 
 def test_a_long_log_answer_keeps_the_newest_lines_that_fit_one_message(flows, connect, sender, services):
@@ -386,3 +397,40 @@ def test_a_gateway_without_waits_refuses_calls_before_sending(flows, connect, se
     error = client.error("tool.invoke", {"tool": "n1__Bash", "args": {}})
     assert error["code"] == 503 and "not configured" in error["message"], error
     assert _events(sender, node.connection_id, "tool.invoke") == []
+
+
+def test_a_container_starts_the_timer_of_a_second_once(flows, connect, sender, services):
+    """`StartExecution` only for the first call of a second in this container; a timer another container already
+    started (here: one this container forgot) is as good."""
+    from orbital.aws import clients
+
+    node = connect("node", "n1")
+    client = connect("client", "c1")
+    _short_tool_timeout(client)
+    clients.reset_call_counts()
+    for n in range(5):
+        _invoke(client, "n1__Bash", {"command": f"sleep {n}"})
+    calls = [e["payload"]["callId"] for e in _events(sender, node.connection_id, "tool.invoke")]
+    seconds = {int(deferred_execution_arn(flows, services, c).rsplit("-", 1)[1]) for c in calls}
+    assert clients.call_counts().get("sfn.StartExecution") == len(seconds) <= 2
+    assert services.armed_timers >= seconds
+
+    services.armed_timers.clear()  # as another container, which has not started these timers itself
+    _invoke(client, "n1__Bash", {"command": "again"})
+    late = _events(sender, node.connection_id, "tool.invoke")[-1]["payload"]["callId"]
+    timers = {deferred_execution_arn(flows, services, c) for c in [*calls, late]}
+    done = [wait_for(lambda arn=arn: _finished(arn), timeout=15) for arn in timers]
+    assert sum(_timed_out_by(d) for d in done) == 6
+    assert [r["error"]["code"] for r in _responses(sender, client.connection_id)] == [504] * 6
+
+
+def test_the_due_second_is_the_timeout_rounded_up_and_never_one_begun():
+    call = deferred.PendingCall(
+        call_id="c", kind="tool", node_id="n", node_connection_id="x", timeout_ms=1500, created_at=1_000_000_200
+    )
+    assert deferred.due_second(call, now_s=1_000_000.3) == 1_000_002  # due at 1,000,001.7
+    assert deferred.due_second(call, now_s=1_000_002.1) == 1_000_003  # started late: the next second to come
+    exact = deferred.PendingCall(
+        call_id="c", kind="tool", node_id="n", node_connection_id="x", timeout_ms=1000, created_at=1_000_000_000
+    )
+    assert deferred.due_second(exact, now_s=1_000_000.0) == 1_000_001

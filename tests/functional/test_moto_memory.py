@@ -11,7 +11,6 @@ import pytest
 from moto.dynamodb.models.dynamo_type import Item
 from moto.s3.models import FakeKey
 from moto.stepfunctions.models import StateMachine
-from orbital.engines import deferred
 from orbital.local import stack
 
 from tests.conftest import BUCKET, TABLE, wait_for
@@ -52,14 +51,7 @@ def test_executions_leave_nothing_behind(flows: dict[str, str], services: Any, m
     started = []
     for i in range(31):
         call_id = f"mem-{i}"
-        deferred.create(
-            services,
-            deferred.PendingCall(
-                call_id=call_id, kind="tool", node_id="n1", node_connection_id="nc", timeout_ms=60_000, created_at=0
-            ),
-        )
-        assert deferred.claim(services, call_id) is not None  # answered: the execution ends by itself
-        body = json.dumps({"callId": call_id, "kind": "tool", "timeoutSeconds": 60})
+        body = json.dumps({"due": 1_000_000 + i, "waitSeconds": 0})  # timers of seconds long past: they just end
         if i == 30:  # the last one starts once the others are over: starting it lets go of their threads
             for execution in started:
                 wait_for(lambda e=execution: sfn.describe_execution(executionArn=e)["status"] == "SUCCEEDED")

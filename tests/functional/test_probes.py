@@ -28,9 +28,10 @@ def stored_probes(services: Any, node_id: str) -> list[probes.Probe]:
     return probes.node_probes(services, node_id)
 
 
-def executions_finished(flows: dict[str, str], call_ids: list[str]) -> bool:
+def executions_finished(flows: dict[str, str], services: Any, call_ids: list[str]) -> bool:
+    """The timers of the seconds these calls were due in have run."""
     sfn = boto3.client("stepfunctions", region_name="us-east-1")
-    arns = [deferred_execution_arn(flows, cid) for cid in call_ids]
+    arns = {deferred_execution_arn(flows, services, cid) for cid in call_ids}
     return all(sfn.describe_execution(executionArn=arn)["status"] != "RUNNING" for arn in arns)
 
 
@@ -65,7 +66,6 @@ def test_connect_probes_and_the_answer_makes_the_skill_eligible(flows, services,
     assert isinstance(runtime["hostBinStatusUpdatedAt"], int)
     assert stored_probes(services, "n1") == []
     assert call_state(services, probe.call_id) == "done"
-    assert wait_for(lambda: executions_finished(flows, [probe.call_id]))
     # a repeated answer is late
     assert node.call("node.probe.result", answer) == {"ok": True, "dropped": True}
 
@@ -122,7 +122,7 @@ def test_timeout_resends_the_same_probe_once_then_drops_it(flows, services, send
     wait_for(lambda: services.table.get(keys.probe_owner(first["probeId"])) is None, timeout=20)
     assert len(probe_events(sender, node.connection_id)) == 2
     ids = [f"{first['probeId']}-1", f"{first['probeId']}-2"]
-    assert wait_for(lambda: executions_finished(flows, ids))
+    assert wait_for(lambda: executions_finished(flows, services, ids))
     assert node.call("node.probe.result", {"probeId": first["probeId"], "ok": True}) == {"ok": True, "dropped": True}
 
 

@@ -15,7 +15,22 @@ from orbital.engines import deferred
 from orbital.local import stack
 from orbital.store import keys
 
-from tests.conftest import wait_for
+from tests.conftest import ROOT, wait_for
+
+EARLIER_DEFINITION = ROOT / "tests" / "support" / "per_call_wait.asl.json"
+"""The earlier deferred_call definition, one execution per call whose `register` step records a task token: what
+executions started before the timers of due seconds still run (and a machine that waits for tokens)."""
+
+
+@pytest.fixture
+def per_call(flows: dict[str, str]) -> str:
+    """That definition created beside the template's machines, its Lambda tasks run by the same function."""
+    sfn = boto3.client("stepfunctions", region_name="us-east-1")
+    function = f"arn:aws:lambda:{stack.REGION}:{stack.ACCOUNT}:function:WorkflowStepsFunction"
+    text = EARLIER_DEFINITION.read_text().replace("${WorkflowStepsFunctionArn}", function)
+    role = sfn.describe_state_machine(stateMachineArn=flows["DeferredCallStateMachine"])["roleArn"]
+    created = sfn.create_state_machine(name="EarlierDeferredCall", definition=text, roleArn=role)
+    return str(created["stateMachineArn"])
 
 
 def _pending(services: Any, call_id: str, timeout_ms: int = 60_000) -> deferred.PendingCall:
@@ -49,22 +64,22 @@ def _token(services: Any, call_id: str) -> str | None:
     return None if rec is None else rec.attrs.get("tok")
 
 
-def _machine(flows: dict[str, str]) -> Any:
+def _machine(arn: str) -> Any:
     backend = stepfunctions_parser_backends["123456789012"]["us-east-1"]
-    return next(m for m in backend.state_machines if m.arn == flows["DeferredCallStateMachine"])
+    return next(m for m in backend.state_machines if m.arn == arn)
 
 
 def _status(sfn: Any, arn: str) -> str:
     return str(sfn.describe_execution(executionArn=arn)["status"])
 
 
-def test_names_tokens_and_the_live_set(flows: dict[str, str], services: Any) -> None:
+def test_names_tokens_and_the_live_set(per_call: str, services: Any) -> None:
     stack.index_executions()  # idempotent
     stack.ready_task_callbacks()  # as the local stack answers tokens (its listing is over the index)
     sfn = boto3.client("stepfunctions", region_name="us-east-1")
-    machine = _machine(flows)
+    machine = _machine(per_call)
     assert isinstance(machine.executions, stack._Executions)
-    arn = flows["DeferredCallStateMachine"]
+    arn = per_call
 
     # a waiting execution: its register step records its token on the pending call
     started, token = _waiting(sfn, arn, services, "idx-wait")
@@ -101,12 +116,12 @@ def test_names_tokens_and_the_live_set(flows: dict[str, str], services: Any) -> 
     assert late.value.response["Error"]["Code"] == "InvalidToken"
 
 
-def test_an_unindexed_list_is_answered_as_moto_does(flows: dict[str, str], services: Any) -> None:
+def test_an_unindexed_list_is_answered_as_moto_does(per_call: str, services: Any) -> None:
     """A state machine created before the patch keeps moto's plain list; its names and tokens still work."""
     sfn = boto3.client("stepfunctions", region_name="us-east-1")
-    machine = _machine(flows)
+    machine = _machine(per_call)
     machine.executions = list(machine.executions)
-    arn = flows["DeferredCallStateMachine"]
+    arn = per_call
     started, token = _waiting(sfn, arn, services, "plain-wait")
     assert (
         sfn.start_execution(stateMachineArn=arn, name="plain-wait", input=_body("plain-wait"))["executionArn"]
@@ -125,13 +140,13 @@ class _JustStarted:
     exec_worker = None
 
 
-def test_a_token_reaches_its_execution_past_one_just_started(flows: dict[str, str], services: Any) -> None:
+def test_a_token_reaches_its_execution_past_one_just_started(per_call: str, services: Any) -> None:
     """`SendTaskSuccess` asks the running executions, newest first, for the token: one that has no environment yet
     is passed over (asking it raised AttributeError, and the answer was lost)."""
     stack.ready_task_callbacks()
     sfn = boto3.client("stepfunctions", region_name="us-east-1")
-    machine = _machine(flows)
-    started, token = _waiting(sfn, flows["DeferredCallStateMachine"], services, "race-wait")
+    machine = _machine(per_call)
+    started, token = _waiting(sfn, per_call, services, "race-wait")
     fake = _JustStarted()
     machine.executions.append(fake)
     try:
@@ -143,12 +158,12 @@ def test_a_token_reaches_its_execution_past_one_just_started(flows: dict[str, st
 
 
 def test_the_oldest_finished_executions_are_let_go(
-    flows: dict[str, str], services: Any, monkeypatch: pytest.MonkeyPatch
+    per_call: str, services: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(stack, "FINISHED_EXECUTIONS_KEPT", 3)
     sfn = boto3.client("stepfunctions", region_name="us-east-1")
-    machine = _machine(flows)
-    arn = flows["DeferredCallStateMachine"]
+    machine = _machine(per_call)
+    arn = per_call
     waiting, token = _waiting(sfn, arn, services, "keep-wait")
     ended = []
     for i in range(6):

@@ -2,23 +2,25 @@
 
 A pending call is one DynamoDB item (`st` = pending | done). Whoever flips it from pending to done first answers
 the caller — the node's result, the node's loss, or the timeout — so a call is answered exactly once. The wait
-itself is owned by a `deferred_call` Step Functions execution (`lambda:invoke.waitForTaskToken` with
-`TimeoutSecondsPath`); it is started beside the event to the node and is never on the critical path of a reply:
+belongs to Step Functions, but not one execution per call (ADR 0019): a call is due at the second its timeout ends,
+rounded up, and one `deferred_call` execution per due second (named after it, started by the first call due then)
+waits for that second and answers, as timed out, every call due then that is still pending:
 
-    request handler: put call → post evt to node → start execution (name = callId)
-    execution:       register step stores its task token on the call (only while pending; if the call is already
-                     done it closes its own execution at once) → waits → on timeout the timeout step claims the call
-                     and answers with the timeout error
-    result handler:  claim → answer the caller → close the execution with the token the claim returned
-    node loss:       claim every call pending on the node → answer 503 → close their executions
+    request handler: put call → post evt to node → mark the call due at its second (one small item) → make sure
+                     that second's execution runs (StartExecution only if this container has not started it yet)
+    execution:       waits until its second → the `due` step answers that second's calls still pending
+    result handler:  claim → answer the caller (nothing to stop: the timer of its second finds it done)
+    node loss:       claim every call pending on the node → answer 503
 
-The claim is a conditional update returning the old item, so the token is either in the claim's result or the
-register step's conditional write fails: no execution is left waiting after its call was answered. The family that
-owns a kind may react to its timeout or node loss in its own way (`Router.on_call_timeout` / `on_call_node_lost`).
+The claim is a conditional update, so an answer and the timer cannot both answer a call. A call is answered at
+most a second (the rounding) after its timeout, plus the execution's own latency. The family that owns a kind may
+react to its timeout or node loss in its own way (`Router.on_call_timeout` / `on_call_node_lost`). Executions of
+the earlier definition (one per call, `register` storing a task token on the call) are still ended by whoever
+claims their call (`close_execution`).
 
 Calls made by an agent run carry `extra.group`, a wait group (`engines/waitgroup.py`) that the run's own execution
-waits on instead of one execution per call: answering such a call (`settle`) stores its outcome on the call and
-counts it done in the group, whoever answers — the node, the node's loss, a timeout, a failed launch.
+waits on instead: answering such a call (`settle`) stores its outcome on the call and counts it done in the group,
+whoever answers — the node, the node's loss, a timeout, a failed launch.
 """
 
 from __future__ import annotations
@@ -31,7 +33,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from orbital.aws import clients
-from orbital.domain import ids
 from orbital.engines import waitgroup
 from orbital.errors import ConflictError, UnavailableError
 from orbital.protocol.frames import error_frame, ok_frame
@@ -52,6 +53,8 @@ OUTCOME_REF = "$outcome"
 OVERDUE_GRACE_MS = 60_000
 """How long past its timeout a call may stay pending before the scheduler tick answers it itself (`sweep_overdue`):
 longer than the deferred_call workflow takes to answer a timeout, retries included (about 15 s)."""
+MAX_ARMED_REMEMBERED = 512
+"""Seconds whose timer a container remembers having started before it forgets those already past."""
 
 AGENT_TOOL = "agent"
 """Kind of a node tool called by an agent run (answered by `tool.result`)."""
@@ -128,21 +131,58 @@ def create(services: Services, call: PendingCall) -> None:
     )
 
 
+def due_second(call: PendingCall, now_s: float | None = None) -> int:
+    """The epoch second whose timer answers `call` if it is still pending: its timeout's end rounded up, and never
+    a second that has begun already (a timer started now still has that second to wait)."""
+    now_s = time.time() if now_s is None else now_s
+    return max(math.ceil((call.created_at + call.timeout_ms) / 1000), math.floor(now_s) + 1)
+
+
 def start_wait(services: Services, call: PendingCall) -> None:
-    """Start the execution that owns this call's wait. Its name is derived from the call id, never the id itself
-    (a client chooses the id of a `tool.request`; names have a charset, a length and must be new for 90 days); the
-    SDK's own retries of the request reuse the name, so they cannot start a second wait."""
+    """Make the call due at its second: mark it in that second's partition, and start that second's execution
+    unless this container already did. The execution's name is the second (names must be new for 90 days: seconds
+    are); one started by another container answers `ExecutionAlreadyExists`, which is as good."""
     arn = services.settings.deferred_call_arn
     if not arn:
         raise RuntimeError("deferred_call state machine is not configured (ORBITAL_DEFERRED_CALL_ARN)")
-    payload = {"callId": call.call_id, "kind": call.kind, "timeoutSeconds": call.timeout_seconds}
+    second = due_second(call)
     try:
-        clients.stepfunctions().start_execution(
-            stateMachineArn=arn, name=ids.execution_name(call.call_id), input=json.dumps(payload)
-        )
+        services.table.put(keys.call_due(second, call.call_id), {"kind": call.kind}, ttl=second + TOMBSTONE_SECONDS)
+        _arm_timer(services, arn, second)
     except Exception:
         log.exception("could not start the wait for call %s", call.call_id)
         raise
+
+
+def _arm_timer(services: Services, arn: str, second: int) -> None:
+    armed = services.armed_timers
+    if second in armed:
+        return
+    now = time.time()
+    sfn = clients.stepfunctions()
+    payload = {"due": second, "waitSeconds": max(0, math.ceil(second - now))}
+    try:
+        sfn.start_execution(stateMachineArn=arn, name=f"due-{second}", input=json.dumps(payload))
+    except sfn.exceptions.ExecutionAlreadyExists:
+        pass
+    if len(armed) >= MAX_ARMED_REMEMBERED:  # only seconds still to come matter
+        armed.difference_update([s for s in armed if s <= now])
+    armed.add(second)
+
+
+def answer_due(services: Services, second: int) -> int:
+    """The timer of `second`: answer every call due then that is still pending as timed out (`time_out`). Returns
+    how many it answered."""
+    call_ids = [rec.sk for rec in services.table.query(keys.call_due_pk(second))]
+    calls = services.table.get_many(keys.pending_call(call_id) for call_id in call_ids)
+    answered = 0
+    for call_id in call_ids:
+        rec = calls.get(keys.pending_call(call_id))
+        if rec is None or rec.attrs.get("st", PENDING) != PENDING:
+            continue
+        if time_out(services, call_id) is not None:
+            answered += 1
+    return answered
 
 
 def require_waits(services: Services) -> None:

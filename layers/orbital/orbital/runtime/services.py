@@ -32,6 +32,8 @@ class Services:
         self.settings = settings
         self._sender = sender
         self._registry = registry
+        self.armed_timers: set[int] = set()
+        """Seconds whose timer of due calls this container has started (`engines.deferred.start_wait`)."""
 
     def now_ms(self) -> int:
         return int(time.time() * 1000)

@@ -15,7 +15,12 @@ from orbital.runtime.services import Services, get_services
 log = logging.getLogger("orbital.workflows")
 
 
+def _due(services: Services, event: dict[str, Any]) -> dict[str, Any]:
+    return {"timedOut": deferred.answer_due(services, int(event["due"]))}
+
+
 def _register(services: Services, event: dict[str, Any]) -> dict[str, Any]:
+    """An execution of the earlier per-call definition stores its task token on the call (ADR 0019)."""
     call_id, token = event["callId"], event["taskToken"]
     if not deferred.register_token(services, call_id, token):
         # answered before the execution got here: end the wait now
@@ -43,7 +48,9 @@ def _fail(services: Services, event: dict[str, Any]) -> dict[str, Any]:
     return {"failed": True}
 
 
-STEPS = {"register": _register, "timeout": _timeout, "fail": _fail}
+STEPS = {"due": _due, "register": _register, "timeout": _timeout, "fail": _fail}
+"""`due` is the timer of a second (statemachines/deferred_call.asl.json); `register`, `timeout` and `fail` serve
+executions started by the earlier definition, one per call, still running when this one was deployed."""
 
 
 def handle_step(event: dict[str, Any], context: Any = None) -> dict[str, Any]:

@@ -39,7 +39,8 @@ CHANNELS_PK = "CHANNELS"
 _CONNECTION_PREFIX = "CONN#"
 _CALL_PREFIX = "CALL#"
 _WAIT_GROUP_PREFIX = "WAITGROUP#"
-_PROCESS_BOUND_PREFIXES = (_CONNECTION_PREFIX, _CALL_PREFIX, _WAIT_GROUP_PREFIX)
+_CALL_DUE_PREFIX = "CALLDUE#"
+_PROCESS_BOUND_PREFIXES = (_CONNECTION_PREFIX, _CALL_PREFIX, _CALL_DUE_PREFIX, _WAIT_GROUP_PREFIX)
 
 
 def process_bound(pk: str, sk: str) -> bool:
@@ -195,6 +196,7 @@ CRON_RUN_SEQ_FLAG = "cron-run-seq"
 # --- deferred calls, probes, exec events, transfers ----------------------------------------------------------------
 #
 # | pending call        | CALL#{callId}              | META                        | GSI1: NODECALLS#{nodeId} / callId |
+# | call due            | CALLDUE#{epochSecond}      | {callId}                    | the timer of that second; ttl     |
 # | probe               | PROBES#{nodeId}            | {probeId}                   |                                   |
 # | async exec session  | EXECSESSION#{nodeId}       | {sessionId}                 | ttl 24 h                          |
 # | exec event          | EXECEVENT#{nodeId}         | {sessionId}#{eventId}       | ttl 24 h                          |
@@ -204,6 +206,15 @@ CRON_RUN_SEQ_FLAG = "cron-run-seq"
 
 def pending_call(call_id: str) -> tuple[str, str]:
     return f"{_CALL_PREFIX}{call_id}", "META"
+
+
+def call_due(second: int, call_id: str) -> tuple[str, str]:
+    """A pending call answered as timed out by the timer of `second` (epoch seconds) if still pending then."""
+    return call_due_pk(second), call_id
+
+
+def call_due_pk(second: int) -> str:
+    return f"{_CALL_DUE_PREFIX}{second}"
 
 
 def node_calls_index(node_id: str, call_id: str) -> tuple[str, str]:
@@ -382,6 +393,7 @@ _PK_PREFIX_KINDS = (
     ("CRONRUN#", "cron-run"),
     ("CRONACTIVE#", "cron-active"),
     (_CALL_PREFIX, "pending-call"),
+    (_CALL_DUE_PREFIX, "call-due"),
     ("PROBES#", "probe"),
     ("PROBEOWNER#", "probe-owner"),
     ("EXECSESSION#", "exec-session"),

@@ -96,6 +96,7 @@ LIVE_ITEM_KINDS = frozenset(
         "client-alias",
         "channel-socket",
         "pending-call",
+        "call-due",
         "wait-group",
         "probe",
         "probe-owner",
