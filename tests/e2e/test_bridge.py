@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import uvicorn
 from orbital.local.bridge import Bridge
+from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
 
@@ -137,3 +138,50 @@ def test_inline_methods_run_on_the_event_loop_and_the_rest_in_threads() -> None:
                 assert json.loads(ws.recv(timeout=10))["id"] == str(i)
     assert threads["config.get"] == thread.name  # the server's own thread, where its event loop runs
     assert threads["config.set"].startswith("orbital-handler")
+
+
+@pytest.mark.parametrize("eager", [True, False], ids=["eager-writes", "queued-writes"])
+def test_posts_and_closes_on_the_event_loop_go_out_in_order(eager: bool) -> None:
+    """A handler run on the loop posts through the management API: answered at once (410 for a socket unknown or
+    closed, 413 for a message over 128 KB), written before the route's reply, and a close after the frames posted
+    before it, with its code and reason. A thread's posts to the same socket keep their order too."""
+    bridge: Bridge
+    answers: dict[str, list[int]] = {}
+
+    def handler(function: str, event: dict[str, Any]) -> Any:
+        if function != "frame":
+            return {"statusCode": 200}
+        cid = event["requestContext"]["connectionId"]
+        body = json.loads(event["body"])
+        statuses = answers.setdefault(body["id"], [])
+        for n in range(3):
+            frame = json.dumps({"type": "evt", "event": "posted", "n": n, "on": threading.current_thread().name})
+            statuses.append(bridge.manage("POST", cid, frame.encode(), {})[0])
+        statuses.append(bridge.manage("POST", "NOSUCHSOCKET", b"{}", {})[0])
+        statuses.append(bridge.manage("POST", cid, json.dumps({"x": "y" * 140_000}).encode(), {})[0])
+        if body["method"] == "bye":
+            headers = {"x-orbital-close-code": "4001", "x-orbital-close-reason": "bye now"}
+            statuses.append(bridge.manage("DELETE", cid, b"", headers)[0])
+            statuses.append(bridge.manage("POST", cid, b"{}", {})[0])  # closed: refused
+        return {"statusCode": 200, "body": json.dumps({"type": "res", "id": body["id"]})}
+
+    routes = {**ROUTES, "req": {"function": "frame", "two_way": True}}
+    bridge = Bridge(handler, routes, inline_methods=frozenset({"quick", "bye"}))
+    if eager and not bridge.eager_tasks:
+        pytest.skip("eager tasks need Python 3.12")
+    bridge.eager_tasks = eager
+    with serving(bridge) as (url, thread):
+        with connect(url, open_timeout=10) as ws:
+            for i, method in enumerate(("quick", "threaded")):
+                ws.send(json.dumps({"type": "req", "id": str(i), "method": method}))
+                got = [json.loads(ws.recv(timeout=10)) for _ in range(4)]
+                assert [f.get("n") for f in got] == [0, 1, 2, None] and got[3] == {"type": "res", "id": str(i)}
+                on_loop = got[0]["on"] == thread.name
+                assert on_loop is (method == "quick"), got[0]
+            ws.send(json.dumps({"type": "req", "id": "2", "method": "bye"}))
+            assert [json.loads(ws.recv(timeout=10)).get("n") for _ in range(3)] == [0, 1, 2]
+            with pytest.raises(ConnectionClosed) as closed:
+                ws.recv(timeout=10)
+            assert (closed.value.rcvd.code, closed.value.rcvd.reason) == (4001, "bye now")
+    assert answers["0"] == answers["1"] == [200, 200, 200, 410, 413]
+    assert answers["2"] == [200, 200, 200, 410, 413, 204, 410]

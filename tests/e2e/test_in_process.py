@@ -153,3 +153,28 @@ def test_bridge_manage_without_a_running_loop() -> None:
     bridge.loop = loop
     with pytest.raises(BridgeUnavailable):
         bridge.manage("POST", "any", b"{}", {})
+
+
+@pytest.mark.parametrize("in_process", [True, False], ids=["in-process", "over-http"])
+def test_tool_calls_run_on_the_loop_only_when_their_posts_are_in_process(tmp_path: Path, in_process: bool) -> None:
+    """`tool.invoke` and `tool.result` post to sockets: run on the bridge's loop when the management API and the
+    AWS calls are answered in this process, else on handler threads (a post over HTTP to the bridge would wait for
+    the loop it runs on). The call is answered either way."""
+    from tests.e2e.conftest import NODE_RUNTIME
+
+    for gw in _started(tmp_path, in_process=in_process):
+        assert gw.bridge is not None
+        quick = {"tool.invoke", "tool.result"} & gw.bridge.inline_methods
+        assert quick == ({"tool.invoke", "tool.result"} if in_process else set())
+        assert "config.get" in gw.bridge.inline_methods
+        with GatewayClient(gw.ws_url) as node, GatewayClient(gw.ws_url) as caller:
+            node.connect("node", "loop-node", tools=[{"name": "Echo", "inputSchema": {}}], nodeRuntime=NODE_RUNTIME)
+            caller.connect("client")
+            wait_for(lambda: any(t["name"] == "loop-node__Echo" for t in caller.call("tools.list")["tools"]))
+            for n in range(3):
+                frame = {"type": "req", "id": f"t{n}", "method": "tool.invoke"}
+                frame["params"] = {"tool": "loop-node__Echo", "args": {"n": n}}
+                caller.send_raw(json.dumps(frame))
+                evt = node.next_event("tool.invoke", timeout=10)["payload"]
+                assert node.call("tool.result", {"callId": evt["callId"], "result": evt["args"]}) == {"ok": True}
+                assert caller.wait_response(f"t{n}", timeout=10)["payload"] == {"result": {"n": n}}

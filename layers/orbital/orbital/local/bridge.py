@@ -11,8 +11,12 @@
   flowing while a slow frame is handled — a peer's keepalive never times out because the gateway is busy.
 - Handlers run in a pool of threads (they may block on AWS calls and on the management API of this same server),
   except requests for `inline_methods`: methods that answer from what the gateway holds and never push to a socket
-  (`MethodSpec.inline`: `config.get`, `tools.list`, ...) run on the event loop, saving the hop to a thread, which
-  costs more than such a method itself.
+  (`MethodSpec.inline`: `config.get`, `tools.list`, ...) and, when the gateway's AWS calls and management API are
+  answered in process, methods that only read, write and post (`MethodSpec.quick`: `tool.invoke`, `tool.result`)
+  run on the event loop, saving the hop to a thread (and, for a post, the hop back), which costs more than such a
+  method itself. A post made there is accepted at once and written in turn.
+- What goes out on a socket (a route's reply, a post, a close) is written in the order it was sent: while one write
+  is under way the others queue behind it.
 - Routes with a route response send the handler's `body` back on the socket, like API Gateway's two-way routes.
 - API Gateway's caps hold both ways for text: a text frame over 32 KB (`websocket_protocol`, which sees frames
   before they are joined into a message) or a text message over 128 KB closes the socket with 1009 ("Frame too
@@ -27,15 +31,17 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import collections
 import concurrent.futures
 import contextlib
 import itertools
 import json
 import logging
 import random
+import sys
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -79,13 +85,25 @@ class BridgeUnavailable(RuntimeError):
 
 
 @dataclass
+class _Close:
+    """An outgoing close, after the frames posted before it."""
+
+    code: int
+    reason: str
+
+
+@dataclass
 class _Socket:
     ws: WebSocket
     connected_at: float
     source_ip: str
     last_active: float = field(default_factory=time.time)
     closed: bool = False
+    """No more posts: closed through the management API, or a write failed."""
     disconnected: bool = False
+    outbox: collections.deque[str | bytes | _Close] = field(default_factory=collections.deque)
+    """What waits to be written while another write is under way (see `Bridge._send`)."""
+    sending: bool = False
 
 
 class Bridge:
@@ -117,6 +135,9 @@ class Bridge:
         self.frame_jitter_ms = frame_jitter_ms
         self.inline_methods = inline_methods
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self.eager_tasks = sys.version_info >= (3, 12)
+        """Writes from the loop's thread start as eager tasks (see `_start`)."""
         self.loop: asyncio.AbstractEventLoop | None = None
         self._time_second = -1
         self._time_text = ""
@@ -298,8 +319,7 @@ class Bridge:
         result = await self._call(route, event, inline=inline)
         two_way = self.routes.get(route, {}).get("two_way")
         if two_way and isinstance(result, dict) and result.get("body") and not sock.closed:
-            with contextlib.suppress(Exception):
-                await sock.ws.send_text(result["body"])
+            await self._send(sock, result["body"])
 
     async def _gone(self, cid: str, sock: _Socket) -> None:
         if sock.disconnected:
@@ -320,9 +340,11 @@ class Bridge:
     def manage(
         self, method: str, cid: str, data: bytes, headers: dict[str, str], *, timeout: float = MANAGE_TIMEOUT_S
     ) -> tuple[int, dict[str, str], bytes]:
-        """The management API without HTTP, for a thread of this process (see `orbital.local.inprocess`).
-        Raises BridgeUnavailable when the bridge's event loop is not running (stopped), TimeoutError when the
-        call took longer than `timeout` (it is then cancelled)."""
+        """The management API without HTTP, for this process (see `orbital.local.inprocess`). From another thread
+        it waits for the loop; on the loop's own thread (a handler run there) it answers at once and the frame or
+        the close is written after what was posted to that socket before it. Raises BridgeUnavailable when the
+        bridge's event loop is not running (stopped), TimeoutError when the call took longer than `timeout` (it is
+        then cancelled)."""
         loop = self.loop
         if loop is None:  # no socket has connected yet, so no connection id can exist
             return _gone_response(cid)
@@ -332,8 +354,8 @@ class Bridge:
             running = asyncio.get_running_loop()
         except RuntimeError:
             running = None
-        if running is loop:
-            raise RuntimeError("Bridge.manage must not be called from the event loop thread")
+        if running is loop:  # a handler run on the loop (`inline_methods`): answered now, written in order
+            return self._manage_now(method, cid, data, headers)
         try:
             future = asyncio.run_coroutine_threadsafe(self._manage(method, cid, data, headers), loop)
         except RuntimeError as exc:  # the loop closed in between
@@ -347,38 +369,114 @@ class Bridge:
     async def _manage(
         self, method: str, cid: str, data: bytes, headers: dict[str, str]
     ) -> tuple[int, dict[str, str], bytes]:
-        sock = self.sockets.get(cid)
-        if sock is None or sock.closed:
-            return _gone_response(cid)
+        sock, refused = self._manageable(method, cid, data)
+        if sock is None or refused is not None:
+            return refused or _gone_response(cid)
         if method == "GET":
-            fmt = "%Y-%m-%dT%H:%M:%S.%fZ"
-            info = {
-                "connectedAt": datetime.fromtimestamp(sock.connected_at, UTC).strftime(fmt),
-                "lastActiveAt": datetime.fromtimestamp(sock.last_active, UTC).strftime(fmt),
-                "identity": {"sourceIp": sock.source_ip, "userAgent": sock.ws.headers.get("user-agent", "")},
-            }
-            return 200, {"content-type": "application/json"}, json.dumps(info).encode()
+            return _info(sock)
         if method == "DELETE":
-            code = int(headers.get(CLOSE_CODE_HEADER) or 1000)
-            reason = headers.get(CLOSE_REASON_HEADER) or ""
             sock.closed = True
-            with contextlib.suppress(Exception):
-                await sock.ws.close(code=code, reason=reason)
+            await self._send(sock, _close_of(headers))
             await self._gone(cid, sock)
             return 204, {}, b""
-        if _is_text(data) and len(data) > MAX_MESSAGE_BYTES:
-            message = f"Message of {len(data)} bytes exceeds the 128 KB limit of a WebSocket message"
-            body = json.dumps({"message": message}).encode()
-            return 413, {"content-type": "application/json", "x-amzn-ErrorType": "PayloadTooLargeException"}, body
-        try:
-            if _is_text(data):
-                await sock.ws.send_text(data.decode("utf-8"))
-            else:
-                await sock.ws.send_bytes(data)
-        except Exception:
-            sock.closed = True
+        if not await self._send(sock, _payload(data)):
             return _gone_response(cid)
         return 200, {}, b""
+
+    def _manage_now(
+        self, method: str, cid: str, data: bytes, headers: dict[str, str]
+    ) -> tuple[int, dict[str, str], bytes]:
+        """`_manage` for a caller on the loop's thread: nothing is waited for. A post is accepted once the socket
+        is known and open (as API Gateway accepts it), and written in turn; a close runs `$disconnect` in a task."""
+        sock, refused = self._manageable(method, cid, data)
+        if sock is None or refused is not None:
+            return refused or _gone_response(cid)
+        if method == "GET":
+            return _info(sock)
+        if method == "DELETE":
+            sock.closed = True
+            self._send_soon(sock, _close_of(headers))
+            self._start(self._gone(cid, sock))
+            return 204, {}, b""
+        self._send_soon(sock, _payload(data))
+        return 200, {}, b""
+
+    def _manageable(
+        self, method: str, cid: str, data: bytes
+    ) -> tuple[_Socket | None, tuple[int, dict[str, str], bytes] | None]:
+        """The open socket a management call is for, or the refusal: 410 for a socket unknown or closed, 413 for a
+        text message over 128 KB."""
+        sock = self.sockets.get(cid)
+        if sock is None or sock.closed:
+            return None, _gone_response(cid)
+        if method == "POST" and _is_text(data) and len(data) > MAX_MESSAGE_BYTES:
+            message = f"Message of {len(data)} bytes exceeds the 128 KB limit of a WebSocket message"
+            body = json.dumps({"message": message}).encode()
+            return sock, (
+                413,
+                {"content-type": "application/json", "x-amzn-ErrorType": "PayloadTooLargeException"},
+                body,
+            )
+        return sock, None
+
+    # --- writing ----------------------------------------------------------------------------------------------
+
+    async def _send(self, sock: _Socket, item: str | bytes | _Close) -> bool:
+        """Write a frame (or the close) after everything sent to this socket before it. If another write is under
+        way it is queued and written by that writer; False if the write failed (the socket is then closed)."""
+        if sock.sending:
+            sock.outbox.append(item)
+            return True
+        sock.sending = True
+        try:
+            written = await self._write(sock, item)
+            await self._write_queued(sock)
+        finally:
+            sock.sending = False
+        return written
+
+    def _send_soon(self, sock: _Socket, item: str | bytes | _Close) -> None:
+        """`_send` without waiting, from the loop's thread: queued at once, so whatever is sent to the socket after
+        this call (the reply of the frame being handled, say) is written after it."""
+        sock.outbox.append(item)
+        if not sock.sending:
+            sock.sending = True
+            self._start(self._drain(sock))
+
+    async def _drain(self, sock: _Socket) -> None:
+        try:
+            await self._write_queued(sock)
+        finally:
+            sock.sending = False
+
+    async def _write_queued(self, sock: _Socket) -> None:
+        while sock.outbox:
+            if not await self._write(sock, sock.outbox.popleft()):
+                sock.outbox.clear()
+
+    async def _write(self, sock: _Socket, item: str | bytes | _Close) -> bool:
+        try:
+            if isinstance(item, _Close):
+                await sock.ws.close(code=item.code, reason=item.reason)
+            elif isinstance(item, str):
+                await sock.ws.send_text(item)
+            else:
+                await sock.ws.send_bytes(item)
+        except Exception:
+            sock.closed = True
+            return False
+        return True
+
+    def _start(self, coro: Coroutine[Any, Any, None]) -> None:
+        """Run `coro` as a task from the loop's thread, at once as far as it goes without waiting where the
+        interpreter can (an eager task, Python 3.12+): a frame is then written before the handler that sent it
+        goes on. The loop holds tasks only weakly: this one is kept until it is done."""
+        loop = asyncio.get_running_loop()
+        eager = self.eager_tasks
+        task = asyncio.Task(coro, loop=loop, eager_start=True) if eager else loop.create_task(coro)  # type: ignore[call-arg,unused-ignore]
+        if not task.done():
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
 
 
 def websocket_protocol() -> type[asyncio.Protocol]:
@@ -408,6 +506,24 @@ def websocket_protocol() -> type[asyncio.Protocol]:
                 super().handle_cont(event)
 
     return ApiGatewayFrames
+
+
+def _info(sock: _Socket) -> tuple[int, dict[str, str], bytes]:
+    fmt = "%Y-%m-%dT%H:%M:%S.%fZ"
+    info = {
+        "connectedAt": datetime.fromtimestamp(sock.connected_at, UTC).strftime(fmt),
+        "lastActiveAt": datetime.fromtimestamp(sock.last_active, UTC).strftime(fmt),
+        "identity": {"sourceIp": sock.source_ip, "userAgent": sock.ws.headers.get("user-agent", "")},
+    }
+    return 200, {"content-type": "application/json"}, json.dumps(info).encode()
+
+
+def _close_of(headers: dict[str, str]) -> _Close:
+    return _Close(int(headers.get(CLOSE_CODE_HEADER) or 1000), headers.get(CLOSE_REASON_HEADER) or "")
+
+
+def _payload(data: bytes) -> str | bytes:
+    return data.decode("utf-8") if _is_text(data) else data
 
 
 def _gone_response(cid: str) -> tuple[int, dict[str, str], bytes]:

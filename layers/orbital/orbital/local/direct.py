@@ -182,15 +182,27 @@ def wrap(client: BaseClient, served: InProcessAws) -> Any:
 
 
 def _forwarded(served: InProcessAws) -> Callable[[str, dict[str, Any]], Any]:
+    import asyncio
+
+    from orbital.local.sfn_worker import CALL_TIMEOUT, LOOP_CALL_TIMEOUT
+
     def run(method: str, params: dict[str, Any]) -> Any:
         process = served.states  # the one running now (it is started again if it dies)
         try:
+            asyncio.get_running_loop()
+            timeout = LOOP_CALL_TIMEOUT  # a handler on the bridge's event loop: every socket waits for this answer
+        except RuntimeError:
+            timeout = CALL_TIMEOUT
+        try:
             if process is None:
                 raise WorkerGone("no Step Functions process")
-            return process.call(method, params)
+            return process.call(method, params, timeout=timeout)
         except WorkerGone:
             # the gateway is not stopping (`through` saw to that): the process died, and retries cannot help
             raise Refused("ServiceUnavailable", "the local Step Functions process has ended", 503) from None
+        except TimeoutError:
+            message = f"the local Step Functions process did not answer within {timeout:g} s"
+            raise Refused("ServiceUnavailable", message, 503) from None
 
     return run
 

@@ -154,7 +154,8 @@ class LocalGateway:
             rest_app=create_app(),
             concurrent_frames=self.options.concurrent_frames,
             frame_jitter_ms=self.options.frame_jitter_ms,
-            inline_methods=get_services().registry.inline_methods(),
+            # methods that post to sockets too, when those posts and every AWS call are answered in this process
+            inline_methods=get_services().registry.inline_methods(quick=self.stack.in_process is not None),
         )
         if self.stack.in_process is not None:
             self.stack.in_process.bridge = self.bridge

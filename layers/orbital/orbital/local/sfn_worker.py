@@ -43,6 +43,9 @@ log = logging.getLogger("orbital.local")
 CALL_TIMEOUT = 120.0
 """Longest wait for the child's answer to one Step Functions call (each is a few milliseconds of moto's work)."""
 
+LOOP_CALL_TIMEOUT = 5.0
+"""The same for a call made on the gateway's event loop (a handler run there): every socket waits meanwhile."""
+
 START_TIMEOUT = 60.0
 """Longest wait for the child to load moto and say it is ready."""
 
@@ -299,13 +302,13 @@ class StepFunctionsProcess:
         if self._on_exit is not None:
             self._on_exit(self)
 
-    def call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    def call(self, method: str, params: dict[str, Any], *, timeout: float = CALL_TIMEOUT) -> dict[str, Any]:
         """One Step Functions operation (`start_execution`, ...) with boto3's parameters: moto's result as a dict,
-        or `Refused` with the AWS error."""
+        or `Refused` with the AWS error; TimeoutError after `timeout` seconds without an answer."""
         channel = self.channel
         if channel is None:
             raise WorkerGone("the Step Functions process is not running")
-        return dict(channel.request("sfn", (method, params)))
+        return dict(channel.request("sfn", (method, params), timeout=timeout))
 
     def stop(self) -> None:
         """End the child: it reads end of file (as when this process dies) and exits."""

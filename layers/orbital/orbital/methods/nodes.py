@@ -62,7 +62,9 @@ class ToolInvokeResult(Result):
     result: Json = None
 
 
-@router.method("tool.invoke", params=ToolInvokeParams, result=ToolInvokeResult, modes={"client"}, deferred=True)
+@router.method(
+    "tool.invoke", params=ToolInvokeParams, result=ToolInvokeResult, modes={"client"}, deferred=True, quick=True
+)
 def tool_invoke(ctx: CallContext, params: ToolInvokeParams) -> Any:
     """Run a node tool (`{nodeId}__{tool}` or `{nodeId}:{tool}`) and answer with `{result}` when the node replies.
     Fails with 503 at once if the node disconnects and with 504 after `timeouts.toolMs` without an answer."""
@@ -149,7 +151,7 @@ def _authorize_node_answer(ctx: CallContext, call: deferred.PendingCall) -> None
         raise ForbiddenError("Node not authorized for this call")
 
 
-@router.method("tool.result", params=ToolResultParams, result=AckResult)
+@router.method("tool.result", params=ToolResultParams, result=AckResult, quick=True)
 def tool_result(ctx: CallContext, params: ToolResultParams) -> dict[str, Any]:
     """A node's answer to `tool.invoke`. Late or orphaned answers are acknowledged with `dropped: true`."""
     if not params.callId:

@@ -71,6 +71,10 @@ class MethodSpec:
     inline: bool = False
     """Answered from what the gateway holds, never pushing to a socket or waiting on one: the local gateway may run
     it on its event loop instead of handing it to a thread (`Registry.inline_methods`)."""
+    quick: bool = False
+    """A few table reads and writes and posts to sockets, never waiting for an answer from a socket, an execution or
+    a model: a local gateway that serves its AWS calls and management API in process may run it on its event loop
+    too (`Registry.inline_methods(quick=True)`)."""
 
 
 @dataclass
@@ -139,6 +143,7 @@ class Router:
         mode_error: tuple[int, str] = (101, "Not connected"),
         deferred: bool = False,
         inline: bool = False,
+        quick: bool = False,
     ) -> Callable[[Handler], Handler]:
         def register(func: Handler) -> Handler:
             if name in self.methods:
@@ -154,6 +159,7 @@ class Router:
                 mode_error=mode_error,
                 deferred=deferred,
                 inline=inline,
+                quick=quick,
             )
             return func
 
@@ -219,9 +225,10 @@ class Registry:
     def names(self) -> list[str]:
         return list(self._methods)
 
-    def inline_methods(self) -> frozenset[str]:
-        """The methods a local gateway may answer on its event loop (`MethodSpec.inline`)."""
-        return frozenset(name for name, spec in self._methods.items() if spec.inline)
+    def inline_methods(self, *, quick: bool = False) -> frozenset[str]:
+        """The methods a local gateway may answer on its event loop (`MethodSpec.inline`), with `quick` also those
+        that post to sockets (`MethodSpec.quick`)."""
+        return frozenset(name for name, spec in self._methods.items() if spec.inline or (quick and spec.quick))
 
     def families(self) -> dict[str, list[str]]:
         return {k: list(v) for k, v in self._families.items()}
