@@ -178,3 +178,18 @@ def test_tool_calls_run_on_the_loop_only_when_their_posts_are_in_process(tmp_pat
                 evt = node.next_event("tool.invoke", timeout=10)["payload"]
                 assert node.call("tool.result", {"callId": evt["callId"], "result": evt["args"]}) == {"ok": True}
                 assert caller.wait_response(f"t{n}", timeout=10)["payload"] == {"result": {"n": n}}
+
+
+def test_the_gateway_deletes_expired_items_of_its_table(gateway: LocalGateway) -> None:
+    """What its ticker runs once a minute (`orbital.local.ttl`): expired items leave the table, live ones stay."""
+    import time
+
+    from orbital.runtime.services import get_services
+
+    table = get_services().table
+    table.put(("TTLTEST#gone", "x"), {"n": 1}, ttl=int(time.time()) - 5)
+    table.put(("TTLTEST#live", "x"), {"n": 2}, ttl=int(time.time()) + 600)
+    assert gateway.ticker is not None and gateway.ticker.housekeeping is not None
+    assert gateway._delete_expired() >= 1
+    items = _moto_http(gateway, "dynamodb").scan(TableName=gateway.stack.table)["Items"]
+    assert [i["PK"]["S"] for i in items if i["PK"]["S"].startswith("TTLTEST#")] == ["TTLTEST#live"]

@@ -13,10 +13,12 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from orbital.local import ttl
 
 log = logging.getLogger("orbital.local")
 
@@ -164,9 +166,23 @@ class LocalGateway:
 
             end_interrupted(get_services())
         if self.options.tick_interval > 0:
-            self.ticker = Ticker(self.stack.functions, tpl.schedules(self.stack.template), self.options.tick_interval)
+            self.ticker = Ticker(
+                self.stack.functions,
+                tpl.schedules(self.stack.template),
+                self.options.tick_interval,
+                housekeeping=self._delete_expired,
+                housekeeping_every=ttl.SWEEP_EVERY_S,
+            )
             self.ticker.start()
         self._write_runtime(endpoint)
+
+    def _delete_expired(self) -> int:
+        """DynamoDB's TTL deletes, locally (`orbital.local.ttl`)."""
+        from orbital.local import template as tpl
+        from orbital.runtime.services import get_services
+
+        attribute = tpl.ttl_attribute(self.stack.template) if self.stack is not None else None
+        return ttl.sweep(get_services().table, attribute, time.time()) if attribute else 0
 
     @property
     def runtime_file(self) -> Path:
@@ -354,17 +370,29 @@ class LocalGateway:
 
 
 class Ticker:
-    """Invokes the template's scheduled functions (EventBridge schedules on AWS) every `interval` seconds."""
+    """Invokes the template's scheduled functions (EventBridge schedules on AWS) every `interval` seconds, and
+    `housekeeping` (what AWS does by itself, such as deleting expired items) every `housekeeping_every` seconds."""
 
-    def __init__(self, functions: Any, schedules: list[dict[str, Any]], interval: float) -> None:
+    def __init__(
+        self,
+        functions: Any,
+        schedules: list[dict[str, Any]],
+        interval: float,
+        *,
+        housekeeping: Callable[[], Any] | None = None,
+        housekeeping_every: float = 60.0,
+    ) -> None:
         self.functions = functions
         self.targets = sorted({s["function"] for s in schedules})
         self.interval = interval
+        self.housekeeping = housekeeping
+        self.housekeeping_every = housekeeping_every
+        self._kept_at = time.monotonic()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="orbital-ticker", daemon=True)
 
     def start(self) -> None:
-        if self.targets:
+        if self.targets or self.housekeeping is not None:
             self._thread.start()
 
     def stop(self) -> None:
@@ -383,6 +411,12 @@ class Ticker:
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
             self.tick()
+            if self.housekeeping is not None and time.monotonic() - self._kept_at >= self.housekeeping_every:
+                self._kept_at = time.monotonic()
+                try:
+                    self.housekeeping()
+                except Exception:
+                    log.exception("housekeeping failed")
 
 
 class LocalState:

@@ -130,6 +130,10 @@ class Table:
                 self._items.clear()
                 self._parts.clear()
 
+    def forget(self, key: tuple[str, str]) -> None:
+        """Drop one item from the cache (it was changed by a write that did not go through this Table)."""
+        self._forget(*key)
+
     def _begin_write(self, pk: str) -> None:
         """A write to `pk` is under way: reads that started before it must not store what they fetched."""
         if self._cache_on:
