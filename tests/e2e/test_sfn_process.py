@@ -117,15 +117,25 @@ def _kill(states: Any) -> None:
 
 
 def test_a_process_that_dies_is_started_again(gateway: LocalGateway) -> None:
+    from orbital.runtime.services import get_services
+
     states = gateway.stack.states
     node, caller = _connected(gateway)
+    armed = get_services().armed_timers
     with node, caller:
+        assert _echo_call(node, caller, "before")["ok"] is True
+        assert armed  # the timer of that call's second was started in the process about to die
         _kill(states)
-        # another one, with the state machines created again under the same ARNs
+        # another one, with the state machines created again under the same ARNs, and no timer taken as running
         wait_for(lambda: gateway.stack.states is not None and gateway.stack.states.running, timeout=30)
         assert gateway.stack.states is not states and gateway.stack.states.pid != states.pid
+        wait_for(lambda: not armed, timeout=30)
         answer = _echo_call(node, caller, "after")
         assert answer["ok"] is True and answer["payload"]["result"] == {"echo": "after"}, answer
+        sfn = gateway.stack.client("stepfunctions")
+        arn = gateway.stack.state_machine_arns["DeferredCallStateMachine"]
+        timers = [e["name"] for e in sfn.list_executions(stateMachineArn=arn)["executions"]]
+        assert [f"due-{second}" for second in armed] == timers  # started in the new process
 
 
 def test_a_tool_call_is_answered_when_the_process_keeps_dying(

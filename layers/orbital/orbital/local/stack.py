@@ -845,6 +845,9 @@ class MotoStack:
             create_state_machines(
                 self.client, self.root, self.template, table=self.table, bucket=self.bucket, role_arn=role
             )
+            from orbital.runtime.services import get_services
+
+            get_services().armed_timers.clear()  # the timers of due calls it ran are gone with it: start them anew
             log.warning("the Step Functions process was started again (pid %s)", replacement.pid)
 
     def _connect(self, process: StepFunctionsProcess) -> None:
