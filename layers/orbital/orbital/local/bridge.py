@@ -80,6 +80,12 @@ def request_id() -> str:
     return f"{_REQUEST_PREFIX}-{next(_request_numbers):012x}"
 
 
+_Answer = tuple[int, dict[str, str], bytes]
+"""A management API answer: status, headers, body."""
+_POSTED: _Answer = (200, {}, b"")
+_CLOSED: _Answer = (204, {}, b"")
+
+
 class BridgeUnavailable(RuntimeError):
     """The bridge is not serving (its event loop stopped): what a refused connection is over HTTP."""
 
@@ -339,7 +345,7 @@ class Bridge:
 
     def manage(
         self, method: str, cid: str, data: bytes, headers: dict[str, str], *, timeout: float = MANAGE_TIMEOUT_S
-    ) -> tuple[int, dict[str, str], bytes]:
+    ) -> _Answer:
         """The management API without HTTP, for this process (see `orbital.local.inprocess`). From another thread
         it waits for the loop; on the loop's own thread (a handler run there) it answers at once and the frame or
         the close is written after what was posted to that socket before it. Raises BridgeUnavailable when the
@@ -366,58 +372,44 @@ class Bridge:
             future.cancel()
             raise TimeoutError(f"management call for {cid} took longer than {timeout}s") from None
 
-    async def _manage(
-        self, method: str, cid: str, data: bytes, headers: dict[str, str]
-    ) -> tuple[int, dict[str, str], bytes]:
-        sock, refused = self._manageable(method, cid, data)
-        if sock is None or refused is not None:
-            return refused or _gone_response(cid)
-        if method == "GET":
-            return _info(sock)
+    async def _manage(self, method: str, cid: str, data: bytes, headers: dict[str, str]) -> _Answer:
+        sock = self._open_socket(method, cid, data)
+        if not isinstance(sock, _Socket):
+            return sock
         if method == "DELETE":
             sock.closed = True
             await self._send(sock, _close_of(headers))
             await self._gone(cid, sock)
-            return 204, {}, b""
-        if not await self._send(sock, _payload(data)):
-            return _gone_response(cid)
-        return 200, {}, b""
+            return _CLOSED
+        return _POSTED if await self._send(sock, _payload(data)) else _gone_response(cid)
 
-    def _manage_now(
-        self, method: str, cid: str, data: bytes, headers: dict[str, str]
-    ) -> tuple[int, dict[str, str], bytes]:
+    def _manage_now(self, method: str, cid: str, data: bytes, headers: dict[str, str]) -> _Answer:
         """`_manage` for a caller on the loop's thread: nothing is waited for. A post is accepted once the socket
         is known and open (as API Gateway accepts it), and written in turn; a close runs `$disconnect` in a task."""
-        sock, refused = self._manageable(method, cid, data)
-        if sock is None or refused is not None:
-            return refused or _gone_response(cid)
-        if method == "GET":
-            return _info(sock)
+        sock = self._open_socket(method, cid, data)
+        if not isinstance(sock, _Socket):
+            return sock
         if method == "DELETE":
             sock.closed = True
             self._send_soon(sock, _close_of(headers))
             self._start(self._gone(cid, sock))
-            return 204, {}, b""
+            return _CLOSED
         self._send_soon(sock, _payload(data))
-        return 200, {}, b""
+        return _POSTED
 
-    def _manageable(
-        self, method: str, cid: str, data: bytes
-    ) -> tuple[_Socket | None, tuple[int, dict[str, str], bytes] | None]:
-        """The open socket a management call is for, or the refusal: 410 for a socket unknown or closed, 413 for a
-        text message over 128 KB."""
+    def _open_socket(self, method: str, cid: str, data: bytes) -> _Socket | _Answer:
+        """The open socket a POST or DELETE is for, or the whole answer: 410 for a socket unknown or closed, a
+        GET's information, 413 for a text message over 128 KB."""
         sock = self.sockets.get(cid)
         if sock is None or sock.closed:
-            return None, _gone_response(cid)
+            return _gone_response(cid)
+        if method == "GET":
+            return _info(sock)
         if method == "POST" and _is_text(data) and len(data) > MAX_MESSAGE_BYTES:
             message = f"Message of {len(data)} bytes exceeds the 128 KB limit of a WebSocket message"
             body = json.dumps({"message": message}).encode()
-            return sock, (
-                413,
-                {"content-type": "application/json", "x-amzn-ErrorType": "PayloadTooLargeException"},
-                body,
-            )
-        return sock, None
+            return 413, {"content-type": "application/json", "x-amzn-ErrorType": "PayloadTooLargeException"}, body
+        return sock
 
     # --- writing ----------------------------------------------------------------------------------------------
 
@@ -508,7 +500,7 @@ def websocket_protocol() -> type[asyncio.Protocol]:
     return ApiGatewayFrames
 
 
-def _info(sock: _Socket) -> tuple[int, dict[str, str], bytes]:
+def _info(sock: _Socket) -> _Answer:
     fmt = "%Y-%m-%dT%H:%M:%S.%fZ"
     info = {
         "connectedAt": datetime.fromtimestamp(sock.connected_at, UTC).strftime(fmt),
@@ -526,7 +518,7 @@ def _payload(data: bytes) -> str | bytes:
     return data.decode("utf-8") if _is_text(data) else data
 
 
-def _gone_response(cid: str) -> tuple[int, dict[str, str], bytes]:
+def _gone_response(cid: str) -> _Answer:
     body = json.dumps({"message": f"Connection {cid} is gone"}).encode()
     return 410, {"content-type": "application/json", "x-amzn-ErrorType": "GoneException"}, body
 
