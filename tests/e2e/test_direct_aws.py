@@ -233,7 +233,7 @@ def test_a_dynamodb_operation_is_atomic_across_moto_handler_steps(
             UpdateExpression="ADD #n :one SET #w = :who",
             ExpressionAttributeNames={"#n": "n", "#w": "w"},
             ExpressionAttributeValues={":one": {"N": "1"}, ":who": {"S": name}},
-            ReturnValues="ALL_OLD",
+            ReturnValues="UPDATED_OLD",  # not one orbital.local.moto_items answers: moto's handler does
         )
 
     held = threading.Thread(target=add, args=("held",), name="held")

@@ -165,7 +165,9 @@ def wrap(client: BaseClient, served: InProcessAws) -> Any:
         from orbital.local.persistence import whole_operation
 
         run = moto_action(DynamoHandler, region, account, whole_operation)
-        operations = {m: (op, through(run, m)) for m, op in DYNAMODB_OPERATIONS.items()}
+        operations = {
+            m: (op, through(_plain_first(run, m, account, region), m)) for m, op in DYNAMODB_OPERATIONS.items()
+        }
     elif prefix == "states":
         if served.states is not None:  # the Step Functions process answers (orbital.local.sfn_worker)
             run = _forwarded(served)
@@ -179,6 +181,24 @@ def wrap(client: BaseClient, served: InProcessAws) -> Any:
     if not operations:
         return client
     return DirectClient(client, operations)
+
+
+def _plain_first(
+    run: Callable[[str, dict[str, Any]], Any], method: str, account: str, region: str
+) -> Callable[[str, dict[str, Any]], Any]:
+    """`run` (moto's handler), after `orbital.local.moto_items` for the writes it answers at moto's backend."""
+    from orbital.local import moto_items
+
+    plain = {"put_item": moto_items.put_item, "update_item": moto_items.update_item}.get(method)
+    if plain is None:
+        return run
+    from moto.dynamodb.models import dynamodb_backends
+
+    def first(method: str, params: dict[str, Any]) -> Any:
+        answer = plain(dynamodb_backends[account][region], params)
+        return answer if answer is not None else run(method, params)
+
+    return first
 
 
 def _forwarded(served: InProcessAws) -> Callable[[str, dict[str, Any]], Any]:

@@ -21,11 +21,15 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 _install_lock = threading.Lock()
 _moto_update_item: Callable[..., Any] | None = None  # moto's own, once the fast one is installed
 PLANS_KEPT = 1024
+SIZE_BOUND = 400_000
+"""Below moto's item size limit (a little above DynamoDB's 400 KB): an update that could come near it is applied
+value by value through moto's size-limited map."""
 
 # One action of a plain update expression: (kind, target, value placeholder). `target` is ("#", placeholder) for a
 # name given in ExpressionAttributeNames, ("", name) for a name written in the expression.
@@ -43,6 +47,19 @@ def fast_update_items() -> None:
 
         _moto_update_item = DynamoDBBackend.update_item
         DynamoDBBackend.update_item = fast_update_item(_moto_update_item)  # type: ignore[method-assign]
+
+
+_plans: dict[str, list[Action] | None] = {}
+
+
+def plan_for(expression: str) -> list[Action] | None:
+    """`plan_of(expression)`, worked out once per text (for the first `PLANS_KEPT` texts)."""
+    if expression in _plans:
+        return _plans[expression]
+    plan = plan_of(expression)
+    if len(_plans) < PLANS_KEPT:
+        _plans[expression] = plan
+    return plan
 
 
 def moto_update_item() -> Callable[..., Any]:
@@ -116,11 +133,45 @@ def plan_of(expression: str) -> list[Action] | None:
     return actions or None
 
 
-def fast_update_item(original: Callable[..., Any]) -> Callable[..., Any]:
-    """A `DynamoDBBackend.update_item` that applies plain expressions itself and hands the rest to `original`."""
-    from moto.dynamodb.comparisons import create_condition_expression_parser
-    from moto.dynamodb.exceptions import ConditionalCheckFailed, ItemSizeTooLarge, ItemSizeToUpdateTooLarge
-    from moto.dynamodb.models.dynamo_type import DynamoType
+def _size_bound(name: str, value: Any, bytesize: Callable[[str], int]) -> int:
+    """At least what moto counts for one attribute: a string's characters are at most 4 bytes each in UTF-8."""
+    if value.type in ("S", "N") and isinstance(value.value, str):
+        return 4 * (len(name) + len(value.value))
+    if value.type in ("BOOL", "NULL"):
+        return 4 * len(name) + 1
+    return int(bytesize(name) + value.size())
+
+
+def _set_at_once(attrs: Any, actions: list[Any], dynamo_type: Any) -> bool:
+    """Apply `actions` made only of `SET` and `REMOVE` without moto's size-limited map summing the whole item again
+    for every value set, when no such sum could reach the item size limit: the item's size now plus every value
+    set is a bound on each. False (nothing changed) otherwise, or if a value does not convert: the caller then
+    applies them one by one through the map, which raises where moto does."""
+    from moto.dynamodb.models.utilities import bytesize
+
+    if any(kind == "add" for kind, _, _ in actions):
+        return False
+    try:
+        staged = [(name, dynamo_type(raw) if kind == "set" else None) for kind, name, raw in actions]
+        bound = sum(_size_bound(k, v, bytesize) for k, v in attrs.items())
+        bound += sum(_size_bound(name, value, bytesize) for name, value in staged if value is not None)
+    except Exception:
+        return False
+    if bound > SIZE_BOUND:
+        return False
+    for name, value in staged:
+        if value is None:
+            attrs.pop(name, None)
+        else:
+            dict.__setitem__(attrs, name, value)
+    return True
+
+
+_checked: set[tuple[Any, ...]] = set()  # (expression, names, table key attributes) moto's checks passed for
+
+
+def _passes_text_checks(expression: str, names: dict[str, str], table: Any) -> bool:
+    """moto's checks of what the expression's text says, run once for this text, name map and table."""
     from moto.dynamodb.parsing.expressions import UpdateExpressionParser  # type: ignore[attr-defined]
     from moto.dynamodb.parsing.validators import (
         ActionCountValidator,
@@ -128,61 +179,128 @@ def fast_update_item(original: Callable[..., Any]) -> Callable[..., Any]:
         UpdateHashRangeKeyValidator,
     )
 
-    plans: dict[str, list[Action] | None] = {}
-    checked: set[tuple[Any, ...]] = set()  # (expression, names, table key attributes) moto's checks passed for
-
-    def plan_for(expression: str) -> list[Action] | None:
-        if expression in plans:
-            return plans[expression]
-        plan = plan_of(expression)
-        if len(plans) < PLANS_KEPT:
-            plans[expression] = plan
-        return plan
-
-    def passes_text_checks(expression: str, names: dict[str, str], table: Any) -> bool:
-        """moto's checks of what the expression's text says, run once for this text, name map and table."""
-        mark = (expression, tuple(sorted(names.items())), tuple(table.table_key_attrs))
-        if mark in checked:
-            return True
-        tree = UpdateExpressionParser.make(expression)
-        try:
-            for check in (
-                ActionCountValidator(),
-                OverlappingPathsValidator(names),
-                UpdateHashRangeKeyValidator(table.table_key_attrs, names),
-            ):
-                tree = check.traverse(tree)
-        except Exception:
-            return False  # moto's update_item raises it
-        if len(checked) < PLANS_KEPT:
-            checked.add(mark)
+    mark = (expression, tuple(sorted(names.items())), tuple(table.table_key_attrs))
+    if mark in _checked:
         return True
+    tree = UpdateExpressionParser.make(expression)
+    try:
+        for check in (
+            ActionCountValidator(),
+            OverlappingPathsValidator(names),
+            UpdateHashRangeKeyValidator(table.table_key_attrs, names),
+        ):
+            tree = check.traverse(tree)
+    except Exception:
+        return False  # moto's update_item raises it
+    if len(_checked) < PLANS_KEPT:
+        _checked.add(mark)
+    return True
 
-    def resolved(plan: list[Action], names: dict[str, str], values: dict[str, Any], table: Any) -> list[Any] | None:
-        """The plan with names and values filled in, or None where moto has something to say about them."""
-        key_types = {d["AttributeName"]: d["AttributeType"] for d in table.attr}
-        index_keys = table.attribute_keys
-        out: list[Any] = []
-        for kind, (how, written), placeholder in plan:
-            name = names.get(written) if how == "#" else written
-            if name is None:
+
+def _resolved(plan: list[Action], names: dict[str, str], values: dict[str, Any], table: Any) -> list[Any] | None:
+    """The plan with names and values filled in, or None where moto has something to say about them."""
+    key_types = {d["AttributeName"]: d["AttributeType"] for d in table.attr}
+    index_keys = table.attribute_keys
+    out: list[Any] = []
+    for kind, (how, written), placeholder in plan:
+        name = names.get(written) if how == "#" else written
+        if name is None:
+            return None
+        if placeholder is None:
+            out.append((kind, name, None))
+            continue
+        raw = values.get(placeholder)
+        if not isinstance(raw, dict) or len(raw) != 1:
+            return None
+        ((type_, content),) = raw.items()
+        if kind == "add" and type_ != "N":
+            return None
+        if kind == "set":
+            if name in key_types and key_types[name] != type_:
                 return None
-            if placeholder is None:
-                out.append((kind, name, None))
-                continue
-            raw = values.get(placeholder)
-            if not isinstance(raw, dict) or len(raw) != 1:
+            if not content and type_ in ("S", "B") and name in index_keys:
                 return None
-            ((type_, content),) = raw.items()
-            if kind == "add" and type_ != "N":
+        out.append((kind, name, raw))
+    return out
+
+
+@dataclass
+class Plain:
+    """A plain update of one item, its names and values filled in, ready to `apply`."""
+
+    table: Any
+    hash_value: Any
+    range_value: Any
+    actions: list[Any]
+
+
+def prepare(
+    backend: Any, table_name: str, key: dict[str, Any], expression: str, names: dict[str, Any], values: dict[str, Any]
+) -> Plain | None:
+    """The plain update `expression` makes of the item at `key`, or None (nothing read or changed) where moto's own
+    `update_item` must answer. Raises moto's error for a table that does not exist."""
+    from moto.dynamodb.models.dynamo_type import DynamoType
+
+    plan = plan_for(expression) if expression else None
+    if plan is None:
+        return None
+    table = backend.get_table(table_name)
+    if table.stream_shard is not None:
+        return None
+    hash_attr, range_attr = table.hash_key_attr, table.range_key_attr
+    if hash_attr not in key or (range_attr and range_attr not in key):
+        return None
+    actions = _resolved(plan, names, values, table)
+    if actions is None or not _passes_text_checks(expression, names, table):
+        return None
+    range_value = DynamoType(key[range_attr]) if range_attr else None
+    return Plain(table, DynamoType(key[hash_attr]), range_value, actions)
+
+
+def apply(plain: Plain, condition: Callable[[], Any], return_values_on_condition_check_failure: str | None) -> Any:
+    """Apply a prepared update to the stored item (creating it if absent) if `condition()` (moto's parsed condition)
+    holds for it, and return the item; None (nothing changed) where moto's own `update_item` must answer. Raises
+    moto's `ConditionalCheckFailed`, or its size error after the actions before the one too large, as moto does."""
+    from moto.dynamodb.exceptions import ConditionalCheckFailed, ItemSizeTooLarge, ItemSizeToUpdateTooLarge
+    from moto.dynamodb.models.dynamo_type import DynamoType
+
+    table, hash_value, range_value, actions = plain.table, plain.hash_value, plain.range_value, plain.actions
+    item = table.get_item(hash_value, range_value)
+    if item is not None:
+        for kind, name, _ in actions:
+            current = item.attrs.get(name) if kind == "add" else None
+            if current is not None and current.type != "N":
                 return None
+    if not condition().expr(item):
+        if return_values_on_condition_check_failure == "ALL_OLD" and item is not None:
+            raise ConditionalCheckFailed(item=item.to_json()["Attributes"])
+        raise ConditionalCheckFailed
+    if item is None:
+        data = {table.hash_key_attr: {hash_value.type: hash_value.value}}
+        if range_value:
+            data[table.range_key_attr] = {range_value.type: range_value.value}
+        table.put_item(data)
+        item = table.get_item(hash_value, range_value)
+    attrs = item.attrs
+    if _set_at_once(attrs, actions, DynamoType):
+        return item
+    try:
+        for kind, name, raw in actions:
             if kind == "set":
-                if name in key_types and key_types[name] != type_:
-                    return None
-                if not content and type_ in ("S", "B") and name in index_keys:
-                    return None
-            out.append((kind, name, raw))
-        return out
+                attrs[name] = DynamoType(raw)
+            elif kind == "add":
+                current = attrs.get(name)
+                attrs[name] = (current if current is not None else DynamoType({"N": "0"})) + DynamoType(raw)
+            else:
+                attrs.pop(name, None)
+    except ItemSizeTooLarge:
+        raise ItemSizeToUpdateTooLarge() from None
+    return item
+
+
+def fast_update_item(original: Callable[..., Any]) -> Callable[..., Any]:
+    """A `DynamoDBBackend.update_item` that applies plain expressions itself and hands the rest to `original`."""
+    from moto.dynamodb.comparisons import create_condition_expression_parser
 
     def update_item(
         self: Any,
@@ -212,52 +330,17 @@ def fast_update_item(original: Callable[..., Any]) -> Callable[..., Any]:
 
         if not update_expression or attribute_updates or expected:
             return moto()
-        plan = plan_for(update_expression)
-        if plan is None:
-            return moto()
-        table = self.get_table(table_name)
-        if table.stream_shard is not None:
-            return moto()
-        hash_attr, range_attr = table.hash_key_attr, table.range_key_attr
-        if hash_attr not in key or (range_attr and range_attr not in key):
-            return moto()
         names = expression_attribute_names or {}
         values = expression_attribute_values or {}
-        actions = resolved(plan, names, values, table)
-        if actions is None or not passes_text_checks(update_expression, names, table):
+        plain = prepare(self, table_name, key, update_expression, names, values)
+        if plain is None:
             return moto()
-        hash_value = DynamoType(key[hash_attr])
-        range_value = DynamoType(key[range_attr]) if range_attr else None
-        item = table.get_item(hash_value, range_value)
-        if item is not None:
-            for kind, name, _ in actions:
-                current = item.attrs.get(name) if kind == "add" else None
-                if current is not None and current.type != "N":
-                    return moto()
-        condition = create_condition_expression_parser(condition_expression, names, values).parse()
-        if not condition.expr(item):
-            if return_values_on_condition_check_failure == "ALL_OLD" and item is not None:
-                raise ConditionalCheckFailed(item=item.to_json()["Attributes"])
-            raise ConditionalCheckFailed
-        if item is None:
-            data = {hash_attr: {hash_value.type: hash_value.value}}
-            if range_value:
-                data[range_attr] = {range_value.type: range_value.value}
-            table.put_item(data)
-            item = table.get_item(hash_value, range_value)
-        attrs = item.attrs
-        try:
-            for kind, name, raw in actions:
-                if kind == "set":
-                    attrs[name] = DynamoType(raw)
-                elif kind == "add":
-                    current = attrs.get(name)
-                    attrs[name] = (current if current is not None else DynamoType({"N": "0"})) + DynamoType(raw)
-                else:
-                    attrs.pop(name, None)
-        except ItemSizeTooLarge:
-            raise ItemSizeToUpdateTooLarge() from None
-        return item
+        item = apply(
+            plain,
+            lambda: create_condition_expression_parser(condition_expression, names, values).parse(),
+            return_values_on_condition_check_failure,
+        )
+        return moto() if item is None else item
 
     update_item._orbital_fast = True  # type: ignore[attr-defined]
     return update_item

@@ -436,7 +436,12 @@ class Persistence:
         item = ddb.get_item(table_name, key)
         if item is None:
             return self.journal.append({"o": "del", "t": table_name, "k": key})
-        return self.journal.append({"o": "put", "t": table_name, "i": item.to_json()["Attributes"]})
+        return self.record_put(table_name, item.to_json()["Attributes"])
+
+    def record_put(self, table_name: str, attributes: dict[str, Any]) -> int:
+        """Append an item as it is now stored (DynamoDB JSON attributes), likewise."""
+        assert self.journal is not None
+        return self.journal.append({"o": "put", "t": table_name, "i": attributes})
 
     def record_object(self, bucket_name: str, key: str, before: Any) -> int:
         """Append the current state of one object if it changed since `before` (moto's object before the request).
@@ -627,7 +632,7 @@ def _changes() -> Iterator[Persistence | None]:
 
 
 @contextlib.contextmanager
-def whole_operation() -> Iterator[None]:
+def whole_operation() -> Iterator[Persistence | None]:
     """One DynamoDB operation of moto's response handler, atomic as on AWS. The handler reads an item, copies or
     renders it, writes it and renders the answer in separate steps, each serialized on its own (`make_moto_atomic`),
     so another thread's write can change the item between them (a copy then fails with "dictionary changed size
@@ -635,8 +640,24 @@ def whole_operation() -> Iterator[None]:
     journaled is waited for after the lock is released, so a wait for the disk does not hold up other operations."""
     from orbital.local.stack import MOTO_LOCKS
 
-    with _changes(), MOTO_LOCKS["dynamodb"]:
-        yield
+    with _changes() as store, MOTO_LOCKS["dynamodb"]:
+        yield store
+
+
+def recorded_put(store: Persistence, table_name: str, key: dict[str, Any], attributes: dict[str, Any]) -> None:
+    """Journal `attributes` as the item now stored at `key` (what `recorded` would read back), likewise."""
+    seq = store.record_put(table_name, attributes)
+    if not _process_bound(key):
+        _note(seq)
+
+
+def recorded(store: Persistence | None, ddb: Any, table_name: str, key: dict[str, Any]) -> None:
+    """Journal the item at `key` as it is now, after a change made inside `_changes()` and under moto's DynamoDB
+    lock; the outermost `_changes()` waits for it unless the item is bound to the process."""
+    if store is not None:
+        seq = store.record_item(ddb, table_name, key)
+        if not _process_bound(key):  # in the journal all the same, in order; not waited for
+            _note(seq)
 
 
 def _note(seq: int) -> None:
@@ -667,9 +688,7 @@ def _patch() -> None:
                     result = _method(self, *args, **kwargs)
                     if store is not None:
                         for table_name, key in keys_of(self, args, kwargs):
-                            seq = store.record_item(self, table_name, key)
-                            if not _process_bound(key):  # in the journal all the same, in order; not waited for
-                                _note(seq)
+                            recorded(store, self, table_name, key)
                 return result
 
         call._orbital_serialized = True  # type: ignore[attr-defined]
