@@ -92,3 +92,38 @@ def test_moto_looks_up_a_response_class_actions_once(aws: None) -> None:
     client = boto3.client("dynamodb", region_name="us-east-1")
     client.put_item(TableName=TABLE, Item={"PK": {"S": "a"}, "SK": {"S": "b"}})
     assert client.get_item(TableName=TABLE, Key={"PK": {"S": "a"}, "SK": {"S": "b"}})["Item"]["PK"] == {"S": "a"}
+
+
+def test_an_index_query_by_a_string_lists_only_the_items_with_that_key(aws: None) -> None:
+    """The listing a query on an index by a string key starts from holds only the items whose index key is that
+    very string (not a number that prints the same, not an item without it): what matches is what moto gives."""
+    from moto.dynamodb.models import dynamodb_backends
+    from orbital.local import stack
+
+    client = boto3.client("dynamodb", region_name="us-east-1")
+    fast_queries()
+    wanted = [
+        {"PK": {"S": f"A#{i}"}, "SK": {"S": "x"}, "GSI1PK": {"S": "1"}, "GSI1SK": {"S": f"{9 - i}"}} for i in range(3)
+    ]
+    others = [
+        {"PK": {"S": "B#1"}, "SK": {"S": "x"}, "GSI1PK": {"N": "1"}, "GSI1SK": {"S": "0"}},
+        {"PK": {"S": "B#2"}, "SK": {"S": "x"}, "GSI1PK": {"S": "10"}, "GSI1SK": {"S": "0"}},
+        {"PK": {"S": "B#3"}, "SK": {"S": "x"}, "GSI1SK": {"S": "0"}},
+        {"PK": {"S": "1"}, "SK": {"S": "x"}},
+    ]
+    for item in wanted + others:
+        client.put_item(TableName=TABLE, Item=item)
+    got = query_all(
+        client, IndexName="GSI1", KeyConditionExpression="GSI1PK = :g", ExpressionAttributeValues={":g": {"S": "1"}}
+    )
+    assert got == sorted(wanted, key=lambda i: i["GSI1SK"]["S"])
+
+    from moto.dynamodb.models.dynamo_type import DynamoType
+
+    table = dynamodb_backends["123456789012"]["us-east-1"].get_table(TABLE)
+    stack._querying.scope = (table, "GSI1", DynamoType({"S": "1"}))
+    try:
+        listed = table.all_items()
+    finally:
+        stack._querying.scope = None
+    assert sorted(i.hash_key.value for i in listed) == ["A#0", "A#1", "A#2"]
