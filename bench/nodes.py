@@ -10,7 +10,7 @@ Prints, in one run:
   framing) and presigned mode, with real `orbital node` processes;
 - AWS API calls per tool.invoke + tool.result, counted at the boto3 client factory (local gateway cache on).
 
-    python bench/nodes.py [--calls 200] [--mb 20] [--against ../other-checkout]
+    python bench/nodes.py [--calls 200] [--mb 20] [--against ../other-checkout] [--rounds-only]
 """
 
 from __future__ import annotations
@@ -118,6 +118,40 @@ def rpc_round_trips(url: str, n: int) -> list[float]:
     return out
 
 
+def interleaved_round_trips(
+    url: str, tool: str, args: dict[str, Any], n: int, *, block: int = 50, cpu_of: list[int] | None = None
+) -> tuple[list[float], list[float], list[float]]:
+    """`config.get` and `tool.invoke` round trips in alternating blocks of `block` calls (n of each), so that a
+    change in the machine's load falls on both alike; each on its own client, as in `rpc_round_trips` and
+    `invoke_round_trips`. With `cpu_of` (pids), also the CPU seconds each of them spent during the tool.invoke
+    blocks. Returns (config.get samples, tool.invoke samples, CPU seconds per pid)."""
+    from orbital.client import GatewayClient
+
+    from bench.common import cpu_seconds
+
+    rpc: list[float] = []
+    invoke: list[float] = []
+    pids = cpu_of or []
+    spent = [0.0] * len(pids)
+    with GatewayClient(url) as rpc_client, GatewayClient(url) as invoke_client:
+        rpc_client.connect("client")
+        invoke_client.connect("client")
+        while len(invoke) < n:
+            size = min(block, n - len(invoke))
+            for _ in range(size):
+                start = time.perf_counter()
+                rpc_client.call("config.get", {"path": "model"})
+                rpc.append(time.perf_counter() - start)
+            before = [cpu_seconds(pid) for pid in pids]
+            for _ in range(size):
+                start = time.perf_counter()
+                invoke_client.call("tool.invoke", {"tool": tool, "args": args})
+                invoke.append(time.perf_counter() - start)
+            for i, pid in enumerate(pids):
+                spent[i] += cpu_seconds(pid) - before[i]
+    return rpc, invoke, spent
+
+
 def start_node(url: str, node_id: str, workspace: Path, *extra: str) -> subprocess.Popen[bytes]:
     from orbital.client import GatewayClient
 
@@ -175,9 +209,12 @@ def separate_processes(base: Path, n: int, against: Path | None = None) -> None:
     """`orbital dev` in its own process, as users run it: the state machines in its child process (the default)
     against in its own, and `orbital dev` of the checkout `against` if given, alternated twice; the gateway's CPU
     per tool.invoke read from /proc."""
-    from bench.common import children, cpu_seconds, start_gateway, stop
+    from bench.common import children, start_gateway, stop
 
-    print("\n`orbital dev` in its own process (instant node and client in this one), two rounds:")
+    print(
+        "\n`orbital dev` in its own process (instant node and clients in this one), two rounds; config.get and"
+        " tool.invoke in alternating blocks of 50:"
+    )
     print(
         f"{'state machines':<22}{'config.get p50/p99':>20}{'tool.invoke p50/p99':>21}"
         f"{'x config.get':>14}{'CPU/call':>16}"
@@ -195,13 +232,12 @@ def separate_processes(base: Path, n: int, against: Path | None = None) -> None:
                 node = InstantNode(url, "instant")
                 node.start()
                 invoke_round_trips(url, "instant__Echo", {"x": 1}, 30)
-                rpc = _stats(rpc_round_trips(url, n))
                 kids = children(proc.pid)
-                before = cpu_seconds(proc.pid), sum(cpu_seconds(k) for k in kids)
-                invoke = _stats(invoke_round_trips(url, "instant__Echo", {"x": 1}, n))
-                time.sleep(0.3)  # the last executions end
-                own = (cpu_seconds(proc.pid) - before[0]) / n * 1000
-                child = (sum(cpu_seconds(k) for k in kids) - before[1]) / n * 1000
+                rpc_samples, invoke_samples, spent = interleaved_round_trips(
+                    url, "instant__Echo", {"x": 1}, n, cpu_of=[proc.pid, *kids]
+                )
+                rpc, invoke = _stats(rpc_samples), _stats(invoke_samples)
+                own, child = spent[0] / n * 1000, sum(spent[1:]) / n * 1000
                 node.stop.set()
             finally:
                 stop(proc)
@@ -223,7 +259,16 @@ def main() -> None:
         metavar="DIR",
         help="another checkout whose `orbital dev` is measured beside this one's (in its own process)",
     )
+    parser.add_argument(
+        "--rounds-only",
+        action="store_true",
+        help="only the rounds against `orbital dev` in its own process (the tool.invoke target's figures)",
+    )
     args = parser.parse_args()
+    if args.rounds_only:
+        with tempfile.TemporaryDirectory() as tmp:
+            separate_processes(Path(tmp), args.calls, args.against)
+        return
 
     from orbital.aws import clients
     from orbital.client import GatewayClient
