@@ -199,6 +199,9 @@ SCRIPT: list[tuple[str, dict[str, Any], str]] = [
         },
         "moto",
     ),
+    # empty maps of placeholders
+    ("put_item", {"Item": _call("e1"), "ConditionExpression": NEW, "ExpressionAttributeNames": {}}, "plain"),
+    ("update_item", {"Key": _key("e1"), **CLAIM, "ExpressionAttributeValues": {}}, "moto"),
     # the claim once more, after moto's way changed nothing of it
     ("update_item", {"Key": _key("c3"), **CLAIM, "ReturnValues": "ALL_OLD"}, "plain"),
 ]

@@ -42,7 +42,6 @@ PLAIN_NUMBER = re.compile(r"-?[0-9]{1,38}(\.[0-9]{1,38})?")
 MAX_ITEM_BYTES = 400_000  # DynamoDB's limit; moto's own check sits a little above it, so bigger items go to moto
 HASH_KEY_MAX_BYTES = 2048
 RANGE_KEY_MAX_BYTES = 1024
-SCALARS = frozenset({"S", "N", "BOOL", "NULL"})
 
 
 class _Shape:
