@@ -140,6 +140,37 @@ def test_inline_methods_run_on_the_event_loop_and_the_rest_in_threads() -> None:
     assert threads["config.set"].startswith("orbital-handler")
 
 
+def test_inline_frames_keep_their_place_behind_a_frame_still_handled() -> None:
+    """An inline frame is handled by the task that read it only when nothing of its socket's is queued or being
+    handled: behind a slow frame on a handler thread it waits its turn, and the answers keep the frames' order."""
+    release = threading.Event()
+    seen: list[str] = []
+
+    def handler(function: str, event: dict[str, Any]) -> Any:
+        if function != "frame":
+            return {"statusCode": 200}
+        body = json.loads(event["body"])
+        if body["method"] == "config.set":
+            release.wait(30)
+        seen.append(body["id"])
+        return {"statusCode": 200, "body": json.dumps({"type": "res", "id": body["id"]})}
+
+    routes = {**ROUTES, "req": {"function": "frame", "two_way": True}}
+    with serving(Bridge(handler, routes, inline_methods=frozenset({"config.get"}))) as (url, _):
+        with connect(url, open_timeout=10) as ws:
+            ws.send(json.dumps({"type": "req", "id": "slow", "method": "config.set"}))
+            for i in range(3):
+                ws.send(json.dumps({"type": "req", "id": str(i), "method": "config.get"}))
+            assert ws.ping().wait(5)  # all four read
+            assert seen == []
+            release.set()
+            assert [json.loads(ws.recv(timeout=10))["id"] for _ in range(4)] == ["slow", "0", "1", "2"]
+            for i in range(3, 6):  # alone again: handled as they are read, answered in order
+                ws.send(json.dumps({"type": "req", "id": str(i), "method": "config.get"}))
+            assert [json.loads(ws.recv(timeout=10))["id"] for _ in range(3)] == ["3", "4", "5"]
+    assert seen == ["slow", "0", "1", "2", "3", "4", "5"]
+
+
 @pytest.mark.parametrize("eager", [True, False], ids=["eager-writes", "queued-writes"])
 def test_posts_and_closes_on_the_event_loop_go_out_in_order(eager: bool) -> None:
     """A handler run on the loop posts through the management API: answered at once (410 for a socket unknown or

@@ -14,7 +14,9 @@
   (`MethodSpec.inline`: `config.get`, `tools.list`, ...) and, when the gateway's AWS calls and management API are
   answered in process, methods that only read, write and post (`MethodSpec.quick`: `tool.invoke`, `tool.result`)
   run on the event loop, saving the hop to a thread (and, for a post, the hop back), which costs more than such a
-  method itself. A post made there is accepted at once and written in turn.
+  method itself. A post made there is accepted at once and written in turn. Such a frame is handled by the task
+  that read it when nothing of its socket's is queued or being handled (no hand-off to the socket's ordered task),
+  else it takes its place in the queue.
 - What goes out on a socket (a route's reply, a post, a close) is written in the order it was sent: while one write
   is under way the others queue behind it.
 - Routes with a route response send the handler's `body` back on the socket, like API Gateway's two-way routes.
@@ -110,6 +112,8 @@ class _Socket:
     outbox: collections.deque[str | bytes | _Close] = field(default_factory=collections.deque)
     """What waits to be written while another write is under way (see `Bridge._send`)."""
     sending: bool = False
+    handling: bool = False
+    """The socket's ordered task is handling one of its frames (see `Bridge._in_order`)."""
 
 
 class Bridge:
@@ -215,16 +219,22 @@ class Bridge:
         if route is None:
             return None
         if inline:  # a method that answers from what the gateway holds: no hop to a thread (see Bridge)
-            try:
-                return self.invoke(route["function"], event)
-            except Exception:
-                log.exception("handler for %s failed", route_key)
-                return {"statusCode": 500}
+            return self._invoke_now(route_key, event)
         try:
             if self._pool is None:
                 self._pool = concurrent.futures.ThreadPoolExecutor(self.workers, thread_name_prefix="orbital-handler")
             # a plain executor: about a third cheaper a hop than anyio's worker threads, the same bounded pool
             return await asyncio.get_running_loop().run_in_executor(self._pool, self.invoke, route["function"], event)
+        except Exception:
+            log.exception("handler for %s failed", route_key)
+            return {"statusCode": 500}
+
+    def _invoke_now(self, route_key: str, event: dict[str, Any]) -> Any:
+        route = self.routes.get(route_key)
+        if route is None:
+            return None
+        try:
+            return self.invoke(route["function"], event)
         except Exception:
             log.exception("handler for %s failed", route_key)
             return {"statusCode": 500}
@@ -301,6 +311,8 @@ class Bridge:
                     task = asyncio.create_task(self._frame(sock, route, event, inline))
                     in_flight.add(task)
                     task.add_done_callback(in_flight.discard)
+                elif inline and not sock.handling and ordered.empty() and self.frame_jitter_ms <= 0:
+                    self._frame_now(sock, route, event)  # nothing of this socket's is before it
                 else:
                     await ordered.put((route, event, inline))
         except WebSocketDisconnect:
@@ -317,7 +329,20 @@ class Bridge:
     async def _in_order(self, sock: _Socket, frames: asyncio.Queue[tuple[str, dict[str, Any], bool] | None]) -> None:
         """Handle a socket's ordered frames one after the other until the end marker."""
         while (item := await frames.get()) is not None:
-            await self._frame(sock, *item)
+            sock.handling = True
+            try:
+                await self._frame(sock, *item)
+            finally:
+                sock.handling = False
+
+    def _frame_now(self, sock: _Socket, route: str, event: dict[str, Any]) -> None:
+        """An `inline` frame handled by the task that read it, when none of the socket's frames is queued or being
+        handled: no hand-off to the socket's ordered task (a turn of the event loop). The reply is queued, not
+        waited for, so the socket is read on at once whatever its writes wait for."""
+        result = self._invoke_now(route, event)
+        two_way = self.routes.get(route, {}).get("two_way")
+        if two_way and isinstance(result, dict) and result.get("body") and not sock.closed:
+            self._send_soon(sock, result["body"])
 
     async def _frame(self, sock: _Socket, route: str, event: dict[str, Any], inline: bool = False) -> None:
         if self.frame_jitter_ms > 0:
