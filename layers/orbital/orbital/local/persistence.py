@@ -637,7 +637,8 @@ def whole_operation() -> Iterator[Persistence | None]:
     renders it, writes it and renders the answer in separate steps, each serialized on its own (`make_moto_atomic`),
     so another thread's write can change the item between them (a copy then fails with "dictionary changed size
     during iteration", or the answer mixes two states). Hold the table's lock across the whole operation; what it
-    journaled is waited for after the lock is released, so a wait for the disk does not hold up other operations."""
+    journaled is waited for after the lock is released, so a wait for the disk does not hold up other operations.
+    Yields the store to record in (None when nothing records), for writes made here directly (`moto_items`)."""
     from orbital.local.stack import MOTO_LOCKS
 
     with _changes() as store, MOTO_LOCKS["dynamodb"]:
