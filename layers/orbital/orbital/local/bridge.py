@@ -215,11 +215,11 @@ class Bridge:
         return context
 
     async def _call(self, route_key: str, event: dict[str, Any], *, inline: bool = False) -> Any:
+        if inline:  # a method that answers from what the gateway holds: no hop to a thread (see Bridge)
+            return self._invoke_now(route_key, event)
         route = self.routes.get(route_key)
         if route is None:
             return None
-        if inline:  # a method that answers from what the gateway holds: no hop to a thread (see Bridge)
-            return self._invoke_now(route_key, event)
         try:
             if self._pool is None:
                 self._pool = concurrent.futures.ThreadPoolExecutor(self.workers, thread_name_prefix="orbital-handler")
