@@ -194,8 +194,15 @@ def _plain_first(
         return run
     from moto.dynamodb.models import dynamodb_backends
 
+    def backend() -> Any:
+        # moto's mappings make their entries on first use, under a lock, on every lookup: once they exist (from the
+        # second call on) the plain dictionaries hold them
+        regions = dict.get(dynamodb_backends, account)
+        found = dict.get(regions, region) if regions is not None else None
+        return found if found is not None else dynamodb_backends[account][region]
+
     def first(method: str, params: dict[str, Any]) -> Any:
-        answer = plain(dynamodb_backends[account][region], params)
+        answer = plain(backend(), params)
         return answer if answer is not None else run(method, params)
 
     return first

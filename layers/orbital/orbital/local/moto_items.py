@@ -121,31 +121,79 @@ def _placeholders(params: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any
         return None
     if "ExpressionAttributeValues" in params and not values:
         return None
-    if not all(isinstance(k, str) and k.startswith(":") and _plain_value(v) for k, v in values.items()):
-        return None
+    for placeholder, value in values.items():
+        if not (isinstance(placeholder, str) and placeholder.startswith(":") and _plain_value(value)):
+            return None
     return names, values
 
 
-def _condition(params: dict[str, Any], names: dict[str, Any], values: dict[str, Any]) -> tuple[Any, Any] | None:
-    """moto's parsed condition and its parser, or None when moto would refuse the text."""
+_conditions: dict[tuple[Any, ...], tuple[Any, tuple[str, ...], tuple[str, ...]]] = {}
+CONDITIONS_KEPT = 1024
+
+
+def _condition(
+    params: dict[str, Any], names: dict[str, Any], values: dict[str, Any]
+) -> tuple[Any, tuple[str, ...], tuple[str, ...]] | None:
+    """moto's parsed condition and the name and value placeholders its parser found, or None when moto would refuse
+    the text. The same text, names and (plain) values give the same tree, and evaluating it changes nothing: each
+    combination is parsed once (for the first `CONDITIONS_KEPT`; then the cache starts again)."""
     from moto.dynamodb.comparisons import create_condition_expression_parser
 
     text = params.get("ConditionExpression")
     if text is not None and not isinstance(text, str):
         return None
+    mark = (text, repr(names), repr(values))  # the values are plain: their text tells them apart
+    known = _conditions.get(mark)
+    if known is not None:
+        return known
     parser = create_condition_expression_parser(text, names, values)
     try:
-        return parser.parse(), parser
+        parsed = parser.parse(), tuple(parser.expr_attr_names_found), tuple(parser.expr_attr_values_found)
     except Exception:
         return None
+    if len(_conditions) >= CONDITIONS_KEPT:
+        _conditions.clear()
+    _conditions[mark] = parsed
+    return parsed
+
+
+def _typed_item(shape: _Shape, item: dict[str, Any]) -> dict[str, Any] | None:
+    """The item's attributes as moto's `DynamoType`s, or None unless every attribute is plain (keys as
+    `_plain_key_value` says) and the item is within `MAX_ITEM_BYTES` as moto counts it. A plain value's type is its
+    one key and its value that key's content, which is all `DynamoType(value)` sets for one; its size is counted
+    only when a bound of it (four bytes a character) could pass the limit."""
+    from moto.dynamodb.models.dynamo_type import DynamoType
+    from moto.dynamodb.models.utilities import bytesize
+
+    new = object.__new__
+    key_attrs = shape.key_attrs
+    attrs: dict[str, Any] = {}
+    bound = 0
+    for name, value in item.items():
+        if not isinstance(name, str) or not name:
+            return None
+        if name in key_attrs:
+            if not _plain_key_value(shape, name, value):
+                return None
+        elif not _plain_value(value):
+            return None
+        ((type_, content),) = value.items()
+        typed = new(DynamoType)
+        typed.type = type_
+        typed.value = content
+        attrs[name] = typed
+        bound += len(name) + (len(content) if type_ == "S" or type_ == "N" else 1)
+    if 4 * bound > MAX_ITEM_BYTES and sum(bytesize(n) + v.size() for n, v in attrs.items()) > MAX_ITEM_BYTES:
+        return None
+    return attrs
 
 
 def put_item(backend: Any, params: dict[str, Any]) -> dict[str, Any] | None:
     """Answer a plain `PutItem` as moto's handler would, or None (nothing done) for moto's handler to answer."""
     from moto.dynamodb.exceptions import ConditionalCheckFailed
-    from moto.dynamodb.models.dynamo_type import DynamoType, Item, LimitedSizeDict
-    from moto.dynamodb.models.utilities import bytesize
+    from moto.dynamodb.models.dynamo_type import Item, LimitedSizeDict
 
+    from orbital.local import moto_updates
     from orbital.local.persistence import recorded_put, whole_operation
 
     if not PUT_PARAMETERS.issuperset(params):
@@ -160,28 +208,16 @@ def put_item(backend: Any, params: dict[str, Any]) -> dict[str, Any] | None:
     shape = _shape(table)
     if shape.hash_attr not in item or (shape.range_attr is not None and shape.range_attr not in item):
         return None
-    attrs = {}
-    size = 0
-    for name, value in item.items():
-        if not isinstance(name, str) or not name:
-            return None
-        if name in shape.key_attrs:
-            if not _plain_key_value(shape, name, value):
-                return None
-        elif not _plain_value(value):
-            return None
-        typed = DynamoType(value)
-        attrs[name] = typed
-        size += bytesize(name) + typed.size()
-    if size > MAX_ITEM_BYTES:
+    attrs = _typed_item(shape, item)
+    if attrs is None:
         return None
     maps = _placeholders(params)
     parsed = _condition(params, *maps) if maps is not None else None
     if maps is None or parsed is None:
         return None
     names = maps[0]
-    condition, parser = parsed
-    if any(name not in parser.expr_attr_names_found for name in names):
+    condition, names_found, _ = parsed
+    if any(name not in names_found for name in names):
         return None
     hash_value = attrs[shape.hash_attr]
     range_value = attrs[shape.range_attr] if shape.range_attr is not None else None
@@ -194,7 +230,7 @@ def put_item(backend: Any, params: dict[str, Any]) -> dict[str, Any] | None:
     if shape.range_attr is not None:
         key[shape.range_attr] = item[shape.range_attr]
     with whole_operation() as store:
-        current = table.get_item(hash_value, range_value)
+        current = moto_updates.stored_item(table, hash_value, range_value)
         if params.get("ConditionExpression") and not condition.expr(current):
             raise ConditionalCheckFailed
         if range_value is not None:
@@ -224,8 +260,11 @@ def update_item(backend: Any, params: dict[str, Any]) -> dict[str, Any] | None:
     if table is None or not isinstance(key, dict) or not isinstance(expression, str):
         return None
     shape = _shape(table)
-    if set(key) != shape.table_keys or not all(_plain_key_value(shape, n, v) for n, v in key.items()):
+    if len(key) != len(shape.table_keys) or not shape.table_keys.issuperset(key):
         return None
+    for name, value in key.items():
+        if not _plain_key_value(shape, name, value):
+            return None
     if expression != expression.strip():
         return None
     plan = moto_updates.plan_for(expression)
@@ -236,20 +275,20 @@ def update_item(backend: Any, params: dict[str, Any]) -> dict[str, Any] | None:
     if maps is None or parsed is None:
         return None
     names, values = maps
-    condition, parser = parsed
+    condition, names_found, values_found = parsed
     names_used = {written for _, (how, written), _ in plan if how == "#"}
-    names_used.update(parser.expr_attr_names_found)
+    names_used.update(names_found)
     values_used = {placeholder for _, _, placeholder in plan if placeholder is not None}
-    values_used.update(parser.expr_attr_values_found)
+    values_used.update(values_found)
     if not names_used.issuperset(names) or not values_used.issuperset(values):
         return None
-    plain = moto_updates.prepare(backend, table.name, key, expression, names, values)
+    plain = moto_updates.prepare(backend, table.name, key, expression, names, values, table=table)
     if plain is None:
         return None
     with whole_operation() as store:
-        current = plain.table.get_item(plain.hash_value, plain.range_value)
+        current = moto_updates.stored_item(table, plain.hash_value, plain.range_value)
         old = current.to_json()["Attributes"] if return_values == "ALL_OLD" and current is not None else None
-        item = moto_updates.apply(plain, lambda: condition, None)
+        item = moto_updates.apply(plain, lambda: condition, None, current)
         if item is None:
             return None
         new = item.to_json()["Attributes"]

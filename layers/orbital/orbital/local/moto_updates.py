@@ -20,7 +20,7 @@ a number, the legacy `Expected` or `AttributeUpdates` parameters, a table with a
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -133,13 +133,18 @@ def plan_of(expression: str) -> list[Action] | None:
     return actions or None
 
 
-def _size_bound(name: str, value: Any, bytesize: Callable[[str], int]) -> int:
-    """At least what moto counts for one attribute: a string's characters are at most 4 bytes each in UTF-8."""
-    if value.type in ("S", "N") and isinstance(value.value, str):
-        return 4 * (len(name) + len(value.value))
-    if value.type in ("BOOL", "NULL"):
-        return 4 * len(name) + 1
-    return int(bytesize(name) + value.size())
+def _size_bound(pairs: Iterable[tuple[str, Any]], bytesize: Callable[[str], int]) -> int:
+    """At least what moto counts for these attributes: a string's characters are at most 4 bytes each in UTF-8."""
+    bound = 0
+    for name, value in pairs:
+        kind = value.type
+        if (kind == "S" or kind == "N") and isinstance(value.value, str):
+            bound += 4 * (len(name) + len(value.value))
+        elif kind == "BOOL" or kind == "NULL":
+            bound += 4 * len(name) + 1
+        else:
+            bound += int(bytesize(name) + value.size())
+    return bound
 
 
 def _set_at_once(attrs: Any, actions: list[Any], dynamo_type: Any) -> bool:
@@ -153,8 +158,8 @@ def _set_at_once(attrs: Any, actions: list[Any], dynamo_type: Any) -> bool:
         return False
     try:
         staged = [(name, dynamo_type(raw) if kind == "set" else None) for kind, name, raw in actions]
-        bound = sum(_size_bound(k, v, bytesize) for k, v in attrs.items())
-        bound += sum(_size_bound(name, value, bytesize) for name, value in staged if value is not None)
+        bound = _size_bound(attrs.items(), bytesize)
+        bound += _size_bound(((name, value) for name, value in staged if value is not None), bytesize)
     except Exception:
         return False
     if bound > SIZE_BOUND:
@@ -179,7 +184,8 @@ def _passes_text_checks(expression: str, names: dict[str, str], table: Any) -> b
         UpdateHashRangeKeyValidator,
     )
 
-    mark = (expression, tuple(sorted(names.items())), tuple(table.table_key_attrs))
+    key_attrs = _key_facts(table)[2]
+    mark = (expression, tuple(names.items()), key_attrs)
     if mark in _checked:
         return True
     tree = UpdateExpressionParser.make(expression)
@@ -187,7 +193,7 @@ def _passes_text_checks(expression: str, names: dict[str, str], table: Any) -> b
         for check in (
             ActionCountValidator(),
             OverlappingPathsValidator(names),
-            UpdateHashRangeKeyValidator(table.table_key_attrs, names),
+            UpdateHashRangeKeyValidator(list(key_attrs), names),
         ):
             tree = check.traverse(tree)
     except Exception:
@@ -197,10 +203,27 @@ def _passes_text_checks(expression: str, names: dict[str, str], table: Any) -> b
     return True
 
 
+_facts: dict[int, tuple[Any, dict[str, str], frozenset[str], tuple[str, ...]]] = {}
+
+
+def _key_facts(table: Any) -> tuple[dict[str, str], frozenset[str], tuple[str, ...]]:
+    """The declared type of each key attribute of `table`, the names of its index keys and its own key attributes
+    (moto lists them anew on every call), worked out once per table object."""
+    known = _facts.get(id(table))
+    if known is not None and known[0] is table:
+        return known[1], known[2], known[3]
+    key_types = {d["AttributeName"]: d["AttributeType"] for d in table.attr}
+    index_keys = frozenset(table.attribute_keys)
+    key_attrs = tuple(table.table_key_attrs)
+    if len(_facts) >= PLANS_KEPT:
+        _facts.clear()
+    _facts[id(table)] = (table, key_types, index_keys, key_attrs)
+    return key_types, index_keys, key_attrs
+
+
 def _resolved(plan: list[Action], names: dict[str, str], values: dict[str, Any], table: Any) -> list[Any] | None:
     """The plan with names and values filled in, or None where moto has something to say about them."""
-    key_types = {d["AttributeName"]: d["AttributeType"] for d in table.attr}
-    index_keys = table.attribute_keys
+    key_types, index_keys, _ = _key_facts(table)
     out: list[Any] = []
     for kind, (how, written), placeholder in plan:
         name = names.get(written) if how == "#" else written
@@ -224,6 +247,20 @@ def _resolved(plan: list[Action], names: dict[str, str], values: dict[str, Any],
     return out
 
 
+_UNREAD: Any = object()
+
+
+def stored_item(table: Any, hash_value: Any, range_value: Any) -> Any:
+    """moto's `Table.get_item` for a whole item (no projection): the item stored at the key, or None; read from its
+    partitions without adding an empty one for a key that has none."""
+    if table.range_key_attr is None:
+        return table.items.get(hash_value)
+    if range_value is None:
+        return table.get_item(hash_value, range_value)  # moto's error for a key without its range part
+    part = table.items.get(hash_value)
+    return part.get(range_value) if part is not None else None
+
+
 @dataclass
 class Plain:
     """A plain update of one item, its names and values filled in, ready to `apply`."""
@@ -235,16 +272,25 @@ class Plain:
 
 
 def prepare(
-    backend: Any, table_name: str, key: dict[str, Any], expression: str, names: dict[str, Any], values: dict[str, Any]
+    backend: Any,
+    table_name: str,
+    key: dict[str, Any],
+    expression: str,
+    names: dict[str, Any],
+    values: dict[str, Any],
+    *,
+    table: Any = None,
 ) -> Plain | None:
     """The plain update `expression` makes of the item at `key`, or None (nothing read or changed) where moto's own
-    `update_item` must answer. Raises moto's error for a table that does not exist."""
+    `update_item` must answer. Raises moto's error for a table that does not exist. `table`: moto's table of that
+    name, if the caller has it already."""
     from moto.dynamodb.models.dynamo_type import DynamoType
 
     plan = plan_for(expression) if expression else None
     if plan is None:
         return None
-    table = backend.get_table(table_name)
+    if table is None:
+        table = backend.get_table(table_name)
     if table.stream_shard is not None:
         return None
     hash_attr, range_attr = table.hash_key_attr, table.range_key_attr
@@ -257,15 +303,21 @@ def prepare(
     return Plain(table, DynamoType(key[hash_attr]), range_value, actions)
 
 
-def apply(plain: Plain, condition: Callable[[], Any], return_values_on_condition_check_failure: str | None) -> Any:
+def apply(
+    plain: Plain,
+    condition: Callable[[], Any],
+    return_values_on_condition_check_failure: str | None,
+    stored: Any = _UNREAD,
+) -> Any:
     """Apply a prepared update to the stored item (creating it if absent) if `condition()` (moto's parsed condition)
     holds for it, and return the item; None (nothing changed) where moto's own `update_item` must answer. Raises
-    moto's `ConditionalCheckFailed`, or its size error after the actions before the one too large, as moto does."""
+    moto's `ConditionalCheckFailed`, or its size error after the actions before the one too large, as moto does.
+    `stored` is the item as the caller just read it under the table's lock (None: there is none), if it did."""
     from moto.dynamodb.exceptions import ConditionalCheckFailed, ItemSizeTooLarge, ItemSizeToUpdateTooLarge
     from moto.dynamodb.models.dynamo_type import DynamoType
 
     table, hash_value, range_value, actions = plain.table, plain.hash_value, plain.range_value, plain.actions
-    item = table.get_item(hash_value, range_value)
+    item = stored_item(table, hash_value, range_value) if stored is _UNREAD else stored
     if item is not None:
         for kind, name, _ in actions:
             current = item.attrs.get(name) if kind == "add" else None

@@ -631,18 +631,45 @@ def _changes() -> Iterator[Persistence | None]:
                 store.journal.wait(seq)
 
 
-@contextlib.contextmanager
-def whole_operation() -> Iterator[Persistence | None]:
+class _WholeOperation:
+    """`whole_operation`'s context: `_changes()` around the table's lock, as a class (a generator-based context
+    manager costs more than the dictionary write it would wrap)."""
+
+    __slots__ = ("_depth", "_lock")
+
+    def __enter__(self) -> Persistence | None:
+        from orbital.local.stack import MOTO_LOCKS
+
+        self._lock = MOTO_LOCKS["dynamodb"]
+        self._depth = depth = getattr(_local, "depth", 0)
+        _local.depth = depth + 1
+        try:
+            self._lock.acquire()
+        except BaseException:
+            _local.depth = depth
+            raise
+        return _current if _current is not None and _current.recording else None
+
+    def __exit__(self, *_: object) -> None:
+        self._lock.release()
+        depth = self._depth
+        _local.depth = depth
+        if depth == 0:  # the outermost write waits for what it recorded (as `_changes` does)
+            seq = getattr(_local, "seq", 0)
+            _local.seq = 0
+            store = _current
+            if seq and store is not None and store.journal is not None:
+                store.journal.wait(seq)
+
+
+def whole_operation() -> contextlib.AbstractContextManager[Persistence | None]:
     """One DynamoDB operation of moto's response handler, atomic as on AWS. The handler reads an item, copies or
     renders it, writes it and renders the answer in separate steps, each serialized on its own (`make_moto_atomic`),
     so another thread's write can change the item between them (a copy then fails with "dictionary changed size
     during iteration", or the answer mixes two states). Hold the table's lock across the whole operation; what it
     journaled is waited for after the lock is released, so a wait for the disk does not hold up other operations.
     Yields the store to record in (None when nothing records), for writes made here directly (`moto_items`)."""
-    from orbital.local.stack import MOTO_LOCKS
-
-    with _changes() as store, MOTO_LOCKS["dynamodb"]:
-        yield store
+    return _WholeOperation()
 
 
 def recorded_put(store: Persistence, table_name: str, key: dict[str, Any], attributes: dict[str, Any]) -> None:
