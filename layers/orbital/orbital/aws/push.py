@@ -20,6 +20,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("orbital.push")
 
+_compact_json = json.JSONEncoder(separators=(",", ":")).encode
+"""`json.dumps(frame, separators=(",", ":"))` without building an encoder for every frame (non-ASCII escaped, so
+any string, a lone surrogate too, encodes)."""
+
 CLOSING_EVENT = "connection.closing"
 """Sent right before the gateway closes a socket, with the close code and reason the close itself cannot carry."""
 
@@ -45,7 +49,7 @@ class ManagementApiSender:
         return self._client
 
     def post(self, connection_id: str, frame: dict[str, Any] | bytes) -> bool:
-        data = frame if isinstance(frame, bytes) else json.dumps(frame, separators=(",", ":")).encode()
+        data = frame if isinstance(frame, bytes) else _compact_json(frame).encode()
         try:
             self.client.post_to_connection(ConnectionId=connection_id, Data=data)
         except self.client.exceptions.GoneException:

@@ -40,6 +40,10 @@ class Record:
     ttl: int | None = None
 
 
+_compact_json = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+"""`json.dumps(value, separators=(",", ":"), ensure_ascii=False)` without building an encoder for every item."""
+
+
 def _to_attr(value: Any) -> dict[str, Any]:
     if isinstance(value, bool):
         return {"BOOL": value}
@@ -87,7 +91,7 @@ class Table:
         item: dict[str, Any] = {
             "PK": {"S": pk},
             "SK": {"S": sk},
-            "d": {"S": json.dumps(data, separators=(",", ":"), ensure_ascii=False)},
+            "d": {"S": _compact_json(data)},
         }
         if ttl is not None:
             item["ttl"] = {"N": str(int(ttl))}
