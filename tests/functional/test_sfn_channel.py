@@ -58,6 +58,8 @@ def test_after_reply_work_runs_once_the_answer_is_sent(pair: tuple[Connection, C
     assert client.request("plain", 1) == {"plain": 1}
     server.close()
     client.close()
+    # each reading thread saw its socket end before its descriptor was closed (a number that can go to the next)
+    assert server.closed.is_set() and client.closed.is_set()
 
 
 def test_inline_requests_are_answered_on_the_reading_thread(pair: tuple[Connection, Connection]) -> None:
@@ -76,6 +78,7 @@ def test_inline_requests_are_answered_on_the_reading_thread(pair: tuple[Connecti
     assert threads == {"quick": "orbital-test-reader", "slow": "orbital-test-pool"}
     server.close()
     client.close()
+    assert server.closed.is_set() and client.closed.is_set()
 
 
 PASS = json.dumps({"StartAt": "P", "States": {"P": {"Type": "Pass", "Result": {"ok": 1}, "End": True}}})

@@ -80,6 +80,10 @@ class AfterReply:
         self.value, self.after = value, after
 
 
+READER_JOIN_TIMEOUT = 5.0
+"""How long `Channel.close` waits for its reading thread to finish the request it may be answering."""
+
+
 class Channel:
     """Requests both ways over one connection. `serve(kind, payload)` answers the other side's requests (in the
     thread `run` gives it, or on the reading thread itself for the requests `inline` picks: those must never wait
@@ -129,6 +133,20 @@ class Channel:
         return slot.value
 
     def close(self) -> None:
+        """Close the connection. Its socket is shut down first, so the reading thread sees its end, and the
+        descriptor is closed once that thread is done with it: closed under a thread about to read, its number could
+        go to the next descriptor opened, which that thread would then read from."""
+        with contextlib.suppress(OSError, ValueError):  # closed already, or not a socket
+            copy = os.dup(self._conn.fileno())
+            try:
+                end = socket.socket(fileno=copy)
+            except OSError:
+                os.close(copy)
+                raise
+            with end:
+                end.shutdown(socket.SHUT_RDWR)
+        if threading.current_thread() is not self._reader:
+            self._reader.join(READER_JOIN_TIMEOUT)
         with contextlib.suppress(OSError):
             self._conn.close()
 
