@@ -601,6 +601,41 @@ def cache_conditions() -> None:
     ConditionExpressionParser.parse = parse  # type: ignore[method-assign]
 
 
+def plain_string_keys() -> None:
+    """moto hashes, compares and orders its typed values through `cast_value`, a property that asks the value five
+    questions (a number? a set? a list? a map? null?) before it hands back a string as it is: about 1 us a hash and
+    2 an equality, and every read or write of an item hashes and compares its keys in the table's dictionaries
+    several times (a third of a pending call's `PutItem`). For strings (the table's keys) the answer is the string:
+    hash, compare and order two of them directly, with the same results; every other type goes to moto's own
+    methods. Idempotent."""
+    from moto.dynamodb.models.dynamo_type import DynamoType
+
+    original_hash, original_eq, original_lt = DynamoType.__hash__, DynamoType.__eq__, DynamoType.__lt__
+    if getattr(original_hash, "_orbital_plain", False):
+        return
+
+    def __hash__(self: Any) -> int:
+        return hash(("S", self.value)) if self.type == "S" else original_hash(self)
+
+    def __eq__(self: Any, other: Any) -> bool:
+        if self.type != "S":
+            return original_eq(self, other)
+        return other.type == "S" and self.value == other.value
+
+    def __lt__(self: Any, other: Any) -> bool:
+        if self.type == "S" and other.type == "S":
+            return bool(self.value < other.value)
+        return original_lt(self, other)
+
+    __hash__._orbital_plain = True  # type: ignore[attr-defined]
+    __hash__._orbital_original = original_hash  # type: ignore[attr-defined]
+    __eq__._orbital_original = original_eq  # type: ignore[attr-defined]
+    __lt__._orbital_original = original_lt  # type: ignore[attr-defined]
+    DynamoType.__hash__ = __hash__  # type: ignore[method-assign]
+    DynamoType.__eq__ = __eq__  # type: ignore[method-assign]
+    DynamoType.__lt__ = __lt__  # type: ignore[method-assign]
+
+
 def skip_batch_models() -> None:
     """moto's Step Functions interpreter imports `moto.batch.utils` (for its Batch integration), and importing that
     runs `moto.batch`'s `__init__`, which loads the Batch, EC2 and ECS models: about 0.9 s, half of the local stack's
@@ -940,6 +975,7 @@ class MotoStack:
         fast_queries()
         cache_update_expressions()
         cache_conditions()
+        plain_string_keys()
         cache_action_lookup()
 
     def _create_resources(self) -> None:
