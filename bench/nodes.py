@@ -10,7 +10,7 @@ Prints, in one run:
   framing) and presigned mode, with real `orbital node` processes;
 - AWS API calls per tool.invoke + tool.result, counted at the boto3 client factory (local gateway cache on).
 
-    python bench/nodes.py [--calls 200] [--mb 20] [--against ../other-checkout] [--rounds-only]
+    python bench/nodes.py [--calls 200] [--mb 20] [--against ../other-checkout] [--rounds 2] [--rounds-only]
 """
 
 from __future__ import annotations
@@ -205,14 +205,15 @@ def variant_rows(label: str, data_dir: Path, n: int, **options: Any) -> list[tup
         gateway.stop()
 
 
-def separate_processes(base: Path, n: int, against: Path | None = None) -> None:
+def separate_processes(base: Path, n: int, against: Path | None = None, rounds: int = 2) -> None:
     """`orbital dev` in its own process, as users run it: the state machines in its child process (the default)
-    against in its own, and `orbital dev` of the checkout `against` if given, alternated twice; the gateway's CPU
-    per tool.invoke read from /proc."""
+    against in its own, and `orbital dev` of the checkout `against` if given, alternated `rounds` times; the
+    gateway's CPU per tool.invoke read from /proc. Ends with each way's p50 ratios, round by round (the machine's
+    load changes between rounds: compare the ways within a round)."""
     from bench.common import children, start_gateway, stop
 
     print(
-        "\n`orbital dev` in its own process (instant node and clients in this one), two rounds; config.get and"
+        f"\n`orbital dev` in its own process (instant node and clients in this one), {rounds} rounds; config.get and"
         " tool.invoke in alternating blocks of 50:"
     )
     print(
@@ -225,7 +226,8 @@ def separate_processes(base: Path, n: int, against: Path | None = None) -> None:
     ]
     if against is not None:
         ways.append((f"checkout {against.name}", (), against))
-    for round_ in range(2):
+    ratios: dict[str, list[float]] = {label: [] for label, _, _ in ways}
+    for round_ in range(rounds):
         for way, (label, extra, source) in enumerate(ways):
             proc, url = start_gateway(base / f"sep-{round_}-{way}", *extra, source=source)
             try:
@@ -241,11 +243,15 @@ def separate_processes(base: Path, n: int, against: Path | None = None) -> None:
                 node.stop.set()
             finally:
                 stop(proc)
+            ratios[label].append(invoke["p50"] / rpc["p50"])
             cpu = f"{own:.1f}" + (f" + {child:.1f} ms" if kids else " ms")
             print(
                 f"{label:<22}{rpc['p50']:>10.2f} / {rpc['p99']:<7.2f}{invoke['p50']:>10.2f} / {invoke['p99']:<8.2f}"
                 f"{invoke['p50'] / rpc['p50']:>6.1f} / {invoke['p99'] / rpc['p99']:<5.1f}{cpu:>16}"
             )
+    print("tool.invoke / config.get at p50, round by round:")
+    for label, values in ratios.items():
+        print(f"  {label:<22}" + " ".join(f"{v:5.2f}" for v in values) + f"   median {statistics.median(values):.2f}")
 
 
 def main() -> None:
@@ -259,6 +265,7 @@ def main() -> None:
         metavar="DIR",
         help="another checkout whose `orbital dev` is measured beside this one's (in its own process)",
     )
+    parser.add_argument("--rounds", type=int, default=2, help="rounds of `orbital dev` in its own process")
     parser.add_argument(
         "--rounds-only",
         action="store_true",
@@ -267,7 +274,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.rounds_only:
         with tempfile.TemporaryDirectory() as tmp:
-            separate_processes(Path(tmp), args.calls, args.against)
+            separate_processes(Path(tmp), args.calls, args.against, args.rounds)
         return
 
     from orbital.aws import clients
@@ -335,7 +342,7 @@ def main() -> None:
             )
             print("  " + ", ".join(f"{k.split('.', 1)[1]} {v / 10:.1f}" for k, v in sorted(counts.items())))
 
-            separate_processes(base, n, args.against)
+            separate_processes(base, n, args.against, args.rounds)
 
             size = args.mb * 1024 * 1024
             data = os.urandom(size)
