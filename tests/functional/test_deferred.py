@@ -74,17 +74,22 @@ def test_result_answers_the_client_and_the_timer_finds_the_call_answered(flows, 
     assert len(_responses(sender, client.connection_id)) == 1
 
 
-def test_calls_due_in_one_second_share_one_timer(flows, connect, sender, services):
+def test_calls_due_in_one_second_share_one_timer(flows, connect, sender, services, monkeypatch):
     """One execution per due second, not per call: it answers the calls still pending then, once each."""
     node = connect("node", "n1")
     client = connect("client", "c1")
-    _short_tool_timeout(client)
-    for n in range(6):
-        _invoke(client, "n1__Bash", {"command": f"sleep {n}"})
+    client.call("config.set", {"path": "timeouts.toolMs", "value": 3000})
+    # the six calls are made at one instant (their clock held), so they are due in the same second however long the
+    # machine takes to make them (up to the 3 s before that second begins)
+    instant = services.now_ms()
+    with monkeypatch.context() as held:
+        held.setattr(services, "now_ms", lambda: instant)
+        for n in range(6):
+            _invoke(client, "n1__Bash", {"command": f"sleep {n}"})
     calls = [e["payload"]["callId"] for e in _events(sender, node.connection_id, "tool.invoke")]
     timers = {deferred_execution_arn(flows, services, call_id) for call_id in calls}
     started = _sfn().list_executions(stateMachineArn=flows["DeferredCallStateMachine"])["executions"]
-    assert len(timers) <= 2 and {e["executionArn"] for e in started} == timers  # six calls, one or two seconds
+    assert len(timers) == 1 and {e["executionArn"] for e in started} == timers  # six calls, one second
     answered = calls[::2]
     for call_id in answered:
         assert node.call("tool.result", {"callId": call_id, "result": "r"}) == {"ok": True}
