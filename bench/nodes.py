@@ -49,54 +49,66 @@ def _stats(samples: list[float]) -> dict[str, float]:
 
 
 def echo_round_trips(url: str, n: int) -> list[float]:
-    from websockets.sync.client import connect
+    from bench.plain_ws import PlainConnection
 
     out = []
-    with connect(url) as ws:
+    conn = PlainConnection(url)
+    try:
         for i in range(n):
             start = time.perf_counter()
-            ws.send(json.dumps({"type": "req", "id": str(i), "method": "x"}))
-            ws.recv()
+            conn.send(json.dumps({"type": "req", "id": str(i), "method": "x"}))
+            conn.recv()
             out.append(time.perf_counter() - start)
+    finally:
+        conn.close()
     return out
 
 
 class InstantNode(threading.Thread):
-    """A node that answers every tool.invoke immediately (measures the gateway, not a tool)."""
+    """A node that answers every tool.invoke immediately, on the thread that reads its socket (measures the
+    gateway, not a tool or the benchmark's own threads)."""
 
     def __init__(self, url: str, node_id: str) -> None:
         super().__init__(daemon=True)
-        from orbital.client import GatewayClient
+        from bench.plain_ws import PlainRpc
 
-        self.client = GatewayClient(url)
-        self.client.connect(
+        self.rpc = PlainRpc(url)
+        self.rpc.connect(
             "node", node_id, tools=[{"name": "Echo", "inputSchema": {"type": "object"}}], nodeRuntime=RUNTIME
         )
+        self.rpc.conn.sock.settimeout(0.5)
         self.stop = threading.Event()
 
     def run(self) -> None:
-        while not self.stop.is_set():
-            try:
-                evt = self.client.next_event("tool.invoke", timeout=0.5)
-            except TimeoutError:
-                continue
-            except Exception:
-                return
-            payload = evt["payload"]
-            frame = {
-                "type": "req",
-                "id": "r" + payload["callId"],
-                "method": "tool.result",
-                "params": {"callId": payload["callId"], "result": payload["args"]},
-            }
-            self.client.send_raw(json.dumps(frame))
+        conn = self.rpc.conn
+        try:
+            while not self.stop.is_set():
+                try:
+                    frame = conn.recv_json()
+                except TimeoutError:
+                    continue
+                if frame.get("event") != "tool.invoke":
+                    continue  # the acknowledgements of its answers
+                payload = frame["payload"]
+                self.rpc.send(
+                    {
+                        "type": "req",
+                        "id": "r" + payload["callId"],
+                        "method": "tool.result",
+                        "params": {"callId": payload["callId"], "result": payload["args"]},
+                    }
+                )
+        except (OSError, ConnectionError):
+            return
+        finally:
+            conn.close()
 
 
 def invoke_round_trips(url: str, tool: str, args: dict[str, Any], n: int) -> list[float]:
-    from orbital.client import GatewayClient
+    from bench.plain_ws import PlainRpc
 
     out = []
-    with GatewayClient(url) as c:
+    with PlainRpc(url) as c:
         c.connect("client")
         for _ in range(n):
             start = time.perf_counter()
@@ -106,10 +118,10 @@ def invoke_round_trips(url: str, tool: str, args: dict[str, Any], n: int) -> lis
 
 
 def rpc_round_trips(url: str, n: int) -> list[float]:
-    from orbital.client import GatewayClient
+    from bench.plain_ws import PlainRpc
 
     out = []
-    with GatewayClient(url) as c:
+    with PlainRpc(url) as c:
         c.connect("client")
         for _ in range(n):
             start = time.perf_counter()
@@ -125,15 +137,14 @@ def interleaved_round_trips(
     change in the machine's load falls on both alike; each on its own client, as in `rpc_round_trips` and
     `invoke_round_trips`. With `cpu_of` (pids), also the CPU seconds each of them spent during the tool.invoke
     blocks. Returns (config.get samples, tool.invoke samples, CPU seconds per pid)."""
-    from orbital.client import GatewayClient
-
     from bench.common import cpu_seconds
+    from bench.plain_ws import PlainRpc
 
     rpc: list[float] = []
     invoke: list[float] = []
     pids = cpu_of or []
     spent = [0.0] * len(pids)
-    with GatewayClient(url) as rpc_client, GatewayClient(url) as invoke_client:
+    with PlainRpc(url) as rpc_client, PlainRpc(url) as invoke_client:
         rpc_client.connect("client")
         invoke_client.connect("client")
         while len(invoke) < n:
