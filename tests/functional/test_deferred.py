@@ -439,3 +439,58 @@ def test_the_due_second_is_the_timeout_rounded_up_and_never_one_begun():
         call_id="c", kind="tool", node_id="n", node_connection_id="x", timeout_ms=1000, created_at=1_000_000_000
     )
     assert deferred.due_second(exact, now_s=1_000_000.0) == 1_000_001
+
+
+def test_a_node_answer_is_one_write_and_refusals_read_the_call_back(flows, connect, sender, services, monkeypatch):
+    """A client's tool.invoke is answered with one conditional `UpdateItem` (no read first); when that write refuses
+    (another node, answered already, a call of another kind, one recorded without its kind), the item it returns
+    decides, as a read would have."""
+    from orbital.aws import clients
+
+    node = connect("node", "n1")
+    other = connect("node", "n2")
+    client = connect("client", "c1")
+    calls = []
+    for n in range(3):
+        _invoke(client, "n1__Bash", {"command": f"c{n}"})
+        calls.append(_events(sender, node.connection_id, "tool.invoke")[-1]["payload"]["callId"])
+    read: list[tuple[str, str]] = []
+    real_get = services.table.get
+    monkeypatch.setattr(services.table, "get", lambda key: read.append(key) or real_get(key))
+    clients.reset_call_counts()
+    assert node.call("tool.result", {"callId": calls[0], "result": "r0"}) == {"ok": True}
+    # one write, and the only read is of the node's connection record
+    assert clients.call_counts() == {"dynamodb.GetItem": 1, "dynamodb.UpdateItem": 1}
+    assert read == [keys.connection(node.connection_id)]
+    assert _responses(sender, client.connection_id)[-1]["payload"] == {"result": "r0"}
+
+    clients.reset_call_counts()
+    assert node.call("tool.result", {"callId": calls[0], "result": "late"}) == {"ok": True, "dropped": True}
+    assert clients.call_counts() == {"dynamodb.GetItem": 1, "dynamodb.UpdateItem": 1}
+    assert other.error("tool.result", {"callId": calls[1], "result": 1}) == {
+        "code": 403,
+        "message": "Node not authorized for this call",
+    }
+    assert node.error("tool.result", {"callId": "nope", "result": 1}) == {"code": 404, "message": "Unknown callId"}
+    assert deferred.get(services, calls[1]).state == deferred.PENDING  # the refused answers changed nothing
+
+    # a call recorded before calls carried their kind: refused by the one write, answered after reading it
+    boto3.client("dynamodb", region_name="us-east-1").update_item(
+        TableName=services.table.name,
+        Key={"PK": {"S": keys.pending_call(calls[2])[0]}, "SK": {"S": keys.pending_call(calls[2])[1]}},
+        UpdateExpression="REMOVE ck",
+    )
+    services.table.forget(keys.pending_call(calls[2]))
+    assert node.call("tool.result", {"callId": calls[2], "result": "r2"}) == {"ok": True}
+    assert node.call("tool.result", {"callId": calls[1], "result": "r1"}) == {"ok": True}
+    assert [r["payload"] for r in _responses(sender, client.connection_id)] == [
+        {"result": "r0"},
+        {"result": "r2"},
+        {"result": "r1"},
+    ]
+
+    # a session-routed call (stored outcome) is refused by the one write and claimed the way of its kind
+    client.call("tool.request", {"callId": "s-1", "tool": "n1__Bash", "args": {}, "sessionKey": "agent:main:x"})
+    assert node.call("tool.result", {"callId": "s-1", "result": "kept"}) == {"ok": True}
+    rec = services.table.get(keys.pending_call("s-1"))
+    assert rec.attrs["st"] == deferred.DONE and deferred.outcome_of(services, rec) == {"result": "kept"}

@@ -166,7 +166,12 @@ SCRIPT: list[tuple[str, dict[str, Any], str]] = [
     ("put_item", {"Item": _call("h7", n={"S": 5})}, "moto"),
     ("put_item", {"Item": _call("h8", blob={"S": BIG}, blob2={"S": BIG})}, "moto"),
     ("update_item", {"Key": _key("c3"), **CLAIM, "ReturnValues": "UPDATED_NEW"}, "moto"),
-    ("update_item", {"Key": _key("c3"), **CLAIM, "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}, "moto"),
+    # a failed condition answers with the item as it was when asked to (and only then)
+    ("update_item", {"Key": _key("c3"), **CLAIM, "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}, "plain"),
+    ("update_item", {"Key": _key("absent"), **CLAIM, "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}, "plain"),
+    ("update_item", {"Key": _key("c2"), **CLAIM, "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}, "plain"),
+    ("update_item", {"Key": _key("c2"), **CLAIM, "ReturnValuesOnConditionCheckFailure": "NONE"}, "plain"),
+    ("update_item", {"Key": _key("c2"), **CLAIM, "ReturnValuesOnConditionCheckFailure": "ALL_NEW"}, "moto"),
     ("update_item", {"Key": {"PK": {"S": "c3"}}, **CLAIM}, "moto"),
     ("update_item", {"Key": {**_key("c3"), "st": {"S": "x"}}, **CLAIM}, "moto"),
     ("update_item", {"Key": _key("c3"), **CLAIM, "UpdateExpression": " " + CLAIM["UpdateExpression"]}, "moto"),

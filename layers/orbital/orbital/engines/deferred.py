@@ -9,7 +9,8 @@ waits for that second and answers, as timed out, every call due then that is sti
     request handler: put call → post evt to node → mark the call due at its second (one small item) → make sure
                      that second's execution runs (StartExecution only if this container has not started it yet)
     execution:       waits until its second → the `due` step answers that second's calls still pending
-    result handler:  claim → answer the caller (nothing to stop: the timer of its second finds it done)
+    result handler:  claim (one write, which reads the call back if it refuses) → answer the caller (nothing to
+                     stop: the timer of its second finds it done)
     node loss:       claim every call pending on the node → answer 503
 
 The claim is a conditional update, so an answer and the timer cannot both answer a call. A call is answered at
@@ -37,6 +38,7 @@ from orbital.engines import waitgroup
 from orbital.errors import ConflictError, UnavailableError
 from orbital.protocol.frames import error_frame, ok_frame
 from orbital.store import keys
+from orbital.store.table import ConditionFailed
 
 if TYPE_CHECKING:
     from orbital.runtime.services import Services
@@ -124,7 +126,7 @@ def create(services: Services, call: PendingCall) -> None:
     services.table.put(
         keys.pending_call(call.call_id),
         call.to_data(),
-        attrs={"st": PENDING},
+        attrs={"st": PENDING, "ck": call.kind},
         gsi=keys.node_calls_index(call.node_id, call.call_id) if call.node_id else None,
         ttl=ttl,
         condition="attribute_not_exists(PK)",
@@ -237,6 +239,39 @@ def claim(
     if old is None:
         return None
     return PendingCall.from_data(old.data), old.attrs.get("tok")
+
+
+@dataclass
+class NodeAnswer:
+    """What `claim_answer` did: the call it claimed (and the task token of an execution of the earlier definition,
+    if one was recorded), or else the call as it stood (None: there is none, or it has expired)."""
+
+    claimed: tuple[PendingCall, str | None] | None = None
+    found: Lookup | None = None
+
+
+def claim_answer(services: Services, call_id: str, node_id: str, kind: str) -> NodeAnswer:
+    """A node's answer to a call whose outcome is only passed on (`kind`, no outcome stored), in one write: the call
+    is claimed if it is pending, of that kind and pending on that node. Otherwise the same request reads the call as
+    it stands, for the caller to decide as after `get` (another kind, another node, answered already, unknown). A
+    call recorded without its kind (`ck`, by an earlier version) is refused too, and found."""
+    try:
+        old = services.table.update(
+            keys.pending_call(call_id),
+            set_attrs={"st": DONE},
+            condition="st = :pending AND ck = :kind AND GSI1PK = :owner",
+            values={":pending": PENDING, ":kind": kind, ":owner": keys.node_calls_pk(node_id)},
+            return_values="ALL_OLD",
+            unindex=True,
+            current_on_conflict=True,
+        )
+    except ConditionFailed as refused:
+        rec = refused.current
+        found = Lookup(PendingCall.from_data(rec.data), str(rec.attrs.get("st", PENDING))) if rec else None
+        return NodeAnswer(found=found)
+    if old is None:
+        return NodeAnswer()
+    return NodeAnswer(claimed=(PendingCall.from_data(old.data), old.attrs.get("tok")))
 
 
 def _stored_outcome(services: Services, call_id: str, outcome: dict[str, Any]) -> str:

@@ -21,6 +21,7 @@ are counted like the factory's (`orbital.aws.clients.count`).
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -93,8 +94,22 @@ class DirectClient:
         code, message, status = error_answer(exc, f"{self._service}.{operation}")
         clients.count(self._service, operation)
         response: Any = {"Error": {"Code": code, "Message": message}, "ResponseMetadata": {"HTTPStatusCode": status}}
+        if code == "ConditionalCheckFailedException":  # with ReturnValuesOnConditionCheckFailure: the item as it was
+            item = _failed_item(exc)
+            if item is not None:
+                response["Item"] = item
         error_class: type[Exception] = self._wrapped.exceptions.from_code(code)
         return error_class(response, operation)
+
+
+def _failed_item(exc: Exception) -> dict[str, Any] | None:
+    """The item moto's `ConditionalCheckFailed` carries in its error body (DynamoDB JSON), if it carries one."""
+    try:
+        body = json.loads(str(getattr(exc, "description", "") or ""))
+    except ValueError:
+        return None
+    item = body.get("Item") if isinstance(body, dict) else None
+    return item if isinstance(item, dict) else None
 
 
 class _Unserved(Exception):

@@ -35,7 +35,8 @@ from typing import Any
 PUT_PARAMETERS = frozenset({"TableName", "Item", "ConditionExpression", "ExpressionAttributeNames",
                             "ExpressionAttributeValues", "ReturnValues"})  # fmt: skip
 UPDATE_PARAMETERS = frozenset({"TableName", "Key", "UpdateExpression", "ConditionExpression",
-                               "ExpressionAttributeNames", "ExpressionAttributeValues", "ReturnValues"})  # fmt: skip
+                               "ExpressionAttributeNames", "ExpressionAttributeValues", "ReturnValues",
+                               "ReturnValuesOnConditionCheckFailure"})  # fmt: skip
 # A number moto takes as it is and DynamoDB stores exactly: at most 38 digits each side of the point, no exponent,
 # no sign but a leading minus, no spaces (within DynamoDB's range by construction).
 PLAIN_NUMBER = re.compile(r"-?[0-9]{1,38}(\.[0-9]{1,38})?")
@@ -254,6 +255,9 @@ def update_item(backend: Any, params: dict[str, Any]) -> dict[str, Any] | None:
     return_values = params.get("ReturnValues", "NONE")
     if return_values not in ("NONE", "ALL_NEW", "ALL_OLD"):
         return None
+    on_failure = params.get("ReturnValuesOnConditionCheckFailure", "NONE")
+    if on_failure not in ("NONE", "ALL_OLD"):
+        return None
     table = _table(backend, params.get("TableName"))
     key = params.get("Key")
     expression = params.get("UpdateExpression")
@@ -288,7 +292,7 @@ def update_item(backend: Any, params: dict[str, Any]) -> dict[str, Any] | None:
     with whole_operation() as store:
         current = moto_updates.stored_item(table, plain.hash_value, plain.range_value)
         old = current.to_json()["Attributes"] if return_values == "ALL_OLD" and current is not None else None
-        item = moto_updates.apply(plain, lambda: condition, None, current)
+        item = moto_updates.apply(plain, lambda: condition, on_failure, current)
         if item is None:
             return None
         new = item.to_json()["Attributes"]

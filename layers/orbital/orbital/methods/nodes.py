@@ -156,12 +156,22 @@ def tool_result(ctx: CallContext, params: ToolResultParams) -> dict[str, Any]:
     """A node's answer to `tool.invoke`. Late or orphaned answers are acknowledged with `dropped: true`."""
     if not params.callId:
         raise BadRequestError("callId required")
-    found = deferred.get(ctx.services, params.callId)
+    failed = params.error is not None and params.error != ""
+    outcome = {"error": _error_text(params.error)} if failed else {"result": params.result}
+    conn = ctx.conn
+    if conn is not None and conn.mode == "node" and conn.node_id:
+        # a client's tool.invoke, the common answer, is claimed in one write; any other call is read by it
+        tried = deferred.claim_answer(ctx.services, params.callId, conn.node_id, "tool")
+        if tried.claimed is not None:
+            return _delivered(ctx, tried.claimed, params.result, outcome)
+        found = tried.found
+    else:
+        found = deferred.get(ctx.services, params.callId)
     if found is None or found.call.kind not in {"tool", "session", AGENT_TOOL}:
         raise NotFoundError("Unknown callId")
     _authorize_node_answer(ctx, found.call)
-    failed = params.error is not None and params.error != ""
-    outcome = {"error": _error_text(params.error)} if failed else {"result": params.result}
+    if found.state != deferred.PENDING:
+        return {"ok": True, "dropped": True}
     kind = found.call.kind
     if kind == AGENT_TOOL:  # an agent run waits for it: store the answer and count it done in the run's wait group
         claimed = deferred.settle(ctx.services, params.callId, outcome)
@@ -169,14 +179,22 @@ def tool_result(ctx: CallContext, params: ToolResultParams) -> dict[str, Any]:
         claimed = deferred.claim(ctx.services, params.callId, outcome if kind == "session" else None)
     if claimed is None:
         return {"ok": True, "dropped": True}
+    return _delivered(ctx, claimed, params.result, outcome)
+
+
+def _delivered(
+    ctx: CallContext, claimed: tuple[deferred.PendingCall, str | None], result: Any, outcome: dict[str, Any]
+) -> dict[str, Any]:
+    """After the claim of a node's answer: the answer to the client that asked (a client's tool.invoke), an exec
+    session for a backgrounded command, and the acknowledgement for the node."""
     call, token = claimed
     delivered = True
     if call.kind == "tool":
-        if failed:
+        if "error" in outcome:
             delivered = deferred.answer(ctx.services, call, error={"code": 500, "message": outcome["error"]})
         else:
-            delivered = deferred.answer(ctx.services, call, payload={"result": params.result})
-    _maybe_register_exec_session(ctx, call, params.result)
+            delivered = deferred.answer(ctx.services, call, payload={"result": result})
+    _maybe_register_exec_session(ctx, call, result)
     deferred.close_execution(token)
     return {"ok": True} if delivered else {"ok": True, "dropped": True}
 

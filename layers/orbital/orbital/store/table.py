@@ -31,6 +31,15 @@ _RESERVED = {"PK", "SK", "GSI1PK", "GSI1SK", "ttl", "d"}
 PARTITION_CACHE_ITEMS = 5000
 
 
+class ConditionFailed(ConflictError):
+    """A conditional update did not apply; `current` is the item as it stood (None: there is none, or it expired),
+    when the update asked for it."""
+
+    def __init__(self, message: str, current: Record | None) -> None:
+        super().__init__(message)
+        self.current = current
+
+
 @dataclass
 class Record:
     pk: str
@@ -375,9 +384,11 @@ class Table:
         values: Mapping[str, Any] | None = None,
         return_values: str = "ALL_NEW",
         unindex: bool = False,
+        current_on_conflict: bool = False,
     ) -> Record | None:
         """Set flat attributes and/or atomically add to counters. `values` feed the condition. With `unindex`, the
-        item also leaves the secondary index (its GSI keys are removed)."""
+        item also leaves the secondary index (its GSI keys are removed). With `current_on_conflict`, a failed
+        condition raises `ConditionFailed` holding the item as it stood (read by the same request)."""
         pk, sk = key
         parts: list[str] = []
         names: dict[str, str] = {}
@@ -412,11 +423,18 @@ class Table:
             kwargs["ExpressionAttributeValues"] = attr_values
         if condition:
             kwargs["ConditionExpression"] = condition
+            if current_on_conflict:
+                kwargs["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
         self._begin_write(pk)
         try:
             resp = self.client.update_item(**kwargs)
         except self.client.exceptions.ConditionalCheckFailedException as exc:
             self._forget(pk, sk)
+            if current_on_conflict:
+                current = exc.response.get("Item")
+                raise ConditionFailed(
+                    f"update conflict on {pk}/{sk}", self._decode(current) if current else None
+                ) from exc
             raise ConflictError(f"update conflict on {pk}/{sk}") from exc
         except Exception:
             self._forget(pk, sk)
