@@ -299,3 +299,48 @@ def test_the_gateway_client_takes_the_plain_way(aws: None, monkeypatch: pytest.M
         direct._plain_first(handler, method, ACCOUNT, REGION)(method, {"TableName": "nope"})
     assert calls == ["put_item", "update_item"]
     assert handled == ["put_item", "update_item", "get_item"]  # the missing table: each left to the handler
+
+
+def test_a_claims_condition_is_parsed_once_whatever_outcome_it_stores(
+    aws: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The parsed condition of a write is kept per text, names and the values the condition uses: claims that store a
+    different (large) outcome each time share one parse, and no outcome is kept for it."""
+    import gc
+    import tracemalloc
+
+    from moto.dynamodb.comparisons import ConditionExpressionParser
+    from orbital.local import stack
+
+    stack.cache_conditions()
+    stack.untrack_models()  # as the local stack does: moto would keep every item it ever built
+    backend = dynamodb_backends[ACCOUNT][REGION]
+    lexed: list[str] = []
+    lex = ConditionExpressionParser._lex_condition_expression
+    monkeypatch.setattr(
+        ConditionExpressionParser, "_lex_condition_expression", lambda self: lexed.append("x") or lex(self)
+    )
+
+    def claim(n: int) -> None:
+        assert moto_items.put_item(backend, {"TableName": TABLE, "Item": _call("o1")}) == {}
+        values = {**CLAIM["ExpressionAttributeValues"], ":s1": {"S": f"{n:06d}" + "x" * 100_000}}
+        params = {"TableName": TABLE, "Key": _key("o1"), **CLAIM, "ExpressionAttributeValues": values}
+        assert moto_items.update_item(backend, params) is not None
+
+    claim(0)
+    claim(1)
+    warm = len(lexed)
+    tracemalloc.start()
+    try:
+        gc.collect()
+        before = tracemalloc.get_traced_memory()[0]
+        for n in range(2, 42):
+            claim(n)
+        gc.collect()  # the items replaced are garbage in cycles (moto's own)
+        kept = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert len(lexed) == warm  # no parse after the first ones
+    assert kept < 1_000_000, kept  # 40 outcomes of 100 KB were stored one over the other, and none is kept beside
+    stored = boto3.client("dynamodb", region_name=REGION).get_item(TableName=TABLE, Key=_key("o1"))["Item"]
+    assert stored["out"]["S"].startswith("000041") and stored["st"]["S"] == "done"

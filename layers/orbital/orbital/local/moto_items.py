@@ -128,34 +128,23 @@ def _placeholders(params: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any
     return names, values
 
 
-_conditions: dict[tuple[Any, ...], tuple[Any, tuple[str, ...], tuple[str, ...]]] = {}
-CONDITIONS_KEPT = 1024
-
-
 def _condition(
     params: dict[str, Any], names: dict[str, Any], values: dict[str, Any]
 ) -> tuple[Any, tuple[str, ...], tuple[str, ...]] | None:
     """moto's parsed condition and the name and value placeholders its parser found, or None when moto would refuse
-    the text. The same text, names and (plain) values give the same tree, and evaluating it changes nothing: each
-    combination is parsed once (for the first `CONDITIONS_KEPT`; then the cache starts again)."""
+    the text. Parsed by moto's parser, whose results the local stack keeps per text, names and the values the
+    condition uses (`stack.cache_conditions`): not per every value of the request, which would keep (and miss on)
+    the values an update sets, such as a stored tool outcome of up to 256 KB."""
     from moto.dynamodb.comparisons import create_condition_expression_parser
 
     text = params.get("ConditionExpression")
     if text is not None and not isinstance(text, str):
         return None
-    mark = (text, repr(names), repr(values))  # the values are plain: their text tells them apart
-    known = _conditions.get(mark)
-    if known is not None:
-        return known
     parser = create_condition_expression_parser(text, names, values)
     try:
-        parsed = parser.parse(), tuple(parser.expr_attr_names_found), tuple(parser.expr_attr_values_found)
+        return parser.parse(), tuple(parser.expr_attr_names_found), tuple(parser.expr_attr_values_found)
     except Exception:
         return None
-    if len(_conditions) >= CONDITIONS_KEPT:
-        _conditions.clear()
-    _conditions[mark] = parsed
-    return parsed
 
 
 def _typed_item(shape: _Shape, item: dict[str, Any]) -> dict[str, Any] | None:
