@@ -83,10 +83,14 @@ def test_dynamodb_answers_and_errors_match_botocore(gateway: LocalGateway) -> No
                 )
             item = failed.value.response.get("Item")
             refused.append({k: v for k, v in item.items() if k != "PK"} if item else None)
-    assert refused[:2] == refused[2:] == [
-        {"SK": {"S": "META"}, "d": {"S": "{}"}, "st": {"S": "done"}, "n": {"N": "3"}},
-        None,
-    ]
+    assert (
+        refused[:2]
+        == refused[2:]
+        == [
+            {"SK": {"S": "META"}, "d": {"S": "{}"}, "st": {"S": "done"}, "n": {"N": "3"}},
+            None,
+        ]
+    )
     errors = []
     for client, pk in ((direct, "T#direct"), (boto, "T#boto")):
         with pytest.raises(client.exceptions.ConditionalCheckFailedException) as failed:
