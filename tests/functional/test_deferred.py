@@ -494,3 +494,23 @@ def test_a_node_answer_is_one_write_and_refusals_read_the_call_back(flows, conne
     assert node.call("tool.result", {"callId": "s-1", "result": "kept"}) == {"ok": True}
     rec = services.table.get(keys.pending_call("s-1"))
     assert rec.attrs["st"] == deferred.DONE and deferred.outcome_of(services, rec) == {"result": "kept"}
+
+    # a store that refuses without sending the item back: a read decides instead
+    from orbital.store.table import ConditionFailed
+
+    real_update = services.table.update
+
+    def without_item(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return real_update(*args, **kwargs)
+        except ConditionFailed as refused:
+            raise ConditionFailed(str(refused), None) from None
+
+    monkeypatch.setattr(services.table, "update", without_item)
+    _invoke(client, "n1__Bash", {"command": "last"})
+    last = _events(sender, node.connection_id, "tool.invoke")[-1]["payload"]["callId"]
+    assert other.error("tool.result", {"callId": last, "result": 1})["code"] == 403
+    assert node.call("tool.result", {"callId": calls[0], "result": "again"}) == {"ok": True, "dropped": True}
+    client.call("tool.request", {"callId": "s-2", "tool": "n1__Bash", "args": {}, "sessionKey": "agent:main:x"})
+    assert node.call("tool.result", {"callId": "s-2", "result": "kept too"}) == {"ok": True}
+    assert deferred.outcome_of(services, services.table.get(keys.pending_call("s-2"))) == {"result": "kept too"}

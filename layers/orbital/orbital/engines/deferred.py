@@ -253,8 +253,9 @@ class NodeAnswer:
 def claim_answer(services: Services, call_id: str, node_id: str, kind: str) -> NodeAnswer:
     """A node's answer to a call whose outcome is only passed on (`kind`, no outcome stored), in one write: the call
     is claimed if it is pending, of that kind and pending on that node. Otherwise the same request reads the call as
-    it stands, for the caller to decide as after `get` (another kind, another node, answered already, unknown). A
-    call recorded without its kind (`ck`, by an earlier version) is refused too, and found."""
+    it stands, for the caller to decide as after `get` (another kind, another node, answered already); when none
+    comes back (no such call), it is read to make sure. A call recorded without its kind (`ck`, by an earlier
+    version) is refused too, and found."""
     try:
         old = services.table.update(
             keys.pending_call(call_id),
@@ -267,8 +268,9 @@ def claim_answer(services: Services, call_id: str, node_id: str, kind: str) -> N
         )
     except ConditionFailed as refused:
         rec = refused.current
-        found = Lookup(PendingCall.from_data(rec.data), str(rec.attrs.get("st", PENDING))) if rec else None
-        return NodeAnswer(found=found)
+        if rec is None:  # no call, or a store that did not send the item back: a read tells which
+            return NodeAnswer(found=get(services, call_id))
+        return NodeAnswer(found=Lookup(PendingCall.from_data(rec.data), str(rec.attrs.get("st", PENDING))))
     if old is None:
         return NodeAnswer()
     return NodeAnswer(claimed=(PendingCall.from_data(old.data), old.attrs.get("tok")))
