@@ -68,20 +68,25 @@ def test_dynamodb_answers_and_errors_match_botocore(gateway: LocalGateway) -> No
         {"SK": {"S": "META"}, "d": {"S": "{}"}, "st": {"S": "done"}, "n": {"N": "3"}},
         1,
     )
+
+    def claim_again(client: Any, pk: str, **more: Any) -> Any:
+        """The claim of an item answered already: refused by its condition."""
+        with pytest.raises(client.exceptions.ConditionalCheckFailedException) as failed:
+            client.update_item(
+                TableName=table,
+                Key=_key(pk),
+                UpdateExpression="SET #s = :done",
+                ConditionExpression="st = :pending",
+                ExpressionAttributeNames={"#s": "st"},
+                ExpressionAttributeValues={":done": {"S": "done"}, ":pending": {"S": "pending"}},
+                **more,
+            )
+        return failed
+
     refused = []  # asked for, a failed condition carries the item as it stood, both ways; not asked, it does not
     for client, pk in ((direct, "T#direct"), (boto, "T#boto")):
         for asked in ("ALL_OLD", "NONE"):
-            with pytest.raises(client.exceptions.ConditionalCheckFailedException) as failed:
-                client.update_item(
-                    TableName=table,
-                    Key=_key(pk),
-                    UpdateExpression="SET #s = :done",
-                    ConditionExpression="st = :pending",
-                    ExpressionAttributeNames={"#s": "st"},
-                    ExpressionAttributeValues={":done": {"S": "done"}, ":pending": {"S": "pending"}},
-                    ReturnValuesOnConditionCheckFailure=asked,
-                )
-            item = failed.value.response.get("Item")
+            item = claim_again(client, pk, ReturnValuesOnConditionCheckFailure=asked).value.response.get("Item")
             refused.append({k: v for k, v in item.items() if k != "PK"} if item else None)
     assert (
         refused[:2]
@@ -93,15 +98,7 @@ def test_dynamodb_answers_and_errors_match_botocore(gateway: LocalGateway) -> No
     )
     errors = []
     for client, pk in ((direct, "T#direct"), (boto, "T#boto")):
-        with pytest.raises(client.exceptions.ConditionalCheckFailedException) as failed:
-            client.update_item(
-                TableName=table,
-                Key=_key(pk),
-                UpdateExpression="SET #s = :done",
-                ConditionExpression="st = :pending",
-                ExpressionAttributeNames={"#s": "st"},
-                ExpressionAttributeValues={":done": {"S": "done"}, ":pending": {"S": "pending"}},
-            )
+        failed = claim_again(client, pk)
         with pytest.raises(ClientError) as invalid:
             client.update_item(
                 TableName=table,
