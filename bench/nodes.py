@@ -66,7 +66,8 @@ def echo_round_trips(url: str, n: int) -> list[float]:
 
 class InstantNode(threading.Thread):
     """A node that answers every tool.invoke immediately, on the thread that reads its socket (measures the
-    gateway, not a tool or the benchmark's own threads)."""
+    gateway, not a tool or the benchmark's own threads). If it fails, `error` says why (and the benchmark's calls
+    time out)."""
 
     def __init__(self, url: str, node_id: str) -> None:
         super().__init__(daemon=True)
@@ -76,15 +77,15 @@ class InstantNode(threading.Thread):
         self.rpc.connect(
             "node", node_id, tools=[{"name": "Echo", "inputSchema": {"type": "object"}}], nodeRuntime=RUNTIME
         )
-        self.rpc.conn.sock.settimeout(0.5)
         self.stop = threading.Event()
+        self.error: BaseException | None = None
 
     def run(self) -> None:
         conn = self.rpc.conn
         try:
             while not self.stop.is_set():
                 try:
-                    frame = conn.recv_json()
+                    frame = conn.recv_json(timeout=0.5)
                 except TimeoutError:
                     continue
                 if frame.get("event") != "tool.invoke":
@@ -98,8 +99,10 @@ class InstantNode(threading.Thread):
                         "params": {"callId": payload["callId"], "result": payload["args"]},
                     }
                 )
-        except (OSError, ConnectionError):
-            return
+        except BaseException as exc:  # kept for the benchmark to report
+            if not self.stop.is_set():
+                self.error = exc
+                print(f"instant node failed: {exc!r}", file=sys.stderr)
         finally:
             conn.close()
 
