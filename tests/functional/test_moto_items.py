@@ -209,6 +209,53 @@ SCRIPT: list[tuple[str, dict[str, Any], str]] = [
     ("update_item", {"Key": _key("e1"), **CLAIM, "ExpressionAttributeValues": {}}, "moto"),
     # the claim once more, after moto's way changed nothing of it
     ("update_item", {"Key": _key("c3"), **CLAIM, "ReturnValues": "ALL_OLD"}, "plain"),
+    # shapes seen before (their plan is kept): each call's own values are checked all the same
+    (
+        "update_item",
+        {
+            "Key": _key("c3"),
+            **CLAIM,
+            "ExpressionAttributeValues": {**CLAIM["ExpressionAttributeValues"], ":pending": {"S": "done"}},
+            "ReturnValues": "ALL_OLD",
+        },
+        "plain",  # another value in the condition: another condition (it holds now)
+    ),
+    ("update_item", {"Key": _key("c3"), **CLAIM, "ReturnValues": "ALL_OLD"}, "plain"),  # and the first fails again
+    (
+        "update_item",
+        {
+            "Key": _key("c3"),
+            **CLAIM,
+            "ExpressionAttributeValues": {**CLAIM["ExpressionAttributeValues"], ":s1": {"M": {"k": {"S": "v"}}}},
+            "ReturnValues": "ALL_OLD",
+        },
+        "moto",
+    ),
+    ("update_item", {"Key": {**_key("c3"), "PK": {"S": ""}}, **CLAIM, "ReturnValues": "ALL_OLD"}, "moto"),
+    ("update_item", {"Key": {**_key("c3"), "SK": {"N": "1"}}, **CLAIM, "ReturnValues": "ALL_OLD"}, "moto"),
+    (
+        "update_item",
+        {
+            "Key": _key("COUNTER", "n"),
+            "UpdateExpression": "ADD #a0 :a0",
+            "ExpressionAttributeNames": {"#a0": "n"},
+            "ExpressionAttributeValues": {":a0": {"S": "1"}},
+            "ReturnValues": "ALL_NEW",
+        },
+        "moto",
+    ),
+    ("put_item", {"Item": _call("c4", n={"N": "1e5"})}, "moto"),
+    ("put_item", {"Item": _call("c4", n={"N": "7"})}, "plain"),
+    ("put_item", {"Item": {**_call("c5"), "GSI1PK": {"S": "q" * 2100}}}, "moto"),
+    (
+        "put_item",
+        {
+            "Item": _call("c3", v={"N": "3"}),
+            "ConditionExpression": "v = :v",
+            "ExpressionAttributeValues": {":v": {"N": "2"}},
+        },
+        "plain",  # the condition's value differs from its first use: it holds now
+    ),
 ]
 
 
@@ -271,6 +318,29 @@ def test_plain_writes_answer_as_moto_handler(twins: Persistence) -> None:
     # the script covers what it means to: answers and errors both ways
     kinds = {(way, _outcome(handler, op, params, TWIN)[0]) for op, params, way in SCRIPT}
     assert {("plain", "answer"), ("plain", "error"), ("moto", "answer"), ("moto", "error")} <= kinds
+
+
+def test_a_shape_is_planned_once_and_again_for_a_table_created_anew(aws: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The checks of a write's shape run once per shape and table; a table deleted and created again (another
+    object in moto) gets a plan of its own, and the write lands in it."""
+    backend = dynamodb_backends[ACCOUNT][REGION]
+    planned: list[str] = []
+    for name in ("_put_plan", "_update_plan"):
+        real = getattr(moto_items, name)
+        monkeypatch.setattr(moto_items, name, lambda b, p, _real=real, _n=name: planned.append(_n) or _real(b, p))
+    claim = {"TableName": TABLE, "Key": _key("p1"), **CLAIM, "ReturnValues": "ALL_OLD"}
+    for n in range(3):
+        assert moto_items.put_item(backend, {"TableName": TABLE, "Item": _call("p1", n={"N": str(n)})}) == {}
+        assert moto_items.update_item(backend, claim)["Attributes"]["n"] == {"N": str(n)}
+    assert planned == ["_put_plan", "_update_plan"]
+    client = boto3.client("dynamodb", region_name=REGION)
+    _, kwargs = table_definition(load_template(ROOT / "template.yaml"))
+    client.delete_table(TableName=TABLE)
+    client.create_table(TableName=TABLE, **kwargs)
+    assert moto_items.put_item(backend, {"TableName": TABLE, "Item": _call("p1")}) == {}
+    assert moto_items.update_item(backend, claim)["Attributes"]["st"] == {"S": "pending"}
+    assert planned == ["_put_plan", "_update_plan"] * 2
+    assert client.get_item(TableName=TABLE, Key=_key("p1"))["Item"]["st"] == {"S": "done"}
 
 
 def test_a_missing_table_is_moto_handlers_to_refuse(aws: None) -> None:

@@ -147,27 +147,221 @@ def _condition(
         return None
 
 
-def _typed_item(shape: _Shape, item: dict[str, Any]) -> dict[str, Any] | None:
-    """The item's attributes as moto's `DynamoType`s, or None unless every attribute is plain (keys as
-    `_plain_key_value` says) and the item is within `MAX_ITEM_BYTES` as moto counts it. A plain value's type is its
-    one key and its value that key's content, which is all `DynamoType(value)` sets for one; its size is counted
-    only when a bound of it (four bytes a character) could pass the limit."""
+# --- plans: what a write's shape allows, worked out once per shape ----------------------------------------------
+
+
+class _Plan:
+    """What the shape of a write (its table, parameter names, expressions, name map, value placeholders, and the
+    attribute names of an item or a key) allows, checked once: only its values are checked on each call. A plan is
+    for one backend and one table object; a table created again makes a new one."""
+
+    __slots__ = ("actions", "attrs", "backend", "cond_values", "conditions", "on_failure", "return_values", "shape",
+                 "table")  # fmt: skip
+
+    def __init__(self, backend: Any, table: Any, shape: _Shape) -> None:
+        self.backend = backend
+        self.table = table
+        self.shape = shape
+        self.return_values = "NONE"
+        self.on_failure = "NONE"
+        self.attrs: list[tuple[str, str | None, int]] = []
+        """An item's attributes in order: (name, the declared type of a key attribute or None, its size limit)."""
+        self.actions: list[tuple[str, str, str | None]] = []
+        """An update's actions with their names filled in: (kind, attribute name, value placeholder)."""
+        self.cond_values: tuple[str, ...] = ()
+        """The value placeholders the condition uses."""
+        self.conditions: dict[tuple[Any, ...], Any] = {}
+        """The parsed condition per values of `cond_values` (evaluating it changes nothing)."""
+
+
+PLANS_KEPT = 256
+CONDITIONS_KEPT = 64
+CONDITION_KEY_CHARS = 1024
+_plans: dict[tuple[Any, ...], _Plan] = {}
+_plans_lock = threading.Lock()
+
+
+def _signature(kind: str, backend: Any, params: dict[str, Any], fields: Any) -> tuple[Any, ...] | None:
+    """The shape of a write: everything its plan depends on. None if it has no hashable shape (moto's handler)."""
+    names = params.get("ExpressionAttributeNames")
+    values = params.get("ExpressionAttributeValues")
+    try:
+        signature = (
+            kind,
+            id(backend),
+            params.get("TableName"),
+            tuple(params),
+            tuple(fields) if type(fields) is dict else fields,
+            params.get("UpdateExpression"),
+            params.get("ConditionExpression"),
+            tuple(names.items()) if type(names) is dict else names,
+            tuple(values) if type(values) is dict else values,
+            params.get("ReturnValues"),
+            params.get("ReturnValuesOnConditionCheckFailure"),
+        )
+        hash(signature)
+    except TypeError:
+        return None
+    return signature
+
+
+def _planned(kind: str, backend: Any, params: dict[str, Any], fields: Any, make: Any) -> _Plan | None:
+    """The plan of this write's shape (made by `make` the first time), or None where moto's handler answers."""
+    signature = _signature(kind, backend, params, fields)
+    if signature is None:
+        return None
+    plan = _plans.get(signature)
+    if plan is not None and plan.backend is backend:
+        table = plan.table
+        if backend.tables.get(table.name) is table and table.stream_shard is None:
+            return plan
+    plan = make(backend, params)
+    if plan is not None:
+        with _plans_lock:
+            if len(_plans) >= PLANS_KEPT:
+                _plans.clear()
+            _plans[signature] = plan
+    return plan
+
+
+def _plain_values(values: dict[str, Any]) -> bool:
+    for value in values.values():
+        if type(value) is not dict or len(value) != 1:
+            return False
+        ((type_, content),) = value.items()
+        if type_ == "S":
+            if type(content) is not str:
+                return False
+        elif not _plain_value(value):
+            return False
+    return True
+
+
+def _parsed_condition(plan: _Plan, params: dict[str, Any], names: dict[str, Any], values: dict[str, Any]) -> Any:
+    """The write's parsed condition (moto's), kept per the values it uses; None where moto would refuse it."""
+    if not plan.cond_values:
+        found = plan.conditions.get(())
+        if found is not None:
+            return found
+        key: tuple[Any, ...] | None = ()
+    else:
+        key = tuple(next(iter(values[p].items())) for p in plan.cond_values)
+        if sum(len(str(content)) for _, content in key) > CONDITION_KEY_CHARS:
+            key = None
+        else:
+            found = plan.conditions.get(key)
+            if found is not None:
+                return found
+    parsed = _condition(params, names, values)
+    if parsed is None:
+        return None
+    if key is not None:
+        if len(plan.conditions) >= CONDITIONS_KEPT:
+            plan.conditions.clear()
+        plan.conditions[key] = parsed[0]
+    return parsed[0]
+
+
+def _plan_condition(plan: _Plan, params: dict[str, Any], names: dict[str, Any], values: dict[str, Any],
+                    names_used: set[str], values_used: set[str] | None) -> bool:  # fmt: skip
+    """Parse the condition once to learn the placeholders it uses; False unless every name placeholder given (and,
+    with `values_used`, every value placeholder) is used by the condition or the expression: moto refuses unused
+    ones."""
+    parsed = _condition(params, names, values)
+    if parsed is None:
+        return False
+    _, names_found, values_found = parsed
+    if not names_used.union(names_found).issuperset(names):
+        return False
+    if values_used is not None and not values_used.union(values_found).issuperset(values):
+        return False
+    plan.cond_values = tuple(dict.fromkeys(values_found))
+    return True
+
+
+def _typed(type_: str, content: Any) -> Any:
+    """moto's `DynamoType` of a plain value: its type is the value's one key and its value that key's content, which
+    is all `DynamoType(value)` sets for one."""
+    from moto.dynamodb.models.dynamo_type import DynamoType
+
+    typed = object.__new__(DynamoType)
+    typed.type = type_
+    typed.value = content
+    return typed
+
+
+def _attributes(item: Any) -> dict[str, Any]:
+    """`item.to_json()["Attributes"]` (moto's rendering of a stored item), directly for an item of plain values (a
+    string or a number is a `str`, a boolean or a null a `bool`): a value of another kind renders the whole item
+    moto's way."""
+    out: dict[str, Any] = {}
+    for name, value in item.attrs.items():
+        content = value.value
+        kind = type(content)
+        if kind is not str and kind is not bool:
+            return item.to_json()["Attributes"]
+        out[name] = {value.type: content}
+    return out
+
+
+# --- PutItem ----------------------------------------------------------------------------------------------------
+
+
+def _put_plan(backend: Any, params: dict[str, Any]) -> _Plan | None:
+    if not PUT_PARAMETERS.issuperset(params):
+        return None
+    return_values = params.get("ReturnValues", "NONE")
+    if return_values not in ("NONE", "ALL_OLD"):
+        return None
+    table = _table(backend, params.get("TableName"))
+    item = params.get("Item")
+    if table is None or not isinstance(item, dict):
+        return None
+    shape = _shape(table)
+    if shape.hash_attr not in item or (shape.range_attr is not None and shape.range_attr not in item):
+        return None
+    maps = _placeholders(params)
+    if maps is None:
+        return None
+    names, values = maps
+    plan = _Plan(backend, table, shape)
+    plan.return_values = return_values
+    for name in item:
+        if not isinstance(name, str) or not name:
+            return None
+        if name in shape.key_attrs:
+            plan.attrs.append((name, shape.types.get(name), shape.max_bytes.get(name, 0)))
+        else:
+            plan.attrs.append((name, None, 0))
+    if not _plan_condition(plan, params, names, values, set(), None):
+        return None
+    return plan
+
+
+def _typed_item(plan: _Plan, item: dict[str, Any]) -> dict[str, Any] | None:
+    """The item's attributes as moto's `DynamoType`s, or None unless every attribute is plain (a key attribute a
+    non-empty value of its declared type, in size) and the item is within `MAX_ITEM_BYTES` as moto counts it. Its
+    size is counted only when a bound of it (four bytes a character) could pass the limit."""
     from moto.dynamodb.models.dynamo_type import DynamoType
     from moto.dynamodb.models.utilities import bytesize
 
     new = object.__new__
-    key_attrs = shape.key_attrs
     attrs: dict[str, Any] = {}
     bound = 0
-    for name, value in item.items():
-        if not isinstance(name, str) or not name:
-            return None
-        if name in key_attrs:
-            if not _plain_key_value(shape, name, value):
-                return None
-        elif not _plain_value(value):
+    for (name, key_type, max_bytes), value in zip(plan.attrs, item.values(), strict=True):
+        if type(value) is not dict or len(value) != 1:
             return None
         ((type_, content),) = value.items()
+        if key_type is not None:
+            if type_ != key_type or not content:
+                return None
+            if type_ == "S":
+                if type(content) is not str or (4 * len(content) > max_bytes and len(content.encode()) > max_bytes):
+                    return None
+            elif type_ != "N" or type(content) is not str or PLAIN_NUMBER.fullmatch(content) is None:
+                return None
+        elif (type_ != "S" or type(content) is not str) and not _plain_value(value):
+            return None
         typed = new(DynamoType)
         typed.type = type_
         typed.value = content
@@ -186,29 +380,23 @@ def put_item(backend: Any, params: dict[str, Any]) -> dict[str, Any] | None:
     from orbital.local import moto_updates
     from orbital.local.persistence import recorded_put, whole_operation
 
-    if not PUT_PARAMETERS.issuperset(params):
-        return None
-    return_values = params.get("ReturnValues", "NONE")
-    if return_values not in ("NONE", "ALL_OLD"):
-        return None
-    table = _table(backend, params.get("TableName"))
     item = params.get("Item")
-    if table is None or not isinstance(item, dict):
+    plan = _planned("put", backend, params, item, _put_plan)
+    if plan is None:
         return None
-    shape = _shape(table)
-    if shape.hash_attr not in item or (shape.range_attr is not None and shape.range_attr not in item):
-        return None
-    attrs = _typed_item(shape, item)
+    assert isinstance(item, dict)
+    attrs = _typed_item(plan, item)
     if attrs is None:
         return None
-    maps = _placeholders(params)
-    parsed = _condition(params, *maps) if maps is not None else None
-    if maps is None or parsed is None:
+    names = params.get("ExpressionAttributeNames", {})
+    values = params.get("ExpressionAttributeValues", {})
+    if values and not _plain_values(values):
         return None
-    names = maps[0]
-    condition, names_found, _ = parsed
-    if any(name not in names_found for name in names):
+    text = params.get("ConditionExpression")
+    condition = _parsed_condition(plan, params, names, values) if text else None
+    if text and condition is None:
         return None
+    table, shape = plan.table, plan.shape
     hash_value = attrs[shape.hash_attr]
     range_value = attrs[shape.range_attr] if shape.range_attr is not None else None
     stored: Any = Item.__new__(Item)  # moto's Item, its attribute map filled at once (the size is checked above)
@@ -221,7 +409,7 @@ def put_item(backend: Any, params: dict[str, Any]) -> dict[str, Any] | None:
         key[shape.range_attr] = item[shape.range_attr]
     with whole_operation() as store:
         current = moto_updates.stored_item(table, hash_value, range_value)
-        if params.get("ConditionExpression") and not condition.expr(current):
+        if condition is not None and not condition.expr(current):
             raise ConditionalCheckFailed
         if range_value is not None:
             table.items[hash_value][range_value] = stored
@@ -229,15 +417,16 @@ def put_item(backend: Any, params: dict[str, Any]) -> dict[str, Any] | None:
             table.items[hash_value] = stored
         if store is not None:  # the item as moto stores it is the one given (plain values only)
             recorded_put(store, table.name, key, item)
-        if return_values == "ALL_OLD" and current is not None:
-            return {"Attributes": current.to_json()["Attributes"]}
+        if plan.return_values == "ALL_OLD" and current is not None:
+            return {"Attributes": _attributes(current)}
     return {}
 
 
-def update_item(backend: Any, params: dict[str, Any]) -> dict[str, Any] | None:
-    """Answer a plain `UpdateItem` as moto's handler would, or None (nothing done) for moto's handler to answer."""
+# --- UpdateItem -------------------------------------------------------------------------------------------------
+
+
+def _update_plan(backend: Any, params: dict[str, Any]) -> _Plan | None:
     from orbital.local import moto_updates
-    from orbital.local.persistence import recorded_put, whole_operation
 
     if not UPDATE_PARAMETERS.issuperset(params):
         return None
@@ -255,36 +444,88 @@ def update_item(backend: Any, params: dict[str, Any]) -> dict[str, Any] | None:
     shape = _shape(table)
     if len(key) != len(shape.table_keys) or not shape.table_keys.issuperset(key):
         return None
+    if expression != expression.strip():
+        return None
+    steps = moto_updates.plan_for(expression)
+    maps = _placeholders(params)
+    if steps is None or maps is None:
+        return None
+    names, values = maps
+    plan = _Plan(backend, table, shape)
+    plan.return_values, plan.on_failure = return_values, on_failure
+    for kind, (how, written), placeholder in steps:
+        name = names.get(written) if how == "#" else written
+        if not isinstance(name, str) or (placeholder is not None and placeholder not in values):
+            return None
+        plan.actions.append((kind, name, placeholder))
+    if not moto_updates.passes_text_checks(expression, names, table):
+        return None
+    names_used = {written for _, (how, written), _ in steps if how == "#"}
+    values_used = {placeholder for _, _, placeholder in steps if placeholder is not None}
+    if not _plan_condition(plan, params, names, values, names_used, values_used):
+        return None
+    return plan
+
+
+def _update_actions(plan: _Plan, values: dict[str, Any]) -> list[Any] | None:
+    """The plan's actions with their values, or None where moto has something to say about a value: an `ADD` of
+    something else than a number, a key attribute set to another type than its declared one, an index key set to
+    an empty string or binary."""
+    types, key_attrs = plan.shape.types, plan.shape.key_attrs
+    out: list[Any] = []
+    for kind, name, placeholder in plan.actions:
+        if placeholder is None:
+            out.append((kind, name, None))
+            continue
+        raw = values[placeholder]
+        ((type_, content),) = raw.items()
+        if kind == "add" and type_ != "N":
+            return None
+        if kind == "set":
+            if name in types and types[name] != type_:
+                return None
+            if not content and type_ in ("S", "B") and name in key_attrs:
+                return None
+        out.append((kind, name, raw))
+    return out
+
+
+def update_item(backend: Any, params: dict[str, Any]) -> dict[str, Any] | None:
+    """Answer a plain `UpdateItem` as moto's handler would, or None (nothing done) for moto's handler to answer."""
+    from orbital.local import moto_updates
+    from orbital.local.persistence import recorded_put, whole_operation
+
+    key = params.get("Key")
+    plan = _planned("update", backend, params, key, _update_plan)
+    if plan is None:
+        return None
+    assert isinstance(key, dict)
+    shape = plan.shape
     for name, value in key.items():
         if not _plain_key_value(shape, name, value):
             return None
-    if expression != expression.strip():
+    names = params.get("ExpressionAttributeNames", {})
+    values = params.get("ExpressionAttributeValues", {})
+    if values and not _plain_values(values):
         return None
-    plan = moto_updates.plan_for(expression)
-    if plan is None:
+    actions = _update_actions(plan, values)
+    if actions is None:
         return None
-    maps = _placeholders(params)
-    parsed = _condition(params, *maps) if maps is not None else None
-    if maps is None or parsed is None:
+    condition = _parsed_condition(plan, params, names, values)
+    if condition is None:
         return None
-    names, values = maps
-    condition, names_found, values_found = parsed
-    names_used = {written for _, (how, written), _ in plan if how == "#"}
-    names_used.update(names_found)
-    values_used = {placeholder for _, _, placeholder in plan if placeholder is not None}
-    values_used.update(values_found)
-    if not names_used.issuperset(names) or not values_used.issuperset(values):
-        return None
-    plain = moto_updates.prepare(backend, table.name, key, expression, names, values, table=table)
-    if plain is None:
-        return None
+    table = plan.table
+    hash_value = _typed(*next(iter(key[shape.hash_attr].items())))
+    range_value = _typed(*next(iter(key[shape.range_attr].items()))) if shape.range_attr is not None else None
+    plain = moto_updates.Plain(table, hash_value, range_value, actions)
+    return_values = plan.return_values
     with whole_operation() as store:
-        current = moto_updates.stored_item(table, plain.hash_value, plain.range_value)
-        old = current.to_json()["Attributes"] if return_values == "ALL_OLD" and current is not None else None
-        item = moto_updates.apply(plain, lambda: condition, on_failure, current)
+        current = moto_updates.stored_item(table, hash_value, range_value)
+        old = _attributes(current) if return_values == "ALL_OLD" and current is not None else None
+        item = moto_updates.apply(plain, lambda: condition, plan.on_failure, current)
         if item is None:
             return None
-        new = item.to_json()["Attributes"]
+        new = _attributes(item)
         if store is not None:
             recorded_put(store, table.name, key, new)
         answer: dict[str, Any] = {"ConsumedCapacity": {"TableName": table.name, "CapacityUnits": 0.5}}

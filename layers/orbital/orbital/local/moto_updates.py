@@ -175,7 +175,7 @@ def _set_at_once(attrs: Any, actions: list[Any], dynamo_type: Any) -> bool:
 _checked: set[tuple[Any, ...]] = set()  # (expression, names, table key attributes) moto's checks passed for
 
 
-def _passes_text_checks(expression: str, names: dict[str, str], table: Any) -> bool:
+def passes_text_checks(expression: str, names: dict[str, str], table: Any) -> bool:
     """moto's checks of what the expression's text says, run once for this text, name map and table."""
     from moto.dynamodb.parsing.expressions import UpdateExpressionParser  # type: ignore[attr-defined]
     from moto.dynamodb.parsing.validators import (
@@ -297,7 +297,7 @@ def prepare(
     if hash_attr not in key or (range_attr and range_attr not in key):
         return None
     actions = _resolved(plan, names, values, table)
-    if actions is None or not _passes_text_checks(expression, names, table):
+    if actions is None or not passes_text_checks(expression, names, table):
         return None
     range_value = DynamoType(key[range_attr]) if range_attr else None
     return Plain(table, DynamoType(key[hash_attr]), range_value, actions)
