@@ -111,3 +111,65 @@ def test_without_the_cache_knowing_absent_keys_changes_nothing(aws: None) -> Non
         TableName=TABLE, Item={"PK": {"S": "P"}, "SK": {"S": "gone"}, "d": {"S": '{"v": 1}'}}
     )
     assert lambda_table.get(("P", "gone")).data == {"v": 1}
+
+
+def test_a_view_is_made_once_per_stored_version_of_the_item(table: Any) -> None:
+    made: list[Any] = []
+
+    def make(rec: Any) -> dict[str, Any]:
+        made.append(rec.data)
+        return {"v": rec.data["v"]}
+
+    assert table.view(("P", "v"), make) is None  # no item: nothing made
+    table.put(("P", "v"), {"v": 1})
+    first = table.view(("P", "v"), make)
+    assert first == {"v": 1} and table.view(("P", "v"), make) is first  # the same object while the item stands
+    assert len(made) == 1
+    table.put(("P", "v"), {"v": 2})  # a write through the table: made again from the new item
+    assert table.view(("P", "v"), make) == {"v": 2} and len(made) == 2
+    table.update(("P", "v"), set_attrs={"x": 1}, return_values="NONE")  # a write whose result is not cached
+    assert table.view(("P", "v"), make) == {"v": 2} and len(made) == 3
+    table.delete(("P", "v"))
+    assert table.view(("P", "v"), make) is None
+    table.put(("P", "v"), {"v": 3})
+    assert table.view(("P", "v"), lambda rec: ("other", rec.data["v"])) == ("other", 3)  # another function: its own
+    assert table.view(("P", "v"), make) == {"v": 3}
+
+
+def test_a_view_ends_with_its_items_ttl(table: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    from orbital.store import table as table_module
+
+    now = time.time()
+    table.put(("P", "t"), {"v": 1}, ttl=int(now) + 60)
+    assert table.view(("P", "t"), lambda rec: rec.data["v"]) == 1
+    monkeypatch.setattr(table_module.time, "time", lambda: now + 120)
+    assert table.view(("P", "t"), lambda rec: rec.data["v"]) is None  # expired, as `get` says
+
+
+def test_a_view_of_an_item_a_write_raced_is_made_but_not_kept(table: Any) -> None:
+    table.put(("P", "r"), {"v": 1})
+    table._items.clear()
+    fetched, release = paused_after(table, "GetItem")
+    seen: list[Any] = []
+    reader = threading.Thread(target=lambda: seen.append(table.view(("P", "r"), lambda rec: rec.data["v"])))
+    reader.start()
+    assert fetched.wait(10)
+    table.put(("P", "r"), {"v": 2})
+    release.set()
+    reader.join(10)
+    assert seen == [2]  # the read that raced was not cached: the view read the item again, as it is now
+    assert table.view(("P", "r"), lambda rec: rec.data["v"]) == 2
+
+
+def test_without_the_cache_a_view_is_made_from_a_read_each_time(aws: None) -> None:
+    import boto3
+    from orbital.store.table import Table
+
+    plain = Table(boto3.client("dynamodb", region_name="us-east-1"), TABLE)
+    plain.put(("P", "n"), {"v": 1})
+    made: list[int] = []
+    for _ in range(2):
+        assert plain.view(("P", "n"), lambda rec: made.append(rec.data["v"]) or len(made)) == len(made)
+    assert made == [1, 1]

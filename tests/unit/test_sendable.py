@@ -11,14 +11,38 @@ from orbital.protocol.frames import (
     event_frame,
     fragments,
     ok_frame,
-    sendable,
 )
+
+
+class _Management:
+    """The management API client's part a post uses: what it was asked to send."""
+
+    class exceptions:
+        class GoneException(Exception):
+            pass
+
+    def __init__(self) -> None:
+        self.sent: list[bytes] = []
+
+    def post_to_connection(self, ConnectionId: str, Data: bytes) -> None:
+        self.sent.append(Data)
+
+
+def _posted(frame: dict[str, object], limit: int) -> bytes:
+    from orbital.aws.push import ManagementApiSender
+
+    sender = ManagementApiSender("http://127.0.0.1:1", max_bytes=limit)
+    management = _Management()
+    sender._client = management  # type: ignore[assignment]
+    assert sender.post("c1", frame)
+    (data,) = management.sent
+    return data
 
 
 def test_a_reply_within_the_limit_is_sent_as_it_is() -> None:
     frame = ok_frame("r1", {"content": "x" * 1000})
     assert encode_sendable(frame, 2000) == encode(frame)
-    assert sendable(frame, 2000) is frame
+    assert json.loads(_posted(frame, 2000)) == frame
 
 
 def test_a_reply_over_the_limit_becomes_a_413_for_the_same_request() -> None:
@@ -35,13 +59,26 @@ def test_a_reply_over_the_limit_becomes_a_413_for_the_same_request() -> None:
             "message": f"Reply too large to send: {size} bytes (the limit is 1500); ask for less (a range or a limit)",
         },
     }
-    assert sendable(frame, 1500) == sent
-    assert sendable(error_frame("r3", {"code": 500, "message": "m" * 2000}), 1500)["error"]["code"] == 413
+    assert json.loads(_posted(error_frame("r3", {"code": 500, "message": "m" * 2000}), 1500))["error"]["code"] == 413
+
+
+def test_a_post_is_measured_as_it_is_sent() -> None:
+    """A post escapes every non-ASCII character: a reply whose UTF-8 would fit but whose post would not is a 413,
+    with the size of the post; one that fits goes as it is, encoded once."""
+    frame = ok_frame("r4", {"content": "é" * 300})  # 600 bytes of UTF-8, 1,800 escaped
+    posted = _posted(frame, 1500)
+    size = len(json.dumps(frame, separators=(",", ":")).encode())
+    assert len(encode_sendable(frame, 1500).encode()) < 1500 < size
+    assert json.loads(posted)["error"] == {
+        "code": 413,
+        "message": f"Reply too large to send: {size} bytes (the limit is 1500); ask for less (a range or a limit)",
+    }
+    assert _posted(frame, 2000) == json.dumps(frame, separators=(",", ":")).encode()
 
 
 def test_events_are_left_alone() -> None:
     frame = event_frame("chat", {"text": "x" * 5000})
-    assert sendable(frame, 1000) is frame
+    assert json.loads(_posted(frame, 1000)) == frame
     assert encode_sendable(frame, 1000) == encode(frame)
 
 

@@ -9,21 +9,29 @@ first tells the peer why in a frame it reads before the close: `{"type":"evt","e
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import TYPE_CHECKING, Any, Protocol
 
 from orbital.aws import clients
+from orbital.protocol.frames import too_large
+from orbital.protocol.jsontext import compact
 
 if TYPE_CHECKING:
     from botocore.client import BaseClient
 
 log = logging.getLogger("orbital.push")
 
-_compact_json = json.JSONEncoder(separators=(",", ":")).encode
+_compact_json = compact(ensure_ascii=True)
 """`json.dumps(frame, separators=(",", ":"))` without building an encoder for every frame (non-ASCII escaped, so
 any string, a lone surrogate too, encodes)."""
 
+
+def post_data(frame: dict[str, Any]) -> bytes:
+    """What `ManagementApiSender.post` sends for `frame`: its compact JSON, every non-ASCII character escaped."""
+    return _compact_json(frame).encode()
+
+
+MAX_POST_BYTES = 128 * 1024
 CLOSING_EVENT = "connection.closing"
 """Sent right before the gateway closes a socket, with the close code and reason the close itself cannot carry."""
 
@@ -35,9 +43,12 @@ class Sender(Protocol):
 
 
 class ManagementApiSender:
-    def __init__(self, endpoint_url: str, *, local: bool = False) -> None:
+    def __init__(self, endpoint_url: str, *, local: bool = False, max_bytes: int = MAX_POST_BYTES) -> None:
         self.endpoint_url = endpoint_url
         self.local = local
+        self.max_bytes = max_bytes
+        """What one post may carry (API Gateway refuses a WebSocket message over 128 KB): a reply over it is sent as
+        a 413 error reply to the same request instead, so that its caller does not wait for it forever."""
         self._client: BaseClient | None = None
 
     @property
@@ -49,7 +60,12 @@ class ManagementApiSender:
         return self._client
 
     def post(self, connection_id: str, frame: dict[str, Any] | bytes) -> bool:
-        data = frame if isinstance(frame, bytes) else _compact_json(frame).encode()
+        if isinstance(frame, bytes):
+            data = frame
+        else:
+            data = post_data(frame)
+            if len(data) > self.max_bytes and frame.get("type") == "res":
+                data = post_data(too_large(frame, len(data), self.max_bytes))
         try:
             self.client.post_to_connection(ConnectionId=connection_id, Data=data)
         except self.client.exceptions.GoneException:

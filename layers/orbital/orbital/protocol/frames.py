@@ -8,6 +8,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from orbital.protocol.jsontext import compact
+
 PROTOCOL_VERSION = 1
 SERVER_VERSION = "0.1.0"
 
@@ -66,7 +68,7 @@ def event_frame(event: str, payload: Any = None) -> dict[str, Any]:
     return frame
 
 
-_compact_json = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+_compact_json = compact(ensure_ascii=False)
 
 
 def encode(frame: dict[str, Any]) -> str:
@@ -81,6 +83,11 @@ def _oversize(frame: dict[str, Any], text: str, limit: int) -> dict[str, Any] | 
     size = len(text.encode("utf-8"))
     if size <= limit:
         return None
+    return too_large(frame, size, limit)
+
+
+def too_large(frame: dict[str, Any], size: int, limit: int) -> dict[str, Any]:
+    """The 413 error reply that replaces a reply of `size` bytes, over `limit`, to the same request."""
     message = f"Reply too large to send: {size} bytes (the limit is {limit}); ask for less (a range or a limit)"
     return error_frame(frame.get("id"), {"code": 413, "message": message})
 
@@ -91,13 +98,6 @@ def encode_sendable(frame: dict[str, Any], limit: int) -> str:
     text = encode(frame)
     instead = _oversize(frame, text, limit)
     return text if instead is None else encode(instead)
-
-
-def sendable(frame: dict[str, Any], limit: int) -> dict[str, Any]:
-    """`frame`, or the 413 error reply that replaces a reply too large to send (see `encode_sendable`)."""
-    if frame.get("type") != "res":
-        return frame
-    return _oversize(frame, encode(frame), limit) or frame
 
 
 REPLY_BUDGET_BYTES = 96_000

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 from orbital import methods
 from orbital.aws import clients
 from orbital.aws.push import ManagementApiSender, Sender
-from orbital.protocol.frames import sendable
 from orbital.runtime.lifecycle import disconnect
 from orbital.settings import Settings, get_settings
 from orbital.store.config_repo import ConfigRepo
@@ -86,18 +85,22 @@ class Services:
             endpoint = self.settings.mgmt_endpoint
             if not endpoint:
                 raise RuntimeError("no management endpoint configured (ORBITAL_WS_MGMT_ENDPOINT)")
-            self._sender = ManagementApiSender(endpoint, local=self.settings.local)
+            self._sender = ManagementApiSender(
+                endpoint, local=self.settings.local, max_bytes=self.settings.max_frame_bytes
+            )
         return self._sender
 
     def use_endpoint(self, endpoint: str) -> None:
         """Adopt the management endpoint of the API that invoked us when none was configured."""
         if self._sender is None and not self.settings.mgmt_endpoint:
-            self._sender = ManagementApiSender(endpoint, local=self.settings.local)
+            self._sender = ManagementApiSender(
+                endpoint, local=self.settings.local, max_bytes=self.settings.max_frame_bytes
+            )
 
     def push(self, connection_id: str, frame: dict[str, Any]) -> bool:
         """Send a frame; a gone socket (410) is cleaned up and reported as False. A reply too large to send goes
-        as a 413 error reply instead (`encode_sendable`)."""
-        if self.sender.post(connection_id, sendable(frame, self.settings.max_frame_bytes)):
+        as a 413 error reply instead (the sender sees to it, on what it posts)."""
+        if self.sender.post(connection_id, frame):
             return True
         disconnect(self, connection_id)
         return False

@@ -59,8 +59,10 @@ class Connection:
         )
 
 
-@dataclass
+@dataclass(frozen=True)
 class NodeEntry:
+    """A connected node as its registry entry says; shared by readers (`ConnectionRepo.node`), so read-only."""
+
     node_id: str
     connection_id: str
     tools: list[dict[str, Any]]
@@ -157,8 +159,8 @@ class ConnectionRepo:
         return sorted(entries, key=lambda n: (n.connected_at, n.node_id))
 
     def node(self, node_id: str) -> NodeEntry | None:
-        rec = self.table.get(keys.node(node_id))
-        return NodeEntry.from_record(rec) if rec else None
+        """The node's entry (the same object for every reader until the entry changes: read-only)."""
+        return self.table.view(keys.node(node_id), NodeEntry.from_record)
 
     def update_node_runtime(
         self, node_id: str, connection_id: str, mutate: Callable[[dict[str, Any]], dict[str, Any]]

@@ -15,19 +15,21 @@ cache never holds an item older than the table. Partitions larger than `PARTITIO
 from __future__ import annotations
 
 import bisect
-import json
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from orbital.errors import ConflictError
+from orbital.protocol.jsontext import compact, loads
 
 if TYPE_CHECKING:
     from botocore.client import BaseClient
 
 _RESERVED = {"PK", "SK", "GSI1PK", "GSI1SK", "ttl", "d"}
+_UNCACHED: Any = object()
+T = TypeVar("T")
 PARTITION_CACHE_ITEMS = 5000
 
 
@@ -49,11 +51,13 @@ class Record:
     ttl: int | None = None
 
 
-_compact_json = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+_compact_json = compact(ensure_ascii=False)
 """`json.dumps(value, separators=(",", ":"), ensure_ascii=False)` without building an encoder for every item."""
 
 
 def _to_attr(value: Any) -> dict[str, Any]:
+    if type(value) is str:
+        return {"S": value}
     if isinstance(value, bool):
         return {"BOOL": value}
     if isinstance(value, int | float):
@@ -84,6 +88,8 @@ class Table:
         self._parts: dict[str, list[dict[str, Any]]] = {}
         """Cached partitions: every item of the partition, in SK order."""
         self._generations: dict[str, int] = {}
+        self._views: dict[tuple[str, str], tuple[dict[str, Any], Any, Any, int | None]] = {}
+        """What `view` made of a cached item: (the item, the function, what it made, the item's ttl)."""
 
     # --- encoding ---------------------------------------------------------------------------------------------
 
@@ -123,7 +129,7 @@ class Table:
         return Record(
             pk=item["PK"]["S"],
             sk=item["SK"]["S"],
-            data=json.loads(raw) if raw else {},
+            data=loads(raw) if raw else {},
             attrs=attrs,
             ttl=ttl,
         )
@@ -142,6 +148,7 @@ class Table:
                     self._generations[pk] = self._generation(pk) + 1
                 self._items.clear()
                 self._parts.clear()
+                self._views.clear()
 
     def forget(self, key: tuple[str, str]) -> None:
         """Drop one item from the cache (it was changed by a write that did not go through this Table)."""
@@ -159,6 +166,7 @@ class Table:
                 self._generations[pk] = self._generation(pk) + 1
                 self._items.pop((pk, sk), None)
                 self._parts.pop(pk, None)
+                self._views.pop((pk, sk), None)
 
     def _remember(self, pk: str, sk: str, item: dict[str, Any] | None) -> None:
         """Write-through after a successful write: `item` is now the stored item (None: deleted)."""
@@ -167,6 +175,7 @@ class Table:
         with self._lock:
             self._generations[pk] = self._generation(pk) + 1
             self._items[(pk, sk)] = item
+            self._views.pop((pk, sk), None)
             part = self._parts.get(pk)
             if part is None:
                 return
@@ -204,6 +213,36 @@ class Table:
                 if self._generation(pk) == generation:  # no write landed while we read
                     self._items[key] = item
         return self._decode(item) if item else None
+
+    def view(self, key: tuple[str, str], make: Callable[[Record], T]) -> T | None:
+        """`make(record)` of the item at `key`, None if there is none. With the cache on, what `make` made is kept
+        with the cached item and handed out again until the item changes or its `ttl` passes: callers share it and
+        must not change it. Without the cache, `make(get(key))` each time."""
+        if not self._cache_on:
+            rec = self.get(key)
+            return make(rec) if rec is not None else None
+        with self._lock:
+            raw = self._items.get(key, _UNCACHED)
+            memo = self._views.get(key)
+        if raw is _UNCACHED:
+            self.get(key)  # into the cache, unless a write landed meanwhile
+            with self._lock:
+                raw = self._items.get(key, _UNCACHED)
+            if raw is _UNCACHED:
+                rec = self.get(key)
+                return make(rec) if rec is not None else None
+        elif memo is not None and memo[0] is raw and memo[1] == make and (memo[3] is None or memo[3] >= time.time()):
+            return memo[2]
+        if raw is None:
+            return None
+        rec = self._decode(raw)
+        if rec is None:
+            return None
+        made = make(rec)
+        with self._lock:
+            if self._items.get(key, _UNCACHED) is raw:  # still the current item
+                self._views[key] = (raw, make, made, rec.ttl)
+        return made
 
     def get_many(self, keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], Record]:
         wanted = list(dict.fromkeys(keys))

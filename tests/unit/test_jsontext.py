@@ -1,0 +1,52 @@
+"""The prepared JSON encoders and the direct decoder (orbital.protocol.jsontext) against the standard functions."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from orbital.protocol.jsontext import compact, loads
+
+VALUES: list[Any] = [
+    {"type": "res", "id": "r1", "ok": True, "payload": {"result": {"x": 1}}},
+    {"a": [1.5, None, True, False, "é\ud800x", '\n"\\'], "b": {"c": float("nan"), "d": 10**30, "e": -0.0}},
+    {"nested": [[[]], {}, [{"k": "v"}]], "emoji": "🛰", "int": 7},
+    "plain",
+    "é",
+    [],
+    {},
+    3,
+    2.5,
+    None,
+]
+
+
+@pytest.mark.parametrize("ascii_only", [True, False])
+def test_the_text_is_the_standard_encoders(ascii_only: bool) -> None:
+    encode = compact(ensure_ascii=ascii_only)
+    for value in VALUES:
+        assert encode(value) == json.dumps(value, separators=(",", ":"), ensure_ascii=ascii_only), value
+
+
+def test_the_encoder_refuses_what_the_standard_one_refuses() -> None:
+    encode = compact(ensure_ascii=False)
+    with pytest.raises(TypeError):
+        encode({"when": object()})
+    with pytest.raises(TypeError):
+        encode({("a", "b"): 1})
+    assert encode({1: "x", 2.5: "y", None: "z"}) == json.dumps({1: "x", 2.5: "y", None: "z"}, separators=(",", ":"))
+
+
+def _outcome(parse: Any, text: str) -> tuple[str, str]:
+    try:
+        return "value", json.dumps(parse(text))
+    except ValueError as exc:
+        return "error", str(exc)
+
+
+def test_loads_reads_what_json_loads_reads_and_fails_where_it_fails() -> None:
+    texts = [compact(ensure_ascii=False)(v) for v in VALUES[:3]]
+    texts += ["", " {}", "{} ", "{", "[1,]", "nul", "NaN", '"\\ud800"', "[1] [2]", '{"a":1}x']
+    for text in texts:
+        assert _outcome(loads, text) == _outcome(json.loads, text), text
