@@ -7,6 +7,7 @@ normalized id), so that neither has to import the other from inside a function.
 
 from __future__ import annotations
 
+import os
 import re
 import uuid
 
@@ -23,6 +24,16 @@ def execution_name(label: str) -> str:
     slug = _EXECUTION_NAME_CHARS.sub("-", label).strip("-")[:48] or "x"
     return f"{slug}-{uuid.uuid4().hex[:24]}"
 
+
+def new_uuid() -> str:
+    """`str(uuid.uuid4())` at a third of its cost (a tool call's id is made on the reply path): 122 random bits from
+    the OS, the version nibble 4 and the RFC 4122 variant bits 10."""
+    h = os.urandom(16).hex()
+    return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{_VARIANT[int(h[16], 16)]}{h[17:20]}-{h[20:]}"
+
+
+_VARIANT = "89ab" * 4
+"""The hex digit holding the variant bits, by the random digit it replaces: its two top bits set to 10."""
 
 _VALID_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$", re.IGNORECASE)
 _INVALID_ID_CHARS = re.compile(r"[^a-z0-9_-]+")

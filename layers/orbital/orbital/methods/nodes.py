@@ -11,6 +11,7 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from orbital.agent.settings import logs_timeout_ms, tool_timeout_ms
+from orbital.domain.ids import new_uuid
 from orbital.engines import deferred
 from orbital.errors import BadRequestError, ConflictError, ForbiddenError, NotFoundError, UnavailableError
 from orbital.protocol.dispatch import DEFERRED
@@ -75,7 +76,7 @@ def tool_invoke(ctx: CallContext, params: ToolInvokeParams) -> Any:
         raise NotFoundError(f"No node provides tool: {params.tool}")
     node, bare = found
     call = deferred.PendingCall(
-        call_id=str(uuid.uuid4()),
+        call_id=new_uuid(),
         kind="tool",
         node_id=node.node_id,
         node_connection_id=node.connection_id,
