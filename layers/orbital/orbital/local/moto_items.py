@@ -32,6 +32,14 @@ import re
 import threading
 from typing import Any
 
+from moto.dynamodb.comparisons import create_condition_expression_parser
+from moto.dynamodb.exceptions import ConditionalCheckFailed
+from moto.dynamodb.models.dynamo_type import DynamoType, Item, LimitedSizeDict
+from moto.dynamodb.models.utilities import bytesize
+
+from orbital.local import moto_updates
+from orbital.local.persistence import recorded_put, whole_operation
+
 PUT_PARAMETERS = frozenset({"TableName", "Item", "ConditionExpression", "ExpressionAttributeNames",
                             "ExpressionAttributeValues", "ReturnValues"})  # fmt: skip
 UPDATE_PARAMETERS = frozenset({"TableName", "Key", "UpdateExpression", "ConditionExpression",
@@ -135,8 +143,6 @@ def _condition(
     the text. Parsed by moto's parser, whose results the local stack keeps per text, names and the values the
     condition uses (`stack.cache_conditions`): not per every value of the request, which would keep (and miss on)
     the values an update sets, such as a stored tool outcome of up to 256 KB."""
-    from moto.dynamodb.comparisons import create_condition_expression_parser
-
     text = params.get("ConditionExpression")
     if text is not None and not isinstance(text, str):
         return None
@@ -282,8 +288,6 @@ def _plan_condition(plan: _Plan, params: dict[str, Any], names: dict[str, Any], 
 def _typed(type_: str, content: Any) -> Any:
     """moto's `DynamoType` of a plain value: its type is the value's one key and its value that key's content, which
     is all `DynamoType(value)` sets for one."""
-    from moto.dynamodb.models.dynamo_type import DynamoType
-
     typed = object.__new__(DynamoType)
     typed.type = type_
     typed.value = content
@@ -342,9 +346,6 @@ def _typed_item(plan: _Plan, item: dict[str, Any]) -> dict[str, Any] | None:
     """The item's attributes as moto's `DynamoType`s, or None unless every attribute is plain (a key attribute a
     non-empty value of its declared type, in size) and the item is within `MAX_ITEM_BYTES` as moto counts it. Its
     size is counted only when a bound of it (four bytes a character) could pass the limit."""
-    from moto.dynamodb.models.dynamo_type import DynamoType
-    from moto.dynamodb.models.utilities import bytesize
-
     new = object.__new__
     attrs: dict[str, Any] = {}
     bound = 0
@@ -374,12 +375,6 @@ def _typed_item(plan: _Plan, item: dict[str, Any]) -> dict[str, Any] | None:
 
 def put_item(backend: Any, params: dict[str, Any]) -> dict[str, Any] | None:
     """Answer a plain `PutItem` as moto's handler would, or None (nothing done) for moto's handler to answer."""
-    from moto.dynamodb.exceptions import ConditionalCheckFailed
-    from moto.dynamodb.models.dynamo_type import Item, LimitedSizeDict
-
-    from orbital.local import moto_updates
-    from orbital.local.persistence import recorded_put, whole_operation
-
     item = params.get("Item")
     plan = _planned("put", backend, params, item, _put_plan)
     if plan is None:
@@ -426,8 +421,6 @@ def put_item(backend: Any, params: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def _update_plan(backend: Any, params: dict[str, Any]) -> _Plan | None:
-    from orbital.local import moto_updates
-
     if not UPDATE_PARAMETERS.issuperset(params):
         return None
     return_values = params.get("ReturnValues", "NONE")
@@ -492,9 +485,6 @@ def _update_actions(plan: _Plan, values: dict[str, Any]) -> list[Any] | None:
 
 def update_item(backend: Any, params: dict[str, Any]) -> dict[str, Any] | None:
     """Answer a plain `UpdateItem` as moto's handler would, or None (nothing done) for moto's handler to answer."""
-    from orbital.local import moto_updates
-    from orbital.local.persistence import recorded_put, whole_operation
-
     key = params.get("Key")
     plan = _planned("update", backend, params, key, _update_plan)
     if plan is None:

@@ -24,6 +24,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from moto.dynamodb.exceptions import ConditionalCheckFailed, ItemSizeTooLarge, ItemSizeToUpdateTooLarge
+from moto.dynamodb.models.dynamo_type import DynamoType
+from moto.dynamodb.models.utilities import bytesize
+
 _install_lock = threading.Lock()
 _moto_update_item: Callable[..., Any] | None = None  # moto's own, once the fast one is installed
 PLANS_KEPT = 1024
@@ -152,8 +156,6 @@ def _set_at_once(attrs: Any, actions: list[Any], dynamo_type: Any) -> bool:
     for every value set, when no such sum could reach the item size limit: the item's size now plus every value
     set is a bound on each. False (nothing changed) otherwise, or if a value does not convert: the caller then
     applies them one by one through the map, which raises where moto does."""
-    from moto.dynamodb.models.utilities import bytesize
-
     if any(kind == "add" for kind, _, _ in actions):
         return False
     try:
@@ -284,8 +286,6 @@ def prepare(
     """The plain update `expression` makes of the item at `key`, or None (nothing read or changed) where moto's own
     `update_item` must answer. Raises moto's error for a table that does not exist. `table`: moto's table of that
     name, if the caller has it already."""
-    from moto.dynamodb.models.dynamo_type import DynamoType
-
     plan = plan_for(expression) if expression else None
     if plan is None:
         return None
@@ -313,9 +313,6 @@ def apply(
     holds for it, and return the item; None (nothing changed) where moto's own `update_item` must answer. Raises
     moto's `ConditionalCheckFailed`, or its size error after the actions before the one too large, as moto does.
     `stored` is the item as the caller just read it under the table's lock (None: there is none), if it did."""
-    from moto.dynamodb.exceptions import ConditionalCheckFailed, ItemSizeTooLarge, ItemSizeToUpdateTooLarge
-    from moto.dynamodb.models.dynamo_type import DynamoType
-
     table, hash_value, range_value, actions = plain.table, plain.hash_value, plain.range_value, plain.actions
     item = stored_item(table, hash_value, range_value) if stored is _UNREAD else stored
     if item is not None:

@@ -631,6 +631,19 @@ def _changes() -> Iterator[Persistence | None]:
                 store.journal.wait(seq)
 
 
+_table_lock: threading.RLock | None = None
+
+
+def _dynamodb_lock() -> threading.RLock:
+    """The lock of moto's DynamoDB (`stack.MOTO_LOCKS`), looked up once."""
+    global _table_lock
+    if _table_lock is None:
+        from orbital.local.stack import MOTO_LOCKS
+
+        _table_lock = MOTO_LOCKS["dynamodb"]
+    return _table_lock
+
+
 class _WholeOperation:
     """`whole_operation`'s context: `_changes()` around the table's lock, as a class (a generator-based context
     manager costs more than the dictionary write it would wrap)."""
@@ -638,9 +651,7 @@ class _WholeOperation:
     __slots__ = ("_depth", "_lock")
 
     def __enter__(self) -> Persistence | None:
-        from orbital.local.stack import MOTO_LOCKS
-
-        self._lock = MOTO_LOCKS["dynamodb"]
+        self._lock = _dynamodb_lock()
         self._depth = depth = getattr(_local, "depth", 0)
         _local.depth = depth + 1
         try:
