@@ -430,7 +430,7 @@ class Bridge:
             return _gone_response(cid)
         if method == "GET":
             return _info(sock)
-        if method == "POST" and _is_text(data) and len(data) > MAX_MESSAGE_BYTES:
+        if method == "POST" and len(data) > MAX_MESSAGE_BYTES and _is_text(data):
             message = f"Message of {len(data)} bytes exceeds the 128 KB limit of a WebSocket message"
             body = json.dumps({"message": message}).encode()
             return 413, {"content-type": "application/json", "x-amzn-ErrorType": "PayloadTooLargeException"}, body
@@ -540,7 +540,13 @@ def _close_of(headers: dict[str, str]) -> _Close:
 
 
 def _payload(data: bytes) -> str | bytes:
-    return data.decode("utf-8") if _is_text(data) else data
+    """What to write for a posted message: its text (a text frame) if `_is_text`, else the bytes themselves."""
+    if not _text_like(data):
+        return data
+    try:
+        return data.decode("utf-8")  # decoded once: the check and the text are the same work
+    except UnicodeDecodeError:
+        return data
 
 
 def _gone_response(cid: str) -> _Answer:
@@ -548,9 +554,13 @@ def _gone_response(cid: str) -> _Answer:
     return 410, {"content-type": "application/json", "x-amzn-ErrorType": "GoneException"}, body
 
 
+def _text_like(data: bytes) -> bool:
+    return bool(data) and data[:1] in (b"{", b"[") and b"\x00" not in data[:4]
+
+
 def _is_text(data: bytes) -> bool:
     """JSON frames go out as text, transfer chunks (4-byte little-endian id first) as binary."""
-    if not data or data[:1] not in (b"{", b"[") or b"\x00" in data[:4]:
+    if not _text_like(data):
         return False
     try:
         data.decode("utf-8")
