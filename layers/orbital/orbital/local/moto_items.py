@@ -19,9 +19,11 @@ gateway (docs/adr/0021).
   condition; `ReturnValues` `NONE`, `ALL_NEW` or `ALL_OLD`. The update itself is moto's backend's
   (`DynamoDBBackend.update_item`, that is `moto_updates` under the lock and the journal).
 
-Anything else returns None before anything is read or changed, and the caller hands the call to moto's handler,
-which answers (or refuses) it as it always has. The condition is moto's parser's (parsed once, `stack.
-cache_conditions`), the stored item is moto's `Item` of moto's `DynamoType`s, the journal records the item as moto
+What depends only on a write's shape (its table, parameter names, attribute or key names, expressions, name map,
+value placeholders and return options) is checked once per shape and kept as a plan (docs/adr/0023); each call
+checks its own values. Anything else returns None before anything is read or changed, and the caller hands the call
+to moto's handler, which answers (or refuses) it as it always has. The condition is moto's parser's (parsed once per
+the values it uses), the stored item is moto's `Item` of moto's `DynamoType`s, the journal records the item as moto
 stores it, and the answer is the handler's to the letter; `tests/functional/test_moto_items.py` runs the same
 script both ways on twin tables and compares every answer, error, stored item and journal record.
 """
