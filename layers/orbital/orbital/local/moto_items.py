@@ -232,6 +232,15 @@ def _planned(kind: str, backend: Any, params: dict[str, Any], fields: Any, make:
     return plan
 
 
+def _value_maps(params: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """A planned write's name and value maps (their placeholders are the plan's), or None unless every value is
+    plain."""
+    values = params.get("ExpressionAttributeValues", {})
+    if values and not _plain_values(values):
+        return None
+    return params.get("ExpressionAttributeNames", {}), values
+
+
 def _plain_values(values: dict[str, Any]) -> bool:
     for value in values.values():
         if type(value) is not dict or len(value) != 1:
@@ -385,10 +394,10 @@ def put_item(backend: Any, params: dict[str, Any]) -> dict[str, Any] | None:
     attrs = _typed_item(plan, item)
     if attrs is None:
         return None
-    names = params.get("ExpressionAttributeNames", {})
-    values = params.get("ExpressionAttributeValues", {})
-    if values and not _plain_values(values):
+    maps = _value_maps(params)
+    if maps is None:
         return None
+    names, values = maps
     text = params.get("ConditionExpression")
     condition = _parsed_condition(plan, params, names, values) if text else None
     if text and condition is None:
@@ -463,9 +472,8 @@ def _update_plan(backend: Any, params: dict[str, Any]) -> _Plan | None:
 
 
 def _update_actions(plan: _Plan, values: dict[str, Any]) -> list[Any] | None:
-    """The plan's actions with their values, or None where moto has something to say about a value: an `ADD` of
-    something else than a number, a key attribute set to another type than its declared one, an index key set to
-    an empty string or binary."""
+    """The plan's actions with their values, or None where moto has something to say about a value
+    (`moto_updates.refuses_value`)."""
     types, key_attrs = plan.shape.types, plan.shape.key_attrs
     out: list[Any] = []
     for kind, name, placeholder in plan.actions:
@@ -474,13 +482,8 @@ def _update_actions(plan: _Plan, values: dict[str, Any]) -> list[Any] | None:
             continue
         raw = values[placeholder]
         ((type_, content),) = raw.items()
-        if kind == "add" and type_ != "N":
+        if moto_updates.refuses_value(kind, name, type_, content, types, key_attrs):
             return None
-        if kind == "set":
-            if name in types and types[name] != type_:
-                return None
-            if not content and type_ in ("S", "B") and name in key_attrs:
-                return None
         out.append((kind, name, raw))
     return out
 
@@ -496,10 +499,10 @@ def update_item(backend: Any, params: dict[str, Any]) -> dict[str, Any] | None:
     for name, value in key.items():
         if not _plain_key_value(shape, name, value):
             return None
-    names = params.get("ExpressionAttributeNames", {})
-    values = params.get("ExpressionAttributeValues", {})
-    if values and not _plain_values(values):
+    maps = _value_maps(params)
+    if maps is None:
         return None
+    names, values = maps
     actions = _update_actions(plan, values)
     if actions is None:
         return None

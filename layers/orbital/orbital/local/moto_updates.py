@@ -20,7 +20,7 @@ a number, the legacy `Expected` or `AttributeUpdates` parameters, a table with a
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -238,15 +238,24 @@ def _resolved(plan: list[Action], names: dict[str, str], values: dict[str, Any],
         if not isinstance(raw, dict) or len(raw) != 1:
             return None
         ((type_, content),) = raw.items()
-        if kind == "add" and type_ != "N":
+        if refuses_value(kind, name, type_, content, key_types, index_keys):
             return None
-        if kind == "set":
-            if name in key_types and key_types[name] != type_:
-                return None
-            if not content and type_ in ("S", "B") and name in index_keys:
-                return None
         out.append((kind, name, raw))
     return out
+
+
+def refuses_value(
+    kind: str, name: str, type_: str, content: Any, key_types: dict[str, str], index_keys: Collection[str]
+) -> bool:
+    """Whether moto has something to say about an action's value: an `ADD` of something else than a number, a key
+    attribute set to another type than its declared one, an index key set to an empty string or binary."""
+    if kind == "add":
+        return type_ != "N"
+    if kind != "set":
+        return False
+    if name in key_types and key_types[name] != type_:
+        return True
+    return not content and type_ in ("S", "B") and name in index_keys
 
 
 _UNREAD: Any = object()
