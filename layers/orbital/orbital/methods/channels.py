@@ -20,7 +20,7 @@ from orbital.errors import BadRequestError, ForbiddenError, NotFoundError, RpcEr
 from orbital.protocol.dispatch import DEFERRED
 from orbital.protocol.frames import event_frame
 from orbital.protocol.params import Flag, GivenFlag, GivenObject, GivenText, Object, Text
-from orbital.protocol.registry import NoParams, Params, Result, Router
+from orbital.protocol.registry import CHANNEL, CLIENT, NoParams, Params, Result, Router
 from orbital.store import keys
 
 if TYPE_CHECKING:
@@ -54,7 +54,7 @@ def channel_entry(data: dict[str, Any]) -> dict[str, Any]:
     return entry
 
 
-@router.method("channels.list", params=NoParams, result=ChannelsListResult, inline=True)
+@router.method("channels.list", params=NoParams, result=ChannelsListResult, inline=True, modes=CLIENT)
 def channels_list(ctx: CallContext, params: NoParams) -> dict[str, Any]:
     """Every channel account that has connected: `{channel, accountId, connectedAt, lastMessageAt?}`."""
     channels = [channel_entry(data) for data in ctx.services.connections.channels()]
@@ -94,7 +94,7 @@ def _channel_error(exc: ChannelError) -> RpcError:
     return RpcError(exc.message, code=exc.code)
 
 
-@router.method("channel.inbound", params=ChannelInboundParams, result=ChannelInboundResult)
+@router.method("channel.inbound", params=ChannelInboundParams, result=ChannelInboundResult, modes=CHANNEL)
 def channel_inbound(ctx: CallContext, params: ChannelInboundParams) -> dict[str, Any]:
     """A message from a messenger, for the agent: `status` is `started` (a run, replying on the channel),
     `duplicate` (a message id already received; `processing: true` while that first delivery is still being
@@ -203,32 +203,32 @@ def _forward(ctx: CallContext, channel: str, account_id: str, action: str, param
     return DEFERRED
 
 
-@router.method("channel.start", params=ChannelControlParams, result=ChannelControlResult, modes={"client"})
+@router.method("channel.start", params=ChannelControlParams, result=ChannelControlResult, modes=CLIENT)
 def channel_start(ctx: CallContext, params: ChannelControlParams) -> Any:
     """Start a channel account (`accountId` default "default", `config` for the adapter): Telegram registers its
     webhook; a socket channel is asked through its socket."""
     return _control(ctx, params, "start")
 
 
-@router.method("channel.stop", params=ChannelControlParams, result=ChannelControlResult, modes={"client"})
+@router.method("channel.stop", params=ChannelControlParams, result=ChannelControlResult, modes=CLIENT)
 def channel_stop(ctx: CallContext, params: ChannelControlParams) -> Any:
     """Stop a channel account and drop it from the registry."""
     return _control(ctx, params, "stop")
 
 
-@router.method("channel.login", params=ChannelControlParams, result=ChannelControlResult, modes={"client"})
+@router.method("channel.login", params=ChannelControlParams, result=ChannelControlResult, modes=CLIENT)
 def channel_login(ctx: CallContext, params: ChannelControlParams) -> Any:
     """Log a channel account in (QR code flows answer with `qrDataUrl` and `message`)."""
     return _control(ctx, params, "login")
 
 
-@router.method("channel.logout", params=ChannelControlParams, result=ChannelControlResult, modes={"client"})
+@router.method("channel.logout", params=ChannelControlParams, result=ChannelControlResult, modes=CLIENT)
 def channel_logout(ctx: CallContext, params: ChannelControlParams) -> Any:
     """Log a channel account out and drop it from the registry."""
     return _control(ctx, params, "logout")
 
 
-@router.method("channel.status", params=ChannelControlParams, result=ChannelStatusResult)
+@router.method("channel.status", params=ChannelControlParams, result=ChannelStatusResult, modes=CLIENT)
 def channel_status(ctx: CallContext, params: ChannelControlParams) -> dict[str, Any]:
     """The accounts of a channel (all, or `accountId`): `{accountId, connected, authenticated, mode?,
     lastActivity?, error?, extra?}`."""
@@ -257,8 +257,8 @@ class AckResult(Result):
     "channel.control.result",
     params=ControlAnswerParams,
     result=AckResult,
-    modes={"channel"},
     mode_error=(403, "Only channel clients can answer channel control"),
+    modes=CHANNEL,
 )
 def channel_control_result(ctx: CallContext, params: ControlAnswerParams) -> dict[str, Any]:
     """A channel socket's answer to `channel.control`: `{callId, ok, result?, error?}`."""

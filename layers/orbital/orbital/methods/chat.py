@@ -15,7 +15,7 @@ from orbital.domain import commands
 from orbital.errors import BadRequestError
 from orbital.methods.sessions import session_key_param
 from orbital.protocol.params import Text
-from orbital.protocol.registry import Params, Result, Router
+from orbital.protocol.registry import CLIENT, Params, Result, Router
 
 if TYPE_CHECKING:
     from orbital.protocol.context import CallContext
@@ -43,7 +43,7 @@ class ChatSendResult(Result):
     error: str | None = None
 
 
-@router.method("chat.send", params=ChatSendParams, result=ChatSendResult)
+@router.method("chat.send", params=ChatSendParams, result=ChatSendResult, modes=CLIENT)
 def chat_send(ctx: CallContext, params: ChatSendParams) -> dict[str, Any]:
     """Send a message to the agent of a session. Slash commands answer at once (`status: "command"`), a message of
     inline directives only is acknowledged (`status: "directive-only"`); anything else starts a run

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 from orbital.domain import config as cfg
 from orbital.errors import RpcError
 from orbital.protocol.params import Json
-from orbital.protocol.registry import Params, Result, Router
+from orbital.protocol.registry import CLIENT, Params, Result, Router
 
 if TYPE_CHECKING:
     from orbital.protocol.context import CallContext
@@ -35,7 +35,7 @@ class ConfigSetResult(Result):
     path: str
 
 
-@router.method("config.get", params=ConfigGetParams, result=ConfigGetResult, inline=True)
+@router.method("config.get", params=ConfigGetParams, result=ConfigGetResult, inline=True, modes=CLIENT)
 def config_get(ctx: CallContext, params: ConfigGetParams) -> dict[str, Any]:
     """The effective configuration (defaults deep-merged with overrides), or one dotted path of it. Secrets are
     shown as "***" on every path."""
@@ -48,7 +48,7 @@ def config_get(ctx: CallContext, params: ConfigGetParams) -> dict[str, Any]:
     return {"config": safe}
 
 
-@router.method("config.set", params=ConfigSetParams, result=ConfigSetResult)
+@router.method("config.set", params=ConfigSetParams, result=ConfigSetResult, modes=CLIENT)
 def config_set(ctx: CallContext, params: ConfigSetParams) -> dict[str, Any]:
     """Store `value` at a dotted `path` of the overrides (a missing `value` deletes the key). Writing back the
     "***" mask keeps the stored secret."""

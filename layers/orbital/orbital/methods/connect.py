@@ -14,7 +14,7 @@ from orbital.domain.capabilities import RuntimeInvalid, validate_node_runtime
 from orbital.errors import RpcError, UnavailableError
 from orbital.protocol.frames import PROTOCOL_VERSION, SERVER_VERSION
 from orbital.protocol.params import GivenObject, Items, Text, Whole
-from orbital.protocol.registry import Params, Result, Router
+from orbital.protocol.registry import EVERY_MODE, Params, Result, Router
 from orbital.store.connections import Connection
 
 if TYPE_CHECKING:
@@ -150,7 +150,7 @@ def _release_previous_identity(ctx: CallContext, conn: Connection) -> None:
         repo.release_identity(old, ctx.connection_id)
 
 
-@router.method("connect", params=ConnectParams, result=HelloOk)
+@router.method("connect", params=ConnectParams, result=HelloOk, modes=EVERY_MODE)
 def connect(ctx: CallContext, params: ConnectParams) -> dict[str, Any]:
     """Handshake. Registers the socket as a client, node or channel and answers `hello-ok`."""
     if params.minProtocol != PROTOCOL_VERSION:

@@ -17,7 +17,7 @@ from orbital.engines.cron import cron_settings, int_param
 from orbital.errors import RpcError
 from orbital.protocol.frames import fit
 from orbital.protocol.params import Count, Flag, GivenCount, GivenFlag, GivenObject, GivenText, Text
-from orbital.protocol.registry import NoParams, Params, Result, Router
+from orbital.protocol.registry import CLIENT, NoParams, Params, Result, Router
 from orbital.store.repos import CRON_LIST_DEFAULT, CRON_LIST_MAX, CRON_OFFSET_MAX
 
 if TYPE_CHECKING:
@@ -73,7 +73,7 @@ class CronListResult(Result):
     truncated: bool | None = None
 
 
-@router.method("cron.status", params=NoParams, result=CronStatusResult)
+@router.method("cron.status", params=NoParams, result=CronStatusResult, modes=CLIENT)
 def cron_status(ctx: CallContext, params: NoParams) -> dict[str, Any]:
     """Scheduler summary: whether cron is enabled, how many jobs exist, are due and are running, the earliest next
     run of an enabled job, and the `maxJobs` / `maxConcurrentRuns` limits."""
@@ -92,7 +92,7 @@ def cron_status(ctx: CallContext, params: NoParams) -> dict[str, Any]:
     return status
 
 
-@router.method("cron.list", params=CronListParams, result=CronListResult)
+@router.method("cron.list", params=CronListParams, result=CronListResult, modes=CLIENT)
 def cron_list(ctx: CallContext, params: CronListParams) -> dict[str, Any]:
     """Jobs, those with a next run first (earliest first, then oldest), the rest last. Filters: `agentId` (exact),
     `includeDisabled` (default true). Paging: `limit` 1-500 (default 200), `offset`. `count` is the filtered
@@ -175,7 +175,7 @@ class CronRunsResult(Result):
     truncated: bool | None = None
 
 
-@router.method("cron.add", params=CronAddParams, result=CronJobResult)
+@router.method("cron.add", params=CronAddParams, result=CronJobResult, modes=CLIENT)
 def cron_add(ctx: CallContext, params: CronAddParams) -> dict[str, Any]:
     """Create a job from `{name, schedule, spec, description?, agentId?, enabled?, deleteAfterRun?}`. The schedule is
     stored as given: `{kind:"at", atMs}`, `{kind:"every", everyMs, anchorMs?}` or `{kind:"cron", expr, tz?}`."""
@@ -188,7 +188,7 @@ def cron_add(ctx: CallContext, params: CronAddParams) -> dict[str, Any]:
         raise _service_error(exc) from None
 
 
-@router.method("cron.update", params=CronUpdateParams, result=CronJobResult)
+@router.method("cron.update", params=CronUpdateParams, result=CronJobResult, modes=CLIENT)
 def cron_update(ctx: CallContext, params: CronUpdateParams) -> dict[str, Any]:
     """Apply `patch` (any job fields; a spec of the same mode is merged field by field) to job `id`; the next run
     is recomputed from now."""
@@ -200,7 +200,7 @@ def cron_update(ctx: CallContext, params: CronUpdateParams) -> dict[str, Any]:
         raise _service_error(exc) from None
 
 
-@router.method("cron.remove", params=CronRemoveParams, result=CronRemoveResult)
+@router.method("cron.remove", params=CronRemoveParams, result=CronRemoveResult, modes=CLIENT)
 def cron_remove(ctx: CallContext, params: CronRemoveParams) -> dict[str, Any]:
     """Delete job `id` and its run history; `removed` says whether it existed."""
     if not params.id:
@@ -208,7 +208,7 @@ def cron_remove(ctx: CallContext, params: CronRemoveParams) -> dict[str, Any]:
     return {"ok": True, "removed": engine.remove(ctx.services, params.id)}
 
 
-@router.method("cron.runs", params=CronRunsParams, result=CronRunsResult)
+@router.method("cron.runs", params=CronRunsParams, result=CronRunsResult, modes=CLIENT)
 def cron_runs(ctx: CallContext, params: CronRunsParams) -> dict[str, Any]:
     """Run records, newest first, optionally of one `jobId`. Paging: `limit` 1-2000 (default 200), `offset`. A page
     that would not fit one WebSocket message is cut short with `truncated: true`, like `cron.list`."""
@@ -236,7 +236,7 @@ class CronRunResult(Result):
     results: list[CronRunResultItem]
 
 
-@router.method("cron.run", params=CronRunParams, result=CronRunResult)
+@router.method("cron.run", params=CronRunParams, result=CronRunResult, modes=CLIENT)
 def cron_run(ctx: CallContext, params: CronRunParams) -> dict[str, Any]:
     """Run the due jobs now (`mode:"due"`, the default; at most `cron.maxConcurrentRuns`), or job `id` if due, or
     whatever its state with `mode:"force"`. A started agent run shows as `status:"running"`; its record (`cron.runs`)

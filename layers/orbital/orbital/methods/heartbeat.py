@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from orbital.engines import heartbeat as engine
 from orbital.protocol.params import Text
-from orbital.protocol.registry import NoParams, Params, Result, Router
+from orbital.protocol.registry import CLIENT, NoParams, Params, Result, Router
 
 if TYPE_CHECKING:
     from orbital.protocol.context import CallContext
@@ -63,14 +63,14 @@ def heartbeat_status(services: Services) -> dict[str, dict[str, Any]]:
     return engine.status(services)
 
 
-@router.method("heartbeat.status", params=NoParams, result=HeartbeatStatusResult, inline=True)
+@router.method("heartbeat.status", params=NoParams, result=HeartbeatStatusResult, inline=True, modes=CLIENT)
 def heartbeat_status_method(ctx: CallContext, params: NoParams) -> dict[str, Any]:
     """Heartbeat state per agent (`nextHeartbeatAt`, `lastHeartbeatAt`, `lastHeartbeatText`, `lastHeartbeatSentAt`,
     and where the agent was last talked to as `lastActive`)."""
     return {"agents": heartbeat_status(ctx.services)}
 
 
-@router.method("heartbeat.start", params=NoParams, result=HeartbeatStartResult)
+@router.method("heartbeat.start", params=NoParams, result=HeartbeatStartResult, modes=CLIENT)
 def heartbeat_start(ctx: CallContext, params: NoParams) -> dict[str, Any]:
     """(Re)start the heartbeat schedule: every configured agent (`agents.list`, else the default agent) is due one
     interval (`every`) from now, state of other agents is dropped. Answers with the status of every agent."""
@@ -78,7 +78,7 @@ def heartbeat_start(ctx: CallContext, params: NoParams) -> dict[str, Any]:
     return {"message": "Heartbeat scheduler started", "agents": agents}
 
 
-@router.method("heartbeat.trigger", params=HeartbeatTriggerParams, result=HeartbeatTriggerResult)
+@router.method("heartbeat.trigger", params=HeartbeatTriggerParams, result=HeartbeatTriggerResult, modes=CLIENT)
 def heartbeat_trigger(ctx: CallContext, params: HeartbeatTriggerParams) -> dict[str, Any]:
     """Run an agent's heartbeat now (default agent id `main`), whatever the time, its HEARTBEAT.md or its other
     sessions. `ok: false` with the reason when the run could not start; the reply arrives as `chat` events of the

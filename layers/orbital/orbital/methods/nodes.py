@@ -17,7 +17,7 @@ from orbital.errors import BadRequestError, ConflictError, ForbiddenError, NotFo
 from orbital.protocol.dispatch import DEFERRED
 from orbital.protocol.frames import event_frame, fit
 from orbital.protocol.params import GivenCount, GivenFlag, Items, Json, Number, Text, Whole
-from orbital.protocol.registry import Params, Result, Router
+from orbital.protocol.registry import CLIENT, NODE, Params, Result, Router
 from orbital.runtime import lifecycle
 from orbital.store import keys
 from orbital.tools.catalog import find_node_for_tool
@@ -64,7 +64,13 @@ class ToolInvokeResult(Result):
 
 
 @router.method(
-    "tool.invoke", params=ToolInvokeParams, result=ToolInvokeResult, modes={"client"}, deferred=True, quick=True
+    "tool.invoke",
+    params=ToolInvokeParams,
+    result=ToolInvokeResult,
+    deferred=True,
+    quick=True,
+    modes=CLIENT,
+    mode_error=(101, "Not connected"),
 )
 def tool_invoke(ctx: CallContext, params: ToolInvokeParams) -> Any:
     """Run a node tool (`{nodeId}__{tool}` or `{nodeId}:{tool}`) and answer with `{result}` when the node replies.
@@ -102,7 +108,7 @@ class ToolRequestResult(Result):
     status: str
 
 
-@router.method("tool.request", params=ToolRequestParams, result=ToolRequestResult)
+@router.method("tool.request", params=ToolRequestParams, result=ToolRequestResult, modes=CLIENT)
 def tool_request(ctx: CallContext, params: ToolRequestParams) -> dict[str, Any]:
     """Send a session-routed tool call to its node; the result is kept on the call for the session's agent turn."""
     if not params.callId or not params.tool or not params.sessionKey:
@@ -152,7 +158,14 @@ def _authorize_node_answer(ctx: CallContext, call: deferred.PendingCall) -> None
         raise ForbiddenError("Node not authorized for this call")
 
 
-@router.method("tool.result", params=ToolResultParams, result=AckResult, quick=True)
+@router.method(
+    "tool.result",
+    params=ToolResultParams,
+    result=AckResult,
+    quick=True,
+    modes=NODE,
+    mode_error=(403, "Node not authorized for this call"),
+)
 def tool_result(ctx: CallContext, params: ToolResultParams) -> dict[str, Any]:
     """A node's answer to `tool.invoke`. Late or orphaned answers are acknowledged with `dropped: true`."""
     if not params.callId:
@@ -160,14 +173,12 @@ def tool_result(ctx: CallContext, params: ToolResultParams) -> dict[str, Any]:
     failed = params.error is not None and params.error != ""
     outcome = {"error": _error_text(params.error)} if failed else {"result": params.result}
     conn = ctx.conn
-    if conn is not None and conn.mode == "node" and conn.node_id:
-        # a client's tool.invoke, the common answer, is claimed in one write; any other call is read by it
-        tried = deferred.claim_answer(ctx.services, params.callId, conn.node_id, "tool")
-        if tried.claimed is not None:
-            return _delivered(ctx, tried.claimed, params.result, outcome)
-        found = tried.found
-    else:
-        found = deferred.get(ctx.services, params.callId)
+    assert conn is not None and conn.node_id is not None  # node mode only (the registry's rule)
+    # a client's tool.invoke, the common answer, is claimed in one write; any other call is read by it
+    tried = deferred.claim_answer(ctx.services, params.callId, conn.node_id, "tool")
+    if tried.claimed is not None:
+        return _delivered(ctx, tried.claimed, params.result, outcome)
+    found = tried.found
     if found is None or found.call.kind not in {"tool", "session", AGENT_TOOL}:
         raise NotFoundError("Unknown callId")
     _authorize_node_answer(ctx, found.call)
@@ -279,7 +290,14 @@ def pick_log_node(services: Services, node_id: str | None) -> NodeEntry:
     return nodes[0]
 
 
-@router.method("logs.get", params=LogsGetParams, result=LogsGetResult, modes={"client"}, deferred=True)
+@router.method(
+    "logs.get",
+    params=LogsGetParams,
+    result=LogsGetResult,
+    deferred=True,
+    modes=CLIENT,
+    mode_error=(101, "Not connected"),
+)
 def logs_get(ctx: CallContext, params: LogsGetParams) -> Any:
     """Fetch the last `lines` (default 100, max 5000) of a node's own log. Answered when the node replies, with 503
     if it disconnects and 504 after `timeouts.logsMs` (20 s). Lines that would not fit one WebSocket message (96 KB
@@ -308,13 +326,17 @@ class LogsResultParams(Params):
     error: Json = None
 
 
-@router.method("logs.result", params=LogsResultParams, result=AckResult)
+@router.method(
+    "logs.result",
+    params=LogsResultParams,
+    result=AckResult,
+    modes=NODE,
+    mode_error=(403, "Node not authorized for this call"),
+)
 def logs_result(ctx: CallContext, params: LogsResultParams) -> dict[str, Any]:
     """A node's answer to `logs.get`."""
     if not params.callId:
         raise BadRequestError("callId required")
-    if ctx.conn is None or ctx.conn.mode != "node":
-        raise ForbiddenError("Node not authorized for this call")
     found = deferred.get(ctx.services, params.callId)
     if found is None or found.call.kind not in {"logs", AGENT_LOGS}:
         raise NotFoundError("Unknown callId")
@@ -377,8 +399,8 @@ class ExecEventParams(Params):
     "node.exec.event",
     params=ExecEventParams,
     result=AckResult,
-    modes={"node"},
     mode_error=(403, "Only node clients can submit exec events"),
+    modes=NODE,
 )
 def node_exec_event(ctx: CallContext, params: ExecEventParams) -> dict[str, Any]:
     """Lifecycle of a backgrounded command. Terminal events are stored for the session that started it."""

@@ -12,7 +12,7 @@ from orbital.domain import pairing
 from orbital.errors import BadRequestError, NotFoundError
 from orbital.protocol.frames import event_frame
 from orbital.protocol.params import Id, Text
-from orbital.protocol.registry import NoParams, Params, Result, Router
+from orbital.protocol.registry import CLIENT, NoParams, Params, Result, Router
 
 if TYPE_CHECKING:
     from orbital.protocol.context import CallContext
@@ -73,7 +73,7 @@ def _listed(pair: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-@router.method("pair.list", params=NoParams, result=PairListResult, inline=True)
+@router.method("pair.list", params=NoParams, result=PairListResult, inline=True, modes=CLIENT)
 def pair_list(ctx: CallContext, params: NoParams) -> dict[str, Any]:
     """Pending pairing requests by `{channel}:{senderId}`; `message` repeats `firstMessage`."""
     return {"pairs": {key: _listed(pair) for key, pair in ctx.services.gateway.pairs().items()}}
@@ -103,7 +103,7 @@ def _confirm(ctx: CallContext, channel: str, sender_id: str) -> None:
             return
 
 
-@router.method("pair.approve", params=PairDecisionParams, result=PairApproveResult)
+@router.method("pair.approve", params=PairDecisionParams, result=PairApproveResult, modes=CLIENT)
 def pair_approve(ctx: CallContext, params: PairDecisionParams) -> dict[str, Any]:
     """Approve a pending sender: add it to `channels.{channel}.allowFrom`, drop the request and send the sender a
     confirmation through a connected channel socket, if any."""
@@ -118,7 +118,7 @@ def pair_approve(ctx: CallContext, params: PairDecisionParams) -> dict[str, Any]
     return result
 
 
-@router.method("pair.reject", params=PairDecisionParams, result=PairRejectResult)
+@router.method("pair.reject", params=PairDecisionParams, result=PairRejectResult, modes=CLIENT)
 def pair_reject(ctx: CallContext, params: PairDecisionParams) -> dict[str, Any]:
     """Drop a pending sender's request (nothing is sent to the sender)."""
     channel, sender_id = _required(params)

@@ -10,7 +10,7 @@ from orbital.domain.skills import build_node_inventory, build_status
 from orbital.engines import probes
 from orbital.errors import BadRequestError
 from orbital.protocol.params import Count, Flag, GivenObject, Text
-from orbital.protocol.registry import Params, Result, Router
+from orbital.protocol.registry import CLIENT, NODE, Params, Result, Router
 from orbital.store import skills as skills_store
 
 if TYPE_CHECKING:
@@ -89,14 +89,14 @@ def _status(ctx: CallContext, agent_id: str) -> dict[str, Any]:
     return build_status(agent_id, ctx.now_ms(), skills, inventory, ctx.config())
 
 
-@router.method("skills.status", params=SkillsStatusParams, result=SkillsStatusResult)
+@router.method("skills.status", params=SkillsStatusParams, result=SkillsStatusResult, modes=CLIENT)
 def skills_status(ctx: CallContext, params: SkillsStatusParams) -> dict[str, Any]:
     """Every skill of an agent (default `main`) with its eligibility on the connected hosts, the hosts' facts and
     the bins the skills need."""
     return _status(ctx, _agent_id(params.agentId))
 
 
-@router.method("skills.update", params=SkillsUpdateParams, result=SkillsUpdateResult)
+@router.method("skills.update", params=SkillsUpdateParams, result=SkillsUpdateResult, modes=CLIENT)
 def skills_update(ctx: CallContext, params: SkillsUpdateParams) -> dict[str, Any]:
     """Probe the connected hosts for the bins an agent's skills need (all of them with `force: true`), then answer
     the status at once; the probe answers update it later."""
@@ -111,8 +111,8 @@ def skills_update(ctx: CallContext, params: SkillsUpdateParams) -> dict[str, Any
     "node.probe.result",
     params=ProbeResultParams,
     result=ProbeAck,
-    modes={"node"},
     mode_error=(403, "Only node clients can submit probe results"),
+    modes=NODE,
 )
 def node_probe_result(ctx: CallContext, params: ProbeResultParams) -> dict[str, Any]:
     """A node's answer to `node.probe`: the probed bins become part of its facts. Unknown probes are acknowledged

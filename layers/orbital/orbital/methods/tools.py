@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from orbital.protocol.registry import NoParams, Result, Router
+from orbital.protocol.registry import EVERY_MODE, NoParams, Result, Router
 from orbital.tools.catalog import all_tools
 
 if TYPE_CHECKING:
@@ -23,7 +23,7 @@ class ToolsListResult(Result):
     tools: list[ToolDefinition]
 
 
-@router.method("tools.list", params=NoParams, result=ToolsListResult, inline=True)
+@router.method("tools.list", params=NoParams, result=ToolsListResult, inline=True, modes=EVERY_MODE)
 def tools_list(ctx: CallContext, params: NoParams) -> dict[str, Any]:
     """Every tool an agent can call: the twelve native `gsv__*` tools, then the tools of each connected node (in
     the order the nodes connected) named `{nodeId}__{tool}`."""

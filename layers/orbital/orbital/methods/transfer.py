@@ -14,7 +14,7 @@ from orbital.errors import BadRequestError
 from orbital.protocol.dispatch import DEFERRED
 from orbital.protocol.frames import unpack_chunk
 from orbital.protocol.params import GivenCount, Json, Text, Whole
-from orbital.protocol.registry import Params, Result, Router
+from orbital.protocol.registry import CLIENT, NODE, Params, Result, Router
 
 if TYPE_CHECKING:
     from orbital.protocol.context import CallContext
@@ -43,21 +43,21 @@ def _transfer_id(params: TransferStepParams) -> int:
     return params.transferId
 
 
-@router.method("transfer.meta", params=TransferStepParams, result=OkResult)
+@router.method("transfer.meta", params=TransferStepParams, result=OkResult, modes=NODE)
 def transfer_meta(ctx: CallContext, params: TransferStepParams) -> dict[str, Any]:
     """Source node: size and MIME type of the file it will send (or `error`)."""
     transfer.on_meta(ctx.services, ctx.conn, _transfer_id(params), params.size, params.mime, params.error)
     return {"ok": True}
 
 
-@router.method("transfer.accept", params=TransferStepParams, result=OkResult)
+@router.method("transfer.accept", params=TransferStepParams, result=OkResult, modes=NODE)
 def transfer_accept(ctx: CallContext, params: TransferStepParams) -> dict[str, Any]:
     """Destination node: ready to receive (or `error`)."""
     transfer.on_accept(ctx.services, ctx.conn, _transfer_id(params), params.error)
     return {"ok": True}
 
 
-@router.method("transfer.complete", params=TransferStepParams, result=OkResult)
+@router.method("transfer.complete", params=TransferStepParams, result=OkResult, modes=NODE)
 def transfer_complete(ctx: CallContext, params: TransferStepParams) -> dict[str, Any]:
     """Source node: every byte has been sent (or `error`: it could not send them). `bytesSent` (optional) says how
     many: fewer than announced fails the transfer at once; otherwise it finishes when every chunk has landed (chunks
@@ -66,7 +66,7 @@ def transfer_complete(ctx: CallContext, params: TransferStepParams) -> dict[str,
     return {"ok": True}
 
 
-@router.method("transfer.done", params=TransferStepParams, result=OkResult)
+@router.method("transfer.done", params=TransferStepParams, result=OkResult, modes=NODE)
 def transfer_done(ctx: CallContext, params: TransferStepParams) -> dict[str, Any]:
     """Destination node: the file is in place (`bytesWritten`), or `error`."""
     transfer.on_done(ctx.services, ctx.conn, _transfer_id(params), params.bytesWritten, params.error)
@@ -88,7 +88,7 @@ class TransferRequestResult(Result):
 
 
 @router.method(
-    "transfer.request", params=TransferRequestParams, result=TransferRequestResult, modes={"client"}, deferred=True
+    "transfer.request", params=TransferRequestParams, result=TransferRequestResult, deferred=True, modes=CLIENT
 )
 def transfer_request(ctx: CallContext, params: TransferRequestParams) -> Any:
     """Copy a file `{nodeId}:{path}` or `gsv:{path}` (the agent workspace) to another endpoint. `mode` is

@@ -18,7 +18,7 @@ from orbital.domain.workspace_paths import validate_agent_id
 from orbital.errors import BadRequestError
 from orbital.protocol.frames import REPLY_BUDGET_BYTES, fit
 from orbital.protocol.params import GivenText
-from orbital.protocol.registry import Params, Result, Router
+from orbital.protocol.registry import CLIENT, Params, Result, Router
 from orbital.store import workspace_ops
 
 if TYPE_CHECKING:
@@ -86,7 +86,7 @@ def _list_path(raw: Any) -> str | None:
     raise BadRequestError("path must be a string")
 
 
-@router.method("workspace.list", params=WorkspaceParams, result=WorkspaceListResult)
+@router.method("workspace.list", params=WorkspaceParams, result=WorkspaceListResult, modes=CLIENT)
 def workspace_list(ctx: CallContext, params: WorkspaceParams) -> dict[str, Any]:
     """One directory of an agent's workspace: `files` like `memory/x.md` and `directories` like `memory/`, relative
     to the agent root. `skills/` merges the agent's skill overrides with the global skills. A directory too large
@@ -101,7 +101,7 @@ def workspace_list(ctx: CallContext, params: WorkspaceParams) -> dict[str, Any]:
     return listing
 
 
-@router.method("workspace.read", params=WorkspaceReadParams, result=WorkspaceReadResult)
+@router.method("workspace.read", params=WorkspaceReadParams, result=WorkspaceReadResult, modes=CLIENT)
 def workspace_read(ctx: CallContext, params: WorkspaceReadParams) -> dict[str, Any]:
     """Read a file (`size` in bytes). `skills/...` paths read the agent's override, else the global skill, and say
     which in `resolvedPath` / `resolvedSource`. At most `limit` bytes (default and cap 96,000, so the reply fits a
@@ -113,14 +113,14 @@ def workspace_read(ctx: CallContext, params: WorkspaceReadParams) -> dict[str, A
     )
 
 
-@router.method("workspace.write", params=WorkspaceWriteParams, result=WorkspaceWriteResult)
+@router.method("workspace.write", params=WorkspaceWriteParams, result=WorkspaceWriteResult, modes=CLIENT)
 def workspace_write(ctx: CallContext, params: WorkspaceWriteParams) -> dict[str, Any]:
     """Create or replace a file (`size` = characters written). `skills/...` paths write the agent's own override."""
     agent_id = _agent(ctx, params)
     return workspace_ops.write_file(ctx.services.workspace, agent_id, params.path, params.content)
 
 
-@router.method("workspace.delete", params=WorkspaceParams, result=WorkspaceDeleteResult)
+@router.method("workspace.delete", params=WorkspaceParams, result=WorkspaceDeleteResult, modes=CLIENT)
 def workspace_delete(ctx: CallContext, params: WorkspaceParams) -> dict[str, Any]:
     """Delete a file of the agent's own workspace (404 when it does not exist)."""
     agent_id = _agent(ctx, params)

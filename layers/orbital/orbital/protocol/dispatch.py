@@ -98,8 +98,9 @@ class Dispatcher:
             spec = self.registry.get(method)
             if spec is None:
                 raise RpcError(f"Unknown method: {method}", code=404)
-            if spec.modes is not None and (ctx.conn is None or ctx.conn.mode not in spec.modes):
-                raise RpcError(spec.mode_error[1], code=spec.mode_error[0])
+            if ctx.conn is not None and ctx.conn.mode not in spec.modes:
+                code, message = spec.mode_error or (403, f"{method} is not allowed for {ctx.conn.mode} connections")
+                raise RpcError(message, code=code)
             raw_params = frame.get("params")
             if raw_params is None:
                 raw_params = {}

@@ -13,7 +13,9 @@ Generated from the method registry by `make docs` — do not edit by hand.
 Frames are JSON text: requests `{"type":"req","id","method","params"}`, responses
 `{"type":"res","id","ok":true,"payload"}` or `{"type":"res","id","ok":false,"error":{"code","message"}}`, events
 `{"type":"evt","event","payload"}`. The first request on a socket must be `connect`; anything else gets
-`101 Not connected`. Malformed JSON gets no reply and the socket stays open. A message over 128 KB, or a single
+`101 Not connected`. Each method names the connection modes (`client`, `node`, `channel`) that may call it
+("Modes" below); any other mode gets `403 … is not allowed for … connections` (GSV's own codes where GSV has one).
+Malformed JSON gets no reply and the socket stays open. A message over 128 KB, or a single
 WebSocket frame over 32 KB, closes the socket with 1009, as API Gateway does: send longer messages as fragments.
 A reply that would exceed 128 KB (API Gateway's cap for one WebSocket message) is not sent; the request gets a
 `413 Reply too large to send: N bytes …` error instead, so no caller waits for a reply that cannot arrive: ask for
@@ -26,12 +28,12 @@ service's message.
 """
 
 CODES = [
-    (101, "Not connected (method before a successful connect, or a method the socket's mode may not call)"),
+    (101, "Not connected (a method before a successful connect; `tool.invoke` / `logs.get` from a non-client)"),
     (102, "Unsupported protocol version"),
     (103, "Invalid client mode / node or channel registration errors"),
     (400, "Missing or invalid params"),
     (401, "Unauthorized: invalid or missing token (the socket is then closed with 4001)"),
-    (403, "Not allowed for this socket"),
+    (403, "Not allowed for this socket (its mode may not call the method, or the call is not addressed to it)"),
     (404, "Unknown method / unknown item"),
     (413, "Frame too large, or a reply too large to send"),
     (500, "Failure while handling the request (message says what; unexpected ones carry a reference id)"),
@@ -88,10 +90,10 @@ def render() -> str:
             lines += [f"### {name}", ""]
             if spec.summary:
                 lines += [" ".join(spec.summary.split()), ""]
-            who = ", ".join(sorted(spec.modes)) if spec.modes else "any connected socket"
+            who = ", ".join(f"`{mode}`" for mode in sorted(spec.modes))
             if name == "connect":
-                who = "any socket (first frame)"
-            lines += [f"Callers: {who}." + (" The response is deferred." if spec.deferred else ""), ""]
+                who = "any socket (its first request), in any mode"
+            lines += [f"Modes: {who}." + (" The response is deferred." if spec.deferred else ""), ""]
             lines += ["Params:", "", *_table(_fields(spec.params), ("field", "type", "required"))]
             if spec.result is not None:
                 lines += ["Result:", "", *_table(_fields(spec.result), ("field", "type", "always"))]

@@ -39,6 +39,16 @@ WorkflowStep = Callable[["Services", dict[str, Any]], dict[str, Any]]
 F = TypeVar("F")
 
 
+CLIENT = frozenset({"client"})
+"""Operators' sockets: CLIs, UIs, the console."""
+NODE = frozenset({"node"})
+"""Tool hosts: they answer the calls addressed to them."""
+CHANNEL = frozenset({"channel"})
+"""Messenger bridges (third-party code): they hand in messages and answer control calls, nothing more."""
+EVERY_MODE = CLIENT | NODE | CHANNEL
+"""Every connection mode there is."""
+
+
 class Params(BaseModel):
     """Base for method params: unknown fields are ignored, as GSV does."""
 
@@ -62,10 +72,12 @@ class MethodSpec:
     params: type[BaseModel]
     result: type[BaseModel] | None
     summary: str
-    modes: frozenset[str] | None = None
-    """Connection modes allowed to call the method (None: any connected socket)."""
-    mode_error: tuple[int, str] = (101, "Not connected")
-    """Code and message returned to a socket whose mode is not allowed."""
+    modes: frozenset[str]
+    """Connection modes allowed to call the method; every method names them (deny by default). `connect` is also
+    the one method a socket may call before it has connected."""
+    mode_error: tuple[int, str] | None = None
+    """Code and message returned to a socket whose mode is not allowed (None: `403 {method} is not allowed for
+    {mode} connections`)."""
     deferred: bool = False
     """The response is sent later (tool.invoke, logs.get)."""
     inline: bool = False
@@ -139,12 +151,16 @@ class Router:
         *,
         params: type[BaseModel] = NoParams,
         result: type[BaseModel] | None = None,
-        modes: set[str] | None = None,
-        mode_error: tuple[int, str] = (101, "Not connected"),
+        modes: frozenset[str],
+        mode_error: tuple[int, str] | None = None,
         deferred: bool = False,
         inline: bool = False,
         quick: bool = False,
     ) -> Callable[[Handler], Handler]:
+        allowed = frozenset(modes)
+        if not allowed or not allowed <= EVERY_MODE:
+            raise ValueError(f"{name}: modes must be a non-empty subset of {sorted(EVERY_MODE)}, not {sorted(allowed)}")
+
         def register(func: Handler) -> Handler:
             if name in self.methods:
                 raise ValueError(f"method registered twice: {name}")
@@ -155,7 +171,7 @@ class Router:
                 params=params,
                 result=result,
                 summary=summary,
-                modes=frozenset(modes) if modes else None,
+                modes=allowed,
                 mode_error=mode_error,
                 deferred=deferred,
                 inline=inline,
