@@ -155,11 +155,12 @@ def store_for(gw: GatewayProcess) -> Any:
     from orbital.store.workspace import Workspace
 
     info = gw.runtime()
+    key_id, secret = info["awsAccessKey"]  # the gateway's moto server answers only this start's key
     kw = {
         "endpoint_url": info["awsEndpoint"],
         "region_name": "us-east-1",
-        "aws_access_key_id": "local",
-        "aws_secret_access_key": "local",
+        "aws_access_key_id": key_id,
+        "aws_secret_access_key": secret,
     }
     settings = Settings(table_name=info["table"], bucket_name=info["bucket"], aws_endpoint=info["awsEndpoint"])
     services = Services(settings, sender=None)

@@ -270,12 +270,14 @@ def test_state_persists_across_restart(data_dir):
         gw.stop()
 
 
-def test_posting_a_message_over_128_kb_is_refused_as_on_aws(gateway):
+def test_the_management_api_is_not_served_on_the_public_port(gateway):
+    """Whoever learns a connection id must not be able to post into that socket or close it: the gateway's own
+    posts never leave its process, and its public port has no `@connections` route at all (with or without a stage
+    in the path, with or without credentials)."""
     import boto3
 
     with GatewayClient(gateway.url) as client:
-        hello = client.connect("client")
-        cid = hello["server"]["connectionId"]
+        cid = client.connect("client")["server"]["connectionId"]
         api = boto3.client(
             "apigatewaymanagementapi",
             endpoint_url=gateway.http,
@@ -283,10 +285,16 @@ def test_posting_a_message_over_128_kb_is_refused_as_on_aws(gateway):
             aws_access_key_id="local",
             aws_secret_access_key="local",
         )
-        api.post_to_connection(ConnectionId=cid, Data=json.dumps({"type": "evt", "event": "x", "payload": "a" * 1000}))
-        with pytest.raises(api.exceptions.PayloadTooLargeException):
-            api.post_to_connection(
-                ConnectionId=cid, Data=json.dumps({"type": "evt", "event": "x", "payload": "a" * 140_000})
-            )
-        assert client.next_event("x")["payload"] == "a" * 1000
-        assert client.call("config.get", {"path": "userTimezone"})["value"] == "UTC"  # the socket is still open
+        with pytest.raises(api.exceptions.ClientError) as refused:
+            api.post_to_connection(ConnectionId=cid, Data=json.dumps({"type": "evt", "event": "injected"}))
+        assert refused.value.response["ResponseMetadata"]["HTTPStatusCode"] == 404
+        for method in ("POST", "GET", "DELETE"):
+            for path in (f"/@connections/{cid}", f"/local/@connections/{cid}", f"/prod/@connections/{cid}"):
+                request = urllib.request.Request(f"{gateway.http}{path}", data=b"{}" if method == "POST" else None)
+                request.method = method
+                with pytest.raises(urllib.error.HTTPError) as denied:
+                    urllib.request.urlopen(request, timeout=10)
+                assert denied.value.code in (404, 405), (method, path)
+        # the socket is still open, and nothing reached it (a frame posted before this reply would be read first)
+        assert client.call("config.get", {"path": "userTimezone"})["value"] == "UTC"
+        assert not [frame for frame in client.events if frame.get("event") == "injected"]

@@ -4,6 +4,8 @@ still serves everyone else (presigned URLs, tooling). Runs `LocalGateway` in thi
 from __future__ import annotations
 
 import json
+import os
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,15 +30,42 @@ def gateway(tmp_path: Path) -> Iterator[LocalGateway]:
     yield from _started(tmp_path, in_process=True)
 
 
-def _moto_http(gw: LocalGateway, service: str) -> Any:
-    """A client of the moto server that goes over HTTP (not one of the gateway's own)."""
+def _moto_http(gw: LocalGateway, service: str, key: tuple[str, str] | None = None) -> Any:
+    """A client of the moto server that goes over HTTP (not one of the gateway's own), with this start's access key
+    (what `runtime.json` tells tooling) unless `key` is given."""
+    key_id, secret = key or gw.stack.credentials.pair()
     return boto3.client(
         service,
         endpoint_url=gw.stack.endpoint,
         region_name="us-east-1",
-        aws_access_key_id="other",
-        aws_secret_access_key="other",
+        aws_access_key_id=key_id,
+        aws_secret_access_key=secret,
     )
+
+
+def test_the_moto_port_answers_only_this_starts_key(gateway: LocalGateway) -> None:
+    """Another local user can reach a loopback port, but not the data behind it: every request must present the
+    access key drawn at this start (kept in the process and in the owner-only runtime.json)."""
+    from botocore.exceptions import ClientError
+
+    runtime = json.loads(gateway.runtime_file.read_text())
+    assert runtime["awsAccessKey"] == list(gateway.stack.credentials.pair())
+    assert _moto_http(gateway, "dynamodb").list_tables()["TableNames"]
+    for key in (("local", "local"), ("testing", "testing"), (gateway.stack.credentials.key_id[:-1] + "X", "x")):
+        for service, call in (
+            ("dynamodb", "list_tables"),
+            ("s3", "list_buckets"),
+            ("stepfunctions", "list_state_machines"),
+        ):
+            with pytest.raises(ClientError) as refused:
+                getattr(_moto_http(gateway, service, key), call)()
+            assert refused.value.response["ResponseMetadata"]["HTTPStatusCode"] == 403, (service, key)
+    for path in ("/moto-api/data.json", "/moto-api/reset", "/"):
+        request = urllib.request.Request(gateway.stack.endpoint + path, method="POST" if "reset" in path else "GET")
+        with pytest.raises(urllib.error.HTTPError) as denied:
+            urllib.request.urlopen(request, timeout=10)
+        assert denied.value.code == 403
+    assert _moto_http(gateway, "dynamodb").list_tables()["TableNames"]  # nothing was reset
 
 
 def test_state_methods_are_served_in_process(gateway: LocalGateway) -> None:
@@ -91,6 +120,23 @@ def test_management_api_in_process_posts_closes_and_reports_gone(gateway: LocalG
         wait_for(lambda: c.ws.close_code is not None or _closed(c))
         assert c.ws.close_code == 4001
         assert gateway.stack.in_process.served >= before + 3
+
+
+def test_posting_a_message_over_128_kb_is_refused_as_on_aws(gateway: LocalGateway) -> None:
+    """Through the gateway's own management client (the only one there is): 413 PayloadTooLargeException for a
+    message over 128 KB, and the socket stays open."""
+    from orbital.aws import clients
+
+    api = clients.management(os.environ["ORBITAL_WS_MGMT_ENDPOINT"])
+    with GatewayClient(gateway.ws_url) as client:
+        cid = client.connect("client")["server"]["connectionId"]
+        api.post_to_connection(ConnectionId=cid, Data=json.dumps({"type": "evt", "event": "x", "payload": "a" * 1000}))
+        with pytest.raises(api.exceptions.PayloadTooLargeException):
+            api.post_to_connection(
+                ConnectionId=cid, Data=json.dumps({"type": "evt", "event": "x", "payload": "a" * 140_000})
+            )
+        assert client.next_event("x")["payload"] == "a" * 1000
+        assert client.call("config.get", {"path": "userTimezone"})["value"] == "UTC"  # the socket is still open
 
 
 def _closed(c: GatewayClient) -> bool:
@@ -193,3 +239,28 @@ def test_the_gateway_deletes_expired_items_of_its_table(gateway: LocalGateway) -
     assert gateway._delete_expired() >= 1
     items = _moto_http(gateway, "dynamodb").scan(TableName=gateway.stack.table)["Items"]
     assert [i["PK"]["S"] for i in items if i["PK"]["S"].startswith("TTLTEST#")] == ["TTLTEST#live"]
+
+
+def test_over_http_the_management_api_has_its_own_port_and_secret(tmp_path: Path) -> None:
+    """With in-process AWS off (a way to measure it), boto3 reaches the management API over HTTP: on a loopback port
+    of its own under a stage only this process knows, never on the gateway's public port."""
+    from orbital.runtime.services import get_services
+
+    for gw in _started(tmp_path, in_process=False):
+        endpoint = os.environ["ORBITAL_WS_MGMT_ENDPOINT"]
+        assert gw.management is not None and endpoint == gw.management.endpoint
+        assert f":{gw.port}/" not in endpoint
+        stage = endpoint.rsplit("/", 1)[1]
+        assert len(stage) >= 32
+        with GatewayClient(gw.ws_url) as c:
+            cid = c.connect("client")["server"]["connectionId"]
+            assert get_services().sender.post(cid, {"type": "evt", "event": "over.http", "payload": 1}) is True
+            assert c.next_event("over.http", timeout=10)["payload"] == 1
+            base = endpoint.rsplit("/", 1)[0]
+            for guess in ("local", "prod", stage[:-1] + ("A" if stage[-1] != "A" else "B")):
+                request = urllib.request.Request(f"{base}/{guess}/@connections/{cid}", data=b'{"x":1}', method="POST")
+                with pytest.raises(urllib.error.HTTPError) as denied:
+                    urllib.request.urlopen(request, timeout=10)
+                assert denied.value.code == 403
+            assert c.call("tools.list")["tools"] is not None
+            assert not [frame for frame in c.events if frame.get("event") != "over.http"]

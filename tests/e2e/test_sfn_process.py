@@ -49,8 +49,8 @@ def _http_client(gateway: LocalGateway) -> Any:
         "stepfunctions",
         endpoint_url=gateway.stack.endpoint,
         region_name="us-east-1",
-        aws_access_key_id="local",
-        aws_secret_access_key="local",
+        aws_access_key_id=gateway.stack.credentials.key_id,
+        aws_secret_access_key=gateway.stack.credentials.secret,
     )
 
 

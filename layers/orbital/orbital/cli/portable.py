@@ -29,8 +29,8 @@ from typing import Any
 DATA_DIR_ENV = "ORBITAL_DATA_DIR"
 DEFAULT_DATA_DIR = "~/.orbital"
 RUNTIME_FILE = "runtime.json"
-"""Written by a running local gateway into its data directory: its pid, moto endpoint, table and bucket."""
-LOCAL_ACCESS_KEY = ("local", "local")
+"""Written by a running local gateway into its data directory (readable by its owner only): its pid, its moto
+endpoint with that start's access key, table and bucket."""
 LOCAL_REGION = "us-east-1"
 
 
@@ -269,9 +269,16 @@ def _gateway_store(data_dir: Path, info: dict[str, Any]) -> Store:
     endpoint, table, bucket = info.get("awsEndpoint"), info.get("table"), info.get("bucket")
     if not (isinstance(endpoint, str) and isinstance(table, str) and isinstance(bucket, str)):
         raise Failure(f"a gateway is running on {data_dir} but its {RUNTIME_FILE} does not say where its state is")
+    key = info.get("awsAccessKey")
+    if not (isinstance(key, list) and len(key) == 2 and all(isinstance(part, str) for part in key)):
+        raise Failure(
+            f"a gateway is running on {data_dir} but its {RUNTIME_FILE} holds no access key for its state "
+            "(an older version?): stop it first, then export again"
+        )
+    access_key = (key[0], key[1])
 
     def make(service: str) -> Any:
-        return explicit_client(service, endpoint_url=endpoint, region=LOCAL_REGION, access_key=LOCAL_ACCESS_KEY)
+        return explicit_client(service, endpoint_url=endpoint, region=LOCAL_REGION, access_key=access_key)
 
     label = f"the gateway running on {data_dir} (pid {info.get('pid')})"
     return Store(make("dynamodb"), make("s3"), table, bucket, label)

@@ -25,8 +25,10 @@
   big" / "Message too big"), and posting a message over 128 KB answers 413 `PayloadTooLargeException`. Our clients
   send longer messages as fragments (`orbital.protocol.frames.fragments`). Binary frames, which API Gateway refuses
   altogether and only this gateway accepts, are not capped.
-- `POST|GET|DELETE [/{stage}]/@connections/{id}`: the management API boto3 talks to. Unknown ids answer 410
-  GoneException. DELETE closes the socket (code/reason may be given in x-orbital-close-* headers).
+- The management API (`Bridge.manage`: POST / GET / DELETE of a connection id) is answered in process
+  (`orbital.local.inprocess`), or over HTTP on a loopback listener of its own with a per-start secret
+  (`orbital.local.management`), never on the gateway's public port. Unknown ids answer 410 GoneException. DELETE
+  closes the socket (code/reason may be given in x-orbital-close-* headers).
 """
 
 from __future__ import annotations
@@ -49,9 +51,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import Response
-from starlette.routing import Mount, Route, WebSocketRoute
+from starlette.routing import Mount, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from orbital.aws.clients import CLOSE_CODE_HEADER, CLOSE_REASON_HEADER
@@ -131,6 +131,7 @@ class Bridge:
         concurrent_frames: bool = False,
         frame_jitter_ms: float = 0.0,
         inline_methods: frozenset[str] = frozenset(),
+        connect_inline: bool = True,
     ) -> None:
         self.invoke = invoke
         self.routes = routes
@@ -144,6 +145,9 @@ class Bridge:
         self.concurrent_frames = concurrent_frames
         self.frame_jitter_ms = frame_jitter_ms
         self.inline_methods = inline_methods
+        self.connect_inline = connect_inline
+        """`$connect` answered on the loop: it reads and writes nothing (true unless sockets must authenticate, when
+        it arms their deadline)."""
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self.eager_tasks = sys.version_info >= (3, 12)
@@ -161,14 +165,10 @@ class Bridge:
     # --- app --------------------------------------------------------------------------------------------------
 
     def app(self) -> Callable[..., Any]:
-        """The ASGI app: the WebSocket endpoint, the management API, the HTTP routes. A socket opening on the
-        WebSocket path goes straight to the bridge: Starlette's middleware and router were a quarter of the CPU of
-        a handshake (open -> `hello-ok`, docs/performance.md)."""
-        routes: list[Any] = [
-            WebSocketRoute(self.path, self._websocket),
-            Route("/@connections/{cid}", self._management, methods=["POST", "GET", "DELETE"]),
-            Route("/{stage}/@connections/{cid}", self._management, methods=["POST", "GET", "DELETE"]),
-        ]
+        """The ASGI app: the WebSocket endpoint and the HTTP routes (not the management API: see the module's
+        docstring). A socket opening on the WebSocket path goes straight to the bridge: Starlette's middleware and
+        router were a quarter of the CPU of a handshake (open -> `hello-ok`, docs/performance.md)."""
+        routes: list[Any] = [WebSocketRoute(self.path, self._websocket)]
         if self.rest_app is not None:
             routes.append(Mount("/", app=self.rest_app))
         routed = Starlette(routes=routes)
@@ -267,8 +267,8 @@ class Bridge:
             "isBase64Encoded": False,
         }
         # `$connect` reads nothing and writes nothing (the `connect` request registers the socket): answered on the
-        # loop, without a hop to a handler thread
-        result = await self._call("$connect", event, inline=True)
+        # loop, without a hop to a handler thread (unless it arms an authentication deadline)
+        result = await self._call("$connect", event, inline=self.connect_inline)
         status = int(result.get("statusCode", 200)) if isinstance(result, dict) else 200
         if status >= 400:
             await ws.close(code=1008)
@@ -361,12 +361,6 @@ class Bridge:
         await self._call("$disconnect", event)
 
     # --- management API ---------------------------------------------------------------------------------------
-
-    async def _management(self, request: Request) -> Response:
-        status, headers, body = await self._manage(
-            request.method, request.path_params["cid"], await request.body(), dict(request.headers)
-        )
-        return Response(body, status_code=status, headers=headers)
 
     def manage(
         self, method: str, cid: str, data: bytes, headers: dict[str, str], *, timeout: float = MANAGE_TIMEOUT_S

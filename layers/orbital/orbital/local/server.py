@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from orbital.local import ttl
+from orbital.local import frontdoor, private, ttl
 
 log = logging.getLogger("orbital.local")
 
@@ -92,7 +92,11 @@ class LocalGateway:
         self._server: Any = None
         self._thread: threading.Thread | None = None
         self.ticker: Ticker | None = None
+        self.management: Any = None
+        """The management API's own loopback listener, when in-process AWS is off (`orbital.local.management`)."""
         self.port = options.port
+        self._umask: int | None = None
+        self._refusals_logged: set[str] = set()
 
     # --- lifecycle ----------------------------------------------------------------------------------------------
 
@@ -114,7 +118,10 @@ class LocalGateway:
 
         if self.port == 0:
             self.port = _free_port(self.options.host)
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self._umask = os.umask(0o077)  # every file this gateway writes is its owner's alone (restored at shutdown)
+        tightened = private.make_private(self.data_dir)
+        if tightened:
+            log.warning("%s was readable by other users: made it private (%s)", self.data_dir, tightened)
         if self.options.persist:
             self.persistence = Persistence(self.data_dir, LOCAL_TABLE, LOCAL_BUCKET, durable=self.options.durable)
             try:
@@ -130,6 +137,10 @@ class LocalGateway:
             step_functions_process=self.options.step_functions_process,
         )
         endpoint = self.stack.start(in_process=self.options.in_process_aws)
+        if self.stack.in_process is None:
+            from orbital.local.management import ManagementListener
+
+            self.management = ManagementListener()
         self._configure_env(endpoint)
         if self.stack.in_process is not None:
             from orbital.aws import clients
@@ -158,9 +169,12 @@ class LocalGateway:
             frame_jitter_ms=self.options.frame_jitter_ms,
             # methods that post to sockets too, when those posts and every AWS call are answered in this process
             inline_methods=get_services().registry.inline_methods(quick=self.stack.in_process is not None),
+            connect_inline=not self.options.token,
         )
         if self.stack.in_process is not None:
             self.stack.in_process.bridge = self.bridge
+        if self.management is not None:
+            self.management.serve(self.bridge)
         if self.persistence is not None:
             from orbital.local.restart import end_interrupted
 
@@ -197,26 +211,26 @@ class LocalGateway:
             "wsUrl": self.ws_url,
             "httpUrl": self.http_url,
             "awsEndpoint": endpoint,
+            "awsAccessKey": list(self.stack.credentials.pair()),
             "table": LOCAL_TABLE,
             "bucket": LOCAL_BUCKET,
         }
-        self.runtime_file.write_text(json.dumps(info, indent=2))
-        self.runtime_file.chmod(0o600)
+        private.write_private(self.runtime_file, json.dumps(info, indent=2).encode())
         self._runtime_written = True
 
     def _configure_env(self, endpoint: str) -> None:
-        mgmt_host = self.options.host if is_loopback(self.options.host) else "127.0.0.1"
-        if mgmt_host in ("0.0.0.0", "::"):
-            mgmt_host = "127.0.0.1"
+        # in process, the management endpoint is only a name the hook recognizes: nothing listens there for it
+        mgmt = self.management.endpoint if self.management is not None else f"http://127.0.0.1:{self.port}/{STAGE}"
+        key_id, secret = self.stack.credentials.pair()
         env = {
             "ORBITAL_TABLE": LOCAL_TABLE,
             "ORBITAL_BUCKET": LOCAL_BUCKET,
             "ORBITAL_STAGE": STAGE,
             "ORBITAL_LOCAL": "1",
             "ORBITAL_AWS_ENDPOINT": endpoint,
-            "ORBITAL_WS_MGMT_ENDPOINT": f"http://{mgmt_host}:{self.port}/{STAGE}",
-            "AWS_ACCESS_KEY_ID": "local",
-            "AWS_SECRET_ACCESS_KEY": "local",
+            "ORBITAL_WS_MGMT_ENDPOINT": mgmt,
+            "AWS_ACCESS_KEY_ID": key_id,
+            "AWS_SECRET_ACCESS_KEY": secret,
             "AWS_REGION": "us-east-1",
             "AWS_DEFAULT_REGION": "us-east-1",
             "POWERTOOLS_METRICS_DISABLED": "true",
@@ -266,7 +280,7 @@ class LocalGateway:
         from orbital.local.bridge import websocket_protocol
 
         config = uvicorn.Config(
-            self.bridge.app(),
+            frontdoor.guard(self.bridge.app(), token_set=bool(self.options.token), on_refused=self._refused),
             host=self.options.host,
             port=self.port,
             log_level="warning",
@@ -279,6 +293,12 @@ class LocalGateway:
             access_log=False,
         )
         return uvicorn.Server(config)
+
+    def _refused(self, why: str) -> None:
+        """A request refused at the front door (logged once per kind of reason, so a flood does not fill the log)."""
+        if why not in self._refusals_logged and len(self._refusals_logged) < 64:
+            self._refusals_logged.add(why)
+            log.warning("refused a request %s: this gateway has no token (set TOKEN to allow it)", why)
 
     @property
     def ws_url(self) -> str:
@@ -361,12 +381,18 @@ class LocalGateway:
                 self.persistence.stop()
             finally:
                 self.persistence = None
+        if self.management is not None:
+            self.management.stop()
+            self.management = None
         if self.stack is not None:
             from orbital.aws import clients
 
             clients.serve_in_process(None)
             self.stack.stop()
             self.stack = None
+        if self._umask is not None:
+            os.umask(self._umask)
+            self._umask = None
 
 
 class Ticker:

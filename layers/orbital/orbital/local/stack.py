@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from orbital.local import template as tpl
 from orbital.local.bridge import request_id
+from orbital.local.credentials import KEY_HEADER, Credentials, require_key
 from orbital.local.inprocess import InProcessAws
 
 if TYPE_CHECKING:
@@ -813,6 +814,26 @@ class _Resolver:
         raise ValueError(f"cannot resolve substitution {value!r} locally")
 
 
+class _MotoServer:
+    """moto's server app on a free loopback port, in a thread, answering only this start's credentials (what
+    `moto.server.ThreadedMotoServer` does, with `credentials.require_key` in front of the app)."""
+
+    def __init__(self, key_id: str) -> None:
+        from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+        from werkzeug.serving import make_server
+
+        app = require_key(DomainDispatcherApplication(create_backend_app), key_id)
+        self._server = make_server("127.0.0.1", 0, app, threaded=True, request_handler=MotoRequestHandler)
+        self.port = int(self._server.server_address[1])
+        self._thread = threading.Thread(target=self._server.serve_forever, name="orbital-moto", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._thread.join(timeout=10)
+        self._server.server_close()
+
+
 class MotoStack:
     RESTARTS = 3
     """How often a minute the Step Functions process is started again after it died."""
@@ -833,8 +854,10 @@ class MotoStack:
         self.functions = FunctionHost(root, self.template)
         self.state_machine_arns: dict[str, str] = {}
         self.endpoint = ""
+        self.credentials = Credentials.draw()
+        """What every request to the moto server must present (`orbital.local.credentials`)."""
         self.in_process: InProcessAws | None = None
-        self._server: Any = None
+        self._server: _MotoServer | None = None
 
     def start(self, *, in_process: bool = True) -> str:
         """Start the moto server and create the template's resources. With `in_process`, clients of this stack
@@ -847,19 +870,17 @@ class MotoStack:
                 self.states.spawn()  # it loads moto while this process does
             except Exception:
                 self._interpret_here()
-        from moto.server import ThreadedMotoServer
-
         logging.getLogger("werkzeug").setLevel(logging.ERROR)
-        self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-        self._server.start()
-        host, port = self._server.get_host_and_port()
+        self._server = _MotoServer(self.credentials.key_id)
+        port = self._server.port
         os.environ["MOTO_PORT"] = str(port)
-        self.endpoint = f"http://{host}:{port}"
+        self.endpoint = f"http://127.0.0.1:{port}"
         import requests
 
         requests.post(
             f"{self.endpoint}/moto-api/config",
             json={"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}},
+            headers={KEY_HEADER: self.credentials.key_id},
             timeout=10,
         ).raise_for_status()
         self.in_process = InProcessAws(self.endpoint) if in_process else None
@@ -945,7 +966,9 @@ class MotoStack:
             import requests
 
             try:
-                requests.post(f"{self.endpoint}/moto-api/reset", timeout=10)
+                requests.post(
+                    f"{self.endpoint}/moto-api/reset", headers={KEY_HEADER: self.credentials.key_id}, timeout=10
+                )
             except requests.RequestException:
                 log.warning("could not reset the local AWS state on stop")
             self._server.stop()
@@ -958,8 +981,8 @@ class MotoStack:
             service,
             endpoint_url=self.endpoint,
             region_name=REGION,
-            aws_access_key_id="local",
-            aws_secret_access_key="local",
+            aws_access_key_id=self.credentials.key_id,
+            aws_secret_access_key=self.credentials.secret,
         )
         if self.in_process is not None:
             self.in_process.attach(made)
