@@ -169,6 +169,8 @@ def connect(services: Any) -> Any:
             params["nodeRuntime"] = extra.pop("nodeRuntime", NODE_RUNTIME)
         if mode == "channel":
             params["client"]["channel"] = extra.pop("channel", "test")
+        if services.settings.auth_token:  # a gateway with a token: present it, as a real client would
+            params["auth"] = {"token": services.settings.auth_token}
         params.update(extra)
         rpc.call("connect", params)
         return rpc

@@ -41,6 +41,18 @@ class Inbound:
         return {"ok": True, "status": "started", "sessionKey": "agent:main:telegram:dm:1111"}
 
 
+GATEWAY_TOKEN = "gateway-token-for-webhooks-0123"
+
+
+@pytest.fixture(autouse=True)
+def _gateway_token(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A gateway that takes webhooks has a token (a webhook makes it reachable from the internet)."""
+    from orbital.settings import reset_settings
+
+    monkeypatch.setenv("ORBITAL_AUTH_TOKEN", GATEWAY_TOKEN)
+    reset_settings()
+
+
 @pytest.fixture
 def inbound(monkeypatch: pytest.MonkeyPatch) -> Inbound:
     from orbital.channels import inbound as module
@@ -255,6 +267,24 @@ def test_start_without_a_url_says_what_to_set(account: Any, tg: FakeTelegram) ->
     with pytest.raises(ChannelError) as no_token:
         TelegramAdapter().start(account, "bare", {"webhookUrl": PUBLIC})
     assert "channels.telegram.accounts.bare.botToken" in no_token.value.message
+
+
+def test_start_is_refused_while_the_gateway_has_no_token(
+    account: Any, tg: FakeTelegram, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without a token a local gateway serves this machine alone: a webhook would open a way in from the internet
+    (and its deliveries would be refused at the front door anyway). Nothing is registered with Telegram."""
+    from orbital.settings import get_settings, reset_settings
+
+    monkeypatch.delenv("ORBITAL_AUTH_TOKEN")
+    reset_settings()
+    object.__setattr__(account, "settings", get_settings())
+    with pytest.raises(ChannelError) as exc:
+        TelegramAdapter().start(account, "main", {"webhookUrl": PUBLIC + HOOK})
+    assert exc.value.code == 400
+    assert "no token" in exc.value.message and "TOKEN=" in exc.value.message
+    assert tg.calls_to("setWebhook") == []
+    assert "webhookUrl" not in account.config.effective()["channels"]["telegram"]["accounts"]["main"]
 
 
 def test_status_stop_and_logout(account: Any, tg: FakeTelegram) -> None:

@@ -1,19 +1,38 @@
 """The gateway token on AWS lives in Secrets Manager (the template creates the secret from its `GatewayAuthToken`
-parameter), never in a function's environment. It is read once per container and kept for the container's life;
-a failed read is not cached, so the next request tries again."""
+parameter), never in a function's environment. It is read through Powertools' `SecretsProvider` (our own client
+factory's client) and kept at most `MAX_AGE_S` per container, so a rotation of the secret takes effect within
+minutes without a deployment; a failed read is not cached, so the next request tries again."""
 
 from __future__ import annotations
 
 import logging
 import threading
+from typing import TYPE_CHECKING
 
 from orbital.aws import clients
 from orbital.settings import Settings
 
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.parameters import SecretsProvider
+
 log = logging.getLogger("orbital.secrets")
 
-_cache: dict[str, str] = {}
+MAX_AGE_S = 300
+"""How long a container keeps the token it read before reading it again."""
+
+_provider: SecretsProvider | None = None
 _lock = threading.Lock()
+
+
+def _secrets() -> SecretsProvider:
+    global _provider
+    with _lock:
+        if _provider is None:
+            # imported here: only a deployment that keeps its token in a secret pays for it, once per container
+            from aws_lambda_powertools.utilities.parameters import SecretsProvider
+
+            _provider = SecretsProvider(boto3_client=clients.secretsmanager())
+        return _provider
 
 
 def gateway_token(settings: Settings) -> str | None:
@@ -23,16 +42,10 @@ def gateway_token(settings: Settings) -> str | None:
     secret = settings.auth_token_secret
     if not secret:
         return None
-    with _lock:
-        cached = _cache.get(secret)
-    if cached is not None:
-        return cached
-    value = clients.secretsmanager().get_secret_value(SecretId=secret).get("SecretString")
+    value = _secrets().get(secret, max_age=MAX_AGE_S)
     if not isinstance(value, str) or not value:
         log.error("the gateway token secret holds no text")
         return None
-    with _lock:
-        _cache[secret] = value
     return value
 
 
@@ -42,6 +55,7 @@ def token_configured(settings: Settings) -> bool:
 
 
 def forget() -> None:
-    """Drop cached secrets (tests)."""
+    """Drop the cached token and the client that read it (tests)."""
+    global _provider
     with _lock:
-        _cache.clear()
+        _provider = None

@@ -35,6 +35,7 @@ import urllib.parse
 import urllib.request
 from typing import TYPE_CHECKING, Any
 
+from orbital.aws import secrets as gateway_token
 from orbital.channels.adapters import ChannelError, ControlResult, Outbound
 
 if TYPE_CHECKING:
@@ -568,6 +569,14 @@ class TelegramAdapter:
             raise ChannelError(
                 "Telegram needs a public URL for its webhook: set channels.telegram.publicBaseUrl (the REST API's "
                 f"base URL) or channels.telegram.accounts.{account_id}.webhookUrl, or pass config.webhookUrl",
+                code=400,
+            )
+        if not gateway_token.token_configured(services.settings):
+            # without a token the gateway serves this machine alone: the webhook could never reach it, and a way in
+            # from the internet must not exist without the token
+            raise ChannelError(
+                "A Telegram webhook makes this gateway reachable from the internet, and it has no token: restart it "
+                "with one (make dev TOKEN=<secret>, or orbital dev --token <secret>), then run setup again",
                 code=400,
             )
         base = f"channels.telegram.accounts.{account_id}"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from orbital.aws import secrets
 from orbital.domain import config as cfg
 from orbital.errors import RpcError
 from orbital.protocol.params import Json
@@ -58,5 +59,20 @@ def config_set(ctx: CallContext, params: ConfigSetParams) -> dict[str, Any]:
     if any(not seg for seg in path.split(".")):
         raise RpcError(f"Invalid config path: {path}", code=400)
     delete = "value" not in params.model_fields_set
+    if not delete and _sets_auth_token(path, params.value) and secrets.token_configured(ctx.services.settings):
+        raise RpcError(
+            "auth.token is not used by this gateway: it has a gateway token of its own (--token / TOKEN locally, the "
+            "deployment's gateway-token secret on AWS), which is the one credential; change that token instead",
+            code=400,
+        )
     ctx.services.config.set_path(path, params.value, delete=delete)
     return {"ok": True, "path": path}
+
+
+def _sets_auth_token(path: str, value: Any) -> bool:
+    """Whether writing `value` at `path` would store an `auth.token`."""
+    if path == "auth.token":
+        return True
+    if path == "auth":
+        return isinstance(value, dict) and value.get("token") not in (None, "")
+    return False

@@ -11,6 +11,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict
 
 from orbital.aws import secrets
 from orbital.domain.capabilities import RuntimeInvalid, validate_node_runtime
+from orbital.engines import socket_gate
 from orbital.errors import RpcError, UnavailableError
 from orbital.protocol.frames import PROTOCOL_VERSION, SERVER_VERSION
 from orbital.protocol.params import GivenObject, Items, Text, Whole
@@ -18,7 +19,9 @@ from orbital.protocol.registry import EVERY_MODE, Params, Result, Router
 from orbital.store.connections import Connection
 
 if TYPE_CHECKING:
+    from orbital.engines.deferred import PendingCall
     from orbital.protocol.context import CallContext
+    from orbital.runtime.services import Services
 
 router = Router("connect")
 
@@ -75,26 +78,21 @@ class HelloOk(Result):
     features: dict[str, Any]
 
 
-def accepted_tokens(ctx: CallContext) -> list[str]:
-    tokens = []
+def expected_token(ctx: CallContext) -> str | None:
+    """The one credential a socket must present (None: none is asked for): the gateway token (`--token` locally,
+    the deployment's secret on AWS). Only a gateway without one (a local gateway, which then serves this machine
+    alone) honours GSV's `auth.token` from the configuration instead; where a gateway token exists, a configured
+    `auth.token` is no credential at all, so rotating the gateway token revokes every way in (ADR 0024)."""
     token = secrets.gateway_token(ctx.services.settings)
     if token:
-        tokens.append(token)
+        return token
     configured = (ctx.config().get("auth") or {}).get("token")
-    if isinstance(configured, str) and configured:
-        tokens.append(configured)
-    return tokens
+    return configured if isinstance(configured, str) and configured else None
 
 
-def token_matches(given: str | None, tokens: list[str]) -> bool:
-    if not given:
-        return False
-    supplied = given.encode()
-    # compare against every accepted token, always, so timing does not tell which one (or none) matched
-    matched = False
-    for token in tokens:
-        matched |= hmac.compare_digest(supplied, token.encode())
-    return matched
+def token_matches(given: str | None, expected: str) -> bool:
+    """Constant-time comparison (whatever `given` is, the time does not tell how much of it matched)."""
+    return hmac.compare_digest((given or "").encode(), expected.encode())
 
 
 def _tool_names(tools: list[Any]) -> list[str]:
@@ -155,8 +153,8 @@ def connect(ctx: CallContext, params: ConnectParams) -> dict[str, Any]:
     """Handshake. Registers the socket as a client, node or channel and answers `hello-ok`."""
     if params.minProtocol != PROTOCOL_VERSION:
         raise RpcError("Unsupported protocol version", code=102)
-    tokens = accepted_tokens(ctx)
-    if tokens and not token_matches(params.auth.token if params.auth else None, tokens):
+    expected = expected_token(ctx)
+    if expected is not None and not token_matches(params.auth.token if params.auth else None, expected):
         ctx.close_after = (4001, "Unauthorized")
         raise RpcError("Unauthorized: invalid or missing token", code=401)
     client = params.client or ClientInfo()
@@ -204,6 +202,8 @@ def connect(ctx: CallContext, params: ConnectParams) -> dict[str, Any]:
         _replace(ctx, previous, "Replaced by newer channel connection")
         _still_open(ctx, conn)
         repo.register_channel(channel, account_id)
+    if socket_gate.applies(ctx.services):
+        socket_gate.settle(ctx.services, ctx.connection_id)
     return {
         "type": "hello-ok",
         "protocol": PROTOCOL_VERSION,
@@ -215,3 +215,8 @@ def connect(ctx: CallContext, params: ConnectParams) -> dict[str, Any]:
             "transferModes": ["binary", "text", "presigned"] if ctx.services.settings.local else ["text", "presigned"],
         },
     }
+
+
+@router.on_call_timeout(socket_gate.KIND)
+def _not_authenticated_in_time(services: Services, call: PendingCall) -> None:
+    socket_gate.expired(services, call)

@@ -23,10 +23,18 @@ log = logging.getLogger("orbital.rest")
 _TELEGRAM_WEBHOOK = re.compile(r"^/channels/telegram/(?P<account>[^/]+)/webhook$")
 
 
+MAX_BODY_BYTES = 1024 * 1024
+"""The largest request body any route takes (a Telegram update is a few KB). Refused with 413 before it is read
+into memory: locally from `Content-Length` and while reading; on Lambda before it is decoded."""
+
+
 @dataclass
 class Answer:
     status: int
     body: dict[str, Any]
+
+
+TOO_LARGE = Answer(413, {"error": f"Request body too large (at most {MAX_BODY_BYTES} bytes)"})
 
 
 def handle(method: str, path: str, headers: Mapping[str, str], body: bytes) -> Answer:
@@ -118,9 +126,13 @@ def lambda_adapter() -> Callable[[dict[str, Any], object], dict[str, Any]]:
         method = str(http.get("method") or event.get("httpMethod") or "GET").upper()
         path = str(event.get("rawPath") or http.get("path") or event.get("path") or "/")
         headers = {str(k).lower(): str(v) for k, v in (event.get("headers") or {}).items()}
-        raw = event.get("body") or ""
-        body = base64.b64decode(raw) if event.get("isBase64Encoded") else str(raw).encode("utf-8")
-        answer = handle(method, path, headers, body)
+        raw = str(event.get("body") or "")
+        encoded = bool(event.get("isBase64Encoded"))
+        if (len(raw) * 3 // 4 if encoded else len(raw)) > MAX_BODY_BYTES:  # before decoding it
+            answer = TOO_LARGE
+        else:
+            body = base64.b64decode(raw) if encoded else raw.encode("utf-8")
+            answer = TOO_LARGE if len(body) > MAX_BODY_BYTES else handle(method, path, headers, body)
         return {
             "statusCode": answer.status,
             "headers": {"content-type": "application/json"},
@@ -147,19 +159,17 @@ def create_app() -> Callable[..., Any]:
                     return
         if scope["type"] != "http":
             return
-        chunks = []
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return
-            chunks.append(message.get("body", b""))
-            if not message.get("more_body"):
-                break
-        path, root = scope["path"], scope.get("root_path", "")
-        if root and path.startswith(root):
-            path = path[len(root) :] or "/"
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
-        answer = await anyio.to_thread.run_sync(handle, scope["method"], path, headers, b"".join(chunks))
+        body = await _read_body(receive, headers)
+        if body is None:
+            return  # the client went away
+        if isinstance(body, Answer):
+            answer = body
+        else:
+            path, root = scope["path"], scope.get("root_path", "")
+            if root and path.startswith(root):
+                path = path[len(root) :] or "/"
+            answer = await anyio.to_thread.run_sync(handle, scope["method"], path, headers, body)
         data = _encode(answer)
         await send(
             {
@@ -171,3 +181,24 @@ def create_app() -> Callable[..., Any]:
         await send({"type": "http.response.body", "body": data})
 
     return app
+
+
+async def _read_body(receive: Callable[..., Any], headers: Mapping[str, str]) -> bytes | Answer | None:
+    """The request's body, `TOO_LARGE` as soon as it is known to pass `MAX_BODY_BYTES` (from `Content-Length`, or
+    while reading: what was read is dropped), None if the client disconnected."""
+    declared = headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+        return TOO_LARGE
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return None
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            return TOO_LARGE
+        chunks.append(chunk)
+        if not message.get("more_body"):
+            return b"".join(chunks)

@@ -12,6 +12,7 @@ import logging
 from typing import Any
 
 from orbital.aws import secrets
+from orbital.engines import socket_gate
 from orbital.methods import registry
 from orbital.observability import count
 from orbital.protocol.dispatch import Dispatcher, Outcome
@@ -57,12 +58,15 @@ def handle_connect(event: dict[str, Any], context: Any = None) -> dict[str, Any]
     connection_id = (event.get("requestContext") or {}).get("connectionId")
     if isinstance(connection_id, str):
         services.connections.opened(connection_id)
+        if socket_gate.applies(services):
+            socket_gate.arm(services, connection_id)
     return {"statusCode": 200}
 
 
 def handle_disconnect(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
     services, connection_id = _prepare(event)
     count("SocketsClosed")
+    socket_gate.forget(connection_id)
     disconnect(services, connection_id)
     return {"statusCode": 200}
 
@@ -112,4 +116,13 @@ def handle_message(event: dict[str, Any], context: Any = None) -> dict[str, Any]
                 return {"statusCode": 200, "body": encode_sendable(reply, services.settings.max_frame_bytes)}
         return {"statusCode": 200}
     outcome = dispatcher().dispatch_text(services, connection_id, body)
+    if _unauthenticated(outcome) and socket_gate.applies(services) and socket_gate.one_too_many(connection_id):
+        outcome.close = (socket_gate.CLOSE_CODE, socket_gate.TOO_MANY)  # the answer is posted first, then the close
     return _finish(services, connection_id, outcome)
+
+
+def _unauthenticated(outcome: Outcome) -> bool:
+    """A request refused to a socket that has not connected (or a connect that failed without closing it)."""
+    ctx = outcome.context
+    response = outcome.response
+    return ctx is not None and ctx.conn is None and response is not None and not response.get("ok")
