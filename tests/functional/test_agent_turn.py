@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from tests.conftest import wait_for
 from tests.support.agent import chat_events, final_of, node_events
 from tests.support.fake_llm import FakeLLM, call, reply
@@ -13,7 +15,7 @@ from tests.support.fake_llm import FakeLLM, call, reply
 def test_a_message_gets_a_streamed_reply(agent: Any, sender: Any, llm: FakeLLM) -> None:
     llm.script(reply("Hello there, human.", chunks=4))
     started = agent.call("chat.send", {"sessionKey": "main", "message": "hi", "runId": "run-1"})
-    assert started == {"status": "started", "runId": "run-1", "queued": False}
+    assert started == {"status": "started", "runId": "run-1"}  # F4: no `queued` key for a run that started
     final = final_of(sender, agent.connection_id, "run-1")
     assert final["state"] == "final", final
     assert final["sessionKey"] == "main"  # F2: this client said "main", so it hears "main"
@@ -156,6 +158,32 @@ def test_messages_queue_behind_the_run_and_start_in_order(agent: Any, sender: An
     assert agent.call("session.stats", {"sessionKey": "main"})["isProcessing"] is False
 
 
+def test_only_a_queued_message_carries_queued(agent: Any, sender: Any, llm: FakeLLM) -> None:
+    """F4: a message that starts a run is answered without a `queued` key at all (GSV clients test
+    `queued === undefined`); one that waits behind the current run gets `queued: true` and its `queuePosition`.
+    Both answers fit the documented result shape."""
+    from orbital.methods import registry
+    from pydantic import ValidationError
+
+    from tests.support.fake_llm import hang
+
+    llm.script(hang(20, then=reply("one")), reply("two"))
+    first = agent.call("chat.send", {"sessionKey": "main", "message": "1", "runId": "run-1"})
+    assert first == {"status": "started", "runId": "run-1"}
+    llm.wait_for_requests(1)
+    second = agent.call("chat.send", {"sessionKey": "main", "message": "2", "runId": "run-2"})
+    assert second == {"status": "started", "runId": "run-2", "queued": True, "queuePosition": 1}
+    spec = registry().get("chat.send")
+    assert spec is not None and spec.result is not None
+    for answer in (first, second):
+        spec.result.model_validate(answer)
+    with pytest.raises(ValidationError):  # the documented shape has no `queued: false`
+        spec.result.model_validate({"status": "started", "runId": "run-3", "queued": False})
+    llm.release()
+    assert final_of(sender, agent.connection_id, "run-1")["state"] == "final"
+    assert final_of(sender, agent.connection_id, "run-2")["state"] == "final"
+
+
 def test_stop_cancels_the_run_and_the_next_message_runs(agent: Any, sender: Any, llm: FakeLLM) -> None:
     from tests.support.fake_llm import hang
 
@@ -170,7 +198,7 @@ def test_stop_cancels_the_run_and_the_next_message_runs(agent: Any, sender: Any,
     assert idle["response"] == "No run in progress."
     llm.release()
     nxt = agent.call("chat.send", {"sessionKey": "main", "message": "again"})
-    assert nxt["queued"] is False
+    assert "queued" not in nxt
     assert final_of(sender, agent.connection_id, nxt["runId"])["state"] == "final"
     finals = [
         e for e in chat_events(sender, agent.connection_id) if e["runId"] == first["runId"] and e["state"] == "final"
@@ -307,7 +335,7 @@ def test_a_run_whose_execution_is_gone_does_not_hold_the_session(
         "agent:main:main", lambda m: m["currentRun"].update(execution="ghost-execution", startedAt=0)
     )
     nxt = agent.call("chat.send", {"sessionKey": "main", "message": "anyone there?"})
-    assert nxt["queued"] is False
+    assert "queued" not in nxt
     gone = final_of(sender, agent.connection_id, dead["runId"])
     assert gone["state"] == "error" and gone["error"] == "Run ended unexpectedly"
     llm.release()
