@@ -292,6 +292,69 @@ def test_idle_reset_keeps_the_triggering_message(agent: Any, sender: Any, llm: F
     assert [m["content"] for m in preview["messages"] if m["role"] == "user"] == ["after"]
 
 
+def test_idle_zero_resets_even_a_session_without_messages(agent: Any, sender: Any, llm: FakeLLM, services: Any) -> None:
+    """GSV's own e2e scenario (spec §5.10): `session.get`, `session.patch {resetPolicy: {mode: "idle",
+    idleMinutes: 0}}`, then `chat.send`. Idle 0 means any time at all since the last activity (`updatedAt`, which
+    the patch moved) is too long, so the run resets the session first, although it holds no messages yet; the
+    triggering message is the first of the new session, and the run answers it."""
+    llm.script(reply("a fresh start"))
+    before = agent.call("session.get", {"sessionKey": "main"})
+    agent.call("session.patch", {"sessionKey": "main", "resetPolicy": {"mode": "idle", "idleMinutes": 0}})
+    patched = agent.call("session.get", {"sessionKey": "main"})
+    assert patched["resetPolicy"]["idleMinutes"] == 0 and patched["messageCount"] == 0
+    wait_for(lambda: services.now_ms() > patched["updatedAt"])  # "more than 0 ms" has passed when the run starts
+    started = agent.call("chat.send", {"sessionKey": "main", "message": "trigger idle auto reset"})
+    assert final_of(sender, agent.connection_id, started["runId"])["state"] == "final"
+    after = agent.call("session.get", {"sessionKey": "main"})
+    assert after["sessionId"] != before["sessionId"]
+    assert after["previousSessionIds"] == [before["sessionId"]]
+    assert isinstance(after.get("lastResetAt"), int) and after["lastResetAt"] > patched["updatedAt"]
+    assert after["messageCount"] == 2
+    preview = agent.call("session.preview", {"sessionKey": "main"})
+    assert preview["sessionId"] == after["sessionId"]
+    first = preview["messages"][0]
+    assert (first["role"], first["content"]) == ("user", "trigger idle auto reset")
+    assert llm.requests[0].body["messages"][-1] == {"role": "user", "content": "trigger idle auto reset"}
+
+
+def test_a_retried_first_step_resets_the_session_only_once(
+    agent: Any, sender: Any, llm: FakeLLM, services: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The automatic reset and the storing of the message are two writes. When the step is tried again after the
+    reset (the state machine retries a step on Lambda service errors), the session, reset since the run started, is
+    not reset a second time, even with idle 0: the message lands in the one fresh session."""
+    from orbital.agent import turn
+
+    llm.script(reply("reset once"))
+    key = "agent:main:main"
+    agent.call("session.patch", {"sessionKey": "main", "resetPolicy": {"mode": "idle", "idleMinutes": 0}})
+    before = services.sessions.load_meta(key)
+    wait_for(lambda: services.now_ms() > before["updatedAt"])
+    now = services.now_ms()
+    run = {"runId": "run-x", "execution": "exec-x", "startedAt": now, "leaseUntil": now + 600_000, "iteration": 0}
+    services.sessions.update_meta(key, lambda m: m.update(sessionKey=key, currentRun={**run, "input": {"text": "hi"}}))
+    real = turn.user_message
+    failures = [RuntimeError("the step failed after the reset")]
+
+    def flaky(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        if failures:
+            raise failures.pop()
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(turn, "user_message", flaky)
+    event = {"sessionKey": key, "runId": "run-x", "execution": "exec-x", "iteration": 0, "next": "start"}
+    with pytest.raises(RuntimeError):
+        turn.turn(services, event)
+    reset = services.sessions.load_meta(key)
+    assert reset["previousSessionIds"] == [before["sessionId"]]
+    wait_for(lambda: services.now_ms() > reset["updatedAt"])  # idle 0 would call for another reset now
+    assert turn.turn(services, event)["next"] == "done"
+    after = services.sessions.load_meta(key)
+    assert (after["sessionId"], after["previousSessionIds"]) == (reset["sessionId"], [before["sessionId"]])
+    messages = services.sessions.messages(key)
+    assert [(m["role"], turn.text_of(m)) for m in messages] == [("user", "hi"), ("assistant", "reset once")]
+
+
 def test_commands_and_directives(agent: Any, sender: Any, llm: FakeLLM) -> None:
     status = agent.call("chat.send", {"sessionKey": "main", "message": "/status"})
     assert status["status"] == "command" and "Model: openai/gpt-test" in status["response"]
