@@ -74,7 +74,7 @@ def test_a_streamed_reply(user: GatewayClient, fake: FakeLLM) -> None:
     key = session()
     scripted(fake, key, reply("Streaming works end to end.", chunks=6, delay_per_chunk=0.05))
     started = send(user, key, "hello")
-    assert started["status"] == "started" and started["queued"] is False
+    assert started["status"] == "started" and "queued" not in started
     events = follow_run(user, started["runId"])
     deltas = [e["text"] for e in events if e["state"] == "delta"]
     assert len(deltas) >= 2 and "".join(deltas) == "Streaming works end to end."
@@ -165,7 +165,7 @@ def test_concurrent_sends_queue_and_all_complete(gateway: Any, fake: FakeLLM) ->
             t.start()
         for t in threads:
             t.join(timeout=30)
-        assert sorted(r["queued"] for r in results) == [False, True, True]
+        assert sorted(r.get("queued", False) for r in results) == [False, True, True]  # a started run has no key
         assert sorted(r.get("queuePosition", 0) for r in results) == [0, 1, 2]
         for i, c in enumerate(clients):
             assert follow_run(c, results[i]["runId"], timeout=60)[-1]["state"] == "final"

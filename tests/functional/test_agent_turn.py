@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from tests.conftest import wait_for
 from tests.support.agent import chat_events, final_of, node_events
 from tests.support.fake_llm import FakeLLM, call, reply
@@ -13,7 +15,7 @@ from tests.support.fake_llm import FakeLLM, call, reply
 def test_a_message_gets_a_streamed_reply(agent: Any, sender: Any, llm: FakeLLM) -> None:
     llm.script(reply("Hello there, human.", chunks=4))
     started = agent.call("chat.send", {"sessionKey": "main", "message": "hi", "runId": "run-1"})
-    assert started == {"status": "started", "runId": "run-1", "queued": False}
+    assert started == {"status": "started", "runId": "run-1"}  # F4: no `queued` key for a run that started
     final = final_of(sender, agent.connection_id, "run-1")
     assert final["state"] == "final", final
     assert final["sessionKey"] == "main"  # F2: this client said "main", so it hears "main"
@@ -156,6 +158,32 @@ def test_messages_queue_behind_the_run_and_start_in_order(agent: Any, sender: An
     assert agent.call("session.stats", {"sessionKey": "main"})["isProcessing"] is False
 
 
+def test_only_a_queued_message_carries_queued(agent: Any, sender: Any, llm: FakeLLM) -> None:
+    """F4: a message that starts a run is answered without a `queued` key at all (GSV clients test
+    `queued === undefined`); one that waits behind the current run gets `queued: true` and its `queuePosition`.
+    Both answers fit the documented result shape."""
+    from orbital.methods import registry
+    from pydantic import ValidationError
+
+    from tests.support.fake_llm import hang
+
+    llm.script(hang(20, then=reply("one")), reply("two"))
+    first = agent.call("chat.send", {"sessionKey": "main", "message": "1", "runId": "run-1"})
+    assert first == {"status": "started", "runId": "run-1"}
+    llm.wait_for_requests(1)
+    second = agent.call("chat.send", {"sessionKey": "main", "message": "2", "runId": "run-2"})
+    assert second == {"status": "started", "runId": "run-2", "queued": True, "queuePosition": 1}
+    spec = registry().get("chat.send")
+    assert spec is not None and spec.result is not None
+    for answer in (first, second):
+        spec.result.model_validate(answer)
+    with pytest.raises(ValidationError):  # the documented shape has no `queued: false`
+        spec.result.model_validate({"status": "started", "runId": "run-3", "queued": False})
+    llm.release()
+    assert final_of(sender, agent.connection_id, "run-1")["state"] == "final"
+    assert final_of(sender, agent.connection_id, "run-2")["state"] == "final"
+
+
 def test_stop_cancels_the_run_and_the_next_message_runs(agent: Any, sender: Any, llm: FakeLLM) -> None:
     from tests.support.fake_llm import hang
 
@@ -170,7 +198,7 @@ def test_stop_cancels_the_run_and_the_next_message_runs(agent: Any, sender: Any,
     assert idle["response"] == "No run in progress."
     llm.release()
     nxt = agent.call("chat.send", {"sessionKey": "main", "message": "again"})
-    assert nxt["queued"] is False
+    assert "queued" not in nxt
     assert final_of(sender, agent.connection_id, nxt["runId"])["state"] == "final"
     finals = [
         e for e in chat_events(sender, agent.connection_id) if e["runId"] == first["runId"] and e["state"] == "final"
@@ -264,6 +292,69 @@ def test_idle_reset_keeps_the_triggering_message(agent: Any, sender: Any, llm: F
     assert [m["content"] for m in preview["messages"] if m["role"] == "user"] == ["after"]
 
 
+def test_idle_zero_resets_even_a_session_without_messages(agent: Any, sender: Any, llm: FakeLLM, services: Any) -> None:
+    """GSV's own e2e scenario (spec §5.10): `session.get`, `session.patch {resetPolicy: {mode: "idle",
+    idleMinutes: 0}}`, then `chat.send`. Idle 0 means any time at all since the last activity (`updatedAt`, which
+    the patch moved) is too long, so the run resets the session first, although it holds no messages yet; the
+    triggering message is the first of the new session, and the run answers it."""
+    llm.script(reply("a fresh start"))
+    before = agent.call("session.get", {"sessionKey": "main"})
+    agent.call("session.patch", {"sessionKey": "main", "resetPolicy": {"mode": "idle", "idleMinutes": 0}})
+    patched = agent.call("session.get", {"sessionKey": "main"})
+    assert patched["resetPolicy"]["idleMinutes"] == 0 and patched["messageCount"] == 0
+    wait_for(lambda: services.now_ms() > patched["updatedAt"])  # "more than 0 ms" has passed when the run starts
+    started = agent.call("chat.send", {"sessionKey": "main", "message": "trigger idle auto reset"})
+    assert final_of(sender, agent.connection_id, started["runId"])["state"] == "final"
+    after = agent.call("session.get", {"sessionKey": "main"})
+    assert after["sessionId"] != before["sessionId"]
+    assert after["previousSessionIds"] == [before["sessionId"]]
+    assert isinstance(after.get("lastResetAt"), int) and after["lastResetAt"] > patched["updatedAt"]
+    assert after["messageCount"] == 2
+    preview = agent.call("session.preview", {"sessionKey": "main"})
+    assert preview["sessionId"] == after["sessionId"]
+    first = preview["messages"][0]
+    assert (first["role"], first["content"]) == ("user", "trigger idle auto reset")
+    assert llm.requests[0].body["messages"][-1] == {"role": "user", "content": "trigger idle auto reset"}
+
+
+def test_a_retried_first_step_resets_the_session_only_once(
+    agent: Any, sender: Any, llm: FakeLLM, services: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The automatic reset and the storing of the message are two writes. When the step is tried again after the
+    reset (the state machine retries a step on Lambda service errors), the session, reset since the run started, is
+    not reset a second time, even with idle 0: the message lands in the one fresh session."""
+    from orbital.agent import turn
+
+    llm.script(reply("reset once"))
+    key = "agent:main:main"
+    agent.call("session.patch", {"sessionKey": "main", "resetPolicy": {"mode": "idle", "idleMinutes": 0}})
+    before = services.sessions.load_meta(key)
+    wait_for(lambda: services.now_ms() > before["updatedAt"])
+    now = services.now_ms()
+    run = {"runId": "run-x", "execution": "exec-x", "startedAt": now, "leaseUntil": now + 600_000, "iteration": 0}
+    services.sessions.update_meta(key, lambda m: m.update(sessionKey=key, currentRun={**run, "input": {"text": "hi"}}))
+    real = turn.user_message
+    failures = [RuntimeError("the step failed after the reset")]
+
+    def flaky(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        if failures:
+            raise failures.pop()
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(turn, "user_message", flaky)
+    event = {"sessionKey": key, "runId": "run-x", "execution": "exec-x", "iteration": 0, "next": "start"}
+    with pytest.raises(RuntimeError):
+        turn.turn(services, event)
+    reset = services.sessions.load_meta(key)
+    assert reset["previousSessionIds"] == [before["sessionId"]]
+    wait_for(lambda: services.now_ms() > reset["updatedAt"])  # idle 0 would call for another reset now
+    assert turn.turn(services, event)["next"] == "done"
+    after = services.sessions.load_meta(key)
+    assert (after["sessionId"], after["previousSessionIds"]) == (reset["sessionId"], [before["sessionId"]])
+    messages = services.sessions.messages(key)
+    assert [(m["role"], turn.text_of(m)) for m in messages] == [("user", "hi"), ("assistant", "reset once")]
+
+
 def test_commands_and_directives(agent: Any, sender: Any, llm: FakeLLM) -> None:
     status = agent.call("chat.send", {"sessionKey": "main", "message": "/status"})
     assert status["status"] == "command" and "Model: openai/gpt-test" in status["response"]
@@ -307,7 +398,7 @@ def test_a_run_whose_execution_is_gone_does_not_hold_the_session(
         "agent:main:main", lambda m: m["currentRun"].update(execution="ghost-execution", startedAt=0)
     )
     nxt = agent.call("chat.send", {"sessionKey": "main", "message": "anyone there?"})
-    assert nxt["queued"] is False
+    assert "queued" not in nxt
     gone = final_of(sender, agent.connection_id, dead["runId"])
     assert gone["state"] == "error" and gone["error"] == "Run ended unexpectedly"
     llm.release()

@@ -61,7 +61,7 @@ def test_a_due_system_event_runs_in_the_main_session_and_is_delivered(
     assert scheduler.tick(services, now_ms=now - 1)["cron"] == []  # not due yet
 
     out = scheduler.tick(services, now_ms=now)
-    assert [(r["jobId"], r["status"]) for r in out["cron"]] == [(job_id, "running")]
+    assert [(r["jobId"], r["status"]) for r in out["cron"]] == [(job_id, "ok")]  # started (GSV's answer)
     assert "agent:main:main" in out["cron"][0]["summary"]
     assert "delivering to test:+15550001" in out["cron"][0]["summary"]
 
@@ -117,6 +117,40 @@ def test_a_failed_run_is_recorded_as_an_error_and_the_channel_is_told(
     assert record["status"] == "error" and record["error"] == "Model not found: openai/gpt-test"
     sent = wait_for(lambda: outbound(sender, channel), timeout=30)
     assert sent[-1]["message"]["text"].startswith("Sorry, I couldn't finish that:")
+
+
+def test_cron_run_answers_ok_for_a_run_it_started_and_the_record_keeps_the_outcome(
+    agent: Any, services: Any, llm: FakeLLM
+) -> None:
+    """F9: `cron.run` answers as GSV does, `status: "ok"` for a run it started (a forced `task`, a due
+    `systemEvent`), with the time it took to start it; the run's record in `cron.runs` carries its real outcome
+    once it ends. A job that is not due is left alone by `mode: "due"`, as in GSV."""
+    from orbital.methods import registry
+
+    spec = registry().get("cron.run")
+    assert spec is not None and spec.result is not None
+    task = add_job(services, {"mode": "task", "message": "check the backups", "deliver": False})  # due at T: later
+    llm.script(error(400, "model not found"), reply("Plants watered."))
+
+    assert agent.call("cron.run", {"id": task, "mode": "due"}) == {"ok": True, "ran": 0, "results": []}
+    forced = agent.call("cron.run", {"id": task, "mode": "force"})
+    spec.result.model_validate(forced)
+    assert forced["ok"] is True and forced["ran"] == 1
+    (started,) = forced["results"]
+    assert (started["jobId"], started["status"]) == (task, "ok")
+    assert f"agent:main:cron:{task}:" in started["summary"]
+    assert isinstance(started["durationMs"], int) and started["durationMs"] >= 0
+    record = finished_record(agent, task)
+    assert record["status"] == "error" and record["error"] == "Model not found: openai/gpt-test"
+
+    now = services.now_ms()
+    event = add_job(services, {"mode": "systemEvent", "text": "water the plants", "deliver": False}, at_ms=now)
+    due = agent.call("cron.run", {})
+    spec.result.model_validate(due)
+    assert [(r["jobId"], r["status"]) for r in due["results"]] == [(event, "ok")]
+    assert "agent:main:main" in due["results"][0]["summary"]
+    record = finished_record(agent, event)
+    assert record["status"] == "ok" and record["summary"] == "Plants watered."
 
 
 def test_racing_ticks_run_a_job_once(agent: Any, services: Any, llm: FakeLLM) -> None:
@@ -198,7 +232,7 @@ def test_a_run_that_never_started_is_recorded_as_failed(
     # the run's start is lost without an error (what a crash right after the executor looks like)
     monkeypatch.setattr(runs, "submit", lambda *args, **kwargs: runs.Submitted(run_id="x", queued=False))
     (started,) = scheduler.tick(services, now_ms=T)["cron"]
-    assert started["status"] == "running"
+    assert started["status"] == "ok"  # started, as far as the tick can tell
     assert scheduler.tick(services, now_ms=T + 4 * MINUTE)["cronEnded"] == 0  # not looked at yet
     assert scheduler.tick(services, now_ms=T + 6 * MINUTE)["cronEnded"] == 1
     (record,) = records(agent, job_id)

@@ -48,7 +48,7 @@ def assistant(text: str = "", *calls: tuple[str, str, Any]) -> dict[str, Any]:
 
 
 def sent(text: str = "hi", run_id: str = "r1", **result: Any) -> Sent:
-    return Sent(text, "main", run_id, {"status": "started", "runId": run_id, "queued": False, **result})
+    return Sent(text, "main", run_id, {"status": "started", "runId": run_id, **result})
 
 
 def transcript(*messages: dict[str, Any]) -> dict[str, Any]:
@@ -81,7 +81,7 @@ class Recorder:
 def test_send_passes_key_text_and_a_fresh_run_id_after_dropping_stale_events():
     conn = FakeConn(
         evt("old", "final", message=assistant("stale")),
-        answers={"chat.send": lambda p: {"status": "started", "runId": p["runId"], "queued": False}},
+        answers={"chat.send": lambda p: {"status": "started", "runId": p["runId"]}},
     )
     out = ChatDriver(conn, "agent:main:web:dm:local").send("hello")
     assert conn.events.empty()

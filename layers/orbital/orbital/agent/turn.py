@@ -223,6 +223,18 @@ def turn(services: Services, event: dict[str, Any]) -> dict[str, Any]:
     return _model_turn(r, meta)
 
 
+def _reset_due(meta: dict[str, Any], run: dict[str, Any], policy: dict[str, Any] | None, now: int) -> bool:
+    """Spec §5.10: whether the session's policy calls for an automatic reset before this run's message is stored,
+    judged by its last activity (`updatedAt`: the last message stored, `session.patch`, a reset or a compaction).
+    A session without messages is no exception (GSV resets it too: idle 0 right after a patch). A session reset
+    since this run started is fresh: an attempt of this step that is tried again after the reset does not reset
+    it a second time."""
+    last_reset = meta.get("lastResetAt")
+    if isinstance(last_reset, int | float) and last_reset >= int(run.get("startedAt") or 0):
+        return False
+    return should_auto_reset(policy, int(meta.get("updatedAt") or now), now)
+
+
 def _store_user_message(r: _Run, meta: dict[str, Any], run: dict[str, Any]) -> dict[str, Any] | None:
     """Store the run's message (after an automatic reset when due). The meta after, or None if the run lost the
     session."""
@@ -230,7 +242,7 @@ def _store_user_message(r: _Run, meta: dict[str, Any], run: dict[str, Any]) -> d
     data = runs.load_input(services, r.key, run)
     now = _now()
     policy = meta.get("resetPolicy") or initial_policy(r.config)
-    if int(meta.get("messageCount") or 0) > 0 and should_auto_reset(policy, int(meta.get("updatedAt") or now), now):
+    if _reset_due(meta, run, policy, now):
         result = services.sessions.reset(r.key, now=now)
         from orbital.agent import memories
 

@@ -25,7 +25,9 @@ Orbital behaviour beyond GSV:
   by a crashed run: the job is due again and may be claimed. A run that is seen alive (`touch_running`, from the
   scheduler's watch over agent runs) renews it, so a long run is never claimed twice.
 * An executor may answer `running` (an agent run, which ends later): `complete` then records the real outcome
-  (fix F9), and `cron.maxConcurrentRuns` counts the runs still going, not only those started by one call.
+  (fix F9), and `cron.maxConcurrentRuns` counts the runs still going, not only those started by one call. The
+  answer of `run` stays GSV's for such a run: `status: "ok"` (the run started), `durationMs` the time it took to
+  start it, plus `startedAtMs` (the claim); no `nextRunAtMs`, which is computed when the run ends.
 * A forced run of a job that is running reports `skipped` with `job is already running` and changes nothing.
 * A job removed while it ran gets no run record (its history went with it).
 * Input errors raise `CronError` carrying a status code (400, or 404 for an unknown job id); GSV answers 500 for
@@ -82,7 +84,8 @@ _WRITE_ATTEMPTS = 8
 RunStatus = Literal["ok", "error", "skipped", "running"]
 _STATUSES = ("ok", "error", "skipped", "running")
 """`running`: the executor started something that ends later (an agent run); it reports the real outcome with
-`complete` when it ends (fix F9: a record is never "ok" for a run that was only queued)."""
+`complete` when it ends (fix F9: a record is never "ok" for a run that was only queued). `run` answers such a run
+with GSV's `ok`."""
 _TASK_SPEC_FIELDS = ("model", "thinking", "timeoutSeconds", "deliver", "channel", "to", "bestEffortDeliver")
 
 
@@ -581,12 +584,14 @@ def _run_claimed(
     began = monotonic()
     reason = _skip_reason(job, forced=forced, settings=settings)
     outcome = RunOutcome("skipped", reason) if reason else _execute(job, execute)
+    duration_ms = max(0, round((monotonic() - began) * 1000))
     if outcome.status == "running":  # recorded by `complete` when it ends; the job stays marked running
-        started: dict[str, Any] = {"jobId": str(job["id"]), "status": "running", "startedAtMs": start_ms}
+        # answered as GSV does for a run that started (F9 keeps the real outcome for the record)
+        started: dict[str, Any] = {"jobId": str(job["id"]), "status": "ok", "startedAtMs": start_ms}
         if outcome.summary is not None:
             started["summary"] = outcome.summary
+        started["durationMs"] = duration_ms
         return started
-    duration_ms = max(0, round((monotonic() - began) * 1000))
     return _finish(repo, str(job["id"]), outcome, start_ms, duration_ms, settings)
 
 
@@ -645,7 +650,8 @@ def run(
     Without `job_id`: the due jobs (enabled, next run reached, not running), soonest first, at most
     `cron.maxConcurrentRuns` of them, one after another; nothing while the scheduler is disabled. With `job_id`:
     that job, if due, or whatever its state with `mode="force"` (any other mode means due). Each job starts at
-    `now_ms` plus the time the previous ones took (measured with `monotonic`, seconds)."""
+    `now_ms` plus the time the previous ones took (measured with `monotonic`, seconds). A run the executor started
+    (`running`) is answered `ok`, as GSV does; its record comes when it ends."""
     settings = _settings(services)
     repo = services.gateway
     forced = mode == "force"

@@ -8,7 +8,7 @@ as `chat` events (`delta`, `partial`, `final`, `error`) under the key this clien
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from orbital.agent import events, runs, slash
 from orbital.domain import commands
@@ -35,7 +35,9 @@ class ChatSendParams(Params):
 class ChatSendResult(Result):
     status: str
     runId: str | None = None
-    queued: bool | None = None
+    queued: Literal[True] | None = None
+    """Only on a message queued behind the session's current run (F4); a run that starts at once has no `queued`
+    key at all, as GSV clients test `queued === undefined`."""
     queuePosition: int | None = None
     directives: dict[str, Any] | None = None
     command: str | None = None
@@ -47,8 +49,8 @@ class ChatSendResult(Result):
 def chat_send(ctx: CallContext, params: ChatSendParams) -> dict[str, Any]:
     """Send a message to the agent of a session. Slash commands answer at once (`status: "command"`), a message of
     inline directives only is acknowledged (`status: "directive-only"`); anything else starts a run
-    (`status: "started"`, `queued: false`) or queues it behind the session's current run (`queued: true` with its
-    `queuePosition`). The reply streams as `chat` events carrying `runId`."""
+    (`status: "started"`, no `queued` key) or queues it behind the session's current run (`status: "started"`,
+    `queued: true` with its `queuePosition`). The reply streams as `chat` events carrying `runId`."""
     if not params.sessionKey or not params.message:
         raise BadRequestError("sessionKey and message required")
     key = session_key_param(ctx, params.sessionKey)
@@ -80,9 +82,9 @@ def chat_send(ctx: CallContext, params: ChatSendParams) -> dict[str, Any]:
     submitted = runs.submit(
         services, key, data, run_id=run_id, extra={"origin": origin}, emit_error=events.error_emitter(services)
     )
-    result = {"status": "started", "runId": submitted.run_id, "queued": submitted.queued}
-    if submitted.queued:
-        result["queuePosition"] = submitted.position
+    result = {"status": "started", "runId": submitted.run_id}
+    if submitted.queued:  # F4: only a queued message says so; a started run carries no `queued` key
+        result.update(queued=True, queuePosition=submitted.position)
     if shown is not None:
         result["directives"] = shown
     return result

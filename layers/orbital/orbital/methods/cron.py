@@ -239,8 +239,9 @@ class CronRunResult(Result):
 @router.method("cron.run", params=CronRunParams, result=CronRunResult, modes=CLIENT)
 def cron_run(ctx: CallContext, params: CronRunParams) -> dict[str, Any]:
     """Run the due jobs now (`mode:"due"`, the default; at most `cron.maxConcurrentRuns`), or job `id` if due, or
-    whatever its state with `mode:"force"`. A started agent run shows as `status:"running"`; its record (`cron.runs`)
-    carries the real outcome once it ends."""
+    whatever its state with `mode:"force"`. A job whose agent run started answers `status:"ok"` as in GSV, with the
+    time it took to start it (`durationMs`) and `startedAtMs`; its record (`cron.runs`) carries the run's real outcome
+    (`ok`, `error` or `skipped`, with its duration) once it ends."""
     from orbital.agent import cron_runs
 
     now = ctx.now_ms()
