@@ -4,6 +4,7 @@ commands and directives are answered on the channel; control calls round-trip th
 
 from __future__ import annotations
 
+import json
 import threading
 from typing import Any
 
@@ -176,6 +177,28 @@ def test_control_goes_through_the_channel_socket(agent: Any, bridge: Any, sender
     )[-1]
     assert answer["ok"] and answer["payload"]["message"] == "scan the code"
     assert answer["payload"]["channel"] == "test"
+
+
+def test_start_config_reaches_only_its_bridge_and_is_never_logged(
+    agent: Any, bridge: Any, connect: Any, sender: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`channel.start {config}` carries the bridge's own settings (its credentials too): the owner gives them for that
+    bridge, so they go to that socket's `channel.control` event, and nowhere else: no other socket, no log record."""
+    token = "xoxb-bridge-TOKEN-0123456789abcdef"
+    connect("channel", "other", channel="elsewhere")
+    caplog.set_level("DEBUG")
+    pending = agent.frame("channel.start", {"channel": "test", "accountId": "bridge", "config": {"botToken": token}})
+    assert pending is None
+    control = wait_for(
+        lambda: [f["payload"] for f in sender.frames_to(bridge.connection_id) if f.get("event") == "channel.control"]
+    )[0]
+    assert control["action"] == "start" and control["config"] == {"botToken": token}
+    bridge.call("channel.control.result", {"callId": control["callId"], "ok": True, "result": {}})
+    wait_for(lambda: [f for f in sender.frames_to(agent.connection_id) if f.get("type") == "res"])
+    elsewhere = [frame for conn, frame in sender.posts if conn != bridge.connection_id]
+    assert elsewhere and token not in json.dumps(elsewhere)
+    assert token not in caplog.text
+    assert all(token not in str(record.args) for record in caplog.records)
 
 
 def test_control_fails_when_the_channel_socket_leaves(agent: Any, bridge: Any, sender: Any, services: Any) -> None:

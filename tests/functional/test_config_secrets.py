@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tests.support.agent import final_of
-from tests.support.fake_llm import FakeLLM, call, reply
+from tests.support.fake_llm import FakeLLM, call, error, reply
 
 HEADER = "Bearer sk-proj-HEADERSECRET0123456789abcdef"
 BOT_TOKEN = "123456789:AAHbotTOKENsecret0123456789abcdefghi"
@@ -91,3 +91,23 @@ def test_the_config_get_tool_masks_whole_and_by_path(agent: Any, sender: Any, ll
     assert account == {"path": paths[2], "value": {"botToken": "***"}}
     sent = json.dumps([r.body for r in llm.requests])
     assert HEADER not in sent and BOT_TOKEN not in sent and "sk-test-key" not in sent
+
+
+RELAY_AUTH = "Basic cmVsYXk6aHVudGVyMi1zZWNyZXQtcGFzcw=="
+
+
+def test_a_failing_model_call_logs_and_sends_no_header_value(
+    agent: Any, sender: Any, llm: FakeLLM, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The provider's answer echoes the configured Authorization header: neither the log nor any frame (the run's
+    `error` event) carries it."""
+    agent.call("config.set", {"path": "providers.openai.headers", "value": {"Authorization": RELAY_AUTH}})
+    llm.script(error(401, f"the relay refused Authorization: {RELAY_AUTH}"))
+    caplog.set_level("INFO")
+    started = agent.call("chat.send", {"sessionKey": "main", "message": "hello"})
+    final = final_of(sender, agent.connection_id, started["runId"], timeout=30)
+    assert final["state"] == "error" and "Authentication failed" in final["error"]
+    assert llm.requests[0].header("authorization") == RELAY_AUTH  # the header was sent to the provider
+    credentials = RELAY_AUTH.split()[1]
+    assert credentials not in caplog.text
+    assert credentials not in json.dumps(sender.posts, default=str)
