@@ -83,6 +83,30 @@ def test_an_unknown_sender_pairs_first(agent: Any, connect: Any, sender: Any, ll
     wait_for(lambda: "Welcome, Ann." in texts(sender, socket))
 
 
+@pytest.mark.parametrize("channel", ["discord", "telegram", "whatsapp", "some-new-messenger"])
+def test_an_unknown_sender_never_reaches_the_agent_by_default(
+    agent: Any, connect: Any, sender: Any, llm: FakeLLM, services: Any, channel: str
+) -> None:
+    """No channel is open by default (fix F7), whatever its name: the sender is held as a pairing request."""
+    socket = connect("channel", "bridge", channel=channel)
+    held = socket.call("channel.inbound", {**inbound("m1", "let me in"), "channel": channel})
+    assert held == {"status": "pending_pairing", "senderId": "+15550001"}
+    assert llm.requests == [] and services.sessions.list_registry() == []
+    (pair,) = agent.call("pair.list", {})["pairs"].values()
+    assert (pair["channel"], pair["firstMessage"]) == (channel, "let me in")
+
+
+@pytest.mark.parametrize("channel", ["discord", "some-new-messenger"])
+def test_an_owner_opened_channel_lets_unknown_senders_in(
+    agent: Any, connect: Any, sender: Any, llm: FakeLLM, channel: str
+) -> None:
+    agent.call("config.set", {"path": f"channels.{channel}.dmPolicy", "value": "open"})
+    socket = connect("channel", "bridge", channel=channel)
+    llm.script(reply("hello stranger"))
+    assert socket.call("channel.inbound", {**inbound("m1", "hi"), "channel": channel})["status"] == "started"
+    wait_for(lambda: "hello stranger" in texts(sender, socket))
+
+
 def test_a_repeated_delivery_runs_once(agent: Any, bridge: Any, sender: Any, llm: FakeLLM) -> None:
     llm.script(reply("once"))
     results: list[dict[str, Any]] = []

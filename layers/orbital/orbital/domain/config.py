@@ -28,7 +28,7 @@ def defaults() -> dict[str, Any]:
         "transcription": {"provider": "workers-ai"},
         "channels": {
             "whatsapp": {"dmPolicy": "pairing", "allowFrom": []},
-            "discord": {"dmPolicy": "open", "allowFrom": []},
+            "discord": {"dmPolicy": "pairing", "allowFrom": []},
         },
         "session": {
             "defaultResetPolicy": {"mode": "daily", "atHour": 4},
