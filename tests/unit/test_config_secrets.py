@@ -50,6 +50,10 @@ SECRET = [
     "anything.OPENAI_API_KEY",
     "anything.passphrase",
     "anything.passwd",
+    "skills.entries.1password.apiKey",
+    "skills.entries.1password.env.OP_SERVICE_ACCOUNT_TOKEN",
+    "channels.telegram.accounts.bot_token.botToken",
+    "providers.secret.headers.X-Id",
 ]
 
 NOT_SECRET = [
@@ -102,6 +106,13 @@ NOT_SECRET = [
     "x.accessKeyId",
     "x.sessionKey",
     "x.keys",
+    "skills.entries.1password",
+    "skills.entries.1password.enabled",
+    "channels.telegram.accounts.bot_token",
+    "channels.telegram.accounts.bot_token.webhookUrl",
+    "channels.password-vault.dmPolicy",
+    "providers.secret.baseUrl",
+    "session.identityLinks.password",
 ]
 
 

@@ -170,6 +170,15 @@ _CREDENTIAL_WORDS = (
 )
 _KEY_QUALIFIERS = frozenset({"api", "private", "secret", "access", "signing", "encryption"})
 _WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+# Where a segment is a name the owner chose (a skill, provider, channel, account, linked person), not a setting's
+# key: the skill "1password" is no password. What is configured under such a name is judged as usual.
+_NAME_SLOTS = (
+    ("skills", "entries"),
+    ("providers",),
+    ("channels",),
+    ("channels", "*", "accounts"),
+    ("session", "identityLinks"),
+)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -182,6 +191,13 @@ def _names_a_credential(key: str) -> bool:
     return len(words) >= 2 and words[-1] == "key" and words[-2] in _KEY_QUALIFIERS
 
 
+def _is_name(parents: Sequence[str]) -> bool:
+    return any(
+        len(parents) == len(slot) and all(want in ("*", seg) for want, seg in zip(slot, parents, strict=True))
+        for slot in _NAME_SLOTS
+    )
+
+
 def is_secret(path: Sequence[str]) -> bool:
     """Whether the configuration value at `path` (its segments; list indexes as digits) is a secret. The one rule
     behind every masked read (`config.get`, `gsv__ConfigGet`) and every write of the mask (`restore_masked`):
@@ -192,7 +208,8 @@ def is_secret(path: Sequence[str]) -> bool:
       `clientSecret`, `accessToken`, `apiKey` / `api_key` / `API-Key`, `password`, `privateKey`, `credentials`,
       `Authorization`, `cookie`… — but not counters such as `maxTokens`, `reserveTokens`, `tokenBudget`.
 
-    `apiKeys` and `headers` themselves are not secrets: their keys (provider and header names) stay readable.
+    `apiKeys` and `headers` themselves are not secrets: their keys (provider and header names) stay readable, and
+    so do the names of skills, providers, channels, accounts and linked people (`skills.entries.1password`).
     """
     if len(path) >= 2 and path[0] == "apiKeys":
         return True
@@ -200,7 +217,7 @@ def is_secret(path: Sequence[str]) -> bool:
     for index, segment in enumerate(path):
         if index < last and segment.lower() == "headers":
             return True
-        if _names_a_credential(segment):
+        if _names_a_credential(segment) and not _is_name(path[:index]):
             return True
     return False
 
