@@ -4,6 +4,7 @@ commands and directives are answered on the channel; control calls round-trip th
 
 from __future__ import annotations
 
+import json
 import threading
 from typing import Any
 
@@ -80,6 +81,30 @@ def test_an_unknown_sender_pairs_first(agent: Any, connect: Any, sender: Any, ll
     llm.script(reply("Welcome, Ann."))
     assert socket.call("channel.inbound", inbound("m3", "hello again"))["status"] == "started"
     wait_for(lambda: "Welcome, Ann." in texts(sender, socket))
+
+
+@pytest.mark.parametrize("channel", ["discord", "telegram", "whatsapp", "some-new-messenger"])
+def test_an_unknown_sender_never_reaches_the_agent_by_default(
+    agent: Any, connect: Any, sender: Any, llm: FakeLLM, services: Any, channel: str
+) -> None:
+    """No channel is open by default (fix F7), whatever its name: the sender is held as a pairing request."""
+    socket = connect("channel", "bridge", channel=channel)
+    held = socket.call("channel.inbound", {**inbound("m1", "let me in"), "channel": channel})
+    assert held == {"status": "pending_pairing", "senderId": "+15550001"}
+    assert llm.requests == [] and services.sessions.list_registry() == []
+    (pair,) = agent.call("pair.list", {})["pairs"].values()
+    assert (pair["channel"], pair["firstMessage"]) == (channel, "let me in")
+
+
+@pytest.mark.parametrize("channel", ["discord", "some-new-messenger"])
+def test_an_owner_opened_channel_lets_unknown_senders_in(
+    agent: Any, connect: Any, sender: Any, llm: FakeLLM, channel: str
+) -> None:
+    agent.call("config.set", {"path": f"channels.{channel}.dmPolicy", "value": "open"})
+    socket = connect("channel", "bridge", channel=channel)
+    llm.script(reply("hello stranger"))
+    assert socket.call("channel.inbound", {**inbound("m1", "hi"), "channel": channel})["status"] == "started"
+    wait_for(lambda: "hello stranger" in texts(sender, socket))
 
 
 def test_a_repeated_delivery_runs_once(agent: Any, bridge: Any, sender: Any, llm: FakeLLM) -> None:
@@ -176,6 +201,28 @@ def test_control_goes_through_the_channel_socket(agent: Any, bridge: Any, sender
     )[-1]
     assert answer["ok"] and answer["payload"]["message"] == "scan the code"
     assert answer["payload"]["channel"] == "test"
+
+
+def test_start_config_reaches_only_its_bridge_and_is_never_logged(
+    agent: Any, bridge: Any, connect: Any, sender: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`channel.start {config}` carries the bridge's own settings (its credentials too): the owner gives them for that
+    bridge, so they go to that socket's `channel.control` event, and nowhere else: no other socket, no log record."""
+    token = "xoxb-bridge-TOKEN-0123456789abcdef"
+    connect("channel", "other", channel="elsewhere")
+    caplog.set_level("DEBUG")
+    pending = agent.frame("channel.start", {"channel": "test", "accountId": "bridge", "config": {"botToken": token}})
+    assert pending is None
+    control = wait_for(
+        lambda: [f["payload"] for f in sender.frames_to(bridge.connection_id) if f.get("event") == "channel.control"]
+    )[0]
+    assert control["action"] == "start" and control["config"] == {"botToken": token}
+    bridge.call("channel.control.result", {"callId": control["callId"], "ok": True, "result": {}})
+    wait_for(lambda: [f for f in sender.frames_to(agent.connection_id) if f.get("type") == "res"])
+    elsewhere = [frame for conn, frame in sender.posts if conn != bridge.connection_id]
+    assert elsewhere and token not in json.dumps(elsewhere)
+    assert token not in caplog.text
+    assert all(token not in str(record.args) for record in caplog.records)
 
 
 def test_control_fails_when_the_channel_socket_leaves(agent: Any, bridge: Any, sender: Any, services: Any) -> None:

@@ -54,15 +54,22 @@ def config_with(channels: dict) -> dict:
     return cfg.effective({"channels": channels})
 
 
-def test_defaults_whatsapp_pairing_discord_open():
+def test_every_channel_defaults_to_pairing():
     config = cfg.effective({})
-    assert channel_policy(config, "whatsapp") == "pairing"
-    assert channel_policy(config, "discord") == "open"
+    for channel in (*config["channels"], "discord", "telegram", "whatsapp", "signal", "anything"):
+        assert channel_policy(config, channel) == "pairing"
+        decision = is_allowed_sender(config, channel, "1081234567890123456", "1081234567890123456")
+        assert (decision.allowed, decision.needs_pairing) == (False, True)
     decision = is_allowed_sender(config, "whatsapp", "31628552611@s.whatsapp.net", "31628552611@s.whatsapp.net")
-    assert not decision.allowed
-    assert decision.needs_pairing
     assert decision.reason == "Sender +31628552611 needs pairing approval"
-    assert is_allowed_sender(config, "discord", "1081234567890123456", "1081234567890123456").allowed
+    assert not any(entry.get("dmPolicy") == "open" for entry in config["channels"].values())
+
+
+def test_only_the_owner_opens_a_channel():
+    opened = config_with({"discord": {"dmPolicy": "open"}})
+    assert is_allowed_sender(opened, "discord", "1081234567890123456", "1081234567890123456").allowed
+    unset = config_with({"discord": {"dmPolicy": None}})
+    assert channel_policy(unset, "discord") == "pairing"
 
 
 def test_unknown_channel_defaults_to_pairing():

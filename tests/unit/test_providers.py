@@ -686,6 +686,45 @@ def test_the_key_never_appears_in_an_error(llm: FakeLLM, wire: str) -> None:
     assert all(key[8:30] not in m for m in messages)
 
 
+BASIC = "Basic cmVsYXk6aHVudGVyMi1zZWNyZXQtcGFzcw=="
+RELAY_KEY = "relay-7f3a9c2e11d4b5a6"
+
+
+@pytest.mark.parametrize("wire", ["anthropic", "openai", "google"])
+def test_header_values_never_appear_in_a_log_or_an_error(
+    llm: FakeLLM, wire: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Configured headers are credentials (an Authorization header of a proxy, a relay key): a provider answer that
+    echoes them reaches neither the log records nor the error a user sees."""
+    headers = {"Authorization": BASIC, "X-Relay-Key": RELAY_KEY}
+    config = config_for(llm, wire, headers=headers)
+    llm.script(
+        error(401, f"rejected Authorization: {BASIC}"),
+        error(403, f"the relay key {RELAY_KEY} may not use this model ({BASIC.split()[1]})"),
+        *[error(503, f"relay {RELAY_KEY} overloaded")] * 4,
+    )
+    caplog.set_level("DEBUG")
+    messages = []
+    for _ in range(3):
+        with pytest.raises(ModelError) as caught:
+            complete(request(llm, wire, config=config))
+        messages += [caught.value.message, str(caught.value), repr(caught.value)]
+    assert llm.requests[0].header("x-relay-key") == RELAY_KEY  # the headers were sent
+    logged = caplog.text + "".join(str(r.args) for r in caplog.records)
+    assert "retry" in logged and "failed" in logged
+    for secret in (BASIC.split()[1], RELAY_KEY):
+        assert secret not in logged
+        assert all(secret not in m for m in messages), messages
+
+
+def test_provider_info_shows_no_header_values() -> None:
+    relay = {"baseUrl": "https://relay.example.com/v1", "headers": {"X-Relay-Key": RELAY_KEY}}
+    config = {"providers": {"relay": relay}, "apiKeys": {"relay": "sk-relay-0123456789"}}
+    info = providers.resolve_provider(config, "relay")
+    assert info.headers == {"X-Relay-Key": RELAY_KEY}
+    assert RELAY_KEY not in repr(info) and "sk-relay-0123456789" not in repr(info)
+
+
 def test_connection_refused_is_transient_and_keyless(llm: FakeLLM) -> None:
     import socket
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import copy
+import functools
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from orbital.domain.ids import normalize_agent_id
@@ -26,7 +28,7 @@ def defaults() -> dict[str, Any]:
         "transcription": {"provider": "workers-ai"},
         "channels": {
             "whatsapp": {"dmPolicy": "pairing", "allowFrom": []},
-            "discord": {"dmPolicy": "open", "allowFrom": []},
+            "discord": {"dmPolicy": "pairing", "allowFrom": []},
         },
         "session": {
             "defaultResetPolicy": {"mode": "daily", "atHour": 4},
@@ -145,66 +147,132 @@ def set_path(overrides: dict[str, Any], path: str, value: Any, *, delete: bool =
 
 # --- secrets ----------------------------------------------------------------------------------------------------
 
-_CREDENTIAL_KEY = re.compile(r"(token|secret|password|apikey|api_key|privatekey|credential)", re.IGNORECASE)
+# A key names a credential when its last word is one of these (words split at camelCase humps, `_`, `-` and digits,
+# compared in lower case; a last word that merely ends with one, as in `bottoken`, counts too), or when it ends with
+# "key" after a word that makes it one (`apiKey`, `API_KEY`, `privateKey`, `secretAccessKey`). Plural counters
+# ("tokens": `maxTokens`, `reserveTokens`) and words that only start with one (`tokenBudget`) do not.
+_CREDENTIAL_WORDS = (
+    "token",
+    "secret",
+    "secrets",
+    "password",
+    "passwd",
+    "passphrase",
+    "credential",
+    "credentials",
+    "cookie",
+    "cookies",
+    "authorization",
+    "apikey",
+    "privatekey",
+    "secretkey",
+    "accesskey",
+)
+_KEY_QUALIFIERS = frozenset({"api", "private", "secret", "access", "signing", "encryption"})
+_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+# Where a segment is a name the owner chose (a skill, provider, channel, account, linked person), not a setting's
+# key: the skill "1password" is no password. What is configured under such a name is judged as usual.
+_NAME_SLOTS = (
+    ("skills", "entries"),
+    ("providers",),
+    ("channels",),
+    ("channels", "*", "accounts"),
+    ("session", "identityLinks"),
+)
 
 
-def _mask_value(value: Any) -> Any:
-    if value is None or value == "" or value is False:
-        return value
-    if isinstance(value, dict):
-        return {k: _mask_value(v) for k, v in value.items()}
-    return MASK
-
-
-def _mask_credentials(node: Any) -> Any:
-    if isinstance(node, dict):
-        out: dict[str, Any] = {}
-        for key, value in node.items():
-            out[key] = _mask_value(value) if _CREDENTIAL_KEY.search(key) else _mask_credentials(value)
-        return out
-    if isinstance(node, list):
-        return [_mask_credentials(v) for v in node]
-    return node
-
-
-def masked(config: dict[str, Any]) -> dict[str, Any]:
-    """A copy with every secret replaced by "***": apiKeys.*, auth.token, and channel credentials."""
-    out = copy.deepcopy(config)
-    keys = out.get("apiKeys")
-    if isinstance(keys, dict):
-        out["apiKeys"] = {k: (MASK if v else v) for k, v in keys.items()}
-    auth = out.get("auth")
-    if isinstance(auth, dict) and auth.get("token"):
-        auth["token"] = MASK
-    channels = out.get("channels")
-    if isinstance(channels, dict):
-        out["channels"] = _mask_credentials(channels)
-    return out
-
-
-def is_secret_path(path: str) -> bool:
-    segs = split_path(path)
-    if segs[0] == "apiKeys" and len(segs) >= 2:
+@functools.lru_cache(maxsize=4096)
+def _names_a_credential(key: str) -> bool:
+    words = [word.lower() for word in _WORD.findall(key)]
+    if not words:
+        return False
+    if words[-1].endswith(_CREDENTIAL_WORDS):
         return True
-    if segs[:2] == ["auth", "token"]:
-        return True
-    return segs[0] == "channels" and any(_CREDENTIAL_KEY.search(s) for s in segs[1:])
+    return len(words) >= 2 and words[-1] == "key" and words[-2] in _KEY_QUALIFIERS
 
 
-def contains_mask(value: Any) -> bool:
-    if value == MASK:
+def _is_name(parents: Sequence[str]) -> bool:
+    return any(
+        len(parents) == len(slot) and all(want in ("*", seg) for want, seg in zip(slot, parents, strict=True))
+        for slot in _NAME_SLOTS
+    )
+
+
+def is_secret(path: Sequence[str]) -> bool:
+    """Whether the configuration value at `path` (its segments; list indexes as digits) is a secret. The one rule
+    behind every masked read (`config.get`, `gsv__ConfigGet`) and every write of the mask (`restore_masked`):
+
+    - every entry of `apiKeys` (`apiKeys.<provider>`);
+    - every value of a `headers` object (`providers.<name>.headers.<Header>`: where provider credentials go);
+    - anything at or under a key that names a credential, anywhere: `auth.token`, `botToken`, `webhookSecret`,
+      `clientSecret`, `accessToken`, `apiKey` / `api_key` / `API-Key`, `password`, `privateKey`, `credentials`,
+      `Authorization`, `cookie`… — but not counters such as `maxTokens`, `reserveTokens`, `tokenBudget`.
+
+    `apiKeys` and `headers` themselves are not secrets: their keys (provider and header names) stay readable, and
+    so do the names of skills, providers, channels, accounts and linked people (`skills.entries.1password`).
+    """
+    if len(path) >= 2 and path[0] == "apiKeys":
         return True
-    if isinstance(value, dict):
-        return any(contains_mask(v) for v in value.values())
+    last = len(path) - 1
+    for index, segment in enumerate(path):
+        if index < last and segment.lower() == "headers":
+            return True
+        if _names_a_credential(segment) and not _is_name(path[:index]):
+            return True
     return False
 
 
-def restore_masked(new: Any, old: Any) -> Any:
-    """Keep the stored secret wherever a client wrote back the mask it was shown (e.g. a UI field on blur)."""
-    if new == MASK:
+def _mask(value: Any) -> Any:
+    """The mask for a set secret of any type; None, "", empty objects and lists, and flags stay as they are
+    (nothing to hide, and a UI can tell that it is unset)."""
+    if value is None or isinstance(value, bool) or (isinstance(value, str | dict | list) and not value):
+        return value
+    return MASK
+
+
+def masked_at(value: Any, path: Sequence[str]) -> Any:
+    """`value`, found at `path`, with every secret in it (by `is_secret`) replaced by "***". A new object."""
+    if is_secret(path):
+        return _mask(value)
+    if isinstance(value, dict):
+        return {key: masked_at(item, [*path, str(key)]) for key, item in value.items()}
+    if isinstance(value, list):
+        return [masked_at(item, [*path, str(index)]) for index, item in enumerate(value)]
+    return value
+
+
+def masked(config: dict[str, Any]) -> dict[str, Any]:
+    """A copy of the whole configuration with every secret replaced by "***" (fix F6)."""
+    result = masked_at(config, [])
+    assert isinstance(result, dict)
+    return result
+
+
+def masked_get(config: dict[str, Any], path: str) -> Any:
+    """The value at a dotted `path`, masked as in `masked(config)` (also inside a secret object); `_MISSING` when
+    there is none."""
+    value = get_path(config, path)
+    return value if is_missing(value) else masked_at(value, split_path(path))
+
+
+def restore_masked(new: Any, old: Any, path: Sequence[str]) -> Any:
+    """`new`, about to be stored at `path` where `old` is stored (`_MISSING` when nothing is), with the stored secret
+    kept wherever a client wrote back the mask it was shown (a UI saving a form), in nested objects and lists too.
+    The mask at a secret path where nothing is stored means "not set": it becomes `_MISSING` (left out of objects,
+    None in lists). At a path that is not secret, "***" is an ordinary value."""
+    if isinstance(new, str) and new == MASK and is_secret(path):
         return old
-    if isinstance(new, dict) and isinstance(old, dict):
-        return {k: restore_masked(v, old.get(k)) for k, v in new.items()}
+    if isinstance(new, dict):
+        before = old if isinstance(old, dict) else {}
+        kept = {key: restore_masked(item, before.get(key, _MISSING), [*path, str(key)]) for key, item in new.items()}
+        return {key: item for key, item in kept.items() if not is_missing(item)}
+    if isinstance(new, list):
+        prior = old if isinstance(old, list) else []
+        items = [
+            restore_masked(item, prior[index] if index < len(prior) else _MISSING, [*path, str(index)])
+            for index, item in enumerate(new)
+        ]
+        return [None if is_missing(item) else item for item in items]
     return new
 
 

@@ -40,19 +40,19 @@ class ConfigSetResult(Result):
 def config_get(ctx: CallContext, params: ConfigGetParams) -> dict[str, Any]:
     """The effective configuration (defaults deep-merged with overrides), or one dotted path of it. Secrets are
     shown as "***" on every path."""
-    safe = ctx.services.config.masked()
     if params.path:
-        value = cfg.get_path(safe, params.path)
+        value = ctx.services.config.masked_get(params.path)
         if cfg.is_missing(value):
             return {"path": params.path}
         return {"path": params.path, "value": value}
-    return {"config": safe}
+    return {"config": ctx.services.config.masked()}
 
 
 @router.method("config.set", params=ConfigSetParams, result=ConfigSetResult, modes=CLIENT)
 def config_set(ctx: CallContext, params: ConfigSetParams) -> dict[str, Any]:
     """Store `value` at a dotted `path` of the overrides (a missing `value` deletes the key). Writing back the
-    "***" mask keeps the stored secret."""
+    "***" mask where a secret is shown keeps the stored secret (and sets nothing where none is stored), also inside
+    an object written whole."""
     path = (params.path or "").strip()
     if not path:
         raise RpcError("path required", code=400)

@@ -40,7 +40,12 @@ class ConfigRepo:
         return self._views()[0]
 
     def masked(self) -> dict[str, Any]:
+        """The whole configuration as every reader sees it: secrets (`cfg.is_secret`) shown as "***"."""
         return self._views()[1]
+
+    def masked_get(self, path: str) -> Any:
+        """The masked value at a dotted path (`cfg.is_missing` when there is none)."""
+        return cfg.masked_get(self.effective(), path)
 
     def save(self, overrides: dict[str, Any], version: int) -> None:
         if version == 0:
@@ -53,11 +58,9 @@ class ConfigRepo:
 
         def attempt() -> None:
             current, version = self.load()
-            wanted = value
-            if not delete and cfg.contains_mask(wanted):
-                old = cfg.get_path(current, path)
-                if not cfg.is_missing(old):
-                    wanted = cfg.restore_masked(wanted, old)
-            self.save(cfg.set_path(current, path, wanted, delete=delete), version)
+            # the mask written back keeps the stored secret (with none stored, the key is not set)
+            wanted = None if delete else cfg.restore_masked(value, cfg.get_path(current, path), cfg.split_path(path))
+            gone = delete or cfg.is_missing(wanted)
+            self.save(cfg.set_path(current, path, None if gone else wanted, delete=gone), version)
 
         retrying("config", attempt)

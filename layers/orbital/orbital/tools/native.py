@@ -88,12 +88,11 @@ def delete_file(env: ToolEnv, args: dict[str, Any]) -> dict[str, Any]:
 
 def config_get(env: ToolEnv, args: dict[str, Any]) -> dict[str, Any]:
     """Like `config.get`, masked on every path (F6: GSV returned raw keys to the model)."""
-    safe = env.services.config.masked()
     path = args.get("path")
     if isinstance(path, str) and path.strip():
-        value = cfg.get_path(safe, path.strip())
+        value = env.services.config.masked_get(path.strip())
         return {"path": path.strip()} if cfg.is_missing(value) else {"path": path.strip(), "value": value}
-    return {"config": safe}
+    return {"config": env.services.config.masked()}
 
 
 def _clamp(value: Any, default: int, low: int, high: int) -> int:

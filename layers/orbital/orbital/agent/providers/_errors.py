@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from orbital.agent.providers._types import ModelError
+from orbital.agent.providers._types import ModelError, ProviderInfo
 
 TRANSIENT_STATUS = frozenset({408, 429, 500, 502, 503, 504, 529})
 
@@ -112,6 +112,16 @@ class IncompleteStream(Exception):
 
 class EmptyResponse(Exception):
     """The provider answered with no content at all."""
+
+
+def secrets_of(info: ProviderInfo) -> tuple[str, ...]:
+    """What a call to this provider sends that must never be shown: its key, and every configured header value
+    (headers are where provider credentials go) together with each long word of it (the credentials of
+    `Basic <credentials>` or `Bearer <token>`, should an answer echo them alone)."""
+    found = [info.api_key] if info.api_key else []
+    for value in info.headers.values():
+        found += [text for text in (value, *value.split()) if len(text) >= 8]
+    return tuple(dict.fromkeys(found))
 
 
 def sanitize(text: str, secrets: tuple[str | None, ...] = ()) -> str:

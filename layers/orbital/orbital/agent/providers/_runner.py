@@ -22,7 +22,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from orbital.agent.providers._errors import EmptyResponse, classify, describe, is_transient, retry_after, summary
+from orbital.agent.providers._errors import (
+    EmptyResponse,
+    classify,
+    describe,
+    is_transient,
+    retry_after,
+    secrets_of,
+    summary,
+)
 from orbital.agent.providers._resolve import resolve_provider
 from orbital.agent.providers._types import ModelError, ModelRequest, ProviderInfo, StreamSink
 
@@ -104,7 +112,7 @@ def _backoff(retry: int) -> float:
 def complete(request: ModelRequest, sink: StreamSink | None = None) -> dict[str, Any]:
     """Call the model and return the stored assistant message, streaming text and thinking into `sink`."""
     info = resolve_provider(request.config or {}, request.provider)
-    secrets = (info.api_key,)
+    secrets: tuple[str | None, ...] = secrets_of(info)
     budget = max(0.001, float(request.timeout_s))
     deadline = time.monotonic() + budget
     run = _adapter(info.api)

@@ -65,7 +65,8 @@ class ProviderInfo:
     api: str
     base_url: str | None
     api_key: str | None = field(default=None, repr=False)
-    headers: dict[str, str] = field(default_factory=dict)
+    headers: dict[str, str] = field(default_factory=dict, repr=False)
+    """`providers.<name>.headers`: credentials, like the key, so neither is in the repr."""
     region: str | None = None
     local: bool = False
     settings: dict[str, Any] = field(default_factory=dict, repr=False)
