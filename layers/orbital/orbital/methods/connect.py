@@ -12,7 +12,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict
 from orbital.aws import secrets
 from orbital.domain.capabilities import RuntimeInvalid, validate_node_runtime
 from orbital.errors import RpcError, UnavailableError
-from orbital.protocol.frames import PROTOCOL_VERSION, SERVER_VERSION
+from orbital.protocol.frames import PROTOCOL_VERSION, SERVER_VERSION, limits
 from orbital.protocol.params import GivenObject, Items, Text, Whole
 from orbital.protocol.registry import Params, Result, Router
 from orbital.store.connections import Connection
@@ -152,7 +152,10 @@ def _release_previous_identity(ctx: CallContext, conn: Connection) -> None:
 
 @router.method("connect", params=ConnectParams, result=HelloOk)
 def connect(ctx: CallContext, params: ConnectParams) -> dict[str, Any]:
-    """Handshake. Registers the socket as a client, node or channel and answers `hello-ok`."""
+    """Handshake. Registers the socket as a client, node or channel and answers `hello-ok`, whose `features` list
+    the methods, events and transfer modes, and `limits`: `{maxMessageBytes, maxFrameBytes}`, the most the gateway
+    accepts in one WebSocket message (128 KB) and one frame (32 KB; send a longer message as fragments) before it
+    closes the socket with 1009, on AWS and locally alike."""
     if params.minProtocol != PROTOCOL_VERSION:
         raise RpcError("Unsupported protocol version", code=102)
     tokens = accepted_tokens(ctx)
@@ -213,5 +216,7 @@ def connect(ctx: CallContext, params: ConnectParams) -> dict[str, Any]:
             "events": EVENTS,
             # binary GSV frames only where no API Gateway sits in between (it refuses inbound binary frames)
             "transferModes": ["binary", "text", "presigned"] if ctx.services.settings.local else ["text", "presigned"],
+            # what this gateway accepts in one message and one frame: API Gateway's caps, enforced locally too
+            "limits": limits(),
         },
     }
