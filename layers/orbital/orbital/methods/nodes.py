@@ -168,7 +168,7 @@ def tool_result(ctx: CallContext, params: ToolResultParams) -> dict[str, Any]:
         found = tried.found
     else:
         found = deferred.get(ctx.services, params.callId)
-    if found is None or found.call.kind not in {"tool", "session", AGENT_TOOL}:
+    if found is None or found.call.kind not in deferred.TOOL_CALL_KINDS:
         raise NotFoundError("Unknown callId")
     _authorize_node_answer(ctx, found.call)
     if found.state != deferred.PENDING:
