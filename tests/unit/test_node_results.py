@@ -99,7 +99,8 @@ def test_an_image_too_large_is_saved_as_an_image_and_described() -> None:
     blocks = fitted["result"]["content"]
     assert blocks[0] == result["content"][0]  # type: ignore[index]
     assert blocks[1]["type"] == "text" and blocks[1]["text"].startswith("[image (image/png) not shown] ")
-    assert "gsv:tool-results/c1.png" in blocks[1]["text"]  # where the model reads it: a text block
+    assert "gsv:tool-results/c1.png (not text: gsv__Transfer copies it to a node)" in blocks[1]["text"]
+    assert "gsv__ReadFile" not in blocks[1]["text"]  # the model reads the note there, in a text block
 
 
 def test_a_result_that_could_not_be_saved_says_why() -> None:

@@ -482,7 +482,10 @@ class NodeAgent:
     def chunk_size(self) -> int:
         from orbital.node.transfer import BINARY_CHUNK_SIZE, CHUNK_SIZE
 
-        return BINARY_CHUNK_SIZE if self.options.use_binary_frames() else CHUNK_SIZE
+        if self.options.use_binary_frames():
+            return BINARY_CHUNK_SIZE
+        limit = self.message_limit()  # a `bin` text frame carries base64 (4 bytes for 3) in a small envelope
+        return CHUNK_SIZE if limit is None else max(1024, min(CHUNK_SIZE, (limit - 1024) * 3 // 4))
 
     async def send_chunk(self, transfer_id: int, offset: int, data: bytes) -> None:
         ws = self._ws

@@ -123,7 +123,11 @@ def note_for(saved: Saved | None, tool: Any = None) -> str:
         return "Only part of the result is shown: the whole is too large for one message."
     size = saved.output.size
     text = f"Only part of the result is shown: the whole is {size} bytes, too large for one message."
-    if saved.path is not None:
+    if saved.path is not None and saved.output.extension in IMAGE_EXTENSIONS.values():
+        text += (
+            f" The image is saved in the agent workspace at {saved.path} (not text: gsv__Transfer copies it to a node)."
+        )
+    elif saved.path is not None:
         relative = saved.path.removeprefix("gsv:")
         text += (
             f" The full output is saved in the agent workspace at {saved.path}; read it in parts with gsv__ReadFile"
