@@ -14,7 +14,7 @@ from orbital.client import GatewayClient
 from orbital.store import keys
 
 from tests.conftest import NODE_RUNTIME, NODE_TOOLS
-from tests.e2e.conftest import store_for
+from tests.e2e.conftest import NodeProcess, store_for
 
 FIVE_MB = 5 * 1024 * 1024
 BIG_TEXT_BYTES = 200 * 1024
@@ -225,7 +225,8 @@ def read_back(client: GatewayClient, path: str) -> bytes:
         offset = part["nextOffset"]
 
 
-def connects_logged(node) -> int:  # type: ignore[no-untyped-def]
+def connects_logged(node: NodeProcess) -> int:
+    """How many times a node logged that it connected."""
     lines = node.log_file.read_text().splitlines()
     return sum(1 for line in lines if json.loads(line)["msg"].startswith("connected to "))
 
