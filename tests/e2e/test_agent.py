@@ -13,6 +13,7 @@ import pytest
 from orbital.client import GatewayClient
 
 from tests.conftest import wait_for
+from tests.e2e.test_nodes import SPILLED, as_read, big_text
 from tests.support.agent import configure_fake_model, follow_run
 from tests.support.fake_llm import FakeLLM, call, error, hang, reply
 
@@ -240,6 +241,43 @@ def test_node_loss_mid_turn(user: GatewayClient, fake: FakeLLM, node_factory: An
     events = follow_run(user, started["runId"], timeout=60)
     assert events[-1]["state"] == "final", events
     assert tool_messages(fake, key, 1) == [f"Error: Node disconnected: {node.node_id}"]
+
+
+def test_a_node_result_larger_than_a_message_reaches_the_model(
+    user: GatewayClient, fake: FakeLLM, node_factory: Any
+) -> None:
+    """The model reads a 200 KB file on a node: it gets a preview with a pointer to the whole result in its
+    workspace, and reads on there with gsv__ReadFile offset/limit."""
+    node = node_factory(f"n-{uuid.uuid4().hex[:6]}")
+    text = big_text()
+    (node.workspace / "big.txt").write_text(text)
+    whole = as_read(text).encode()
+    key = session()
+
+    def respond(request: Any) -> Any:
+        if f"Session key: {key}" not in request.body["messages"][0]["content"]:
+            return reply("(unrelated)")
+        results = [m["content"] for m in request.body["messages"] if m["role"] == "tool"]
+        if not results:
+            return reply(tool_calls=[call(f"{node.node_id}__Read", {"path": "big.txt"})])
+        if len(results) == 1 and results[0].startswith("{"):
+            path = json.loads(results[0])["fullOutput"]["path"].removeprefix("gsv:")
+            return reply(tool_calls=[call("gsv__ReadFile", {"path": path, "offset": 100_000, "limit": 5000})])
+        return reply("read it")
+
+    fake.responder = respond
+    events = follow_run(user, send(user, key, "read the big file")["runId"], timeout=90)
+    assert events[-1]["state"] == "final", events
+    first = tool_messages(fake, key, 1)[0]
+    assert not first.startswith("Error"), first[:500]
+    result = json.loads(first)
+    assert result["truncated"] is True and whole.decode().startswith(result["content"])
+    assert 0 < len(result["content"].encode()) < len(whole)
+    assert SPILLED.fullmatch(result["fullOutput"]["path"]) and result["fullOutput"]["bytes"] == len(whole)
+    assert result["fullOutput"]["path"] in result["note"] and "gsv__ReadFile" in result["note"]
+    part = json.loads(tool_messages(fake, key, 2)[1])
+    assert part["content"].encode() == whole[100_000:105_000]
+    assert part["truncated"] is True and part["nextOffset"] == 105_000 and part["size"] == len(whole)
 
 
 def test_model_error_then_usable(user: GatewayClient, fake: FakeLLM) -> None:

@@ -17,6 +17,7 @@ from tests.e2e.conftest import GatewayProcess
 from tests.e2e.test_agent import (  # noqa: F401
     fake,
     llm,
+    test_a_node_result_larger_than_a_message_reaches_the_model,
     test_a_streamed_reply,
     test_a_tool_loop_on_a_real_node,
     test_concurrent_sends_queue_and_all_complete,
@@ -24,6 +25,7 @@ from tests.e2e.test_agent import (  # noqa: F401
     user,
 )
 from tests.e2e.test_nodes import (  # noqa: F401
+    test_a_read_larger_than_a_message_is_saved_and_keeps_the_node_connected,
     test_bash_echo_through_the_gateway,
     test_file_tools_through_the_gateway,
     test_five_megabytes_between_nodes_and_the_workspace,

@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+import re
 import time
 import uuid
 
 import pytest
 from orbital.client import GatewayClient
+from orbital.store import keys
 
 from tests.conftest import NODE_RUNTIME, NODE_TOOLS
+from tests.e2e.conftest import NodeProcess, store_for
 
 FIVE_MB = 5 * 1024 * 1024
+BIG_TEXT_BYTES = 200 * 1024
+SPILLED = re.compile(r"gsv:tool-results/[0-9a-f-]{36}\.txt")
 
 
 def _uid(prefix: str) -> str:
@@ -186,3 +192,74 @@ def test_transfer_whose_source_dies_fails_on_both_sides(gateway, client, node_fa
     while time.monotonic() < deadline and [p for p in dst.workspace.rglob("*") if p.is_file()]:
         time.sleep(0.05)
     assert [p for p in dst.workspace.rglob("*") if p.is_file()] == []
+
+
+def big_text(size: int = BIG_TEXT_BYTES) -> str:
+    """A text file of `size` bytes and more: numbered lines, some of them not ASCII."""
+    lines: list[str] = []
+    total = 0
+    while total < size:
+        line = f"line {len(lines):06d} {'é' if len(lines) % 7 == 0 else 'e'} " + "abcdefghij" * 6
+        lines.append(line)
+        total += len(line.encode()) + 1
+    return "\n".join(lines) + "\n"
+
+
+def as_read(text: str) -> str:
+    """What the node's Read returns as `content` for a whole text file (its lines, numbered)."""
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return "\n".join(f"{i + 1:>6}\t{line}" for i, line in enumerate(lines))
+
+
+def read_back(client: GatewayClient, path: str) -> bytes:
+    """A workspace file read through `workspace.read` in the pieces its limit allows."""
+    pieces: list[bytes] = []
+    offset = 0
+    while True:
+        part = client.call("workspace.read", {"path": path, "offset": offset, "limit": 96_000})
+        pieces.append(part["content"].encode())
+        if not part.get("truncated"):
+            return b"".join(pieces)
+        offset = part["nextOffset"]
+
+
+def connects_logged(node: NodeProcess) -> int:
+    """How many times a node logged that it connected."""
+    lines = node.log_file.read_text().splitlines()
+    return sum(1 for line in lines if json.loads(line)["msg"].startswith("connected to "))
+
+
+def test_a_read_larger_than_a_message_is_saved_and_keeps_the_node_connected(gateway, client, node_factory):
+    """A 200 KB Read does not fit API Gateway's 128 KB message (which the local gateway enforces): the node sends a
+    preview with a pointer to the whole result, saved in the agent workspace, and keeps its socket."""
+    node = node_factory(_uid("big"))
+    text = big_text()
+    (node.workspace / "big.txt").write_text(text)
+    services = store_for(gateway)
+    connection = services.connections.node(node.node_id).connection_id
+
+    result = client.call("tool.invoke", {"tool": f"{node.node_id}__Read", "args": {"path": "big.txt"}}, timeout=60)[
+        "result"
+    ]
+    whole = as_read(text)
+    assert result["truncated"] is True
+    assert 0 < len(result["content"]) < len(whole) and whole.startswith(result["content"])
+    pointer = result["fullOutput"]
+    assert SPILLED.fullmatch(pointer["path"]), pointer
+    assert pointer["bytes"] == len(whole.encode())
+    assert pointer["path"] in result["note"] and "gsv__ReadFile" in result["note"]
+
+    # the whole result, byte for byte, at the pointer: as stored, and read back in parts
+    path = pointer["path"].removeprefix("gsv:")
+    stored = services.workspace.get(keys.workspace_object("main", path))
+    assert stored is not None and stored[0] == whole.encode()
+    assert read_back(client, path) == whole.encode()
+
+    # the same socket, still registered, still answering
+    assert services.connections.node(node.node_id).connection_id == connection
+    again = client.call("tool.invoke", {"tool": f"{node.node_id}__Bash", "args": {"command": "echo still-here"}})
+    assert "still-here" in again["result"]["output"]
+    assert services.connections.node(node.node_id).connection_id == connection
+    assert connects_logged(node) == 1

@@ -166,6 +166,9 @@ def test_connect_request_answers_hello_ok_on_the_route_response(aws: None) -> No
     assert hello["protocol"] == 1
     assert hello["server"]["connectionId"] == CONNECTION_ID
     assert "config.get" in hello["features"]["methods"]
+    # API Gateway's caps, the same the local gateway enforces
+    assert hello["features"]["limits"] == {"maxMessageBytes": 131072, "maxFrameBytes": 32768}
+    assert hello["features"]["transferModes"] == ["text", "presigned"]
     record = connection_record()
     assert record is not None
     assert (record.mode, record.client_id) == ("client", "cli-test")

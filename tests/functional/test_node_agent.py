@@ -14,6 +14,7 @@ import http.server
 import json
 import os
 import random
+import re
 import signal
 import struct
 import sys
@@ -106,7 +107,7 @@ class GatewaySocket:
     async def event(self, name: str, payload: dict[str, Any]) -> None:
         await self.ws.send(json.dumps({"type": "evt", "event": name, "payload": payload}))
 
-    async def accept_connect(self) -> dict[str, Any]:
+    async def accept_connect(self, **features: Any) -> dict[str, Any]:
         req = await self.req("connect")
         await self.reply(
             req,
@@ -114,7 +115,7 @@ class GatewaySocket:
                 "type": "hello-ok",
                 "protocol": 1,
                 "server": {"version": "test", "connectionId": f"conn-{id(self)}"},
-                "features": {"methods": [], "events": []},
+                "features": {"methods": [], "events": [], **features},
             },
         )
         params: dict[str, Any] = req["params"]
@@ -319,27 +320,70 @@ def test_logs_get(tmp_path: Path) -> None:
     run_node(tmp_path, scenario, log_file=log_file)
 
 
-def test_results_fit_the_message_limit(tmp_path: Path) -> None:
+async def play_save(sock: GatewaySocket, transfer_id: int, refuse: tuple[int, str] | None = None) -> tuple[Any, bytes]:
+    """Play the gateway's side of a node saving a tool result: its transfer.request, the transfer from the node's
+    file, the answer. Returns the request's params and the bytes the node sent."""
+    request = await sock.req("transfer.request")
+    if refuse is not None:
+        await sock.reply(request, error=refuse)
+        return request["params"], b""
+    source = request["params"]["source"]
+    await sock.event("transfer.send", {"transferId": transfer_id, "path": source.split(":", 1)[1], "mode": "chunks"})
+    await sock.reply(await sock.req("transfer.meta"))
+    await sock.event("transfer.start", {"transferId": transfer_id})
+    complete = await sock.req("transfer.complete")
+    await sock.reply(complete)
+    data = b"".join(sock.inbox.pop(i)[4:] for i in reversed(range(len(sock.inbox))) if isinstance(sock.inbox[i], bytes))
+    destination = request["params"]["destination"]
+    await sock.reply(request, {"source": source, "destination": destination, "bytesTransferred": len(data)})
+    assert complete["params"]["bytesSent"] == len(data)
+    return request["params"], data
+
+
+def test_results_fit_the_limit_the_gateway_advertises(tmp_path: Path) -> None:
+    """A gateway that says it takes 5000 bytes a message: a larger result is saved whole through a transfer and
+    answered with a preview that points there (or that says why saving failed); logs keep their newest lines."""
     (tmp_path / "ws").mkdir()
-    (tmp_path / "ws" / "wide.txt").write_text("w" * 10_000)
+    wide = "".join(f"{i:04d} {'w' * 94}\n" for i in range(100))
+    (tmp_path / "ws" / "wide.txt").write_text(wide)
     (tmp_path / "node.log").write_text("".join(json.dumps({"n": i, "pad": "p" * 200}) + "\n" for i in range(100)))
+    temporary: list[str] = []
 
     async def scenario(gateway: ScriptedGateway, agent: NodeAgent) -> None:
         sock = await gateway.next_socket()
-        await sock.accept_connect()
-        await sock.event(
-            "tool.invoke",
-            {"callId": "big", "tool": "Bash", "args": {"command": "head -c 20000 /dev/zero | tr '\\0' x; echo END"}},
-        )
+        await sock.accept_connect(limits={"maxMessageBytes": 5000, "maxFrameBytes": 1000})
+        await wait_for_condition(lambda: agent.message_limit() == 5000, "the advertised limit")
+        command = "head -c 20000 /dev/zero | tr '\\0' x; echo END"
+        await sock.event("tool.invoke", {"callId": "big", "tool": "Bash", "args": {"command": command}})
+        request, saved = await play_save(sock, 1)
+        assert request["callId"] == "big" and request["destination"] == "gsv:tool-results/big.txt"
+        assert request["source"].startswith("node-test:")
+        temporary.append(request["source"].split(":", 1)[1])
+        assert saved == b"x" * 20000 + b"END\n"  # the whole output, byte for byte
         frame = await sock.req("tool.result")
         await sock.reply(frame)
         assert len(json.dumps(frame)) <= 5000
         result = frame["params"]["result"]
         assert result["truncated"] is True
-        assert result["output"].endswith("xxxxEND\n")
+        assert result["output"].endswith("xxxxEND\n") and 0 < len(result["output"]) < 20004
         assert result["exitCode"] == 0
-        too_big = await sock.invoke("read", "Read", {"path": "wide.txt"})
-        assert too_big["error"].startswith("Tool result too large to send (")
+        assert result["fullOutput"] == {"path": "gsv:tool-results/big.txt", "bytes": 20004}
+        assert "gsv:tool-results/big.txt" in result["note"] and "gsv__ReadFile" in result["note"]
+
+        # saving refused: the preview still comes, with the reason
+        await sock.event("tool.invoke", {"callId": "read", "tool": "Read", "args": {"path": "wide.txt"}})
+        request, _ = await play_save(sock, 2, refuse=(403, "not here"))
+        temporary.append(request["source"].split(":", 1)[1])
+        read = await sock.result("read")
+        content = read["result"]["content"]
+        assert content.startswith("     1\t0000 www") and content.endswith("w")  # whole lines, the first ones
+        assert read["result"]["lines"] == content.count("\n") + 1 < 100
+        assert "fullOutput" not in read["result"]
+        assert read["result"]["note"].endswith(
+            "Saving the full output in the agent workspace failed: 403 not here. Read takes offset and limit "
+            "(lines) to read on after the last line shown."
+        )
+
         await sock.event("logs.get", {"callId": "logs", "lines": 100})
         logs = await sock.req("logs.result")
         await sock.reply(logs)
@@ -348,7 +392,49 @@ def test_results_fit_the_message_limit(tmp_path: Path) -> None:
         assert json.loads(logs["params"]["lines"][-1])["n"] == 99
         assert 0 < len(logs["params"]["lines"]) < 100
 
-    run_node(tmp_path, scenario, max_message_bytes=5000)
+    run_node(tmp_path, scenario)
+    assert temporary and not [p for p in temporary if Path(p).exists()]  # the temporary files are gone
+
+
+def test_an_unsendable_message_is_dropped_not_sent_and_not_sent_again(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A message over the gateway's limit (here a gateway that takes 4000 bytes, and results handed to `deliver`
+    unfitted) is dropped with a log line: never sent, whether at once or from the outbox after a reconnect, and
+    not sent again after the next one. What follows it in the outbox still goes out."""
+
+    def result(call_id: str, size: int) -> dict[str, Any]:
+        return {"callId": call_id, "result": "x" * size}
+
+    async def scenario(gateway: ScriptedGateway, agent: NodeAgent) -> None:
+        first = await gateway.next_socket()
+        await first.accept_connect(limits={"maxMessageBytes": 4000})
+        await wait_for_condition(lambda: agent.online and agent.message_limit() == 4000, "the advertised limit")
+        await agent.deliver("tool.result", result("huge-now", 10_000))
+        assert not agent.outbox
+        await first.ws.close(1012, "restart")
+        await wait_for_condition(lambda: not agent.online, "the node to notice")
+        await agent.deliver("tool.result", result("huge-later", 10_000))
+        await agent.deliver("tool.result", result("small", 100))
+        assert [item.params["callId"] for item in agent.outbox] == ["huge-later", "small"]
+        second = await gateway.next_socket()
+        await second.accept_connect(limits={"maxMessageBytes": 4000})
+        assert (await second.result("small"))["result"] == "x" * 100
+        await wait_for_condition(lambda: not agent.outbox, "an empty outbox")
+        await second.ws.close(1012, "restart")
+        third = await gateway.next_socket()
+        await third.accept_connect(limits={"maxMessageBytes": 4000})
+        assert (await third.invoke("after", "Bash", {"command": "echo after"}))["result"]["output"] == "after\n"
+        sent = [i for sock in (first, second, third) for i in sock.inbox if isinstance(i, dict)]
+        assert not [i for i in sent if i.get("method") == "tool.result"]  # only the ones taken above
+
+    run_node(tmp_path, scenario)
+    dropped = [r.getMessage() for r in caplog.records if r.getMessage().startswith("dropping ")]
+    pattern = (
+        r"dropping tool.result for call (huge-now|huge-later): tool.result of 101\d\d bytes exceeds the gateway's "
+        r"limit of 4000 bytes per message; it can never be sent"
+    )
+    assert [re.fullmatch(pattern, m).group(1) for m in dropped] == ["huge-now", "huge-later"]  # type: ignore[union-attr]
 
 
 # -- transfers -------------------------------------------------------------------------------------------------------
@@ -703,7 +789,7 @@ def test_stop_while_the_handshake_hangs(tmp_path: Path) -> None:
     run_node(tmp_path, scenario, handshake_timeout=60.0)
 
 
-def test_binary_frames_default() -> None:
+def test_binary_frames_and_message_limit_defaults() -> None:
     def opts(url: str, flag: bool | None = None) -> NodeOptions:
         return NodeOptions(url=url, node_id="n", workspace=Path("."), binary_frames=flag)
 
@@ -713,8 +799,14 @@ def test_binary_frames_default() -> None:
     assert opts("ws://10.0.0.5:8765/ws").use_binary_frames() is False
     assert opts("wss://example.com/ws", True).use_binary_frames() is True
     assert opts("ws://127.0.0.1:8765/ws", False).use_binary_frames() is False
-    assert opts("ws://127.0.0.1:8765/ws").message_limit() is None
-    assert opts("wss://abc.execute-api.us-east-1.amazonaws.com/prod").message_limit() == 120_000
+    # the message limit is the gateway's: what it advertises, else API Gateway's 128 KB (loopback or not)
+    assert opts("ws://127.0.0.1:8765/ws").message_limit() == 128 * 1024
+    assert opts("wss://abc.execute-api.us-east-1.amazonaws.com/prod").message_limit() == 128 * 1024
+    assert opts("ws://127.0.0.1:8765/ws").message_limit(64_000) == 64_000
+    explicit = NodeOptions(url="ws://127.0.0.1:8765/ws", node_id="n", workspace=Path("."), max_message_bytes=5000)
+    assert explicit.message_limit() == explicit.message_limit(64_000) == 5000
+    unlimited = NodeOptions(url="ws://127.0.0.1:8765/ws", node_id="n", workspace=Path("."), max_message_bytes=None)
+    assert unlimited.message_limit(64_000) is None
 
 
 # -- the `orbital node` process ------------------------------------------------------------------------------------

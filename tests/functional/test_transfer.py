@@ -320,3 +320,94 @@ def test_chunks_and_complete_handled_at_once_finish_exactly_once(parties, sender
     assert res["ok"] and res["payload"]["bytesTransferred"] == len(data)
     assert _s3().get_object(Bucket=BUCKET, Key="agents/main/in/c.bin")["Body"].read() == data
     assert len(_responses(sender, client.connection_id)) == 1
+
+
+def test_a_node_saves_the_result_of_a_call_it_is_answering(parties, sender, services):
+    """A node's one use of transfer.request: a tool result too large for a message, from its own file to
+    `gsv:tool-results/{callId}.txt` of the call's agent, answered before the call's own timeout."""
+    from orbital.domain.workspace_paths import tool_result_path
+    from orbital.engines import deferred, transfer
+
+    src, _, client = parties
+    client.call("config.set", {"path": "timeouts.toolMs", "value": 20_000})
+    assert client.frame("tool.invoke", {"tool": "src__Bash", "args": {"command": "yes | head -c 300000"}}) is None
+    call_id = _events(sender, src.connection_id, "tool.invoke")[0]["callId"]
+    saved = f"gsv:{tool_result_path(call_id)}"
+    assert saved == f"gsv:tool-results/{call_id}.txt"
+    request = {"source": "src:/tmp/r.txt", "destination": saved, "callId": call_id, "mode": "chunks"}
+    assert src.frame("transfer.request", request) is None
+    tid = _events(sender, src.connection_id, "transfer.send")[0]["transferId"]
+    xfer = transfer.load(services, tid)
+    assert xfer is not None
+    lookup = deferred.get(services, xfer.call_id)
+    assert lookup is not None and 1_000 <= lookup.call.timeout_ms <= 15_000  # ends 5 s before the tool call's
+    data = b"y\n" * 150_000
+    src.call("transfer.meta", {"transferId": tid, "size": len(data)})
+    _send_file(services, src, tid, data, "binary")
+    src.call("transfer.complete", {"transferId": tid})
+    answer = _responses(sender, src.connection_id)[-1]
+    assert answer["ok"], answer
+    assert answer["payload"] == {
+        "source": "src:/tmp/r.txt",
+        "destination": saved,
+        "bytesTransferred": len(data),
+    }
+    assert services.workspace.get(keys.workspace_object("main", f"tool-results/{call_id}.txt"))[0] == data
+    # the call is still the node's to answer
+    assert src.call("tool.result", {"callId": call_id, "result": {"output": "y\n", "truncated": True}}) == {"ok": True}
+
+    # a session-routed call saves into its session's agent; a client-chosen id becomes a safe, distinct name
+    assert client.call("tool.request", {"callId": "my call/1", "tool": "src__Bash", "sessionKey": "agent:ops:x"})
+    path = tool_result_path("my call/1")
+    assert path.startswith("tool-results/my_call_1-") and path.endswith(".txt")
+    assert path != tool_result_path("my_call_1")
+    request = {"source": "src:r.txt", "destination": f"gsv:{path}", "callId": "my call/1", "mode": "chunks"}
+    assert src.frame("transfer.request", request) is None
+    tid = _events(sender, src.connection_id, "transfer.send")[-1]["transferId"]
+    src.call("transfer.meta", {"transferId": tid, "size": 3})
+    _send_file(services, src, tid, b"abc", "binary")
+    src.call("transfer.complete", {"transferId": tid})
+    assert services.workspace.get(keys.workspace_object("ops", path))[0] == b"abc"
+    client.call("config.set", {"path": "timeouts.toolMs"})
+
+
+def test_a_node_may_request_nothing_else(parties, sender, services):
+    from orbital.domain.workspace_paths import tool_result_path
+
+    src, dst, client = parties
+    assert client.frame("tool.invoke", {"tool": "src__Bash", "args": {}}) is None
+    call_id = _events(sender, src.connection_id, "tool.invoke")[0]["callId"]
+    saved = f"gsv:{tool_result_path(call_id)}"
+
+    def refused(params: dict[str, Any], node: Any = src) -> dict[str, Any]:
+        return node.error("transfer.request", params)
+
+    assert refused({"source": "src:r.txt", "destination": saved}) == {"code": 400, "message": "callId required"}
+    assert refused({"source": "dst:r.txt", "destination": saved, "callId": call_id}) == {
+        "code": 403,
+        "message": "A node may only send its own files",
+    }
+    for elsewhere in ("gsv:SOUL.md", "gsv:tool-results/other.txt", f"dst:{call_id}.txt", f"{saved}.exe"):
+        assert refused({"source": "src:r.txt", "destination": elsewhere, "callId": call_id}) == {
+            "code": 403,
+            "message": "A node may only save a tool result, to gsv:tool-results/{callId}.{ext}",
+        }
+    other = f"gsv:{tool_result_path('nope')}"
+    assert refused({"source": "src:r.txt", "destination": other, "callId": "nope"}) == {
+        "code": 404,
+        "message": "Unknown callId",
+    }
+    # another node's call
+    assert refused({"source": "dst:r.txt", "destination": saved, "callId": call_id}, dst) == {
+        "code": 404,
+        "message": "Unknown callId",
+    }
+    assert src.call("tool.result", {"callId": call_id, "result": "done"}) == {"ok": True}
+    assert refused({"source": "src:r.txt", "destination": saved, "callId": call_id}) == {
+        "code": 409,
+        "message": "Call already answered",
+    }
+    assert not _events(sender, src.connection_id, "transfer.send")
+    # a client is not bound by any of this
+    _request(client, "src:r.txt", "gsv:SOUL.md")
+    assert _events(sender, src.connection_id, "transfer.send")

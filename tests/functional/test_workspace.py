@@ -287,3 +287,19 @@ def test_a_listing_too_large_for_one_message_is_cut_short_and_marked(rpc: Any, s
     assert 50 < len(listing["files"]) < 150 and listing["files"] == names[: len(listing["files"])]
     small = rpc.call("workspace.list", {"path": "/"})
     assert "truncated" not in small and "big/" in small["directories"]
+
+
+def test_read_file_tool_reads_a_part_of_a_large_file(services: Any) -> None:
+    """gsv__ReadFile with offset/limit (bytes), the way to read a saved tool result too large to read at once."""
+    from orbital.tools import native
+
+    text = "ab\u00e9" * 40_000  # 4 bytes a round, a two-byte character in each
+    services.workspace.put(keys.workspace_object("main", "tool-results/x.txt"), text.encode())
+    env = native.ToolEnv(services, {}, "main", "agent:main:main", 0)
+    part = native.run_sync(env, "gsv__ReadFile", {"path": "tool-results/x.txt", "offset": 4000, "limit": 11})
+    assert part["content"] == "ab\u00e9ab\u00e9ab"  # cut before the character that would not fit
+    assert part["truncated"] is True and part["nextOffset"] == 4010 and part["size"] == 160_000
+    assert native.run_sync(env, "gsv__ReadFile", {"path": "tool-results/x.txt"})["content"] == text
+    for bad in ({"offset": -1}, {"limit": 0}, {"limit": "ten"}, {"offset": True}):
+        with pytest.raises(native.ToolError, match="must be a number of bytes"):
+            native.run_sync(env, "gsv__ReadFile", {"path": "tool-results/x.txt", **bad})

@@ -26,7 +26,7 @@ EXPECTED = [
 # Parameters (name -> JSON type) and required fields as the protocol defines them.
 PARAMS: dict[str, tuple[dict[str, str], list[str]]] = {
     "gsv__ListFiles": ({"path": "string"}, []),
-    "gsv__ReadFile": ({"path": "string"}, ["path"]),
+    "gsv__ReadFile": ({"path": "string", "offset": "number", "limit": "number"}, ["path"]),  # offset/limit: ours
     "gsv__WriteFile": ({"path": "string", "content": "string"}, ["path", "content"]),
     "gsv__EditFile": (
         {"path": "string", "oldString": "string", "newString": "string", "replaceAll": "boolean"},

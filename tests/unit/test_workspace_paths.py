@@ -94,3 +94,21 @@ def test_agent_id_validation() -> None:
         assert info.value.message == f"Invalid agentId: {bad}"
     with pytest.raises(BadRequestError):
         validate_agent_id(5, "main")
+
+
+def test_tool_result_paths() -> None:
+    from orbital.domain.workspace_paths import is_tool_result_path, tool_result_path
+
+    uuid = "0b5e1c2e-4f5d-4b7e-9c1a-2d3e4f5a6b7c"
+    assert tool_result_path(uuid) == f"tool-results/{uuid}.txt"
+    assert tool_result_path(uuid, "png") == f"tool-results/{uuid}.png"
+    odd = ["a/../b", "a b", "x" * 300, "é", ".."]
+    names = {tool_result_path(call_id) for call_id in odd} | {tool_result_path("a_b"), tool_result_path("a__b")}
+    assert len(names) == len(odd) + 2  # made safe, and still one file per call
+    for name in names:
+        assert normalize_relative_path(name) == name and name.startswith("tool-results/") and len(name) < 200
+    assert is_tool_result_path(tool_result_path("a/../b", "json"), "a/../b")
+    assert not is_tool_result_path(tool_result_path("a"), "b")
+    assert not is_tool_result_path(f"tool-results/{uuid}.exe", uuid)
+    with pytest.raises(ValueError):
+        tool_result_path(uuid, "exe")

@@ -10,6 +10,8 @@ import os
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from orbital.protocol.frames import MAX_MESSAGE_BYTES
+
 ENV_TABLE = "ORBITAL_TABLE"
 ENV_BUCKET = "ORBITAL_BUCKET"
 ENV_STAGE = "ORBITAL_STAGE"
@@ -48,7 +50,8 @@ class Settings(BaseModel):
     default_model: str | None = None
     """`provider/model-id` used while the configuration sets no `model` (the template sets a Bedrock model)."""
     connection_ttl_seconds: int = 2 * 3600 + 600
-    max_frame_bytes: int = 128 * 1024
+    max_frame_bytes: int = MAX_MESSAGE_BYTES
+    """The largest message handled or posted (API Gateway's cap; a reply over it becomes a 413 error)."""
 
 
 def _truthy(value: str | None) -> bool:

@@ -13,7 +13,7 @@ import logging
 from typing import TYPE_CHECKING, Any, Protocol
 
 from orbital.aws import clients
-from orbital.protocol.frames import too_large
+from orbital.protocol.frames import MAX_MESSAGE_BYTES, too_large
 from orbital.protocol.jsontext import compact
 
 if TYPE_CHECKING:
@@ -31,7 +31,7 @@ def post_data(frame: dict[str, Any]) -> bytes:
     return _compact_json(frame).encode()
 
 
-MAX_POST_BYTES = 128 * 1024
+MAX_POST_BYTES = MAX_MESSAGE_BYTES
 CLOSING_EVENT = "connection.closing"
 """Sent right before the gateway closes a socket, with the close code and reason the close itself cannot carry."""
 

@@ -15,10 +15,14 @@ fine. NUL characters are refused too.
 Virtual skills paths: `skills` and `skills/...` name the agent's skill overrides layered over the global
 `skills/` tree. Reads look at the agent copy first, then the global one; writes and deletes only ever touch the
 agent copy.
+
+Tool results too large for one WebSocket message are saved whole by the node that produced them, one file per call:
+`tool-results/{callId}.{ext}` (`tool_result_path`), the only place a node may write in a workspace.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 from typing import Any
 
@@ -37,6 +41,12 @@ CONTENT_TYPES = {
     ".yml": "text/yaml",
 }
 DEFAULT_CONTENT_TYPE = "text/plain"
+
+TOOL_RESULTS_DIR = "tool-results"
+TOOL_RESULT_EXTENSIONS = ("txt", "json", "png", "jpg", "gif", "webp")
+"""What a saved tool result may be: text (most), JSON (a structured result), an image (a Read of one)."""
+_CALL_ID_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+_CALL_ID_CHARS = 128
 
 
 class InvalidPathError(BadRequestError):
@@ -97,3 +107,21 @@ def validate_agent_id(raw: Any, default: str) -> str:
     if "/" in text or "\\" in text or ".." in text or "\x00" in text:
         raise BadRequestError(f"Invalid agentId: {raw}")
     return normalize_agent_id(text)
+
+
+def tool_result_path(call_id: str, extension: str = "txt") -> str:
+    """Where the whole result of tool call `call_id` is saved when it does not fit one message:
+    `tool-results/{callId}.{extension}`, relative to the agent workspace. Call ids the gateway makes are UUIDs; one a
+    client chose (`tool.request`) and that holds anything but letters, digits, `_` and `-`, or is very long, has
+    those replaced (and is cut) and gets a hash of the original appended, so two calls never share a file."""
+    if extension not in TOOL_RESULT_EXTENSIONS:
+        raise ValueError(f"not a tool result extension: {extension}")
+    name = _CALL_ID_UNSAFE.sub("_", call_id)[:_CALL_ID_CHARS]
+    if name != call_id:
+        name = f"{name}-{hashlib.sha256(call_id.encode('utf-8', 'surrogatepass')).hexdigest()[:16]}"
+    return f"{TOOL_RESULTS_DIR}/{name}.{extension}"
+
+
+def is_tool_result_path(relative: str, call_id: str) -> bool:
+    """Whether a normalized workspace path is where a result of `call_id` is saved (any of the extensions)."""
+    return any(relative == tool_result_path(call_id, ext) for ext in TOOL_RESULT_EXTENSIONS)

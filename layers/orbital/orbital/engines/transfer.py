@@ -186,8 +186,10 @@ def start(
     session_key: str | None = None,
     call_id: str | None = None,
     extra: dict[str, Any] | None = None,
+    timeout: int | None = None,
 ) -> Transfer:
-    """Begin a transfer; the caller is answered (or the session's call resolved) when it finishes or fails."""
+    """Begin a transfer; the caller is answered (or the session's call resolved) when it finishes or fails, or when
+    `timeout` ms (default `timeouts.transferMs`) have passed."""
     if mode not in MODES:
         raise BadRequestError(f"Unsupported transfer mode: {mode}")
     source, destination = parse_endpoint(source_raw), parse_endpoint(destination_raw)
@@ -223,7 +225,7 @@ def start(
         kind=CALL_KIND,
         node_id=party.node_id,
         node_connection_id=party.connection_id,
-        timeout_ms=timeout_ms(services.config.effective()),
+        timeout_ms=timeout if timeout is not None else timeout_ms(services.config.effective()),
         created_at=services.now_ms(),
         caller_connection_id=caller_connection_id,
         frame_id=frame_id,

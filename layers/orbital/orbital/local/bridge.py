@@ -55,7 +55,7 @@ from starlette.routing import Mount, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from orbital.aws.clients import CLOSE_CODE_HEADER, CLOSE_REASON_HEADER
-from orbital.protocol.frames import MAX_FRAME_BYTES
+from orbital.protocol.frames import MAX_FRAME_BYTES, MAX_MESSAGE_BYTES
 
 log = logging.getLogger("orbital.bridge")
 
@@ -64,9 +64,6 @@ Invoke = Callable[[str, dict[str, Any]], Any]
 MANAGE_TIMEOUT_S = 15.0
 """Bound on one in-process management call (inside botocore's 20 s read timeout of the HTTP path)."""
 
-
-MAX_MESSAGE_BYTES = 128 * 1024
-"""API Gateway's limit for one WebSocket message, either way."""
 
 MAX_QUEUED_FRAMES = 1024
 """Frames of one socket read but not yet handled in order; past this, reading the socket waits for them."""

@@ -11,7 +11,7 @@ page (`Origin`). Everything else is refused with 403 and a sentence saying to se
 - any other web page in the user's browser may open a WebSocket to 127.0.0.1, but its `Origin` is not loopback.
 
 With a token nothing is refused here: `connect` (and every HTTP route that acts) asks for the token itself.
-ADR 0024 has the whole model.
+ADR 0025 has the whole model.
 """
 
 from __future__ import annotations

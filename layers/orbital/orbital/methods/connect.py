@@ -13,7 +13,7 @@ from orbital.aws import secrets
 from orbital.domain.capabilities import RuntimeInvalid, validate_node_runtime
 from orbital.engines import socket_gate
 from orbital.errors import RpcError, UnavailableError
-from orbital.protocol.frames import PROTOCOL_VERSION, SERVER_VERSION
+from orbital.protocol.frames import PROTOCOL_VERSION, SERVER_VERSION, limits
 from orbital.protocol.params import GivenObject, Items, Text, Whole
 from orbital.protocol.registry import EVERY_MODE, Params, Result, Router
 from orbital.store.connections import Connection
@@ -82,7 +82,7 @@ def expected_token(ctx: CallContext) -> str | None:
     """The one credential a socket must present (None: none is asked for): the gateway token (`--token` locally,
     the deployment's secret on AWS). Only a gateway without one (a local gateway, which then serves this machine
     alone) honours GSV's `auth.token` from the configuration instead; where a gateway token exists, a configured
-    `auth.token` is no credential at all, so rotating the gateway token revokes every way in (ADR 0024)."""
+    `auth.token` is no credential at all, so rotating the gateway token revokes every way in (ADR 0025)."""
     token = secrets.gateway_token(ctx.services.settings)
     if token:
         return token
@@ -150,7 +150,10 @@ def _release_previous_identity(ctx: CallContext, conn: Connection) -> None:
 
 @router.method("connect", params=ConnectParams, result=HelloOk, modes=EVERY_MODE)
 def connect(ctx: CallContext, params: ConnectParams) -> dict[str, Any]:
-    """Handshake. Registers the socket as a client, node or channel and answers `hello-ok`."""
+    """Handshake. Registers the socket as a client, node or channel and answers `hello-ok`, whose `features` list
+    the methods, events and transfer modes, and `limits`: `{maxMessageBytes, maxFrameBytes}`, the most the gateway
+    accepts in one WebSocket message (128 KB) and one frame (32 KB; send a longer message as fragments) before it
+    closes the socket with 1009, on AWS and locally alike."""
     if params.minProtocol != PROTOCOL_VERSION:
         raise RpcError("Unsupported protocol version", code=102)
     expected = expected_token(ctx)
@@ -213,6 +216,8 @@ def connect(ctx: CallContext, params: ConnectParams) -> dict[str, Any]:
             "events": EVENTS,
             # binary GSV frames only where no API Gateway sits in between (it refuses inbound binary frames)
             "transferModes": ["binary", "text", "presigned"] if ctx.services.settings.local else ["text", "presigned"],
+            # what this gateway accepts in one message and one frame: API Gateway's caps, enforced locally too
+            "limits": limits(),
         },
     }
 

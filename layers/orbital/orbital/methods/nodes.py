@@ -179,7 +179,7 @@ def tool_result(ctx: CallContext, params: ToolResultParams) -> dict[str, Any]:
     if tried.claimed is not None:
         return _delivered(ctx, tried.claimed, params.result, outcome)
     found = tried.found
-    if found is None or found.call.kind not in {"tool", "session", AGENT_TOOL}:
+    if found is None or found.call.kind not in deferred.TOOL_CALL_KINDS:
         raise NotFoundError("Unknown callId")
     _authorize_node_answer(ctx, found.call)
     if found.state != deferred.PENDING:

@@ -2,6 +2,12 @@
 
 Reconnects with exponential backoff and full jitter, re-sending `connect` (which re-registers the tools) each time.
 Results that cannot be delivered while the socket is down wait in a bounded outbox and go out after reconnecting.
+
+Nothing is sent that the gateway would refuse: a message stays within the limit the gateway advertises in `hello-ok`
+(`features.limits.maxMessageBytes`; API Gateway's 128 KB for a gateway that does not say), sent in fragments of at
+most its frame limit. A tool result over it is saved whole in the agent workspace and answered with a preview and a
+pointer (`orbital.node.results`); anything else that still would not fit is dropped with a log line, never sent (the
+gateway would close the socket, and the message would be sent again after every reconnect).
 """
 
 from __future__ import annotations
@@ -12,8 +18,10 @@ import contextlib
 import itertools
 import json
 import logging
+import os
 import random
 import struct
+import tempfile
 import threading
 import time
 import urllib.parse
@@ -27,21 +35,26 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus, InvalidURI
 
 from orbital import __version__
+from orbital.domain.workspace_paths import tool_result_path
 from orbital.node.logs import clamp_lines, default_log_file, tail_lines
 from orbital.node.probe import probe_bins
 from orbital.node.process import ProcessManager
+from orbital.node.results import FullOutput, Saved, fit_logs_result, fit_tool_result, full_output, too_large
 from orbital.node.runtime import host_os, node_runtime
 from orbital.node.tools import TOOL_NAMES, NodeTools, ToolError
 from orbital.node.transfer import TransferManager
-from orbital.protocol.frames import fragments
+from orbital.protocol.frames import FRAGMENT_BYTES, MAX_MESSAGE_BYTES, fragments
 
 log = logging.getLogger("orbital.node")
 
 FATAL_CODES = frozenset({401, 103})
 CLOSE_UNAUTHORIZED = 4001
 EXEC_EVENT_MAX_ATTEMPTS = 60
-API_GATEWAY_MESSAGE_BYTES = 120_000  # API Gateway drops messages over 128 KB; keep room for the frame envelope
-ENVELOPE_BYTES = 200
+API_GATEWAY_MESSAGE_BYTES = MAX_MESSAGE_BYTES
+"""The message limit of a gateway that does not advertise one (a stock GSV gateway): API Gateway's."""
+SAVE_TIMEOUT_S = 900.0
+"""The longest the node waits for the gateway to confirm a saved result (the gateway ends that transfer before the
+tool call times out; this only guards against a gateway that never answers)."""
 
 
 class FatalConnectError(Exception):
@@ -62,6 +75,16 @@ class ConnectionLost(ConnectionError):
 
 class HandshakeFailed(Exception):
     pass
+
+
+class MessageTooLarge(Exception):
+    """A request over the gateway's message limit: not sent (the gateway would close the socket for it)."""
+
+    def __init__(self, method: str, size: int, limit: int) -> None:
+        super().__init__(f"{method} of {size} bytes exceeds the gateway's limit of {limit} bytes per message")
+        self.method = method
+        self.size = size
+        self.limit = limit
 
 
 def _loopback_ws(url: str) -> bool:
@@ -95,12 +118,15 @@ class NodeOptions:
     keepalive_timeout: float = 10.0
     request_timeout: float = 30.0
     outbox_size: int = 256
-    max_message_bytes: int | None = -1  # -1: automatic (unlimited to a loopback ws:// gateway, else API Gateway's)
+    max_message_bytes: int | None = -1
+    """-1: the gateway's own limit (`hello-ok.features.limits.maxMessageBytes`, API Gateway's 128 KB when it does not
+    advertise one); a number: that limit whatever the gateway says; None: no limit."""
     flush_interval: float = 1.0
+    save_timeout: float = SAVE_TIMEOUT_S
 
-    def message_limit(self) -> int | None:
+    def message_limit(self, advertised: int | None = None) -> int | None:
         if self.max_message_bytes == -1:
-            return None if _loopback_ws(self.url) else API_GATEWAY_MESSAGE_BYTES
+            return advertised if advertised is not None else API_GATEWAY_MESSAGE_BYTES
         return self.max_message_bytes
 
     def use_binary_frames(self) -> bool:
@@ -125,6 +151,8 @@ class NodeAgent:
         self.outbox: deque[OutboxItem] = deque()
         self.connections = 0
         self.online = False
+        self.gateway_limits: dict[str, int] = {}
+        """`hello-ok.features.limits` of the current (or last) connection: maxMessageBytes, maxFrameBytes."""
         self._closing: tuple[int | None, str] | None = None
         """The gateway's `connection.closing` notice on the current socket (AWS closes carry no reason)."""
         self.replaced_by_another = False
@@ -276,6 +304,7 @@ class NodeAgent:
         problem = ""
         try:
             hello = await self._handshake()
+            self.gateway_limits = _limits(hello)
             established_at = time.monotonic()
             self.connections += 1
             self.online = True
@@ -314,12 +343,15 @@ class NodeAgent:
         return established_at, problem
 
     async def _handshake(self) -> dict[str, Any]:
+        self.gateway_limits = {}  # until this gateway says otherwise
         try:
             response = await self._call("connect", self.connect_params(), timeout=self.options.handshake_timeout)
         except ConnectionLost as exc:
             if exc.code == CLOSE_UNAUTHORIZED:
                 raise FatalConnectError(401, exc.reason or "Unauthorized") from None
             raise HandshakeFailed(str(exc)) from None
+        except MessageTooLarge as exc:
+            raise FatalConnectError(0, f"the connect request is too large to send: {exc}") from None
         if not response.get("ok"):
             error = response.get("error") if isinstance(response.get("error"), dict) else {}
             code = int((error or {}).get("code") or 0)
@@ -411,11 +443,17 @@ class NodeAgent:
                 return
 
     # -- sending ----------------------------------------------------------------------------------------------
+    def message_limit(self) -> int | None:
+        """The most one message to the gateway may hold, in bytes (None: no limit)."""
+        return self.options.message_limit(self.gateway_limits.get("maxMessageBytes"))
+
     async def _send_text(self, ws: ClientConnection, text: str) -> None:
-        await ws.send(fragments(text))  # API Gateway refuses frames over 32 KB: a longer message goes in fragments
+        # API Gateway refuses frames over 32 KB: a longer message goes in fragments
+        await ws.send(fragments(text, min(FRAGMENT_BYTES, self.gateway_limits.get("maxFrameBytes", FRAGMENT_BYTES))))
 
     async def _call(self, method: str, params: Any, *, timeout: float | None = None) -> dict[str, Any]:
-        """Send a request on the current socket and wait for its response frame (ok or not)."""
+        """Send a request on the current socket and wait for its response frame (ok or not). A request over the
+        gateway's message limit raises MessageTooLarge instead of going out."""
         ws = self._ws
         if ws is None:
             raise ConnectionLost()
@@ -423,10 +461,14 @@ class NodeAgent:
         frame: dict[str, Any] = {"type": "req", "id": frame_id, "method": method}
         if params is not None:
             frame["params"] = params
+        text = json.dumps(frame)  # every non-ASCII character escaped: its length is its size in bytes
+        limit = self.message_limit()
+        if limit is not None and len(text) > limit:
+            raise MessageTooLarge(method, len(text), limit)
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._pending[frame_id] = future
         try:
-            await self._send_text(ws, json.dumps(frame))
+            await self._send_text(ws, text)
             return await asyncio.wait_for(future, timeout or self.options.request_timeout)
         except ConnectionClosed as exc:
             raise ConnectionLost(ws.close_code, ws.close_reason or "") from exc
@@ -440,7 +482,10 @@ class NodeAgent:
     def chunk_size(self) -> int:
         from orbital.node.transfer import BINARY_CHUNK_SIZE, CHUNK_SIZE
 
-        return BINARY_CHUNK_SIZE if self.options.use_binary_frames() else CHUNK_SIZE
+        if self.options.use_binary_frames():
+            return BINARY_CHUNK_SIZE
+        limit = self.message_limit()  # a `bin` text frame carries base64 (4 bytes for 3) in a small envelope
+        return CHUNK_SIZE if limit is None else max(1024, min(CHUNK_SIZE, (limit - 1024) * 3 // 4))
 
     async def send_chunk(self, transfer_id: int, offset: int, data: bytes) -> None:
         ws = self._ws
@@ -495,6 +540,9 @@ class NodeAgent:
             except (ConnectionLost, TimeoutError):
                 self._enqueue(item)
                 return
+            except MessageTooLarge as exc:
+                self._drop_unsendable(item, exc)
+                return
             if not self._accepted(item, response):
                 self._enqueue(item)
             return
@@ -512,6 +560,17 @@ class NodeAgent:
             return False
         log.warning("gateway refused %s: %s %s", item.method, code, message)
         return True
+
+    @staticmethod
+    def _drop_unsendable(item: OutboxItem, exc: MessageTooLarge) -> None:
+        call_id = item.params.get("callId")
+        log.error(
+            "dropping %s%s: %s; it can never be sent",
+            item.method,
+            f" for call {call_id}" if call_id else "",
+            exc,
+            extra={"fields": {"callId": call_id, "bytes": exc.size, "limit": exc.limit}},
+        )
 
     def _enqueue(self, item: OutboxItem) -> None:
         if len(self.outbox) >= self.options.outbox_size:
@@ -534,6 +593,9 @@ class NodeAgent:
                     response = await self._call(item.method, item.params)
                 except (ConnectionLost, TimeoutError):
                     break
+                except MessageTooLarge as exc:
+                    self._drop_unsendable(item, exc)
+                    response = {"ok": True}  # done with: off the outbox, never sent again
                 if not self._accepted(item, response):
                     break  # retried on the next tick
                 if self.outbox and self.outbox[0] is item:
@@ -589,7 +651,66 @@ class NodeAgent:
             (time.monotonic() - started) * 1000,
             extra={"fields": {"callId": call_id, "tool": tool}},
         )
-        await self.deliver("tool.result", fit_tool_result(params, self.options.message_limit()))
+        limit = self._params_limit()
+        if limit is not None and await self.run_blocking(too_large, params, limit):
+            params = await self._fit_oversized(call_id, tool, params, limit)
+        await self.deliver("tool.result", params)
+
+    def _params_limit(self) -> int | None:
+        """What `params` of a request may take (the message limit, less what a longer node id adds to the frame)."""
+        limit = self.message_limit()
+        return None if limit is None else limit - len(json.dumps(self.options.node_id))
+
+    async def _fit_oversized(self, call_id: str, tool: Any, params: dict[str, Any], limit: int) -> dict[str, Any]:
+        """A result too large for one message: saved whole in the agent workspace (a result, not an error), then
+        cut to a preview that points there, or says why it could not be saved."""
+        saved: Saved | None = None
+        if "result" in params:
+            output = await self.run_blocking(full_output, params["result"])
+            saved = await self._save(call_id, output)
+            if saved.path is not None:
+                log.info(
+                    "tool result of %d bytes saved at %s",
+                    output.size,
+                    saved.path,
+                    extra={"fields": {"callId": call_id, "tool": tool}},
+                )
+            else:
+                log.warning(
+                    "tool result of %d bytes could not be saved: %s",
+                    output.size,
+                    saved.error,
+                    extra={"fields": {"callId": call_id, "tool": tool}},
+                )
+        fitted: dict[str, Any] = await self.run_blocking(fit_tool_result, params, limit, saved, tool)
+        return fitted
+
+    async def _save(self, call_id: str, output: FullOutput) -> Saved:
+        """Send `output` to `gsv:tool-results/{callId}.{ext}` with a transfer from a temporary file of this node (the
+        gateway allows a node that one transfer.request: for a call it is answering)."""
+        destination = f"gsv:{tool_result_path(call_id, output.extension)}"
+        try:
+            path: Path = await self.run_blocking(_temporary_file, output.data, output.extension)
+        except OSError as exc:
+            return Saved(output, error=f"could not write a temporary file: {exc.strerror or exc}")
+        request = {"source": f"{self.options.node_id}:{path}", "destination": destination, "callId": call_id}
+        try:
+            response = await self._call("transfer.request", request, timeout=self.options.save_timeout)
+        except ConnectionLost:
+            return Saved(output, error="the connection to the gateway was lost")
+        except TimeoutError:
+            return Saved(output, error="the gateway did not confirm it in time")
+        except MessageTooLarge as exc:  # only a gateway with a tiny limit
+            return Saved(output, error=str(exc))
+        finally:
+            with contextlib.suppress(OSError):
+                path.unlink()
+        if not response.get("ok"):
+            error = response.get("error") if isinstance(response.get("error"), dict) else {}
+            return Saved(output, error=f"{(error or {}).get('code')} {(error or {}).get('message')}")
+        payload = response.get("payload") if isinstance(response.get("payload"), dict) else {}
+        where = (payload or {}).get("destination")
+        return Saved(output, path=where if isinstance(where, str) and where else destination)
 
     async def _handle_logs_get(self, payload: dict[str, Any]) -> None:
         call_id = payload.get("callId")
@@ -604,9 +725,7 @@ class NodeAgent:
                 "logs.result", {"callId": call_id, "error": f"Failed to open '{path}': {exc.strerror or exc}"}
             )
             return
-        params = fit_logs_result(
-            {"callId": call_id, "lines": lines, "truncated": truncated}, self.options.message_limit()
-        )
+        params = fit_logs_result({"callId": call_id, "lines": lines, "truncated": truncated}, self._params_limit())
         await self.deliver("logs.result", params)
 
     async def _handle_probe(self, payload: dict[str, Any]) -> None:
@@ -627,53 +746,26 @@ def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
 
 
-def _encoded_size(params: dict[str, Any]) -> int:
-    return len(json.dumps(params)) + ENVELOPE_BYTES
-
-
-def fit_tool_result(params: dict[str, Any], limit: int | None) -> dict[str, Any]:
-    """Keep a tool.result within the connection's message limit: shorten Bash output (keeping its tail), or turn
-    an oversized result into an error that tells the model how to ask for less."""
-    if limit is None:
-        return params
-    size = _encoded_size(params)
-    if size <= limit:
-        return params
-    result = params.get("result")
-    if isinstance(result, dict) and isinstance(result.get("output"), str):
-        trimmed = dict(result)
-        output: str = result["output"]
-        for _ in range(8):
-            keep = len(output) - (size - limit) - 64
-            if keep <= 0:
-                break
-            output = output[-keep:]
-            trimmed.update(output=output, truncated=True)
-            candidate = {**params, "result": trimmed}
-            size = _encoded_size(candidate)
-            if size <= limit:
-                return candidate
+def _limits(hello: dict[str, Any]) -> dict[str, int]:
+    """The limits a gateway advertises in `hello-ok` (positive whole numbers only)."""
+    features = hello.get("features")
+    given = features.get("limits") if isinstance(features, dict) else None
+    if not isinstance(given, dict):
+        return {}
     return {
-        "callId": params.get("callId"),
-        "error": (
-            f"Tool result too large to send ({size} bytes; the gateway connection allows {limit}). "
-            "Ask for less, e.g. Read with offset/limit, Process log with limit, or a narrower Grep/Glob."
-        ),
+        name: value
+        for name, value in given.items()
+        if name in ("maxMessageBytes", "maxFrameBytes") and type(value) is int and value > 0
     }
 
 
-def fit_logs_result(params: dict[str, Any], limit: int | None) -> dict[str, Any]:
-    """Drop the oldest lines of a logs.result until it fits the connection's message limit."""
-    lines = params.get("lines")
-    if limit is None or not isinstance(lines, list) or _encoded_size(params) <= limit:
-        return params
-    budget = limit - _encoded_size({**params, "lines": []})
-    kept: list[str] = []
-    for line in reversed(lines):
-        cost = len(json.dumps(line)) + 2
-        if cost > budget:
-            break
-        budget -= cost
-        kept.append(line)
-    kept.reverse()
-    return {**params, "lines": kept, "truncated": True}
+def _temporary_file(data: bytes, extension: str) -> Path:
+    """A private temporary file holding `data` (the caller removes it)."""
+    fd, name = tempfile.mkstemp(prefix="orbital-result-", suffix=f".{extension}")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+    except OSError:
+        Path(name).unlink(missing_ok=True)
+        raise
+    return Path(name)

@@ -13,11 +13,19 @@ from orbital.protocol.jsontext import compact
 PROTOCOL_VERSION = 1
 SERVER_VERSION = "0.1.0"
 
+MAX_MESSAGE_BYTES = 128 * 1024
+"""API Gateway's limit for one WebSocket message, either way: a socket that sends more is closed (1009), and a post
+of more is refused. The local gateway enforces it too; `hello-ok` advertises it (`features.limits`)."""
 MAX_FRAME_BYTES = 32 * 1024
 """API Gateway's limit for one WebSocket frame: a longer text message must arrive as fragments (continuation
 frames) of at most this many bytes each."""
 FRAGMENT_BYTES = 30_000
 """What our clients put in one frame at most (a margin under `MAX_FRAME_BYTES`)."""
+
+
+def limits() -> dict[str, int]:
+    """What the gateway accepts from a peer, as `hello-ok.features.limits` tells it (the same on AWS and locally)."""
+    return {"maxMessageBytes": MAX_MESSAGE_BYTES, "maxFrameBytes": MAX_FRAME_BYTES}
 
 
 class RequestFrame(BaseModel):

@@ -104,9 +104,18 @@ NATIVE_TOOLS: list[dict[str, Any]] = [
         "name": "gsv__ReadFile",
         "description": (
             "Read a file from the agent's workspace. For skills/... paths your own override wins over the shared "
-            "copy, and the result says which one was read."
+            "copy, and the result says which one was read. For a large file (such as a saved tool result under "
+            "tool-results/) read a part: offset and limit in bytes; `nextOffset` in the result says where the rest "
+            "starts."
         ),
-        "inputSchema": _obj({"path": _s(f"File to read. {_PATH_HINT}")}, ["path"]),
+        "inputSchema": _obj(
+            {
+                "path": _s(f"File to read. {_PATH_HINT}"),
+                "offset": _n("Byte to start at (default 0)."),
+                "limit": _n("At most this many bytes (default: the whole file)."),
+            },
+            ["path"],
+        ),
     },
     {
         "name": "gsv__WriteFile",

@@ -59,8 +59,25 @@ def list_files(env: ToolEnv, args: dict[str, Any]) -> dict[str, Any]:
     )
 
 
+def _bytes_arg(args: dict[str, Any], key: str, minimum: int) -> int | None:
+    value = args.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < minimum:
+        raise ToolError(f"{key} must be a number of bytes, at least {minimum}")
+    return math.floor(value)
+
+
 def read_file(env: ToolEnv, args: dict[str, Any]) -> dict[str, Any]:
-    return _workspace(lambda: workspace_ops.read_file(env.services.workspace, env.agent_id, args.get("path")))
+    """The whole file, or `limit` bytes from `offset` (cut at character boundaries, with `nextOffset` when more
+    follows)."""
+    offset = _bytes_arg(args, "offset", 0) or 0
+    limit = _bytes_arg(args, "limit", 1)
+    return _workspace(
+        lambda: workspace_ops.read_file(
+            env.services.workspace, env.agent_id, args.get("path"), offset=offset, limit=limit
+        )
+    )
 
 
 def write_file(env: ToolEnv, args: dict[str, Any]) -> dict[str, Any]:
