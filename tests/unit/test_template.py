@@ -233,8 +233,22 @@ def test_no_wildcard_actions_and_data_scoped_to_our_table_and_bucket(template: d
                 assert "WorkspaceBucket" in text, logical_id
 
 
-def test_connect_function_has_no_data_access(template: dict[str, Any]) -> None:
-    assert not resource(template, "WsConnectFunction")["Properties"].get("Policies")
+def test_connect_function_may_only_arm_authentication_deadlines(template: dict[str, Any]) -> None:
+    """`$connect` reads nothing; it writes only a new socket's authentication deadline (a pending call under the
+    `auth-` call ids, and a due marker) and starts the timer of its second."""
+    from orbital.engines import socket_gate
+    from orbital.store import keys
+
+    found = statements(resource(template, "WsConnectFunction"))
+    granted = {a: st for st in found for a in actions(st)}
+    assert set(granted) == {"dynamodb:PutItem", "states:StartExecution"}
+    leading = granted["dynamodb:PutItem"]["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"]
+    deadline_pk = keys.pending_call(socket_gate.call_id("SOCKET="))[0]
+    due_pk = keys.call_due_pk(1_800_000_000)
+    assert sorted(leading) == sorted([deadline_pk.replace("SOCKET=", "*"), due_pk.replace("1800000000", "*")])
+    assert granted["states:StartExecution"]["Resource"]["Fn::Sub"].endswith(
+        ":stateMachine:${AWS::StackName}-deferred-call"
+    )
 
 
 def test_rest_function_only_reads(template: dict[str, Any]) -> None:

@@ -48,14 +48,15 @@ def applies(services: Services) -> bool:
     return secrets.token_configured(services.settings)
 
 
-def _call_id(connection_id: str) -> str:
+def call_id(connection_id: str) -> str:
+    """The id of a socket's deadline (`$connect` may write pending calls of these ids only: template.yaml)."""
     return f"auth-{connection_id}"
 
 
 def arm(services: Services, connection_id: str) -> None:
     """`$connect`: the socket must authenticate within `AUTH_TIMEOUT_MS`."""
     call = deferred.PendingCall(
-        call_id=_call_id(connection_id),
+        call_id=call_id(connection_id),
         kind=KIND,
         node_id="",
         node_connection_id=connection_id,
@@ -74,7 +75,7 @@ def settle(services: Services, connection_id: str) -> None:
     """The socket authenticated: its deadline no longer applies."""
     with _lock:
         _counts.pop(connection_id, None)
-    deferred.claim(services, _call_id(connection_id))
+    deferred.claim(services, call_id(connection_id))
 
 
 def expired(services: Services, call: deferred.PendingCall) -> None:
