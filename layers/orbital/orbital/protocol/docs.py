@@ -15,6 +15,8 @@ Frames are JSON text: requests `{"type":"req","id","method","params"}`, response
 `{"type":"evt","event","payload"}`. The first request on a socket must be `connect`; anything else gets
 `101 Not connected`. Each method names the connection modes (`client`, `node`, `channel`) that may call it
 ("Modes" below); any other mode gets `403 … is not allowed for … connections` (GSV's own codes where GSV has one).
+On a gateway with a token (always on AWS), `connect` must carry it in `auth.token`; a socket that has not connected
+is closed (`connection.closing`, code 1008) after its 8th request or 10 s after it opened.
 Malformed JSON gets no reply and the socket stays open. A message over 128 KB, or a single
 WebSocket frame over 32 KB, closes the socket with 1009, as API Gateway does: send longer messages as fragments.
 A reply that would exceed 128 KB (API Gateway's cap for one WebSocket message) is not sent; the request gets a

@@ -116,7 +116,12 @@ def handle_message(event: dict[str, Any], context: Any = None) -> dict[str, Any]
                 return {"statusCode": 200, "body": encode_sendable(reply, services.settings.max_frame_bytes)}
         return {"statusCode": 200}
     outcome = dispatcher().dispatch_text(services, connection_id, body)
-    if _unauthenticated(outcome) and socket_gate.applies(services) and socket_gate.one_too_many(connection_id):
+    if (
+        outcome.close is None
+        and _unauthenticated(outcome)
+        and socket_gate.applies(services)
+        and socket_gate.one_too_many(connection_id)
+    ):
         outcome.close = (socket_gate.CLOSE_CODE, socket_gate.TOO_MANY)  # the answer is posted first, then the close
     return _finish(services, connection_id, outcome)
 
