@@ -90,7 +90,7 @@ class FakeSender:
         self.posts.append((connection_id, frame))
         return True
 
-    def close(self, connection_id: str, code: int = 1000, reason: str = "") -> None:
+    def close(self, connection_id: str, code: int = 1000, reason: str = "", *, notify: bool = True) -> None:
         self.closes.append((connection_id, code, reason))
 
     def frames_to(self, connection_id: str) -> list[Any]:

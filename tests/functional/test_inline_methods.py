@@ -12,7 +12,7 @@ class NoPushing:
     def post(self, connection_id: str, frame: Any) -> bool:
         raise AssertionError(f"an inline method pushed to {connection_id}: {frame}")
 
-    def close(self, connection_id: str, code: int = 1000, reason: str = "") -> None:
+    def close(self, connection_id: str, code: int = 1000, reason: str = "", *, notify: bool = True) -> None:
         raise AssertionError(f"an inline method closed {connection_id}")
 
 

@@ -75,7 +75,7 @@ def test_routes_and_their_functions(template: dict[str, Any]) -> None:
         "$disconnect": {"function": "WsDisconnectFunction", "two_way": False},
         "req": {"function": "WsMessageFunction", "two_way": True},
         "bin": {"function": "WsMessageFunction", "two_way": True},
-        "$default": {"function": "WsMessageFunction", "two_way": False},
+        "$default": {"function": "WsMessageFunction", "two_way": True},
     }
 
 
@@ -83,7 +83,7 @@ def test_two_way_routes_send_the_integration_response_back(template: dict[str, A
     routes = tpl.resources_of(template, "AWS::ApiGatewayV2::Route")
     responses = tpl.resources_of(template, "AWS::ApiGatewayV2::RouteResponse")
     by_route = {res["Properties"]["RouteId"]["Ref"]: res["Properties"] for res in responses.values()}
-    two_way = {name for name, res in routes.items() if res["Properties"]["RouteKey"] in {"req", "bin"}}
+    two_way = {name for name, res in routes.items() if res["Properties"]["RouteKey"] in {"req", "bin", "$default"}}
     assert set(by_route) == two_way
     for name in two_way:
         assert routes[name]["Properties"]["RouteResponseSelectionExpression"] == "$default"
@@ -159,10 +159,10 @@ def test_deployment_always_requires_the_gateway_token(template: dict[str, Any]) 
     for logical_id, res in tpl.resources_of(template, "AWS::Serverless::Function").items():
         assert settings.ENV_AUTH_TOKEN not in ((res["Properties"].get("Environment") or {}).get("Variables") or {})
         readers = [p for p in res["Properties"].get("Policies", []) if "AWSSecretsManagerGetSecretValuePolicy" in p]
-        # only the dispatcher checks tokens (`connect`); nothing else may read the secret
+        # only the functions that check tokens (`connect` and dialects' tokens; a bearer at the upgrade) may read it
         assert readers == (
             [{"AWSSecretsManagerGetSecretValuePolicy": {"SecretArn": {"Ref": "GatewayTokenSecret"}}}]
-            if logical_id == "WsMessageFunction"
+            if logical_id in ("WsMessageFunction", "WsConnectFunction")
             else []
         ), logical_id
 
@@ -245,7 +245,16 @@ def test_connect_function_may_only_arm_authentication_deadlines(template: dict[s
     leading = granted["dynamodb:PutItem"]["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"]
     deadline_pk = keys.pending_call(socket_gate.call_id("SOCKET="))[0]
     due_pk = keys.call_due_pk(1_800_000_000)
-    assert sorted(leading) == sorted([deadline_pk.replace("SOCKET=", "*"), due_pk.replace("1800000000", "*")])
+    connection_pk = keys.connection("SOCKET=")[0]
+    expected = [
+        deadline_pk.replace("SOCKET=", "*"),
+        due_pk.replace("1800000000", "*"),
+        connection_pk.replace("SOCKET=", "*"),
+    ]
+    assert sorted(leading) == sorted(expected)
+    # and it may read the token (a bearer at the upgrade), nothing else
+    policies = resource(template, "WsConnectFunction")["Properties"]["Policies"]
+    assert {"AWSSecretsManagerGetSecretValuePolicy": {"SecretArn": {"Ref": "GatewayTokenSecret"}}} in policies
     assert granted["states:StartExecution"]["Resource"]["Fn::Sub"].endswith(
         ":stateMachine:${AWS::StackName}-deferred-call"
     )

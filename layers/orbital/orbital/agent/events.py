@@ -23,7 +23,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from orbital.protocol.frames import event_frame
-from orbital.store import keys
+from orbital.store import keys, subscriptions
+from orbital.store.subscriptions import Subscription, is_subscription
 
 if TYPE_CHECKING:
     from orbital.runtime.services import Services
@@ -38,6 +39,11 @@ CHAT_STATES: tuple[tuple[str, str], ...] = (
     ("error", '`error`: why the run ended without a reply (model errors, "Run cancelled by user", ...)'),
 )
 """The states of a `chat` event (`{runId, sessionKey, state, ...}`), as docs/protocol.md lists them."""
+
+GSV_STATES = frozenset(state for state, _ in CHAT_STATES)
+"""What GSV clients are sent. The other states of a run's events (`toolResult`: a tool call's result, `usage`: one
+model call's usage) go only to the dialect sockets subscribed to the run (`orbital.store.subscriptions`)."""
+RUN_ENDS = frozenset({"final", "error"})
 
 DELTA_INTERVAL_S = 0.1
 DELTA_MAX_CHARS = 16_000
@@ -57,35 +63,75 @@ def remember_alias(services: Services, session_key: str, client_id: str, used_ke
 
 
 class Audience:
-    """The client sockets a session's events go to, with the key each one expects. Read once per step."""
+    """The client sockets a session's events go to, with the key each one expects, and the dialect sockets
+    subscribed to its runs. Read once per step (one query finds both)."""
 
     def __init__(self, services: Services, session_key: str) -> None:
         self.services = services
         self.session_key = session_key
         self._targets: list[tuple[str, str]] | None = None
+        self._subscriptions: dict[str, list[Subscription]] = {}
 
     def targets(self) -> list[tuple[str, str]]:
         if self._targets is None:
             sockets: dict[str, str] = {}
             aliases: dict[str, str] = {}
+            subscriptions: dict[str, list[Subscription]] = {}
             for rec in self.services.table.query(keys.CLIENTS_PK):
                 if rec.sk.startswith(keys.CLIENT_ALIAS_PREFIX):
                     if rec.data.get("sessionKey") == self.session_key and isinstance(rec.data.get("key"), str):
                         aliases[str(rec.data.get("clientId"))] = rec.data["key"]
+                elif is_subscription(rec.sk):
+                    sub = Subscription.from_record(rec)
+                    if sub is not None and sub.session_key == self.session_key:
+                        subscriptions.setdefault(sub.run_id, []).append(sub)
                 elif isinstance(rec.data.get("connectionId"), str):
                     sockets[rec.sk] = rec.data["connectionId"]
             self._targets = [(cid, aliases.get(client) or self.session_key) for client, cid in sockets.items()]
+            self._subscriptions = subscriptions
         return self._targets
+
+    def subscriptions(self, run_id: str | None) -> list[Subscription]:
+        """The dialect sockets subscribed to `run_id`."""
+        self.targets()
+        return self._subscriptions.get(run_id or "", [])
 
     def refresh(self) -> None:
         """Read the clients again at the next send."""
         self._targets = None
 
     def send(self, payload: dict[str, Any]) -> int:
-        """Post one `chat` event to every client; returns how many got it. A gone socket is cleaned up and not
-        posted to again by this audience."""
+        """Post one `chat` event to every client (the states GSV knows) and to the run's subscribers (every state,
+        in their dialects); returns how many GSV clients got it. A gone socket is cleaned up and not posted to
+        again by this audience."""
+        sent = self._send_gsv(fit_event(payload)) if payload.get("state") in GSV_STATES else 0
+        self._publish(payload)
+        return sent
+
+    def _publish(self, payload: dict[str, Any]) -> None:
+        subs = self.subscriptions(payload.get("runId"))
+        if not subs:
+            return
+        ended = payload.get("state") in RUN_ENDS
+        for sub in list(subs):
+            encode = self.services.hooks.run_event_encoders.get(sub.dialect)
+            delivered = True
+            try:
+                for frame in encode(self.services, sub, payload) if encode is not None else []:
+                    if not self.services.push(sub.connection_id, frame):
+                        delivered = False
+                        break
+            except Exception as exc:  # one unreachable socket must not break the run
+                log.warning("run event to %s failed: %s", sub.connection_id, type(exc).__name__)
+            if ended or not delivered:
+                subs.remove(sub)
+                try:
+                    subscriptions.drop(self.services.table, sub)
+                except Exception as exc:
+                    log.warning("could not drop the subscription of %s: %s", sub.connection_id, type(exc).__name__)
+
+    def _send_gsv(self, payload: dict[str, Any]) -> int:
         sent = 0
-        payload = fit_event(payload)
         gone = []
         for connection_id, key in self.targets():
             frame = event_frame("chat", {**payload, "sessionKey": key})

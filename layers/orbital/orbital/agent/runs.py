@@ -262,6 +262,8 @@ def submit(
 
 DEAD_RUN = "Run ended unexpectedly"
 USER_CANCELLED = "Run cancelled by user"
+MAX_RUN_ID = 200
+"""The longest run id a client may choose (`chat.send`, `heartbeat.trigger`)."""
 
 
 def _start(

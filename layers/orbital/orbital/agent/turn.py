@@ -210,6 +210,7 @@ def turn(services: Services, event: dict[str, Any]) -> dict[str, Any]:
             stored = r.append(collected, mark)
             if stored is not None:
                 meta = stored
+                _announce_results(r, collected)
             else:  # stored already by an earlier attempt of this step, or the run lost the session
                 meta = services.sessions.load_meta(r.key) or {}
                 if not _owns(meta.get("currentRun"), r.run_id, r.execution):
@@ -410,6 +411,7 @@ def _model_turn(r: _Run, meta: dict[str, Any]) -> dict[str, Any]:
             return _resume(r, meta, run)  # another attempt of this step stored its reply first
         return _state(r.event, r.iteration, "done")  # stopped meanwhile: the reply is dropped
 
+    r.audience.send(events.chat_payload(r.run_id, "usage", usage=usage))  # for subscribed dialect sockets only
     if not calls:
         return r.end("final", message=reply, released=freed or None)
     return _run_tools(r, run, reply, calls)
@@ -439,9 +441,28 @@ def _run_tools(r: _Run, run: dict[str, Any], reply: dict[str, Any], calls: list[
         r.lease(run)
         return True
 
-    if r.append(results, mark) is None and not _owns(runs.current_run(services, r.key), r.run_id, r.execution):
-        return _state(r.event, r.iteration, "done")  # (None while still owning: an earlier attempt stored them)
+    if r.append(results, mark) is None:
+        if not _owns(runs.current_run(services, r.key), r.run_id, r.execution):
+            return _state(r.event, r.iteration, "done")
+        return _state(r.event, nxt, "turn")  # an earlier attempt of this step stored (and announced) them
+    _announce_results(r, results)
     return _state(r.event, nxt, "turn")
+
+
+def _announce_results(r: _Run, results: list[dict[str, Any]]) -> None:
+    """Each stored tool result, as a `toolResult` event: only dialect sockets subscribed to the run get it (GSV
+    clients read results from the transcript)."""
+    for result in results:
+        r.audience.send(
+            events.chat_payload(
+                r.run_id,
+                "toolResult",
+                toolCallId=result.get("toolCallId"),
+                toolName=result.get("toolName"),
+                isError=bool(result.get("isError")),
+                content=text_of(result),
+            )
+        )
 
 
 def _explained(exc: ModelError, model: dict[str, str]) -> str:

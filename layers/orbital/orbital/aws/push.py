@@ -39,7 +39,7 @@ CLOSING_EVENT = "connection.closing"
 class Sender(Protocol):
     def post(self, connection_id: str, frame: dict[str, Any] | bytes) -> bool: ...
 
-    def close(self, connection_id: str, code: int = 1000, reason: str = "") -> None: ...
+    def close(self, connection_id: str, code: int = 1000, reason: str = "", *, notify: bool = True) -> None: ...
 
 
 class ManagementApiSender:
@@ -75,10 +75,12 @@ class ManagementApiSender:
             raise
         return True
 
-    def close(self, connection_id: str, code: int = 1000, reason: str = "") -> None:
+    def close(self, connection_id: str, code: int = 1000, reason: str = "", *, notify: bool = True) -> None:
+        """Close a socket, first telling it why in a `connection.closing` event (unless `notify` is off: a socket
+        of another dialect, which has been told in its own terms)."""
         try:
             notice = {"type": "evt", "event": CLOSING_EVENT, "payload": {"code": code, "reason": reason}}
-            if not self.post(connection_id, notice):
+            if notify and not self.post(connection_id, notice):
                 return  # already gone
         except Exception:  # the close matters more than the notice
             log.debug("could not tell %s why it is closed", connection_id)

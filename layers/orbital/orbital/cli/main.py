@@ -27,6 +27,8 @@ def _cmd_dev(args: argparse.Namespace) -> int:
         concurrent_frames=args.concurrent_frames,
         frame_jitter_ms=args.frame_jitter_ms,
         step_functions_process=not args.step_functions_in_process,
+        xeno=not args.no_xeno,
+        xeno_home=Path(args.xeno_home).expanduser() if args.xeno_home else None,
     )
     try:
         gateway = LocalGateway(options)
@@ -99,6 +101,13 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="interpret the state machines in the gateway's process, not a child process (slower; to compare)",
     )
+    dev.add_argument(
+        "--xeno-home",
+        default=None,
+        metavar="DIR",
+        help="serve xeno's Unix socket at DIR/.xeno/gateway.sock (default: the data directory)",
+    )
+    dev.add_argument("--no-xeno", action="store_true", help="do not serve xeno's Unix socket")
     dev.set_defaults(func=_cmd_dev)
 
     call = sub.add_parser("call", help="send one RPC and print its payload (exit 1 on error)")

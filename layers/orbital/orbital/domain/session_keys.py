@@ -311,6 +311,47 @@ def resolve_agent_id_from_binding(
     return cfg.default_agent_id(dict(config))
 
 
+BINDING_SPECIFICITY = ("peer", "guildId", "teamId", "accountId", "channel")
+"""How specific a binding's match field is, most first (Exoclaw's routing: peer > guild > team > account >
+channel)."""
+
+
+def resolve_agent_by_specificity(
+    config: Mapping[str, Any],
+    *,
+    channel: str,
+    account_id: str | None,
+    peer_id: str | None,
+    guild_id: str | None = None,
+    team_id: str | None = None,
+) -> str:
+    """The agent of a conversation from `agents.bindings`: of the bindings whose given `match` fields (channel,
+    accountId, peer.id, guildId, teamId) all equal the conversation's, the most specific one wins (a peer match
+    beats a guild match, then team, account, channel; the first in the list among equals); else the default
+    agent."""
+    agents = config.get("agents")
+    bindings = agents.get("bindings") if isinstance(agents, Mapping) else None
+    values = {"channel": channel, "accountId": account_id, "guildId": guild_id, "teamId": team_id}
+    best: tuple[int, str] | None = None
+    for binding in bindings if isinstance(bindings, list) else []:
+        if not isinstance(binding, Mapping):
+            continue
+        match = binding.get("match")
+        match = match if isinstance(match, Mapping) else {}
+        if any(match.get(name) and match.get(name) != values[name] for name in values):
+            continue
+        peer = match.get("peer")
+        if peer:
+            wanted = peer.get("id") if isinstance(peer, Mapping) else None
+            if not wanted or wanted != peer_id:
+                continue
+        given = [name for name in BINDING_SPECIFICITY if match.get(name)]
+        rank = BINDING_SPECIFICITY.index(given[0]) if given else len(BINDING_SPECIFICITY)
+        if best is None or rank < best[0]:
+            best = (rank, normalize_agent_id(_str_or_none(binding.get("agentId"))))
+    return best[1] if best is not None else cfg.default_agent_id(dict(config))
+
+
 def session_key_for_peer(
     config: Mapping[str, Any],
     *,

@@ -181,7 +181,12 @@ def _adopt_channel_context(services: Services, session_key: str, deliver: Mappin
 
 
 def _start_run(
-    services: Services, agent_id: str, settings: rules.HeartbeatSettings, reason: str, now_ms: int
+    services: Services,
+    agent_id: str,
+    settings: rules.HeartbeatSettings,
+    reason: str,
+    now_ms: int,
+    run_id: str | None = None,
 ) -> dict[str, Any]:
     """Send the heartbeat prompt to the agent's heartbeat session. Returns `{sessionKey, runId, queued, deliver}`;
     raises what `runs.submit` raises."""
@@ -193,7 +198,12 @@ def _start_run(
         _adopt_channel_context(services, session_key, deliver, now_ms)
     services.sessions.touch_registry(session_key, now=now_ms)
     submitted = runs.submit(
-        services, session_key, {"text": settings.prompt}, extra=extra, emit_error=events.error_emitter(services)
+        services,
+        session_key,
+        {"text": settings.prompt},
+        run_id=run_id,
+        extra=extra,
+        emit_error=events.error_emitter(services),
     )
     return {"sessionKey": session_key, "runId": submitted.run_id, "queued": submitted.queued, "deliver": deliver}
 
@@ -280,12 +290,12 @@ def run_due(services: Services, now_ms: int) -> list[dict[str, Any]]:
     return handled
 
 
-def trigger(services: Services, agent_id: str, now_ms: int) -> dict[str, Any]:
+def trigger(services: Services, agent_id: str, now_ms: int, *, run_id: str | None = None) -> dict[str, Any]:
     """`heartbeat.trigger`: run the agent's heartbeat now, without the skip checks. `lastHeartbeatAt` records it;
-    the schedule is left as it is."""
+    the schedule is left as it is. `run_id`: the id the run gets (else a new one)."""
     settings = rules.effective_settings(services.config.effective(), agent_id)
     try:
-        started = _start_run(services, agent_id, settings, rules.REASON_MANUAL, now_ms)
+        started = _start_run(services, agent_id, settings, rules.REASON_MANUAL, now_ms, run_id)
     except Exception as exc:
         log.warning("manual heartbeat of %s failed: %s", agent_id, _error_text(exc))
         return {"ok": False, "message": f"Heartbeat failed for agent {agent_id}: {_error_text(exc)}"}
@@ -301,6 +311,7 @@ def trigger(services: Services, agent_id: str, now_ms: int) -> dict[str, Any]:
     return {
         "ok": True,
         "message": f"Heartbeat triggered for agent {agent_id} (session: {started['sessionKey']})",
+        "runId": started["runId"],
     }
 
 

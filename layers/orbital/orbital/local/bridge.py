@@ -51,6 +51,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.responses import Response
 from starlette.routing import Mount, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
@@ -97,9 +98,28 @@ class _Close:
     reason: str
 
 
+class LineSocket:
+    """A stream socket of JSON lines (the xeno Unix socket) standing in for a WebSocket: each message is one line."""
+
+    def __init__(self, writer: asyncio.StreamWriter) -> None:
+        self.writer = writer
+        self.headers: dict[str, str] = {}
+
+    async def send_text(self, text: str) -> None:
+        self.writer.write(text.encode("utf-8") + b"\n")
+        await self.writer.drain()
+
+    async def send_bytes(self, data: bytes) -> None:
+        self.writer.write(data + b"\n")
+        await self.writer.drain()
+
+    async def close(self, code: int = 1000, reason: str = "") -> None:
+        self.writer.close()
+
+
 @dataclass
 class _Socket:
-    ws: WebSocket
+    ws: WebSocket | LineSocket
     connected_at: float
     source_ip: str
     last_active: float = field(default_factory=time.time)
@@ -129,6 +149,8 @@ class Bridge:
         frame_jitter_ms: float = 0.0,
         inline_methods: frozenset[str] = frozenset(),
         connect_inline: bool = True,
+        greet_after_s: float = 0.0,
+        greet: Callable[[dict[str, Any]], Any] | None = None,
     ) -> None:
         self.invoke = invoke
         self.routes = routes
@@ -143,6 +165,11 @@ class Bridge:
         self.frame_jitter_ms = frame_jitter_ms
         self.inline_methods = inline_methods
         self.connect_inline = connect_inline
+        self.greet_after_s = greet_after_s
+        self.greet = greet
+        """Called (with a `$default`-shaped event without a body) for a socket that said nothing for
+        `greet_after_s` seconds after its upgrade: what a client that waits to be greeted gets (Exoclaw's hello on a
+        gateway without a token). API Gateway has no such event; 0 turns it off."""
         """`$connect` answered on the loop: it reads and writes nothing (true unless sockets must authenticate, when
         it arms their deadline)."""
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
@@ -268,16 +295,22 @@ class Bridge:
         result = await self._call("$connect", event, inline=self.connect_inline)
         status = int(result.get("statusCode", 200)) if isinstance(result, dict) else 200
         if status >= 400:
-            await ws.close(code=1008)
+            await _refuse(ws, status, str(result.get("body") or "") if isinstance(result, dict) else "")
             return
         await ws.accept()
         self.sockets[cid] = sock
+        first: Any = None
+        if self.greet is not None and self.greet_after_s > 0:
+            try:
+                first = await asyncio.wait_for(ws.receive(), self.greet_after_s)
+            except TimeoutError:
+                await self._greet(cid, sock)
         in_flight: set[asyncio.Task[None]] = set()  # concurrent frames (kept referenced until done)
         ordered: asyncio.Queue[tuple[str, dict[str, Any], bool] | None] = asyncio.Queue(MAX_QUEUED_FRAMES)
         handler = asyncio.create_task(self._in_order(sock, ordered))
         try:
             while True:
-                message = await ws.receive()
+                message, first = (first, None) if first is not None else (await ws.receive(), None)
                 if message["type"] == "websocket.disconnect":
                     break
                 sock.last_active = time.time()
@@ -322,6 +355,65 @@ class Bridge:
             finally:
                 handler.cancel()  # only if this task itself was cancelled meanwhile (the server stopping)
                 await self._gone(cid, sock)
+
+    async def _greet(self, cid: str, sock: _Socket) -> None:
+        assert self.greet is not None
+        event = {"requestContext": self._context(cid, "$default", "MESSAGE", sock), "isBase64Encoded": False}
+        try:
+            loop = asyncio.get_running_loop()
+            if self._pool is None:
+                self._pool = concurrent.futures.ThreadPoolExecutor(self.workers, thread_name_prefix="orbital-handler")
+            result = await loop.run_in_executor(self._pool, self.greet, event)
+        except Exception:
+            log.exception("greeting socket %s failed", cid)
+            return
+        if isinstance(result, dict) and result.get("body") and not sock.closed:
+            await self._send(sock, result["body"])
+
+    async def serve_lines(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        *,
+        headers: dict[str, str],
+        query: dict[str, str],
+    ) -> None:
+        """A stream of JSON lines (the xeno Unix socket) as one more socket: `$connect` with `headers` and `query`,
+        each line a `$default` frame whose answer goes back as a line, posts as lines, `$disconnect` at its end.
+        A line longer than the reader's limit ends the connection."""
+        self.loop = asyncio.get_running_loop()
+        cid = base64.b32encode(uuid.uuid4().bytes[:10]).decode().rstrip("=")
+        sock = _Socket(ws=LineSocket(writer), connected_at=time.time(), source_ip="unix")
+        event = {
+            "headers": headers,
+            "multiValueHeaders": {k: [v] for k, v in headers.items()},
+            "queryStringParameters": query or None,
+            "requestContext": self._context(cid, "$connect", "CONNECT", sock),
+            "isBase64Encoded": False,
+        }
+        result = await self._call("$connect", event)
+        if isinstance(result, dict) and int(result.get("statusCode", 200)) >= 400:
+            writer.close()
+            return
+        self.sockets[cid] = sock
+        try:
+            while not sock.closed:
+                try:
+                    line = await reader.readline()
+                except (ValueError, ConnectionError):  # too long, or reset
+                    break
+                if not line:
+                    break
+                text = line.decode("utf-8", "replace").strip()
+                if not text:
+                    continue
+                sock.last_active = time.time()
+                frame = {"requestContext": self._context(cid, "$default", "MESSAGE", sock), "body": text}
+                await self._frame(sock, "$default", {**frame, "isBase64Encoded": False})
+        finally:
+            await self._gone(cid, sock)
+            with contextlib.suppress(Exception):
+                writer.close()
 
     async def _in_order(self, sock: _Socket, frames: asyncio.Queue[tuple[str, dict[str, Any], bool] | None]) -> None:
         """Handle a socket's ordered frames one after the other until the end marker."""
@@ -485,6 +577,14 @@ class Bridge:
         if not task.done():
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
+
+
+async def _refuse(ws: WebSocket, status: int, text: str) -> None:
+    """Refuse an upgrade with `status` (an HTTP response instead of the upgrade, where the server can send one)."""
+    if "websocket.http.response" in (ws.scope.get("extensions") or {}):
+        await ws.send_denial_response(Response((text or "Forbidden") + "\n", status_code=status))
+    else:
+        await ws.close(code=1008)
 
 
 def websocket_protocol() -> type[asyncio.Protocol]:

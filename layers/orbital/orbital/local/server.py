@@ -77,6 +77,13 @@ class GatewayOptions:
     """Handle the text frames of one socket concurrently, as API Gateway does (see `orbital.local.bridge`)."""
     frame_jitter_ms: float = 0.0
     """With `concurrent_frames`: delay each frame by up to this many milliseconds, to shuffle them."""
+    xeno: bool = True
+    """Serve xeno's Unix socket (`orbital.local.xeno_socket`)."""
+    xeno_home: Path | None = None
+    """Where xeno's socket goes: `<xeno_home>/.xeno/gateway.sock` (default: the data directory)."""
+    greet_after_ms: float = 250.0
+    """Without a token: a socket silent this long after its upgrade gets Exoclaw's unprompted hello (clients of the
+    other dialects speak at once and never see it; Exoclaw's waits 800 ms). 0 turns it off."""
 
 
 class LocalGateway:
@@ -97,6 +104,8 @@ class LocalGateway:
         self.port = options.port
         self._umask: int | None = None
         self._refusals_logged: set[str] = set()
+        self.xeno: Any = None
+        """xeno's Unix socket (`orbital.local.xeno_socket.XenoSocket`), when served."""
 
     # --- lifecycle ----------------------------------------------------------------------------------------------
 
@@ -157,6 +166,7 @@ class LocalGateway:
             self._write_runtime(endpoint)
             return
         from orbital.rest.app import create_app
+        from orbital.runtime.gateway import greet
         from orbital.runtime.services import get_services
 
         self.bridge = Bridge(
@@ -170,7 +180,18 @@ class LocalGateway:
             # methods that post to sockets too, when those posts and every AWS call are answered in this process
             inline_methods=get_services().registry.inline_methods(quick=self.stack.in_process is not None),
             connect_inline=not self.options.token,
+            greet=greet,
+            greet_after_s=0.0 if self.options.token else self.options.greet_after_ms / 1000,
         )
+        if self.options.xeno:
+            from orbital.local.xeno_socket import XenoSocket, XenoSocketInUse
+
+            self.xeno = XenoSocket(self.options.xeno_home or self.data_dir, self.bridge, self.options.token)
+            try:
+                self.xeno.check()
+            except XenoSocketInUse as exc:
+                self.xeno = None
+                raise StartupError(str(exc)) from None
         if self.stack.in_process is not None:
             self.stack.in_process.bridge = self.bridge
         if self.management is not None:
@@ -279,8 +300,13 @@ class LocalGateway:
 
         from orbital.local.bridge import websocket_protocol
 
+        app = frontdoor.guard(self.bridge.app(), token_set=bool(self.options.token), on_refused=self._refused)
+        if self.xeno is not None:
+            from orbital.local.xeno_socket import lifespan
+
+            app = lifespan(app, [self.xeno.start], [self.xeno.stop])
         config = uvicorn.Config(
-            frontdoor.guard(self.bridge.app(), token_set=bool(self.options.token), on_refused=self._refused),
+            app,
             host=self.options.host,
             port=self.port,
             log_level="warning",
@@ -289,7 +315,7 @@ class LocalGateway:
             ws_per_message_deflate=False,  # API Gateway does not compress WebSocket messages either
             ws_ping_interval=20,
             ws_ping_timeout=20,
-            lifespan="off",
+            lifespan="on" if self.xeno is not None else "off",
             access_log=False,
         )
         return uvicorn.Server(config)

@@ -1,4 +1,5 @@
-"""Every RPC method family, included explicitly into the one registry."""
+"""Every RPC method family, and the translators of other gateways' dialects, included explicitly into the one
+registry."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from orbital.protocol.registry import Registry
 
 @functools.cache
 def registry() -> Registry:
+    from orbital.dialects import exoclaw, xeno
     from orbital.methods import (
         channels,
         chat,
@@ -40,6 +42,8 @@ def registry() -> Registry:
         cron,
         transfer,
         skills,
+        xeno,
+        exoclaw,
     ):
         reg.include(module.router)
     return reg

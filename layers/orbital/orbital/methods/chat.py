@@ -22,8 +22,6 @@ if TYPE_CHECKING:
 
 router = Router("chat")
 
-MAX_RUN_ID = 200
-
 
 class ChatSendParams(Params):
     # lenient: a wrong type reads as absent and gets GSV's own error text (400 "sessionKey and message required")
@@ -68,8 +66,8 @@ def chat_send(ctx: CallContext, params: ChatSendParams) -> dict[str, Any]:
         return result
 
     run_id = params.runId if params.runId and params.runId.strip() else str(uuid.uuid4())
-    if len(run_id) > MAX_RUN_ID:
-        raise BadRequestError(f"runId too long (max {MAX_RUN_ID} characters)")
+    if len(run_id) > runs.MAX_RUN_ID:
+        raise BadRequestError(f"runId too long (max {runs.MAX_RUN_ID} characters)")
     services = ctx.services
     services.sessions.touch_registry(key, now=ctx.now_ms())
     if ctx.conn is not None and ctx.conn.mode == "client" and ctx.conn.client_id:

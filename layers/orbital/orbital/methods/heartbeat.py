@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from orbital.agent import runs
 from orbital.engines import heartbeat as engine
+from orbital.errors import BadRequestError
 from orbital.protocol.params import Text
 from orbital.protocol.registry import CLIENT, NoParams, Params, Result, Router
 
@@ -49,11 +51,15 @@ class HeartbeatStartResult(Result):
 class HeartbeatTriggerParams(Params):
     # lenient: anything but a non-blank string runs the `main` agent
     agentId: Text = None
+    runId: Text = None
+    """Orbital's: the id the run gets (as `chat.send` takes one), so whoever asked can follow it."""
 
 
 class HeartbeatTriggerResult(Result):
     ok: bool
     message: str
+    runId: str | None = None
+    """The run that started (Orbital's; GSV answers without it)."""
     skipped: bool | None = None
     skipReason: str | None = None
 
@@ -85,4 +91,7 @@ def heartbeat_trigger(ctx: CallContext, params: HeartbeatTriggerParams) -> dict[
     session `agent:{agentId}:heartbeat:system:internal`."""
     raw = params.agentId
     agent_id = raw if raw and raw.strip() else DEFAULT_TRIGGER_AGENT
-    return engine.trigger(ctx.services, agent_id, ctx.now_ms())
+    run_id = params.runId.strip() if params.runId and params.runId.strip() else None
+    if run_id is not None and len(run_id) > runs.MAX_RUN_ID:
+        raise BadRequestError(f"runId too long (max {runs.MAX_RUN_ID} characters)")
+    return engine.trigger(ctx.services, agent_id, ctx.now_ms(), run_id=run_id)

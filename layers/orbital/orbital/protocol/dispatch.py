@@ -22,6 +22,7 @@ from orbital.protocol.frames import error_frame, ok_frame
 if TYPE_CHECKING:
     from orbital.protocol.registry import Registry
     from orbital.runtime.services import Services
+    from orbital.store.connections import Connection
 
 log = logging.getLogger("orbital.dispatch")
 
@@ -83,7 +84,11 @@ class Dispatcher:
             return Outcome(None)
         return self.dispatch(services, connection_id, frame)
 
-    def dispatch(self, services: Services, connection_id: str, frame: dict[str, Any]) -> Outcome:
+    def dispatch(
+        self, services: Services, connection_id: str, frame: dict[str, Any], *, conn: Connection | None = None
+    ) -> Outcome:
+        """Answer one request frame. `conn`: the socket's record when the caller has just read it (a dialect's
+        translator), saving the read."""
         frame_id = frame.get("id")
         method = frame.get("method")
         if not isinstance(method, str) or not isinstance(frame_id, str | int) or isinstance(frame_id, bool):
@@ -92,7 +97,9 @@ class Dispatcher:
         ctx = CallContext(services=services, connection_id=connection_id, frame_id=frame_id)
         try:
             if method != "connect":
-                ctx.conn = services.connections.get(connection_id)
+                ctx.conn = conn if conn is not None else services.connections.get(connection_id)
+                if ctx.conn is not None and ctx.conn.pending:
+                    ctx.conn = None
                 if ctx.conn is None:
                     raise RpcError("Not connected", code=101)
             spec = self.registry.get(method)

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from orbital.protocol.context import CallContext
     from orbital.runtime.services import Services
     from orbital.store.connections import Connection
+    from orbital.store.subscriptions import Subscription
 
 Handler = Callable[["CallContext", Any], Any]
 SocketGone = Callable[["Services", "Connection"], None]
@@ -36,6 +37,33 @@ CallNodeLost = Callable[["Services", "PendingCall", str], None]
 """(services, call, reason) when the node of a deferred call of the kind went away (already claimed)."""
 WorkflowStep = Callable[["Services", dict[str, Any]], dict[str, Any]]
 """(services, event) -> output of a state machine task (`{"step": name, ...}`)."""
+DialectFrame = Callable[["Services", "DialectInbound"], "list[Any]"]
+"""(services, inbound) -> the frames to send back, in order (a dialect's translator: `orbital.dialects`)."""
+RunEventEncoder = Callable[["Services", "Subscription", dict[str, Any]], "list[Any]"]
+"""(services, subscription, chat payload) -> the frames a dialect socket gets for one event of its run."""
+
+
+@dataclass(frozen=True)
+class DialectClose:
+    """Among a translator's frames: close the socket after the frames before it (saying why first, as every close
+    of the gateway does)."""
+
+    code: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class DialectInbound:
+    """One text frame of a socket that speaks another gateway's protocol (or whose first frame says it does)."""
+
+    connection_id: str
+    text: str
+    frame: Any
+    """`text` parsed as JSON (None when it is not JSON)."""
+    conn: Connection | None
+    """The socket's record: None before its dialect has accepted it."""
+
+
 F = TypeVar("F")
 
 
@@ -106,12 +134,18 @@ class Hooks:
     """Deferred-call kind -> reaction to its node's loss (default: a 503 to the caller)."""
     workflow_steps: dict[str, WorkflowStep] = field(default_factory=dict)
     """Step name -> task of a family's state machine, beside the runtime's own deferred-call steps."""
+    dialect_frames: dict[str, DialectFrame] = field(default_factory=dict)
+    """Dialect -> its translator of inbound frames."""
+    run_event_encoders: dict[str, RunEventEncoder] = field(default_factory=dict)
+    """Dialect -> what its subscribed sockets get for each event of a run."""
 
     def clashes(self, other: Hooks) -> list[str]:
         """The keys `other` would take over from this one."""
         found = [f"call_timeout[{k}]" for k in other.call_timeout if k in self.call_timeout]
         found += [f"call_node_lost[{k}]" for k in other.call_node_lost if k in self.call_node_lost]
         found += [f"workflow_steps[{k}]" for k in other.workflow_steps if k in self.workflow_steps]
+        found += [f"dialect_frames[{k}]" for k in other.dialect_frames if k in self.dialect_frames]
+        found += [f"run_event_encoders[{k}]" for k in other.run_event_encoders if k in self.run_event_encoders]
         return found
 
     def extend(self, other: Hooks) -> None:
@@ -127,6 +161,8 @@ class Hooks:
         self.call_timeout.update(other.call_timeout)
         self.call_node_lost.update(other.call_node_lost)
         self.workflow_steps.update(other.workflow_steps)
+        self.dialect_frames.update(other.dialect_frames)
+        self.run_event_encoders.update(other.run_event_encoders)
 
 
 def _keyed(table: dict[str, F], key: str, what: str) -> Callable[[F], F]:
@@ -215,6 +251,12 @@ class Router:
 
     def workflow_step(self, name: str) -> Callable[[WorkflowStep], WorkflowStep]:
         return _keyed(self.hooks.workflow_steps, name, "workflow_steps")
+
+    def dialect_frame(self, dialect: str) -> Callable[[DialectFrame], DialectFrame]:
+        return _keyed(self.hooks.dialect_frames, dialect, "dialect_frames")
+
+    def run_events(self, dialect: str) -> Callable[[RunEventEncoder], RunEventEncoder]:
+        return _keyed(self.hooks.run_event_encoders, dialect, "run_event_encoders")
 
 
 class Registry:

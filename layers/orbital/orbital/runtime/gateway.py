@@ -1,24 +1,31 @@
 """The API Gateway WebSocket adapter: Lambda events in, dispatcher calls, frames out.
 
-`$connect` accepts the socket (registration happens in the `connect` RPC); `req` frames return their response as
-the route response (one less management API call); `$default` takes everything else (malformed JSON, unknown
-types, base64 `bin` chunks); `$disconnect` cleans up. Chunk frames go to the families' hooks (`Services.hooks`).
+`$connect` accepts the socket (registration happens in the `connect` RPC; a bearer token at the upgrade, which xeno's
+bridge and WindieOS send, is checked there and remembered on the connection, as is `?dialect=`); `req` frames
+return their response as the route response (one less management API call); `$default` takes everything else: the
+frames of other gateways' dialects (`orbital.dialects`, chosen by a socket's first frame), malformed JSON, unknown
+types, base64 `bin` chunks; `$disconnect` cleans up. Chunk frames go to the families' hooks (`Services.hooks`).
 """
 
 from __future__ import annotations
 
 import base64
+import hmac
+import json
 import logging
 from typing import Any
 
 from orbital.aws import secrets
+from orbital.dialects import detect, exoclaw
 from orbital.engines import socket_gate
 from orbital.methods import registry
 from orbital.observability import count
 from orbital.protocol.dispatch import Dispatcher, Outcome
 from orbital.protocol.frames import encode_sendable
+from orbital.protocol.registry import DialectClose, DialectInbound
 from orbital.runtime.lifecycle import disconnect
 from orbital.runtime.services import Services, get_services
+from orbital.store.connections import Connection
 
 log = logging.getLogger("orbital.gateway")
 
@@ -56,11 +63,33 @@ def handle_connect(event: dict[str, Any], context: Any = None) -> dict[str, Any]
         log.error("refusing connection: this deployment has no auth token configured")
         return {"statusCode": 403, "body": "Gateway auth token not configured"}
     connection_id = (event.get("requestContext") or {}).get("connectionId")
-    if isinstance(connection_id, str):
-        services.connections.opened(connection_id)
-        if socket_gate.applies(services):
-            socket_gate.arm(services, connection_id)
+    if not isinstance(connection_id, str):
+        return {"statusCode": 200}
+    presented = _bearer(event)
+    bearer = False
+    if presented is not None and secrets.token_configured(settings):
+        expected = secrets.gateway_token(settings) or ""
+        if not hmac.compare_digest(presented.encode(), expected.encode()):
+            return {"statusCode": 401, "body": "Unauthorized"}
+        bearer = True
+    services.connections.opened(connection_id)
+    forced = detect.forced(event.get("queryStringParameters"))
+    if bearer or forced:  # what later frames must know about this socket: who it is, which protocol it speaks
+        extra = {"pending": True, "bearer": True} if bearer else {"pending": True}
+        services.connections.save(Connection(connection_id, "client", services.now_ms(), dialect=forced, extra=extra))
+    if socket_gate.applies(services) and not bearer:
+        socket_gate.arm(services, connection_id)
     return {"statusCode": 200}
+
+
+def _bearer(event: dict[str, Any]) -> str | None:
+    """The token of an `Authorization: Bearer` header at the upgrade (xeno's bridge, WindieOS), if one was sent."""
+    for name, value in (event.get("headers") or {}).items():
+        if str(name).lower() == "authorization" and isinstance(value, str):
+            scheme, _, token = value.strip().partition(" ")
+            if scheme.lower() == "bearer" and token.strip():
+                return token.strip()
+    return None
 
 
 def handle_disconnect(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
@@ -103,9 +132,11 @@ def handle_message(event: dict[str, Any], context: Any = None) -> dict[str, Any]
             on_binary(services, connection_id, payload)
         return {"statusCode": 200}
     route = (event.get("requestContext") or {}).get("routeKey")
+    if route not in ("req", "bin"):  # `$default`: another dialect's frame, or one GSV ignores
+        answered = _other_dialect(services, connection_id, body)
+        if answered is not None:
+            return answered
     if route == "bin" and services.hooks.bin_handlers:
-        import json
-
         try:
             frame = json.loads(body)
         except ValueError:
@@ -124,6 +155,55 @@ def handle_message(event: dict[str, Any], context: Any = None) -> dict[str, Any]
     ):
         outcome.close = (socket_gate.CLOSE_CODE, socket_gate.TOO_MANY)  # the answer is posted first, then the close
     return _finish(services, connection_id, outcome)
+
+
+def _other_dialect(services: Services, connection_id: str, body: str) -> dict[str, Any] | None:
+    """A frame of a socket that speaks another gateway's protocol (or whose first frame says it does), answered by
+    that dialect's translator; None for a GSV socket's frame (GSV's rules apply)."""
+    try:
+        frame = json.loads(body)
+    except ValueError:
+        frame = None
+    conn = services.connections.get(connection_id)
+    if conn is not None and not conn.pending:
+        dialect = conn.dialect  # fixed by its first frame (None: a GSV socket)
+    else:
+        dialect = conn.dialect if conn is not None and conn.dialect else detect.detect(frame)
+        if dialect is None and conn is not None and conn.extra.get("greeted"):
+            dialect = detect.EXOCLAW  # after the unprompted hello, what no dialect claims is Exoclaw's
+    translate = services.hooks.dialect_frames.get(dialect) if dialect and dialect != detect.GSV else None
+    if translate is None:
+        return None
+    return _send_dialect(services, connection_id, translate(services, DialectInbound(connection_id, body, frame, conn)))
+
+
+def greet(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
+    """The local bridge's note that a socket said nothing for a moment after its upgrade (API Gateway has no such
+    event, and on AWS a token is always required, so a client always speaks first): Exoclaw's unprompted hello."""
+    services, connection_id = _prepare(event)
+    conn = services.connections.get(connection_id)
+    return _send_dialect(services, connection_id, exoclaw.hello_on_silence(services, connection_id, conn))
+
+
+def _send_dialect(services: Services, connection_id: str, frames: list[Any]) -> dict[str, Any]:
+    """A translator's frames in order: the last as the route response, the others posted first; a close ends them
+    (everything before it posted, then the socket closed without GSV's `connection.closing` notice, which another
+    dialect's client would not understand)."""
+    out: list[Any] = []
+    for item in frames:
+        if isinstance(item, DialectClose):
+            for frame in out:
+                services.push(connection_id, frame)
+            services.sender.close(connection_id, item.code, item.reason, notify=False)
+            disconnect(services, connection_id)
+            return {"statusCode": 200}
+        out.append(item)
+    if not out:
+        return {"statusCode": 200}
+    for frame in out[:-1]:
+        if not services.push(connection_id, frame):
+            return {"statusCode": 200}
+    return {"statusCode": 200, "body": encode_sendable(out[-1], services.settings.max_frame_bytes)}
 
 
 def _unauthenticated(outcome: Outcome) -> bool:

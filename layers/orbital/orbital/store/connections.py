@@ -23,6 +23,15 @@ class Connection:
     channel: str | None = None
     account_id: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    dialect: str | None = None
+    """Another gateway's client protocol this socket speaks (`xeno`, `exoclaw`, ...), fixed by its first frame;
+    None for GSV."""
+
+    @property
+    def pending(self) -> bool:
+        """Known from its upgrade (a bearer, a forced dialect) or a dialect's greeting, but registered by nothing
+        yet: not connected as far as the methods are concerned."""
+        return bool(self.extra.get("pending"))
 
     @property
     def channel_key(self) -> str | None:
@@ -37,6 +46,7 @@ class Connection:
             ("nodeId", self.node_id),
             ("channel", self.channel),
             ("accountId", self.account_id),
+            ("dialect", self.dialect),
         ):
             if value is not None:
                 data[name] = value
@@ -56,6 +66,7 @@ class Connection:
             channel=d.get("channel"),
             account_id=d.get("accountId"),
             extra=d.get("extra") or {},
+            dialect=d.get("dialect"),
         )
 
 

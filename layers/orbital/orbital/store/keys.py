@@ -326,6 +326,15 @@ def client_alias(client_id: str, session_key: str) -> tuple[str, str]:
     return CLIENTS_PK, f"{CLIENT_ALIAS_PREFIX}{client_id}~{session_key}"
 
 
+RUN_SUBSCRIPTION_PREFIX = "~sub~"
+"""A dialect socket's subscription to a run it started: beside the client sockets, so the one read of a session's
+audience finds both."""
+
+
+def run_subscription(run_id: str, connection_id: str) -> tuple[str, str]:
+    return CLIENTS_PK, f"{RUN_SUBSCRIPTION_PREFIX}{run_id}~{connection_id}"
+
+
 def wait_group(group_id: str) -> tuple[str, str]:
     return f"{_WAIT_GROUP_PREFIX}{group_id}", "META"
 
@@ -414,6 +423,8 @@ _OBJECT_PREFIX_KINDS = (
 def item_kind(pk: str, sk: str) -> str:
     """The kind of the item at (`pk`, `sk`): `config`, `session`, `message`, `connection`, … (see the tables above)."""
     if pk == CLIENTS_PK:
+        if sk.startswith(RUN_SUBSCRIPTION_PREFIX):
+            return "run-subscription"
         return "client-alias" if sk.startswith(CLIENT_ALIAS_PREFIX) else "client"
     if pk == GATEWAY_PK:
         return "counter" if sk == CRON_RUN_SEQ_FLAG else "gateway-flag"

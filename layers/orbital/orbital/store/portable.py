@@ -94,6 +94,7 @@ LIVE_ITEM_KINDS = frozenset(
         "node",
         "client",
         "client-alias",
+        "run-subscription",
         "channel-socket",
         "pending-call",
         "call-due",

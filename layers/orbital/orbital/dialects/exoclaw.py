@@ -1,0 +1,222 @@
+"""Exoclaw's WebSocket JSON-RPC: token first, then `ping`, `status`, `plugin.list` and `chat.send` with its stream.
+
+- With a gateway token the first frame must be `{"token": "<it>"}`: the hello `{"ok": true, "version": ...}`
+  follows; anything else is answered `{"error": "auth_failed", "code": 4001}` and the socket is closed. A loopback
+  gateway without a token greets an Exoclaw client unprompted (the local bridge, when a socket says nothing for a
+  moment after its upgrade: `hello_on_silence`); clients of the other dialects speak first and never see it.
+- Requests `{"id", "method", "params"?}`; the answer's id is always a string; `result` and `error` are never both
+  there. Bad JSON or a request without `id`/`method` → `{"id": "0", "error": "parse error: ..."}`, the socket
+  stays open.
+- `chat.send {channel, account, peer?="main", content, guild?, team?}` runs the agent in the conversation's session
+  (`agent:{agentId}:exoclaw:group:{h}`, the agent from `agents.bindings`, most specific match first) and streams
+  `text`, `tool_use`, `tool_result`, `usage` and then `done` (no `data`), or `error` then `done`, each frame
+  carrying the request's id. A run refused before it starts (a token budget) is one plain error, no stream.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+from typing import TYPE_CHECKING, Any
+
+from orbital import __version__
+from orbital.aws import secrets
+from orbital.dialects import base
+from orbital.dialects.detect import EXOCLAW
+from orbital.domain.session_keys import resolve_agent_by_specificity
+from orbital.engines import socket_gate
+from orbital.protocol.registry import DialectClose, DialectInbound, Router
+from orbital.store.connections import Connection
+
+if TYPE_CHECKING:
+    from orbital.runtime.services import Services
+    from orbital.store.subscriptions import Subscription
+
+router = Router("exoclaw")
+
+HELLO = {"ok": True, "version": __version__}
+AUTH_FAILED = {"error": "auth_failed", "code": 4001}
+SESSION_MARK = f":{EXOCLAW}:group:"
+"""In the key of every Exoclaw conversation's session (`status.sessions` counts them)."""
+CHAT_FIELDS = ("channel", "account", "content")
+"""chat.send's required fields, in the order their absence is reported."""
+
+
+def hello_on_silence(services: Services, connection_id: str, conn: Connection | None) -> list[Any]:
+    """A socket said nothing for a moment after its upgrade: on a gateway without a token (which serves this
+    machine alone), greet it the Exoclaw way. It stays undecided: a frame of another dialect still claims it."""
+    if secrets.token_configured(services.settings) or conn is not None:
+        return []
+    greeted = Connection(connection_id, "client", services.now_ms(), extra={"pending": True, "greeted": True})
+    services.connections.save(greeted)
+    return [HELLO]
+
+
+@router.dialect_frame(EXOCLAW)
+def receive(services: Services, inbound: DialectInbound) -> list[Any]:
+    conn = inbound.conn
+    if conn is None or conn.pending or conn.dialect != EXOCLAW:
+        return _first(services, inbound)
+    return _request(services, conn, inbound.frame, inbound.text)
+
+
+def _first(services: Services, inbound: DialectInbound) -> list[Any]:
+    """The frame that makes a socket an Exoclaw one: its token (a gateway with a token), or, on a loopback gateway
+    without one, whatever it sends (a token frame is then answered with the hello)."""
+    frame = inbound.frame
+    token = frame.get("token") if isinstance(frame, dict) and "method" not in frame else None
+    if secrets.token_configured(services.settings):
+        expected = secrets.gateway_token(services.settings) or ""
+        if not isinstance(token, str) or not hmac.compare_digest(token.encode(), expected.encode()):
+            return [AUTH_FAILED, DialectClose(4001, "auth_failed")]
+        base.accept(services, inbound.conn, inbound.connection_id, EXOCLAW)
+        socket_gate.settle(services, inbound.connection_id)
+        return [HELLO]
+    greeted = inbound.conn is not None and bool(inbound.conn.extra.get("greeted"))
+    conn = base.accept(services, inbound.conn, inbound.connection_id, EXOCLAW)
+    if token is not None and not greeted:
+        return [HELLO]
+    return _request(services, conn, frame, inbound.text)
+
+
+def _answer(rpc_id: str, result: Any) -> dict[str, Any]:
+    return {"id": rpc_id, "result": result}
+
+
+def _failure(rpc_id: str, message: str) -> dict[str, Any]:
+    return {"id": rpc_id, "error": message}
+
+
+def _parse_error(text: str, frame: Any) -> str | None:
+    """Why a frame is no request (serde's wording, as Exoclaw answers), or None."""
+    if frame is None:
+        try:
+            json.loads(text)
+        except ValueError as exc:
+            return f"parse error: {exc}"
+    if not isinstance(frame, dict):
+        return "parse error: invalid type: expected a request object"
+    for name in ("id", "method"):
+        if name not in frame:
+            return f"parse error: missing field `{name}`"
+    rpc_id = frame["id"]
+    if isinstance(rpc_id, bool) or not isinstance(rpc_id, str | int | float):
+        return "parse error: invalid type: `id` must be a string or a number"
+    if not isinstance(frame["method"], str):
+        return "parse error: invalid type: `method` must be a string"
+    return None
+
+
+def _request(services: Services, conn: Connection, frame: Any, text: str) -> list[Any]:
+    problem = _parse_error(text, frame)
+    if problem is not None:
+        return [_failure("0", problem)]
+    rpc_id = frame["id"] if isinstance(frame["id"], str) else json.dumps(frame["id"])
+    method = frame["method"]
+    params = frame.get("params")
+    params = params if isinstance(params, dict) else {}
+    if method == "ping":
+        return [_answer(rpc_id, "pong")]
+    if method == "plugin.list":
+        return [_answer(rpc_id, _plugins(services, conn))]
+    if method == "status":
+        status = {"version": __version__, "plugins": len(_plugins(services, conn)), "sessions": _sessions(services)}
+        return [_answer(rpc_id, status)]
+    if method == "chat.send":
+        return _chat(services, conn, rpc_id, params)
+    return [_failure(rpc_id, f"unknown method: {method}")]
+
+
+def _plugins(services: Services, conn: Connection) -> list[dict[str, str]]:
+    listed = base.call(services, conn, "tools.list", {})
+    tools = listed.payload.get("tools") if listed.ok else []
+    return [{"name": str(t.get("name"))} for t in tools or [] if isinstance(t, dict) and t.get("name")]
+
+
+def _sessions(services: Services) -> int:
+    return sum(1 for entry in services.sessions.list_registry() if SESSION_MARK in str(entry.get("sessionKey")))
+
+
+def _chat_params(params: dict[str, Any]) -> tuple[dict[str, str], str | None]:
+    for name in CHAT_FIELDS:
+        if name not in params or params[name] is None:
+            return {}, f"invalid chat.send params: missing field `{name}`"
+    values: dict[str, str] = {}
+    for name in (*CHAT_FIELDS, "peer", "guild", "team"):
+        value = params.get(name)
+        if value is None:
+            continue
+        if not isinstance(value, str):
+            return {}, f"invalid chat.send params: invalid type: `{name}` must be a string"
+        values[name] = value
+    if not values["content"].strip():
+        return {}, "invalid chat.send params: content must not be empty"
+    values.setdefault("peer", "main")
+    return values, None
+
+
+def _chat(services: Services, conn: Connection, rpc_id: str, params: dict[str, Any]) -> list[Any]:
+    values, problem = _chat_params(params)
+    if problem is not None:
+        return [_failure(rpc_id, problem)]
+    channel, account, peer = values["channel"], values["account"], values["peer"]
+    config = services.config.effective()
+    agent = resolve_agent_by_specificity(
+        config,
+        channel=channel,
+        account_id=account,
+        peer_id=peer,
+        guild_id=values.get("guild"),
+        team_id=values.get("team"),
+    )
+    key = base.conversation_key(agent, EXOCLAW, channel, account, peer)
+    services.sessions.touch_registry(key, now=services.now_ms(), default_label=f"{EXOCLAW}:{channel}:{account}:{peer}")
+    run_id = base.new_run_id()
+    sub = base.subscribe(services, conn, run_id, key, {"id": rpc_id})
+    sent = base.call(services, conn, "chat.send", {"sessionKey": key, "message": values["content"], "runId": run_id})
+    if sent.ok and sent.payload.get("status") == "started":
+        return []  # the stream comes from the run
+    base.unsubscribe(services, sub)
+    if not sent.ok:
+        return [_failure(rpc_id, sent.message)]
+    reply = str(sent.payload.get("response") or sent.payload.get("error") or "")
+    return [{"id": rpc_id, "event": "text", "data": reply}, {"id": rpc_id, "event": "done"}]
+
+
+@router.run_events(EXOCLAW)
+def encode(services: Services, sub: Subscription, payload: dict[str, Any]) -> list[Any]:
+    """Exoclaw's stream frames for one event of a run."""
+    rpc_id = str(sub.ref.get("id") or "0")
+    state = payload.get("state")
+    if state == "delta":
+        return [{"id": rpc_id, "event": "text", "data": str(payload.get("text") or "")}]
+    if state == "tool":
+        return [
+            {
+                "id": rpc_id,
+                "event": "tool_use",
+                "data": {"id": call.get("id"), "name": call.get("name"), "input": call.get("arguments")},
+            }
+            for call in payload.get("tools") or []
+            if isinstance(call, dict)
+        ]
+    if state == "toolResult":
+        data = {
+            "tool_use_id": payload.get("toolCallId"),
+            "content": str(payload.get("content") or ""),
+            "is_error": bool(payload.get("isError")),
+        }
+        return [{"id": rpc_id, "event": "tool_result", "data": data}]
+    if state == "usage":
+        found = payload.get("usage")
+        usage: dict[str, Any] = found if isinstance(found, dict) else {}
+        data = {"input_tokens": int(usage.get("input") or 0), "output_tokens": int(usage.get("output") or 0)}
+        return [{"id": rpc_id, "event": "usage", "data": data}]
+    if state == "final":
+        return [{"id": rpc_id, "event": "done"}]
+    if state == "error":
+        return [
+            {"id": rpc_id, "event": "error", "data": str(payload.get("error") or "The run failed")},
+            {"id": rpc_id, "event": "done"},
+        ]
+    return []

@@ -1,0 +1,60 @@
+"""Run subscriptions: a dialect socket (xeno, Exoclaw, ...) receives frames only for the runs it started.
+
+A subscription is one item beside the client sockets (`keys.run_subscription`), written by the dialect's translator
+before it starts the run: the run, the socket, its dialect and what the dialect needs to correlate the run's frames
+with the request that started it (`ref`: a JSON-RPC id, a request id, ...). The run's steps read it with the
+session's audience (one query for both, `agent.events.Audience`) and hand every event of the run to the dialect's
+encoder (`Hooks.run_event_encoders`). It goes with the run's last event, or with its socket (410), else its ttl.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from orbital.store import keys
+from orbital.store.table import Record, Table
+
+TTL_SECONDS = 3 * 3600
+"""Longer than any socket lives (2 h on API Gateway): a subscription whose run never ended goes by itself."""
+
+
+@dataclass
+class Subscription:
+    run_id: str
+    connection_id: str
+    dialect: str
+    session_key: str
+    ref: dict[str, Any] = field(default_factory=dict)
+    """What the dialect needs to answer in kind (ids to echo, when the run was asked for, ...)."""
+
+    def to_data(self) -> dict[str, Any]:
+        return {
+            "runId": self.run_id,
+            "connectionId": self.connection_id,
+            "dialect": self.dialect,
+            "sessionKey": self.session_key,
+            "ref": self.ref,
+        }
+
+    @classmethod
+    def from_record(cls, rec: Record) -> Subscription | None:
+        d = rec.data
+        run_id, cid, dialect = d.get("runId"), d.get("connectionId"), d.get("dialect")
+        if not (isinstance(run_id, str) and isinstance(cid, str) and isinstance(dialect, str)):
+            return None
+        ref = d.get("ref")
+        return cls(run_id, cid, dialect, str(d.get("sessionKey") or ""), ref if isinstance(ref, dict) else {})
+
+
+def is_subscription(sk: str) -> bool:
+    return sk.startswith(keys.RUN_SUBSCRIPTION_PREFIX)
+
+
+def subscribe(table: Table, sub: Subscription) -> None:
+    table.put(keys.run_subscription(sub.run_id, sub.connection_id), sub.to_data(), ttl=int(time.time()) + TTL_SECONDS)
+
+
+def drop(table: Table, sub: Subscription) -> None:
+    table.delete(keys.run_subscription(sub.run_id, sub.connection_id))
