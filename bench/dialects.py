@@ -4,7 +4,9 @@ A local gateway runs in this process with the scripted model answering at once. 
 
 - a chat turn through GSV's `chat.send` (until its `final` event), through Exoclaw's `chat.send` (until `done`) and
   through xeno's `gateway.query` over `/ws` (until `gateway.done`); each turn's gateway overhead is its wall time
-  less the time spent inside the model call (measured around it in process);
+  less the time spent inside the model call (measured around it in process). Each turn has one client: the GSV
+  client is connected for its own turns only (GSV clients get every session's events, so a GSV client connected
+  during a dialect turn would make that turn pay for two audiences);
 - a cheap request: GSV `config.get`, Exoclaw `ping`, xeno `gateway.initialize` (a short main session).
 
 It prints p50/p99 and each dialect's p50 as a ratio of GSV's in the same run (this machine is shared and noisy:
@@ -29,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "layers" / "orbital"))
 sys.path.insert(0, str(ROOT))
 
-from bench.agent import ModelClock, pct, wait_idle  # noqa: E402
+from bench.agent import ModelClock, pct  # noqa: E402
 
 
 def _until(ws: Any, done: Any, timeout: float = 60.0) -> None:
@@ -40,16 +42,31 @@ def _until(ws: Any, done: Any, timeout: float = 60.0) -> None:
             return
 
 
-def gsv_turn(client: Any, key: str) -> float:
-    from tests.support.agent import follow_run
-
+def gsv_turn(ws: Any, key: str) -> float:
+    """`chat.send` on a connected GSV socket (the same plain client as the dialects'), until the run's `final`."""
+    rid = uuid.uuid4().hex[:8]
     start = time.perf_counter()
-    started = client.call("chat.send", {"sessionKey": key, "message": "bench"})
-    events = follow_run(client, started["runId"], timeout=60)
-    elapsed = time.perf_counter() - start
-    if events[-1]["state"] != "final":
-        raise RuntimeError(f"run failed: {events[-1]}")
-    return elapsed
+    ws.send(
+        json.dumps({"type": "req", "id": rid, "method": "chat.send", "params": {"sessionKey": key, "message": "b"}})
+    )
+    run: dict[str, Any] = {}
+
+    def ended(frame: dict[str, Any]) -> bool:
+        if frame.get("type") == "res" and frame.get("id") == rid:
+            run["id"] = frame["payload"]["runId"]
+        payload = frame.get("payload") or {}
+        return (
+            frame.get("event") == "chat"
+            and payload.get("runId") == run.get("id")
+            and payload.get("state")
+            in (
+                "final",
+                "error",
+            )
+        )
+
+    _until(ws, ended)
+    return time.perf_counter() - start
 
 
 def exoclaw_turn(ws: Any, account: str) -> float:
@@ -99,31 +116,41 @@ def main() -> None:
         cheap: dict[str, list[float]] = {"GSV config.get": [], "Exoclaw ping": [], "xeno gateway.initialize": []}
         try:
             with (
-                GatewayClient(gateway.ws_url, timeout=60) as gsv,
                 connect(gateway.ws_url + "?dialect=exoclaw") as exo,
                 connect(gateway.ws_url + "?dialect=xeno") as xeno,
             ):
-                gsv.connect("client", "bench-dialects")
-                configure_fake_model(gsv, llm.base_url)
                 key = f"agent:main:bench-{uuid.uuid4().hex[:6]}"
                 account = f"bench-{uuid.uuid4().hex[:6]}"
+                with GatewayClient(gateway.ws_url, timeout=60) as gsv:
+                    gsv.connect("client", "bench-dialects")
+                    configure_fake_model(gsv, llm.base_url)
                 exo.send(json.dumps({"id": "warm", "method": "ping"}))
                 _until(exo, lambda f: f.get("id") == "warm")
+
+                def gsv_alone() -> float:
+                    with connect(gateway.ws_url) as ws:
+                        hello = {"minProtocol": 1, "client": {"mode": "client", "id": "bench-dialects"}}
+                        ws.send(json.dumps({"type": "req", "id": "c", "method": "connect", "params": hello}))
+                        _until(ws, lambda f: f.get("id") == "c")
+                        for n in range(3):  # the socket's first requests are not the turn's
+                            get = {"type": "req", "id": f"g{n}", "method": "config.get", "params": {"path": "model"}}
+                            ws.send(json.dumps(get))
+                            _until(ws, lambda f, n=n: f.get("id") == f"g{n}")
+                        return gsv_turn(ws, key)
+
                 turns = {
-                    "GSV chat.send": lambda: gsv_turn(gsv, key),
+                    "GSV chat.send": gsv_alone,
                     "Exoclaw chat.send": lambda: exoclaw_turn(exo, account),
                     "xeno gateway.query": lambda: xeno_turn(xeno),
                 }
                 for turn in turns.values():  # warm-up: imports, caches, first executions
                     turn()
-                wait_idle(gsv, key)
                 clock.take()
                 for _ in range(args.runs):
                     for label, turn in turns.items():
                         wall = turn()
                         model_s, calls = clock.take()
                         overheads[label].append((wall - model_s) / max(1, calls))
-                        wait_idle(gsv, key)
 
                 def ping() -> None:
                     exo.send(json.dumps({"id": "p", "method": "ping"}))
@@ -133,14 +160,16 @@ def main() -> None:
                     xeno.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "gateway.initialize"}))
                     _until(xeno, lambda f: f.get("id") == 1)
 
-                requests = {
-                    "GSV config.get": lambda: gsv.call("config.get", {"path": "model"}),
-                    "Exoclaw ping": ping,
-                    "xeno gateway.initialize": initialize,
-                }
-                for _ in range(args.requests):
-                    for label, request in requests.items():
-                        cheap[label].append(timed(request))
+                with GatewayClient(gateway.ws_url, timeout=60) as gsv:
+                    gsv.connect("client", "bench-dialects")
+                    requests = {
+                        "GSV config.get": lambda: gsv.call("config.get", {"path": "model"}),
+                        "Exoclaw ping": ping,
+                        "xeno gateway.initialize": initialize,
+                    }
+                    for _ in range(args.requests):
+                        for label, request in requests.items():
+                            cheap[label].append(timed(request))
         finally:
             gateway.stop()
 

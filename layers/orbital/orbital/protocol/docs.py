@@ -115,10 +115,32 @@ def render() -> str:
         "reason. `orbital node` stops when it is replaced, instead of taking the id back.",
         "",
     ]
+    lines += _dialect_pages(reg)
     lines += ["## Error codes", "", "| code | meaning |", "|---|---|"]
     lines += [f"| {code} | {text} |" for code, text in CODES]
     lines.append("")
     return "\n".join(lines)
+
+
+def _dialect_pages(reg: Any) -> list[str]:
+    """Other gateways' clients: how a socket's dialect is chosen, then each dialect's translator as it describes
+    itself (the module of the translator the registry holds)."""
+    import inspect
+    import sys
+
+    from orbital.dialects import detect
+
+    lines = ["## Other gateways' clients (dialects)", "", inspect.cleandoc(detect.__doc__ or ""), ""]
+    lines += [
+        "A dialect socket receives frames only for the runs it started (run subscriptions); besides the `chat`",
+        "states above, its encoder also gets `toolResult` (a tool call's result) and `usage` (one model call's",
+        "usage), which GSV clients are not sent.",
+        "",
+    ]
+    for dialect, translate in reg.hooks.dialect_frames.items():
+        module = sys.modules.get(translate.__module__)
+        lines += [f"### {dialect}", "", inspect.cleandoc((module.__doc__ if module else "") or ""), ""]
+    return lines
 
 
 def main() -> None:
