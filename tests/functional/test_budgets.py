@@ -30,13 +30,37 @@ def usage_calls(services: Any) -> list[str]:
     seen: list[str] = []
 
     def record(event_name: str, params: dict[str, Any], **_: Any) -> None:
-        body = params.get("body") or b"{}"
-        sent = json.loads(body.decode() if isinstance(body, bytes) else body)
-        if sent.get("Key", {}).get("PK", {}).get("S") == keys.TOKEN_USAGE_PK:
+        if _usage_key(params):
             seen.append(event_name.rsplit(".", 1)[-1])
 
     services.table.client.meta.events.register("before-call.dynamodb.*", record)
     return seen
+
+
+def _usage_key(params: dict[str, Any]) -> bool:
+    body = params.get("body") or b"{}"
+    sent = json.loads(body.decode() if isinstance(body, bytes) else body)
+    return sent.get("Key", {}).get("PK", {}).get("S") == keys.TOKEN_USAGE_PK
+
+
+def hold_usage_writes(services: Any, parties: int) -> None:
+    """Hold the next `parties` writes to the usage counters (botocore's before-call) until every one of them is
+    about to be sent: they reach the table together, each computed from the counters as they stood before any of
+    them, the worst case of parallel runs on different Lambdas. Later writes pass at once."""
+    barrier = threading.Barrier(parties, timeout=30)
+    lock = threading.Lock()
+    arrived = [0]
+
+    def hold(params: dict[str, Any], **_: Any) -> None:
+        if not _usage_key(params):
+            return
+        with lock:
+            if arrived[0] >= parties:
+                return
+            arrived[0] += 1
+        barrier.wait()
+
+    services.table.client.meta.events.register("before-call.dynamodb.UpdateItem", hold)
 
 
 def daily(limit: int) -> dict[str, Any]:
@@ -88,6 +112,38 @@ def test_dynamodb_calls_per_model_call(services: Any) -> None:
     budgets.reserve(services, daily(10_000), None, 40).release()
     assert calls == ["UpdateItem", "UpdateItem"]
     assert counted(services) == (150, 150)
+
+
+def test_simultaneous_reservations_cannot_share_the_last_tokens(services: Any) -> None:
+    """Eight model calls reserve at the same moment, each sent before any other has landed, against a daily budget
+    that fits two: two get their tokens, six are refused, and the counter never passes the limit."""
+    limit, estimate, error_per_call, threads = 250, 100, 7, 8
+    hold_usage_writes(services, threads)
+    spends: list[budgets.Spend] = []
+    refusals: list[budgets.BudgetExceeded] = []
+    lock = threading.Lock()
+
+    def call_model() -> None:
+        try:
+            spend_ = budgets.reserve(services, daily(limit), None, estimate)
+        except budgets.BudgetExceeded as exc:
+            with lock:
+                refusals.append(exc)
+            return
+        with lock:
+            spends.append(spend_)
+
+    workers = [threading.Thread(target=call_model) for _ in range(threads)]
+    for thread in workers:
+        thread.start()
+    for thread in workers:
+        thread.join(60)
+    assert (len(spends), len(refusals)) == (2, 6)
+    assert all((r.scope, r.used, r.limit) == ("daily", 200, limit) for r in refusals)
+    assert counted(services) == (200, 200)
+    for spend_ in spends:
+        spend_.settle(estimate + error_per_call)  # each call used a little more than estimated
+    assert counted(services)[0] == 2 * (estimate + error_per_call) <= limit + error_per_call
 
 
 def test_parallel_reservations_never_take_a_counter_past_its_limit(services: Any) -> None:
@@ -252,13 +308,15 @@ def test_a_channel_message_is_refused_before_the_run_and_told_why(
 def test_parallel_runs_share_one_daily_budget(
     agent: Any, sender: Any, llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Four sessions start at once against a daily budget that fits two of their model calls: two calls are
-    reserved and held at the model together, the other two runs end with the note before calling it, and the
-    persisted counter ends at what the two calls used: within the limit plus one call's estimate error."""
+    """Four sessions start at once against a daily budget that fits two of their model calls, and their four
+    reservations reach the table together: two calls are reserved and held at the model together, the other two
+    runs end with the note before calling it, and the persisted counter ends at what the two calls used: within
+    the limit plus one call's estimate error."""
     monkeypatch.setattr(context, "estimate_request_tokens", lambda system, messages: 100)
     limit, error_per_call = 250, 7
     agent.call("config.set", {"path": "budgets.daily", "value": limit})
     llm.responder = lambda request: hang(30, then=reply("done", usage={"input": 100, "output": error_per_call}))
+    hold_usage_writes(agent.services, 4)  # the four reservations reach the table together
     keys_ = [f"agent:main:parallel-{i}" for i in range(4)]
     runs = {agent.call("chat.send", {"sessionKey": k, "message": "go"})["runId"]: k for k in keys_}
 
