@@ -257,10 +257,8 @@ def test_a_token_budget_stops_spending(agent: Any, sender: Any, llm: FakeLLM) ->
     first = agent.call("chat.send", {"sessionKey": "main", "message": "one"})
     final_of(sender, agent.connection_id, first["runId"])
     agent.call("session.patch", {"sessionKey": "main", "budget": {"maxTokens": 25}})
-    second = agent.call("chat.send", {"sessionKey": "main", "message": "two"})
-    final = final_of(sender, agent.connection_id, second["runId"])
-    assert final["state"] == "final"
-    assert final["message"]["content"][0]["text"].startswith("Token budget reached")
+    refused = agent.error("chat.send", {"sessionKey": "main", "message": "two"})  # refused before a run (ADR 0026)
+    assert refused["code"] == 429 and refused["message"].startswith("Token budget exceeded (session: 19/25)")
     assert len(llm.requests) == 1
 
 

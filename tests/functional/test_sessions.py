@@ -301,6 +301,11 @@ def test_stats(rpc, services, clock):
         "isProcessing": False,
         "queueSize": 0,
         "queue": [],
+        "budget": {  # no budget configured: what is used, without limits (ADR 0026)
+            "session": {"used": 14, "limit": None},
+            "daily": {"used": 0, "limit": None, "period": "2025-10-09"},
+            "monthly": {"used": 0, "limit": None, "period": "2025-10"},
+        },
     }
     queued = {"runId": "q1", "queuedAt": T0}
     services.sessions.update_meta(MAIN, lambda m: m.update(currentRun={"runId": "r1"}, queue=[queued]))

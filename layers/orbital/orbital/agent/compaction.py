@@ -14,9 +14,10 @@ import time
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from orbital.agent import settings
+from orbital.agent import budgets, settings
 from orbital.agent.providers import ModelRequest, complete, context_window, has_credentials
 from orbital.domain import compaction as rules
+from orbital.domain.config import as_dict
 from orbital.domain.session_keys import session_agent_id
 from orbital.store import keys
 
@@ -34,8 +35,9 @@ def enabled(config: dict[str, Any]) -> bool:
     return rules.compaction_settings(config).enabled
 
 
-def ask(config: dict[str, Any], model: dict[str, str], prompt: str) -> str:
-    """One plain model call (no tools, no streaming), for summaries and memories. Not counted in session usage."""
+def ask(services: Services, config: dict[str, Any], model: dict[str, str], prompt: str) -> str:
+    """One plain model call (no tools, no streaming), for summaries and memories. Not counted in session usage, but
+    held to the gateway's daily and monthly budgets and counted there (raises `BudgetExceeded` when one refuses)."""
     request = ModelRequest(
         provider=model["provider"],
         model=model["id"],
@@ -45,7 +47,13 @@ def ask(config: dict[str, Any], model: dict[str, str], prompt: str) -> str:
         timeout_s=settings.llm_timeout_ms(config) / 1000,
         config=config,
     )
-    reply = complete(request)
+    spend = budgets.reserve(services, config, None, rules.estimate_text_tokens(SUMMARIZER_SYSTEM + prompt))
+    try:
+        reply = complete(request)
+    except BaseException:
+        spend.release()
+        raise
+    spend.settle(int(as_dict(reply.get("usage")).get("totalTokens") or 0))
     content = reply.get("content")
     if isinstance(content, list):
         return "".join(b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text")
@@ -53,7 +61,7 @@ def ask(config: dict[str, Any], model: dict[str, str], prompt: str) -> str:
 
 
 def summarize(
-    config: dict[str, Any], model: dict[str, str], plan: rules.CompactionPlan, window: int
+    services: Services, config: dict[str, Any], model: dict[str, str], plan: rules.CompactionPlan, window: int
 ) -> tuple[str, str]:
     """(summary, memories) of the plan's old messages, by the first tier that works."""
     for partial in (False, True):
@@ -61,6 +69,7 @@ def summarize(
             summary, memories = "", list[str]()
             for chunk in plan.chunks:
                 text = ask(
+                    services,
                     config,
                     model,
                     rules.summarize_prompt(
@@ -118,7 +127,7 @@ def maybe_compact(
     plan = rules.plan_compaction(messages, window, rule_settings)
     if plan is None:
         return None
-    summary, memories = summarize(config, model, plan, window)
+    summary, memories = summarize(services, config, model, plan, window)
     now = datetime.now(UTC)
     try:
         append_daily_memories(services, session_agent_id(session_key), memories, now, "context compaction")

@@ -78,7 +78,7 @@ def extract(services: Services, session_key: str, archive: dict[str, Any]) -> di
     for chunk in rules.extraction_chunks(messages, window):
         try:
             text = compaction.ask(
-                config, model, rules.memories_prompt(rules.serialize_messages_for_summary(chunk), known)
+                services, config, model, rules.memories_prompt(rules.serialize_messages_for_summary(chunk), known)
             )
         except Exception as exc:  # one chunk failing does not lose the others
             log.warning("memory extraction of a chunk failed: %s", exc)

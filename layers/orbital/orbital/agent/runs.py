@@ -27,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from orbital.agent import budgets
 from orbital.aws import clients
 from orbital.domain import ids
 from orbital.errors import UnavailableError
@@ -197,13 +198,24 @@ def submit(
     extra: dict[str, Any] | None = None,
     channel_context: dict[str, Any] | None = None,
     emit_error: Emit | None = None,
+    check_budget: bool = True,
+    meta: dict[str, Any] | None = None,
 ) -> Submitted:
     """Start a run for `data` on the session, or queue it behind the current run. `extra` may carry the run
-    fields of `RUN_FIELDS`; `channel_context` (`{channel, accountId, peer}`) becomes the session's last channel."""
+    fields of `RUN_FIELDS`; `channel_context` (`{channel, accountId, peer}`) becomes the session's last channel.
+
+    With `check_budget` a run that a token budget refuses is not started nor queued: `BudgetExceeded` (429) is
+    raised before anything is stored (`budgets.check_before_run`). `meta` is the session's meta if the caller has
+    just read it (saves a read)."""
     run_id = run_id or str(uuid.uuid4())
+    if meta is None:
+        meta = services.sessions.load_meta(session_key) or {}
+    if check_budget:
+        text = data.get("text")
+        budgets.check_before_run(services, services.config.effective(), session_key, meta, str(text or ""))
     entry = _entry(session_key, services, run_id, data, priority, extra)
     now = now_ms()
-    current = (services.sessions.load_meta(session_key) or {}).get("currentRun")
+    current = meta.get("currentRun")
     stale = current.get("execution") if current and is_stale(services, current, now) else None
     outcome: dict[str, Any] = {}
 

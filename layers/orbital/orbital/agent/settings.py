@@ -7,13 +7,17 @@ GSV): a value that is not a usable number falls back to its default.
 | `timeouts.toolMs`             | 60000   | a node tool call (min 1000)                                     |
 | `timeouts.logsMs`             | 20000   | gsv__LogsGet (clamped 1 s to 120 s)                              |
 | `agents.maxIterations`        | 25      | model calls with tools in one run before it ends with a note    |
-| `session.defaultBudget.maxTokens` | none | token budget of a session without its own `budget`            |
+| `budgets.session`             | none    | token budget of a session without its own `budget` (ADR 0026)   |
+| `session.defaultBudget.maxTokens` | none | read as `budgets.session` when that is not set                 |
+| `budgets.daily`, `budgets.monthly` | none | the gateway's tokens per UTC day / month (`agent.budgets`)   |
 """
 
 from __future__ import annotations
 
 import math
 from typing import Any
+
+from orbital.domain import budgets
 
 DEFAULT_LLM_MS = 300_000
 DEFAULT_TOOL_MS = 60_000
@@ -58,14 +62,6 @@ def max_iterations(config: dict[str, Any]) -> int:
 
 
 def token_budget(config: dict[str, Any], meta: dict[str, Any]) -> int | None:
-    """The session's `budget.maxTokens`, else `session.defaultBudget.maxTokens`, else none."""
-    own = meta.get("budget")
-    if isinstance(own, dict):
-        value = _number(own.get("maxTokens"))
-        if value is not None and value > 0:
-            return int(value)
-        if "maxTokens" in own:  # an explicit null/0 turns the default off for this session
-            return None
-    default = _section(_section(config, "session"), "defaultBudget")
-    value = _number(default.get("maxTokens"))
-    return int(value) if value is not None and value > 0 else None
+    """The session's `budget.maxTokens`, else `budgets.session`, else `session.defaultBudget.maxTokens`, else none
+    (an explicit null/0 in the session's own `budget` turns the configured one off)."""
+    return budgets.session_limit(config, meta)

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from orbital.agent import runs, settings
+from orbital.agent import budgets, runs, settings
 from orbital.domain.config import as_dict
 from orbital.domain.session_keys import canonicalize_with_config
 from orbital.engines import deferred, waitgroup
@@ -323,6 +323,8 @@ def _inject(
             extra={"notify": notify, "origin": data["origin"]},
             emit_error=events.error_emitter(it.services),
         )
+    except budgets.BudgetExceeded as exc:  # the target's budget (or the gateway's) refuses it: say which
+        raise native.ToolError(exc.message) from None
     except RpcError:
         raise native.ToolError("Failed to inject message into session") from None
 

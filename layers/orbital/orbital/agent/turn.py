@@ -24,7 +24,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from orbital.agent import context, events, media, notify, runs, settings, tools
+from orbital.agent import budgets, context, events, media, notify, runs, settings, tools
 from orbital.agent.providers import ModelError, ModelRequest, complete
 from orbital.domain.config import as_dict
 from orbital.domain.reset_policy import initial_policy, should_auto_reset
@@ -304,76 +304,22 @@ def _model_turn(r: _Run, meta: dict[str, Any]) -> dict[str, Any]:
     tool_defs = context.model_tools(services, nodes)
     system = context.system_prompt(services, config, meta, r.key, r.agent_id, tool_defs, model, nodes)
 
-    budget = settings.token_budget(config, meta)
-    if budget is not None:
-        used = int(meta.get("totalTokens") or 0)
-        upcoming = context.estimate_request_tokens(system, messages)
-        if used + upcoming > budget:
-            note = note_message(
-                f"Token budget reached: this session has used {used} of its {budget} tokens and the next model call "
-                f"would need about {upcoming} more. Raise it with session.patch {{budget: {{maxTokens}}}}, or start "
-                "a fresh session with /new.",
-                "token-budget",
-            )
-            stored = r.append([note])
-            return r.end("final", message=note) if stored is not None else _state(r.event, r.iteration, "done")
-
-    from orbital.agent import compaction
-
-    compacted = compaction.maybe_compact(services, config, r.key, meta, messages, model, system)
-    if compacted is not None:
-        messages = compacted
-
-    reply = None
-    attempt_overflow = True
-    while reply is None:
-        stream = events.DeltaStream(r.audience, r.run_id)
-        watch = _Watch(r)
-        request = ModelRequest(
-            provider=model["provider"],
-            model=model["id"],
-            system=system,
-            messages=media.hydrate(services, messages),
-            tools=[
-                {"name": t["name"], "description": t.get("description"), "inputSchema": t.get("inputSchema")}
-                for t in tool_defs
-            ],
-            thinking=thinking,
-            timeout_s=settings.llm_timeout_ms(config) / 1000,
-            config=config,
-            cancel=watch.cancel,
-        )
-        try:
-            with watch:
-                reply = complete(request, stream)
-        except ModelError as exc:
-            if exc.kind == "cancelled" or watch.cancel.is_set():
-                return _state(r.event, r.iteration, "done")
-            if exc.kind == "overflow" and attempt_overflow and compaction.enabled(config):
-                attempt_overflow = False
-                try:
-                    forced = compaction.maybe_compact(
-                        services, config, r.key, meta, messages, model, system, force=True
-                    )
-                except Exception:
-                    log.exception("compaction after a context overflow failed")
-                    return r.end(
-                        "error",
-                        error="Context window exceeded and automatic compaction failed. "
-                        "Try resetting the session with /reset.",
-                    )
-                if forced is not None:
-                    messages = forced
-                    continue
-                return r.end("error", error=exc.message)
-            if exc.kind == "overflow" and not attempt_overflow:
-                return r.end(
-                    "error",
-                    error="Context window exceeded even after compaction. Try resetting the session with /reset.",
-                )
-            return r.end("error", error=_explained(exc, model))
-        finally:
-            stream.close()
+    upcoming = context.estimate_request_tokens(system, messages) if budgets.limits(config, meta).any else 0
+    try:
+        spend = budgets.reserve(services, config, meta, upcoming)
+    except budgets.BudgetExceeded as exc:
+        note = note_message(exc.note(), budgets.NOTE_REASON)
+        stored = r.append([note])
+        return r.end("final", message=note) if stored is not None else _state(r.event, r.iteration, "done")
+    try:
+        reply, failure = _call_model(r, meta, messages, model, thinking, system, tool_defs)
+    except BaseException:
+        spend.release()
+        raise
+    if reply is None:  # no reply: the call failed (the run ends with `failure`) or the run was stopped
+        spend.release()
+        return r.end("error", error=failure) if failure is not None else _state(r.event, r.iteration, "done")
+    spend.settle(int(as_dict(reply.get("usage")).get("totalTokens") or 0))
 
     calls = tool_calls_of(reply)
     usage = as_dict(reply.get("usage"))
@@ -415,6 +361,76 @@ def _model_turn(r: _Run, meta: dict[str, Any]) -> dict[str, Any]:
     if not calls:
         return r.end("final", message=reply, released=freed or None)
     return _run_tools(r, run, reply, calls)
+
+
+def _call_model(
+    r: _Run,
+    meta: dict[str, Any],
+    messages: list[dict[str, Any]],
+    model: dict[str, str],
+    thinking: Any,
+    system: str,
+    tool_defs: list[dict[str, Any]],
+) -> tuple[dict[str, Any] | None, str | None]:
+    """Compact when due, then call the model, streaming `delta` events; after a context overflow, compact once and
+    call again. `(reply, None)`; without a reply, `(None, the error the run ends with)`, or `(None, None)` when the
+    run was stopped meanwhile."""
+    services, config = r.services, r.config
+    from orbital.agent import compaction
+
+    compacted = compaction.maybe_compact(services, config, r.key, meta, messages, model, system)
+    if compacted is not None:
+        messages = compacted
+
+    reply = None
+    attempt_overflow = True
+    while reply is None:
+        stream = events.DeltaStream(r.audience, r.run_id)
+        watch = _Watch(r)
+        request = ModelRequest(
+            provider=model["provider"],
+            model=model["id"],
+            system=system,
+            messages=media.hydrate(services, messages),
+            tools=[
+                {"name": t["name"], "description": t.get("description"), "inputSchema": t.get("inputSchema")}
+                for t in tool_defs
+            ],
+            thinking=thinking,
+            timeout_s=settings.llm_timeout_ms(config) / 1000,
+            config=config,
+            cancel=watch.cancel,
+        )
+        try:
+            with watch:
+                reply = complete(request, stream)
+        except ModelError as exc:
+            if exc.kind == "cancelled" or watch.cancel.is_set():
+                return None, None
+            if exc.kind == "overflow" and attempt_overflow and compaction.enabled(config):
+                attempt_overflow = False
+                try:
+                    forced = compaction.maybe_compact(
+                        services, config, r.key, meta, messages, model, system, force=True
+                    )
+                except Exception:
+                    log.exception("compaction after a context overflow failed")
+                    return None, (
+                        "Context window exceeded and automatic compaction failed. "
+                        "Try resetting the session with /reset."
+                    )
+                if forced is not None:
+                    messages = forced
+                    continue
+                return None, exc.message
+            if exc.kind == "overflow" and not attempt_overflow:
+                return None, "Context window exceeded even after compaction. Try resetting the session with /reset."
+            return None, _explained(exc, model)
+        finally:
+            stream.close()
+
+    assert reply is not None
+    return reply, None
 
 
 def _run_tools(r: _Run, run: dict[str, Any], reply: dict[str, Any], calls: list[dict[str, Any]]) -> dict[str, Any]:

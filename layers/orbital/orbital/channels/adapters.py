@@ -74,9 +74,11 @@ class ChannelError(Exception):
 
 def is_passing(exc: BaseException) -> bool:
     """A failure worth another delivery of the same message (storage or a service out of breath, a conflict), not
-    one the message itself causes (bad input, a refused sender, a bug)."""
-    if getattr(exc, "retryable", None) is True:
-        return True
+    one the message itself causes (bad input, a refused sender, a bug, a spent token budget: an error that says it is
+    not `retryable`)."""
+    retryable = getattr(exc, "retryable", None)
+    if retryable is not None:
+        return retryable is True
     code = getattr(exc, "code", None)
     if isinstance(code, int) and not isinstance(code, bool):
         return code in (408, 409, 429) or code >= 500

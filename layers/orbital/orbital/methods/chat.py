@@ -10,7 +10,7 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING, Any, Literal
 
-from orbital.agent import events, runs, slash
+from orbital.agent import budgets, events, runs, slash
 from orbital.domain import commands
 from orbital.errors import BadRequestError
 from orbital.methods.sessions import session_key_param
@@ -48,7 +48,12 @@ def chat_send(ctx: CallContext, params: ChatSendParams) -> dict[str, Any]:
     """Send a message to the agent of a session. Slash commands answer at once (`status: "command"`), a message of
     inline directives only is acknowledged (`status: "directive-only"`); anything else starts a run
     (`status: "started"`, no `queued` key) or queues it behind the session's current run (`status: "started"`,
-    `queued: true` with its `queuePosition`). The reply streams as `chat` events carrying `runId`."""
+    `queued: true` with its `queuePosition`). The reply streams as `chat` events carrying `runId`.
+
+    A message that a token budget refuses (what is used plus an estimate of the next model call would exceed the
+    session's, the day's or the month's limit: `session.stats` `budget`) fails with `429 Token budget exceeded
+    ({scope}: {used}/{limit}): …how to raise it`, and nothing is stored: no message, no run, no queue entry. A run
+    that reaches a budget between model calls ends with a `final` note that names the scope."""
     if not params.sessionKey or not params.message:
         raise BadRequestError("sessionKey and message required")
     key = session_key_param(ctx, params.sessionKey)
@@ -69,16 +74,25 @@ def chat_send(ctx: CallContext, params: ChatSendParams) -> dict[str, Any]:
     if len(run_id) > runs.MAX_RUN_ID:
         raise BadRequestError(f"runId too long (max {runs.MAX_RUN_ID} characters)")
     services = ctx.services
+    data: dict[str, Any] = {"text": directives.cleaned if directives.any else text}
+    meta = services.sessions.load_meta(key) or {}
+    budgets.check_before_run(services, ctx.config(), key, meta, data["text"], now_ms=ctx.now_ms())  # stores nothing
     services.sessions.touch_registry(key, now=ctx.now_ms())
     if ctx.conn is not None and ctx.conn.mode == "client" and ctx.conn.client_id:
         events.remember_alias(services, key, ctx.conn.client_id, params.sessionKey)
     overrides = slash.overrides_of(directives)
-    data: dict[str, Any] = {"text": directives.cleaned if directives.any else text}
     if overrides:
         data["overrides"] = overrides
     origin = {"kind": "chat", "connectionId": ctx.connection_id}
     submitted = runs.submit(
-        services, key, data, run_id=run_id, extra={"origin": origin}, emit_error=events.error_emitter(services)
+        services,
+        key,
+        data,
+        run_id=run_id,
+        extra={"origin": origin},
+        emit_error=events.error_emitter(services),
+        check_budget=False,
+        meta=meta,
     )
     result = {"status": "started", "runId": submitted.run_id}
     if submitted.queued:  # F4: only a queued message says so; a started run carries no `queued` key

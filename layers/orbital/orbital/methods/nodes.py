@@ -506,6 +506,7 @@ def _inject_completion(services: Services, record: dict[str, Any]) -> bool:
             priority=True,
             extra={"origin": {"kind": "exec-event", "eventId": record.get("eventId")}},
             emit_error=events.error_emitter(services),
+            check_budget=False,  # a refusal would only have the delivery retried; the run stops at the budget
         )
     except Exception:
         log.exception("could not deliver exec event %s to %s", record.get("eventId"), session_key)

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
+from orbital.agent import budgets
 from orbital.domain.reset_policy import initial_policy
 from orbital.domain.session_keys import canonicalize_with_config
 from orbital.errors import BadRequestError
@@ -81,6 +82,21 @@ class SessionInfo(Result):
     label: str | None = None
 
 
+class BudgetUse(Result):
+    used: int
+    """Tokens counted: the session's total; the gateway's for the day or month (with calls in flight)."""
+    limit: int | None
+    """null: no limit."""
+    period: str | None = None
+    """The UTC day ("2025-01-31") or month ("2025-01") counted; none for the session."""
+
+
+class BudgetStatus(Result):
+    session: BudgetUse
+    daily: BudgetUse
+    monthly: BudgetUse
+
+
 class SessionStats(Result):
     sessionKey: str
     sessionId: str
@@ -93,6 +109,7 @@ class SessionStats(Result):
     queueSize: int
     currentRunId: str | None = None
     queue: list[dict[str, Any]] | None = None
+    budget: BudgetStatus
 
 
 class SessionHistory(Result):
@@ -198,7 +215,9 @@ def session_get(ctx: CallContext, params: SessionKeyParams) -> dict[str, Any]:
 @router.method("session.stats", params=SessionKeyParams, result=SessionStats, modes=CLIENT)
 def session_stats(ctx: CallContext, params: SessionKeyParams) -> dict[str, Any]:
     """Message count, token totals, age (`uptime` in ms since creation), whether a run is in progress (and its
-    `currentRunId`), and the messages queued behind it (`queueSize`, and `queue` in order: `{runId, queuedAt}`)."""
+    `currentRunId`), the messages queued behind it (`queueSize`, and `queue` in order: `{runId, queuedAt}`), and
+    the token budgets (`budget`: `session`, `daily` and `monthly`, each `{used, limit}`, `limit` null when unset;
+    `daily` and `monthly` count every session of the gateway in the UTC `period` shown)."""
     key = session_key_param(ctx, params.sessionKey)
     now = ctx.now_ms()
     meta = _meta_with_policy(ctx, key, now)
@@ -217,15 +236,17 @@ def session_stats(ctx: CallContext, params: SessionKeyParams) -> dict[str, Any]:
     run = meta.get("currentRun")
     if isinstance(run, dict) and run.get("runId"):
         result["currentRunId"] = run["runId"]
+    result["budget"] = budgets.status(ctx.services, ctx.config(), meta, now_ms=now)
     return result
 
 
 @router.method("session.patch", params=SessionPatchParams, result=OkResult, modes=CLIENT)
 def session_patch(ctx: CallContext, params: SessionPatchParams) -> dict[str, Any]:
     """Change a session's settings (merged; `model` merged field-wise), label and reset policy (merged; mode
-    defaults to "manual"), and its token budget (`budget: {maxTokens}`: a run that would take the session's total
-    past it ends with a note instead of calling the model; null removes it). Always marks the session as updated
-    now."""
+    defaults to "manual"), and its token budget (`budget: {maxTokens}`, over `budgets.session`: a message that
+    would take the session's total past it is refused by `chat.send`, and a run that reaches it between model
+    calls ends with a note instead of calling the model; `maxTokens` null or 0 turns the configured session budget
+    off for this session; `budget: null` removes the session's own). Always marks the session as updated now."""
     key = session_key_param(ctx, params.sessionKey)
     given = params.model_fields_set
     ctx.services.sessions.patch(

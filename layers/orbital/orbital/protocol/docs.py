@@ -38,6 +38,11 @@ CODES = [
     (403, "Not allowed for this socket (its mode may not call the method, or the call is not addressed to it)"),
     (404, "Unknown method / unknown item"),
     (413, "Frame too large, or a reply too large to send"),
+    (
+        429,
+        "Token budget exceeded: a run refused before it started (`chat.send`, `channel.inbound`), "
+        "`Token budget exceeded ({scope}: {used}/{limit}): …` with scope `session`, `daily` or `monthly`",
+    ),
     (500, "Failure while handling the request (message says what; unexpected ones carry a reference id)"),
     (503, "A node or channel needed for the request is not connected"),
 ]

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from orbital.protocol.registry import Hooks, Registry
     from orbital.store.repos import GatewayRepo
     from orbital.store.sessions import SessionRepo
+    from orbital.store.usage import UsageRepo
     from orbital.store.workspace import Workspace
 
 
@@ -78,6 +79,13 @@ class Services:
         from orbital.store.repos import GatewayRepo
 
         return GatewayRepo(self.table)
+
+    @functools.cached_property
+    def usage(self) -> UsageRepo:
+        """The gateway's token usage per UTC day and month (daily and monthly budgets)."""
+        from orbital.store.usage import UsageRepo
+
+        return UsageRepo(self.table)
 
     @property
     def sender(self) -> Sender:

@@ -19,6 +19,7 @@ Single table: `PK`, `SK`, `GSI1PK`/`GSI1SK` (index `GSI1`), `ttl` (epoch seconds
 | cron job            | CRON                 | JOB#{jobId}                | GSI1: CRONDUE / {nextRunAtMs:015d}#{id} |
 | cron run            | CRONRUN#{jobId}      | {ts:015d}#{seq}            |                                         |
 | gateway flags       | GATEWAY              | {flag}                     | e.g. workspace seeded                   |
+| token usage         | USAGE                | {YYYY-MM}                  | UTC month: `m`, days `d01`..`d31`; ttl  |
 """
 
 from __future__ import annotations
@@ -147,6 +148,16 @@ GATEWAY_PK = "GATEWAY"
 
 def gateway_flag(flag: str) -> tuple[str, str]:
     return GATEWAY_PK, flag
+
+
+# --- token budgets: the gateway's usage per UTC month, with one counter for the month and one per day ----------
+
+TOKEN_USAGE_PK = "USAGE"
+
+
+def token_usage(month: str) -> tuple[str, str]:
+    """The usage counters of a UTC month ("2025-01"): attribute `m` for the month, `d01`..`d31` for its days."""
+    return TOKEN_USAGE_PK, month
 
 
 # --- S3 ------------------------------------------------------------------------------------------------------
@@ -396,6 +407,7 @@ _PK_KINDS = {
     CRON_PK: "cron-job",
     TRANSFERS_PK: "transfer",
     COUNTER_PK: "counter",
+    TOKEN_USAGE_PK: "token-usage",
 }
 _PK_PREFIX_KINDS = (
     ("CONN#", "connection"),

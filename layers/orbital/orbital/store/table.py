@@ -424,22 +424,28 @@ class Table:
         return_values: str = "ALL_NEW",
         unindex: bool = False,
         current_on_conflict: bool = False,
+        ttl: int | None = None,
     ) -> Record | None:
         """Set flat attributes and/or atomically add to counters. `values` feed the condition. With `unindex`, the
         item also leaves the secondary index (its GSI keys are removed). With `current_on_conflict`, a failed
-        condition raises `ConditionFailed` holding the item as it stood (read by the same request)."""
+        condition raises `ConditionFailed` holding the item as it stood (read by the same request). `ttl` (epoch
+        seconds) is set in the same write."""
         pk, sk = key
         parts: list[str] = []
         names: dict[str, str] = {}
         attr_values: dict[str, Any] = {k: _to_attr(v) for k, v in (values or {}).items()}
-        if set_attrs:
-            assigns = []
-            for i, (name, value) in enumerate(set_attrs.items()):
-                if name in _RESERVED:
-                    raise ValueError(f"reserved attribute: {name}")
-                names[f"#s{i}"] = name
-                attr_values[f":s{i}"] = _to_attr(value)
-                assigns.append(f"#s{i} = :s{i}")
+        assigns = []
+        for i, (name, value) in enumerate((set_attrs or {}).items()):
+            if name in _RESERVED:
+                raise ValueError(f"reserved attribute: {name}")
+            names[f"#s{i}"] = name
+            attr_values[f":s{i}"] = _to_attr(value)
+            assigns.append(f"#s{i} = :s{i}")
+        if ttl is not None:
+            names["#ttl"] = "ttl"
+            attr_values[":ttl"] = {"N": str(int(ttl))}
+            assigns.append("#ttl = :ttl")
+        if assigns:
             parts.append("SET " + ", ".join(assigns))
         if add:
             adds = []

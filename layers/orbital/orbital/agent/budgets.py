@@ -1,0 +1,204 @@
+"""Token budgets for every run, whoever starts it (ADR 0026): the one interface runs, dialects and status use.
+
+    check_before_run(services, config, session_key, meta, text)  before a run starts: raises `BudgetExceeded`
+                                                                 (`runs.submit` calls it for every run it is given)
+    reserve(services, config, meta, estimate) -> Spend           before every model call: raises `BudgetExceeded`
+    Spend.settle(total_tokens) / Spend.release()                 after the call (its real usage / it failed)
+    status(services, config, meta)                               used and limits per scope (`session.stats`)
+    exceeded_of(message)                                         the refusal behind a run's budget note, if any
+
+Scopes and limits are `orbital.domain.budgets`'. The session scope counts the session's persisted totals
+(`totalTokens`, added as each reply is stored): a session runs one run at a time (its lease), so no two model calls
+of one session are ever in flight together and a check against the totals is enough; no write is added for it. The
+daily and monthly scopes count every session of the gateway in table counters (`orbital.store.usage`): a model call
+first reserves its estimate there with a conditional `ADD` (refused if it would take a counter past its limit), and
+settles it with its real usage afterwards, so parallel runs on other Lambdas cannot spend the same tokens. Without a
+daily or monthly limit nothing is reserved, and the real usage is still counted (for `status`, and for a limit set
+later in the period).
+
+DynamoDB calls per model call: no gateway limit set, one `UpdateItem` (the usage); a daily or monthly limit set, two
+(the reservation, then the difference to the real usage, left out when it is 0); a failed call, the reservation and
+its release.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from orbital.domain.budgets import (
+    DAILY,
+    GATEWAY_SCOPES,
+    MONTHLY,
+    NOTE_REASON,
+    SESSION,
+    BudgetExceeded,
+    Limits,
+    Period,
+    exceeded_in_note,
+    limits,
+    period_of,
+    would_exceed,
+)
+from orbital.domain.compaction import estimate_text_tokens
+from orbital.domain.reset_policy import initial_policy, should_auto_reset
+from orbital.store.usage import Refused
+
+if TYPE_CHECKING:
+    from orbital.runtime.services import Services
+
+__all__ = [
+    "DAILY",
+    "MONTHLY",
+    "NOTE_REASON",
+    "SESSION",
+    "BudgetExceeded",
+    "Limits",
+    "Spend",
+    "check_before_run",
+    "exceeded_of",
+    "limits",
+    "reserve",
+    "status",
+]
+
+log = logging.getLogger("orbital.agent.budgets")
+
+
+def _int(value: Any) -> int:
+    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0
+
+
+def _session_used(meta: dict[str, Any]) -> int:
+    return _int(meta.get("totalTokens"))
+
+
+# --- before a run ---------------------------------------------------------------------------------------------------
+
+
+def check_before_run(
+    services: Services,
+    config: dict[str, Any],
+    session_key: str,
+    meta: dict[str, Any] | None,
+    text: str,
+    *,
+    now_ms: int | None = None,
+) -> None:
+    """Refuse a run whose first model call would go past a budget: raises `BudgetExceeded` for the first scope
+    (session, daily, monthly) where what is used plus the call's estimate exceeds the limit. The estimate is the
+    session's last model input (`lastInputTokens`, about its context) plus `text`'s, or `text`'s alone for a session
+    that is new or whose reset policy resets it before this run. Reads the day's counters when a daily or monthly
+    limit is set (one GetItem); writes nothing. Each model call of the run is checked again (`reserve`)."""
+    meta = meta or {}
+    found = limits(config, meta)
+    if found.session is None and not found.gateway:
+        return
+    now = now_ms if now_ms is not None else services.now_ms()
+    policy = meta.get("resetPolicy") or initial_policy(config)
+    fresh = not meta or should_auto_reset(policy, _int(meta.get("updatedAt")) or now, now)
+    estimate = max(1, estimate_text_tokens(text) + (0 if fresh else _int(meta.get("lastInputTokens"))))
+    if found.session is not None:
+        used = 0 if fresh else _session_used(meta)
+        if would_exceed(used, estimate, found.session):
+            log.info("run for %s refused: session budget %s/%s", session_key, used, found.session)
+            raise BudgetExceeded(SESSION, used, found.session, estimate=estimate)
+    if found.gateway:
+        counted = services.usage.read(period_of(now))
+        for scope in GATEWAY_SCOPES:
+            limit = found.of(scope)
+            if limit is not None and would_exceed(counted.of(scope), estimate, limit):
+                log.info("run for %s refused: %s budget %s/%s", session_key, scope, counted.of(scope), limit)
+                raise BudgetExceeded(scope, counted.of(scope), limit, estimate=estimate)
+
+
+# --- around each model call ---------------------------------------------------------------------------------------
+
+
+class Spend:
+    """The tokens one model call reserved in the gateway's counters, until it settles or releases them."""
+
+    def __init__(self, services: Services, period: Period, reserved: int) -> None:
+        self.services = services
+        self.period = period
+        self.reserved = reserved
+        self.done = False
+
+    def settle(self, total_tokens: int) -> None:
+        """The call answered with `total_tokens` of usage: count them (what was reserved is replaced)."""
+        self._add(int(total_tokens) - self.reserved)
+
+    def release(self) -> None:
+        """The call failed or never ran: take the reservation back."""
+        self._add(-self.reserved)
+
+    def _add(self, amount: int) -> None:
+        if self.done:
+            return
+        self.done = True
+        try:
+            self.services.usage.add(self.period, amount)
+        except Exception:  # the reply matters more than the count; a lost settle leaves the estimate counted
+            log.exception("could not count %s tokens of usage for %s", amount, self.period.day_name)
+
+
+def reserve(
+    services: Services,
+    config: dict[str, Any],
+    meta: dict[str, Any] | None,
+    estimate: int,
+    *,
+    now_ms: int | None = None,
+) -> Spend:
+    """Before a model call whose request is estimated at `estimate` tokens: refuse it (`BudgetExceeded`) if the
+    session's totals plus the estimate exceed its budget (`meta` None: a call outside any session's usage, such as
+    a summary, is not held to one), or if the daily or monthly counter could not take the estimate within its limit;
+    otherwise the estimate is reserved there (one conditional UpdateItem, none without a gateway limit). The caller
+    must `settle` or `release` what it gets."""
+    estimate = max(0, int(estimate))
+    found = limits(config, meta or {})
+    if meta is not None and found.session is not None:
+        used = _session_used(meta)
+        if would_exceed(used, estimate, found.session):
+            raise BudgetExceeded(SESSION, used, found.session, estimate=estimate)
+    period = period_of(now_ms if now_ms is not None else services.now_ms())
+    if not found.gateway:
+        return Spend(services, period, 0)
+    try:
+        services.usage.reserve(period, estimate, daily=found.daily, monthly=found.monthly)
+    except Refused as refused:
+        limit = found.of(refused.scope)
+        assert limit is not None
+        raise BudgetExceeded(refused.scope, refused.used, limit, estimate=estimate) from None
+    return Spend(services, period, estimate)
+
+
+# --- what is used ---------------------------------------------------------------------------------------------------
+
+
+def status(
+    services: Services, config: dict[str, Any], meta: dict[str, Any] | None = None, *, now_ms: int | None = None
+) -> dict[str, Any]:
+    """Used and limit per scope (a limit of None: no limit): `{session: {used, limit}, daily: {used, limit,
+    period: "YYYY-MM-DD"}, monthly: {used, limit, period: "YYYY-MM"}}`, periods in UTC; `session` only with a
+    session's `meta`. The daily and monthly counts include the estimates of model calls in flight. One GetItem."""
+    found = limits(config, meta or {})
+    period = period_of(now_ms if now_ms is not None else services.now_ms())
+    counted = services.usage.read(period)
+    result: dict[str, Any] = {}
+    if meta is not None:
+        result[SESSION] = {"used": _session_used(meta), "limit": found.session}
+    for scope in GATEWAY_SCOPES:
+        result[scope] = {"used": counted.of(scope), "limit": found.of(scope), "period": period.name(scope)}
+    return result
+
+
+def exceeded_of(message: dict[str, Any] | None) -> BudgetExceeded | None:
+    """The refusal a run's ending note stands for (a run a budget stopped between model calls), else None: a
+    dialect turns it into its own words (`exoclaw_message`)."""
+    if not isinstance(message, dict) or message.get("model") != NOTE_REASON:
+        return None
+    content = message.get("content")
+    blocks = content if isinstance(content, list) else []
+    text = "".join(b.get("text", "") for b in blocks if isinstance(b, dict) and b.get("type") == "text")
+    return exceeded_in_note(text)
