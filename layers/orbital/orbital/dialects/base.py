@@ -25,6 +25,7 @@ class Called:
     payload: Any = None
     code: int = 0
     message: str = ""
+    details: Any = None
 
 
 def call(services: Services, conn: Connection, method: str, params: dict[str, Any]) -> Called:
@@ -37,7 +38,8 @@ def call(services: Services, conn: Connection, method: str, params: dict[str, An
     if response.get("ok"):
         return Called(True, response.get("payload"))
     error = response.get("error") or {}
-    return Called(False, code=int(error.get("code") or 500), message=str(error.get("message") or "failed"))
+    code, message = int(error.get("code") or 500), str(error.get("message") or "failed")
+    return Called(False, code=code, message=message, details=error.get("details"))
 
 
 def accept(services: Services, conn: Connection | None, connection_id: str, dialect: str, **extra: Any) -> Connection:

@@ -154,13 +154,26 @@ class BudgetExceeded(RpcError):
         self.estimate = estimate
         needs = f" {_NEEDS.format(estimate=estimate)}." if estimate else ""
         super().__init__(
-            f"Token budget exceeded ({scope}: {self.used}/{self.limit}):{needs} {_HOW[scope]}", retryable=False
+            f"Token budget exceeded ({scope}: {self.used}/{self.limit}):{needs} {_HOW[scope]}",
+            retryable=False,
+            details={"budget": {"scope": scope, "used": self.used, "limit": self.limit}},
         )
 
     @property
     def exoclaw_message(self) -> str:
         """Exoclaw's refusal: `token budget exceeded ({scope}: {used}/{limit})`."""
         return f"token budget exceeded ({self.scope}: {self.used}/{self.limit})"
+
+    @classmethod
+    def from_details(cls, details: Any) -> BudgetExceeded | None:
+        """The refusal an error's `details` describe (what a dialect gets back from a method it called)."""
+        budget = details.get("budget") if isinstance(details, dict) else None
+        if not isinstance(budget, dict) or not isinstance(budget.get("scope"), str):
+            return None
+        try:
+            return cls(budget["scope"], int(budget.get("used") or 0), int(budget.get("limit") or 0))
+        except (KeyError, TypeError, ValueError):
+            return None
 
     def note(self) -> str:
         """The text a run ends with when this budget stops it between model calls."""
