@@ -1,5 +1,5 @@
 """`orbital xeno-bridge`: serve xeno's Unix socket on this machine for an Orbital gateway elsewhere
-(`orbital.xeno.bridge`)."""
+(`orbital.xeno.bridge`, loaded when the command runs: other commands never load the socket libraries)."""
 
 from __future__ import annotations
 
@@ -17,8 +17,6 @@ from pathlib import Path
 from typing import Any
 
 from orbital.cli.chat import redact_url
-from orbital.xeno.bridge import BridgeOptions, TokenUnavailable, XenoBridge
-from orbital.xeno.unix_socket import XenoSocketInUse
 
 DEFAULT_KEEPALIVE = 240.0
 
@@ -76,6 +74,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 def token_source(token_file: str | None) -> Callable[[], str | None]:
     """Where the token comes from: the file (read now, to fail early, and at every connection attempt) or
     ORBITAL_TOKEN."""
+    from orbital.xeno.bridge import TokenUnavailable
+
     if not token_file:
         token = os.environ.get("ORBITAL_TOKEN") or None
         return lambda: token
@@ -108,6 +108,9 @@ def _loopback(url: str) -> bool:
 
 def run(args: argparse.Namespace) -> int:
     """Serve until Ctrl-C/SIGTERM (exit 0); 2 when it cannot start."""
+    from orbital.xeno.bridge import BridgeOptions, XenoBridge
+    from orbital.xeno.unix_socket import XenoSocketInUse
+
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO, format="orbital xeno-bridge: %(levelname)s %(message)s"
     )

@@ -401,6 +401,8 @@ class _Relay:
                 problem = (
                     "the gateway needs a token (HTTP 401 Unauthorized): give it with --token-file or ORBITAL_TOKEN"
                 )
+            elif status == 403:  # API Gateway's answer to a wrong stage or path too
+                problem = "the gateway refused the connection (HTTP 403 Forbidden): check the URL and the token"
             else:
                 problem = f"the gateway refused the connection (HTTP {status})"
             self._set_problem(problem)
