@@ -67,8 +67,9 @@ class GatewayProcess:
     def http(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 60.0) -> GatewayProcess:
-        self.port = free_port()
+    def start(self, timeout: float = 60.0, *, port: int | None = None) -> GatewayProcess:
+        """Start on a free port, or on `port` (a restart on the port it had)."""
+        self.port = port or free_port()
         args = [
             sys.executable,
             "-m",

@@ -134,6 +134,10 @@ def build_parser() -> argparse.ArgumentParser:
     from orbital.cli.portable import add_parser as add_portable_parser
 
     add_portable_parser(sub)
+
+    from orbital.cli.xeno_bridge import add_parser as add_xeno_bridge_parser
+
+    add_xeno_bridge_parser(sub)
     return parser
 
 

@@ -4,7 +4,8 @@ Each connection is one more socket of the bridge (`Bridge.serve_lines`): the sam
 translator over `/ws` frames, posts written back as lines. The socket is its owner's (0600, in a 0700 directory):
 that is its only guard, as in xeno, so its connections come in with the gateway's token as their bearer. At start
 an existing socket file is probed as xeno does (a live one means another gateway serves it: refuse to start; a stale
-one is removed); it is removed at stop.
+one is removed); it is removed at stop. Those rules live in `orbital.xeno.unix_socket`, shared with
+`orbital xeno-bridge`.
 """
 
 from __future__ import annotations
@@ -12,54 +13,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
-import socket
-import stat
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from orbital.xeno.unix_socket import XenoSocketInUse, claim, listener, remove, socket_path
 
 if TYPE_CHECKING:
     from orbital.local.bridge import Bridge
 
+__all__ = ["MAX_LINE_BYTES", "XenoSocket", "XenoSocketInUse", "lifespan"]
+
 log = logging.getLogger("orbital.local")
 
-SOCKET_NAME = "gateway.sock"
-PROBE_TIMEOUT_S = 0.25
 MAX_LINE_BYTES = 8 * 1024 * 1024
 """The longest line read (a query with a long paste; there is no API Gateway cap on this socket)."""
-_SHORT_PATH = 100
-"""AF_UNIX paths are limited to about 108 bytes: a longer one is reached through its directory's descriptor."""
-
-
-class XenoSocketInUse(RuntimeError):
-    pass
-
-
-def socket_path(home: Path) -> Path:
-    return home / ".xeno" / SOCKET_NAME
-
-
-def _address(path: Path) -> tuple[str, int | None]:
-    """An address `bind`/`connect` accept for `path`, and the descriptor to close afterwards (long paths)."""
-    if len(os.fsencode(path)) < _SHORT_PATH or not Path("/proc/self/fd").is_dir():
-        return str(path), None
-    fd = os.open(path.parent, os.O_RDONLY)
-    return f"/proc/self/fd/{fd}/{path.name}", fd
-
-
-def probe(path: Path) -> bool:
-    """Whether something answers at `path` (xeno's check before it serves)."""
-    address, fd = _address(path)
-    try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe_socket:
-            probe_socket.settimeout(PROBE_TIMEOUT_S)
-            probe_socket.connect(address)
-            return True
-    except OSError:
-        return False
-    finally:
-        if fd is not None:
-            os.close(fd)
 
 
 class XenoSocket:
@@ -71,28 +38,11 @@ class XenoSocket:
 
     def check(self) -> None:
         """Before serving: refuse a socket another process serves; remove a stale one."""
-        if not (self.path.exists() or self.path.is_symlink()):
-            return
-        if probe(self.path):
-            raise XenoSocketInUse(
-                f"Gateway RPC socket already in use at {self.path}. Is another serve process running?"
-            )
-        self.path.unlink(missing_ok=True)
+        claim(self.path)
 
     async def start(self) -> None:
-        directory = self.path.parent
-        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-        directory.chmod(0o700)
-        self.check()
-        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        address, fd = _address(self.path)
-        try:
-            listener.bind(address)
-        finally:
-            if fd is not None:
-                os.close(fd)
-        self.path.chmod(0o600)
-        self._server = await asyncio.start_unix_server(self._client, sock=listener, limit=MAX_LINE_BYTES)
+        bound = listener(self.path)
+        self._server = await asyncio.start_unix_server(self._client, sock=bound, limit=MAX_LINE_BYTES)
         log.info("xeno socket at %s", self.path)
 
     async def stop(self) -> None:
@@ -101,9 +51,7 @@ class XenoSocket:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._server.wait_closed(), 5)
             self._server = None
-        with contextlib.suppress(OSError):
-            if stat.S_ISSOCK(self.path.lstat().st_mode):
-                self.path.unlink()
+        remove(self.path)
 
     async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
