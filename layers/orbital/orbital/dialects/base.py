@@ -28,11 +28,19 @@ class Called:
     details: Any = None
 
 
-def call(services: Services, conn: Connection, method: str, params: dict[str, Any]) -> Called:
+def call(
+    services: Services,
+    conn: Connection,
+    method: str,
+    params: dict[str, Any],
+    *,
+    internal: dict[str, Any] | None = None,
+) -> Called:
     """Call one of the gateway's methods as this socket would with a GSV request: the same dispatcher, handlers,
-    mode rules and errors."""
+    mode rules and errors. `internal`: what the method gets beside its params and no GSV client can send
+    (`CallContext.internal`: the `media` of a message for `chat.send`)."""
     frame = {"type": "req", "id": "dialect", "method": method, "params": params}
-    outcome = Dispatcher(services.registry).dispatch(services, conn.connection_id, frame, conn=conn)
+    outcome = Dispatcher(services.registry).dispatch(services, conn.connection_id, frame, conn=conn, internal=internal)
     outcome.run_after_reply()
     response = outcome.response or {}
     if response.get("ok"):

@@ -8,16 +8,29 @@ is posted later with the request's id, nothing waits). Every handler error is co
 invalid JSON, `jsonrpc` other than "2.0", batches and client notifications get no reply. Ids are echoed with their
 JSON type. The socket must have authenticated at its upgrade (a bearer, or the loopback rule of a gateway without
 a token); the local Unix socket is its owner's (file permissions).
+
+A query's `attachments` are files on the client's machine: a local gateway reads each one (a regular file, at most
+the channels' media limit) for a client on its own machine and gives it to the run as a channel's media; a file it
+cannot read ends that query with `gateway.error`. A gateway that is not local never reads a path; the model is told
+a file was attached. With `xeno.partials: true` in the configuration a query also gets the reply's text so far as
+`gateway.stream {isPartial: true}`, at most every half second (off by default, as in xeno).
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
+import mimetypes
+import os
+import stat
+import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orbital.agent import runs
 from orbital.aws import secrets
+from orbital.channels import media as media_store
 from orbital.dialects import base
 from orbital.dialects.detect import XENO
 from orbital.domain import compaction
@@ -36,7 +49,17 @@ log = logging.getLogger("orbital.dialects.xeno")
 router = Router("xeno")
 
 ERROR_CODE = -32000
-ATTACHMENT_TYPES = frozenset({"image", "video", "audio", "voice", "document", "animation", "sticker"})
+MEDIA_TYPES = {
+    "image": "image",
+    "sticker": "image",
+    "audio": "audio",
+    "voice": "audio",
+    "document": "document",
+    "video": "video",
+    "animation": "video",
+}
+"""xeno's attachment types and the kind of run media each one is (what channels hand in)."""
+ATTACHMENT_TYPES = frozenset(MEDIA_TYPES)
 HISTORY_BYTES = 100 * 1024
 """`gateway.initialize` keeps the newest turns that fit (one WebSocket message on AWS holds 128 KB)."""
 FINAL_CHARS = 120_000
@@ -70,17 +93,20 @@ def receive(services: Services, inbound: DialectInbound) -> list[Any]:
         if secrets.token_configured(services.settings) and not (conn is not None and conn.extra.get("bearer")):
             return [_error(_id_of(inbound.frame), "Unauthorized"), DialectClose(4001, "Unauthorized")]
         conn = base.accept(services, conn, inbound.connection_id, XENO)
+    if inbound.frame is not None:
+        return _message(services, conn, inbound.frame)
     frames: list[Any] = []
-    lines = [inbound.text] if inbound.frame is not None else inbound.text.split("\n")
-    for line in lines:
+    for line in inbound.text.split("\n"):
         if not line.strip():
             continue
         try:
-            message = json.loads(line) if inbound.frame is None else inbound.frame
+            message = json.loads(line)
         except ValueError:
             log.debug("xeno: a line that is not JSON, ignored")
             continue
-        frames.extend(_message(services, conn, message))
+        for frame in frames:  # what the earlier lines answered goes before anything the next one sends
+            services.push(conn.connection_id, frame)
+        frames = _message(services, conn, message)
     return frames
 
 
@@ -104,8 +130,10 @@ def _message(services: Services, conn: Connection, message: Any) -> list[Any]:
         if method == "gateway.abort":
             if params is not None and not isinstance(params, dict):
                 raise _Invalid("Invalid abort params.")
+            # the answer goes before the stopped query's `gateway.error` and `gateway.done`
+            services.push(conn.connection_id, _response(rpc_id, {"ok": True}))
             base.call(services, conn, "chat.send", {"sessionKey": _main_key(services), "message": "/stop"})
-            return [_response(rpc_id, {"ok": True})]
+            return []
         if method == "gateway.heartbeat":
             _task_params(params, "Invalid heartbeat params.")
             return _heartbeat(services, conn, rpc_id)
@@ -199,16 +227,32 @@ def _query(services: Services, conn: Connection, rpc_id: Any, params: Any) -> li
     request_id, content = _validated_query(params)
     # the acknowledgement goes before the run can say anything
     services.push(conn.connection_id, _response(rpc_id, {"accepted": True}))
-    return _start(services, conn, content, {"kind": "query", "requestId": request_id})
+    ref = {"kind": "query", "requestId": request_id}
+    try:
+        media = _media(services, conn, params.get("attachments") or [])
+    except _Unreadable as exc:
+        return [
+            _notification("gateway.error", {"requestId": request_id, "error": str(exc)}),
+            _notification("gateway.done", {"requestId": request_id}),
+        ]
+    return _start(services, conn, content, ref, media=media)
 
 
-def _start(services: Services, conn: Connection, text: str, ref: dict[str, Any]) -> list[Any]:
-    """Send `text` to the main session as a run this socket is subscribed to; what to send at once when no run
-    started (a slash command's answer, a refusal)."""
+def _start(
+    services: Services, conn: Connection, text: str, ref: dict[str, Any], *, media: list[dict[str, Any]] | None = None
+) -> list[Any]:
+    """Send `text` (and `media`) to the main session as a run this socket is subscribed to; what to send at once
+    when no run started (a slash command's answer, a refusal)."""
     key = _main_key(services)
     run_id = base.new_run_id()
     sub = base.subscribe(services, conn, run_id, key, {**ref, "startedAt": services.now_ms()})
-    sent = base.call(services, conn, "chat.send", {"sessionKey": key, "message": text, "runId": run_id})
+    sent = base.call(
+        services,
+        conn,
+        "chat.send",
+        {"sessionKey": key, "message": text, "runId": run_id},
+        internal={"media": media} if media else None,
+    )
     if sent.ok and sent.payload.get("status") == "started":
         return []
     base.unsubscribe(services, sub)
@@ -216,6 +260,100 @@ def _start(services: Services, conn: Connection, text: str, ref: dict[str, Any])
         reply = str(sent.payload.get("response") or sent.payload.get("error") or "")
         return _ended(sub, reply or NO_RESPONSE, None, None)
     return _ended(sub, None, sent.message, None)
+
+
+class _Unreadable(Exception):
+    """An attachment's file could not be read (the message says which and why)."""
+
+
+def _media(services: Services, conn: Connection, attachments: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A query's attachments as a run's media (the entries `chat.send` stores as a channel's are): each file read
+    from its `path` when the client is on the gateway's own machine (the local gateway's Unix socket, or a
+    loopback socket), its bytes then stored in the session's media like a channel's attachment; a gateway that is
+    not local cannot read the client's disk, and the model is told a file was attached that it cannot see.
+    Raises `_Unreadable` for a file that cannot be read."""
+    if not attachments:
+        return []
+    local = services.settings.local and bool(
+        conn.extra.get("local") or not secrets.token_configured(services.settings)
+    )  # without a token a local gateway serves this machine only (the front door)
+    return [_attachment(item, local) for item in attachments]
+
+
+def _attachment(item: dict[str, Any], local: bool) -> dict[str, Any]:
+    path = str(item["path"])
+    kind = MEDIA_TYPES[item["type"]]
+    given_name = item.get("fileName")
+    name = given_name if isinstance(given_name, str) and given_name.strip() else Path(path).name or path
+    given_mime = item.get("mimeType")
+    mime = given_mime.strip() if isinstance(given_mime, str) and given_mime.strip() else None
+    entry: dict[str, Any] = {"type": kind, "filename": name}
+    if not local:
+        entry["mimeType"] = mime or _guessed_mime(name, b"")
+        entry["error"] = f"{name} is a file on the client's machine, which this gateway cannot read"
+        return entry
+    if kind == "video":  # never shown to a model (the stored message keeps only the fact)
+        entry["mimeType"] = mime or _guessed_mime(name, b"")
+        return entry
+    body, size = _read(path)
+    entry["mimeType"] = mime or _guessed_mime(name, body or b"")
+    entry["size"] = size
+    if body is None:
+        entry["error"] = media_store.too_large_error(size)
+    else:
+        entry["data"] = base64.b64encode(body).decode("ascii")
+    return entry
+
+
+def _read(text: str) -> tuple[bytes | None, int]:
+    """The bytes of the regular file at `text` and its size (None for the bytes of a file over the media limit,
+    which is not read). Raises `_Unreadable`."""
+    path = Path(text)
+    if not path.is_absolute():
+        raise _Unreadable(f"Cannot read attachment {text}: the path is not absolute")
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))  # a FIFO must not block
+    except OSError as exc:
+        raise _Unreadable(f"Cannot read attachment {text}: {exc.strerror or type(exc).__name__}") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise _Unreadable(f"Cannot read attachment {text}: not a regular file")
+        if info.st_size > media_store.MAX_MEDIA_BYTES:
+            return None, info.st_size
+        chunks: list[bytes] = []
+        size = 0
+        while size <= media_store.MAX_MEDIA_BYTES:
+            chunk = os.read(fd, min(1 << 20, media_store.MAX_MEDIA_BYTES + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as exc:
+        raise _Unreadable(f"Cannot read attachment {text}: {exc.strerror or type(exc).__name__}") from None
+    finally:
+        os.close(fd)
+    if size > media_store.MAX_MEDIA_BYTES:  # it grew while being read
+        return None, size
+    return b"".join(chunks), size
+
+
+_IMAGE_SIGNATURES = (
+    (b"\x89PNG\r\n\x1a\n", "image/png"),
+    (b"\xff\xd8\xff", "image/jpeg"),
+    (b"GIF87a", "image/gif"),
+    (b"GIF89a", "image/gif"),
+)
+
+
+def _guessed_mime(name: str, body: bytes) -> str:
+    for signature, mime in _IMAGE_SIGNATURES:
+        if body.startswith(signature):
+            return mime
+    if body[:4] == b"RIFF" and body[8:12] == b"WEBP":
+        return "image/webp"
+    guessed, _ = mimetypes.guess_type(name)
+    return guessed or "application/octet-stream"
 
 
 # --- gateway.heartbeat / gateway.new_session --------------------------------------------------------------------
@@ -256,9 +394,18 @@ TASK_DONE = {"heartbeat": "Heartbeat completed.", "new_session": "New session ta
 
 @router.run_events(XENO)
 def encode(services: Services, sub: Subscription, payload: dict[str, Any]) -> list[Any]:
-    """What a xeno socket gets for one event of its run: nothing until the run ends (partials are off, as in
-    xeno), then its reply or its error."""
+    """What a xeno socket gets for one event of its run: its reply or its error when the run ends; before that
+    nothing, as in xeno, unless `xeno.partials` is true in the configuration: then the reply's text so far as a
+    `gateway.stream {isPartial: true}`, at most every `PARTIAL_INTERVAL_S`."""
     state = payload.get("state")
+    if state == "delta":
+        text = payload.get("text")
+        if sub.ref.get("kind") != "query" or not isinstance(text, str) or not _partials_on(services, sub):
+            return []
+        return _partial(sub, text, time.monotonic())
+    if state in NEW_MESSAGE:
+        _restart_partials(sub)
+        return []
     if state == "final":
         message = payload.get("message")
         reply = _text(message) if isinstance(message, dict) else ""
@@ -268,6 +415,45 @@ def encode(services: Services, sub: Subscription, payload: dict[str, Any]) -> li
     if state == "error":
         return _ended(sub, None, str(payload.get("error") or "The run failed"), None, now=services.now_ms())
     return []
+
+
+NEW_MESSAGE = frozenset({"partial", "tool", "usage"})
+"""Events after which the model's next text is a new message (its partials start again from nothing)."""
+PARTIAL_INTERVAL_S = 0.5
+
+
+def _partials_on(services: Services, sub: Subscription) -> bool:
+    """`xeno.partials` (read once per step of the run)."""
+    on = sub.scratch.get("partials")
+    if on is None:
+        section = services.config.effective().get("xeno")
+        on = isinstance(section, dict) and section.get("partials") is True
+        sub.scratch["partials"] = on
+    return bool(on)
+
+
+def _partial(sub: Subscription, text: str, now: float) -> list[Any]:
+    """A delta of the reply: the text so far (xeno's `content` is cumulative: its console replaces what it shows),
+    unless one was sent less than `PARTIAL_INTERVAL_S` ago (the final stream carries whatever came since).
+
+    The text so far lives in the subscription's scratch, in memory for the step whose model call streams it (the
+    deltas of one model call reach the same audience, hence the same subscription); a run's next step streams a
+    new message, which starts from nothing, as the final reply is the last message's text."""
+    scratch = sub.scratch
+    so_far = str(scratch.get("text") or "") + text
+    scratch["text"] = so_far
+    last = scratch.get("sentAt")
+    if isinstance(last, float) and now - last < PARTIAL_INTERVAL_S:
+        return []
+    scratch["sentAt"] = now
+    content = so_far if len(so_far) <= FINAL_CHARS else so_far[:FINAL_CHARS]
+    params = {"requestId": sub.ref.get("requestId"), "content": content, "isPartial": True}
+    return [_notification("gateway.stream", params)]
+
+
+def _restart_partials(sub: Subscription) -> None:
+    sub.scratch.pop("text", None)
+    sub.scratch.pop("sentAt", None)
 
 
 def _ended(

@@ -11,6 +11,7 @@ import uuid
 from typing import TYPE_CHECKING, Any, Literal
 
 from orbital.agent import budgets, events, runs, slash
+from orbital.channels.media import store_attachments
 from orbital.domain import commands
 from orbital.errors import BadRequestError
 from orbital.methods.sessions import session_key_param
@@ -81,6 +82,9 @@ def chat_send(ctx: CallContext, params: ChatSendParams) -> dict[str, Any]:
     if ctx.conn is not None and ctx.conn.mode == "client" and ctx.conn.client_id:
         events.remember_alias(services, key, ctx.conn.client_id, params.sessionKey)
     overrides = slash.overrides_of(directives)
+    media = ctx.internal.get("media")
+    if isinstance(media, list) and media:  # from a dialect's translator only: GSV's chat.send carries no media
+        data["media"] = store_attachments(services, key, [m for m in media if isinstance(m, dict)])
     if overrides:
         data["overrides"] = overrides
     origin = {"kind": "chat", "connectionId": ctx.connection_id}

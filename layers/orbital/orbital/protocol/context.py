@@ -20,6 +20,9 @@ class CallContext:
     """Close the socket (code, reason) after the response has been sent."""
     after_reply: list[Any] = field(default_factory=list)
     """Callables run after the response is on its way (e.g. closing a replaced socket)."""
+    internal: dict[str, Any] = field(default_factory=dict)
+    """What the gateway's own code passes to a method beside its params, which no frame can set: a dialect's
+    translator gives `chat.send` the `media` of a message (`orbital.dialects.base.call`)."""
     _config: dict[str, Any] | None = None
 
     @property

@@ -85,16 +85,23 @@ class Dispatcher:
         return self.dispatch(services, connection_id, frame)
 
     def dispatch(
-        self, services: Services, connection_id: str, frame: dict[str, Any], *, conn: Connection | None = None
+        self,
+        services: Services,
+        connection_id: str,
+        frame: dict[str, Any],
+        *,
+        conn: Connection | None = None,
+        internal: dict[str, Any] | None = None,
     ) -> Outcome:
         """Answer one request frame. `conn`: the socket's record when the caller has just read it (a dialect's
-        translator), saving the read."""
+        translator), saving the read; `internal`: what that caller passes beside the params
+        (`CallContext.internal`)."""
         frame_id = frame.get("id")
         method = frame.get("method")
         if not isinstance(method, str) or not isinstance(frame_id, str | int) or isinstance(frame_id, bool):
             err = {"code": 400, "message": "Invalid request frame: id and method are required"}
             return Outcome(error_frame(frame_id, err))
-        ctx = CallContext(services=services, connection_id=connection_id, frame_id=frame_id)
+        ctx = CallContext(services=services, connection_id=connection_id, frame_id=frame_id, internal=internal or {})
         try:
             if method != "connect":
                 ctx.conn = conn if conn is not None else services.connections.get(connection_id)

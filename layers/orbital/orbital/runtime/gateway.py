@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import hmac
+import ipaddress
 import json
 import logging
 from typing import Any
@@ -75,7 +76,9 @@ def handle_connect(event: dict[str, Any], context: Any = None) -> dict[str, Any]
     services.connections.opened(connection_id)
     forced = detect.forced(event.get("queryStringParameters"))
     if bearer or forced:  # what later frames must know about this socket: who it is, which protocol it speaks
-        extra = {"pending": True, "bearer": True} if bearer else {"pending": True}
+        extra: dict[str, Any] = {"pending": True, "bearer": True} if bearer else {"pending": True}
+        if settings.local and _on_this_machine(event):
+            extra["local"] = True  # a client on the gateway's own machine (its files are the gateway's files)
         services.connections.save(Connection(connection_id, "client", services.now_ms(), dialect=forced, extra=extra))
     if socket_gate.applies(services) and not bearer:
         socket_gate.arm(services, connection_id)
@@ -90,6 +93,24 @@ def _bearer(event: dict[str, Any]) -> str | None:
             if scheme.lower() == "bearer" and token.strip():
                 return token.strip()
     return None
+
+
+PROXY_HEADERS = frozenset({"forwarded", "x-real-ip", "via", "cf-connecting-ip", "true-client-ip"})
+"""Headers a proxy or tunnel adds (besides every `x-forwarded-*`): a socket that came through one is not local."""
+
+
+def _on_this_machine(event: dict[str, Any]) -> bool:
+    """The upgrade came from this machine directly: the local gateway's Unix socket (`sourceIp` "unix"), or a
+    loopback address without a proxy's headers (a tunnel connects from loopback too, but adds them)."""
+    source = ((event.get("requestContext") or {}).get("identity") or {}).get("sourceIp")
+    if source != "unix":
+        try:
+            if not isinstance(source, str) or not ipaddress.ip_address(source.strip("[]")).is_loopback:
+                return False
+        except ValueError:
+            return False
+    names = {str(name).lower() for name in (event.get("headers") or {})}
+    return not any(name in PROXY_HEADERS or name.startswith("x-forwarded-") for name in names)
 
 
 def handle_disconnect(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
@@ -169,12 +190,28 @@ def _other_dialect(services: Services, connection_id: str, body: str) -> dict[st
         dialect = conn.dialect  # fixed by its first frame (None: a GSV socket)
     else:
         dialect = conn.dialect if conn is not None and conn.dialect else detect.detect(frame)
+        if (
+            dialect is None
+            and frame is None
+            and "\n" in body.strip()
+            and detect.detect(_first_line(body)) == detect.XENO
+        ):
+            dialect = detect.XENO  # several of xeno's messages in one frame, one per line
         if dialect is None and conn is not None and conn.extra.get("greeted"):
             dialect = detect.EXOCLAW  # after the unprompted hello, what no dialect claims is Exoclaw's
     translate = services.hooks.dialect_frames.get(dialect) if dialect and dialect != detect.GSV else None
     if translate is None:
         return None
     return _send_dialect(services, connection_id, translate(services, DialectInbound(connection_id, body, frame, conn)))
+
+
+def _first_line(body: str) -> Any:
+    """The first non-blank line of a frame, parsed (None when it is not JSON)."""
+    line = next(part for part in body.split("\n") if part.strip())
+    try:
+        return json.loads(line)
+    except ValueError:
+        return None
 
 
 def greet(event: dict[str, Any], context: Any = None) -> dict[str, Any]:

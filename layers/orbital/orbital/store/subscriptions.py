@@ -28,6 +28,10 @@ class Subscription:
     session_key: str
     ref: dict[str, Any] = field(default_factory=dict)
     """What the dialect needs to answer in kind (ids to echo, when the run was asked for, ...)."""
+    scratch: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    """What an encoder keeps between the events of one step of the run (the text streamed so far, when it last
+    sent it): in memory only, never stored, gone when the step's audience reads its subscribers again (the next
+    step, the run's end)."""
 
     def to_data(self) -> dict[str, Any]:
         return {
