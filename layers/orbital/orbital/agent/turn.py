@@ -117,6 +117,8 @@ class _Run:
         self.config = services.config.effective()
         self.audience = events.Audience(services, self.key)
         self.agent_id = session_agent_id(self.key)
+        self.model_replied = False
+        """A model call of this step answered (its text, if any, went out as `delta` events)."""
 
     # -- lease-guarded meta updates --
 
@@ -165,9 +167,14 @@ class _Run:
         message: dict[str, Any] | None = None,
         error: str | None = None,
         released: dict[str, Any] | None = None,
+        cause: str | None = None,
     ) -> dict[str, Any]:
         """Free the session (starting the next queued input), then tell clients: a client that reacts to `final`
-        at once finds the session idle. `released` is the outcome of a `runs.release` already stored."""
+        at once finds the session idle. `released` is the outcome of a `runs.release` already stored. A final
+        message no model call of this step streamed (a note of the gateway's: the iteration cap, a budget) goes out
+        as `delta` text first, so a client that shows only deltas (a dialect's text frames) has it too. `cause`:
+        what an error came from (`events.PROVIDER_FAILED`), for the dialects that say so (GSV clients are not
+        sent it)."""
         emit_error = events.error_emitter(self.services)
         if released is not None:
             done = runs.released(self.services, self.key, released, emit_error=emit_error)
@@ -177,9 +184,13 @@ class _Run:
             return _state(self.event, self.iteration, "done")
         self.audience.refresh()  # a step can last minutes: clients may have come and gone
         if state == "final":
+            if message is not None and not self.model_replied:
+                stream = events.DeltaStream(self.audience, self.run_id)
+                stream.text(text_of(message))
+                stream.close()
             self.audience.send(events.chat_payload(self.run_id, "final", message=message))
         else:
-            self.audience.send(events.chat_payload(self.run_id, "error", error=error))
+            self.audience.send(events.chat_payload(self.run_id, "error", error=error, cause=cause))
         notify.run_ended(self.services, self.key, done, reply=text_of(message) if message else None, error=error)
         return _state(self.event, self.iteration, "done")
 
@@ -346,6 +357,9 @@ def _model_turn(r: _Run, meta: dict[str, Any]) -> dict[str, Any]:
         try:
             with watch:
                 reply = complete(request, stream)
+            if not stream.text_seen and not watch.cancel.is_set():
+                stream.text(text_of(reply))  # a provider that streamed nothing: clients still get its text as deltas
+            r.model_replied = True
         except ModelError as exc:
             if exc.kind == "cancelled" or watch.cancel.is_set():
                 return _state(r.event, r.iteration, "done")
@@ -365,13 +379,14 @@ def _model_turn(r: _Run, meta: dict[str, Any]) -> dict[str, Any]:
                 if forced is not None:
                     messages = forced
                     continue
-                return r.end("error", error=exc.message)
+                return r.end("error", error=exc.message, cause=events.PROVIDER_FAILED)
             if exc.kind == "overflow" and not attempt_overflow:
                 return r.end(
                     "error",
                     error="Context window exceeded even after compaction. Try resetting the session with /reset.",
+                    cause=events.PROVIDER_FAILED,
                 )
-            return r.end("error", error=_explained(exc, model))
+            return r.end("error", error=_explained(exc, model), cause=events.PROVIDER_FAILED)
         finally:
             stream.close()
 
