@@ -389,6 +389,7 @@ def test_trigger_defaults_to_main_not_the_default_agent(rpc: Any, services: Any,
     assert payload == {
         "ok": True,
         "message": "Heartbeat triggered for agent main (session: agent:main:heartbeat:system:internal)",
+        "runId": "run-1",  # what the run was given (the recorder names them run-1, run-2, ...)
     }
     assert submits.calls[0]["sessionKey"] == HB_KEY
     assert submits.calls[0]["extra"]["origin"] == {"kind": "heartbeat", "agentId": "main", "reason": "manual"}
@@ -408,10 +409,11 @@ def test_trigger_ignores_the_skip_checks(rpc: Any, services: Any, submits: Submi
 
 def test_trigger_runs_the_agent(agent: Any, services: Any, llm: FakeLLM) -> None:
     llm.script(reply("HEARTBEAT_OK"))
-    payload = valid("heartbeat.trigger", agent.call("heartbeat.trigger", {}))
+    payload = valid("heartbeat.trigger", agent.call("heartbeat.trigger", {"runId": "hb-run-1"}))
     assert payload == {
         "ok": True,
         "message": "Heartbeat triggered for agent main (session: agent:main:heartbeat:system:internal)",
+        "runId": "hb-run-1",  # the id asked for (Orbital's), so whoever asked can follow the run
     }
 
     def finished() -> list[dict[str, Any]] | None:

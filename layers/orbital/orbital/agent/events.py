@@ -44,6 +44,10 @@ GSV_STATES = frozenset(state for state, _ in CHAT_STATES)
 """What GSV clients are sent. The other states of a run's events (`toolResult`: a tool call's result, `usage`: one
 model call's usage) go only to the dialect sockets subscribed to the run (`orbital.store.subscriptions`)."""
 RUN_ENDS = frozenset({"final", "error"})
+SUBSCRIBER_FIELDS = ("cause",)
+"""Fields of an event that only the dialect sockets subscribed to its run are sent: `cause` of an `error`
+(`PROVIDER_FAILED`: the model provider failed the call, which some dialects word in their own way)."""
+PROVIDER_FAILED = "provider"
 
 DELTA_INTERVAL_S = 0.1
 DELTA_MAX_CHARS = 16_000
@@ -104,7 +108,9 @@ class Audience:
         """Post one `chat` event to every client (the states GSV knows) and to the run's subscribers (every state,
         in their dialects); returns how many GSV clients got it. A gone socket is cleaned up and not posted to
         again by this audience."""
-        sent = self._send_gsv(fit_event(payload)) if payload.get("state") in GSV_STATES else 0
+        sent = 0
+        if payload.get("state") in GSV_STATES:
+            sent = self._send_gsv(fit_event({k: v for k, v in payload.items() if k not in SUBSCRIBER_FIELDS}))
         self._publish(payload)
         return sent
 

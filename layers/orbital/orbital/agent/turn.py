@@ -117,6 +117,8 @@ class _Run:
         self.config = services.config.effective()
         self.audience = events.Audience(services, self.key)
         self.agent_id = session_agent_id(self.key)
+        self.model_replied = False
+        """A model call of this step answered (its text, if any, went out as `delta` events)."""
 
     # -- lease-guarded meta updates --
 
@@ -165,9 +167,14 @@ class _Run:
         message: dict[str, Any] | None = None,
         error: str | None = None,
         released: dict[str, Any] | None = None,
+        cause: str | None = None,
     ) -> dict[str, Any]:
         """Free the session (starting the next queued input), then tell clients: a client that reacts to `final`
-        at once finds the session idle. `released` is the outcome of a `runs.release` already stored."""
+        at once finds the session idle. `released` is the outcome of a `runs.release` already stored. A final
+        message no model call of this step streamed (a note of the gateway's: the iteration cap, a budget) goes out
+        as `delta` text first, so a client that shows only deltas (a dialect's text frames) has it too. `cause`:
+        what an error came from (`events.PROVIDER_FAILED`), for the dialects that say so (GSV clients are not
+        sent it)."""
         emit_error = events.error_emitter(self.services)
         if released is not None:
             done = runs.released(self.services, self.key, released, emit_error=emit_error)
@@ -177,9 +184,13 @@ class _Run:
             return _state(self.event, self.iteration, "done")
         self.audience.refresh()  # a step can last minutes: clients may have come and gone
         if state == "final":
+            if message is not None and not self.model_replied:
+                stream = events.DeltaStream(self.audience, self.run_id)
+                stream.text(text_of(message))
+                stream.close()
             self.audience.send(events.chat_payload(self.run_id, "final", message=message))
         else:
-            self.audience.send(events.chat_payload(self.run_id, "error", error=error))
+            self.audience.send(events.chat_payload(self.run_id, "error", error=error, cause=cause))
         notify.run_ended(self.services, self.key, done, reply=text_of(message) if message else None, error=error)
         return _state(self.event, self.iteration, "done")
 
@@ -312,13 +323,15 @@ def _model_turn(r: _Run, meta: dict[str, Any]) -> dict[str, Any]:
         stored = r.append([note])
         return r.end("final", message=note) if stored is not None else _state(r.event, r.iteration, "done")
     try:
-        reply, failure = _call_model(r, meta, messages, model, thinking, system, tool_defs)
+        reply, failure, cause = _call_model(r, meta, messages, model, thinking, system, tool_defs)
     except BaseException:
         spend.release()
         raise
     if reply is None:  # no reply: the call failed (the run ends with `failure`) or the run was stopped
         spend.release()
-        return r.end("error", error=failure) if failure is not None else _state(r.event, r.iteration, "done")
+        if failure is None:
+            return _state(r.event, r.iteration, "done")
+        return r.end("error", error=failure, cause=cause)
     spend.settle(int(as_dict(reply.get("usage")).get("totalTokens") or 0))
 
     calls = tool_calls_of(reply)
@@ -371,10 +384,11 @@ def _call_model(
     thinking: Any,
     system: str,
     tool_defs: list[dict[str, Any]],
-) -> tuple[dict[str, Any] | None, str | None]:
-    """Compact when due, then call the model, streaming `delta` events; after a context overflow, compact once and
-    call again. `(reply, None)`; without a reply, `(None, the error the run ends with)`, or `(None, None)` when the
-    run was stopped meanwhile."""
+) -> tuple[dict[str, Any] | None, str | None, str | None]:
+    """Compact when due, then call the model, streaming `delta` events (a reply a provider did not stream is sent as
+    one delta after the call); after a context overflow, compact once and call again. `(reply, None, None)`; without
+    a reply, `(None, the error the run ends with, its cause)`, or `(None, None, None)` when the run was stopped
+    meanwhile."""
     services, config = r.services, r.config
     from orbital.agent import compaction
 
@@ -404,9 +418,12 @@ def _call_model(
         try:
             with watch:
                 reply = complete(request, stream)
+            if not stream.text_seen and not watch.cancel.is_set():
+                stream.text(text_of(reply))  # a provider that streamed nothing: clients still get its text as deltas
+            r.model_replied = True
         except ModelError as exc:
             if exc.kind == "cancelled" or watch.cancel.is_set():
-                return None, None
+                return None, None, None
             if exc.kind == "overflow" and attempt_overflow and compaction.enabled(config):
                 attempt_overflow = False
                 try:
@@ -415,22 +432,21 @@ def _call_model(
                     )
                 except Exception:
                     log.exception("compaction after a context overflow failed")
-                    return None, (
-                        "Context window exceeded and automatic compaction failed. "
-                        "Try resetting the session with /reset."
-                    )
+                    failed = "Context window exceeded and automatic compaction failed."
+                    return None, f"{failed} Try resetting the session with /reset.", None
                 if forced is not None:
                     messages = forced
                     continue
-                return None, exc.message
+                return None, exc.message, events.PROVIDER_FAILED
             if exc.kind == "overflow" and not attempt_overflow:
-                return None, "Context window exceeded even after compaction. Try resetting the session with /reset."
-            return None, _explained(exc, model)
+                exceeded = "Context window exceeded even after compaction. Try resetting the session with /reset."
+                return None, exceeded, events.PROVIDER_FAILED
+            return None, _explained(exc, model), events.PROVIDER_FAILED
         finally:
             stream.close()
 
     assert reply is not None
-    return reply, None
+    return reply, None, None
 
 
 def _run_tools(r: _Run, run: dict[str, Any], reply: dict[str, Any], calls: list[dict[str, Any]]) -> dict[str, Any]:

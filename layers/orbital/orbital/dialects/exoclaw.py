@@ -20,9 +20,11 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from orbital import __version__
+from orbital.agent import budgets, events
 from orbital.aws import secrets
 from orbital.dialects import base
 from orbital.dialects.detect import EXOCLAW
+from orbital.domain.budgets import BudgetExceeded
 from orbital.domain.session_keys import resolve_agent_by_specificity
 from orbital.engines import socket_gate
 from orbital.protocol.registry import DialectClose, DialectInbound, Router
@@ -40,15 +42,23 @@ SESSION_MARK = f":{EXOCLAW}:group:"
 """In the key of every Exoclaw conversation's session (`status.sessions` counts them)."""
 CHAT_FIELDS = ("channel", "account", "content")
 """chat.send's required fields, in the order their absence is reported."""
+OPTIONAL_CHAT_FIELDS = ("peer", "guild", "team")
+MAX_FRAME_BYTES = events.MAX_EVENT_BYTES
+"""The largest stream frame (API Gateway refuses a WebSocket message over 128 KB)."""
+TRUNCATED = " [truncated: the whole of it is in the session's transcript]"
 
 
 def hello_on_silence(services: Services, connection_id: str, conn: Connection | None) -> list[Any]:
     """A socket said nothing for a moment after its upgrade: on a gateway without a token (which serves this
-    machine alone), greet it the Exoclaw way. It stays undecided: a frame of another dialect still claims it."""
-    if secrets.token_configured(services.settings) or conn is not None:
+    machine alone), greet it the Exoclaw way. It stays undecided: a frame of another dialect still claims it. A
+    socket whose upgrade chose another dialect (`?dialect=`) is not greeted."""
+    if secrets.token_configured(services.settings):
         return []
-    greeted = Connection(connection_id, "client", services.now_ms(), extra={"pending": True, "greeted": True})
-    services.connections.save(greeted)
+    if conn is not None and not (conn.pending and conn.dialect in (None, EXOCLAW)):
+        return []
+    extra = {**(conn.extra if conn is not None else {}), "pending": True, "greeted": True}
+    dialect = conn.dialect if conn is not None else None
+    services.connections.save(Connection(connection_id, "client", services.now_ms(), dialect=dialect, extra=extra))
     return [HELLO]
 
 
@@ -61,16 +71,19 @@ def receive(services: Services, inbound: DialectInbound) -> list[Any]:
 
 
 def _first(services: Services, inbound: DialectInbound) -> list[Any]:
-    """The frame that makes a socket an Exoclaw one: its token (a gateway with a token), or, on a loopback gateway
-    without one, whatever it sends (a token frame is then answered with the hello)."""
+    """The frame that makes a socket an Exoclaw one. On a gateway with a token: the token (anything else, an RPC
+    included, is refused and the socket closed), unless the socket presented it as a bearer at its upgrade. On a
+    loopback gateway without one: whatever it sends (a token frame before the unprompted hello gets the hello)."""
     frame = inbound.frame
     token = frame.get("token") if isinstance(frame, dict) and "method" not in frame else None
-    if secrets.token_configured(services.settings):
+    bearer = inbound.conn is not None and bool(inbound.conn.extra.get("bearer"))
+    if secrets.token_configured(services.settings) and (token is not None or not bearer):
         expected = secrets.gateway_token(services.settings) or ""
         if not isinstance(token, str) or not hmac.compare_digest(token.encode(), expected.encode()):
             return [AUTH_FAILED, DialectClose(4001, "auth_failed")]
         base.accept(services, inbound.conn, inbound.connection_id, EXOCLAW)
-        socket_gate.settle(services, inbound.connection_id)
+        if not bearer:
+            socket_gate.settle(services, inbound.connection_id)
         return [HELLO]
     greeted = inbound.conn is not None and bool(inbound.conn.extra.get("greeted"))
     conn = base.accept(services, inbound.conn, inbound.connection_id, EXOCLAW)
@@ -88,22 +101,22 @@ def _failure(rpc_id: str, message: str) -> dict[str, Any]:
 
 
 def _parse_error(text: str, frame: Any) -> str | None:
-    """Why a frame is no request (serde's wording, as Exoclaw answers), or None."""
+    """Why a frame is no request, in serde's manner (as Exoclaw answers), or None."""
     if frame is None:
         try:
             json.loads(text)
-        except ValueError as exc:
-            return f"parse error: {exc}"
+        except json.JSONDecodeError as exc:
+            return f"parse error: {exc.msg[:1].lower()}{exc.msg[1:]} at line {exc.lineno} column {exc.colno}"
     if not isinstance(frame, dict):
-        return "parse error: invalid type: expected a request object"
+        return f"parse error: invalid type: {_serde_kind(frame)}, expected struct Request"
     for name in ("id", "method"):
         if name not in frame:
             return f"parse error: missing field `{name}`"
     rpc_id = frame["id"]
     if isinstance(rpc_id, bool) or not isinstance(rpc_id, str | int | float):
-        return "parse error: invalid type: `id` must be a string or a number"
+        return f"parse error: invalid type: {_serde_kind(rpc_id)}, expected a string or a number"
     if not isinstance(frame["method"], str):
-        return "parse error: invalid type: `method` must be a string"
+        return f"parse error: invalid type: {_serde_kind(frame['method'])}, expected a string"
     return None
 
 
@@ -114,13 +127,13 @@ def _request(services: Services, conn: Connection, frame: Any, text: str) -> lis
     rpc_id = frame["id"] if isinstance(frame["id"], str) else json.dumps(frame["id"])
     method = frame["method"]
     params = frame.get("params")
-    params = params if isinstance(params, dict) else {}
     if method == "ping":
         return [_answer(rpc_id, "pong")]
     if method == "plugin.list":
         return [_answer(rpc_id, _plugins(services, conn))]
     if method == "status":
         status = {"version": __version__, "plugins": len(_plugins(services, conn)), "sessions": _sessions(services)}
+        status["budget"] = budgets.status(services, services.config.effective())  # what is used, day and month
         return [_answer(rpc_id, status)]
     if method == "chat.send":
         return _chat(services, conn, rpc_id, params)
@@ -137,25 +150,44 @@ def _sessions(services: Services) -> int:
     return sum(1 for entry in services.sessions.list_registry() if SESSION_MARK in str(entry.get("sessionKey")))
 
 
-def _chat_params(params: dict[str, Any]) -> tuple[dict[str, str], str | None]:
+def _serde_kind(value: Any) -> str:
+    """How serde names an unexpected JSON value ("integer `5`", "map", ...)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return f"boolean `{json.dumps(value)}`"
+    if isinstance(value, int):
+        return f"integer `{value}`"
+    if isinstance(value, float):
+        return f"floating point `{value}`"
+    if isinstance(value, str):
+        return f"string {json.dumps(value)}"
+    return "sequence" if isinstance(value, list) else "map"
+
+
+def _chat_params(params: Any) -> tuple[dict[str, str], str | None]:
+    """chat.send's params as Exoclaw reads them (serde's wording for what is wrong: a value of the wrong type first,
+    fields in key order; then the first missing required field, in the struct's order); unknown keys are ignored,
+    `peer` defaults to "main"."""
+    if params is None:
+        params = {}
+    if not isinstance(params, dict):
+        return {}, f"invalid chat.send params: invalid type: {_serde_kind(params)}, expected struct ChatSendParams"
+    for name in sorted(set(params) & set(CHAT_FIELDS + OPTIONAL_CHAT_FIELDS)):
+        value = params[name]
+        if not isinstance(value, str) and (value is not None or name in CHAT_FIELDS):
+            return {}, f"invalid chat.send params: invalid type: {_serde_kind(value)}, expected a string"
     for name in CHAT_FIELDS:
-        if name not in params or params[name] is None:
+        if name not in params:
             return {}, f"invalid chat.send params: missing field `{name}`"
-    values: dict[str, str] = {}
-    for name in (*CHAT_FIELDS, "peer", "guild", "team"):
-        value = params.get(name)
-        if value is None:
-            continue
-        if not isinstance(value, str):
-            return {}, f"invalid chat.send params: invalid type: `{name}` must be a string"
-        values[name] = value
+    values = {name: params[name] for name in CHAT_FIELDS + OPTIONAL_CHAT_FIELDS if params.get(name) is not None}
     if not values["content"].strip():
         return {}, "invalid chat.send params: content must not be empty"
     values.setdefault("peer", "main")
     return values, None
 
 
-def _chat(services: Services, conn: Connection, rpc_id: str, params: dict[str, Any]) -> list[Any]:
+def _chat(services: Services, conn: Connection, rpc_id: str, params: Any) -> list[Any]:
     values, problem = _chat_params(params)
     if problem is not None:
         return [_failure(rpc_id, problem)]
@@ -177,10 +209,32 @@ def _chat(services: Services, conn: Connection, rpc_id: str, params: dict[str, A
     if sent.ok and sent.payload.get("status") == "started":
         return []  # the stream comes from the run
     base.unsubscribe(services, sub)
-    if not sent.ok:
-        return [_failure(rpc_id, sent.message)]
+    if not sent.ok:  # a token budget refused it: Exoclaw's own words, and no stream
+        refused = BudgetExceeded.from_details(sent.details)
+        return [_failure(rpc_id, refused.exoclaw_message if refused is not None else sent.message)]
     reply = str(sent.payload.get("response") or sent.payload.get("error") or "")
     return [{"id": rpc_id, "event": "text", "data": reply}, {"id": rpc_id, "event": "done"}]
+
+
+def _size(frame: dict[str, Any]) -> int:
+    return len(json.dumps(frame, separators=(",", ":"), ensure_ascii=False).encode())
+
+
+def _fitted(frame: dict[str, Any], name: str) -> dict[str, Any]:
+    """A frame whose `data[name]` (a tool call's input, a tool's result) would make it larger than one WebSocket
+    message may be on API Gateway, with that value cut (as text, marked) until it fits. The whole of it stays in the
+    session's transcript."""
+    if _size(frame) <= MAX_FRAME_BYTES:
+        return frame
+    data = frame["data"]
+    value = data[name]
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    keep = len(text)
+    fitted = frame
+    while keep > 256 and (fitted is frame or _size(fitted) > MAX_FRAME_BYTES):
+        keep = min(keep // 2, MAX_FRAME_BYTES // 2)
+        fitted = {**frame, "data": {**data, name: f"{text[:keep]}{TRUNCATED}"}}
+    return fitted
 
 
 @router.run_events(EXOCLAW)
@@ -192,11 +246,14 @@ def encode(services: Services, sub: Subscription, payload: dict[str, Any]) -> li
         return [{"id": rpc_id, "event": "text", "data": str(payload.get("text") or "")}]
     if state == "tool":
         return [
-            {
-                "id": rpc_id,
-                "event": "tool_use",
-                "data": {"id": call.get("id"), "name": call.get("name"), "input": call.get("arguments")},
-            }
+            _fitted(
+                {
+                    "id": rpc_id,
+                    "event": "tool_use",
+                    "data": {"id": call.get("id"), "name": call.get("name"), "input": call.get("arguments")},
+                },
+                "input",
+            )
             for call in payload.get("tools") or []
             if isinstance(call, dict)
         ]
@@ -206,17 +263,20 @@ def encode(services: Services, sub: Subscription, payload: dict[str, Any]) -> li
             "content": str(payload.get("content") or ""),
             "is_error": bool(payload.get("isError")),
         }
-        return [{"id": rpc_id, "event": "tool_result", "data": data}]
+        return [_fitted({"id": rpc_id, "event": "tool_result", "data": data}, "content")]
     if state == "usage":
         found = payload.get("usage")
         usage: dict[str, Any] = found if isinstance(found, dict) else {}
         data = {"input_tokens": int(usage.get("input") or 0), "output_tokens": int(usage.get("output") or 0)}
         return [{"id": rpc_id, "event": "usage", "data": data}]
     if state == "final":
+        stopped = budgets.exceeded_of(payload.get("message") if isinstance(payload.get("message"), dict) else None)
+        if stopped is not None:  # a budget ended the run between model calls: an error, as Exoclaw's loop says it
+            return [{"id": rpc_id, "event": "error", "data": stopped.exoclaw_message}, {"id": rpc_id, "event": "done"}]
         return [{"id": rpc_id, "event": "done"}]
     if state == "error":
-        return [
-            {"id": rpc_id, "event": "error", "data": str(payload.get("error") or "The run failed")},
-            {"id": rpc_id, "event": "done"},
-        ]
+        message = str(payload.get("error") or "The run failed")
+        if payload.get("cause") == events.PROVIDER_FAILED:
+            message = f"provider error: {message}"
+        return [{"id": rpc_id, "event": "error", "data": message}, {"id": rpc_id, "event": "done"}]
     return []
