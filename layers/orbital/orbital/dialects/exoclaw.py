@@ -202,10 +202,11 @@ def _chat(services: Services, conn: Connection, rpc_id: str, params: Any) -> lis
         team_id=values.get("team"),
     )
     key = base.conversation_key(agent, EXOCLAW, channel, account, peer)
-    services.sessions.touch_registry(key, now=services.now_ms(), default_label=f"{EXOCLAW}:{channel}:{account}:{peer}")
     run_id = base.new_run_id()
     sub = base.subscribe(services, conn, run_id, key, {"id": rpc_id})
-    sent = base.call(services, conn, "chat.send", {"sessionKey": key, "message": values["content"], "runId": run_id})
+    params = {"sessionKey": key, "message": values["content"], "runId": run_id}
+    label = f"{EXOCLAW}:{channel}:{account}:{peer}"
+    sent = base.call(services, conn, "chat.send", params, internal={"label": label})
     if sent.ok and sent.payload.get("status") == "started":
         return []  # the stream comes from the run
     base.unsubscribe(services, sub)

@@ -78,7 +78,8 @@ def chat_send(ctx: CallContext, params: ChatSendParams) -> dict[str, Any]:
     data: dict[str, Any] = {"text": directives.cleaned if directives.any else text}
     meta = services.sessions.load_meta(key) or {}
     budgets.check_before_run(services, ctx.config(), key, meta, data["text"], now_ms=ctx.now_ms())  # stores nothing
-    services.sessions.touch_registry(key, now=ctx.now_ms())
+    label = ctx.internal.get("label")  # a dialect's name for a conversation it opens (sessions.list shows it)
+    services.sessions.touch_registry(key, now=ctx.now_ms(), default_label=label if isinstance(label, str) else None)
     if ctx.conn is not None and ctx.conn.mode == "client" and ctx.conn.client_id:
         events.remember_alias(services, key, ctx.conn.client_id, params.sessionKey)
     overrides = slash.overrides_of(directives)
