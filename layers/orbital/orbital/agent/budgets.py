@@ -41,6 +41,7 @@ from orbital.domain.budgets import (
     would_exceed,
 )
 from orbital.domain.compaction import estimate_text_tokens
+from orbital.domain.messages import text_of
 from orbital.domain.reset_policy import initial_policy, should_auto_reset
 from orbital.store.usage import Refused
 
@@ -198,7 +199,4 @@ def exceeded_of(message: dict[str, Any] | None) -> BudgetExceeded | None:
     dialect turns it into its own words (`exoclaw_message`)."""
     if not isinstance(message, dict) or message.get("model") != NOTE_REASON:
         return None
-    content = message.get("content")
-    blocks = content if isinstance(content, list) else []
-    text = "".join(b.get("text", "") for b in blocks if isinstance(b, dict) and b.get("type") == "text")
-    return exceeded_in_note(text)
+    return exceeded_in_note(text_of(message))

@@ -18,6 +18,7 @@ from orbital.agent import budgets, settings
 from orbital.agent.providers import ModelRequest, complete, context_window, has_credentials
 from orbital.domain import compaction as rules
 from orbital.domain.config import as_dict
+from orbital.domain.messages import text_of
 from orbital.domain.session_keys import session_agent_id
 from orbital.store import keys
 
@@ -54,10 +55,7 @@ def ask(services: Services, config: dict[str, Any], model: dict[str, str], promp
         spend.release()
         raise
     spend.settle(int(as_dict(reply.get("usage")).get("totalTokens") or 0))
-    content = reply.get("content")
-    if isinstance(content, list):
-        return "".join(b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text")
-    return str(content or "")
+    return text_of(reply)
 
 
 def summarize(

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from orbital.agent import budgets, context, events, media, notify, runs, settings, tools
 from orbital.agent.providers import ModelError, ModelRequest, complete
 from orbital.domain.config import as_dict
+from orbital.domain.messages import text_of
 from orbital.domain.reset_policy import initial_policy, should_auto_reset
 from orbital.domain.session_keys import session_agent_id
 from orbital.engines import waitgroup
@@ -57,15 +58,6 @@ def _state(event: dict[str, Any], iteration: int, nxt: str, wait: int = 1) -> di
 
 def _owns(run: Any, run_id: str, execution: str) -> bool:
     return isinstance(run, dict) and run.get("runId") == run_id and run.get("execution") == execution
-
-
-def text_of(message: dict[str, Any]) -> str:
-    content = message.get("content")
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        return ""
-    return "".join(b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text")
 
 
 def tool_calls_of(message: dict[str, Any]) -> list[dict[str, Any]]:

@@ -36,6 +36,7 @@ from orbital.dialects.detect import XENO
 from orbital.domain import compaction
 from orbital.domain import config as cfg
 from orbital.domain import heartbeat as heartbeat_rules
+from orbital.domain.messages import text_of
 from orbital.domain.session_keys import resolve_agent_main_session_key
 from orbital.protocol.registry import DialectClose, DialectInbound, Router
 
@@ -168,7 +169,7 @@ def _initialize(services: Services) -> dict[str, Any]:
         role = message.get("role")
         if role not in ("user", "assistant") or compaction.is_summary_message(message):
             continue
-        text = _text(message)
+        text = text_of(message)
         if text or role == "user":
             history.append({"role": role, "content": text})
     kept: list[dict[str, str]] = []
@@ -180,15 +181,6 @@ def _initialize(services: Services) -> dict[str, Any]:
         kept.append(turn)
     session_id = meta.get("sessionId") if meta is not None and messages else None
     return {"sessionId": session_id, "history": list(reversed(kept))}
-
-
-def _text(message: dict[str, Any]) -> str:
-    content = message.get("content")
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        return ""
-    return "".join(b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text")
 
 
 # --- gateway.query ----------------------------------------------------------------------------------------------
@@ -408,7 +400,7 @@ def encode(services: Services, sub: Subscription, payload: dict[str, Any]) -> li
         return []
     if state == "final":
         message = payload.get("message")
-        reply = _text(message) if isinstance(message, dict) else ""
+        reply = text_of(message) if isinstance(message, dict) else ""
         return _ended(
             sub, reply or NO_RESPONSE, None, message if isinstance(message, dict) else {}, now=services.now_ms()
         )
