@@ -56,6 +56,19 @@ def reset_caches() -> None:
     reset_services()
 
 
+GATEWAY_TOKEN = "gateway-token-for-tests-0123456789"
+
+
+@pytest.fixture
+def token(monkeypatch: pytest.MonkeyPatch) -> str:
+    """A gateway with a token (as on AWS always, and locally with `TOKEN`): `ORBITAL_AUTH_TOKEN`, read afresh."""
+    from orbital.settings import reset_settings
+
+    monkeypatch.setenv("ORBITAL_AUTH_TOKEN", GATEWAY_TOKEN)
+    reset_settings()
+    return GATEWAY_TOKEN
+
+
 @pytest.fixture
 def aws() -> Iterator[None]:
     """moto with the table and bucket of template.yaml."""

@@ -17,23 +17,14 @@ import pytest
 from orbital.engines import deferred
 from orbital.runtime import gateway
 
+from tests.conftest import GATEWAY_TOKEN as TOKEN
 from tests.conftest import wait_for
 from tests.support import rules
 from tests.support.agent import chat_events
 from tests.support.fake_llm import FakeLLM
 
-TOKEN = "exoclaw-aws-token-0123456789abcdef"
 AUTH_FAILED = {"error": "auth_failed", "code": 4001}
 _ids = itertools.count(1)
-
-
-@pytest.fixture
-def token(monkeypatch: pytest.MonkeyPatch) -> str:
-    from orbital.settings import reset_settings
-
-    monkeypatch.setenv("ORBITAL_AUTH_TOKEN", TOKEN)
-    reset_settings()
-    return TOKEN
 
 
 def _opened() -> str:

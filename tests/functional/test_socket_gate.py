@@ -8,23 +8,12 @@ import itertools
 import json
 from typing import Any
 
-import pytest
 from orbital.engines import deferred, socket_gate
 from orbital.runtime import gateway
 
 from tests.conftest import deferred_execution_arn, wait_for
 
-TOKEN = "gate-test-token-0123456789"
 _ids = itertools.count(1)
-
-
-@pytest.fixture
-def token(monkeypatch: pytest.MonkeyPatch) -> str:
-    from orbital.settings import reset_settings
-
-    monkeypatch.setenv("ORBITAL_AUTH_TOKEN", TOKEN)
-    reset_settings()
-    return TOKEN
 
 
 def _opened() -> str:

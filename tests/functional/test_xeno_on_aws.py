@@ -9,23 +9,13 @@ import itertools
 import json
 from typing import Any
 
-import pytest
 from orbital.runtime import gateway
 
+from tests.conftest import GATEWAY_TOKEN as TOKEN
 from tests.conftest import wait_for
 from tests.support import rules
 
-TOKEN = "xeno-on-aws-token-0123456789"
 _ids = itertools.count(1)
-
-
-@pytest.fixture
-def token(monkeypatch: pytest.MonkeyPatch) -> str:
-    from orbital.settings import reset_settings
-
-    monkeypatch.setenv("ORBITAL_AUTH_TOKEN", TOKEN)
-    reset_settings()
-    return TOKEN
 
 
 def _open(bearer: str | None) -> tuple[str, dict[str, Any]]:
