@@ -317,6 +317,7 @@ class LocalGateway:
             ws_ping_timeout=20,
             lifespan="on" if self.xeno is not None else "off",
             access_log=False,
+            proxy_headers=False,  # the peer is who connected: no forwarded address may stand in for it
         )
         return uvicorn.Server(config)
 
