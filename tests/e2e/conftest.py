@@ -50,6 +50,16 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def end(proc: subprocess.Popen[Any], sig: int, timeout: float) -> None:
+    """Send `sig` and wait for the process to end; kill it if it has not ended within `timeout` seconds."""
+    proc.send_signal(sig)
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
 class GatewayProcess:
     def __init__(self, data_dir: Path, *, token: str | None = None, extra_args: list[str] | None = None) -> None:
         self.data_dir = data_dir
@@ -110,12 +120,7 @@ class GatewayProcess:
         if self.proc is None:
             return 0
         if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            try:
-                self.proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
+            end(self.proc, sig, timeout)
         self.output = self.proc.stdout.read() if self.proc.stdout else ""
         if self.proc.stdout:
             self.proc.stdout.close()
@@ -227,12 +232,7 @@ class NodeProcess:
         if self.proc is None:
             return 0
         if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
+            end(self.proc, signal.SIGINT, 15)
         if self.proc.stderr:
             self.proc.stderr.close()
         code = self.proc.returncode

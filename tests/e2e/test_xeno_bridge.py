@@ -25,7 +25,7 @@ import pytest
 from orbital.client import GatewayClient
 
 from tests.conftest import wait_for
-from tests.e2e.conftest import ROOT, GatewayProcess
+from tests.e2e.conftest import ROOT, GatewayProcess, end
 from tests.support import rules
 from tests.support.agent import configure_fake_model
 from tests.support.fake_llm import FakeLLM, Request, hang
@@ -99,12 +99,7 @@ class BridgeProcess:
         if self.proc is None:
             return 0
         if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            try:
-                self.proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
+            end(self.proc, sig, timeout)
         self.wait_output()
         if self.proc.stderr:
             self.proc.stderr.close()
