@@ -16,10 +16,11 @@ ADR 0025 has the whole model.
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 from urllib.parse import urlsplit
+
+from orbital.protocol.peers import is_proxy_header, loopback_address
 
 ASGIApp = Callable[[dict[str, Any], Callable[..., Awaitable[Any]], Callable[..., Awaitable[Any]]], Awaitable[None]]
 
@@ -28,21 +29,6 @@ REFUSAL = (
     "web page). To reach it any other way, restart it with a token: make dev TOKEN=<secret> "
     "(or orbital dev --token <secret>), and give clients that token."
 )
-
-PROXY_HEADERS = frozenset({b"forwarded", b"x-real-ip", b"via", b"cf-connecting-ip", b"true-client-ip"})
-"""Headers a proxy or tunnel adds (besides every `x-forwarded-*`)."""
-
-
-def loopback_address(host: str | None) -> bool:
-    """`host` is a loopback IP address (IPv4, IPv6, or IPv4 mapped into IPv6)."""
-    if not host:
-        return False
-    try:
-        address = ipaddress.ip_address(host.strip("[]"))
-    except ValueError:
-        return False
-    mapped = getattr(address, "ipv4_mapped", None)
-    return bool(address.is_loopback or (mapped is not None and mapped.is_loopback))
 
 
 def loopback_name(host: str) -> bool:
@@ -69,7 +55,7 @@ def refusal(client: tuple[str, int] | None, headers: Iterable[tuple[bytes, bytes
     for name, value in headers:
         if name == b"host":
             host = value.decode("latin-1")
-        elif name.startswith(b"x-forwarded-") or name in PROXY_HEADERS:
+        elif is_proxy_header(name.decode("latin-1")):
             return f"came through a proxy ({name.decode('latin-1')})"
         elif name == b"origin":
             origin = value.decode("latin-1")

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import hmac
-import ipaddress
 import json
 import logging
 from typing import Any
@@ -23,6 +22,7 @@ from orbital.methods import registry
 from orbital.observability import count
 from orbital.protocol.dispatch import Dispatcher, Outcome
 from orbital.protocol.frames import encode_sendable
+from orbital.protocol.peers import is_proxy_header, loopback_address
 from orbital.protocol.registry import DialectClose, DialectInbound
 from orbital.runtime.lifecycle import disconnect
 from orbital.runtime.services import Services, get_services
@@ -95,22 +95,13 @@ def _bearer(event: dict[str, Any]) -> str | None:
     return None
 
 
-PROXY_HEADERS = frozenset({"forwarded", "x-real-ip", "via", "cf-connecting-ip", "true-client-ip"})
-"""Headers a proxy or tunnel adds (besides every `x-forwarded-*`): a socket that came through one is not local."""
-
-
 def _on_this_machine(event: dict[str, Any]) -> bool:
     """The upgrade came from this machine directly: the local gateway's Unix socket (`sourceIp` "unix"), or a
     loopback address without a proxy's headers (a tunnel connects from loopback too, but adds them)."""
     source = ((event.get("requestContext") or {}).get("identity") or {}).get("sourceIp")
-    if source != "unix":
-        try:
-            if not isinstance(source, str) or not ipaddress.ip_address(source.strip("[]")).is_loopback:
-                return False
-        except ValueError:
-            return False
-    names = {str(name).lower() for name in (event.get("headers") or {})}
-    return not any(name in PROXY_HEADERS or name.startswith("x-forwarded-") for name in names)
+    if source != "unix" and not loopback_address(source if isinstance(source, str) else None):
+        return False
+    return not any(is_proxy_header(str(name)) for name in event.get("headers") or {})
 
 
 def handle_disconnect(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
