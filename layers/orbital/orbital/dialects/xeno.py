@@ -21,7 +21,6 @@ from __future__ import annotations
 import base64
 import json
 import logging
-import mimetypes
 import os
 import stat
 import time
@@ -33,7 +32,7 @@ from orbital.aws import secrets
 from orbital.channels import media as media_store
 from orbital.dialects import base
 from orbital.dialects.detect import XENO
-from orbital.domain import compaction
+from orbital.domain import compaction, sniff
 from orbital.domain import config as cfg
 from orbital.domain import heartbeat as heartbeat_rules
 from orbital.domain.messages import text_of
@@ -281,14 +280,14 @@ def _attachment(item: dict[str, Any], local: bool) -> dict[str, Any]:
     mime = given_mime.strip() if isinstance(given_mime, str) and given_mime.strip() else None
     entry: dict[str, Any] = {"type": kind, "filename": name}
     if not local:
-        entry["mimeType"] = mime or _guessed_mime(name, b"")
+        entry["mimeType"] = mime or _mime_of(name, b"")
         entry["error"] = f"{name} is a file on the client's machine, which this gateway cannot read"
         return entry
     if kind == "video":  # never shown to a model (the stored message keeps only the fact)
-        entry["mimeType"] = mime or _guessed_mime(name, b"")
+        entry["mimeType"] = mime or _mime_of(name, b"")
         return entry
     body, size = _read(path)
-    entry["mimeType"] = mime or _guessed_mime(name, body or b"")
+    entry["mimeType"] = mime or _mime_of(name, body or b"")
     entry["size"] = size
     if body is None:
         entry["error"] = media_store.too_large_error(size)
@@ -330,22 +329,8 @@ def _read(text: str) -> tuple[bytes | None, int]:
     return b"".join(chunks), size
 
 
-_IMAGE_SIGNATURES = (
-    (b"\x89PNG\r\n\x1a\n", "image/png"),
-    (b"\xff\xd8\xff", "image/jpeg"),
-    (b"GIF87a", "image/gif"),
-    (b"GIF89a", "image/gif"),
-)
-
-
-def _guessed_mime(name: str, body: bytes) -> str:
-    for signature, mime in _IMAGE_SIGNATURES:
-        if body.startswith(signature):
-            return mime
-    if body[:4] == b"RIFF" and body[8:12] == b"WEBP":
-        return "image/webp"
-    guessed, _ = mimetypes.guess_type(name)
-    return guessed or "application/octet-stream"
+def _mime_of(name: str, body: bytes) -> str:
+    return sniff.guess_mime(body[:64], name) or "application/octet-stream"
 
 
 # --- gateway.heartbeat / gateway.new_session --------------------------------------------------------------------

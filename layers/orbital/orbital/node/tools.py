@@ -11,8 +11,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from orbital.domain.sniff import IMAGE_MIMES, guess_mime, human_size, sniff_mime
 from orbital.node.process import CommandError, ProcessManager
-from orbital.node.sniff import IMAGE_MIMES, guess_mime, human_size, sniff_mime
 
 IMAGE_MAX_BYTES = 10 * 1024 * 1024
 GLOB_MAX_RESULTS = 1000

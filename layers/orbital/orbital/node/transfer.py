@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, Protocol
 
-from orbital.node.sniff import guess_mime
+from orbital.domain.sniff import guess_mime
 from orbital.node.tools import resolve_path
 
 CHUNK_SIZE = 64 * 1024

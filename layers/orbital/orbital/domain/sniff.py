@@ -1,4 +1,5 @@
-"""Content sniffing shared by the Read tool and file transfers: MIME from magic numbers, then from the file name."""
+"""Content sniffing shared by the node's Read tool and transfers and the files xeno clients attach: MIME from magic
+numbers, then from the file name."""
 
 from __future__ import annotations
 
