@@ -20,8 +20,8 @@ import math
 import uuid
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
 
+from orbital.domain.media_types import content_type, extension, metadata_text
 from orbital.store import keys
 
 if TYPE_CHECKING:
@@ -32,77 +32,15 @@ log = logging.getLogger("orbital.channels.media")
 MAX_MEDIA_BYTES = 25 * 1024 * 1024
 """Attachments larger than this are refused (spec §12.6)."""
 
-EXTENSIONS = {
-    "image/jpeg": "jpg",
-    "image/jpg": "jpg",
-    "image/png": "png",
-    "image/gif": "gif",
-    "image/webp": "webp",
-    "image/svg+xml": "svg",
-    "audio/ogg": "ogg",
-    "audio/opus": "opus",
-    "audio/mpeg": "mp3",
-    "audio/mp3": "mp3",
-    "audio/mp4": "m4a",
-    "audio/m4a": "m4a",
-    "audio/x-m4a": "m4a",
-    "audio/wav": "wav",
-    "audio/x-wav": "wav",
-    "audio/wave": "wav",
-    "audio/webm": "webm",
-    "audio/flac": "flac",
-    "audio/x-flac": "flac",
-    "video/mp4": "mp4",
-    "video/webm": "webm",
-    "video/quicktime": "mov",
-    "application/pdf": "pdf",
-    "application/msword": "doc",
-    "application/vnd.openxmlformats-officedocument.wordprocessingml.document": "docx",
-}
-"""File extension of a stored attachment by media type; anything else is stored as `.bin`."""
-
 KEPT_FIELDS = ("filename", "duration", "transcription")
 """Optional fields carried over from an inbound attachment to its stored reference."""
 
 NOT_STORED = "Media could not be stored"
 NOT_DECODED = "Media data could not be decoded"
 
-_METADATA_SAFE = " !#$&'()*+,-./:;=?@[]^_`{|}~"
-"""Printable ASCII kept as is in object metadata (everything else is percent-encoded; `%` itself is encoded)."""
-_METADATA_LIMIT = 512
-
-
-def base_type(mime_type: Any) -> str:
-    """`"Audio/OGG; codecs=opus"` → `"audio/ogg"`."""
-    if not isinstance(mime_type, str):
-        return ""
-    return mime_type.split(";", 1)[0].strip().lower()
-
-
-def extension(mime_type: Any) -> str:
-    return EXTENSIONS.get(base_type(mime_type), "bin")
-
 
 def too_large_error(size: int) -> str:
     return f"Media file too large ({size / (1024 * 1024):.1f}MB > 25MB limit)"
-
-
-def _ascii(value: str) -> str:
-    """A metadata value S3 accepts (ASCII only), reversible with `urllib.parse.unquote`, of bounded length."""
-    encoded = quote(value, safe=_METADATA_SAFE)
-    if len(encoded) > _METADATA_LIMIT:
-        encoded = encoded[:_METADATA_LIMIT]
-        cut = encoded.rfind("%", len(encoded) - 2)
-        if cut != -1:  # do not leave half an escape at the end
-            encoded = encoded[:cut]
-    return encoded
-
-
-def _content_type(mime_type: Any) -> str:
-    base = base_type(mime_type)
-    if not base or not base.isascii() or "/" not in base or any(c.isspace() for c in base):
-        return "application/octet-stream"
-    return base
 
 
 def _number(value: Any) -> int | None:
@@ -158,13 +96,13 @@ def _store_one(services: Services, session_key: str, entry: dict[str, Any]) -> d
     key = keys.session_media(session_key, f"{uuid.uuid4()}.{extension(mime)}")
     metadata = {
         "uploadedAt": datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
-        "sessionKey": _ascii(session_key),
+        "sessionKey": metadata_text(session_key),
     }
     filename = entry.get("filename")
     if isinstance(filename, str) and filename:
-        metadata["originalFilename"] = _ascii(filename)
+        metadata["originalFilename"] = metadata_text(filename)
     try:
-        services.workspace.put(key, body, content_type=_content_type(mime), metadata=metadata)
+        services.workspace.put(key, body, content_type=content_type(mime), metadata=metadata)
     except Exception as exc:
         log.warning("storing a %s attachment of %s failed: %s", entry.get("type"), session_key, type(exc).__name__)
         return _refused(entry, NOT_STORED, len(body))

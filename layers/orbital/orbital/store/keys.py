@@ -20,6 +20,7 @@ Single table: `PK`, `SK`, `GSI1PK`/`GSI1SK` (index `GSI1`), `ttl` (epoch seconds
 | cron run            | CRONRUN#{jobId}      | {ts:015d}#{seq}            |                                         |
 | gateway flags       | GATEWAY              | {flag}                     | e.g. workspace seeded                   |
 | token usage         | USAGE                | {YYYY-MM}                  | UTC month: `m`, days `d01`..`d31`; ttl  |
+| install identity    | INSTALLS             | {sha256 of the token}      | user_id, install_id (WindieOS installs) |
 """
 
 from __future__ import annotations
@@ -151,6 +152,13 @@ def gateway_flag(flag: str) -> tuple[str, str]:
 
 
 # --- token budgets: the gateway's usage per UTC month, with one counter for the month and one per day ----------
+
+INSTALLS_PK = "INSTALLS"
+
+
+def install(token_hash: str) -> tuple[str, str]:
+    return INSTALLS_PK, token_hash
+
 
 TOKEN_USAGE_PK = "USAGE"
 
@@ -354,6 +362,11 @@ def run_blob(execution: str, name: str) -> str:
     return f"runs/{execution}/{name}"
 
 
+def media_object(name: str) -> str:
+    """A media object served at `GET /media/{name}` (GSV's media route): uploaded artifacts live here."""
+    return f"media/{name}"
+
+
 def session_media(session_key: str, name: str) -> str:
     return f"{session_media_prefix(session_key)}{name}"
 
@@ -408,6 +421,7 @@ _PK_KINDS = {
     TRANSFERS_PK: "transfer",
     COUNTER_PK: "counter",
     TOKEN_USAGE_PK: "token-usage",
+    INSTALLS_PK: "install",
 }
 _PK_PREFIX_KINDS = (
     ("CONN#", "connection"),
