@@ -5,6 +5,7 @@ socket that asked, and to no one else."""
 
 from __future__ import annotations
 
+import base64
 import itertools
 import json
 from typing import Any
@@ -72,3 +73,34 @@ def test_a_wrong_bearer_is_refused_at_the_upgrade_and_none_gets_unauthorized(tok
     assert _send(cid, {"jsonrpc": "2.0", "id": 5, "method": "gateway.initialize"}) is None
     assert _posted(sender, cid) == [{"jsonrpc": "2.0", "id": 5, "error": {"code": -32000, "message": "Unauthorized"}}]
     assert [(code, reason) for closed, code, reason in sender.closes if closed == cid] == [(4001, "Unauthorized")]
+
+
+def test_an_uploaded_artifact_is_an_attachment_on_any_gateway(token, flows, agent, llm, sender, services):
+    """On AWS the gateway cannot read the client's disk: `orbital xeno-bridge` uploads the file and sends
+    `artifact:{id}` as its path. The stored artifact is given to the model as it is."""
+    from orbital.store import artifacts
+
+    png = b"\x89PNG\r\n\x1a\n" + b"\x00" * 64
+    saved = artifacts.save(services.workspace, png, owner=artifacts.GATEWAY_OWNER, mime_type="image/png")
+    llm.responder = rules.respond
+    cid, _ = _open(TOKEN)
+    attachments = [{"type": "image", "path": f"artifact:{saved.artifact_id}"}]
+    query = {
+        "requestId": "r-img",
+        "content": "reply with exactly: SEEN",
+        "context": {"type": "rpc"},
+        "attachments": attachments,
+    }
+    assert _send(cid, {"jsonrpc": "2.0", "id": 3, "method": "gateway.query", "params": query}) is None
+    frames = wait_for(
+        lambda: (found := _posted(sender, cid)) and found[-1].get("method") == "gateway.done" and found, timeout=30
+    )
+    assert [f["params"]["content"] for f in frames if f.get("method") == "gateway.stream"] == ["SEEN"]
+    sent = json.dumps(llm.requests[-1].body)
+    assert base64.b64encode(png).decode() in sent  # the model was shown the uploaded bytes
+
+    missing = dict(query, requestId="r-gone", attachments=[{"type": "image", "path": "artifact:0000-0.png"}])
+    done = _send(cid, {"jsonrpc": "2.0", "id": 4, "method": "gateway.query", "params": missing})
+    assert done == {"jsonrpc": "2.0", "method": "gateway.done", "params": {"requestId": "r-gone"}}
+    errors = [f["params"]["error"] for f in _posted(sender, cid) if f.get("method") == "gateway.error"]
+    assert errors == ["Cannot read attachment artifact:0000-0.png: no such artifact"]

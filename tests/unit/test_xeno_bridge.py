@@ -186,3 +186,19 @@ def test_a_query_in_flight_when_the_connection_drops_is_ended(home: Path) -> Non
             assert "1011 gone" in notes[0]["params"]["error"]
 
     asyncio.run(scenario())
+
+
+def test_where_attachments_are_uploaded() -> None:
+    from orbital.xeno.uploads import http_base
+
+    assert http_base("ws://127.0.0.1:8765/ws", None) == "http://127.0.0.1:8765"
+    assert http_base("ws://127.0.0.1:8765", None) == "http://127.0.0.1:8765"
+    assert http_base("wss://gw.example.com/ws", None) == "https://gw.example.com"  # one domain for both APIs
+    assert http_base("wss://gw.example.com/base/ws?x=1", None) == "https://gw.example.com/base"
+    # API Gateway's WebSocket API has a host of its own: the HTTP API cannot be told from it
+    assert http_base("wss://abc123.execute-api.eu-west-1.amazonaws.com/prod", None) is None
+    given = "https://def456.execute-api.eu-west-1.amazonaws.com/"
+    assert http_base("wss://abc123.execute-api.eu-west-1.amazonaws.com/prod", given) == given.rstrip("/")
+    for bad in ("ftp://x", "https://", "gw.example.com"):
+        with pytest.raises(ValueError):
+            http_base("ws://127.0.0.1:8765/ws", bad)

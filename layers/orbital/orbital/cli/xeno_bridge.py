@@ -34,8 +34,10 @@ the socket up meanwhile; a request it cannot relay gets a JSON-RPC error (-32000
 The token comes from --token-file (read again at each reconnection) or the ORBITAL_TOKEN environment variable,
 never from the command line, and is never logged.
 
-Attachments: attachments[].path is relayed untouched. Uploading the file to the gateway's /api/artifacts/ and
-rewriting the path to artifact:{id} waits for that HTTP API, which does not exist yet.
+Attachments: each attachments[].path of a query is uploaded to the gateway's HTTP API (POST /api/artifacts/, with
+the token) and rewritten to artifact:{id}, so a deployed gateway gets the file too. The HTTP API is --http-url (the
+stack's HttpApiUrl output; env ORBITAL_HTTP_URL), or the WebSocket URL's own host for a ws:// gateway or a /ws
+path. A file that cannot be uploaded keeps its path, and the bridge logs why.
 
 Ctrl-C or SIGTERM stops the bridge and removes the socket."""
 
@@ -51,6 +53,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--home", required=True, metavar="DIR", help="xeno home: the socket is DIR/.xeno/gateway.sock")
     parser.add_argument(
         "--url", default=None, metavar="URL", help="the gateway's WebSocket URL, wss://…/ws or ws://… (env ORBITAL_URL)"
+    )
+    parser.add_argument(
+        "--http-url",
+        default=None,
+        metavar="URL",
+        help="the gateway's HTTP API, https://… (for attachments; env ORBITAL_HTTP_URL; default: from --url if it can)",
     )
     parser.add_argument(
         "--token-file",
@@ -129,6 +137,7 @@ def run(args: argparse.Namespace) -> int:
             url=url,
             token=token,
             display_url=redact_url(url),
+            http_url=args.http_url or os.environ.get("ORBITAL_HTTP_URL") or None,
             keepalive=float(args.keepalive),
         )
         bridge = XenoBridge(options)

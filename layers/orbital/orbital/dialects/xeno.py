@@ -12,8 +12,10 @@ a token); the local Unix socket is its owner's (file permissions).
 A query's `attachments` are files on the client's machine: a local gateway reads each one (a regular file, at most
 the channels' media limit) for a client on its own machine and gives it to the run as a channel's media; a file it
 cannot read ends that query with `gateway.error`. A gateway that is not local never reads a path; the model is told
-a file was attached. With `xeno.partials: true` in the configuration a query also gets the reply's text so far as
-`gateway.stream {isPartial: true}`, at most every half second (off by default, as in xeno).
+a file was attached. A path `artifact:{id}` names a file uploaded to `POST /api/artifacts/` first (`orbital
+xeno-bridge` uploads and rewrites each path so): the stored artifact is the run's media, on any gateway.
+With `xeno.partials: true` in the configuration a query also gets the reply's text so far as `gateway.stream
+{isPartial: true}`, at most every half second (off by default, as in xeno).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from orbital.domain import heartbeat as heartbeat_rules
 from orbital.domain.messages import text_of
 from orbital.domain.session_keys import resolve_agent_main_session_key
 from orbital.protocol.registry import DialectClose, DialectInbound, Router
+from orbital.store import artifacts, keys
 
 if TYPE_CHECKING:
     from orbital.runtime.services import Services
@@ -60,6 +63,8 @@ MEDIA_TYPES = {
 }
 """xeno's attachment types and the kind of run media each one is (what channels hand in)."""
 ATTACHMENT_TYPES = frozenset(MEDIA_TYPES)
+ARTIFACT_PATH = "artifact:"
+"""An attachment `path` naming an artifact uploaded to `POST /api/artifacts/` first (`artifact:{id}`)."""
 HISTORY_BYTES = 100 * 1024
 """`gateway.initialize` keeps the newest turns that fit (one WebSocket message on AWS holds 128 KB)."""
 FINAL_CHARS = 120_000
@@ -268,10 +273,10 @@ def _media(services: Services, conn: Connection, attachments: list[dict[str, Any
     local = services.settings.local and bool(
         conn.extra.get("local") or not secrets.token_configured(services.settings)
     )  # without a token a local gateway serves this machine only (the front door)
-    return [_attachment(item, local) for item in attachments]
+    return [_attachment(services, item, local) for item in attachments]
 
 
-def _attachment(item: dict[str, Any], local: bool) -> dict[str, Any]:
+def _attachment(services: Services, item: dict[str, Any], local: bool) -> dict[str, Any]:
     path = str(item["path"])
     kind = MEDIA_TYPES[item["type"]]
     given_name = item.get("fileName")
@@ -279,6 +284,8 @@ def _attachment(item: dict[str, Any], local: bool) -> dict[str, Any]:
     given_mime = item.get("mimeType")
     mime = given_mime.strip() if isinstance(given_mime, str) and given_mime.strip() else None
     entry: dict[str, Any] = {"type": kind, "filename": name}
+    if path.startswith(ARTIFACT_PATH):
+        return _uploaded(services, entry, path[len(ARTIFACT_PATH) :], mime)
     if not local:
         entry["mimeType"] = mime or _mime_of(name, b"")
         entry["error"] = f"{name} is a file on the client's machine, which this gateway cannot read"
@@ -293,6 +300,22 @@ def _attachment(item: dict[str, Any], local: bool) -> dict[str, Any]:
         entry["error"] = media_store.too_large_error(size)
     else:
         entry["data"] = base64.b64encode(body).decode("ascii")
+    return entry
+
+
+def _uploaded(services: Services, entry: dict[str, Any], artifact_id: str, mime: str | None) -> dict[str, Any]:
+    """An attachment the client uploaded first (`artifact:{id}`, what `orbital xeno-bridge` sends): the stored
+    artifact is the run's media as it is, without a copy. xeno sockets hold the gateway's own credential, which
+    reads every artifact."""
+    found = artifacts.head(services.workspace, artifact_id)
+    if found is None:
+        raise _Unreadable(f"Cannot read attachment {ARTIFACT_PATH}{artifact_id}: no such artifact")
+    entry["mimeType"] = mime or found.content_type
+    entry["size"] = found.size_bytes
+    if found.filename and entry["filename"] == f"{ARTIFACT_PATH}{artifact_id}":
+        entry["filename"] = found.filename
+    if entry["type"] != "video":  # never shown to a model (the stored message keeps only the fact)
+        entry["r2Key"] = keys.media_object(artifact_id)
     return entry
 
 

@@ -22,8 +22,10 @@ client writes is one text frame to the gateway, each frame the gateway sends bac
 - Keepalive: every `keepalive` seconds a request of an unknown method (`orbital.keepalive`: the gateway answers
   "Method not found"), a real round trip well inside API Gateway's 10-minute idle timeout; no answer in time →
   reconnect. Its answers are not relayed.
-- Attachments are relayed untouched: uploading `attachments[].path` to the gateway's `/api/artifacts/` (and
-  rewriting `path` to `artifact:{id}`) waits for that HTTP API.
+- Attachments: before a `gateway.query` is relayed, each `attachments[].path` is uploaded to the gateway's
+  `POST /api/artifacts/` and rewritten to `artifact:{id}` (`orbital.xeno.uploads`), so a gateway that cannot read
+  this machine's disk still gets the file. The HTTP API's address is `http_url`, or the WebSocket URL's host when
+  it serves both; without one the paths are relayed as they are.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidSta
 from orbital import __version__
 from orbital.protocol.frames import FRAGMENT_BYTES, MAX_MESSAGE_BYTES, fragments
 from orbital.xeno.unix_socket import listener, remove, socket_path
+from orbital.xeno.uploads import Uploader, http_base
 
 log = logging.getLogger("orbital.xeno.bridge")
 
@@ -78,6 +81,8 @@ class BridgeOptions:
     """The gateway token, asked for at each connection attempt (may raise TokenUnavailable)."""
     display_url: str = ""
     """The URL as logs and errors show it (no query string, no credentials)."""
+    http_url: str | None = None
+    """The gateway's HTTP API (`http(s)://HOST`), where attachments are uploaded; None: told from `url` if it can be."""
     keepalive: float = 240.0
     keepalive_timeout: float = 30.0
     open_timeout: float = 10.0
@@ -243,6 +248,14 @@ class _Relay:
             message = None
         request = _request_of(message)
         size = len(text.encode("utf-8"))
+        uploader = self.bridge.uploader
+        if request is not None and request.method == "gateway.query" and uploader is not None:
+            assert isinstance(message, dict)
+            params = message.get("params")
+            if isinstance(params, dict) and params.get("attachments"):
+                await uploader.rewrite(message)
+                text = _encode(message)
+                size = len(text.encode("utf-8"))
         if size > self.options.max_message_bytes:
             limit = self.options.max_message_bytes
             log.warning("%s: a message of %d bytes refused (the gateway takes %d)", self.name, size, limit)
@@ -511,6 +524,10 @@ class XenoBridge:
         self.options = options
         self.path = socket_path(options.home)
         self.url = upstream_url(options.url)
+        base = http_base(options.url, options.http_url)
+        self.uploader = Uploader(base, options.token) if base else None
+        if base is None:
+            log.info("attachments are relayed as paths: give the gateway's HTTP API URL to upload them")
         self._server: asyncio.base_events.Server | None = None
         self._relays: dict[_Relay, asyncio.Task[Any]] = {}
         self._numbers = itertools.count(1)
@@ -555,6 +572,8 @@ class XenoBridge:
             _, late = await asyncio.wait(tasks, timeout=5)
             for task in late:
                 task.cancel()
+        if self.uploader is not None:
+            await self.uploader.close()
         if server is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(server.wait_closed(), 5)
