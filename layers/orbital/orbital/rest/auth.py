@@ -15,6 +15,7 @@ import hmac
 from dataclasses import dataclass
 
 from fastapi import HTTPException, Request
+from starlette.requests import HTTPConnection
 
 from orbital.aws import secrets
 from orbital.runtime.services import get_services
@@ -34,7 +35,7 @@ class Caller:
         return self.user_id is None
 
 
-def bearer(request: Request) -> str | None:
+def bearer(request: HTTPConnection) -> str | None:
     value = request.headers.get("authorization", "")
     scheme, _, token = value.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
@@ -46,8 +47,8 @@ def _refused() -> HTTPException:
     return HTTPException(401, UNAUTHORIZED, headers={"WWW-Authenticate": "Bearer"})
 
 
-def identify(request: Request) -> Caller:
-    """The caller of a route any credential may use (the gateway's or an install's); 401 otherwise."""
+def identify(request: HTTPConnection) -> Caller:
+    """The caller of a route (or socket) any credential may use (the gateway's or an install's); 401 otherwise."""
     services = get_services()
     settings = services.settings
     presented = bearer(request)
