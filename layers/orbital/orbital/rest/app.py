@@ -1,7 +1,7 @@
 """The gateway's HTTP API: one FastAPI app (ADR 0029), served by the `rest_api` and `channel_webhook` Lambdas through
 Mangum and mounted on the local gateway's own port.
 
-Routers: `core` (health, GSV media, channel webhooks). `/openapi.json` and `/docs` describe every route; both need
+Routers: `core` (health, GSV media, webhooks), `windie` (WindieOS). `/openapi.json`, `/docs` show every route; both need
 no credential (they describe, they do not act). Errors are `{"detail": …}`. Request bodies are capped before they
 are read (`limits`).
 
@@ -19,7 +19,7 @@ from typing import Any
 from fastapi import FastAPI
 
 from orbital import __version__
-from orbital.rest import core
+from orbital.rest import core, windie
 from orbital.rest.limits import BodyLimit, body_limit, too_large
 
 DESCRIPTION = """Orbital's HTTP API. The WebSocket at `/ws` is the main way in (GSV, xeno, Exoclaw and WindieOS
@@ -39,6 +39,7 @@ def create_app() -> FastAPI:
         openapi_url="/openapi.json",
     )
     app.include_router(core.router)
+    app.include_router(windie.router)
     app.add_middleware(BodyLimit)
     return app
 
