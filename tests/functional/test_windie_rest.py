@@ -677,3 +677,24 @@ def test_embeddings_through_bedrock_titan(http: Any, gateway: Any, embedder: Fak
     assert sent["path"] == "/model/amazon.titan-embed-text-v2%3A0/invoke"
     assert sent["body"] == {"inputText": "hello world"}
     assert sent["headers"]["authorization"].startswith("AWS4-HMAC-SHA256")
+
+
+def test_conversations_beyond_the_window_are_summarized_in_turns(http: Any, model: FakeLLM, gateway: Any) -> None:
+    gateway.config.set_path("providers.openai.contextWindow", 1000)  # batches of at most 8000 characters
+    model.script(
+        reply('{"summary": "first", "facts": ["likes tea"]}'),
+        reply('{"summary": "second", "facts": ["lives in Porto"]}'),
+    )
+    body = {"conversations": ["a" * 5000 + " TEA", "b" * 5000 + " PORTO"], "user_id": "u"}
+    answer = http.post("/api/semantic/summarize", json=body).json()
+    assert answer == {"summary": "second", "facts": ["lives in Porto", "likes tea"], "success": True}
+    assert len(model.requests) == 2
+    assert "TEA" in _prompt_of(model, 0) and "PORTO" not in _prompt_of(model, 0)
+    assert "PORTO" in _prompt_of(model, 1) and "<earlier_summary>\nfirst" in _prompt_of(model, 1)
+
+
+def test_a_spent_token_budget_is_503(http: Any, model: FakeLLM, gateway: Any) -> None:
+    gateway.config.set_path("budgets.daily", 1)
+    answer = http.post("/api/semantic/title", json={"user_message": "a", "assistant_message": "b"})
+    assert answer.status_code == 503 and "budget" in answer.json()["detail"].lower()
+    assert model.requests == []
