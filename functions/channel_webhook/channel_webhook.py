@@ -1,11 +1,11 @@
-"""Lambda entry point for channel webhooks: the same FastAPI app, bound to the routes that may write."""
+"""Lambda entry point for channel webhooks: the same FastAPI app (orbital.rest.app), on the routes that may write."""
 
 from orbital.observability import logger, metrics, traced
-from orbital.rest.app import lambda_adapter
+from orbital.rest.app import lambda_handler as serve
 
 
 @logger.inject_lambda_context(clear_state=True)
 @metrics.log_metrics
 @traced
 def lambda_handler(event: dict, context: object) -> dict:
-    return lambda_adapter()(event, context)
+    return serve()(event, context)

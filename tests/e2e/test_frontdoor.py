@@ -87,7 +87,7 @@ def test_without_a_token_this_machine_talking_directly_comes_in(gateway: Any) ->
 
 
 def test_a_request_body_over_the_cap_is_refused_before_it_is_read(gateway: Any) -> None:
-    from orbital.rest.app import MAX_BODY_BYTES
+    from orbital.rest.limits import MAX_BODY_BYTES
 
     host = f"127.0.0.1:{gateway.port}"
     # only the headers are sent: the answer comes from the declared length, before any of the body

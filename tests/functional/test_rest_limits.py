@@ -8,33 +8,44 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from fastapi import Request
 from orbital.rest import app as rest
+from orbital.rest import limits
 
-BIG = rest.MAX_BODY_BYTES + 1
+BIG = limits.MAX_BODY_BYTES + 1
 
 
 @pytest.fixture
 def handled(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str, int]]:
-    """What reached the routes (method, path, body size)."""
+    """The app with one more route that records what reached it (method, path, body size)."""
     seen: list[tuple[str, str, int]] = []
+    build = rest.create_app
 
-    def record(method: str, path: str, headers: Any, body: bytes) -> rest.Answer:
-        seen.append((method, path, len(body)))
-        return rest.Answer(200, {"ok": True})
+    def create_app() -> Any:
+        app = build()
 
-    monkeypatch.setattr(rest, "handle", record)
-    return seen
+        @app.post("/echo")
+        async def echo(request: Request) -> dict[str, bool]:
+            seen.append((request.method, request.url.path, len(await request.body())))
+            return {"ok": True}
+
+        return app
+
+    monkeypatch.setattr(rest, "create_app", create_app)
+    rest.lambda_handler.cache_clear()
+    yield seen
+    rest.lambda_handler.cache_clear()
 
 
 def test_a_body_over_the_cap_is_refused_from_its_length(handled: list[Any]) -> None:
     from starlette.testclient import TestClient
 
     with TestClient(rest.create_app()) as http:
-        answer = http.post("/channels/telegram/main/webhook", content=b"x" * BIG)
+        answer = http.post("/echo", content=b"x" * BIG)
         assert answer.status_code == 413
-        assert answer.json() == {"error": f"Request body too large (at most {rest.MAX_BODY_BYTES} bytes)"}
-        assert http.post("/channels/telegram/main/webhook", content=b"x" * rest.MAX_BODY_BYTES).status_code == 200
-    assert handled == [("POST", "/channels/telegram/main/webhook", rest.MAX_BODY_BYTES)]
+        assert answer.json() == {"detail": f"Request body too large (at most {limits.MAX_BODY_BYTES} bytes)"}
+        assert http.post("/echo", content=b"x" * limits.MAX_BODY_BYTES).status_code == 200
+    assert handled == [("POST", "/echo", limits.MAX_BODY_BYTES)]
 
 
 def test_a_streamed_body_is_refused_once_it_passes_the_cap(handled: list[Any]) -> None:
@@ -45,24 +56,32 @@ def test_a_streamed_body_is_refused_once_it_passes_the_cap(handled: list[Any]) -
             yield b"y" * (64 * 1024)
 
     with TestClient(rest.create_app()) as http:
-        answer = http.post("/channels/telegram/main/webhook", content=chunks())
+        answer = http.post("/echo", content=chunks())
     assert answer.status_code == 413
     assert handled == []
 
 
 def test_on_lambda_the_body_is_measured_before_it_is_decoded(handled: list[Any]) -> None:
-    serve = rest.lambda_adapter()
+    serve = rest.lambda_handler()
 
     def event(body: str, encoded: bool) -> dict[str, Any]:
         return {
-            "rawPath": "/channels/telegram/main/webhook",
-            "requestContext": {"http": {"method": "POST", "path": "/channels/telegram/main/webhook"}},
-            "headers": {"content-type": "application/json"},
+            "version": "2.0",
+            "routeKey": "$default",
+            "rawPath": "/echo",
+            "rawQueryString": "",
+            "requestContext": {
+                "http": {"method": "POST", "path": "/echo", "sourceIp": "192.0.2.1", "protocol": "HTTP/1.1"},
+                "stage": "$default",
+            },
+            "headers": {"content-type": "application/octet-stream", "host": "example.com"},
             "body": body,
             "isBase64Encoded": encoded,
         }
 
     assert serve(event("x" * BIG, False), None)["statusCode"] == 413
     assert serve(event(base64.b64encode(b"x" * BIG).decode(), True), None)["statusCode"] == 413
+    exact = base64.b64encode(b"x" * limits.MAX_BODY_BYTES).decode()
+    assert serve(event(exact, True), None)["statusCode"] == 200
     assert serve(event(base64.b64encode(b'{"update_id":1}').decode(), True), None)["statusCode"] == 200
-    assert handled == [("POST", "/channels/telegram/main/webhook", 15)]
+    assert handled == [("POST", "/echo", limits.MAX_BODY_BYTES), ("POST", "/echo", 15)]

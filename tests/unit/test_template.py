@@ -429,7 +429,7 @@ def test_only_channel_webhooks_share_the_rest_app_with_write_access(template: di
         ("HttpApi", "/channels/{proxy+}", "POST")
     ]
     source = (ROOT / "functions" / "channel_webhook" / "channel_webhook.py").read_text()
-    assert "from orbital.rest.app import lambda_adapter" in source
+    assert "from orbital.rest.app import lambda_handler as serve" in source
 
 
 def test_the_scheduler_ticks_every_minute(template: dict[str, Any]) -> None:

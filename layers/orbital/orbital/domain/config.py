@@ -50,6 +50,7 @@ def defaults() -> dict[str, Any]:
         "compaction": {"enabled": True, "reserveTokens": 20000, "keepRecentTokens": 20000, "extractMemories": True},
         "cron": {"enabled": True, "maxJobs": 200, "maxRunsPerJobHistory": 200, "maxConcurrentRuns": 4},
         "userTimezone": "UTC",
+        "windie": {"registration": False},
     }
 
 

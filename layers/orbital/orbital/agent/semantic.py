@@ -1,0 +1,161 @@
+"""Semantic memory and titles through the configured model (WindieOS's `POST /api/semantic/summarize` and `/title`).
+
+Both are one plain model call each (no tools, no streaming) through `compaction.ask`, so they count against the
+gateway's daily and monthly token budgets like compaction's summaries do. The configured `model` is used; without
+credentials for its provider the service is not configured. A call takes at most `timeouts.llmMs`, and on AWS at
+most `AWS_CALL_MS` (an HTTP API integration ends at 29 s).
+
+Summaries: the conversations are summarized in batches that fit a share of the model's context window, each batch
+given the summary so far; the model answers a JSON object `{"summary", "facts"}` (a reply that is not one is taken
+as the summary, without facts).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import TYPE_CHECKING, Any
+
+from orbital.agent import compaction, context
+from orbital.agent.providers import context_window, has_credentials
+from orbital.agent.settings import llm_timeout_ms
+from orbital.domain.config import as_dict
+
+if TYPE_CHECKING:
+    from orbital.runtime.services import Services
+
+AWS_CALL_MS = 25_000
+MAX_FACTS = 50
+MAX_FACT_CHARS = 500
+MAX_TITLE_CHARS = 80
+DEFAULT_TITLE = "New conversation"
+
+SUMMARIZE_PROMPT = """Below are conversations between a user and an assistant. Extract what is worth remembering \
+about the user in the long term.
+
+Answer with one JSON object and nothing else:
+{{"summary": "<a short paragraph: who the user is, what they work on, what they prefer>", "facts": ["<one durable \
+fact about the user>", ...]}}
+Leave out small talk and anything that only mattered in the moment. Use only what the conversations say.
+{earlier}
+{conversations}"""
+
+EARLIER = """
+A summary of earlier conversations of the same user (fold it into yours, keep its facts unless these conversations \
+contradict them):
+<earlier_summary>
+{summary}
+</earlier_summary>
+<earlier_facts>
+{facts}
+</earlier_facts>
+"""
+
+TITLE_PROMPT = """Write a title of at most six words for the conversation that begins with the two messages below. \
+Answer with the title only: no quotes, no punctuation at the end.
+
+<user_message>
+{user}
+</user_message>
+<assistant_message>
+{assistant}
+</assistant_message>"""
+
+
+class NotConfigured(Exception):
+    pass
+
+
+def configured_model(config: dict[str, Any]) -> dict[str, str]:
+    """The model these calls use: the configured one, when its provider has credentials; NotConfigured else."""
+    model = context.effective_model(config, {}, {})
+    if not model.get("provider") or not has_credentials(config, model["provider"]):
+        raise NotConfigured(
+            f"Semantic summarization not configured (no credentials for the model provider {model.get('provider')!r})"
+        )
+    return model
+
+
+def _bounded(config: dict[str, Any], on_aws: bool) -> dict[str, Any]:
+    """The configuration with `timeouts.llmMs` lowered to what an HTTP call may take here."""
+    if not on_aws:
+        return config
+    timeouts = as_dict(config.get("timeouts"))
+    return {**config, "timeouts": {**timeouts, "llmMs": min(llm_timeout_ms(config), AWS_CALL_MS)}}
+
+
+def batches(conversations: list[str], budget_chars: int) -> list[list[str]]:
+    """The conversations in order, grouped so that each group's text stays within `budget_chars` (a conversation
+    longer than that forms a group of its own)."""
+    groups: list[list[str]] = []
+    current: list[str] = []
+    size = 0
+    for text in conversations:
+        if current and size + len(text) > budget_chars:
+            groups.append(current)
+            current, size = [], 0
+        current.append(text)
+        size += len(text)
+    if current:
+        groups.append(current)
+    return groups
+
+
+def parse_summary(reply: str) -> tuple[str, list[str]]:
+    """(summary, facts) from the model's reply: its JSON object when it answered one, else its text."""
+    text = reply.strip()
+    start, end = text.find("{"), text.rfind("}")
+    if start != -1 and end > start:
+        try:
+            found = json.loads(text[start : end + 1])
+        except ValueError:
+            found = None
+        if isinstance(found, dict) and isinstance(found.get("summary"), str):
+            raw = found.get("facts")
+            facts = (
+                [f.strip()[:MAX_FACT_CHARS] for f in raw if isinstance(f, str) and f.strip()]
+                if isinstance(raw, list)
+                else []
+            )
+            return found["summary"].strip(), facts[:MAX_FACTS]
+    return text, []
+
+
+def summarize(
+    services: Services, config: dict[str, Any], conversations: list[str], *, on_aws: bool
+) -> tuple[str, list[str]]:
+    """(summary, facts) of the conversations. Raises NotConfigured, `ModelError`, `BudgetExceeded`."""
+    model = configured_model(config)
+    bounded = _bounded(config, on_aws)
+    budget = max(8_000, context_window(config, model["provider"], model["id"]) * 2)  # ~half the window in chars
+    summary, facts = "", list[str]()
+    for group in batches([c for c in conversations if c.strip()], budget):
+        earlier = EARLIER.format(summary=summary, facts="\n".join(f"- {f}" for f in facts)) if summary else ""
+        body = "\n".join(f"<conversation>\n{text}\n</conversation>" for text in group)
+        reply = compaction.ask(services, bounded, model, SUMMARIZE_PROMPT.format(earlier=earlier, conversations=body))
+        summary, found = parse_summary(reply)
+        facts = list(dict.fromkeys([*found, *facts]))[:MAX_FACTS]
+    return summary, facts
+
+
+_QUOTES = "\"'`\u201c\u201d\u2018\u2019\u00ab\u00bb"
+
+
+def clean_title(reply: str) -> str:
+    """The first line of the reply, without quotes, heading marks, a `Title:` label or a final full stop."""
+    line = next((ln.strip() for ln in reply.splitlines() if ln.strip()), "")
+    line = re.sub(r"^(?:#+\s*|title\s*:\s*)+", "", line, flags=re.IGNORECASE).strip().strip(_QUOTES).strip()
+    line = line.rstrip(".").strip()
+    if len(line) > MAX_TITLE_CHARS:
+        line = line[:MAX_TITLE_CHARS].rsplit(" ", 1)[0].rstrip() or line[:MAX_TITLE_CHARS]
+    return line or DEFAULT_TITLE
+
+
+def title(
+    services: Services, config: dict[str, Any], user_message: str, assistant_message: str, *, on_aws: bool
+) -> str:
+    """A short title for a conversation from its first exchange. Raises NotConfigured, `ModelError`,
+    `BudgetExceeded`."""
+    model = configured_model(config)
+    prompt = TITLE_PROMPT.format(user=user_message.strip(), assistant=assistant_message.strip())
+    return clean_title(compaction.ask(services, _bounded(config, on_aws), model, prompt))

@@ -1,0 +1,133 @@
+"""The routes every Orbital gateway serves: health, GSV's media route, and channel webhooks.
+
+- `GET /health` → `{"status": "healthy"}`.
+- `GET /media/{name}` (GSV): `name` must match `^[a-f0-9-]+\\.[a-z0-9]+$` (any case), else 404. The object
+  `media/{name}`: 404 `Not Found` when absent; past its `expires-at` it is deleted and the answer is 410 `Expired`;
+  else its bytes with its content type, `Cache-Control: private, max-age=3600` and `Access-Control-Allow-Origin: *`.
+  No credential: the names are random UUIDs. On Lambda an object too large for a response is a 302 to a presigned
+  S3 URL instead.
+- `POST /channels/telegram/{account}/webhook`: only a request carrying the account's webhook secret is looked at,
+  before its body is read. An update that cannot be used is answered 200 so Telegram does not redeliver it; one
+  that failed for a passing reason is answered 503, and Telegram delivers it again.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
+from starlette.concurrency import run_in_threadpool
+
+from orbital.rest.limits import LAMBDA_BODY_BYTES
+from orbital.runtime.services import get_services
+from orbital.store import artifacts, keys
+
+log = logging.getLogger("orbital.rest")
+
+router = APIRouter()
+
+MEDIA_HEADERS = {"Cache-Control": "private, max-age=3600", "Access-Control-Allow-Origin": "*"}
+
+
+@router.get("/health", tags=["gateway"], summary="Whether the gateway is up")
+def health() -> dict[str, str]:
+    return {"status": "healthy"}
+
+
+@router.get(
+    "/media/{name}",
+    tags=["gateway"],
+    summary="A stored media object or artifact (GSV's media route)",
+    response_class=Response,
+    responses={
+        200: {"description": "The object's bytes", "content": {"application/octet-stream": {}}},
+        302: {"description": "On AWS, for an object larger than a Lambda response: a presigned S3 URL"},
+        404: {"description": "`Not Found`"},
+        410: {"description": "`Expired` (the object is deleted)"},
+    },
+)
+def media(name: str) -> Response:
+    if not artifacts.NAME.match(name):
+        return PlainTextResponse("Not Found", 404)
+    services = get_services()
+    key = keys.media_object(name)
+    info = services.workspace.head(key)
+    if info is None:
+        return PlainTextResponse("Not Found", 404)
+    meta = {k.lower(): v for k, v in (info.metadata or {}).items()}
+    expires = meta.get("expires-at") or meta.get("expiresat")
+    if expires and expires.isdigit() and int(expires) < services.now_ms():
+        services.workspace.delete(key)
+        return PlainTextResponse("Expired", 410)
+    if not services.settings.local and info.size > LAMBDA_BODY_BYTES:
+        return RedirectResponse(services.workspace.presign_get(key), 302, headers=MEDIA_HEADERS)
+    found = services.workspace.get(key)
+    if found is None:
+        return PlainTextResponse("Not Found", 404)
+    data, info = found
+    return Response(data, media_type=info.content_type or "application/octet-stream", headers=MEDIA_HEADERS)
+
+
+@router.post(
+    "/channels/telegram/{account}/webhook",
+    tags=["channels"],
+    summary="Telegram delivers an update (checked against the account's webhook secret)",
+)
+async def telegram_webhook(account: str, request: Request) -> JSONResponse:
+    presented = request.headers.get("x-telegram-bot-api-secret-token")
+    if not presented or not await run_in_threadpool(_telegram_secret_matches, account, presented):
+        return JSONResponse({"ok": False, "error": "unauthorized"}, 401)
+    body = await request.body()
+    if not await run_in_threadpool(_telegram_update, account, body):
+        return JSONResponse({"ok": False, "error": "try again"}, 503)
+    return JSONResponse({"ok": True})
+
+
+def _telegram_secret_matches(account_id: str, presented: str) -> bool:
+    from orbital.channels.telegram import TelegramAdapter  # on first delivery: no other route needs channel code
+
+    try:
+        expected = TelegramAdapter().webhook_secret(get_services(), account_id)
+    except Exception as exc:  # configuration unreadable: refuse rather than process unauthenticated
+        log.warning("telegram webhook: reading the configuration failed (%s)", type(exc).__name__)
+        return False
+    if expected is None:
+        return False
+    return hmac.compare_digest(presented.encode("utf-8"), expected.encode("utf-8"))
+
+
+def _telegram_update(account_id: str, body: bytes) -> bool:
+    """Parse the update and hand it to the inbound pipeline. False when it should be delivered again (a passing
+    failure, or the same message still being processed by an earlier delivery); failures are logged by type only."""
+    from orbital.channels import inbound  # on first delivery, as above
+    from orbital.channels.adapters import is_passing
+    from orbital.channels.telegram import TelegramAdapter
+
+    update_id: Any = None
+    try:
+        update = json.loads(body)
+        if not isinstance(update, dict):
+            raise ValueError("an update is a JSON object")
+        update_id = update.get("update_id")
+        services = get_services()
+        params = TelegramAdapter().inbound_params(services, account_id, update)
+        if params is None:
+            return True
+        result = inbound.receive(services, params)
+    except Exception as exc:
+        passing = not isinstance(exc, ValueError) and is_passing(exc)
+        code = getattr(exc, "code", None)
+        log.warning(
+            "telegram update %s for account %s not processed%s: %s (code %s)",
+            update_id if isinstance(update_id, int) else "?",
+            account_id,
+            ", asking for it again" if passing else "",
+            type(exc).__name__,
+            code if code is not None else "-",
+        )
+        return not passing
+    return result.get("processing") is not True

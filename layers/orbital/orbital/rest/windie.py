@@ -1,0 +1,559 @@
+"""The HTTP routes WindieOS's clients and SDKs call (dialects.md §3.6; the seed `windieos-api.md` for the shapes).
+
+Who may call them (`rest.auth`): the gateway's own credential, or an install token (`wnd_install_…`), which names a
+user. With an install token a caller sees only its own user's artifacts and previews; cross-user requests are
+refused (403). Errors are `{"detail": …}`: 401 credential, 403 not this caller's, 404 missing, 409 conflict, 413 too
+large, 422 invalid, 503 not configured or provider unavailable.
+
+- `POST /api/install/register` `{operating_system}` → `{success, user_id, install_id, install_token}`. Off unless
+  `windie.registration` is true (403 otherwise), and always with the gateway's own credential, so on a gateway with
+  a token (every deployment) no stranger can register. `GET /api/install/me` → `{success, user_id, install_id}` of
+  the calling install (404 for the gateway's own credential, which is no install).
+- `POST /api/artifacts/` (multipart, field `file`) → `{artifact_id, content_type, size_bytes, sha256, url}`;
+  `GET /api/artifacts/{id}`: the owner's (or the gateway's) only, else 404; the bytes locally, a 302 to a presigned
+  S3 URL on AWS. Artifacts are GSV media too (`GET /media/{id}`).
+- `GET /api/sdk/{models,tool-schemas,tool-capabilities/{name},system-prompt}`, `POST /api/sdk/{prompt-preview,
+  query-plan}`: what a run would send the model (`agent.windie_sdk`).
+- `POST /api/semantic/{summarize,title}`, `GET /api/semantic/health`: through the configured model
+  (`agent.semantic`). `POST /api/embeddings/`, `GET /api/embeddings/health`: the `embeddings` provider
+  (`agent.embeddings`). 503 while not configured.
+- OCR (`/api/sdk/ocr/*`), vision (`/api/sdk/vision/*`), the runs API (`/api/runs/*`) and the transcription socket
+  (`/ws/transcription`) have no provider here: 503 `… not configured` (the socket: an `error` message, then a close
+  saying so), which is how WindieOS answers when one is absent.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import PurePosixPath, PureWindowsPath
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, HTTPException, Query, Request, WebSocket
+from fastapi.responses import RedirectResponse, Response
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import UploadFile
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from orbital.agent import embeddings, semantic, windie_sdk
+from orbital.agent.budgets import BudgetExceeded
+from orbital.agent.providers import ModelError
+from orbital.dialects.base import conversation_key
+from orbital.domain.config import as_dict
+from orbital.domain.media_types import EXTENSIONS, base_type
+from orbital.domain.sniff import guess_mime
+from orbital.rest.auth import Caller, bearer, gateway_only, identify
+from orbital.runtime.services import get_services
+from orbital.store import artifacts, installs, keys
+
+log = logging.getLogger("orbital.rest.windie")
+
+router = APIRouter()
+
+AnyCaller = Annotated[Caller, Depends(identify)]
+GatewayCaller = Annotated[Caller, Depends(gateway_only)]
+
+DIALECT = "windie"
+LOCAL_USER = "default_user"
+"""WindieOS's user on a single-user backend; a caller with the gateway's credential who names no user is it."""
+SDK_CONVERSATION = "sdk-preview"
+MAX_TEXT_BYTES = 32 * 1024
+MAX_CONVERSATIONS = 100
+MAX_EMBED_CHARS = 8192
+MAX_NAME_CHARS = 128
+MAX_PREVIEW_MESSAGES = 500
+SERVED_TYPES = frozenset(EXTENSIONS) - {"image/svg+xml"}
+"""Media types an upload keeps; anything else (HTML, SVG: pages that could run script from the gateway's origin) is
+stored as `application/octet-stream`."""
+ARTIFACT_HEADERS = {
+    "Cache-Control": "private, max-age=3600",
+    "X-Content-Type-Options": "nosniff",
+    "Content-Security-Policy": "sandbox",
+}
+
+REGISTRATION_OFF = "Install registration is off on this gateway (set windie.registration to true to allow it)"
+NOT_AN_INSTALL = "No install identity: this request carries the gateway's own credential, not an install token"
+CROSS_USER = "user_id does not match the authenticated install"
+ARTIFACT_MISSING = "Artifact not found"
+OCR_OFF = "OCR not configured"
+VISION_OFF = "Vision not configured"
+RUNS_OFF = "Runs API not configured (WINDIE_RUNS_API_KEY is not set)"
+TRANSCRIPTION_OFF = "Transcription not configured"
+OCR_OPERATIONS = frozenset(
+    {"run", "inspect", "find-text", "find-text-candidates", "resolve-text", "resolve-candidate", "overlay"}
+)
+VISION_OPERATIONS = frozenset({"locate", "locate-all", "describe", "overlay"})
+
+
+def _utf8_at_most(value: str, limit: int = MAX_TEXT_BYTES) -> str:
+    if len(value.encode("utf-8")) > limit:
+        raise ValueError(f"at most {limit} bytes")
+    return value
+
+
+def _not_default_user(value: str | None) -> str | None:
+    if value == LOCAL_USER:
+        raise ValueError(f"user_id cannot be {LOCAL_USER}")
+    return value
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class RegisterBody(_Body):
+    operating_system: str = Field("", max_length=256)
+
+
+class EmbeddingBody(_Body):
+    text: str = Field(min_length=1, max_length=MAX_EMBED_CHARS)
+    model_name: str = Field("default", max_length=MAX_NAME_CHARS)
+
+
+class SummarizeBody(_Body):
+    conversations: list[str] = Field(max_length=MAX_CONVERSATIONS)
+    user_id: str = Field(min_length=1, max_length=MAX_NAME_CHARS)
+
+    @field_validator("conversations")
+    @classmethod
+    def _each_bounded(cls, value: list[str]) -> list[str]:
+        for index, text in enumerate(value):
+            if len(text.encode("utf-8")) > MAX_TEXT_BYTES:
+                raise ValueError(f"conversation {index} is over {MAX_TEXT_BYTES} bytes")
+        return value
+
+    check_user = field_validator("user_id")(_not_default_user)
+
+
+class TitleBody(_Body):
+    user_id: str | None = Field(None, max_length=MAX_NAME_CHARS)
+    user_message: str
+    assistant_message: str
+    model_id: str | None = Field(None, max_length=MAX_NAME_CHARS)
+    model_provider: str | None = Field(None, max_length=MAX_NAME_CHARS)
+
+    check_sizes = field_validator("user_message", "assistant_message")(_utf8_at_most)
+    check_user = field_validator("user_id")(_not_default_user)
+
+
+class PreviewBody(_Body):
+    user_id: str | None = Field(None, max_length=MAX_NAME_CHARS)
+    model_id: str | None = Field(None, max_length=MAX_NAME_CHARS)
+    model_provider: str | None = Field(None, max_length=MAX_NAME_CHARS)
+    interaction_mode: Literal["agent", "chat"] | None = None
+    include_tools: bool = True
+    workspace_path: str | None = Field(None, max_length=4096)
+    user_query_raw: str | None = None
+    messages: list[dict[str, Any]] = Field(default_factory=list, max_length=MAX_PREVIEW_MESSAGES)
+    agent_definition: dict[str, Any] | None = None
+
+    @field_validator("user_query_raw")
+    @classmethod
+    def _query_bounded(cls, value: str | None) -> str | None:
+        return value if value is None else _utf8_at_most(value)
+
+
+class PlanBody(PreviewBody):
+    conversation_ref: str | None = Field(None, max_length=256)
+
+
+# --- install identities ------------------------------------------------------------------------------------------
+
+
+@router.post(
+    "/api/install/register",
+    tags=["windie"],
+    summary="Register a WindieOS install (off unless windie.registration; needs the gateway's credential)",
+    responses={403: {"description": "Registration is off, or the caller holds an install token"}},
+)
+def install_register(body: RegisterBody, caller: GatewayCaller) -> dict[str, Any]:
+    services = get_services()
+    if as_dict(services.config.effective().get("windie")).get("registration") is not True:
+        raise HTTPException(403, REGISTRATION_OFF)
+    install, token = installs.register(services.table, body.operating_system.strip(), now_ms=services.now_ms())
+    log.info("install %s registered for %s", install.install_id, install.user_id)
+    return {"success": True, "user_id": install.user_id, "install_id": install.install_id, "install_token": token}
+
+
+@router.get("/api/install/me", tags=["windie"], summary="The calling install's identity")
+def install_me(request: Request, caller: AnyCaller) -> dict[str, Any]:
+    presented = bearer(request)
+    install = installs.find(get_services().table, presented) if presented and not caller.is_gateway else None
+    if install is None:
+        raise HTTPException(404, NOT_AN_INSTALL)
+    return {"success": True, "user_id": install.user_id, "install_id": install.install_id}
+
+
+def _user_of(caller: Caller, requested: str | None) -> str:
+    """The user a request is about: an install's own (naming another is refused), else the one named."""
+    if caller.user_id is not None:
+        if requested and requested != caller.user_id:
+            raise HTTPException(403, CROSS_USER)
+        return caller.user_id
+    return requested or LOCAL_USER
+
+
+# --- artifacts ---------------------------------------------------------------------------------------------------
+
+
+def _file_name(raw: str | None) -> str | None:
+    """The last part of a client's file name (either kind of slash), at most 255 characters."""
+    if not raw:
+        return None
+    name = PureWindowsPath(PurePosixPath(raw).name).name.strip()
+    return name[:255] or None
+
+
+def _kept_type(declared: str | None, head: bytes, filename: str | None) -> str:
+    """The media type an upload is stored with: the declared one when it is one the media store serves, else what
+    the bytes or the name say, else `application/octet-stream`."""
+    for candidate in (base_type(declared), guess_mime(head, filename or "") or ""):
+        if candidate in SERVED_TYPES:
+            return candidate
+    return "application/octet-stream"
+
+
+@router.post(
+    "/api/artifacts/",
+    tags=["windie"],
+    summary="Upload an artifact (multipart field `file`)",
+    responses={413: {"description": "Over the artifact limit (on Lambda, over what an event carries)"}},
+)
+async def upload_artifact(request: Request, caller: AnyCaller) -> dict[str, Any]:
+    try:
+        form = await request.form(max_files=1, max_fields=16)
+    except StarletteHTTPException as exc:  # a malformed multipart body (the body limit is not one: it passes)
+        raise HTTPException(422, f"Invalid multipart body: {exc.detail}") from None
+    try:
+        upload = form.get("file")
+        if not isinstance(upload, UploadFile):
+            raise HTTPException(422, "Expected a multipart/form-data body with a file in the field `file`")
+        size = upload.size if upload.size is not None else 0
+        if size > artifacts.MAX_ARTIFACT_BYTES:
+            raise HTTPException(413, f"Artifact too large (at most {artifacts.MAX_ARTIFACT_BYTES} bytes)")
+        data = await upload.read()
+        if len(data) > artifacts.MAX_ARTIFACT_BYTES:
+            raise HTTPException(413, f"Artifact too large (at most {artifacts.MAX_ARTIFACT_BYTES} bytes)")
+        if not data:
+            raise HTTPException(422, "The file is empty")
+        filename = _file_name(upload.filename)
+        kind = _kept_type(upload.content_type, data[:64], filename)
+    finally:
+        await form.close()
+    services = get_services()
+    owner = caller.user_id or artifacts.GATEWAY_OWNER
+    saved = await run_in_threadpool(
+        artifacts.save, services.workspace, data, owner=owner, mime_type=kind, filename=filename
+    )
+    return {
+        "artifact_id": saved.artifact_id,
+        "content_type": saved.content_type,
+        "size_bytes": saved.size_bytes,
+        "sha256": saved.sha256,
+        "url": f"{str(request.base_url).rstrip('/')}/api/artifacts/{saved.artifact_id}",
+    }
+
+
+@router.get(
+    "/api/artifacts/{artifact_id}",
+    tags=["windie"],
+    summary="An artifact's bytes (owner only); on AWS a redirect to a presigned S3 URL",
+    response_class=Response,
+    responses={
+        200: {"description": "The artifact's bytes", "content": {"application/octet-stream": {}}},
+        302: {"description": "On AWS: a presigned S3 URL (valid 15 minutes)"},
+        404: {"description": "No such artifact, or another user's"},
+    },
+)
+def get_artifact(artifact_id: str, caller: AnyCaller) -> Response:
+    services = get_services()
+    if not services.settings.local:
+        info = artifacts.head(services.workspace, artifact_id)
+        if info is None or not info.readable_by(caller.user_id) or _expired(info, services.now_ms()):
+            raise HTTPException(404, ARTIFACT_MISSING)
+        url = services.workspace.presign_get(keys.media_object(artifact_id))
+        return RedirectResponse(url, 302, headers={"Cache-Control": "no-store"})
+    found = artifacts.load(services.workspace, artifact_id)
+    if found is None or not found[1].readable_by(caller.user_id) or _expired(found[1], services.now_ms()):
+        raise HTTPException(404, ARTIFACT_MISSING)
+    data, info = found
+    return Response(data, media_type=info.content_type, headers=ARTIFACT_HEADERS)
+
+
+def _expired(info: artifacts.Artifact, now_ms: int) -> bool:
+    return info.expires_at_ms is not None and info.expires_at_ms < now_ms
+
+
+# --- SDK introspection -------------------------------------------------------------------------------------------
+
+
+def _model(config: dict[str, Any], model_id: str | None, model_provider: str | None) -> dict[str, str]:
+    return windie_sdk.chosen_model(config, model_id, model_provider)
+
+
+def _session(config: dict[str, Any], user_id: str, conversation_ref: str | None) -> str:
+    return conversation_key(windie_sdk.agent_id(config), DIALECT, user_id, conversation_ref or SDK_CONVERSATION)
+
+
+UserQ = Annotated[str | None, Query(max_length=MAX_NAME_CHARS)]
+ModelQ = Annotated[str | None, Query(max_length=MAX_NAME_CHARS)]
+
+
+@router.get("/api/sdk/models", tags=["windie"], summary="The model catalog and the effective config snapshot")
+def sdk_models(
+    caller: AnyCaller,
+    user_id: UserQ = None,
+    model_id: ModelQ = None,
+    model_provider: ModelQ = None,
+    interaction_mode: Literal["agent", "chat"] | None = None,
+) -> dict[str, Any]:
+    _user_of(caller, user_id)
+    config = get_services().config.effective()
+    model = _model(config, model_id, model_provider)
+    return {"config": windie_sdk.config_snapshot(config, model, interaction_mode), "models": windie_sdk.models(config)}
+
+
+@router.get("/api/sdk/tool-schemas", tags=["windie"], summary="Canonical and model-facing tool schemas")
+def sdk_tool_schemas(
+    caller: AnyCaller,
+    user_id: UserQ = None,
+    model_id: ModelQ = None,
+    model_provider: ModelQ = None,
+    interaction_mode: Literal["agent", "chat"] | None = None,
+) -> dict[str, Any]:
+    _user_of(caller, user_id)
+    services = get_services()
+    config = services.config.effective()
+    tools = windie_sdk.context.model_tools(services, services.connections.nodes())
+    offered = windie_sdk.offered_tools(tools, None, interaction_mode)
+    return {
+        "config": windie_sdk.config_snapshot(config, _model(config, model_id, model_provider), interaction_mode),
+        "canonical_tool_schemas": [windie_sdk.function_object(t) for t in tools],
+        "provider_tool_schemas": [windie_sdk.function_object(t) for t in offered],
+    }
+
+
+@router.get(
+    "/api/sdk/tool-capabilities/{name}",
+    tags=["windie"],
+    summary="One tool's capability metadata and schemas",
+    responses={404: {"description": "No tool of that name"}},
+)
+def sdk_tool_capabilities(
+    name: str,
+    caller: AnyCaller,
+    user_id: UserQ = None,
+    model_id: ModelQ = None,
+    model_provider: ModelQ = None,
+    interaction_mode: Literal["agent", "chat"] | None = None,
+) -> dict[str, Any]:
+    _user_of(caller, user_id)
+    services = get_services()
+    config = services.config.effective()
+    nodes = services.connections.nodes()
+    tools = windie_sdk.context.model_tools(services, nodes)
+    found = windie_sdk.capability(name, nodes, tools)
+    if found is None:
+        raise HTTPException(404, f"Tool not found: {name[:MAX_NAME_CHARS]}")
+    schema = windie_sdk.function_object(next(t for t in tools if t.get("name") == name))
+    offered = any(t.get("name") == name for t in windie_sdk.offered_tools(tools, None, interaction_mode))
+    return {
+        "config": windie_sdk.config_snapshot(config, _model(config, model_id, model_provider), interaction_mode),
+        "capability": found,
+        "canonical_tool_schema": schema,
+        "provider_tool_schema": schema if offered else None,
+    }
+
+
+@router.get("/api/sdk/system-prompt", tags=["windie"], summary="The system prompt a WindieOS query would get")
+def sdk_system_prompt(
+    caller: AnyCaller,
+    user_id: UserQ = None,
+    model_id: ModelQ = None,
+    model_provider: ModelQ = None,
+    interaction_mode: Literal["agent", "chat"] | None = None,
+) -> dict[str, Any]:
+    user = _user_of(caller, user_id)
+    services = get_services()
+    config = services.config.effective()
+    model = _model(config, model_id, model_provider)
+    nodes = services.connections.nodes()
+    offered = windie_sdk.offered_tools(windie_sdk.context.model_tools(services, nodes), None, interaction_mode)
+    prompt = windie_sdk.system_prompt(services, config, _session(config, user, None), model, offered, nodes)
+    return {"config": windie_sdk.config_snapshot(config, model, interaction_mode), "system_prompt": prompt}
+
+
+def _preview(caller: Caller, body: PreviewBody, conversation_ref: str | None) -> dict[str, Any]:
+    user = _user_of(caller, body.user_id)
+    services = get_services()
+    config = services.config.effective()
+    return windie_sdk.preview(
+        services,
+        config,
+        session_key=_session(config, user, conversation_ref),
+        model=_model(config, body.model_id, body.model_provider),
+        interaction_mode=body.interaction_mode,
+        include_tools=body.include_tools,
+        messages=body.messages,
+        user_query_raw=body.user_query_raw,
+        agent_definition=body.agent_definition,
+    )
+
+
+@router.post("/api/sdk/prompt-preview", tags=["windie"], summary="What the model would be sent, without a run")
+def sdk_prompt_preview(body: PreviewBody, caller: AnyCaller) -> dict[str, Any]:
+    return _preview(caller, body, None)
+
+
+@router.post("/api/sdk/query-plan", tags=["windie"], summary="A first turn's query message and transparency events")
+def sdk_query_plan(body: PlanBody, caller: AnyCaller) -> dict[str, Any]:
+    result = _preview(caller, body, body.conversation_ref)
+    return windie_sdk.query_plan(
+        result,
+        user_query_raw=body.user_query_raw,
+        conversation_ref=body.conversation_ref,
+        workspace_path=body.workspace_path,
+    )
+
+
+# --- semantic memory and embeddings ------------------------------------------------------------------------------
+
+
+def _unavailable(exc: Exception) -> HTTPException:
+    """503 for a model or provider that failed or refused (its message never carries a secret)."""
+    if isinstance(exc, ModelError | BudgetExceeded):
+        return HTTPException(503, exc.message)
+    return HTTPException(503, str(exc))
+
+
+@router.get("/api/semantic/health", tags=["windie"], summary="Whether summaries and titles can be made")
+def semantic_health(caller: AnyCaller) -> dict[str, str]:
+    try:
+        semantic.configured_model(get_services().config.effective())
+    except semantic.NotConfigured as exc:
+        raise HTTPException(503, str(exc)) from None
+    return {"status": "healthy", "message": "Semantic summarization service ready"}
+
+
+@router.post("/api/semantic/summarize", tags=["windie"], summary="Summarize conversations into semantic memory")
+def semantic_summarize(body: SummarizeBody, caller: AnyCaller) -> dict[str, Any]:
+    _user_of(caller, body.user_id)
+    services = get_services()
+    try:
+        summary, facts = semantic.summarize(
+            services, services.config.effective(), body.conversations, on_aws=not services.settings.local
+        )
+    except semantic.NotConfigured as exc:
+        raise HTTPException(503, str(exc)) from None
+    except (ModelError, BudgetExceeded) as exc:
+        raise _unavailable(exc) from None
+    return {"summary": summary, "facts": facts, "success": True}
+
+
+@router.post("/api/semantic/title", tags=["windie"], summary="A short title for a conversation's first exchange")
+def semantic_title(body: TitleBody, caller: AnyCaller) -> dict[str, Any]:
+    _user_of(caller, body.user_id)
+    services = get_services()
+    try:
+        title = semantic.title(
+            services,
+            services.config.effective(),
+            body.user_message,
+            body.assistant_message,
+            on_aws=not services.settings.local,
+        )
+    except semantic.NotConfigured as exc:
+        raise HTTPException(503, str(exc)) from None
+    except (ModelError, BudgetExceeded) as exc:
+        raise _unavailable(exc) from None
+    return {"title": title, "success": True}
+
+
+def _embedding_fields(provider: str, model: str, dimension: int | None, space: str) -> dict[str, Any]:
+    return {
+        "provider_id": provider,
+        "model_id": model,
+        "model_name": model,
+        "dimension": dimension,
+        "embedding_space_version": space,
+    }
+
+
+@router.get("/api/embeddings/health", tags=["windie"], summary="The embeddings provider, when one is configured")
+def embeddings_health(caller: AnyCaller) -> dict[str, Any]:
+    try:
+        chosen = embeddings.setup(get_services().config.effective())
+    except embeddings.NotConfigured as exc:
+        raise HTTPException(503, str(exc)) from None
+    fields = _embedding_fields(chosen.provider, chosen.model, chosen.expected_dimension(), chosen.space_version)
+    return {"status": "healthy", **fields}
+
+
+@router.post("/api/embeddings/", tags=["windie"], summary="An embedding of one text")
+def embeddings_create(body: EmbeddingBody, caller: AnyCaller) -> dict[str, Any]:
+    try:
+        found = embeddings.embed(get_services().config.effective(), body.text)
+    except embeddings.NotConfigured as exc:
+        raise HTTPException(503, str(exc)) from None
+    except embeddings.EmbeddingsFailed as exc:
+        raise HTTPException(503, str(exc)) from None
+    fields = _embedding_fields(found.provider, found.model, found.dimension, found.space_version)
+    return {"embedding": found.vector, **fields}
+
+
+# --- providers this gateway does not have ------------------------------------------------------------------------
+
+
+@router.post(
+    "/api/sdk/ocr/{operation}",
+    tags=["windie"],
+    summary="OCR (no provider configured: 503)",
+    responses={503: {"description": "`OCR not configured`"}},
+)
+def sdk_ocr(operation: str, caller: AnyCaller) -> None:
+    if operation not in OCR_OPERATIONS:
+        raise HTTPException(404, "Not Found")
+    raise HTTPException(503, OCR_OFF)
+
+
+@router.post(
+    "/api/sdk/vision/{operation}",
+    tags=["windie"],
+    summary="Vision grounding (no provider configured: 503)",
+    responses={503: {"description": "`Vision not configured`"}},
+)
+def sdk_vision(operation: str, caller: AnyCaller) -> None:
+    if operation not in VISION_OPERATIONS:
+        raise HTTPException(404, "Not Found")
+    raise HTTPException(503, VISION_OFF)
+
+
+def runs(caller: AnyCaller) -> None:
+    raise HTTPException(503, RUNS_OFF)
+
+
+for _method in ("GET", "POST", "PUT", "PATCH", "DELETE"):
+    router.add_api_route(
+        "/api/runs/{rest:path}",
+        runs,
+        methods=[_method],
+        operation_id=f"runs_{_method.lower()}",
+        tags=["windie"],
+        summary="The runs API (not offered: 503)",
+        responses={503: {"description": "`Runs API not configured …`"}},
+    )
+    router.add_api_route("/api/runs", runs, methods=[_method], include_in_schema=False)
+
+
+@router.websocket("/ws/transcription")
+async def transcription(websocket: WebSocket) -> None:
+    """Speech to text: no provider here. A caller without a credential is refused at the upgrade (403); any other
+    gets an `error` message and a close whose reason says so."""
+    try:
+        await run_in_threadpool(identify, websocket)
+    except HTTPException:
+        await websocket.close(code=1008, reason="Not authenticated")
+        return
+    await websocket.accept()
+    await websocket.send_json({"type": "error", "message": TRANSCRIPTION_OFF})
+    await websocket.close(code=1011, reason=TRANSCRIPTION_OFF)

@@ -1,0 +1,700 @@
+"""WindieOS's REST routes (dialects.md §3.6, acceptance checks 14 and 15 of §3.9) against real services on moto,
+through FastAPI's TestClient, with the request shapes WindieOS's SDKs send: install registration and identity,
+artifacts (owner scoping, the local bytes and AWS's presigned redirect, GSV's media route), SDK introspection,
+semantic summaries and titles through the scripted model over HTTP, embeddings through a fake OpenAI-compatible
+server and a fake Bedrock endpoint over HTTP, and the 503s of what this gateway does not offer."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+from fastapi import Depends
+from orbital.rest import windie
+from orbital.rest.auth import Caller, gateway_only
+from orbital.store import artifacts
+
+from tests.conftest import GATEWAY_TOKEN
+from tests.support.fake_llm import FakeLLM, error, reply
+
+ARTIFACT_ID = re.compile(r"^[0-9a-f-]+\.[a-z0-9]+$")
+
+
+# --- fixtures ----------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def gateway(services: Any) -> Iterator[Any]:
+    """The test's services installed for the app, served as the local gateway serves them (`settings.local`)."""
+    from orbital.runtime.services import use_services
+
+    object.__setattr__(services, "settings", services.settings.model_copy(update={"local": True}))
+    use_services(services)
+    yield services
+    use_services(None)
+
+
+@pytest.fixture
+def on_aws(gateway: Any) -> Any:
+    """The same gateway as a deployment sees itself (`settings.local` false)."""
+    object.__setattr__(gateway, "settings", gateway.settings.model_copy(update={"local": False}))
+    return gateway
+
+
+@pytest.fixture
+def with_token(gateway: Any, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A gateway with a token (as every deployment has)."""
+    object.__setattr__(gateway, "settings", gateway.settings.model_copy(update={"auth_token": GATEWAY_TOKEN}))
+    return GATEWAY_TOKEN
+
+
+@pytest.fixture
+def http(gateway: Any) -> Iterator[Any]:
+    from orbital.rest.app import create_app
+    from starlette.testclient import TestClient
+
+    with TestClient(create_app()) as client:
+        yield client
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def register(http: Any, gateway: Any, headers: dict[str, str] | None = None) -> dict[str, Any]:
+    gateway.config.set_path("windie.registration", True)
+    answer = http.post("/api/install/register", json={"operating_system": "Linux"}, headers=headers or {})
+    assert answer.status_code == 200, answer.text
+    return answer.json()
+
+
+def upload(http: Any, data: bytes, headers: dict[str, str], name: str = "shot.png", kind: str = "image/png") -> Any:
+    return http.post("/api/artifacts/", files={"file": (name, data, kind)}, headers=headers)
+
+
+PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4
+
+
+# --- every route asks for a credential ---------------------------------------------------------------------------
+
+
+def _windie_routes() -> list[tuple[str, str]]:
+    from orbital.rest.app import create_app
+
+    found = []
+    for path, item in create_app().openapi()["paths"].items():
+        if path.startswith("/api/"):
+            for method in item:
+                concrete = re.sub(r"\{[^}]+\}", "x", path)
+                concrete = concrete.replace("/ocr/x", "/ocr/run").replace("/vision/x", "/vision/locate")
+                found.append((method.upper(), concrete))
+    return found
+
+
+def test_every_windie_route_refuses_a_caller_without_the_token(with_token: str, http: Any) -> None:
+    routes = _windie_routes()
+    assert len(routes) >= 20
+    for method, path in routes:
+        for headers in ({}, bearer("wrong"), bearer("wnd_install_forged")):
+            answer = http.request(method, path, headers=headers, json={})
+            assert answer.status_code == 401, (method, path, headers, answer.text)
+            assert answer.json() == {"detail": "Not authenticated"}
+            assert answer.headers["www-authenticate"] == "Bearer"
+
+
+# --- install identities ------------------------------------------------------------------------------------------
+
+
+def test_registration_is_off_by_default(http: Any, gateway: Any) -> None:
+    assert gateway.config.effective()["windie"]["registration"] is False
+    answer = http.post("/api/install/register", json={"operating_system": "Windows"})
+    assert answer.status_code == 403
+    assert answer.json() == {"detail": windie.REGISTRATION_OFF}
+    gateway.config.set_path("windie.registration", "yes")  # only true turns it on
+    assert http.post("/api/install/register", json={"operating_system": "Windows"}).status_code == 403
+
+
+def test_registration_when_configured_and_the_install_identity(http: Any, gateway: Any) -> None:
+    made = register(http, gateway)
+    assert made["success"] is True
+    assert made["install_token"].startswith("wnd_install_")
+    assert made["user_id"].startswith("user_") and made["install_id"]
+    me = http.get("/api/install/me", headers=bearer(made["install_token"]))
+    assert me.status_code == 200
+    assert me.json() == {"success": True, "user_id": made["user_id"], "install_id": made["install_id"]}
+    # the gateway's own credential is no install
+    assert http.get("/api/install/me").status_code == 404
+    assert http.get("/api/install/me").json() == {"detail": windie.NOT_AN_INSTALL}
+    # only the hash of the token is stored
+    item = json.dumps(gateway.table.get(("INSTALLS", hashlib.sha256(made["install_token"].encode()).hexdigest())).data)
+    assert made["install_token"] not in item
+
+
+def test_registration_needs_the_gateway_token_when_there_is_one(http: Any, gateway: Any, with_token: str) -> None:
+    gateway.config.set_path("windie.registration", True)
+    body = {"operating_system": "macOS"}
+    assert http.post("/api/install/register", json=body).status_code == 401
+    assert http.post("/api/install/register", json=body, headers=bearer("wrong")).status_code == 401
+    made = register(http, gateway, bearer(with_token))
+    # an install cannot register more installs
+    answer = http.post("/api/install/register", json=body, headers=bearer(made["install_token"]))
+    assert answer.status_code == 403
+    assert (
+        http.post("/api/install/register", json={"operating_system": 5}, headers=bearer(with_token)).status_code == 422
+    )
+
+
+def test_an_install_token_does_not_reach_gateway_only_routes(http: Any, gateway: Any, with_token: str) -> None:
+    made = register(http, gateway, bearer(with_token))
+
+    @http.app.get("/probe")
+    def probe(caller: Caller = Depends(gateway_only)) -> dict[str, bool]:
+        return {"gateway": caller.is_gateway}
+
+    assert http.get("/probe", headers=bearer(made["install_token"])).status_code == 403
+    assert http.get("/probe", headers=bearer(with_token)).json() == {"gateway": True}
+    assert http.get("/probe").status_code == 401
+
+
+# --- artifacts ---------------------------------------------------------------------------------------------------
+
+
+def test_artifact_round_trip_of_a_few_megabytes(http: Any, gateway: Any, with_token: str) -> None:
+    data = os.urandom(3 * 1024 * 1024 + 17)
+    answer = upload(http, data, bearer(with_token), "screen.jpg", "image/jpeg")
+    assert answer.status_code == 200, answer.text
+    made = answer.json()
+    assert ARTIFACT_ID.match(made["artifact_id"]) and made["artifact_id"].endswith(".jpg")
+    assert made["size_bytes"] == len(data)
+    assert made["sha256"] == hashlib.sha256(data).hexdigest()
+    assert made["content_type"] == "image/jpeg"
+    assert made["url"] == f"http://testserver/api/artifacts/{made['artifact_id']}"
+    got = http.get(f"/api/artifacts/{made['artifact_id']}", headers=bearer(with_token))
+    assert got.status_code == 200
+    assert got.content == data
+    assert got.headers["content-type"] == "image/jpeg"
+    assert got.headers["x-content-type-options"] == "nosniff"
+    # no bearer → 401 (§3.9 check 14); GSV's media route serves it by its unguessable name
+    assert http.get(f"/api/artifacts/{made['artifact_id']}").status_code == 401
+    media = http.get(f"/media/{made['artifact_id']}")
+    assert media.status_code == 200 and media.content == data
+
+
+def test_artifacts_are_their_owners(http: Any, gateway: Any, with_token: str) -> None:
+    alice = register(http, gateway, bearer(with_token))["install_token"]
+    bob = register(http, gateway, bearer(with_token))["install_token"]
+    made = upload(http, PNG, bearer(alice)).json()
+    path = f"/api/artifacts/{made['artifact_id']}"
+    assert http.get(path, headers=bearer(alice)).content == PNG
+    refused = http.get(path, headers=bearer(bob))
+    assert refused.status_code == 404
+    assert refused.json() == {"detail": windie.ARTIFACT_MISSING}
+    assert http.get(path, headers=bearer(with_token)).content == PNG  # the gateway reads every one
+    stored = artifacts.head(gateway.workspace, made["artifact_id"])
+    assert stored is not None and stored.owner == http.get("/api/install/me", headers=bearer(alice)).json()["user_id"]
+    # the gateway's own uploads are not an install's
+    own = upload(http, PNG, bearer(with_token)).json()
+    assert http.get(f"/api/artifacts/{own['artifact_id']}", headers=bearer(alice)).status_code == 404
+    for missing in ("0000-0000.png", "not-an-id", "..%2F..%2Fconfig"):
+        assert http.get(f"/api/artifacts/{missing}", headers=bearer(alice)).status_code == 404
+
+
+def test_on_aws_an_artifact_is_a_redirect_to_a_presigned_url(http: Any, on_aws: Any) -> None:
+    import requests
+
+    made = upload(http, PNG, {}).json()
+    answer = http.get(f"/api/artifacts/{made['artifact_id']}", follow_redirects=False)
+    assert answer.status_code == 302
+    location = answer.headers["location"]
+    assert f"media/{made['artifact_id']}" in location and "Signature" in location
+    assert answer.headers["cache-control"] == "no-store"
+    fetched = requests.get(location, timeout=10)
+    assert fetched.status_code == 200 and fetched.content == PNG
+
+
+def test_bad_uploads_are_refused_and_store_nothing(http: Any, gateway: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    def stored() -> int:
+        return len(gateway.workspace.listing("media/").keys)
+
+    assert upload(http, b"", {}).status_code == 422
+    wrong_field = http.post("/api/artifacts/", files={"image": ("a.png", PNG, "image/png")})
+    assert wrong_field.status_code == 422 and "`file`" in wrong_field.json()["detail"]
+    assert http.post("/api/artifacts/", json={"file": "x"}).status_code == 422
+    broken = http.post(
+        "/api/artifacts/", content=b"--x\r\nnonsense", headers={"Content-Type": "multipart/form-data; boundary=x"}
+    )
+    assert broken.status_code == 422
+    two = [("file", ("a.png", PNG, "image/png")), ("file", ("b.png", PNG, "image/png"))]
+    assert http.post("/api/artifacts/", files=two).status_code == 422
+    no_boundary = http.post("/api/artifacts/", content=b"abc", headers={"Content-Type": "multipart/form-data"})
+    assert no_boundary.status_code == 422 and "boundary" in no_boundary.json()["detail"]
+    monkeypatch.setattr(artifacts, "MAX_ARTIFACT_BYTES", 1000)
+    too_big = upload(http, b"x" * 1001, {})
+    assert too_big.status_code == 413 and "1000 bytes" in too_big.json()["detail"]
+    assert upload(http, b"x" * 1000, {}).status_code == 200
+    assert stored() == 1
+
+
+def test_a_body_over_the_upload_cap_is_refused_before_it_is_read(http: Any, gateway: Any) -> None:
+    from orbital.rest import limits
+
+    limit = limits.body_limit("POST", "/api/artifacts/")
+    answer = http.post(
+        "/api/artifacts/",
+        content=b"",
+        headers={"Content-Type": "multipart/form-data; boundary=x", "Content-Length": str(limit + 1)},
+    )
+    assert answer.status_code == 413
+
+
+def test_an_upload_keeps_only_types_the_media_store_serves(http: Any, gateway: Any) -> None:
+    page = upload(http, b"<script>alert(1)</script>", {}, "x.html", "text/html").json()
+    assert page["content_type"] == "application/octet-stream" and page["artifact_id"].endswith(".bin")
+    svg = upload(http, b"<svg onload='x()'/>", {}, "x.svg", "image/svg+xml").json()
+    assert svg["content_type"] == "application/octet-stream"
+    sniffed = upload(http, PNG, {}, "screenshot", "application/octet-stream").json()
+    assert sniffed["content_type"] == "image/png"
+    named = upload(http, b"%PDF-1.4 ...", {}, "../../etc/cv.pdf", "").json()
+    assert named["content_type"] == "application/pdf"
+    assert artifacts.head(gateway.workspace, named["artifact_id"]).filename == "cv.pdf"
+
+
+# --- what this gateway does not offer ----------------------------------------------------------------------------
+
+
+def test_runs_ocr_and_vision_answer_not_configured(http: Any, gateway: Any, with_token: str) -> None:
+    auth = bearer(with_token)
+    for method, path in (("POST", "/api/runs/"), ("GET", "/api/runs/run-1/events"), ("POST", "/api/runs")):
+        answer = http.request(method, path, headers={**auth, "x-windie-runs-key": "k"}, json={})
+        assert answer.status_code == 503 and answer.json() == {"detail": windie.RUNS_OFF}, path
+    body = {"image": {"artifact_id": "shot.png"}, "text": "Search"}
+    for op in windie.OCR_OPERATIONS:
+        answer = http.post(f"/api/sdk/ocr/{op}", headers=auth, json=body)
+        assert answer.status_code == 503 and answer.json() == {"detail": "OCR not configured"}
+    for op in windie.VISION_OPERATIONS:
+        answer = http.post(f"/api/sdk/vision/{op}", headers=auth, json=body)
+        assert answer.status_code == 503 and answer.json() == {"detail": "Vision not configured"}
+    assert http.post("/api/sdk/ocr/nope", headers=auth, json=body).status_code == 404
+
+
+def test_the_transcription_socket_says_it_is_not_configured(http: Any, gateway: Any, with_token: str) -> None:
+    from starlette.websockets import WebSocketDisconnect
+
+    with pytest.raises(WebSocketDisconnect) as refused, http.websocket_connect("/ws/transcription"):
+        pass
+    assert refused.value.code == 1008
+    with http.websocket_connect("/ws/transcription", headers=bearer(with_token)) as socket:
+        assert socket.receive_json() == {"type": "error", "message": "Transcription not configured"}
+        with pytest.raises(WebSocketDisconnect) as closed:
+            socket.receive_text()
+    assert closed.value.code == 1011
+    assert closed.value.reason == "Transcription not configured"
+
+
+# --- SDK introspection -------------------------------------------------------------------------------------------
+
+
+def test_tool_schemas_and_capabilities(http: Any, gateway: Any, connect: Any) -> None:
+    connect("node", "laptop")
+    answer = http.get("/api/sdk/tool-schemas").json()
+    names = [t["name"] for t in answer["canonical_tool_schemas"]]
+    assert "gsv__ReadFile" in names and "laptop__Bash" in names
+    read = next(t for t in answer["canonical_tool_schemas"] if t["name"] == "gsv__ReadFile")
+    assert read["type"] == "function" and read["parameters"]["type"] == "object" and read["description"]
+    assert answer["provider_tool_schemas"] == answer["canonical_tool_schemas"]
+    assert answer["config"]["interaction_mode"] == "agent"
+    chat = http.get("/api/sdk/tool-schemas", params={"interaction_mode": "chat"}).json()
+    assert chat["provider_tool_schemas"] == [] and chat["config"]["interaction_mode"] == "chat"
+    assert http.get("/api/sdk/tool-schemas", params={"interaction_mode": "bogus"}).status_code == 422
+
+    bash = http.get("/api/sdk/tool-capabilities/laptop__Bash").json()
+    assert bash["capability"]["execution_target"] == "node"
+    assert bash["capability"]["node_id"] == "laptop" and bash["capability"]["capabilities"] == ["shell.exec"]
+    assert bash["canonical_tool_schema"]["name"] == "laptop__Bash"
+    native = http.get("/api/sdk/tool-capabilities/gsv__ReadFile").json()
+    assert native["capability"]["execution_target"] == "backend"
+    missing = http.get("/api/sdk/tool-capabilities/nope")
+    assert missing.status_code == 404 and missing.json() == {"detail": "Tool not found: nope"}
+
+
+def test_models_and_system_prompt_come_from_the_configuration(http: Any, gateway: Any) -> None:
+    gateway.config.set_path("model", {"provider": "openai", "id": "gpt-test"})
+    gateway.config.set_path("systemPrompt", "You are WINDIE_PROMPT_MARK.")
+    models = http.get("/api/sdk/models").json()
+    assert models["config"] == {
+        "model_mode": "online",
+        "model_provider": "openai",
+        "selected_model_id": "gpt-test",
+        "interaction_mode": "agent",
+    }
+    assert models["models"][0]["id"] == "gpt-test" and models["models"][0]["display_name"] == "openai/gpt-test"
+    overridden = http.get("/api/sdk/models", params={"model_id": "o3", "model_provider": "ollama"}).json()
+    assert overridden["config"]["selected_model_id"] == "o3" and overridden["config"]["model_mode"] == "local"
+    prompt = http.get("/api/sdk/system-prompt").json()
+    assert prompt["system_prompt"].startswith("You are WINDIE_PROMPT_MARK.")
+    assert "gsv__ReadFile" in prompt["system_prompt"] and "openai/gpt-test" in prompt["system_prompt"]
+    assert prompt["config"]["selected_model_id"] == "gpt-test"
+
+
+PREVIEW = {
+    "user_query_raw": "open file",
+    "include_tools": True,
+    "workspace_path": "/Users/me/project",
+    "messages": [
+        {
+            "role": "user",
+            "content": "<system_context><active_window>Terminal</active_window></system_context>\n"
+            "<user_query>open file</user_query>",
+        }
+    ],
+}
+
+
+def test_prompt_preview_and_query_plan(http: Any, gateway: Any, with_token: str) -> None:
+    install = register(http, gateway, bearer(with_token))
+    auth = bearer(install["install_token"])
+    preview = http.post("/api/sdk/prompt-preview", json=PREVIEW, headers=auth)
+    assert preview.status_code == 200, preview.text
+    body = preview.json()
+    assert set(body) >= {
+        "config",
+        "system_prompt",
+        "prompt_messages",
+        "canonical_tool_schemas",
+        "provider_tool_schemas",
+        "user_message_full",
+        "prompt_token_count",
+        "token_count_error",
+    }
+    assert body["prompt_messages"] == PREVIEW["messages"]
+    meta = body["user_message_full"]["metadata"]
+    assert meta["active_window"] == "Terminal" and meta["original_query"] == "open file"
+    assert meta["injected_context"].startswith("<system_context>")
+    assert isinstance(body["prompt_token_count"], int) and body["prompt_token_count"] > 100
+    assert body["token_count_error"] is None
+
+    manifest = {
+        "tools": {
+            "mode": "default_plus_client",
+            "disabled_tools": ["gsv__ReadFile"],
+            "client_manifest": {
+                "version": 1,
+                "tools": [
+                    {"name": "read_file", "description": "Read", "execution_target": "local_runtime", "schema": {}},
+                    {"name": "gsv__WriteFile", "description": "clash", "schema": {}},
+                    {"name": "no_schema", "description": "x"},
+                ],
+            },
+        }
+    }
+    shaped = http.post("/api/sdk/prompt-preview", json={**PREVIEW, "agent_definition": manifest}, headers=auth).json()
+    offered = [t["name"] for t in shaped["provider_tool_schemas"]]
+    assert "read_file" in offered and "gsv__ReadFile" not in offered and "no_schema" not in offered
+    assert offered.count("gsv__WriteFile") == 1
+    assert "gsv__ReadFile" in [t["name"] for t in shaped["canonical_tool_schemas"]]
+
+    plan = http.post("/api/sdk/query-plan", json={**PREVIEW, "conversation_ref": "conv_sdk"}, headers=auth).json()
+    assert plan["query_message"] == {
+        "type": "query",
+        "payload": {"text": "open file", "conversation_ref": "conv_sdk", "workspace_path": "/Users/me/project"},
+    }
+    assert [e["type"] for e in plan["transparency_events"]] == ["system-prompt", "user-message-full", "tool-schemas"]
+    assert plan["transparency_events"][0]["payload"]["content"] == plan["system_prompt"]
+
+
+def test_previews_of_another_user_are_refused(http: Any, gateway: Any, with_token: str) -> None:
+    install = register(http, gateway, bearer(with_token))
+    auth = bearer(install["install_token"])
+    mine = http.post("/api/sdk/prompt-preview", json={**PREVIEW, "user_id": install["user_id"]}, headers=auth)
+    assert mine.status_code == 200
+    for path in ("/api/sdk/prompt-preview", "/api/sdk/query-plan"):
+        answer = http.post(path, json={**PREVIEW, "user_id": "user_someone_else"}, headers=auth)
+        assert answer.status_code == 403 and answer.json() == {"detail": windie.CROSS_USER}
+    for path in ("/api/sdk/system-prompt", "/api/sdk/models", "/api/sdk/tool-schemas"):
+        assert http.get(path, params={"user_id": "user_someone_else"}, headers=auth).status_code == 403
+    # the gateway's credential may look at any user's
+    assert (
+        http.post("/api/sdk/query-plan", json={**PREVIEW, "user_id": "u2"}, headers=bearer(with_token)).status_code
+        == 200
+    )
+    too_many = {**PREVIEW, "messages": [{"role": "user", "content": "x"}] * (windie.MAX_PREVIEW_MESSAGES + 1)}
+    assert http.post("/api/sdk/prompt-preview", json=too_many, headers=auth).status_code == 422
+
+
+# --- semantic summaries and titles through the configured model --------------------------------------------------
+
+
+@pytest.fixture
+def llm() -> Iterator[FakeLLM]:
+    with FakeLLM() as server:
+        yield server
+
+
+@pytest.fixture
+def model(gateway: Any, llm: FakeLLM) -> FakeLLM:
+    gateway.config.set_path("model", {"provider": "openai", "id": "gpt-test"})
+    gateway.config.set_path("providers", {"openai": {"baseUrl": f"{llm.base_url}/v1"}})
+    gateway.config.set_path("apiKeys.openai", "sk-semantic-SECRET-0123456789")
+    return llm
+
+
+def _prompt_of(llm: FakeLLM, index: int = -1) -> str:
+    messages = llm.requests[index].body["messages"]
+    return "\n".join(str(m.get("content")) for m in messages if m["role"] == "user")
+
+
+def test_summarize_through_the_configured_model(http: Any, model: FakeLLM) -> None:
+    model.script(reply(json.dumps({"summary": "Ana plans trips.", "facts": ["Ana lives in Porto", 5, ""]})))
+    body = {"conversations": ["user: I live in Porto\nassistant: nice", "user: book Lisbon"], "user_id": "user-123"}
+    answer = http.post("/api/semantic/summarize", json=body)
+    assert answer.status_code == 200, answer.text
+    assert answer.json() == {"summary": "Ana plans trips.", "facts": ["Ana lives in Porto"], "success": True}
+    assert len(model.requests) == 1
+    assert "I live in Porto" in _prompt_of(model) and "book Lisbon" in _prompt_of(model)
+    assert model.requests[0].header("authorization") == "Bearer sk-semantic-SECRET-0123456789"
+    assert http.get("/api/semantic/health").json() == {
+        "status": "healthy",
+        "message": "Semantic summarization service ready",
+    }
+
+
+def test_a_reply_that_is_not_json_is_the_summary(http: Any, model: FakeLLM) -> None:
+    model.script(reply("The user likes tea."))
+    answer = http.post("/api/semantic/summarize", json={"conversations": ["tea please"], "user_id": "u"}).json()
+    assert answer == {"summary": "The user likes tea.", "facts": [], "success": True}
+
+
+def test_title_through_the_configured_model(http: Any, model: FakeLLM) -> None:
+    model.script(reply('Title: "Planning a trip to Lisbon."'))
+    body = {"user_id": "u1", "user_message": "Help me plan Lisbon", "assistant_message": "Sure, when?"}
+    answer = http.post("/api/semantic/title", json=body)
+    assert answer.status_code == 200
+    assert answer.json() == {"title": "Planning a trip to Lisbon", "success": True}
+    assert "Help me plan Lisbon" in _prompt_of(model) and "Sure, when?" in _prompt_of(model)
+
+
+def test_semantic_limits(http: Any, model: FakeLLM, gateway: Any, with_token: str) -> None:
+    auth = bearer(with_token)
+    big = "x" * (windie.MAX_TEXT_BYTES + 1)
+    cases = [
+        ("/api/semantic/summarize", {"conversations": ["a"] * 101, "user_id": "u"}),
+        ("/api/semantic/summarize", {"conversations": [big], "user_id": "u"}),
+        ("/api/semantic/summarize", {"conversations": ["é" * (windie.MAX_TEXT_BYTES // 2 + 1)], "user_id": "u"}),
+        ("/api/semantic/summarize", {"conversations": ["a"], "user_id": "default_user"}),
+        ("/api/semantic/summarize", {"conversations": ["a"]}),
+        ("/api/semantic/title", {"user_message": big, "assistant_message": "a"}),
+        ("/api/semantic/title", {"user_message": "a", "assistant_message": big}),
+        ("/api/semantic/title", {"user_id": "default_user", "user_message": "a", "assistant_message": "a"}),
+    ]
+    for path, body in cases:
+        assert http.post(path, json=body, headers=auth).status_code == 422, body.keys()
+    install = register(http, gateway, auth)["install_token"]
+    other = http.post(
+        "/api/semantic/summarize", json={"conversations": ["a"], "user_id": "user_other"}, headers=bearer(install)
+    )
+    assert other.status_code == 403
+    assert model.requests == []  # nothing refused reached the model
+    at_limit = {"conversations": ["a" * windie.MAX_TEXT_BYTES] * 3, "user_id": "u"}
+    model.script(reply('{"summary": "ok", "facts": []}'))
+    assert http.post("/api/semantic/summarize", json=at_limit, headers=auth).status_code == 200
+
+
+def test_semantic_without_a_configured_model_is_503(http: Any, gateway: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    health = http.get("/api/semantic/health")
+    assert health.status_code == 503 and "not configured" in health.json()["detail"]
+    answer = http.post("/api/semantic/summarize", json={"conversations": ["a"], "user_id": "u"})
+    assert answer.status_code == 503 and "not configured" in answer.json()["detail"]
+    title = http.post("/api/semantic/title", json={"user_message": "a", "assistant_message": "b"})
+    assert title.status_code == 503 and "not configured" in title.json()["detail"]
+
+
+def test_a_provider_failure_is_503_without_the_key(http: Any, model: FakeLLM) -> None:
+    model.script(error(401, "Incorrect API key provided: sk-semantic-SECRET-0123456789"))
+    answer = http.post("/api/semantic/title", json={"user_message": "a", "assistant_message": "b"})
+    assert answer.status_code == 503
+    assert "SECRET" not in answer.text and answer.json()["detail"]
+
+
+# --- embeddings --------------------------------------------------------------------------------------------------
+
+
+class FakeEmbeddings:
+    """An OpenAI-compatible `/v1/embeddings` and a Bedrock `InvokeModel` endpoint on loopback, over real HTTP.
+    `mode`: "ok", "hang" (no answer until released or 10 s), or "refuse" (401 echoing the presented key)."""
+
+    def __init__(self) -> None:
+        self.requests: list[dict[str, Any]] = []
+        self.mode = "ok"
+        self.vector = [0.25, -0.5, 1.0, 0.0]
+        self.released = threading.Event()
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                raw = self.rfile.read(int(self.headers.get("content-length") or 0))
+                fake.requests.append(
+                    {
+                        "path": self.path,
+                        "headers": {k.lower(): v for k, v in self.headers.items()},
+                        "body": json.loads(raw),
+                    }
+                )
+                if fake.mode == "hang":
+                    fake.released.wait(10)
+                    return
+                if fake.mode == "refuse":
+                    key = self.headers.get("authorization", "")
+                    self._send(401, {"error": {"message": f"Incorrect API key provided: {key}", "code": "bad_key"}})
+                elif self.path.startswith("/model/"):
+                    self._send(200, {"embedding": fake.vector, "inputTextTokenCount": 3})
+                else:
+                    item = {"object": "embedding", "index": 0, "embedding": fake.vector}
+                    usage = {"prompt_tokens": 3, "total_tokens": 3}
+                    self._send(200, {"object": "list", "data": [item], "model": "m", "usage": usage})
+
+            def _send(self, status: int, body: dict[str, Any]) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> FakeEmbeddings:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.released.set()
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(5)
+
+
+@pytest.fixture
+def embedder(gateway: Any) -> Iterator[FakeEmbeddings]:
+    with FakeEmbeddings() as server:
+        gateway.config.set_path("providers.embedder", {"baseUrl": f"{server.base_url}/v1"})
+        gateway.config.set_path("apiKeys.embedder", "sk-embed-SECRET-abcdef0123")
+        yield server
+
+
+SDK_EMBEDDING = {"text": "hello world", "model_name": "default"}
+
+
+def test_embeddings_not_configured_is_503(http: Any, gateway: Any, with_token: str) -> None:
+    answer = http.post("/api/embeddings/", json=SDK_EMBEDDING, headers=bearer(with_token))
+    assert answer.status_code == 503  # §3.9 check 15
+    assert "not configured" in answer.json()["detail"]
+    assert http.get("/api/embeddings/health", headers=bearer(with_token)).status_code == 503
+    gateway.config.set_path("embeddings", {"provider": "openai", "model": "text-embedding-3-small"})
+    os.environ.pop("OPENAI_API_KEY", None)
+    missing_key = http.post("/api/embeddings/", json=SDK_EMBEDDING, headers=bearer(with_token))
+    assert missing_key.status_code == 503 and "not configured" in missing_key.json()["detail"]
+
+
+def test_embeddings_through_an_openai_compatible_server(http: Any, gateway: Any, embedder: FakeEmbeddings) -> None:
+    gateway.config.set_path("embeddings", {"provider": "embedder", "model": "text-embedding-3-small", "dimensions": 4})
+    answer = http.post("/api/embeddings/", json=SDK_EMBEDDING)
+    assert answer.status_code == 200, answer.text
+    assert answer.json() == {
+        "embedding": embedder.vector,
+        "provider_id": "embedder",
+        "model_id": "text-embedding-3-small",
+        "model_name": "text-embedding-3-small",
+        "dimension": 4,
+        "embedding_space_version": "embedder:text-embedding-3-small:4",
+    }
+    sent = embedder.requests[0]
+    assert sent["path"] == "/v1/embeddings"
+    assert sent["body"]["input"] == "hello world" and sent["body"]["dimensions"] == 4
+    assert sent["headers"]["authorization"] == "Bearer sk-embed-SECRET-abcdef0123"
+    health = http.get("/api/embeddings/health").json()
+    assert health["status"] == "healthy" and health["dimension"] == 4
+    # the key is masked wherever the configuration is read
+    assert gateway.config.masked()["apiKeys"]["embedder"] == "***"
+
+
+def test_embedding_limits(http: Any, gateway: Any, embedder: FakeEmbeddings) -> None:
+    gateway.config.set_path("embeddings", {"provider": "embedder", "model": "m"})
+    for body in (
+        {"text": "x" * 8193},
+        {"text": ""},
+        {"text": "a", "model_name": "m" * 129},
+        {"model_name": "default"},
+        {"text": 5},
+    ):
+        assert http.post("/api/embeddings/", json=body).status_code == 422, body
+    assert http.post("/api/embeddings/", json={"text": "x" * 8192}).status_code == 200
+    assert len(embedder.requests) == 1
+
+
+def test_an_embeddings_call_that_hangs_ends_with_its_timeout(http: Any, gateway: Any, embedder: FakeEmbeddings) -> None:
+    gateway.config.set_path("embeddings", {"provider": "embedder", "model": "m", "timeoutMs": 1000})
+    embedder.mode = "hang"
+    started = time.monotonic()
+    answer = http.post("/api/embeddings/", json=SDK_EMBEDDING)
+    assert answer.status_code == 503 and "embedder" in answer.json()["detail"]
+    assert time.monotonic() - started < 8
+
+
+def test_a_refusing_embeddings_provider_is_503_without_the_key(
+    http: Any, gateway: Any, embedder: FakeEmbeddings
+) -> None:
+    gateway.config.set_path("embeddings", {"provider": "embedder", "model": "m"})
+    embedder.mode = "refuse"
+    answer = http.post("/api/embeddings/", json=SDK_EMBEDDING)
+    assert answer.status_code == 503
+    assert "SECRET" not in answer.text and "401" in answer.json()["detail"]
+
+
+def test_embeddings_through_bedrock_titan(http: Any, gateway: Any, embedder: FakeEmbeddings) -> None:
+    gateway.config.set_path("providers.bedrock", {"baseUrl": embedder.base_url, "region": "us-east-1"})
+    gateway.config.set_path("embeddings", {"provider": "bedrock", "model": "amazon.titan-embed-text-v2:0"})
+    assert http.get("/api/embeddings/health").json()["dimension"] == 1024  # known before any call
+    answer = http.post("/api/embeddings/", json=SDK_EMBEDDING)
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["embedding"] == embedder.vector
+    assert answer.json()["embedding_space_version"] == "bedrock:amazon.titan-embed-text-v2:0:4"
+    sent = embedder.requests[-1]
+    assert sent["path"] == "/model/amazon.titan-embed-text-v2%3A0/invoke"
+    assert sent["body"] == {"inputText": "hello world"}
+    assert sent["headers"]["authorization"].startswith("AWS4-HMAC-SHA256")
+
+
+def test_conversations_beyond_the_window_are_summarized_in_turns(http: Any, model: FakeLLM, gateway: Any) -> None:
+    gateway.config.set_path("providers.openai.contextWindow", 1000)  # batches of at most 8000 characters
+    model.script(
+        reply('{"summary": "first", "facts": ["likes tea"]}'),
+        reply('{"summary": "second", "facts": ["lives in Porto"]}'),
+    )
+    body = {"conversations": ["a" * 5000 + " TEA", "b" * 5000 + " PORTO"], "user_id": "u"}
+    answer = http.post("/api/semantic/summarize", json=body).json()
+    assert answer == {"summary": "second", "facts": ["lives in Porto", "likes tea"], "success": True}
+    assert len(model.requests) == 2
+    assert "TEA" in _prompt_of(model, 0) and "PORTO" not in _prompt_of(model, 0)
+    assert "PORTO" in _prompt_of(model, 1) and "<earlier_summary>\nfirst" in _prompt_of(model, 1)
+
+
+def test_a_spent_token_budget_is_503(http: Any, model: FakeLLM, gateway: Any) -> None:
+    gateway.config.set_path("budgets.daily", 1)
+    answer = http.post("/api/semantic/title", json={"user_message": "a", "assistant_message": "b"})
+    assert answer.status_code == 503 and "budget" in answer.json()["detail"].lower()
+    assert model.requests == []
