@@ -3,9 +3,11 @@ with a token (its own xeno socket off), the scripted model behind it; clients ar
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -15,6 +17,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 import uuid
 from collections import deque
 from collections.abc import Iterator
@@ -306,6 +309,32 @@ def test_initialize_and_a_query_through_the_bridge(clients: Any) -> None:
         {"role": "user", "content": "reply with exactly: PONG_XB"},
         {"role": "assistant", "content": "PONG_XB"},
     ]
+
+
+def test_an_attachment_is_uploaded_and_sent_as_an_artifact(
+    clients: Any, upstream: GatewayProcess, llm: FakeLLM, tmp_path: Path
+) -> None:
+    """The bridge uploads the file to the gateway's HTTP API and sends `artifact:{id}`: the run's media is the
+    uploaded artifact (a media object of its own, not a copy in the session's media), shown to the model."""
+    picture = tmp_path / "dot.png"
+    png = b"\x89PNG\r\n\x1a\n" + os.urandom(48)
+    picture.write_bytes(png)
+    client = clients()
+    request_id = new_id()
+    params = query("reply with exactly: GOT_IT", request_id)
+    params["attachments"] = [{"type": "image", "path": str(picture), "mimeType": "image/png"}]
+    assert client.request(7, "gateway.query", params)["result"] == {"accepted": True}
+    assert final_content(client.run(request_id), request_id) == "GOT_IT"
+    assert base64.b64encode(png).decode() in json.dumps(llm.requests[-1].body)
+
+    with GatewayClient(upstream.url, timeout=15) as admin:
+        admin.connect("client", "xbridge-preview", token=TOKEN)
+        preview = admin.call("session.preview", {"sessionKey": "agent:main:main", "limit": 4})
+    keys = re.findall(r'"r2Key": ?"([^"]+)"', json.dumps(preview))
+    assert keys and re.fullmatch(r"media/[0-9a-f-]{36}\.png", keys[-1]), preview
+    artifact_id = keys[-1].removeprefix("media/")
+    with urllib.request.urlopen(f"http://127.0.0.1:{upstream.port}/media/{artifact_id}", timeout=10) as got:
+        assert got.read() == png  # GSV's media route serves it, no token needed
 
 
 def test_several_clients_at_once_each_get_their_own_frames(clients: Any) -> None:
