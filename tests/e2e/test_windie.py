@@ -286,6 +286,9 @@ def test_3_an_install_token_is_its_user_and_speaks_windie_only(gw: GatewayProces
     with Windie(gw, bearer=token, user="someone-else") as client:
         events = client.query("it-1", "reply with exactly: MINE", conv)
         assert_turn("it-1", conv, user, events)  # the token's user, not the claimed one
+        schemas = next(e for e in events if e["type"] == "tool-schemas")["payload"]["tool_schemas"]
+        offered = {s["function"]["name"] for s in schemas}
+        assert "gsv__ReadFile" in offered and "gsv__ConfigGet" not in offered  # the agent's files, nothing more
         assert events[-1]["payload"]["final_response"] == "MINE"
         # its GSV requests are refused, whatever it sends
         client.send_raw({"type": "req", "id": "g1", "method": "config.get", "params": {}})
@@ -391,6 +394,10 @@ def test_7_a_client_tool_runs_on_the_client(gw: GatewayProcess) -> None:
         assert not [e for e in client.received if e["type"] == "tool-output"]  # it ran here: no tool-output
         schemas = next(e for e in client.received if e["type"] == "tool-schemas" and e["id"] == "t7")
         assert [s["function"]["name"] for s in schemas["payload"]["tool_schemas"]] == ["read_file"]  # client_only
+        # a tool the run was not offered is refused, not run
+        events = client.query("t7-not-offered", "TOOL:gsv__ListFiles {}", conv)
+        (refused,) = [e for e in events if e["type"] == "tool-output"]
+        assert refused["payload"]["success"] is False and "not available" in refused["payload"]["output"]
 
 
 def test_7_a_backend_tool_is_reported_as_tool_output(gw: GatewayProcess) -> None:

@@ -144,6 +144,11 @@ def test_disabled_tools_and_capabilities_narrow_further():
     assert narrowed[0] == BACKEND[0]
 
 
+def test_a_restricted_policy_keeps_only_the_agents_files():
+    backend = [{"name": "gsv__ReadFile"}, {"name": "gsv__ConfigGet"}, {"name": "laptop__Bash"}]
+    assert _names(client_tools.narrowed(backend, CLIENT, {"restricted": True})) == ["gsv__ReadFile", *_names(CLIENT)]
+
+
 def test_a_run_without_client_tools_reads_nothing():
     class Exploding:
         def __getattr__(self, name: str) -> Any:

@@ -31,6 +31,8 @@ log = logging.getLogger("orbital.agent.client_tools")
 
 CLIENT_TOOLS = "clientTools"
 """In a run's origin: the run was started by a socket that may have tools of its own."""
+OWN_TOOLS = "ownTools"
+"""In a run's origin: its socket declared tools of its own (else only its policy narrows the run's tools)."""
 CALL_STATE = "clientToolCall"
 """The run-event state a dialect's encoder turns into the frame asking its socket to run a tool (never broadcast:
 the tool dispatch hands it to the encoder of the socket's subscription and fails the call if it cannot be posted)."""
@@ -43,6 +45,10 @@ CAPABILITY_MARKERS = {
     "embeddings": ("embedding",),
 }
 """A capability turned off removes the backend tools whose (lower-case) name contains one of its markers."""
+RESTRICTED_BACKEND = frozenset(
+    {"gsv__ListFiles", "gsv__ReadFile", "gsv__WriteFile", "gsv__EditFile", "gsv__DeleteFile"}
+)
+"""The backend tools of a run whose socket holds no credential of the gateway's: the agent's workspace files."""
 NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 """A tool name every provider accepts."""
 
@@ -59,6 +65,8 @@ class ClientTools:
     connection_id: str
     tools: list[dict[str, Any]] = field(default_factory=list)
     policy: dict[str, Any] = field(default_factory=dict)
+    offered: set[str] | None = None
+    """The names the model was offered (`narrowed`): a call of any other name is refused, not run."""
 
     @property
     def owner(self) -> str:
@@ -86,6 +94,8 @@ def for_run(services: Services, run: dict[str, Any]) -> ClientTools | None:
     connection_id = run["origin"].get("connectionId")
     if not isinstance(connection_id, str):
         return ClientTools("", [], policy)
+    if not run["origin"].get(OWN_TOOLS):  # a policy alone: nothing to read
+        return ClientTools(connection_id, [], policy)
     return ClientTools(connection_id, declared(services, connection_id), policy)
 
 
@@ -127,7 +137,11 @@ def narrowed(
     """The tools a run offers the model: by `mode`, `client_only` the client's alone, `explicit` those named in
     `available` (backend's or the client's; without that list the client's alone), `default_plus_client` (the
     default) every backend tool and the client's; then without those named in `disabled` and the backend tools of a
-    `capabilities` turned off. A client tool never takes a backend tool's name (refused when it was declared)."""
+    `capabilities` turned off. A client tool never takes a backend tool's name (refused when it was declared). A
+    `restricted` policy (a socket that holds no credential of the gateway's, e.g. a WindieOS install) keeps only
+    `RESTRICTED_BACKEND` of the backend's tools: no node's tools, nothing that reads or changes the gateway."""
+    if policy.get("restricted"):  # a socket without the gateway's credential: the agent's own files, nothing more
+        backend = [t for t in backend if t.get("name") in RESTRICTED_BACKEND]
     mode = policy.get("mode") if policy.get("mode") in MODES else "default_plus_client"
     available = _names(policy.get("available"))
     disabled = _names(policy.get("disabled")) or set()

@@ -199,6 +199,8 @@ def _pending(
 
 def _prepare(it: Iteration, env: native.ToolEnv, name: str, args: dict[str, Any], tool_call_id: str) -> Launch:
     """Validate one call. Raises _Immediate / ToolError when it is answered at once; returns its Launch otherwise."""
+    if it.client is not None and it.client.offered is not None and name not in it.client.offered:
+        raise _error(f"Tool not available in this conversation: {name}")
     if it.client is not None and name in it.client.names():
         return _client_tool(it, it.client, name, args, tool_call_id)
     if name == "gsv__LogsGet":

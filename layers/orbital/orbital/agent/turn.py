@@ -317,6 +317,7 @@ def _model_turn(r: _Run, meta: dict[str, Any]) -> dict[str, Any]:
     client = r.own_tools(run)
     if client is not None:  # a run of a socket with tools of its own (and a policy narrowing the list)
         tool_defs = client_tools.narrowed(tool_defs, client.tools, client.policy)
+        client.offered = {str(t.get("name")) for t in tool_defs}
     system = context.system_prompt(services, config, meta, r.key, r.agent_id, tool_defs, model, nodes)
 
     upcoming = context.estimate_request_tokens(system, messages) if budgets.limits(config, meta).any else 0
@@ -463,9 +464,13 @@ def _run_tools(r: _Run, run: dict[str, Any], reply: dict[str, Any], calls: list[
     r.audience.send(events.chat_payload(r.run_id, "tool", tools=[_call_summary(c) for c in calls]))
     if not _owns(runs.current_run(services, r.key), r.run_id, r.execution):
         return _state(r.event, r.iteration, "done")  # stopped while announcing: launch nothing
-    it = tools.Iteration(
-        services, config, r.key, r.agent_id, r.run_id, r.execution, r.iteration, _now(), r.own_tools(run)
-    )
+    client = r.own_tools(run)
+    if client is not None and client.offered is None:  # a step that resumes a stored reply: offered as then
+        offered = client_tools.narrowed(
+            context.model_tools(services, services.connections.nodes()), client.tools, client.policy
+        )
+        client.offered = {str(t.get("name")) for t in offered}
+    it = tools.Iteration(services, config, r.key, r.agent_id, r.run_id, r.execution, r.iteration, _now(), client)
     results, wait_s = tools.dispatch(it, calls)
     if results is None:
         return _state(r.event, r.iteration, "wait", wait_s)

@@ -292,7 +292,10 @@ def _handshake(services: Services, inbound: DialectInbound) -> list[Any]:
     tools, accepted, rejected = validate_manifest(services, given["manifest"])
     if socket_gate.applies(services) and not bearer:
         socket_gate.settle(services, inbound.connection_id)  # an install's socket, authenticated by its token
-    state = {"user": user, "admin": admin, "policy": given["policy"], "runtime": given["runtime"]}
+    policy = given["policy"] if admin else {**given["policy"], "restricted": True}
+    state = {"user": user, "admin": admin, "policy": policy, "runtime": given["runtime"]}
+    if tools:
+        state["tools"] = [t["name"] for t in tools]  # their definitions are kept beside the record
     base.accept(services, inbound.conn, inbound.connection_id, WINDIE, windie=state)
     if tools:
         client_tools.save(services, inbound.connection_id, tools)
@@ -370,6 +373,13 @@ class _Socket:
         self.admin = bool(state.get("admin"))
         self.policy: dict[str, Any] = as_dict(state.get("policy"))
         self.runtime: dict[str, Any] = as_dict(state.get("runtime"))
+        names = state.get("tools")
+        self.tool_names: list[str] = [n for n in names if isinstance(n, str)] if isinstance(names, list) else []
+
+    @property
+    def narrows(self) -> bool:
+        """Its runs' tools differ from everyone's: tools of its own, or a policy that narrows the list."""
+        return bool(self.tool_names) or self.policy != {"mode": "default_plus_client"}
 
     @property
     def reader(self) -> str | None:
@@ -531,7 +541,6 @@ def _query(services: Services, sock: _Socket, rid: Any, payload: dict[str, Any])
     key = session_key(config, sock.user, conversation)
     media = _screenshots(services, sock, payload)
     chosen = _chosen_model(load_settings_item(services, sock.user))
-    own = client_tools.declared(services, conn.connection_id)
     run_id = f"{_run_prefix(turn)}{uuid.uuid4().hex[:12]}"
     ref = {
         "turn": turn,
@@ -539,23 +548,22 @@ def _query(services: Services, sock: _Socket, rid: Any, payload: dict[str, Any])
         "user": sock.user,
         "session": key,
         "startedAt": services.now_ms(),
-        "clientTools": sorted(str(t.get("name")) for t in own),
+        "clientTools": sorted(sock.tool_names),
     }
     sub = base.subscribe(services, conn, run_id, key, ref)
     scratch: dict[str, Any] = {}
     first = [turn_event(ref, "query-accepted", {"status": "accepted"}, scratch)]
     meta = services.sessions.load_meta(key)
     if meta is None or message_count(meta) == 0:  # a conversation's first turn: what the model will be given
+        own = client_tools.declared(services, conn.connection_id) if sock.tool_names else []
         first += _transparency(services, sock, conversation, config, own, ref, scratch)
     for frame in first:  # before the run can say anything
         if not services.push(conn.connection_id, frame):
             base.unsubscribe(services, sub)
             return []
-    internal: dict[str, Any] = {
-        "label": label(sock.user, conversation),
-        "clientTools": True,
-        "toolPolicy": sock.policy,
-    }
+    internal: dict[str, Any] = {"label": label(sock.user, conversation)}
+    if sock.narrows:  # else its runs are everyone's: nothing more to read at each step
+        internal.update(clientTools=True, toolPolicy=sock.policy, ownTools=bool(sock.tool_names))
     if media:
         internal["media"] = media
     if chosen is not None:

@@ -94,6 +94,8 @@ def chat_send(ctx: CallContext, params: ChatSendParams) -> dict[str, Any]:
     origin: dict[str, Any] = {"kind": "chat", "connectionId": ctx.connection_id}
     if ctx.internal.get("clientTools"):  # the socket has tools of its own, and a policy narrowing the run's tools
         origin.update(clientTools=True, toolPolicy=ctx.internal.get("toolPolicy") or {})
+        if ctx.internal.get("ownTools"):
+            origin["ownTools"] = True
     submitted = runs.submit(
         services,
         key,
