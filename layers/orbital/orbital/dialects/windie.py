@@ -4,9 +4,10 @@
   a bad shape: an `error` `Invalid handshake: ...` and the socket closed with 1008; on API Gateway, which chooses
   its own close code, the same error and then `DeleteConnection`). A top-level string `operating_system` (the shipped
   Python SDK's) is folded into `runtime`. Who the socket is: an install's token at the upgrade (`$connect` checked
-  it) makes it that install's user, whatever it claims, and it may speak WindieOS only; the gateway's token as a
-  bearer, or a loopback gateway without a token, trusts the claimed `user_id` (a single-owner gateway). A socket of a
-  gateway with a token that showed neither is refused after its handshake.
+  it) makes it that install's user, whatever it claims; it may speak WindieOS only, and its runs get the agent's
+  workspace file tools and its own, no other backend tool. The gateway's token as a bearer, or a loopback gateway
+  without a token, trusts the claimed `user_id` (a single-owner gateway). A socket of a gateway with a token that
+  showed neither is refused after its handshake.
 - **Client tools**: `agent_definition.tools.client_manifest.tools` are answered with `client-tool-manifest`
   (`accepted`, `rejected` with why: a backend tool's name, no schema, a bad name, twice). Accepted ones run on this
   socket, for the runs it starts (`orbital.agent.client_tools`): `tool-call` out, `tool-result` back. The policy
