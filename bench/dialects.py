@@ -2,12 +2,14 @@
 
 A local gateway runs in this process with the scripted model answering at once. Interleaved, round after round:
 
-- a chat turn through GSV's `chat.send` (until its `final` event), through Exoclaw's `chat.send` (until `done`) and
-  through xeno's `gateway.query` over `/ws` (until `gateway.done`); each turn's gateway overhead is its wall time
+- a chat turn through GSV's `chat.send` (until its `final` event), through Exoclaw's `chat.send` (until `done`),
+  through xeno's `gateway.query` over `/ws` (until `gateway.done`) and through a WindieOS `query` (until
+  `streaming-complete`); each turn's gateway overhead is its wall time
   less the time spent inside the model call (measured around it in process). Each turn has one client: the GSV
   client is connected for its own turns only (GSV clients get every session's events, so a GSV client connected
   during a dialect turn would make that turn pay for two audiences);
-- a cheap request: GSV `config.get`, Exoclaw `ping`, xeno `gateway.initialize` (a short main session).
+- a cheap request: GSV `config.get`, Exoclaw `ping`, xeno `gateway.initialize` (a short main session), WindieOS
+  `load-settings`.
 
 It prints p50/p99 and each dialect's p50 as a ratio of GSV's in the same run (this machine is shared and noisy:
 compare ratios, not milliseconds across runs).
@@ -87,6 +89,14 @@ def xeno_turn(ws: Any) -> float:
     return time.perf_counter() - start
 
 
+def windie_turn(ws: Any, conversation: str) -> float:
+    rid = uuid.uuid4().hex[:8]
+    start = time.perf_counter()
+    ws.send(json.dumps({"id": rid, "type": "query", "payload": {"text": "bench", "conversation_ref": conversation}}))
+    _until(ws, lambda f: f.get("turn_ref") == rid and f.get("type") in ("streaming-complete", "error"))
+    return time.perf_counter() - start
+
+
 def timed(call: Any) -> float:
     start = time.perf_counter()
     call()
@@ -112,12 +122,23 @@ def main() -> None:
         gateway = LocalGateway(options).start()
         clock.install()
         llm.responder = lambda request: reply("done")
-        overheads: dict[str, list[float]] = {"GSV chat.send": [], "Exoclaw chat.send": [], "xeno gateway.query": []}
-        cheap: dict[str, list[float]] = {"GSV config.get": [], "Exoclaw ping": [], "xeno gateway.initialize": []}
+        overheads: dict[str, list[float]] = {
+            "GSV chat.send": [],
+            "Exoclaw chat.send": [],
+            "xeno gateway.query": [],
+            "WindieOS query": [],
+        }
+        cheap: dict[str, list[float]] = {
+            "GSV config.get": [],
+            "Exoclaw ping": [],
+            "xeno gateway.initialize": [],
+            "WindieOS load-settings": [],
+        }
         try:
             with (
                 connect(gateway.ws_url + "?dialect=exoclaw") as exo,
                 connect(gateway.ws_url + "?dialect=xeno") as xeno,
+                connect(gateway.ws_url) as windie,
             ):
                 key = f"agent:main:bench-{uuid.uuid4().hex[:6]}"
                 account = f"bench-{uuid.uuid4().hex[:6]}"
@@ -126,6 +147,10 @@ def main() -> None:
                     configure_fake_model(gsv, llm.base_url)
                 exo.send(json.dumps({"id": "warm", "method": "ping"}))
                 _until(exo, lambda f: f.get("id") == "warm")
+                windie.send(json.dumps({"type": "handshake", "user_id": "bench"}))
+                windie.send(json.dumps({"id": "warm", "type": "load-settings", "payload": {}}))
+                _until(windie, lambda f: f.get("id") == "warm")
+                conversation = f"bench-{uuid.uuid4().hex[:6]}"
 
                 def gsv_alone() -> float:
                     with connect(gateway.ws_url) as ws:
@@ -142,6 +167,7 @@ def main() -> None:
                     "GSV chat.send": gsv_alone,
                     "Exoclaw chat.send": lambda: exoclaw_turn(exo, account),
                     "xeno gateway.query": lambda: xeno_turn(xeno),
+                    "WindieOS query": lambda: windie_turn(windie, conversation),
                 }
                 for turn in turns.values():  # warm-up: imports, caches, first executions
                     turn()
@@ -156,6 +182,10 @@ def main() -> None:
                     exo.send(json.dumps({"id": "p", "method": "ping"}))
                     _until(exo, lambda f: f.get("id") == "p")
 
+                def load_settings() -> None:
+                    windie.send(json.dumps({"id": "s", "type": "load-settings", "payload": {}}))
+                    _until(windie, lambda f: f.get("id") == "s")
+
                 def initialize() -> None:
                     xeno.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "gateway.initialize"}))
                     _until(xeno, lambda f: f.get("id") == 1)
@@ -166,6 +196,7 @@ def main() -> None:
                         "GSV config.get": lambda: gsv.call("config.get", {"path": "model"}),
                         "Exoclaw ping": ping,
                         "xeno gateway.initialize": initialize,
+                        "WindieOS load-settings": load_settings,
                     }
                     for _ in range(args.requests):
                         for label, request in requests.items():

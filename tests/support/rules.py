@@ -2,7 +2,8 @@
 
 - the last user message `reply with exactly: X` → a reply `X`;
 - `TOOL:name {json}` → a call of tool `name` with those arguments, then (once its result is in the request) a reply
-  with the result's text, so a client-side tool's output comes back as the answer;
+  with the result's text (or X, when the result says `reply with exactly: X`), so a client-side tool's output comes
+  back as the answer;
 - anything else → a reply `ok`.
 
 Install with `llm.responder = rules.respond` (a scripted item, if any, still wins when the responder returns None:
@@ -39,8 +40,10 @@ def respond(request: Request) -> Item:
     """The answer to one OpenAI-wire request (the dialect tests configure the `openai` provider)."""
     messages = _messages(request)
     last = messages[-1] if messages else {}
-    if last.get("role") == "tool":  # a tool's result came back: answer with it
-        return reply(_text(last.get("content")).strip() or "ok")
+    if last.get("role") == "tool":  # a tool's result came back: answer with it (or as it says)
+        result = _text(last.get("content")).strip()
+        told = _EXACT.search(result)
+        return reply(told.group(1).strip() if told is not None else result or "ok")
     user = next((m for m in reversed(messages) if m.get("role") == "user"), {})
     text = _text(user.get("content")).strip()
     tool = _TOOL.match(text)

@@ -234,14 +234,17 @@ def test_no_wildcard_actions_and_data_scoped_to_our_table_and_bucket(template: d
 
 
 def test_connect_function_may_only_arm_authentication_deadlines(template: dict[str, Any]) -> None:
-    """`$connect` reads nothing; it writes only a new socket's authentication deadline (a pending call under the
-    `auth-` call ids, and a due marker) and starts the timer of its second."""
+    """`$connect` reads only install identities (a WindieOS install token); it writes only a new socket's
+    authentication deadline (a pending call under the `auth-` call ids, and a due marker) and starts the timer of its
+    second."""
     from orbital.engines import socket_gate
     from orbital.store import keys
 
     found = statements(resource(template, "WsConnectFunction"))
     granted = {a: st for st in found for a in actions(st)}
-    assert set(granted) == {"dynamodb:PutItem", "states:StartExecution"}
+    assert set(granted) == {"dynamodb:PutItem", "dynamodb:GetItem", "states:StartExecution"}
+    readable = granted["dynamodb:GetItem"]["Condition"]["ForAllValues:StringEquals"]["dynamodb:LeadingKeys"]
+    assert readable == [keys.install("HASH")[0]]
     leading = granted["dynamodb:PutItem"]["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"]
     deadline_pk = keys.pending_call(socket_gate.call_id("SOCKET="))[0]
     due_pk = keys.call_due_pk(1_800_000_000)

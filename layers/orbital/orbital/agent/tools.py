@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from orbital.agent import budgets, runs, settings
+from orbital.agent import budgets, client_tools, runs, settings
 from orbital.domain.config import as_dict
 from orbital.domain.session_keys import canonicalize_with_config
 from orbital.engines import deferred, waitgroup
@@ -65,6 +65,8 @@ class Iteration:
     execution: str
     iteration: int
     now_ms: int
+    client: client_tools.ClientTools | None = None
+    """The tools of the socket that started the run, if it declared any (`agent.client_tools`)."""
 
     @property
     def group_id(self) -> str:
@@ -110,7 +112,7 @@ def dispatch(it: Iteration, calls: list[dict[str, Any]]) -> tuple[list[dict[str,
         args = as_dict(block.get("arguments"))
         entry: dict[str, Any] = {"toolCallId": block.get("id"), "name": name}
         try:
-            launch = _prepare(it, env, name, args)
+            launch = _prepare(it, env, name, args, str(block.get("id") or f"tool_call_{len(plan)}"))
         except _Immediate as done:
             entry["outcome"] = done.outcome
         except native.ToolError as exc:
@@ -195,8 +197,12 @@ def _pending(
     )
 
 
-def _prepare(it: Iteration, env: native.ToolEnv, name: str, args: dict[str, Any]) -> Launch:
+def _prepare(it: Iteration, env: native.ToolEnv, name: str, args: dict[str, Any], tool_call_id: str) -> Launch:
     """Validate one call. Raises _Immediate / ToolError when it is answered at once; returns its Launch otherwise."""
+    if it.client is not None and it.client.offered is not None and name not in it.client.offered:
+        raise _error(f"Tool not available in this conversation: {name}")
+    if it.client is not None and name in it.client.names():
+        return _client_tool(it, it.client, name, args, tool_call_id)
     if name == "gsv__LogsGet":
         return _logs(it, args)
     if name == "gsv__SessionSend":
@@ -228,6 +234,29 @@ def _node_tool(it: Iteration, name: str, args: dict[str, Any]) -> Launch:
         frame = event_frame("tool.invoke", {"callId": call.call_id, "tool": bare, "args": args})
         if not it.services.push(node.connection_id, frame):
             _answer_failed_launch(it, call.call_id, "Node not connected")
+
+    return Launch(call.call_id, it.now_ms + call.timeout_ms, start)
+
+
+def _client_tool(
+    it: Iteration, client: client_tools.ClientTools, name: str, args: dict[str, Any], tool_call_id: str
+) -> Launch:
+    """A tool of the socket that started the run: asked of that socket alone, as a node is asked for its tools
+    (the same pending call, wait group and deadline); the socket's loss fails it at once."""
+    call = _pending(
+        it,
+        deferred.CLIENT_TOOL,
+        settings.tool_timeout_ms(it.config),
+        node_id=client.owner,
+        node_connection_id=client.connection_id,
+        tool=name,
+        on_timeout={"error": TIMED_OUT},
+    )
+
+    def start() -> None:
+        deferred.create(it.services, call)
+        if not client_tools.send_call(it.services, client, it.run_id, call.call_id, name, args, tool_call_id):
+            _answer_failed_launch(it, call.call_id, "Client not connected")
 
     return Launch(call.call_id, it.now_ms + call.timeout_ms, start)
 

@@ -24,7 +24,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from orbital.agent import budgets, context, events, media, notify, runs, settings, tools
+from orbital.agent import budgets, client_tools, context, events, media, notify, runs, settings, tools
 from orbital.agent.providers import ModelError, ModelRequest, complete
 from orbital.domain.config import as_dict
 from orbital.domain.messages import text_of
@@ -111,6 +111,15 @@ class _Run:
         self.agent_id = session_agent_id(self.key)
         self.model_replied = False
         """A model call of this step answered (its text, if any, went out as `delta` events)."""
+        self.client: client_tools.ClientTools | None = None
+        """The tools of the socket that started the run, when it has its own (read once per step)."""
+        self._client_read = False
+
+    def own_tools(self, run: dict[str, Any]) -> client_tools.ClientTools | None:
+        if not self._client_read:
+            self.client = client_tools.for_run(self.services, run)
+            self._client_read = True
+        return self.client
 
     # -- lease-guarded meta updates --
 
@@ -305,6 +314,10 @@ def _model_turn(r: _Run, meta: dict[str, Any]) -> dict[str, Any]:
     messages = services.sessions.messages(r.key, meta=meta)
     nodes = services.connections.nodes()
     tool_defs = context.model_tools(services, nodes)
+    client = r.own_tools(run)
+    if client is not None:  # a run of a socket with tools of its own (and a policy narrowing the list)
+        tool_defs = client_tools.narrowed(tool_defs, client.tools, client.policy)
+        client.offered = {str(t.get("name")) for t in tool_defs}
     system = context.system_prompt(services, config, meta, r.key, r.agent_id, tool_defs, model, nodes)
 
     upcoming = context.estimate_request_tokens(system, messages) if budgets.limits(config, meta).any else 0
@@ -451,7 +464,13 @@ def _run_tools(r: _Run, run: dict[str, Any], reply: dict[str, Any], calls: list[
     r.audience.send(events.chat_payload(r.run_id, "tool", tools=[_call_summary(c) for c in calls]))
     if not _owns(runs.current_run(services, r.key), r.run_id, r.execution):
         return _state(r.event, r.iteration, "done")  # stopped while announcing: launch nothing
-    it = tools.Iteration(services, config, r.key, r.agent_id, r.run_id, r.execution, r.iteration, _now())
+    client = r.own_tools(run)
+    if client is not None and client.offered is None:  # a step that resumes a stored reply: offered as then
+        offered = client_tools.narrowed(
+            context.model_tools(services, services.connections.nodes()), client.tools, client.policy
+        )
+        client.offered = {str(t.get("name")) for t in offered}
+    it = tools.Iteration(services, config, r.key, r.agent_id, r.run_id, r.execution, r.iteration, _now(), client)
     results, wait_s = tools.dispatch(it, calls)
     if results is None:
         return _state(r.event, r.iteration, "wait", wait_s)

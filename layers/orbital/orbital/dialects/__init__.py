@@ -1,4 +1,5 @@
-"""Other gateways' clients on the one `/ws`: xeno (JSON-RPC 2.0) and Exoclaw (token-first JSON-RPC).
+"""Other gateways' clients on the one `/ws`: xeno (JSON-RPC 2.0), Exoclaw (token-first JSON-RPC) and WindieOS (a
+handshake, then enveloped messages).
 
 The first text frame of a socket decides its dialect (`detect`), which is then fixed on its connection record. A
 translator per dialect turns its frames into the gateway's own methods (through the one dispatcher, with the same

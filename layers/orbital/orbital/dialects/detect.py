@@ -4,6 +4,7 @@
 |--------------------------------------------------------------------------|----------|
 | `type` is `req` or `bin`                                                 | GSV      |
 | `type` is `handshake`                                                    | WindieOS |
+| `type` is another WindieOS message (`query`, ...)                        | WindieOS (refused: no handshake) |
 | a `token`, no `method` and no `type`                                     | Exoclaw (its auth frame) |
 | `id` and `method`, no `type`, method one of Exoclaw's four               | Exoclaw  |
 | `jsonrpc` "2.0", any other method                                        | xeno     |
@@ -23,6 +24,21 @@ EXOCLAW = "exoclaw"
 WINDIE = "windie"
 KNOWN = frozenset({GSV, XENO, EXOCLAW, WINDIE})
 EXOCLAW_METHODS = frozenset({"ping", "status", "chat.send", "plugin.list"})
+WINDIE_TYPES = frozenset(
+    {
+        "query",
+        "stop-query",
+        "rehydrate-conversation",
+        "compact-history",
+        "load-settings",
+        "update-settings",
+        "list-models",
+        "tool-result",
+        "tool-bundle-result",
+        "wakeword-detected",
+    }
+)
+"""What a WindieOS client sends after its handshake: as a first frame, a WindieOS client that skipped it."""
 
 
 def detect(frame: Any) -> str | None:
@@ -34,7 +50,7 @@ def detect(frame: Any) -> str | None:
     if kind is not None:
         if kind in ("req", "bin"):
             return GSV
-        if kind == "handshake":
+        if kind == "handshake" or (isinstance(kind, str) and kind in WINDIE_TYPES):
             return WINDIE
         return None
     method = frame.get("method")

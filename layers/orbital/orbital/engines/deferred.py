@@ -64,6 +64,9 @@ AGENT_LOGS = "agent-logs"
 """Kind of gsv__LogsGet (answered by `logs.result`)."""
 AGENT_SESSION = "agent-session"
 """Kind of gsv__SessionSend waiting for the reply of the run it started."""
+CLIENT_TOOL = "client-tool"
+"""Kind of a tool an agent run calls on the client socket that started it (WindieOS's manifest tools: answered by
+that socket's `tool-result`, failed by its loss; `agent.client_tools`)."""
 TOOL_CALL_KINDS = frozenset({"tool", "session", AGENT_TOOL})
 """Calls a node answers with `tool.result`: a client's tool.invoke, a session-routed tool.request, an agent run's."""
 """How long an answered call is remembered, so a late result is reported as dropped rather than unknown."""

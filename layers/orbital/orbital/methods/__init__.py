@@ -10,7 +10,7 @@ from orbital.protocol.registry import Registry
 
 @functools.cache
 def registry() -> Registry:
-    from orbital.dialects import exoclaw, xeno
+    from orbital.dialects import exoclaw, windie, xeno
     from orbital.methods import (
         channels,
         chat,
@@ -44,6 +44,7 @@ def registry() -> Registry:
         skills,
         xeno,
         exoclaw,
+        windie,
     ):
         reg.include(module.router)
     return reg

@@ -86,9 +86,16 @@ def chat_send(ctx: CallContext, params: ChatSendParams) -> dict[str, Any]:
     media = ctx.internal.get("media")
     if isinstance(media, list) and media:  # from a dialect's translator only: GSV's chat.send carries no media
         data["media"] = store_attachments(services, key, [m for m in media if isinstance(m, dict)])
+    model = ctx.internal.get("model")  # a dialect user's chosen model (its settings); a directive still wins
+    if isinstance(model, dict) and "model" not in overrides:
+        overrides["model"] = model
     if overrides:
         data["overrides"] = overrides
-    origin = {"kind": "chat", "connectionId": ctx.connection_id}
+    origin: dict[str, Any] = {"kind": "chat", "connectionId": ctx.connection_id}
+    if ctx.internal.get("clientTools"):  # the socket has tools of its own, and a policy narrowing the run's tools
+        origin.update(clientTools=True, toolPolicy=ctx.internal.get("toolPolicy") or {})
+        if ctx.internal.get("ownTools"):
+            origin["ownTools"] = True
     submitted = runs.submit(
         services,
         key,

@@ -64,6 +64,11 @@ def _find_id(raw: str) -> Any:
     return data.get("id") if isinstance(data, dict) else None
 
 
+DIALECT_ONLY = "dialectOnly"
+"""On a connection record's `extra`: the socket authenticated with a credential of one dialect only (a WindieOS install
+token), so its GSV requests are refused; its translator still calls methods on its behalf (`dialects.base.call`)."""
+
+
 class Dispatcher:
     def __init__(self, registry: Registry) -> None:
         self.registry = registry
@@ -109,6 +114,8 @@ class Dispatcher:
                     ctx.conn = None
                 if ctx.conn is None:
                     raise RpcError("Not connected", code=101)
+                if conn is None and ctx.conn.extra.get(DIALECT_ONLY):
+                    raise RpcError("This socket may speak only its own dialect", code=403)
             spec = self.registry.get(method)
             if spec is None:
                 raise RpcError(f"Unknown method: {method}", code=404)

@@ -20,12 +20,13 @@ from orbital.dialects import detect, exoclaw
 from orbital.engines import socket_gate
 from orbital.methods import registry
 from orbital.observability import count
-from orbital.protocol.dispatch import Dispatcher, Outcome
+from orbital.protocol.dispatch import DIALECT_ONLY, Dispatcher, Outcome
 from orbital.protocol.frames import encode_sendable
 from orbital.protocol.peers import is_proxy_header, loopback_address
 from orbital.protocol.registry import DialectClose, DialectInbound
 from orbital.runtime.lifecycle import disconnect
 from orbital.runtime.services import Services, get_services
+from orbital.store import installs
 from orbital.store.connections import Connection
 
 log = logging.getLogger("orbital.gateway")
@@ -68,20 +69,31 @@ def handle_connect(event: dict[str, Any], context: Any = None) -> dict[str, Any]
         return {"statusCode": 200}
     presented = _bearer(event)
     bearer = False
-    if presented is not None and secrets.token_configured(settings):
+    install = None
+    if presented is not None and installs.looks_like_token(presented):
+        # a WindieOS install's token: that install's user, speaking WindieOS only (a gateway without a token
+        # ignores an unknown one, as it ignores any bearer)
+        install = installs.find(services.table, presented)
+        if install is None and secrets.token_configured(settings):
+            return {"statusCode": 401, "body": "Unauthorized"}
+    elif presented is not None and secrets.token_configured(settings):
         expected = secrets.gateway_token(settings) or ""
         if not hmac.compare_digest(presented.encode(), expected.encode()):
             return {"statusCode": 401, "body": "Unauthorized"}
         bearer = True
     services.connections.opened(connection_id)
     forced = detect.forced(event.get("queryStringParameters"))
+    if install is not None:
+        forced = detect.WINDIE
     if bearer or forced:  # what later frames must know about this socket: who it is, which protocol it speaks
         extra: dict[str, Any] = {"pending": True, "bearer": True} if bearer else {"pending": True}
+        if install is not None:
+            extra.update(install={"user": install.user_id, "id": install.install_id}, **{DIALECT_ONLY: True})
         if settings.local and _on_this_machine(event):
             extra["local"] = True  # a client on the gateway's own machine (its files are the gateway's files)
         services.connections.save(Connection(connection_id, "client", services.now_ms(), dialect=forced, extra=extra))
     if socket_gate.applies(services) and not bearer:
-        socket_gate.arm(services, connection_id)
+        socket_gate.arm(services, connection_id)  # an install's socket too: its handshake settles the deadline
     return {"statusCode": 200}
 
 

@@ -22,7 +22,9 @@ def disconnect(services: Services, connection_id: str) -> None:
     conn = services.connections.remove(connection_id)
     if conn is None:
         return
-    if not services.connections.release_identity(conn, connection_id):
+    if conn.dialect is not None and conn.mode == "client" and not conn.client_id:
+        pass  # another gateway's client: no registry entry, but what it owned goes with it (its tool calls)
+    elif not services.connections.release_identity(conn, connection_id):
         return  # no id, or a newer socket holds it (a stale close)
     hooks = {
         "client": services.hooks.on_client_gone,

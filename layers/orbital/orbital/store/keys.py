@@ -5,6 +5,7 @@ Single table: `PK`, `SK`, `GSI1PK`/`GSI1SK` (index `GSI1`), `ttl` (epoch seconds
 | entity              | PK                   | SK                         | notes                                   |
 |---------------------|----------------------|----------------------------|-----------------------------------------|
 | connection          | CONN#{connectionId}  | META                       | ttl beyond the 2 h socket cap           |
+| a socket's tools    | CONN#{connectionId}  | TOOLS                      | a WindieOS client's manifest; ttl       |
 | node registry       | NODES                | {nodeId}                   | tools, runtime, connectionId; ttl       |
 | client registry     | CLIENTS              | {clientId}                 | connectionId; ttl                       |
 | channel socket      | CHANSOCKS            | {channel}:{accountId}      | connectionId; ttl                       |
@@ -21,6 +22,7 @@ Single table: `PK`, `SK`, `GSI1PK`/`GSI1SK` (index `GSI1`), `ttl` (epoch seconds
 | gateway flags       | GATEWAY              | {flag}                     | e.g. workspace seeded                   |
 | token usage         | USAGE                | {YYYY-MM}                  | UTC month: `m`, days `d01`..`d31`; ttl  |
 | install identity    | INSTALLS             | {sha256 of the token}      | user_id, install_id (WindieOS installs) |
+| WindieOS settings   | WINDIESETTINGS       | {userId}                   | one user's client settings              |
 """
 
 from __future__ import annotations
@@ -32,6 +34,11 @@ GSI1 = "GSI1"
 
 def connection(connection_id: str) -> tuple[str, str]:
     return f"{_CONNECTION_PREFIX}{connection_id}", "META"
+
+
+def connection_tools(connection_id: str) -> tuple[str, str]:
+    """The tools a client socket declared for its own runs (WindieOS's client manifest)."""
+    return f"{_CONNECTION_PREFIX}{connection_id}", "TOOLS"
 
 
 NODES_PK = "NODES"
@@ -158,6 +165,14 @@ INSTALLS_PK = "INSTALLS"
 
 def install(token_hash: str) -> tuple[str, str]:
     return INSTALLS_PK, token_hash
+
+
+WINDIE_SETTINGS_PK = "WINDIESETTINGS"
+
+
+def windie_settings(user_id: str) -> tuple[str, str]:
+    """A WindieOS user's settings (model choice, voice and automation flags; never a provider key)."""
+    return WINDIE_SETTINGS_PK, user_id
 
 
 TOKEN_USAGE_PK = "USAGE"
@@ -422,6 +437,7 @@ _PK_KINDS = {
     COUNTER_PK: "counter",
     TOKEN_USAGE_PK: "token-usage",
     INSTALLS_PK: "install",
+    WINDIE_SETTINGS_PK: "windie-settings",
 }
 _PK_PREFIX_KINDS = (
     ("CONN#", "connection"),

@@ -62,3 +62,13 @@ def subscribe(table: Table, sub: Subscription) -> None:
 
 def drop(table: Table, sub: Subscription) -> None:
     table.delete(keys.run_subscription(sub.run_id, sub.connection_id))
+
+
+def of_connection(table: Table, connection_id: str) -> list[Subscription]:
+    """The runs a socket follows now (read with the other client items: one query, cached locally)."""
+    found = []
+    for rec in table.query(keys.CLIENTS_PK, sk_prefix=keys.RUN_SUBSCRIPTION_PREFIX):
+        sub = Subscription.from_record(rec)
+        if sub is not None and sub.connection_id == connection_id:
+            found.append(sub)
+    return found

@@ -1,0 +1,210 @@
+"""Tools that run on the client socket that started a run (WindieOS's client manifest), and the per-run narrowing of
+the tool list a dialect's client asks for.
+
+A dialect's translator keeps what a socket declared beside its connection record (`keys.connection_tools`:
+`{"tools": [{name, description, inputSchema}]}`) and starts the socket's runs with `chat.send` and the internal
+`clientTools: True` plus a `toolPolicy` (`{mode, available?, disabled?, capabilities?}`), which follow the run in its
+origin. Each turn step of such a run reads the socket's tools once (`for_run`): the model is offered the tools the
+policy leaves (`narrowed`), the socket's own under their bare names; a call of one of those is a deferred call of kind
+`CLIENT_TOOL` owned by the socket (`owner`), answered by the socket, by its loss (the dialect's `on_client_gone`
+fails every call it owns at once) or by the run's wait-group deadline (`timeouts.toolMs`) — node tools' machinery.
+The frame that asks the socket comes from the dialect's run-event encoder (`CALL_STATE`), with what the run's
+subscription says about the turn. A run whose socket is gone has no client tools; every other run never reads a
+socket's tools here.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from orbital.store import keys
+from orbital.store.subscriptions import Subscription
+
+if TYPE_CHECKING:
+    from orbital.runtime.services import Services
+
+log = logging.getLogger("orbital.agent.client_tools")
+
+CLIENT_TOOLS = "clientTools"
+"""In a run's origin: the run was started by a socket that may have tools of its own."""
+OWN_TOOLS = "ownTools"
+"""In a run's origin: its socket declared tools of its own (else only its policy narrows the run's tools)."""
+CALL_STATE = "clientToolCall"
+"""The run-event state a dialect's encoder turns into the frame asking its socket to run a tool (never broadcast:
+the tool dispatch hands it to the encoder of the socket's subscription and fails the call if it cannot be posted)."""
+MODES = ("explicit", "default_plus_client", "client_only")
+CAPABILITY_MARKERS = {
+    "web_search": ("websearch", "web_search", "searchweb", "search_web"),
+    "browser": ("browser",),
+    "ocr": ("ocr",),
+    "vision": ("vision",),
+    "embeddings": ("embedding",),
+}
+"""A capability turned off removes the backend tools whose (lower-case) name contains one of its markers."""
+RESTRICTED_BACKEND = frozenset(
+    {"gsv__ListFiles", "gsv__ReadFile", "gsv__WriteFile", "gsv__EditFile", "gsv__DeleteFile"}
+)
+"""The backend tools of a run whose socket holds no credential of the gateway's: the agent's workspace files."""
+NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+"""A tool name every provider accepts."""
+
+
+def owner(connection_id: str) -> str:
+    """The owner id the calls of a socket's tools are indexed under (never a node's: it cannot be registered)."""
+    return f"~client:{connection_id}"
+
+
+@dataclass
+class ClientTools:
+    """One run's view of the tools of the socket that started it."""
+
+    connection_id: str
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    policy: dict[str, Any] = field(default_factory=dict)
+    offered: set[str] | None = None
+    """The names the model was offered (`narrowed`): a call of any other name is refused, not run."""
+
+    @property
+    def owner(self) -> str:
+        return owner(self.connection_id)
+
+    def names(self) -> set[str]:
+        return {str(t.get("name")) for t in self.tools}
+
+
+def policy_of_run(run: dict[str, Any]) -> dict[str, Any] | None:
+    """The tool policy a run was started with (None: a run of no client tools, the common case)."""
+    origin = run.get("origin") if isinstance(run.get("origin"), dict) else {}
+    if not origin or not origin.get(CLIENT_TOOLS):
+        return None
+    policy = origin.get("toolPolicy")
+    return policy if isinstance(policy, dict) else {}
+
+
+def for_run(services: Services, run: dict[str, Any]) -> ClientTools | None:
+    """The client tools and policy of a run started by a socket with tools of its own; None for every other run
+    (without reading anything)."""
+    policy = policy_of_run(run)
+    if policy is None:
+        return None
+    connection_id = run["origin"].get("connectionId")
+    if not isinstance(connection_id, str):
+        return ClientTools("", [], policy)
+    if not run["origin"].get(OWN_TOOLS):  # a policy alone: nothing to read
+        return ClientTools(connection_id, [], policy)
+    return ClientTools(connection_id, declared(services, connection_id), policy)
+
+
+def save(services: Services, connection_id: str, tools: list[dict[str, Any]]) -> None:
+    """Keep the tools a socket declared, beside its connection record (not in it: that record is read for every
+    frame of the socket, these only by its runs' steps)."""
+    services.table.put(
+        keys.connection_tools(connection_id),
+        {"tools": tools},
+        ttl=int(time.time()) + services.connections.ttl_seconds,
+    )
+
+
+def declared(services: Services, connection_id: str) -> list[dict[str, Any]]:
+    """The tools a socket declared (none when it declared none, or is gone)."""
+    rec = services.table.get(keys.connection_tools(connection_id))
+    tools = rec.data.get("tools") if rec is not None else None
+    return [t for t in tools or [] if isinstance(t, dict) and isinstance(t.get("name"), str)]
+
+
+def forget(services: Services, connection_id: str) -> None:
+    services.table.delete(keys.connection_tools(connection_id))
+
+
+def _names(value: Any) -> set[str] | None:
+    if not isinstance(value, list):
+        return None
+    return {v for v in value if isinstance(v, str)}
+
+
+def _capability_off(name: str, capabilities: set[str]) -> bool:
+    lowered = name.lower()
+    return any(marker in lowered for cap in capabilities for marker in CAPABILITY_MARKERS.get(cap, ()))
+
+
+def narrowed(
+    backend: list[dict[str, Any]], client: list[dict[str, Any]], policy: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """The tools a run offers the model: by `mode`, `client_only` the client's alone, `explicit` those named in
+    `available` (backend's or the client's; without that list the client's alone), `default_plus_client` (the
+    default) every backend tool and the client's; then without those named in `disabled` and the backend tools of a
+    `capabilities` turned off. A client tool never takes a backend tool's name (refused when it was declared). A
+    `restricted` policy (a socket that holds no credential of the gateway's, e.g. a WindieOS install) keeps only
+    `RESTRICTED_BACKEND` of the backend's tools: no node's tools, nothing that reads or changes the gateway."""
+    if policy.get("restricted"):  # a socket without the gateway's credential: the agent's own files, nothing more
+        backend = [t for t in backend if t.get("name") in RESTRICTED_BACKEND]
+    mode = policy.get("mode") if policy.get("mode") in MODES else "default_plus_client"
+    available = _names(policy.get("available"))
+    disabled = _names(policy.get("disabled")) or set()
+    capabilities = _names(policy.get("capabilities")) or set()
+    taken = {str(t.get("name")) for t in backend}
+    own = [t for t in client if t.get("name") not in taken]
+    if mode == "client_only":
+        chosen = list(own)
+    elif mode == "explicit":
+        chosen = list(own) if available is None else [t for t in backend + own if t.get("name") in available]
+    else:
+        chosen = backend + own
+    own_names = {str(t.get("name")) for t in own}
+    return [
+        t
+        for t in chosen
+        if t.get("name") not in disabled
+        and (t.get("name") in own_names or not _capability_off(str(t.get("name")), capabilities))
+    ]
+
+
+def openai_schemas(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Tool definitions as OpenAI function objects (what WindieOS shows as `tool-schemas`)."""
+    out = []
+    for tool in tools:
+        schema = tool.get("inputSchema")
+        function: dict[str, Any] = {"name": tool.get("name")}
+        if tool.get("description"):
+            function["description"] = tool["description"]
+        function["parameters"] = schema if isinstance(schema, dict) else {"type": "object", "properties": {}}
+        out.append({"type": "function", "function": function})
+    return out
+
+
+def send_call(
+    services: Services,
+    client: ClientTools,
+    run_id: str,
+    call_id: str,
+    name: str,
+    arguments: dict[str, Any],
+    tool_call_id: str,
+) -> bool:
+    """Ask the socket to run one of its tools, through the encoder of its subscription to the run. False when it
+    cannot be asked (it no longer follows the run, it is gone): the caller fails the call at once."""
+    rec = services.table.get(keys.run_subscription(run_id, client.connection_id))
+    sub = Subscription.from_record(rec) if rec is not None else None
+    encode = services.hooks.run_event_encoders.get(sub.dialect) if sub is not None else None
+    if sub is None or encode is None:
+        return False
+    payload = {
+        "runId": run_id,
+        "state": CALL_STATE,
+        "callId": call_id,
+        "toolName": name,
+        "arguments": arguments,
+        "toolCallId": tool_call_id,
+    }
+    frames = encode(services, sub, payload)
+    if not frames:
+        return False
+    try:
+        return all(services.push(client.connection_id, frame) for frame in frames)
+    except Exception as exc:
+        log.warning("asking %s to run %s failed: %s", client.connection_id, name, type(exc).__name__)
+        return False

@@ -1,0 +1,1074 @@
+"""WindieOS's backend protocol over `/ws`: a `handshake` first, then enveloped messages (`{id, type, payload, ...}`).
+
+- **Handshake** `{type: "handshake", user_id, agent_definition?}`, validated (a removed top-level field, bad JSON or
+  a bad shape: an `error` `Invalid handshake: ...` and the socket closed with 1008; on API Gateway, which chooses
+  its own close code, the same error and then `DeleteConnection`). A top-level string `operating_system` (the shipped
+  Python SDK's) is folded into `runtime`. Who the socket is: an install's token at the upgrade (`$connect` checked
+  it) makes it that install's user, whatever it claims; it may speak WindieOS only, and its runs get the agent's
+  workspace file tools and its own, no other backend tool. The gateway's token as a bearer, or a loopback gateway
+  without a token, trusts the claimed `user_id` (a single-owner gateway). A socket of a gateway with a token that
+  showed neither is refused after its handshake.
+- **Client tools**: `agent_definition.tools.client_manifest.tools` are answered with `client-tool-manifest`
+  (`accepted`, `rejected` with why: a backend tool's name, no schema, a bad name, twice). Accepted ones run on this
+  socket, for the runs it starts (`orbital.agent.client_tools`): `tool-call` out, `tool-result` back. The policy
+  (`mode`, `available_tools`, `disabled_tools`, `disabled_capabilities`) narrows each run's tools.
+- **query** → a run in the conversation's session `agent:{agentId}:windie:group:{h(user_id, conversation_ref)}`
+  (labelled `windie:{user_id}:{conversation_ref}`), streaming `query-accepted`, on a conversation's first turn
+  `system-prompt` and `tool-schemas`, then `streaming-response` deltas, `tool-call` (this socket's tools),
+  `tool-output` (tools that ran elsewhere), `token-count`, `llm-thought`, `assistant-message-full` and
+  `streaming-complete`, or `error`. Every event of a turn carries `id` = `turn_ref` = the query's id,
+  `conversation_ref`, a unique `event_id`, an increasing `sequence`, `session_id` (the session key) and `user_id`.
+- **stop-query**, **rehydrate-conversation**, **compact-history**, **load-settings** / **update-settings**,
+  **list-models**, **wakeword-detected** (greeting only: no voice), **tool-bundle-result** (accepted, unused). Replies
+  to them carry the request's `id`. An unknown envelope key or type is an `error`; the socket stays open.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import logging
+import re
+import time
+import uuid
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from orbital.agent import client_tools, compaction, context, model_catalog, runs
+from orbital.aws import secrets
+from orbital.dialects import base
+from orbital.dialects.detect import WINDIE, WINDIE_TYPES
+from orbital.domain import sniff
+from orbital.domain.config import as_dict
+from orbital.domain.messages import text_of
+from orbital.domain.session_keys import resolve_agent_by_specificity
+from orbital.engines import deferred, socket_gate
+from orbital.protocol.registry import DialectClose, DialectInbound, Router
+from orbital.store import artifacts, keys, subscriptions
+from orbital.store.sessions import message_count
+from orbital.store.subscriptions import Subscription
+from orbital.tools.catalog import all_tools
+from orbital.tools.definitions import NATIVE_PREFIX
+
+if TYPE_CHECKING:
+    from orbital.runtime.services import Services
+    from orbital.store.connections import Connection
+
+log = logging.getLogger("orbital.dialects.windie")
+
+router = Router("windie")
+
+CLOSE_CODE = 1008
+HANDSHAKE_GRACE_S = 2.0
+"""How long a message that arrived before its socket's handshake was accepted waits for it."""
+REMOVED_FIELDS = ("available_tools", "available_coordinate_methods", "requested_agent_policy")
+"""Top-level handshake fields WindieOS removed: a handshake with one is refused."""
+ENVELOPE_KEYS = frozenset(
+    {"id", "type", "payload", "user_id", "session_id", "conversation_ref", "turn_ref", "timestamp"}
+)
+CAPABILITIES = frozenset({"ocr", "vision", "embeddings", "web_search", "browser"})
+MODES = frozenset(client_tools.MODES)
+MAX_ACTIVE_QUERIES = 50
+MAX_MANIFEST_TOOLS = 128
+MAX_MANIFEST_BYTES = 256 * 1024
+MAX_NAMES = 256
+MAX_REF_CHARS = 256
+MAX_SCREENSHOTS = 16
+MAX_REHYDRATE_MESSAGES = 2000
+MAX_EVENT_BYTES = 96 * 1024
+"""Optional parts of an event (`final_response`, `assistant-message-full`, a tool's output) are left out or cut
+above this, so every event fits one WebSocket message on API Gateway (128 KB)."""
+RESERVED = "reserved backend tool names cannot be overridden"
+GREETING = "Hello! I'm listening."
+STOPPED = "Run cancelled by user"
+SETTING_DEFAULTS: dict[str, Any] = {
+    "model_mode": "online",
+    "interaction_mode": "chat",
+    "speech_mode_enabled": False,
+    "wakeword_enabled": False,
+    "wakeword_stt_enabled": False,
+    "browser_automation_enabled": False,
+    "include_query_screenshot": True,
+}
+SETTING_CHOICES = {"model_mode": frozenset({"online", "local"}), "interaction_mode": frozenset({"chat", "agent"})}
+SETTING_FLAGS = frozenset(k for k, v in SETTING_DEFAULTS.items() if isinstance(v, bool))
+MODEL_KEYS = ("model_provider", "selected_model_id")
+IGNORED_SETTINGS = frozenset({"tools", "agent_definition", "client_version"})
+"""What the SDKs send with their settings that is not a setting here (taken from the handshake instead)."""
+PROVIDER_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,40}$")
+_SLUG = re.compile(r"[^A-Za-z0-9_.:-]")
+
+
+class _Invalid(Exception):
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+def _now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _size(frame: Any) -> int:
+    return len(json.dumps(frame, separators=(",", ":"), ensure_ascii=False).encode())
+
+
+# --- the handshake ------------------------------------------------------------------------------------------------
+
+
+def _names(value: Any, where: str) -> list[str] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list) or len(value) > MAX_NAMES or not all(isinstance(v, str) for v in value):
+        raise _Invalid(f"{where} must be a list of strings")
+    return list(value)
+
+
+def parse_agent_definition(value: Any) -> tuple[dict[str, Any], dict[str, Any], list[Any]]:
+    """An `agent_definition` as (tool policy, runtime, manifest entries); raises _Invalid for a bad shape. Unknown
+    keys are ignored. Public for the HTTP API's introspection routes, which take the same object."""
+    if value is None:
+        return {"mode": "default_plus_client"}, {}, []
+    if not isinstance(value, dict):
+        raise _Invalid("agent_definition must be an object")
+    version = value.get("version", 1)
+    if version != 1 or isinstance(version, bool):
+        raise _Invalid("agent_definition.version must be 1")
+    tools = value.get("tools")
+    if tools is None:
+        tools = {}
+    if not isinstance(tools, dict):
+        raise _Invalid("agent_definition.tools must be an object")
+    mode = tools.get("mode", "default_plus_client")
+    if mode not in MODES:
+        raise _Invalid(f"agent_definition.tools.mode must be one of {', '.join(sorted(MODES))}")
+    policy: dict[str, Any] = {"mode": mode}
+    available = _names(tools.get("available_tools"), "available_tools")
+    if available is not None:
+        policy["available"] = available
+    disabled = _names(tools.get("disabled_tools"), "disabled_tools")
+    if disabled:
+        policy["disabled"] = disabled
+    capabilities = _names(tools.get("disabled_capabilities"), "disabled_capabilities")
+    if capabilities:
+        unknown = sorted(set(capabilities) - CAPABILITIES)
+        if unknown:
+            raise _Invalid(f"unknown capability {unknown[0][:40]!r} in disabled_capabilities")
+        policy["capabilities"] = sorted(set(capabilities))
+    manifest = tools.get("client_manifest")
+    entries: list[Any] = []
+    if manifest is not None:
+        if not isinstance(manifest, dict) or not isinstance(manifest.get("tools", []), list):
+            raise _Invalid("client_manifest must be an object with a list of tools")
+        entries = list(manifest.get("tools") or [])
+        if len(entries) > MAX_MANIFEST_TOOLS or _size(entries) > MAX_MANIFEST_BYTES:
+            raise _Invalid(f"client_manifest is too large (at most {MAX_MANIFEST_TOOLS} tools, 256 KB)")
+        if not all(isinstance(e, dict) for e in entries):
+            raise _Invalid("every client_manifest tool must be an object")
+    runtime = value.get("runtime")
+    if runtime is None:
+        runtime = {}
+    if not isinstance(runtime, dict):
+        raise _Invalid("agent_definition.runtime must be an object")
+    kept: dict[str, Any] = {}
+    system = runtime.get("operating_system")
+    if system is not None:
+        if not isinstance(system, str):
+            raise _Invalid("runtime.operating_system must be a string")
+        kept["operating_system"] = system[:64]
+    methods = _names(runtime.get("coordinate_methods"), "runtime.coordinate_methods")
+    if methods is not None:
+        kept["coordinate_methods"] = methods
+    return policy, kept, entries
+
+
+def parse_handshake(frame: Any) -> dict[str, Any]:
+    """A handshake frame as `{user_id, policy, runtime, manifest}`; raises _Invalid saying what is wrong."""
+    if not isinstance(frame, dict):
+        raise _Invalid("not a JSON object")
+    if frame.get("type") != "handshake":
+        raise _Invalid("the first message must be the handshake")
+    removed = [name for name in REMOVED_FIELDS if name in frame]
+    if removed:
+        raise _Invalid(f"{removed[0]} is no longer accepted at the top level: send agent_definition")
+    user = frame.get("user_id")
+    if user is not None and (not isinstance(user, str) or len(user) > MAX_REF_CHARS):
+        raise _Invalid("user_id must be a string")
+    policy, runtime, manifest = parse_agent_definition(frame.get("agent_definition"))
+    system = frame.get("operating_system")
+    if system is not None:  # the shipped Python SDK sends it at the top level: tolerated as the runtime's
+        if not isinstance(system, str):
+            raise _Invalid("operating_system must be a string")
+        runtime.setdefault("operating_system", system[:64])
+    return {"user_id": user or None, "policy": policy, "runtime": runtime, "manifest": manifest}
+
+
+def _reserved_names(services: Services) -> set[str]:
+    return {str(t.get("name")) for t in all_tools(services)}
+
+
+def validate_manifest(
+    services: Services, entries: list[Any]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """(tool definitions for the model, `accepted`, `rejected`) of a client manifest."""
+    reserved = _reserved_names(services) if entries else set()
+    tools: list[dict[str, Any]] = []
+    accepted: list[dict[str, Any]] = []
+    rejected: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for entry in entries:
+        name = entry.get("name")
+        shown = name[:128] if isinstance(name, str) else ""
+        reason = None
+        if not isinstance(name, str) or not client_tools.NAME.match(name):
+            reason = "tool names must be 1-64 letters, digits, '_' or '-'"
+        elif name in reserved or name.startswith(NATIVE_PREFIX):
+            reason = RESERVED
+        elif not isinstance(entry.get("schema"), dict):
+            reason = "a tool needs a JSON schema"
+        elif name in seen:
+            reason = "declared twice"
+        if reason is not None:
+            rejected.append({"name": shown, "reason": reason})
+            continue
+        seen.add(name)
+        description = entry.get("description") if isinstance(entry.get("description"), str) else ""
+        target = entry.get("execution_target") if isinstance(entry.get("execution_target"), str) else "local_runtime"
+        tools.append({"name": name, "description": description, "inputSchema": entry["schema"]})
+        accepted.append({"name": name, "description": description, "execution_target": target})
+    return tools, accepted, rejected
+
+
+@router.dialect_frame(WINDIE)
+def receive(services: Services, inbound: DialectInbound) -> list[Any]:
+    conn = inbound.conn
+    if conn is None or conn.pending or conn.dialect != WINDIE:
+        accepted = _after_handshake(services, inbound)
+        if accepted is None:
+            return _handshake(services, inbound)
+        conn = accepted
+    return _message(services, conn, inbound.frame)
+
+
+def _after_handshake(services: Services, inbound: DialectInbound) -> Connection | None:
+    """A message sent right after the handshake may be handled before it (API Gateway runs a socket's frames
+    concurrently, and so does the local gateway with `--concurrent-frames`): wait a moment for the handshake to be
+    accepted. None: it was not (the message was the first frame, and is refused as such)."""
+    frame = inbound.frame
+    if not isinstance(frame, dict) or frame.get("type") == "handshake" or frame.get("type") not in WINDIE_TYPES:
+        return None
+    deadline = time.monotonic() + HANDSHAKE_GRACE_S
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+        conn = services.connections.get(inbound.connection_id)
+        if conn is not None and not conn.pending and conn.dialect == WINDIE:
+            return conn
+        if conn is None and inbound.conn is not None:
+            return None  # closed meanwhile
+    return None
+
+
+def _refused(reason: str) -> list[Any]:
+    """An error saying why, then the socket closed with 1008 (API Gateway: deleted, with its own code)."""
+    return [_plain("error", {"message": reason}), DialectClose(CLOSE_CODE, reason[:120])]
+
+
+def _handshake(services: Services, inbound: DialectInbound) -> list[Any]:
+    try:
+        given = parse_handshake(inbound.frame)
+    except _Invalid as exc:
+        return _refused(f"Invalid handshake: {exc.message}")
+    extra = inbound.conn.extra if inbound.conn is not None else {}
+    install = extra.get("install") if isinstance(extra.get("install"), dict) else None
+    bearer = bool(extra.get("bearer"))
+    if install is not None:
+        user, admin = str(install.get("user") or ""), False  # the token's user, whoever the client says it is
+    elif secrets.token_configured(services.settings) and not bearer:
+        return _refused("Unauthorized: connect with Authorization: Bearer <token> at the upgrade")
+    else:
+        user, admin = given["user_id"] or "", True
+    if not user:
+        return _refused("Invalid handshake: user_id is required")
+    tools, accepted, rejected = validate_manifest(services, given["manifest"])
+    if socket_gate.applies(services) and not bearer:
+        socket_gate.settle(services, inbound.connection_id)  # an install's socket, authenticated by its token
+    policy = given["policy"] if admin else {**given["policy"], "restricted": True}
+    state = {"user": user, "admin": admin, "policy": policy, "runtime": given["runtime"]}
+    if tools:
+        state["tools"] = [t["name"] for t in tools]  # their definitions are kept beside the record
+    base.accept(services, inbound.conn, inbound.connection_id, WINDIE, windie=state)
+    if tools:
+        client_tools.save(services, inbound.connection_id, tools)
+    if not given["manifest"] and not _declared_manifest(inbound.frame):
+        return []
+    return [_plain("client-tool-manifest", {"accepted": accepted, "rejected": rejected}, user=user)]
+
+
+def _declared_manifest(frame: Any) -> bool:
+    definition = frame.get("agent_definition") if isinstance(frame, dict) else None
+    tools = definition.get("tools") if isinstance(definition, dict) else None
+    return isinstance(tools, dict) and tools.get("client_manifest") is not None
+
+
+# --- frames -------------------------------------------------------------------------------------------------------
+
+
+def _plain(
+    kind: str, payload: dict[str, Any], rid: Any = None, *, user: str | None = None, conversation: str | None = None
+) -> dict[str, Any]:
+    """A reply that is no turn's event: the request's id (a new one when there is none)."""
+    frame: dict[str, Any] = {"id": rid if rid is not None else str(uuid.uuid4()), "type": kind, "payload": payload}
+    if conversation is not None:
+        frame["conversation_ref"] = conversation
+    if user:
+        frame["user_id"] = user
+    frame["timestamp"] = _now_iso()
+    return frame
+
+
+def _sequence(ref: dict[str, Any], scratch: dict[str, Any]) -> int:
+    """The next `sequence` of a turn: microseconds since it was accepted, and always more than the last one this
+    writer sent (a turn's events come from several steps, one after another, each with its own memory)."""
+    elapsed = int(time.time() * 1_000_000) - int(ref.get("startedAt") or 0) * 1000
+    seq = max(int(scratch.get("seq") or 0) + 1, elapsed)
+    scratch["seq"] = seq
+    return seq
+
+
+def turn_event(ref: dict[str, Any], kind: str, payload: dict[str, Any], scratch: dict[str, Any]) -> dict[str, Any]:
+    """An event of a turn, with every correlation field a WindieOS client expects."""
+    turn = str(ref.get("turn"))
+    seq = _sequence(ref, scratch)
+    return {
+        "id": turn,
+        "type": kind,
+        "payload": payload,
+        "turn_ref": turn,
+        "conversation_ref": ref.get("conv"),
+        "event_id": f"{turn}-evt-{seq:012d}-{kind}",
+        "sequence": seq,
+        "session_id": ref.get("session"),
+        "user_id": ref.get("user"),
+        "timestamp": _now_iso(),
+    }
+
+
+def _error(rid: Any, message: str, user: str, *, turn: str | None = None, conversation: str | None = None) -> Any:
+    payload: dict[str, Any] = {"message": message}
+    if turn is not None:
+        payload["turn_ref"] = turn
+    frame = _plain("error", payload, rid, user=user, conversation=conversation)
+    if turn is not None:
+        frame["turn_ref"] = turn
+    return frame
+
+
+class _Socket:
+    """What the handshake established about a socket."""
+
+    def __init__(self, conn: Connection) -> None:
+        state = as_dict(conn.extra.get("windie"))
+        self.conn = conn
+        self.user = str(state.get("user") or "")
+        self.admin = bool(state.get("admin"))
+        self.policy: dict[str, Any] = as_dict(state.get("policy"))
+        self.runtime: dict[str, Any] = as_dict(state.get("runtime"))
+        names = state.get("tools")
+        self.tool_names: list[str] = [n for n in names if isinstance(n, str)] if isinstance(names, list) else []
+
+    @property
+    def narrows(self) -> bool:
+        """Its runs' tools differ from everyone's: tools of its own, or a policy that narrows the list."""
+        return bool(self.tool_names) or self.policy != {"mode": "default_plus_client"}
+
+    @property
+    def reader(self) -> str | None:
+        """Whose artifacts it may use: an install's user its own; the gateway's credential every one."""
+        return None if self.admin else self.user
+
+
+def _message(services: Services, conn: Connection, frame: Any) -> list[Any]:
+    sock = _Socket(conn)
+    if not isinstance(frame, dict):
+        return [_error(None, "Invalid message: expected a JSON object", sock.user)]
+    rid = frame.get("id")
+    if rid is not None and (isinstance(rid, bool) or not isinstance(rid, str | int) or len(str(rid)) > MAX_REF_CHARS):
+        return [_error(None, "Invalid message: id must be a string", sock.user)]
+    unknown = sorted(str(k)[:40] for k in frame if k not in ENVELOPE_KEYS)
+    if unknown:
+        return [_error(rid, f"Unknown envelope field(s): {', '.join(unknown[:5])}", sock.user)]
+    kind = frame.get("type")
+    payload = frame.get("payload")
+    if payload is None:
+        payload = {}
+    if not isinstance(kind, str):
+        return [_error(rid, "Invalid message: type is required", sock.user)]
+    if not isinstance(payload, dict):
+        return [_error(rid, "Invalid message: payload must be an object", sock.user)]
+    handler = HANDLERS.get(kind)
+    if handler is None:
+        return [_error(rid, f"Unknown message type: {kind[:60]}", sock.user)]
+    try:
+        return handler(services, sock, rid, payload)
+    except _Invalid as exc:
+        return [_error(rid, exc.message, sock.user)]
+
+
+def _ref(payload: dict[str, Any], name: str = "conversation_ref") -> str:
+    value = payload.get(name)
+    if not isinstance(value, str) or not value.strip() or len(value) > MAX_REF_CHARS:
+        raise _Invalid(f"{name} is required")
+    return value
+
+
+# --- conversations ------------------------------------------------------------------------------------------------
+
+
+def agent_of(config: dict[str, Any], user_id: str, conversation_ref: str) -> str:
+    return resolve_agent_by_specificity(config, channel=WINDIE, account_id=user_id, peer_id=conversation_ref)
+
+
+def session_key(config: dict[str, Any], user_id: str, conversation_ref: str) -> str:
+    """The session of a conversation: `agent:{agentId}:windie:group:{h(user_id, conversation_ref)}`."""
+    return base.conversation_key(agent_of(config, user_id, conversation_ref), WINDIE, user_id, conversation_ref)
+
+
+def label(user_id: str, conversation_ref: str) -> str:
+    return f"{WINDIE}:{user_id}:{conversation_ref}"
+
+
+def _run_prefix(turn: str) -> str:
+    return f"{_SLUG.sub('-', turn)[:100]}#"
+
+
+def _image_entry(services: Services, artifact_id: Any, reader: str | None) -> dict[str, Any] | None:
+    """An artifact as a run's image (a reference: the bytes stay where they are); None, with a warning, when it is
+    missing, not an image or not the reader's."""
+    if not isinstance(artifact_id, str):
+        return None
+    found = artifacts.head(services.workspace, artifact_id)
+    if found is None or not found.readable_by(reader):
+        log.warning("screenshot %s is not available; going on without it", artifact_id[:80])
+        return None
+    if not found.content_type.startswith("image/"):
+        log.warning("artifact %s is not an image; going on without it", artifact_id[:80])
+        return None
+    return {"type": "image", "mimeType": found.content_type, "r2Key": keys.media_object(found.artifact_id)}
+
+
+def _screenshots(services: Services, sock: _Socket, payload: dict[str, Any]) -> list[dict[str, Any]]:
+    wanted: list[Any] = []
+    if payload.get("screenshot_ref") is not None:
+        wanted.append(payload["screenshot_ref"])
+    refs = payload.get("screenshot_refs")
+    if isinstance(refs, list):
+        wanted += refs
+    media = []
+    for artifact_id in dict.fromkeys(a for a in wanted[:MAX_SCREENSHOTS] if isinstance(a, str)):
+        entry = _image_entry(services, artifact_id, sock.reader)
+        if entry is not None:
+            media.append(entry)
+    return media
+
+
+def query_preview(
+    services: Services,
+    *,
+    user_id: str,
+    conversation_ref: str,
+    agent_definition: Any = None,
+    policy: dict[str, Any] | None = None,
+    client_tool_defs: list[dict[str, Any]] | None = None,
+    config: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """What a query of this user in this conversation would get now: `{session_key, model, system_prompt,
+    tools, tool_schemas}` (the tool definitions, and them as OpenAI function objects). The HTTP API's
+    `/api/sdk/system-prompt`, `/api/sdk/tool-schemas` and `/api/sdk/prompt-preview` serve it; raises ValueError for
+    a bad `agent_definition`. `policy` and `client_tool_defs`: a handshake's, already validated (instead of
+    `agent_definition`)."""
+    manifest: list[Any] = []
+    if policy is None:
+        try:
+            policy, _, manifest = parse_agent_definition(agent_definition)
+        except _Invalid as exc:
+            raise ValueError(exc.message) from None
+    if client_tool_defs is None:
+        client_tool_defs = validate_manifest(services, manifest)[0]
+    config = config if config is not None else services.config.effective()
+    key = session_key(config, user_id, conversation_ref)
+    meta = services.sessions.load_meta(key) or {}
+    chosen = _chosen_model(load_settings_item(services, user_id))
+    model = context.effective_model(config, meta, {"model": chosen} if chosen else {})
+    nodes = services.connections.nodes()
+    tools = client_tools.narrowed(context.model_tools(services, nodes), client_tool_defs, policy)
+    agent = agent_of(config, user_id, conversation_ref)
+    system = context.system_prompt(services, config, meta, key, agent, tools, model, nodes)
+    return {
+        "session_key": key,
+        "model": model,
+        "system_prompt": system,
+        "tools": tools,
+        "tool_schemas": client_tools.openai_schemas(tools),
+    }
+
+
+def tool_schemas(services: Services, *, agent_definition: Any = None) -> list[dict[str, Any]]:
+    """The OpenAI function objects a query would be offered under `agent_definition` (its manifest's tools
+    included). For `GET /api/sdk/tool-schemas`."""
+    try:
+        policy, _, manifest = parse_agent_definition(agent_definition)
+    except _Invalid as exc:
+        raise ValueError(exc.message) from None
+    own = validate_manifest(services, manifest)[0]
+    backend = context.model_tools(services, services.connections.nodes())
+    return client_tools.openai_schemas(client_tools.narrowed(backend, own, policy))
+
+
+def _query(services: Services, sock: _Socket, rid: Any, payload: dict[str, Any]) -> list[Any]:
+    turn = str(rid) if rid is not None else str(uuid.uuid4())
+    conversation = payload.get("conversation_ref")
+    if not isinstance(conversation, str) or not conversation.strip() or len(conversation) > MAX_REF_CHARS:
+        return [_error(rid, "conversation_ref is required", sock.user, turn=turn)]
+    content = payload.get("content")
+    text = content if isinstance(content, str) and content.strip() else payload.get("text")
+    if not isinstance(text, str) or not text.strip():
+        return [_error(rid, "text is required", sock.user, turn=turn, conversation=conversation)]
+    conn = sock.conn
+    if len(subscriptions.of_connection(services.table, conn.connection_id)) >= MAX_ACTIVE_QUERIES:
+        message = f"Too many queries at once on this connection (at most {MAX_ACTIVE_QUERIES})"
+        return [_error(rid, message, sock.user, turn=turn, conversation=conversation)]
+    config = services.config.effective()
+    key = session_key(config, sock.user, conversation)
+    media = _screenshots(services, sock, payload)
+    chosen = _chosen_model(load_settings_item(services, sock.user))
+    run_id = f"{_run_prefix(turn)}{uuid.uuid4().hex[:12]}"
+    ref = {
+        "turn": turn,
+        "conv": conversation,
+        "user": sock.user,
+        "session": key,
+        "startedAt": services.now_ms(),
+        "clientTools": sorted(sock.tool_names),
+    }
+    sub = base.subscribe(services, conn, run_id, key, ref)
+    scratch: dict[str, Any] = {}
+    first = [turn_event(ref, "query-accepted", {"status": "accepted"}, scratch)]
+    meta = services.sessions.load_meta(key)
+    if meta is None or message_count(meta) == 0:  # a conversation's first turn: what the model will be given
+        own = client_tools.declared(services, conn.connection_id) if sock.tool_names else []
+        first += _transparency(services, sock, conversation, config, own, ref, scratch)
+    for frame in first:  # before the run can say anything
+        if not services.push(conn.connection_id, frame):
+            base.unsubscribe(services, sub)
+            return []
+    internal: dict[str, Any] = {"label": label(sock.user, conversation)}
+    if sock.narrows:  # else its runs are everyone's: nothing more to read at each step
+        internal.update(clientTools=True, toolPolicy=sock.policy, ownTools=bool(sock.tool_names))
+    if media:
+        internal["media"] = media
+    if chosen is not None:
+        internal["model"] = chosen
+    params = {"sessionKey": key, "message": text, "runId": run_id}
+    sent = base.call(services, conn, "chat.send", params, internal=internal)
+    if sent.ok and sent.payload.get("status") == "started":
+        return []  # the rest comes from the run
+    base.unsubscribe(services, sub)
+    if not sent.ok:
+        return [turn_event(ref, "error", {"message": sent.message, "turn_ref": turn}, scratch)]
+    reply = str(sent.payload.get("response") or sent.payload.get("error") or "")  # a command, answered at once
+    return [
+        turn_event(ref, "streaming-response", {"text": reply}, scratch),
+        turn_event(ref, "streaming-complete", {"final_response": reply}, scratch),
+    ]
+
+
+def _transparency(
+    services: Services,
+    sock: _Socket,
+    conversation: str,
+    config: dict[str, Any],
+    own: list[dict[str, Any]],
+    ref: dict[str, Any],
+    scratch: dict[str, Any],
+) -> list[Any]:
+    """`system-prompt` and `tool-schemas` of a conversation's first turn (each only when it fits one message)."""
+    try:
+        preview = query_preview(
+            services,
+            user_id=sock.user,
+            conversation_ref=conversation,
+            policy=sock.policy,
+            client_tool_defs=own,
+            config=config,
+        )
+    except Exception:  # the turn goes on without them
+        log.exception("could not build the system prompt preview")
+        return []
+    frames = []
+    for kind, body in (
+        ("system-prompt", {"content": preview["system_prompt"]}),
+        ("tool-schemas", {"tool_schemas": preview["tool_schemas"]}),
+    ):
+        frame = turn_event(ref, kind, body, scratch)
+        if _size(frame) <= MAX_EVENT_BYTES:
+            frames.append(frame)
+    return frames
+
+
+def _stop(services: Services, sock: _Socket, rid: Any, payload: dict[str, Any]) -> list[Any]:
+    conversation = _ref(payload)
+    turn = payload.get("turn_ref") if isinstance(payload.get("turn_ref"), str) else None
+    key = session_key(services.config.effective(), sock.user, conversation)
+    run = runs.current_run(services, key)
+    stopped = False
+    run_id = str(run.get("runId") or "") if run else ""
+    if run_id and (turn is None or run_id.startswith(_run_prefix(turn))):
+        # the turn ends here for its client: nothing more is sent for it (no "Run cancelled by user" error)
+        for rec in services.table.query(keys.CLIENTS_PK, sk_prefix=f"{keys.RUN_SUBSCRIPTION_PREFIX}{run_id}~"):
+            sub = Subscription.from_record(rec)
+            if sub is not None and sub.run_id == run_id:
+                subscriptions.drop(services.table, sub)
+        stopped = base.call(services, sock.conn, "chat.send", {"sessionKey": key, "message": "/stop"}).ok
+    body: dict[str, Any] = {"conversation_ref": conversation, "stopped": stopped}
+    if turn is not None:
+        body["turn_ref"] = turn
+    return [_plain("stop-query-ack", body, rid, user=sock.user, conversation=conversation)]
+
+
+# --- client tools -------------------------------------------------------------------------------------------------
+
+
+def _tool_result(services: Services, sock: _Socket, rid: Any, payload: dict[str, Any]) -> list[Any]:
+    request_id = payload.get("request_id")
+    if not isinstance(request_id, str) or not request_id or len(request_id) > MAX_REF_CHARS:
+        raise _Invalid("request_id is required")
+    found = deferred.get(services, request_id)
+    owner = client_tools.owner(sock.conn.connection_id)
+    if found is None or found.call.kind != deferred.CLIENT_TOOL or found.call.node_id != owner:
+        raise _Invalid("Unknown request_id")
+    if found.state != deferred.PENDING:
+        return []  # late (timed out, stopped): dropped
+    deferred.settle(services, request_id, _outcome(services, sock, payload))
+    return []
+
+
+def _outcome(services: Services, sock: _Socket, payload: dict[str, Any]) -> dict[str, Any]:
+    """A `tool-result` as a tool call's outcome: its output text, with the screenshot (an artifact, or inline) as an
+    image; `success: false` as an error."""
+    data = as_dict(payload.get("data"))
+    output = data.get("output")
+    text = output if isinstance(output, str) else ("" if output is None else json.dumps(output, ensure_ascii=False))
+    if payload.get("success") is not True:
+        error = payload.get("error")
+        message = error if isinstance(error, str) and error else text or "The tool failed on the client"
+        return {"error": message}
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": text or "(no output)"}]
+    image = _result_image(services, sock, data)
+    if image is None:
+        return {"result": text or "(no output)"}
+    blocks.append(image)
+    return {"result": {"content": blocks}}
+
+
+def _result_image(services: Services, sock: _Socket, data: dict[str, Any]) -> dict[str, Any] | None:
+    ref = data.get("screenshot_ref")
+    if isinstance(ref, str):
+        head = artifacts.head(services.workspace, ref)
+        if head is not None and head.readable_by(sock.reader) and head.content_type.startswith("image/"):
+            loaded = artifacts.load(services.workspace, ref)
+            if loaded is not None:
+                return {"type": "image", "data": base64.b64encode(loaded[0]).decode(), "mimeType": head.content_type}
+        log.warning("tool screenshot %s is not available; going on without it", ref[:80])
+    inline = data.get("screenshot")
+    if isinstance(inline, str) and inline:
+        try:
+            raw = base64.b64decode(inline.split(",", 1)[-1] if inline.startswith("data:") else inline, validate=True)
+        except (binascii.Error, ValueError):
+            log.warning("an inline tool screenshot was not base64; going on without it")
+            return None
+        mime = sniff.sniff_mime(raw) or "image/png"
+        if mime.startswith("image/") and len(raw) <= artifacts.MAX_ARTIFACT_BYTES:
+            return {"type": "image", "data": base64.b64encode(raw).decode(), "mimeType": mime}
+    return None
+
+
+def _bundle_result(services: Services, sock: _Socket, rid: Any, payload: dict[str, Any]) -> list[Any]:
+    return []  # bundles are never sent, so their results answer nothing
+
+
+# --- history ------------------------------------------------------------------------------------------------------
+
+
+def _timestamp(value: Any, default: int) -> int:
+    if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
+        return int(value if value > 10**11 else value * 1000)
+    if isinstance(value, str) and value:
+        try:
+            return int(datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp() * 1000)
+        except ValueError:
+            return default
+    return default
+
+
+def _calls_of(entry: dict[str, Any]) -> list[dict[str, Any]]:
+    """An assistant entry's `tool_calls` (OpenAI's shape or a flat one) as stored tool-call blocks."""
+    blocks = []
+    for n, call in enumerate(entry.get("tool_calls") or []):
+        if not isinstance(call, dict):
+            continue
+        function = as_dict(call.get("function")) or call
+        name = function.get("name")
+        arguments = function.get("arguments")
+        if isinstance(arguments, str):
+            try:
+                arguments = json.loads(arguments)
+            except ValueError:
+                arguments = {}
+        if not isinstance(name, str):
+            continue
+        call_id = call.get("id") if isinstance(call.get("id"), str) else f"tool_call_{n}"
+        blocks.append(
+            {
+                "type": "toolCall",
+                "id": call_id,
+                "name": name,
+                "arguments": arguments if isinstance(arguments, dict) else {},
+            }
+        )
+    return blocks
+
+
+def convert_history(
+    services: Services, session: str, entries: list[Any], reader: str | None, now: int
+) -> list[dict[str, Any]]:
+    """WindieOS conversation entries as stored messages: users' text (and screenshot), assistants' text and tool
+    calls, tool outputs as the results of those calls (as a user's note when no call of theirs precedes them)."""
+    messages: list[dict[str, Any]] = []
+    open_calls: dict[str, str] = {}
+    for n, entry in enumerate(entries):
+        if not isinstance(entry, dict):
+            raise _Invalid(f"messages[{n}] must be an object")
+        role = entry.get("role")
+        content = entry.get("content")
+        if content is None:
+            content = ""
+        if not isinstance(content, str):
+            content = json.dumps(content, ensure_ascii=False)
+        stamp = _timestamp(entry.get("timestamp"), now + n)
+        if role == "user":
+            image = _image_entry(services, entry.get("screenshot_ref"), reader) if entry.get("screenshot_ref") else None
+            if image is None:
+                messages.append({"role": "user", "content": content, "timestamp": stamp})
+            else:
+                block = {"type": "image", "r2Key": image["r2Key"], "mimeType": image["mimeType"]}
+                messages.append(
+                    {"role": "user", "content": [{"type": "text", "text": content}, block], "timestamp": stamp}
+                )
+        elif role == "assistant":
+            calls = _calls_of(entry)
+            blocks: list[dict[str, Any]] = [{"type": "text", "text": content}] if content else []
+            blocks += calls
+            open_calls = {str(c["id"]): str(c["name"]) for c in calls}
+            messages.append(
+                {
+                    "role": "assistant",
+                    "content": blocks,
+                    "api": "windie",
+                    "provider": "windie",
+                    "model": "rehydrated",
+                    "usage": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 0, "cost": {}},
+                    "stopReason": "toolUse" if calls else "stop",
+                    "timestamp": stamp,
+                }
+            )
+        elif role == "tool":
+            call_id = entry.get("tool_call_id") or entry.get("correlation_id")
+            name = entry.get("tool_name") if isinstance(entry.get("tool_name"), str) else "tool"
+            if isinstance(call_id, str) and call_id in open_calls:
+                result = {
+                    "role": "toolResult",
+                    "toolCallId": call_id,
+                    "toolName": open_calls.pop(call_id),
+                    "content": [{"type": "text", "text": content}],
+                    "isError": False,
+                    "timestamp": stamp,
+                }
+                messages.append(result)
+            else:
+                messages.append({"role": "user", "content": f"[output of {name}]\n{content}", "timestamp": stamp})
+        else:
+            raise _Invalid(f"messages[{n}].role must be user, assistant or tool")
+    return messages
+
+
+def _rehydrate(services: Services, sock: _Socket, rid: Any, payload: dict[str, Any]) -> list[Any]:
+    conversation = _ref(payload)
+    mode = payload.get("rehydrate_mode", "replace")
+    if mode != "replace":
+        raise _Invalid('rehydrate_mode must be "replace"')
+    entries = payload.get("messages")
+    if not isinstance(entries, list) or len(entries) > MAX_REHYDRATE_MESSAGES:
+        raise _Invalid(f"messages must be a list (at most {MAX_REHYDRATE_MESSAGES})")
+    key = session_key(services.config.effective(), sock.user, conversation)
+    if runs.current_run(services, key) is not None:
+        return [
+            _error(rid, "A query is running in this conversation: stop it first", sock.user, conversation=conversation)
+        ]
+    now = services.now_ms()
+    reset = base.call(services, sock.conn, "session.reset", {"sessionKey": key})  # archived, as a reset archives
+    if not reset.ok:
+        return [_error(rid, f"Could not replace the history: {reset.message}", sock.user, conversation=conversation)]
+    messages = convert_history(services, key, entries, sock.reader, now)
+    if messages:
+        services.sessions.append_messages(key, messages, updated_at=now)
+    services.sessions.touch_registry(key, now=now, default_label=label(sock.user, conversation))
+    return []
+
+
+def _compact(services: Services, sock: _Socket, rid: Any, payload: dict[str, Any]) -> list[Any]:
+    conversation = _ref(payload)
+    key = session_key(services.config.effective(), sock.user, conversation)
+    if runs.current_run(services, key) is not None:
+        failed = {"conversation_ref": conversation, "message": "A query is running in this conversation"}
+        return [_plain("context-compaction-failed", failed, rid, user=sock.user, conversation=conversation)]
+    started = _plain(
+        "context-compaction-started", {"conversation_ref": conversation}, rid, user=sock.user, conversation=conversation
+    )
+    if not services.push(sock.conn.connection_id, started):
+        return []
+    try:
+        config = services.config.effective()
+        meta = services.sessions.load_meta(key) or {}
+        messages = services.sessions.messages(key, meta=meta)
+        chosen = _chosen_model(load_settings_item(services, sock.user))
+        model = context.effective_model(config, meta, {"model": chosen} if chosen else {})
+        force = payload.get("force") is not False
+        done = compaction.maybe_compact(services, config, key, meta, messages, model, "", force=force)
+    except Exception:
+        log.exception("compacting %s failed", key)
+        failed = {"conversation_ref": conversation, "message": "Compaction failed"}
+        return [_plain("context-compaction-failed", failed, rid, user=sock.user, conversation=conversation)]
+    body = {
+        "conversation_ref": conversation,
+        "compacted": done is not None,
+        "message_count": len(done) if done is not None else len(messages),
+    }
+    return [_plain("context-compaction-completed", body, rid, user=sock.user, conversation=conversation)]
+
+
+# --- settings -----------------------------------------------------------------------------------------------------
+
+
+def load_settings_item(services: Services, user_id: str) -> dict[str, Any]:
+    """A user's stored settings (what they changed; nothing secret)."""
+    rec = services.table.get(keys.windie_settings(user_id))
+    return dict(rec.data) if rec is not None else {}
+
+
+def _chosen_model(stored: dict[str, Any]) -> dict[str, str] | None:
+    provider, choice = stored.get("model_provider"), stored.get("selected_model_id")
+    if isinstance(provider, str) and provider and isinstance(choice, str) and choice:
+        model_id = model_catalog.runtime_model_id(choice)
+        return {"provider": provider, "id": model_id} if model_id else None
+    return None
+
+
+def settings_view(services: Services, user_id: str) -> dict[str, Any]:
+    """`settings-loaded`'s config: the user's settings over the defaults, the gateway's model when they chose none,
+    and the providers with every `api_key` blank."""
+    config = services.config.effective()
+    stored = load_settings_item(services, user_id)
+    view = {name: stored.get(name, default) for name, default in SETTING_DEFAULTS.items()}
+    model = as_dict(config.get("model"))
+    view["model_provider"] = str(stored.get("model_provider") or model.get("provider") or "anthropic")
+    view["selected_model_id"] = str(stored.get("selected_model_id") or model.get("id") or "")
+    enabled = as_dict(stored.get("provider_enabled"))
+    names = list(dict.fromkeys([*model_catalog.providers(config), *enabled]))
+    view["provider_api_keys"] = {name: {"enabled": bool(enabled.get(name, True)), "api_key": ""} for name in names}
+    return view
+
+
+def _load_settings(services: Services, sock: _Socket, rid: Any, payload: dict[str, Any]) -> list[Any]:
+    return [_plain("settings-loaded", {"config": settings_view(services, sock.user)}, rid, user=sock.user)]
+
+
+def _provider_keys(value: Any) -> tuple[dict[str, bool], dict[str, str]]:
+    """`provider_api_keys` as (enabled flags, keys to set); a blank `api_key` (what `settings-loaded` shows) keeps
+    the key there is."""
+    if not isinstance(value, dict):
+        raise _Invalid("provider_api_keys must be an object")
+    enabled: dict[str, bool] = {}
+    secrets_given: dict[str, str] = {}
+    for name, entry in value.items():
+        if not isinstance(name, str) or not PROVIDER_NAME.match(name) or not isinstance(entry, dict):
+            raise _Invalid("provider_api_keys entries are {provider: {enabled, api_key}}")
+        if "enabled" in entry:
+            if not isinstance(entry["enabled"], bool):
+                raise _Invalid(f"provider_api_keys.{name}.enabled must be true or false")
+            enabled[name] = entry["enabled"]
+        key = entry.get("api_key")
+        if key is not None and not isinstance(key, str):
+            raise _Invalid(f"provider_api_keys.{name}.api_key must be a string")
+        if key and key.strip():
+            secrets_given[name] = key.strip()
+    return enabled, secrets_given
+
+
+def _update_settings(services: Services, sock: _Socket, rid: Any, payload: dict[str, Any]) -> list[Any]:
+    changes: dict[str, Any] = {}
+    updated: list[str] = []
+    enabled: dict[str, bool] = {}
+    provider_keys: dict[str, str] = {}
+    for name, value in payload.items():
+        if name in IGNORED_SETTINGS:
+            continue
+        if name in SETTING_FLAGS:
+            if not isinstance(value, bool):
+                raise _Invalid(f"{name} must be true or false")
+            changes[name] = value
+        elif name in SETTING_CHOICES:
+            if value not in SETTING_CHOICES[name]:
+                raise _Invalid(f"{name} must be one of {', '.join(sorted(SETTING_CHOICES[name]))}")
+            changes[name] = value
+        elif name in MODEL_KEYS:
+            if not isinstance(value, str) or not value.strip() or len(value) > 200:
+                raise _Invalid(f"{name} must be a non-empty string")
+            changes[name] = value.strip()
+        elif name == "provider_api_keys":
+            enabled, provider_keys = _provider_keys(value)
+        else:
+            raise _Invalid(f"Unknown setting: {str(name)[:60]}")
+        updated.append(name)
+    if provider_keys and not sock.admin:
+        raise _Invalid("Provider API keys can be set only with the gateway's own token")
+    for provider, secret in provider_keys.items():  # through config.set: its rules, its masking, its audit
+        done = base.call(services, sock.conn, "config.set", {"path": f"apiKeys.{provider}", "value": secret})
+        if not done.ok:
+            raise _Invalid(f"Could not set the key of {provider}: {done.message}")
+    if changes or enabled:
+        stored = load_settings_item(services, sock.user)
+        stored.update(changes)
+        if enabled:
+            stored["provider_enabled"] = {**(stored.get("provider_enabled") or {}), **enabled}
+        stored["updatedAt"] = services.now_ms()
+        services.table.put(keys.windie_settings(sock.user), stored)
+    return [_plain("settings-updated", {"updated_keys": updated}, rid, user=sock.user)]
+
+
+def _list_models(services: Services, sock: _Socket, rid: Any, payload: dict[str, Any]) -> list[Any]:
+    return [_plain("models-listed", model_catalog.catalog(services.config.effective()), rid, user=sock.user)]
+
+
+def _wakeword(services: Services, sock: _Socket, rid: Any, payload: dict[str, Any]) -> list[Any]:
+    speech = bool(settings_view(services, sock.user).get("speech_mode_enabled"))
+    activated = {"speech_mode_enabled": speech, "greeting": GREETING, "status": "listening"}
+    return [
+        _plain("wakeword-activated", activated, rid, user=sock.user),
+        _plain("wakeword-greeting", {"text": GREETING}, rid, user=sock.user),
+    ]
+
+
+HANDLERS = {
+    "query": _query,
+    "stop-query": _stop,
+    "tool-result": _tool_result,
+    "tool-bundle-result": _bundle_result,
+    "rehydrate-conversation": _rehydrate,
+    "compact-history": _compact,
+    "load-settings": _load_settings,
+    "update-settings": _update_settings,
+    "list-models": _list_models,
+    "wakeword-detected": _wakeword,
+}
+
+
+# --- the run's events ---------------------------------------------------------------------------------------------
+
+
+def _cut(text: str, limit: int) -> str:
+    data = text.encode()
+    if len(data) <= limit:
+        return text
+    return data[:limit].decode("utf-8", "ignore") + " [truncated: the whole of it is in the session's transcript]"
+
+
+def _thinking_of(message: dict[str, Any]) -> str:
+    content = message.get("content")
+    if not isinstance(content, list):
+        return ""
+    return "".join(str(b.get("thinking") or "") for b in content if isinstance(b, dict) and b.get("type") == "thinking")
+
+
+@router.run_events(WINDIE)
+def encode(services: Services, sub: Subscription, payload: dict[str, Any]) -> list[Any]:
+    """WindieOS's events for one event of a run (see the module docstring)."""
+    ref = sub.ref
+    scratch = sub.scratch
+    state = payload.get("state")
+    if state == "delta":
+        return [turn_event(ref, "streaming-response", {"text": str(payload.get("text") or "")}, scratch)]
+    if state == client_tools.CALL_STATE:
+        body = {
+            "tool_name": payload.get("toolName"),
+            "parameters": as_dict(payload.get("arguments")),
+            "request_id": payload.get("callId"),
+            "metadata": {"tool_call_id": payload.get("toolCallId")},
+        }
+        return [turn_event(ref, "tool-call", body, scratch)]
+    if state == "toolResult":
+        if payload.get("toolName") in (ref.get("clientTools") or []):
+            return []  # the client ran it: it has the result
+        failed = bool(payload.get("isError"))
+        output = _cut(str(payload.get("content") or ""), MAX_EVENT_BYTES // 2)
+        body = {
+            "tool_name": payload.get("toolName"),
+            "success": not failed,
+            "execution_time": 0,
+            "output": output,
+            "error": output if failed else None,
+            "metadata": {"tool_call_id": payload.get("toolCallId")},
+        }
+        return [turn_event(ref, "tool-output", body, scratch)]
+    if state == "usage":
+        usage = as_dict(payload.get("usage"))
+        prompt = int(usage.get("input") or 0) + int(usage.get("cacheRead") or 0) + int(usage.get("cacheWrite") or 0)
+        output_tokens = int(usage.get("output") or 0)
+        body = {
+            "prompt_tokens": prompt,
+            "visible_output_tokens": output_tokens,
+            "thinking_tokens": None,
+            "output_tokens_total": output_tokens,
+            "total_tokens": int(usage.get("totalTokens") or prompt + output_tokens),
+            "conversation_tokens": prompt + output_tokens,
+            "usage_source": "provider",
+        }
+        return [turn_event(ref, "token-count", body, scratch)]
+    if state == "final":
+        message = as_dict(payload.get("message"))
+        text = text_of(message)
+        frames = []
+        thinking = _thinking_of(message)
+        if thinking:
+            frames.append(turn_event(ref, "llm-thought", {"status": _cut(thinking, MAX_EVENT_BYTES // 2)}, scratch))
+        fits = len(text.encode()) <= MAX_EVENT_BYTES - 4096
+        if fits:
+            frames.append(turn_event(ref, "assistant-message-full", {"content": text}, scratch))
+        frames.append(turn_event(ref, "streaming-complete", {"final_response": text} if fits else {}, scratch))
+        return frames
+    if state == "error":
+        reason = str(payload.get("error") or "The run failed")
+        return [turn_event(ref, "error", {"message": _cut(reason, 4096), "turn_ref": ref.get("turn")}, scratch)]
+    return []
+
+
+# --- the socket's end ---------------------------------------------------------------------------------------------
+
+
+@router.on_client_gone
+def _gone(services: Services, conn: Connection) -> None:
+    """A WindieOS socket went away: the calls of its tools fail at once (their runs carry on), its tools go."""
+    if conn.dialect != WINDIE or conn.pending:
+        return
+    deferred.fail_node_calls(services, client_tools.owner(conn.connection_id), "Client disconnected")
+    client_tools.forget(services, conn.connection_id)

@@ -1,0 +1,195 @@
+"""WindieOS's clients on AWS: the WebSocket handlers driven with API Gateway's events against moto, agent runs
+executed by moto's Step Functions, the scripted model over HTTP.
+
+On AWS a token is always required, and API Gateway has no custom close codes: a refused handshake is an `error`
+frame posted first and then `DeleteConnection`. A turn's events are posted through the management API; a client
+tool is asked with a posted `tool-call` and answered with a `tool-result` through `$default`; `$disconnect` fails the
+calls of the socket's tools at once.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import time
+from typing import Any
+
+import pytest
+from orbital.engines import deferred
+from orbital.runtime import gateway
+from orbital.store import installs
+
+from tests.conftest import GATEWAY_TOKEN as TOKEN
+from tests.conftest import wait_for
+from tests.support import rules
+from tests.support.agent import chat_events
+from tests.support.fake_llm import FakeLLM
+
+READ_FILE = {
+    "name": "read_file",
+    "description": "Read a file",
+    "execution_target": "local_runtime",
+    "schema": {"type": "object", "properties": {"path": {"type": "string"}}},
+}
+_ids = itertools.count(1)
+
+
+def _opened(headers: dict[str, str] | None = None, *, expect: int = 200) -> str:
+    cid = f"windie-{next(_ids)}"
+    event = {"requestContext": {"connectionId": cid, "routeKey": "$connect"}, "headers": headers or {}}
+    assert gateway.handle_connect(event)["statusCode"] == expect
+    return cid
+
+
+def _frame(cid: str, body: Any) -> Any:
+    """One text frame through `$default` (WindieOS's types are no route key); the route response's frame, if any."""
+    text = body if isinstance(body, str) else json.dumps(body)
+    context = {"connectionId": cid, "routeKey": "$default", "eventType": "MESSAGE"}
+    answer = gateway.handle_message({"requestContext": context, "body": text, "isBase64Encoded": False})
+    assert answer["statusCode"] == 200
+    return json.loads(answer["body"]) if "body" in answer else None
+
+
+def _gone(services: Any, cid: str) -> None:
+    gateway.handle_disconnect({"requestContext": {"connectionId": cid, "routeKey": "$disconnect"}})
+
+
+def _handshake(user: str = "aws-user", tools: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    definition: dict[str, Any] = {"version": 1, "tools": {"mode": "default_plus_client"}}
+    if tools is not None:
+        definition["tools"]["client_manifest"] = {"version": 1, "tools": tools}
+    return {"type": "handshake", "user_id": user, "agent_definition": definition}
+
+
+def _connected(tools: list[dict[str, Any]] | None = None) -> str:
+    cid = _opened({"Authorization": f"Bearer {TOKEN}"})
+    answer = _frame(cid, _handshake(tools=tools))
+    if tools is not None:
+        assert answer["type"] == "client-tool-manifest"
+    return cid
+
+
+def _turn(sender: Any, cid: str, rid: str, timeout: float = 30.0) -> list[dict[str, Any]]:
+    def ended() -> list[dict[str, Any]] | None:
+        frames = [f for f in sender.frames_to(cid) if isinstance(f, dict) and f.get("turn_ref") == rid]
+        return frames if any(f["type"] in ("streaming-complete", "error") for f in frames) else None
+
+    found: list[dict[str, Any]] = wait_for(ended, timeout=timeout)
+    return found
+
+
+def _closes(sender: Any, cid: str) -> list[int]:
+    return [code for closed, code, _ in sender.closes if closed == cid]
+
+
+@pytest.mark.parametrize(
+    "first",
+    [
+        pytest.param({"type": "handshake", "user_id": "u", "requested_agent_policy": {}}, id="removed-field"),
+        pytest.param({"type": "handshake", "agent_definition": {"tools": {"mode": "every"}}}, id="bad-mode"),
+    ],
+)
+def test_a_bad_handshake_is_an_error_then_the_socket_deleted(token, flows, sender, services, first):
+    cid = _opened({"Authorization": f"Bearer {TOKEN}"})
+    assert _frame(cid, first) is None  # posted before the close: a route response would come after it
+    (error,) = sender.frames_to(cid)
+    assert error["type"] == "error" and error["payload"]["message"].startswith("Invalid handshake: ")
+    assert _closes(sender, cid) == [1008]  # DeleteConnection (API Gateway sends its own code)
+    assert services.connections.get(cid) is None
+
+
+def test_bearers_at_the_upgrade(token, flows, sender, services):
+    _opened({"Authorization": "Bearer wrong"}, expect=401)
+    _opened({"Authorization": "Bearer wnd_install_unknown"}, expect=401)
+    # no bearer: the usual deadline, then refused after the handshake
+    cid = _opened()
+    assert deferred.get(services, f"auth-{cid}").state == deferred.PENDING
+    assert _frame(cid, _handshake()) is None
+    assert sender.frames_to(cid)[-1]["type"] == "error" and _closes(sender, cid) == [1008]
+    # an install's token: its user, a deadline the handshake settles, WindieOS only
+    install, secret = installs.register(services.table, "Windows", now_ms=1)
+    cid = _opened({"authorization": f"Bearer {secret}"})
+    assert deferred.get(services, f"auth-{cid}").state == deferred.PENDING
+    assert _frame(cid, _handshake(user="claimed")) is None
+    assert deferred.get(services, f"auth-{cid}").state == deferred.DONE
+    answer = _frame(cid, {"id": "ls", "type": "load-settings", "payload": {}})
+    assert answer["type"] == "settings-loaded" and answer["user_id"] == install.user_id
+    refused = gateway.handle_message(
+        {
+            "requestContext": {"connectionId": cid, "routeKey": "req"},
+            "body": json.dumps({"type": "req", "id": "1", "method": "config.get", "params": {}}),
+        }
+    )
+    assert json.loads(refused["body"])["error"]["code"] == 403
+
+
+def test_a_query_streams_through_the_management_api(token, flows, sender, services, agent, llm: FakeLLM):
+    llm.responder = rules.respond
+    cid = _connected()
+    query = {
+        "id": "turn-1",
+        "type": "query",
+        "payload": {"text": "reply with exactly: PONG_W", "conversation_ref": "c"},
+    }
+    assert _frame(cid, query) is None  # everything is posted, query-accepted first
+    events = _turn(sender, cid, "turn-1")
+    assert events[0]["type"] == "query-accepted"
+    assert all(e["id"] == "turn-1" and e["conversation_ref"] == "c" and e["user_id"] == "aws-user" for e in events)
+    sequences = [e["sequence"] for e in events]
+    assert sequences == sorted(sequences) and len(set(sequences)) == len(sequences)
+    assert "".join(e["payload"]["text"] for e in events if e["type"] == "streaming-response") == "PONG_W"
+    assert events[-1]["payload"] == {"final_response": "PONG_W"}
+    # a GSV client saw the run as it always did
+    assert "final" in {e["state"] for e in chat_events(sender, agent.connection_id)}
+
+
+def test_a_client_tool_round_trip_and_a_client_that_leaves(token, flows, sender, services, agent, llm: FakeLLM):
+    llm.responder = rules.respond
+    cid = _connected([READ_FILE])
+    query = {"id": "t7", "type": "query", "payload": {"text": 'TOOL:read_file {"path":"a"}', "conversation_ref": "t"}}
+    assert _frame(cid, query) is None
+    call = wait_for(lambda: next((f for f in sender.frames_to(cid) if f.get("type") == "tool-call"), None), 30)
+    assert call["payload"]["tool_name"] == "read_file" and call["payload"]["parameters"] == {"path": "a"}
+    result = {"request_id": call["payload"]["request_id"], "success": True, "data": {"output": "reply with exactly: D"}}
+    assert _frame(cid, {"id": "r", "type": "tool-result", "payload": result}) is None
+    assert _turn(sender, cid, "t7")[-1]["payload"]["final_response"] == "D"
+    # another socket cannot answer this socket's calls
+    other = _connected()
+    assert _frame(other, {"id": "x", "type": "tool-result", "payload": result})["type"] == "error"
+
+    query = {"id": "t8", "type": "query", "payload": {"text": 'TOOL:read_file {"path":"b"}', "conversation_ref": "u"}}
+    assert _frame(cid, query) is None
+    wait_for(lambda: [f for f in sender.frames_to(cid) if f.get("type") == "tool-call" and f["id"] == "t8"], 30)
+    session = next(f["session_id"] for f in sender.frames_to(cid) if f.get("turn_ref") == "t8")
+    started = time.monotonic()
+    _gone(services, cid)
+
+    def ended() -> list[dict[str, Any]] | None:
+        messages = agent.call("session.preview", {"sessionKey": session})["messages"]
+        return messages if messages[-1]["role"] == "assistant" and len(messages) == 4 else None
+
+    messages = wait_for(ended, timeout=30)
+    assert time.monotonic() - started < 30  # at once, not after timeouts.toolMs
+    assert messages[2]["isError"] is True and "Client disconnected" in json.dumps(messages[2]["content"])
+
+
+def test_settings_rehydrate_and_stop(token, flows, sender, services, agent, llm: FakeLLM):
+    cid = _connected()
+    update = {"id": "u", "type": "update-settings", "payload": {"model_provider": "openai", "selected_model_id": "m"}}
+    assert set(_frame(cid, update)["payload"]["updated_keys"]) == {"model_provider", "selected_model_id"}
+    loaded = _frame(cid, {"id": "l", "type": "load-settings", "payload": {}})["payload"]["config"]
+    assert loaded["selected_model_id"] == "m"
+    assert all(v["api_key"] == "" for v in loaded["provider_api_keys"].values())
+    history = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+    rehydrate = {"conversation_ref": "r", "messages": history, "rehydrate_mode": "replace"}
+    assert _frame(cid, {"id": "h", "type": "rehydrate-conversation", "payload": rehydrate}) is None
+    assert _frame(cid, {"id": "s", "type": "stop-query", "payload": {"conversation_ref": "r"}})["type"] == (
+        "stop-query-ack"
+    )
+    listed = agent.call("sessions.list", {"limit": 100})["sessions"]
+    key = next(s["sessionKey"] for s in listed if s.get("label") == "windie:aws-user:r")
+    shown = agent.call("session.preview", {"sessionKey": key})["messages"]
+    assert [m["role"] for m in shown] == ["user", "assistant"]
+    assert _frame(cid, {"id": "m", "type": "list-models", "payload": {}})["type"] == "models-listed"
+    assert _frame(cid, {"id": "f", "type": "load-settings", "payload": {}, "foo": 1})["type"] == "error"
+    assert _closes(sender, cid) == []

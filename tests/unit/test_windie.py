@@ -1,0 +1,304 @@
+"""WindieOS's dialect, piece by piece: the handshake's validation, the client manifest, the per-run tool policy, the
+events of a run, history conversion, the model catalog and first-frame detection."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from orbital.agent import client_tools, model_catalog
+from orbital.dialects import windie
+from orbital.dialects.detect import GSV, WINDIE, detect
+from orbital.store.subscriptions import Subscription
+
+
+class _NoNodes:
+    def nodes(self) -> list[Any]:
+        return []
+
+
+class _Services:
+    """Just what manifest validation reads: the connected nodes (none)."""
+
+    connections = _NoNodes()
+
+
+def _handshake(**extra: Any) -> dict[str, Any]:
+    return {"type": "handshake", "user_id": "u1", **extra}
+
+
+# --- the handshake ------------------------------------------------------------------------------------------------
+
+
+def test_a_minimal_handshake_has_the_default_policy():
+    parsed = windie.parse_handshake(_handshake())
+    assert parsed == {"user_id": "u1", "policy": {"mode": "default_plus_client"}, "runtime": {}, "manifest": []}
+
+
+@pytest.mark.parametrize("field", windie.REMOVED_FIELDS)
+def test_the_removed_top_level_fields_are_refused(field):
+    with pytest.raises(windie._Invalid, match=field):
+        windie.parse_handshake(_handshake(**{field: ["x"]}))
+
+
+def test_a_top_level_operating_system_is_folded_into_the_runtime():
+    assert windie.parse_handshake(_handshake(operating_system="Windows"))["runtime"] == {"operating_system": "Windows"}
+    inner = {"version": 1, "runtime": {"operating_system": "macOS"}}
+    given = windie.parse_handshake(_handshake(operating_system="Windows", agent_definition=inner))
+    assert given["runtime"] == {"operating_system": "macOS"}  # the canonical place wins
+    with pytest.raises(windie._Invalid):
+        windie.parse_handshake(_handshake(operating_system={"name": "x"}))
+
+
+@pytest.mark.parametrize(
+    "definition",
+    [
+        "nope",
+        {"version": 2},
+        {"tools": {"mode": "everything"}},
+        {"tools": {"available_tools": "read_file"}},
+        {"tools": {"disabled_capabilities": ["teleport"]}},
+        {"tools": {"client_manifest": {"tools": ["read_file"]}}},
+        {"tools": {"client_manifest": {"tools": [{"name": f"t{n}", "schema": {}} for n in range(200)]}}},
+        {"runtime": {"coordinate_methods": "manual"}},
+    ],
+)
+def test_a_bad_agent_definition_is_refused(definition):
+    with pytest.raises(windie._Invalid):
+        windie.parse_handshake(_handshake(agent_definition=definition))
+
+
+def test_the_policy_and_client_only_mode_of_the_typescript_sdk():
+    definition = {
+        "version": 1,
+        "tools": {
+            "mode": "client_only",
+            "available_tools": ["a"],
+            "disabled_tools": ["b"],
+            "disabled_capabilities": ["web_search", "ocr", "ocr"],
+            "unknown": True,
+        },
+        "extra": {"ignored": True},
+    }
+    policy = windie.parse_handshake(_handshake(agent_definition=definition))["policy"]
+    assert policy == {
+        "mode": "client_only",
+        "available": ["a"],
+        "disabled": ["b"],
+        "capabilities": ["ocr", "web_search"],
+    }
+
+
+def test_not_json_or_not_a_handshake_is_refused():
+    for frame in (None, [], {"type": "query"}):
+        with pytest.raises(windie._Invalid):
+            windie.parse_handshake(frame)
+
+
+def test_the_manifest_accepts_and_rejects_with_reasons():
+    schema = {"type": "object"}
+    entries = [
+        {"name": "read_file", "description": "r", "schema": schema},
+        {"name": "gsv__ReadFile", "schema": schema},
+        {"name": "gsv__Anything", "schema": schema},
+        {"name": "no_schema"},
+        {"name": "bad name!", "schema": schema},
+        {"name": "read_file", "schema": schema},
+    ]
+    tools, accepted, rejected = windie.validate_manifest(_Services(), entries)  # type: ignore[arg-type]
+    assert tools == [{"name": "read_file", "description": "r", "inputSchema": schema}]
+    assert accepted == [{"name": "read_file", "description": "r", "execution_target": "local_runtime"}]
+    assert [(r["name"], r["reason"]) for r in rejected[:3]] == [
+        ("gsv__ReadFile", windie.RESERVED),
+        ("gsv__Anything", windie.RESERVED),
+        ("no_schema", "a tool needs a JSON schema"),
+    ]
+    assert [r["name"] for r in rejected] == ["gsv__ReadFile", "gsv__Anything", "no_schema", "bad name!", "read_file"]
+
+
+# --- the tool policy ----------------------------------------------------------------------------------------------
+
+BACKEND = [{"name": "gsv__ListFiles"}, {"name": "laptop__Bash"}, {"name": "laptop__browser_open"}]
+CLIENT = [{"name": "read_file"}, {"name": "screenshot"}]
+
+
+def _names(tools: list[dict[str, Any]]) -> list[str]:
+    return [t["name"] for t in tools]
+
+
+def test_the_modes_choose_the_tools():
+    assert _names(client_tools.narrowed(BACKEND, CLIENT, {})) == _names(BACKEND + CLIENT)
+    assert _names(client_tools.narrowed(BACKEND, CLIENT, {"mode": "client_only"})) == ["read_file", "screenshot"]
+    explicit = {"mode": "explicit", "available": ["laptop__Bash", "screenshot", "unknown"]}
+    assert _names(client_tools.narrowed(BACKEND, CLIENT, explicit)) == ["laptop__Bash", "screenshot"]
+    assert _names(client_tools.narrowed(BACKEND, CLIENT, {"mode": "explicit"})) == ["read_file", "screenshot"]
+
+
+def test_disabled_tools_and_capabilities_narrow_further():
+    policy = {"disabled": ["read_file", "gsv__ListFiles"], "capabilities": ["browser"]}
+    assert _names(client_tools.narrowed(BACKEND, CLIENT, policy)) == ["laptop__Bash", "screenshot"]
+    # a client's own tool is never removed by a capability, and never takes a backend tool's name
+    own = [{"name": "browser_helper"}, {"name": "gsv__ListFiles", "description": "mine"}]
+    narrowed = client_tools.narrowed(BACKEND, own, {"capabilities": ["browser"]})
+    assert _names(narrowed) == ["gsv__ListFiles", "laptop__Bash", "browser_helper"]
+    assert narrowed[0] == BACKEND[0]
+
+
+def test_a_restricted_policy_keeps_only_the_agents_files():
+    backend = [{"name": "gsv__ReadFile"}, {"name": "gsv__ConfigGet"}, {"name": "laptop__Bash"}]
+    assert _names(client_tools.narrowed(backend, CLIENT, {"restricted": True})) == ["gsv__ReadFile", *_names(CLIENT)]
+
+
+def test_a_run_without_client_tools_reads_nothing():
+    class Exploding:
+        def __getattr__(self, name: str) -> Any:
+            raise AssertionError(f"read {name}")
+
+    assert client_tools.for_run(Exploding(), {"origin": {"kind": "chat", "connectionId": "c"}}) is None  # type: ignore[arg-type]
+    assert client_tools.for_run(Exploding(), {}) is None  # type: ignore[arg-type]
+
+
+def test_openai_schemas():
+    tools = [{"name": "a", "description": "d", "inputSchema": {"type": "object"}}, {"name": "b"}]
+    assert client_tools.openai_schemas(tools) == [
+        {"type": "function", "function": {"name": "a", "description": "d", "parameters": {"type": "object"}}},
+        {"type": "function", "function": {"name": "b", "parameters": {"type": "object", "properties": {}}}},
+    ]
+
+
+# --- the run's events ---------------------------------------------------------------------------------------------
+
+
+def _sub(**ref: Any) -> Subscription:
+    base = {"turn": "turn-1", "conv": "conv_a", "user": "u1", "session": "agent:main:windie:group:x", "startedAt": 1}
+    return Subscription("turn-1#abc", "cid", WINDIE, "agent:main:windie:group:x", {**base, **ref})
+
+
+def _encode(sub: Subscription, **payload: Any) -> list[dict[str, Any]]:
+    return windie.encode(None, sub, {"runId": sub.run_id, **payload})  # type: ignore[arg-type]
+
+
+def test_every_event_carries_the_turn_and_a_growing_sequence():
+    sub = _sub()
+    frames = _encode(sub, state="delta", text="PO") + _encode(sub, state="delta", text="NG")
+    frames += _encode(sub, state="final", message={"role": "assistant", "content": [{"type": "text", "text": "PONG"}]})
+    assert [f["type"] for f in frames] == [
+        "streaming-response",
+        "streaming-response",
+        "assistant-message-full",
+        "streaming-complete",
+    ]
+    for frame in frames:
+        assert frame["id"] == frame["turn_ref"] == "turn-1" and frame["conversation_ref"] == "conv_a"
+        assert frame["user_id"] == "u1" and frame["session_id"] == "agent:main:windie:group:x"
+        assert frame["event_id"].startswith("turn-1-evt-") and frame["event_id"].endswith(frame["type"])
+    sequences = [f["sequence"] for f in frames]
+    assert sequences == sorted(set(sequences))
+    assert frames[-1]["payload"] == {"final_response": "PONG"}
+
+
+def test_a_final_too_large_for_one_message_leaves_out_the_optional_parts():
+    big = "x" * (windie.MAX_EVENT_BYTES + 1)
+    frames = _encode(_sub(), state="final", message={"role": "assistant", "content": [{"type": "text", "text": big}]})
+    assert [f["type"] for f in frames] == ["streaming-complete"] and frames[0]["payload"] == {}
+
+
+def test_thinking_comes_as_a_thought():
+    message = {"role": "assistant", "content": [{"type": "thinking", "thinking": "hmm"}, {"type": "text", "text": "A"}]}
+    frames = _encode(_sub(), state="final", message=message)
+    assert frames[0]["type"] == "llm-thought" and frames[0]["payload"] == {"status": "hmm"}
+
+
+def test_tools_the_client_ran_are_not_reported_back_and_others_are():
+    sub = _sub(clientTools=["read_file"])
+    assert _encode(sub, state="toolResult", toolName="read_file", toolCallId="c1", content="x", isError=False) == []
+    (output,) = _encode(sub, state="toolResult", toolName="gsv__ListFiles", toolCallId="c2", content="a", isError=True)
+    assert output["type"] == "tool-output"
+    assert output["payload"]["success"] is False and output["payload"]["error"] == "a"
+    assert _encode(sub, state="tool", tools=[{"id": "c2", "name": "gsv__ListFiles"}]) == []
+    (call,) = _encode(
+        sub, state=client_tools.CALL_STATE, callId="req-1", toolName="read_file", arguments={"p": 1}, toolCallId="c3"
+    )
+    assert call["type"] == "tool-call"
+    assert call["payload"] == {
+        "tool_name": "read_file",
+        "parameters": {"p": 1},
+        "request_id": "req-1",
+        "metadata": {"tool_call_id": "c3"},
+    }
+
+
+def test_usage_and_errors():
+    (count,) = _encode(_sub(), state="usage", usage={"input": 10, "output": 4, "cacheRead": 2, "totalTokens": 16})
+    assert count["payload"] == {
+        "prompt_tokens": 12,
+        "visible_output_tokens": 4,
+        "thinking_tokens": None,
+        "output_tokens_total": 4,
+        "total_tokens": 16,
+        "conversation_tokens": 16,
+        "usage_source": "provider",
+    }
+    (error,) = _encode(_sub(), state="error", error="boom")
+    assert error["type"] == "error" and error["payload"] == {"message": "boom", "turn_ref": "turn-1"}
+
+
+# --- history ------------------------------------------------------------------------------------------------------
+
+
+def test_history_converts_tool_calls_and_their_results():
+    entries = [
+        {"role": "user", "content": "hi", "timestamp": "2026-02-02T20:00:00Z"},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [{"id": "c1", "function": {"name": "read_file", "arguments": '{"path": "a"}'}}],
+        },
+        {"role": "tool", "content": "data", "tool_call_id": "c1", "tool_name": "read_file"},
+        {"role": "tool", "content": "stray", "tool_name": "other"},
+        {"role": "assistant", "content": "done"},
+    ]
+    messages = windie.convert_history(None, "k", entries, None, 1000)  # type: ignore[arg-type]
+    assert [m["role"] for m in messages] == ["user", "assistant", "toolResult", "user", "assistant"]
+    assert messages[0]["timestamp"] == 1770062400000
+    assert messages[1]["content"] == [{"type": "toolCall", "id": "c1", "name": "read_file", "arguments": {"path": "a"}}]
+    assert messages[2]["toolCallId"] == "c1" and messages[2]["toolName"] == "read_file"
+    assert messages[3]["content"] == "[output of other]\nstray"
+    with pytest.raises(windie._Invalid):
+        windie.convert_history(None, "k", [{"role": "system", "content": "x"}], None, 1)  # type: ignore[arg-type]
+
+
+# --- settings, models, detection ----------------------------------------------------------------------------------
+
+
+def test_provider_keys_keep_a_blank_key_and_check_their_shape():
+    enabled, keys = windie._provider_keys({"openai": {"enabled": False, "api_key": ""}, "groq": {"api_key": " k "}})
+    assert enabled == {"openai": False} and keys == {"groq": "k"}
+    for bad in ([], {"bad name": {}}, {"openai": {"enabled": "yes"}}, {"openai": {"api_key": 1}}):
+        with pytest.raises(windie._Invalid):
+            windie._provider_keys(bad)
+
+
+def test_the_model_catalog_comes_from_the_configuration(monkeypatch):
+    for var in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY"):
+        monkeypatch.delenv(var, raising=False)
+    config = {
+        "model": {"provider": "openai", "id": "gpt-test"},
+        "apiKeys": {"openai": "sk-secret", "anthropic": ""},
+        "providers": {"ollama": {"models": ["llama3", {"id": "llava", "name": "LLaVA"}]}},
+    }
+    found = model_catalog.catalog(config)
+    online = {m["id"]: m for m in found["online"]}
+    assert next(iter(online)) == "gpt-test" and online["gpt-test"]["is_default"] is True
+    assert {m["provider"] for m in found["online"]} == {"openai"}  # anthropic has no key
+    assert [m["id"] for m in found["local"]] == ["llama3", "llava"] and found["local"][1]["display_name"] == "LLaVA"
+    assert {"id": "llava", "provider": "ollama", "display_name": "LLaVA"} in found["vision"]
+    assert "sk-secret" not in repr(found)
+    assert model_catalog.runtime_model_id("gpt-5.4@@gpt-5-4-none-thinking") == "gpt-5.4"
+
+
+def test_detection_of_windie_first_frames():
+    assert detect({"type": "handshake"}) == WINDIE
+    assert detect({"type": "query", "payload": {}}) == WINDIE
+    assert detect({"type": ["query"]}) is None
+    assert detect({"type": "req", "id": "1", "method": "x"}) == GSV
