@@ -4,7 +4,6 @@ document. The same app through Mangum and API Gateway events: tests/functional/t
 
 from __future__ import annotations
 
-import re
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -16,6 +15,7 @@ from orbital.store import installs, keys
 from starlette.testclient import TestClient
 
 from tests.conftest import wait_for
+from tests.support.http_routes import app_routes, probe_path
 
 SECRET_KEY = "sk-live-DISTINCTIVE-0123456789abcdef"
 
@@ -216,36 +216,15 @@ def test_on_lambda_the_wait_ends_before_the_invocation_does() -> None:
 # --- who may call what ------------------------------------------------------------------------------------------
 
 
-def _routes() -> list[tuple[str, str]]:
-    """(method, path) of every route of the app; a route of a kind this walk does not know fails it."""
-    from fastapi.routing import APIRoute, iter_route_contexts
-    from orbital.rest.app import create_app
-    from starlette.routing import Route
-
-    found = []
-    for context in iter_route_contexts(create_app().routes):
-        route = context.original_route
-        assert isinstance(route, APIRoute | Route), f"route of an unknown kind: {route!r}: extend this walk"
-        assert context.path, route
-        for method in sorted(context.methods or ()):
-            if method != "HEAD":
-                found.append((method, context.path))
-    return found
-
-
-def _probe_path(path: str) -> str:
-    return re.sub(r"\{[^}]+\}", "probe", path)
-
-
 def test_every_route_but_the_public_ones_refuses_a_request_without_the_bearer(gateway: Any, token: str) -> None:
-    routes = _routes()
+    routes = app_routes()
     assert set(auth.PUBLIC) <= set(routes), "auth.PUBLIC names a route the app does not have"
     guarded = [(m, p) for m, p in routes if (m, p) not in auth.PUBLIC]
     assert len(guarded) >= len(registry().http_methods())
     anonymous, wrong = _client(), _client("not-the-gateway-token-0123456789")
     for method, path in guarded:
         for client in (anonymous, wrong):
-            answer = client.request(method, _probe_path(path), json={})
+            answer = client.request(method, probe_path(path), json={})
             assert answer.status_code == 401, f"{method} {path}: {answer.status_code} without the bearer"
             assert answer.headers["www-authenticate"] == "Bearer"
     assert _client(token).post("/api/v1/config.get").status_code == 200
