@@ -303,7 +303,11 @@ def test_the_document_is_valid_and_lists_every_admin_method(http: TestClient) ->
         if spec.result is not None:
             assert "$ref" in ok, spec.name
         for status in ("400", "401", "403", "404", "500", "503", "504"):
-            assert op["responses"][status]["content"]["application/json"]["schema"]["$ref"].endswith("/ApiError")
+            assert op["responses"][status]["content"]["application/json"]["schema"] == {
+                "$ref": "#/components/schemas/ApiError"
+            }
+        assert "422" not in op["responses"]  # invalid params are a 400
+    assert set(doc["components"]["schemas"]["ApiError"]["properties"]) == {"detail", "code", "details", "retryable"}
     assert doc["paths"]["/health"]["get"].get("security") is None  # public routes ask for nothing
 
 

@@ -53,6 +53,13 @@ def create_app() -> FastAPI:
     app.include_router(core.router)
     app.include_router(admin.router(registry()))
 
+    build_document = app.openapi
+
+    def document() -> dict[str, Any]:
+        return admin.with_error_schema(build_document())  # built once, then FastAPI's cached copy
+
+    app.openapi = document  # type: ignore[method-assign]
+
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> Response:
         if request.url.path.startswith(admin.PREFIX + "/"):
