@@ -138,7 +138,11 @@ def _wait_for_answer(services: Services, waiter: str, seconds: float) -> dict[st
     deadline = time.monotonic() + seconds
     pause = FIRST_POLL_SECONDS
     while True:
-        frame = http_answers.take(services.table, waiter)
+        try:
+            frame = http_answers.take(services.table, waiter)
+        except Exception as exc:  # a passing failure of the table: the next poll tries again, within the bound
+            log.warning("waiting for an HTTP call's answer: %s", type(exc).__name__)
+            frame = None
         if frame is not None:
             return frame
         left = deadline - time.monotonic()
