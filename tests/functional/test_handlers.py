@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from functions.channel_webhook.channel_webhook import lambda_handler as webhook_handler
 from functions.rest_api.rest_api import lambda_handler as rest_handler
 from functions.ws_connect.ws_connect import lambda_handler as connect_handler
 from functions.ws_disconnect.ws_disconnect import lambda_handler as disconnect_handler
@@ -116,7 +117,13 @@ def test_every_sample_event_targets_the_test_socket() -> None:
     expected_routes["malformed.json"] = "$default"
     assert set(expected_routes) <= names
     assert len(REQUEST_EVENTS) >= 9
-    for name in sorted(names - {"http-health.json"}):
+    http = {name for name in names if name.startswith("http-")}
+    assert {"http-health.json", "http-admin-config-get.json", "http-media.json", "http-telegram-webhook.json"} <= http
+    for name in sorted(http):  # API Gateway HTTP API, payload format 2.0, on the template's routes
+        event = load_event(name)
+        assert event["version"] == "2.0" and event["rawPath"] == event["requestContext"]["http"]["path"], name
+        assert event["routeKey"] in {"ANY /{proxy+}", "POST /channels/{proxy+}"}, name
+    for name in sorted(names - http):
         rc = load_event(name)["requestContext"]
         assert rc["connectionId"] == CONNECTION_ID, name
         assert rc["domainName"] == "abc123.execute-api.us-east-1.amazonaws.com", name
@@ -353,3 +360,145 @@ def test_a_reply_with_work_to_follow_is_sent_before_that_work(posted: list[tuple
         "event": "connection.closing",
         "payload": {"code": 1000, "reason": "Replaced by newer node connection"},
     }
+
+
+# --- the HTTP API through Mangum (API Gateway HTTP API events, payload format 2.0) -------------------------------
+
+MEDIA_NAME = "0b7e4c6a-5d1f-4e1a-9c3b-2f6d8a9e0c11.png"  # events/http-media.json
+PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256))
+
+
+def http(event: dict[str, Any]) -> dict[str, Any]:
+    return rest_handler(event, FakeLambdaContext("RestApiFunction"))
+
+
+def http_event(name: str, method: str, path: str, *, body: Any = None, headers: dict[str, str] | None = None) -> Any:
+    """One of the sample events pointed at another route."""
+    event = load_event(name)
+    event["rawPath"] = event["requestContext"]["http"]["path"] = path
+    event["requestContext"]["http"]["method"] = method
+    event["pathParameters"] = {"proxy": path.lstrip("/")}
+    if body is not None:
+        event["body"] = json.dumps(body)
+        event["headers"]["content-length"] = str(len(event["body"]))
+    event["headers"].update(headers or {})
+    return event
+
+
+def body_of(response: dict[str, Any]) -> bytes:
+    raw = response.get("body") or ""
+    return base64.b64decode(raw) if response.get("isBase64Encoded") else raw.encode()
+
+
+@pytest.fixture
+def workspace(aws: None) -> Any:
+    from orbital.runtime.services import get_services
+
+    return get_services().workspace
+
+
+def test_http_media_is_served_with_its_type_and_cache_headers(workspace: Any) -> None:
+    from orbital.store import keys
+
+    workspace.put(keys.media_object(MEDIA_NAME), PNG, content_type="image/png")
+    response = http(load_event("http-media.json"))
+    assert response["statusCode"] == 200
+    assert body_of(response) == PNG
+    headers = response["headers"]
+    assert headers["content-type"] == "image/png"
+    assert headers["cache-control"] == "private, max-age=3600"
+    assert headers["access-control-allow-origin"] == "*"
+
+
+@pytest.mark.parametrize("name", ["nothing-here", "0b7e4c6a.PNG.exe", "..%2Fsecret.txt", "ab_cd.png"])
+def test_http_media_with_a_name_out_of_pattern_is_404(workspace: Any, name: str) -> None:
+    response = http(http_event("http-media.json", "GET", f"/media/{name}"))
+    assert response["statusCode"] == 404
+
+
+def test_http_media_missing_is_404(workspace: Any) -> None:
+    response = http(load_event("http-media.json"))
+    assert (response["statusCode"], body_of(response)) == (404, b"Not Found")
+
+
+def test_http_media_past_its_expiry_is_410_and_deleted(workspace: Any) -> None:
+    from orbital.store import keys
+
+    key = keys.media_object(MEDIA_NAME)
+    workspace.put(key, PNG, content_type="image/png", metadata={"expires-at": "1000"})
+    response = http(load_event("http-media.json"))
+    assert (response["statusCode"], body_of(response)) == (410, b"Expired")
+    assert workspace.head(key) is None
+    assert http(load_event("http-media.json"))["statusCode"] == 404
+
+
+def test_http_media_too_large_for_a_lambda_response_is_a_presigned_redirect(workspace: Any) -> None:
+    from orbital.rest.limits import LAMBDA_BODY_BYTES
+    from orbital.store import keys
+
+    workspace.put(keys.media_object(MEDIA_NAME), b"x" * (LAMBDA_BODY_BYTES + 1), content_type="image/png")
+    response = http(load_event("http-media.json"))
+    assert response["statusCode"] == 302
+    location = response["headers"]["location"]
+    assert f"/media/{MEDIA_NAME}" in location and "Signature" in location
+    assert response["headers"]["cache-control"] == "private, max-age=3600"
+
+
+def test_http_admin_call_with_the_token(aws: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ORBITAL_AUTH_TOKEN", SAMPLE_TOKEN)  # the bearer of events/http-admin-config-get.json
+    reset_caches()
+    token = {"authorization": f"Bearer {SAMPLE_TOKEN}"}
+    body = {"path": "userTimezone", "value": "Europe/Berlin"}
+    written = http(http_event("http-admin-config-get.json", "POST", "/api/v1/config.set", body=body, headers=token))
+    assert written["statusCode"] == 200, written
+    assert json.loads(written["body"]) == {"ok": True, "path": "userTimezone"}
+    response = http(load_event("http-admin-config-get.json"))
+    assert response["statusCode"] == 200
+    assert response["headers"]["content-type"] == "application/json"
+    assert json.loads(response["body"])["config"]["userTimezone"] == "Europe/Berlin"
+
+
+def test_http_admin_refusals(aws: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    from orbital.runtime.services import get_services
+    from orbital.store import installs
+
+    monkeypatch.setenv("ORBITAL_AUTH_TOKEN", SAMPLE_TOKEN)
+    reset_caches()
+    event = load_event("http-admin-config-get.json")
+    del event["headers"]["authorization"]
+    missing = http(event)
+    assert missing["statusCode"] == 401 and missing["headers"]["www-authenticate"] == "Bearer"
+    event["headers"]["authorization"] = "Bearer not-the-token-0123456789"
+    assert http(event)["statusCode"] == 401
+    _, install_token = installs.register(get_services().table, "linux", now_ms=1)
+    event["headers"]["authorization"] = f"Bearer {install_token}"
+    assert http(event)["statusCode"] == 403
+    token = {"authorization": f"Bearer {SAMPLE_TOKEN}"}
+    node_only = http(http_event("http-admin-config-get.json", "POST", "/api/v1/tool.result", body={}, headers=token))
+    assert node_only["statusCode"] == 404 and "node sockets" in json.loads(node_only["body"])["detail"]
+    invalid = http(http_event("http-admin-config-get.json", "POST", "/api/v1/session.get", body={"sessionKey": 1}))
+    assert invalid["statusCode"] == 400
+    assert json.loads(invalid["body"])["detail"].startswith("Invalid params for session.get: sessionKey")
+
+
+def test_http_openapi_and_docs_need_no_token(aws: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    from openapi_spec_validator import validate
+
+    monkeypatch.setenv("ORBITAL_AUTH_TOKEN", SAMPLE_TOKEN)
+    reset_caches()
+    document = http(http_event("http-health.json", "GET", "/openapi.json"))
+    assert document["statusCode"] == 200
+    validate(json.loads(document["body"]))
+    page = http(http_event("http-health.json", "GET", "/docs"))
+    assert page["statusCode"] == 200 and page["headers"]["content-type"].startswith("text/html")
+
+
+def test_http_telegram_webhook_checks_its_secret_before_anything(aws: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    from orbital.channels import inbound
+
+    handed: list[Any] = []
+    monkeypatch.setattr(inbound, "receive", lambda services, params: handed.append(params))
+    response = webhook_handler(load_event("http-telegram-webhook.json"), FakeLambdaContext("ChannelWebhookFunction"))
+    assert response["statusCode"] == 401
+    assert json.loads(response["body"]) == {"ok": False, "error": "unauthorized"}
+    assert handed == []

@@ -159,10 +159,11 @@ def test_deployment_always_requires_the_gateway_token(template: dict[str, Any]) 
     for logical_id, res in tpl.resources_of(template, "AWS::Serverless::Function").items():
         assert settings.ENV_AUTH_TOKEN not in ((res["Properties"].get("Environment") or {}).get("Variables") or {})
         readers = [p for p in res["Properties"].get("Policies", []) if "AWSSecretsManagerGetSecretValuePolicy" in p]
-        # only the functions that check tokens (`connect` and dialects' tokens; a bearer at the upgrade) may read it
+        # only the functions that check tokens (`connect` and dialects' tokens; a bearer at the upgrade; the HTTP
+        # API's bearer) may read it
         assert readers == (
             [{"AWSSecretsManagerGetSecretValuePolicy": {"SecretArn": {"Ref": "GatewayTokenSecret"}}}]
-            if logical_id in ("WsMessageFunction", "WsConnectFunction")
+            if logical_id in ("WsMessageFunction", "WsConnectFunction", "RestApiFunction")
             else []
         ), logical_id
 
@@ -263,10 +264,68 @@ def test_connect_function_may_only_arm_authentication_deadlines(template: dict[s
     )
 
 
-def test_rest_function_only_reads(template: dict[str, Any]) -> None:
-    granted = {a for st in statements(resource(template, "RestApiFunction")) for a in actions(st)}
-    assert granted
-    assert granted <= {"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query", "s3:GetObject"}
+def test_the_http_api_may_do_what_a_client_socket_may_and_no_more(template: dict[str, Any]) -> None:
+    """The admin API calls the same handlers as ws_message (ADR 0029): the same statements, so neither can drift;
+    media (`media/*`: uploads, the media route's reads and expiry deletes) is within the workspace objects."""
+    rest = resource(template, "RestApiFunction")["Properties"]
+    assert rest["Policies"] == resource(template, "WsMessageFunction")["Properties"]["Policies"]
+    granted = {a: st for st in statements(resource(template, "RestApiFunction")) for a in actions(st)}
+    assert {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"} <= set(granted)
+    assert granted["s3:PutObject"]["Resource"] == {"Fn::Sub": "${WorkspaceBucket.Arn}/*"}
+    assert not any(a.startswith(("bedrock:", "transcribe:", "lambda:")) for a in granted)
+
+
+def test_the_http_function_waits_within_its_timeout(template: dict[str, Any]) -> None:
+    from orbital.rest import admin
+
+    props = resource(template, "RestApiFunction")["Properties"]
+    timeout = props.get("Timeout", template["Globals"]["Function"]["Timeout"])
+    assert admin.WAIT_SECONDS + admin.LAMBDA_MARGIN_SECONDS <= timeout <= 29  # API Gateway's integration timeout
+    assert props["MemorySize"] >= 1024  # FastAPI and the registry load at its first request
+
+
+def _http_routes(template: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """(function, path, method) of every HttpApi event."""
+    found = []
+    for logical_id, res in tpl.resources_of(template, "AWS::Serverless::Function").items():
+        for event in (res["Properties"].get("Events") or {}).values():
+            if event["Type"] == "HttpApi":
+                assert event["Properties"]["ApiId"] == {"Ref": "HttpApi"}
+                found.append((logical_id, event["Properties"]["Path"], event["Properties"]["Method"]))
+    return found
+
+
+def _route_for(routes: list[tuple[str, str, str]], method: str, path: str) -> str | None:
+    """The function API Gateway's HTTP API picks for a request: an exact path before a greedy `{proxy+}`, the longest
+    greedy prefix first, a route of the method before ANY."""
+    best: tuple[tuple[int, int, int], str] | None = None
+    for function, route, verb in routes:
+        if verb not in ("ANY", method):
+            continue
+        if route.endswith("/{proxy+}"):
+            prefix = route[: -len("{proxy+}")]
+            if not path.startswith(prefix) or path == prefix:
+                continue
+            rank = (0, len(prefix), verb != "ANY")
+        elif route == path:
+            rank = (1, len(route), verb != "ANY")
+        else:
+            continue
+        if best is None or rank > best[0]:
+            best = (rank, function)
+    return best[1] if best else None
+
+
+def test_every_route_of_the_app_reaches_a_function_serving_it(template: dict[str, Any]) -> None:
+    from tests.support.http_routes import app_routes, probe_path
+
+    routes = _http_routes(template)
+    assert _route_for(routes, "GET", "/") == "RestApiFunction"  # the console's page
+    for method, path in app_routes():
+        expected = "ChannelWebhookFunction" if path.startswith("/channels/") else "RestApiFunction"
+        assert _route_for(routes, method, probe_path(path)) == expected, (method, path)
+    for path in ("/api/v1/config.get", "/api/artifacts/", "/media/ab-12.png", "/docs", "/openapi.json"):
+        assert _route_for(routes, "POST" if path.startswith("/api/") else "GET", path) == "RestApiFunction"
 
 
 def test_manage_connections_is_scoped_to_this_api_and_stage(template: dict[str, Any]) -> None:
@@ -278,8 +337,8 @@ def test_manage_connections_is_scoped_to_this_api_and_stage(template: dict[str, 
                 arn = st["Resource"]["Fn::Sub"]
                 assert arn.endswith(":${WebSocketApi}/${Stage}/*/@connections/*"), logical_id
     assert {"WsMessageFunction", "WsDisconnectFunction", "ChannelWebhookFunction", "SchedulerTickFunction"} <= posting
+    assert "RestApiFunction" in posting  # the admin API's methods post to nodes and channels
     assert "WsConnectFunction" not in posting
-    assert "RestApiFunction" not in posting
 
 
 # --- layer -------------------------------------------------------------------------------------------------------
@@ -426,13 +485,15 @@ def test_functions_that_start_or_stop_runs_may_do_so(template: dict[str, Any]) -
         assert {"states:StartExecution", "states:StopExecution", "states:DescribeExecution"} <= granted(logical_id)
 
 
-def test_only_channel_webhooks_share_the_rest_app_with_write_access(template: dict[str, Any]) -> None:
+def test_both_http_functions_serve_the_one_app(template: dict[str, Any]) -> None:
     events = resource(template, "ChannelWebhookFunction")["Properties"]["Events"]
     assert [(e["Type"], e["Properties"]["Path"], e["Properties"]["Method"]) for e in events.values()] == [
         ("HttpApi", "/channels/{proxy+}", "POST")
     ]
-    source = (ROOT / "functions" / "channel_webhook" / "channel_webhook.py").read_text()
-    assert "from orbital.rest.app import lambda_handler as serve" in source
+    for name in ("channel_webhook", "rest_api"):
+        source = (ROOT / "functions" / name / f"{name}.py").read_text()
+        assert "from orbital.rest.app import lambda_handler as serve" in source, name
+        assert not re.search(r"^\s*(from|import) (fastapi|mangum)", source, re.MULTILINE), name  # loaded at first use
 
 
 def test_the_scheduler_ticks_every_minute(template: dict[str, Any]) -> None:

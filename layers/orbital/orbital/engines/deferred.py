@@ -37,7 +37,7 @@ from orbital.aws import clients
 from orbital.engines import waitgroup
 from orbital.errors import ConflictError, UnavailableError
 from orbital.protocol.frames import error_frame, ok_frame
-from orbital.store import keys
+from orbital.store import http_answers, keys
 from orbital.store.table import ConditionFailed
 
 if TYPE_CHECKING:
@@ -436,11 +436,15 @@ def close_execution(token: str | None, *, error: str | None = None, cause: str =
 
 
 def answer(services: Services, call: PendingCall, *, payload: Any = None, error: dict[str, Any] | None = None) -> bool:
-    """Send the deferred `res` to the caller (with the original frame id). False if the caller's socket is gone."""
+    """Send the deferred `res` to the caller (with the original frame id), or keep it for the HTTP request that waits
+    for it. False if the caller's socket is gone."""
     if not call.caller_connection_id:
         return False
     frame = error_frame(call.frame_id, error) if error is not None else ok_frame(call.frame_id, payload)
     try:
+        if http_answers.is_waiter(call.caller_connection_id):  # an HTTP request polls for it (ADR 0029)
+            max_bytes = services.settings.max_frame_bytes
+            return http_answers.deliver(services.table, call.caller_connection_id, frame, max_bytes=max_bytes)
         return services.push(call.caller_connection_id, frame)
     except Exception:
         log.exception("could not answer call %s", call.call_id)

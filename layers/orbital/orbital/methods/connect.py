@@ -148,7 +148,7 @@ def _release_previous_identity(ctx: CallContext, conn: Connection) -> None:
         repo.release_identity(old, ctx.connection_id)
 
 
-@router.method("connect", params=ConnectParams, result=HelloOk, modes=EVERY_MODE)
+@router.method("connect", params=ConnectParams, result=HelloOk, modes=EVERY_MODE, socket_only=True)
 def connect(ctx: CallContext, params: ConnectParams) -> dict[str, Any]:
     """Handshake. Registers the socket as a client, node or channel and answers `hello-ok`, whose `features` list
     the methods, events and transfer modes, and `limits`: `{maxMessageBytes, maxFrameBytes}`, the most the gateway

@@ -27,6 +27,12 @@ Params are lenient, as in GSV: unknown fields are ignored, and a field of the wr
 the method answers with its own message for a missing field (`400 sessionKey and message required`). Fields a
 service checks itself (cron jobs, workspace paths, transfer sizes) are passed on as given and answered with that
 service's message.
+
+Over HTTP: every method a client socket may call, but `connect`, is also `POST /api/v1/{method}` on the gateway's
+HTTP API (ADR 0029; "HTTP" below), with the params as the JSON body (an empty body is `{}`) and the payload as the
+answer. It needs `Authorization: Bearer <gateway token>` where the gateway has one (401 without it). Errors are
+`{"detail": message, "code": code}` with the HTTP status of the code (1xx codes are 400). A deferred method's
+request waits for the answer at most 25 s, then answers 504. `/openapi.json` and `/docs` describe them all.
 """
 
 CODES = [
@@ -101,6 +107,8 @@ def render() -> str:
             if name == "connect":
                 who = "any socket (its first request), in any mode"
             lines += [f"Modes: {who}." + (" The response is deferred." if spec.deferred else ""), ""]
+            if spec.http:
+                lines += [f"HTTP: `POST /api/v1/{name}`.", ""]
             lines += ["Params:", "", *_table(_fields(spec.params), ("field", "type", "required"))]
             if spec.result is not None:
                 lines += ["Result:", "", *_table(_fields(spec.result), ("field", "type", "always"))]

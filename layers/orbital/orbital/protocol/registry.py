@@ -115,6 +115,14 @@ class MethodSpec:
     """A few table reads and writes and posts to sockets, never waiting for an answer from a socket, an execution or
     a model: a local gateway that serves its AWS calls and management API in process may run it on its event loop
     too (`Registry.inline_methods(quick=True)`)."""
+    socket_only: bool = False
+    """Meaningful only on a socket (`connect`, its handshake): not offered over HTTP although clients may call it."""
+
+    @property
+    def http(self) -> bool:
+        """Also offered as `POST /api/v1/{name}` (ADR 0029): every method a client socket may call, but those that
+        only make sense on a socket."""
+        return "client" in self.modes and not self.socket_only
 
 
 @dataclass
@@ -192,6 +200,7 @@ class Router:
         deferred: bool = False,
         inline: bool = False,
         quick: bool = False,
+        socket_only: bool = False,
     ) -> Callable[[Handler], Handler]:
         allowed = frozenset(modes)
         if not allowed or not allowed <= EVERY_MODE:
@@ -212,6 +221,7 @@ class Router:
                 deferred=deferred,
                 inline=inline,
                 quick=quick,
+                socket_only=socket_only,
             )
             return func
 
@@ -287,6 +297,10 @@ class Registry:
         """The methods a local gateway may answer on its event loop (`MethodSpec.inline`), with `quick` also those
         that post to sockets (`MethodSpec.quick`)."""
         return frozenset(name for name, spec in self._methods.items() if spec.inline or (quick and spec.quick))
+
+    def http_methods(self) -> list[MethodSpec]:
+        """The methods also offered over HTTP (`MethodSpec.http`), in registry order."""
+        return [spec for spec in self._methods.values() if spec.http]
 
     def families(self) -> dict[str, list[str]]:
         return {k: list(v) for k, v in self._families.items()}

@@ -1,12 +1,14 @@
 """The gateway's HTTP API: one FastAPI app (ADR 0029), served by the `rest_api` and `channel_webhook` Lambdas through
 Mangum and mounted on the local gateway's own port.
 
-Routers: `core` (health, GSV media, webhooks), `windie` (WindieOS). `/openapi.json`, `/docs` show every route; both need
-no credential (they describe, they do not act). Errors are `{"detail": …}`. Request bodies are capped before they
-are read (`limits`).
+Routers: `core` (health, GSV media, channel webhooks), `windie` (the routes WindieOS's SDKs call) and `admin`
+(every client method as `POST /api/v1/{method}`, generated from the registry). `/openapi.json` and `/docs` describe
+every route; both need no credential (they describe, they do not act). Errors are `{"detail": …}` (the admin API
+adds the GSV `code`). Request bodies are capped before they are read (`limits`); who may call what is `auth`'s.
 
-Nothing is built at import: `create_app()` builds the app, `lambda_handler()` the Mangum adapter around it, each
-once per process.
+Nothing is built at import, and FastAPI is not imported with this module (the entry points' cold import stays
+small): `create_app()` builds the app, `lambda_handler()` the Mangum adapter around it, each once per process, at
+the first request.
 """
 
 from __future__ import annotations
@@ -14,22 +16,32 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Callable
-from typing import Any
-
-from fastapi import FastAPI
+from typing import TYPE_CHECKING, Any
 
 from orbital import __version__
-from orbital.rest import core, windie
 from orbital.rest.limits import BodyLimit, body_limit, too_large
 
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+
 DESCRIPTION = """Orbital's HTTP API. The WebSocket at `/ws` is the main way in (GSV, xeno, Exoclaw and WindieOS
-clients); these routes serve health, media, channel webhooks and the routes WindieOS's SDKs call.
+clients); these routes serve health, media, channel webhooks, the routes WindieOS's SDKs call, and the **admin
+API**: every method a GSV client socket may call (but `connect`) is also `POST /api/v1/{method}`, its params as the
+JSON body, its payload as the answer; errors are `{"detail", "code"}` with the HTTP status of the GSV code.
 
 With a gateway token, every route but `/health`, `/media/{name}`, webhooks and these docs needs
 `Authorization: Bearer <token>` (use **Authorize**)."""
 
 
 def create_app() -> FastAPI:
+    from fastapi import FastAPI, Request
+    from fastapi.exception_handlers import request_validation_exception_handler
+    from fastapi.exceptions import RequestValidationError
+    from starlette.responses import Response
+
+    from orbital.methods import registry
+    from orbital.rest import admin, core, windie
+
     app = FastAPI(
         title="Orbital",
         version=__version__,
@@ -40,6 +52,21 @@ def create_app() -> FastAPI:
     )
     app.include_router(core.router)
     app.include_router(windie.router)
+    app.include_router(admin.router(registry()))
+
+    build_document = app.openapi
+
+    def document() -> dict[str, Any]:
+        return admin.with_error_schema(build_document())  # built once, then FastAPI's cached copy
+
+    app.openapi = document  # type: ignore[method-assign]
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, exc: RequestValidationError) -> Response:
+        if request.url.path.startswith(admin.PREFIX + "/"):
+            return await admin.invalid_params(request, exc)
+        return await request_validation_exception_handler(request, exc)
+
     app.add_middleware(BodyLimit)
     return app
 

@@ -7,22 +7,51 @@
 
 A missing or wrong bearer is 401 with `WWW-Authenticate: Bearer`. The comparison is constant-time and the token
 is never logged.
+
+Every route depends on one of these callers, except the routes of `PUBLIC` (each with the reason it needs no
+bearer); a test walks the app's routes and refuses any other route that answers without one. Routes that depend
+on them show the bearer scheme in the OpenAPI document (`/docs`'s Authorize button).
 """
 
 from __future__ import annotations
 
 import hmac
+import logging
 from dataclasses import dataclass
+from typing import Any
 
-from fastapi import HTTPException, Request
+from fastapi import HTTPException, Security
+from fastapi.security import HTTPBearer
 from starlette.requests import HTTPConnection
 
 from orbital.aws import secrets
 from orbital.runtime.services import get_services
 from orbital.store import installs
 
+log = logging.getLogger("orbital.rest")
+
 UNAUTHORIZED = "Not authenticated"
 FORBIDDEN = "This route needs the gateway token"
+
+SCHEME = HTTPBearer(
+    auto_error=False,
+    scheme_name="bearer",
+    description="The gateway token (or, on the WindieOS routes, an install token). Not needed on a local gateway "
+    "without a token.",
+)
+"""Documents the bearer in the OpenAPI document; the callers below read and check the header themselves."""
+_DOCUMENTED = Security(SCHEME)
+
+PUBLIC: dict[tuple[str, str], str] = {
+    ("GET", "/health"): "says only that the gateway is up",
+    ("GET", "/media/{name}"): "GSV's media route: the names are random UUIDs",
+    ("POST", "/channels/telegram/{account}/webhook"): "checked against the account's own webhook secret",
+    ("GET", "/openapi.json"): "describes the routes, acts on nothing",
+    ("GET", "/docs"): "the page that shows /openapi.json",
+    ("GET", "/docs/oauth2-redirect"): "part of the docs page",
+}
+"""(method, path) -> why the route needs no gateway bearer. Any route not here must refuse a request without one
+(tests/functional/test_rest_app.py walks them all). The console's page and static files will join it."""
 
 
 @dataclass(frozen=True)
@@ -47,8 +76,9 @@ def _refused() -> HTTPException:
     return HTTPException(401, UNAUTHORIZED, headers={"WWW-Authenticate": "Bearer"})
 
 
-def identify(request: HTTPConnection) -> Caller:
-    """The caller of a route (or socket) any credential may use (the gateway's or an install's); 401 otherwise."""
+def identify(request: HTTPConnection, _scheme: Any = _DOCUMENTED) -> Caller:
+    """The caller of a route (or socket) any credential may use (the gateway's or an install's); 401 otherwise.
+    (`_scheme` only puts the bearer scheme on the route in the OpenAPI document.)"""
     services = get_services()
     settings = services.settings
     presented = bearer(request)
@@ -61,13 +91,17 @@ def identify(request: HTTPConnection) -> Caller:
         if settings.require_token:  # a deployment without its token serves nothing
             raise HTTPException(503, "Gateway auth token not configured")
         return Caller()
-    expected = secrets.gateway_token(settings) or ""
+    try:
+        expected = secrets.gateway_token(settings) or ""
+    except Exception as exc:  # the secret could not be read: nobody gets in, and the caller is told it may retry
+        log.error("reading the gateway token failed (%s)", type(exc).__name__)
+        raise HTTPException(503, "The gateway token could not be read; try again") from None
     if presented is None or not expected or not hmac.compare_digest(presented.encode(), expected.encode()):
         raise _refused()
     return Caller()
 
 
-def gateway_only(request: Request) -> Caller:
+def gateway_only(request: HTTPConnection, _scheme: Any = _DOCUMENTED) -> Caller:
     """The caller of a route only the gateway's own credential may use: 401 without one, 403 for an install."""
     caller = identify(request)
     if not caller.is_gateway:

@@ -23,6 +23,8 @@ LAMBDA_PAYLOAD_BYTES = 6 * 1024 * 1024
 """A synchronous Lambda invocation's request and response payload limit."""
 LAMBDA_BODY_BYTES = (LAMBDA_PAYLOAD_BYTES - 64 * 1024) * 3 // 4
 """The most body bytes an event can carry once base64 encoded, with room for the rest of the event (~4.4 MiB)."""
+MAX_RESPONSE_BYTES = LAMBDA_PAYLOAD_BYTES - 64 * 1024
+"""The largest JSON answer of the admin API (a Lambda response, with room for its headers), locally too."""
 
 
 def body_limit(method: str, path: str, *, on_lambda: bool = False) -> int:

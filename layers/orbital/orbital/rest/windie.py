@@ -528,7 +528,8 @@ def sdk_vision(operation: str, caller: AnyCaller) -> None:
     raise HTTPException(503, VISION_OFF)
 
 
-def runs(caller: AnyCaller) -> None:
+def runs(caller: AnyCaller, rest: str = "") -> None:
+    """`rest`: the path below `/api/runs/` (any: nothing is served)."""
     raise HTTPException(503, RUNS_OFF)
 
 

@@ -15,6 +15,7 @@ from orbital.aws import clients
 from orbital.aws.push import ManagementApiSender, Sender
 from orbital.runtime.lifecycle import disconnect
 from orbital.settings import Settings, get_settings
+from orbital.store import http_answers
 from orbital.store.config_repo import ConfigRepo
 from orbital.store.connections import ConnectionRepo
 from orbital.store.table import Table
@@ -107,7 +108,10 @@ class Services:
 
     def push(self, connection_id: str, frame: dict[str, Any]) -> bool:
         """Send a frame; a gone socket (410) is cleaned up and reported as False. A reply too large to send goes
-        as a 413 error reply instead (the sender sees to it, on what it posts)."""
+        as a 413 error reply instead (the sender sees to it, on what it posts). An HTTP request's waiter id is no
+        socket: nothing is posted to it (its answers are kept for it: `engines.deferred.answer`)."""
+        if http_answers.is_waiter(connection_id):
+            return False
         if self.sender.post(connection_id, frame):
             return True
         disconnect(self, connection_id)

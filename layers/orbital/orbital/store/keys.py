@@ -49,13 +49,21 @@ _CONNECTION_PREFIX = "CONN#"
 _CALL_PREFIX = "CALL#"
 _WAIT_GROUP_PREFIX = "WAITGROUP#"
 _CALL_DUE_PREFIX = "CALLDUE#"
-_PROCESS_BOUND_PREFIXES = (_CONNECTION_PREFIX, _CALL_PREFIX, _CALL_DUE_PREFIX, _WAIT_GROUP_PREFIX)
+_HTTP_ANSWER_PREFIX = "HTTPANSWER#"
+_PROCESS_BOUND_PREFIXES = (
+    _CONNECTION_PREFIX,
+    _CALL_PREFIX,
+    _CALL_DUE_PREFIX,
+    _WAIT_GROUP_PREFIX,
+    _HTTP_ANSWER_PREFIX,
+)
 
 
 def process_bound(pk: str, sk: str) -> bool:
     """Items that matter only while the process that wrote them runs: a socket's connection record, the registries
     of connected clients, nodes and channel sockets (not the channel registry, nor the keys a client used, which
-    outlive them), and the pending calls and wait groups of deferred calls (their callers are sockets and runs). A
+    outlive them), the pending calls and wait groups of deferred calls (their callers are sockets and runs), and
+    the answers HTTP requests wait for (the request ends with the process). A
     restart of the local gateway closes the sockets it finds and ends the runs, so it journals these without
     waiting for the disk."""
     if pk == CLIENTS_PK:
@@ -236,6 +244,7 @@ CRON_RUN_SEQ_FLAG = "cron-run-seq"
 # | exec event          | EXECEVENT#{nodeId}         | {sessionId}#{eventId}       | ttl 24 h                          |
 # | transfer            | TRANSFERS                  | {transferId:010d}           | active transfers                  |
 # | counter             | COUNTER                    | {name}                      | atomic ADD                        |
+# | HTTP call's answer  | HTTPANSWER#{waiterId}      | RES                         | the res frame; ttl 1 h            |
 
 
 def pending_call(call_id: str) -> tuple[str, str]:
@@ -249,6 +258,11 @@ def call_due(second: int, call_id: str) -> tuple[str, str]:
 
 def call_due_pk(second: int) -> str:
     return f"{_CALL_DUE_PREFIX}{second}"
+
+
+def http_answer(waiter_id: str) -> tuple[str, str]:
+    """The answer of a deferred call made over HTTP, which the request polls for (`store.http_answers`)."""
+    return f"{_HTTP_ANSWER_PREFIX}{waiter_id}", "RES"
 
 
 def node_calls_index(node_id: str, call_id: str) -> tuple[str, str]:
