@@ -408,6 +408,9 @@ def test_http_media_is_served_with_its_type_and_cache_headers(workspace: Any) ->
     assert headers["content-type"] == "image/png"
     assert headers["cache-control"] == "private, max-age=3600"
     assert headers["access-control-allow-origin"] == "*"
+    # never run as a page of the gateway's origin
+    assert headers["x-content-type-options"] == "nosniff"
+    assert headers["content-security-policy"] == "sandbox"
 
 
 @pytest.mark.parametrize("name", ["nothing-here", "0b7e4c6a.PNG.exe", "..%2Fsecret.txt", "ab_cd.png"])

@@ -31,6 +31,10 @@ log = logging.getLogger("orbital.rest")
 router = APIRouter()
 
 MEDIA_HEADERS = {"Cache-Control": "private, max-age=3600", "Access-Control-Allow-Origin": "*"}
+"""GSV's headers for a media object."""
+INERT = {"X-Content-Type-Options": "nosniff", "Content-Security-Policy": "sandbox"}
+"""Beside them: a stored object is never run as a page of the gateway's origin (an uploaded HTML or SVG file would
+otherwise run script where the console lives)."""
 
 
 @router.get("/health", tags=["gateway"], summary="Whether the gateway is up")
@@ -69,7 +73,8 @@ def media(name: str) -> Response:
     if found is None:
         return PlainTextResponse("Not Found", 404)
     data, info = found
-    return Response(data, media_type=info.content_type or "application/octet-stream", headers=MEDIA_HEADERS)
+    kind = info.content_type or "application/octet-stream"
+    return Response(data, media_type=kind, headers={**MEDIA_HEADERS, **INERT})
 
 
 @router.post(
