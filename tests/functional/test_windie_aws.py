@@ -15,6 +15,7 @@ import time
 from typing import Any
 
 import pytest
+from orbital.agent import client_tools
 from orbital.engines import deferred
 from orbital.runtime import gateway
 from orbital.store import installs
@@ -193,3 +194,98 @@ def test_settings_rehydrate_and_stop(token, flows, sender, services, agent, llm:
     assert _frame(cid, {"id": "m", "type": "list-models", "payload": {}})["type"] == "models-listed"
     assert _frame(cid, {"id": "f", "type": "load-settings", "payload": {}, "foo": 1})["type"] == "error"
     assert _closes(sender, cid) == []
+
+
+# --- the HTTP API's previews are what a query gets ------------------------------------------------------------------
+
+SHAPED = {
+    "version": 1,
+    "tools": {
+        "mode": "default_plus_client",
+        "disabled_tools": ["gsv__ReadFile"],
+        "disabled_capabilities": ["browser"],
+        "client_manifest": {"version": 1, "tools": [READ_FILE, {"name": "gsv__Sneaky", "schema": {}}]},
+    },
+}
+
+
+def _first_turn(sender: Any, cid: str, rid: str, conversation: str) -> list[dict[str, Any]]:
+    """A conversation's first turn, to its end: the frames of the turn."""
+    query = {
+        "id": rid,
+        "type": "query",
+        "payload": {"text": f"reply with exactly: {rid}", "conversation_ref": conversation},
+    }
+    assert _frame(cid, query) is None
+    return _turn(sender, cid, rid)
+
+
+def _functions(flat: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{k: v for k, v in t.items() if k != "type"} for t in flat]
+
+
+@pytest.mark.parametrize("who", ["gateway", "install"])
+def test_the_sdk_previews_report_what_a_query_gets(token, flows, sender, services, agent, llm: FakeLLM, connect, who):
+    """For one caller (the gateway's token, or an install's), `/api/sdk/*` against a `/ws` query's first turn: the
+    same tools (to the function), the same system prompt and transparency events, the same model and catalog."""
+    from orbital.rest.app import create_app
+    from starlette.testclient import TestClient
+
+    llm.responder = rules.respond
+    connect("node", "laptop")  # its tools: the gateway's caller is offered them, an install is not
+    if who == "install":
+        install, secret = installs.register(services.table, "Linux", now_ms=1)
+        user, auth = install.user_id, {"Authorization": f"Bearer {secret}"}
+    else:
+        user, auth = "aws-user", {"Authorization": f"Bearer {TOKEN}"}
+    with TestClient(create_app()) as http:
+        for n, definition in enumerate((None, SHAPED)):
+            cid = _opened(auth)
+            handshake: dict[str, Any] = {"type": "handshake", "user_id": "claimed" if who == "install" else user}
+            if definition is not None:
+                handshake["agent_definition"] = definition
+            _frame(cid, handshake)
+            if n == 0:  # the user's model choice: the model of its queries and previews from now on
+                choice = {"model_provider": "openai", "selected_model_id": "gpt-chosen@@variant"}
+                assert _frame(cid, {"id": "u", "type": "update-settings", "payload": choice})["type"] == (
+                    "settings-updated"
+                )
+            conversation = f"agree-{who}-{n}"
+            asked = {"user_id": user, "conversation_ref": conversation, "user_query_raw": "hi"}
+            if definition is not None:
+                asked["agent_definition"] = definition
+            plan = http.post("/api/sdk/query-plan", json=asked, headers=auth)
+            assert plan.status_code == 200, plan.text
+            planned = plan.json()
+
+            frames = _first_turn(sender, cid, f"agree{n}", conversation)
+            posted = [{"type": f["type"], "payload": f["payload"]} for f in frames[1:3]]
+            assert [f["type"] for f in posted] == ["system-prompt", "tool-schemas"]
+            offered = [t["function"] for t in posted[1]["payload"]["tool_schemas"]]
+            assert offered == _functions(planned["provider_tool_schemas"])
+            assert planned["transparency_events"] == posted  # the system prompt too
+            names = {t["name"] for t in offered}
+            if who == "install":
+                assert names <= client_tools.RESTRICTED_BACKEND | {"read_file"}
+            else:
+                assert "laptop__Bash" in names
+            if definition is None:
+                schemas = http.get("/api/sdk/tool-schemas", params={"user_id": user}, headers=auth).json()
+                assert _functions(schemas["provider_tool_schemas"]) == offered
+                assert schemas["config"]["selected_model_id"] == "gpt-chosen"
+            else:
+                assert "read_file" in names and "gsv__ReadFile" not in names and "gsv__Sneaky" not in names
+                assert not any("browser" in name.lower() for name in names)
+                preview = http.post("/api/sdk/prompt-preview", json=asked, headers=auth).json()
+                assert _functions(preview["provider_tool_schemas"]) == offered
+            assert frames[-1]["payload"].get("final_response") == f"agree{n}"
+            sent = next(r for r in llm.requests if f"agree{n}" in json.dumps(r.body)).body
+            assert sent["model"] == "gpt-chosen"
+            assert sent["messages"][0] == {"role": "system", "content": posted[0]["payload"]["content"]}
+            assert sorted(t["function"]["name"] for t in sent["tools"]) == sorted(names)  # what the model was given
+
+        listed = _frame(cid, {"id": "m", "type": "list-models", "payload": {}})["payload"]
+        models = http.get("/api/sdk/models", params={"user_id": user}, headers=auth).json()
+        assert models["models"] == listed["local"] + listed["online"] and models["models"]
+        assert models["config"]["selected_model_id"] == "gpt-chosen"
+        assert "sk-test-key" not in json.dumps(models)

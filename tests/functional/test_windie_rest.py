@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from fastapi import Depends
+from orbital.agent import client_tools
 from orbital.rest import windie
 from orbital.rest.auth import Caller, gateway_only
 from orbital.store import artifacts
@@ -327,6 +328,7 @@ def test_tool_schemas_and_capabilities(http: Any, gateway: Any, connect: Any) ->
 
 def test_models_and_system_prompt_come_from_the_configuration(http: Any, gateway: Any) -> None:
     gateway.config.set_path("model", {"provider": "openai", "id": "gpt-test"})
+    gateway.config.set_path("apiKeys.openai", "sk-models-SECRET-0123456789")
     gateway.config.set_path("systemPrompt", "You are WINDIE_PROMPT_MARK.")
     models = http.get("/api/sdk/models").json()
     assert models["config"] == {
@@ -336,12 +338,20 @@ def test_models_and_system_prompt_come_from_the_configuration(http: Any, gateway
         "interaction_mode": "agent",
     }
     assert models["models"][0]["id"] == "gpt-test" and models["models"][0]["display_name"] == "openai/gpt-test"
+    assert "SECRET" not in json.dumps(models)
     overridden = http.get("/api/sdk/models", params={"model_id": "o3", "model_provider": "ollama"}).json()
     assert overridden["config"]["selected_model_id"] == "o3" and overridden["config"]["model_mode"] == "local"
     prompt = http.get("/api/sdk/system-prompt").json()
     assert prompt["system_prompt"].startswith("You are WINDIE_PROMPT_MARK.")
     assert "gsv__ReadFile" in prompt["system_prompt"] and "openai/gpt-test" in prompt["system_prompt"]
     assert prompt["config"]["selected_model_id"] == "gpt-test"
+    # a user's choice (`update-settings`) is the model of that user's queries, and so of that user's previews
+    gateway.table.put(
+        ("WINDIESETTINGS", "u-chooser"), {"model_provider": "openai", "selected_model_id": "gpt-chosen@@variant"}
+    )
+    chosen = http.get("/api/sdk/system-prompt", params={"user_id": "u-chooser"}).json()
+    assert chosen["config"]["selected_model_id"] == "gpt-chosen" and "openai/gpt-chosen" in chosen["system_prompt"]
+    assert http.get("/api/sdk/models").json()["config"]["selected_model_id"] == "gpt-test"  # another user's
 
 
 PREVIEW = {
@@ -406,8 +416,46 @@ def test_prompt_preview_and_query_plan(http: Any, gateway: Any, with_token: str)
         "type": "query",
         "payload": {"text": "open file", "conversation_ref": "conv_sdk", "workspace_path": "/Users/me/project"},
     }
-    assert [e["type"] for e in plan["transparency_events"]] == ["system-prompt", "user-message-full", "tool-schemas"]
+    # the events a first turn posts, as it posts them (no `user-message-full`: a query sends none)
+    assert [e["type"] for e in plan["transparency_events"]] == ["system-prompt", "tool-schemas"]
     assert plan["transparency_events"][0]["payload"]["content"] == plan["system_prompt"]
+    nested = plan["transparency_events"][1]["payload"]["tool_schemas"]
+    assert [{"type": "function", **t["function"]} for t in nested] == plan["provider_tool_schemas"]
+
+
+def test_an_installs_previews_are_restricted_as_its_socket_is(
+    http: Any, gateway: Any, with_token: str, connect: Any
+) -> None:
+    connect("node", "laptop")
+    install = register(http, gateway, bearer(with_token))
+    auth = bearer(install["install_token"])
+    files = sorted(client_tools.RESTRICTED_BACKEND)
+    schemas = http.get("/api/sdk/tool-schemas", headers=auth).json()
+    assert sorted(t["name"] for t in schemas["canonical_tool_schemas"]) == files
+    assert sorted(t["name"] for t in schemas["provider_tool_schemas"]) == files
+    prompt = http.get("/api/sdk/system-prompt", headers=auth).json()["system_prompt"]
+    assert "laptop" not in prompt and "gsv__ConfigGet" not in prompt  # no node's tools, nor the node
+    assert "laptop" in http.get("/api/sdk/system-prompt", headers=bearer(with_token)).json()["system_prompt"]
+    for hidden in ("laptop__Bash", "gsv__ConfigGet"):
+        answer = http.get(f"/api/sdk/tool-capabilities/{hidden}", headers=auth)
+        assert answer.status_code == 404, hidden  # not even that it exists
+    assert http.get("/api/sdk/tool-capabilities/gsv__ReadFile", headers=auth).status_code == 200
+    only_mine = {"tools": {"mode": "client_only", "client_manifest": {"tools": [{"name": "note", "schema": {}}]}}}
+    preview = http.post("/api/sdk/prompt-preview", json={**PREVIEW, "agent_definition": only_mine}, headers=auth)
+    assert [t["name"] for t in preview.json()["provider_tool_schemas"]] == ["note"]
+    # the gateway's own credential sees every tool
+    everything = http.get("/api/sdk/tool-schemas", headers=bearer(with_token)).json()["provider_tool_schemas"]
+    assert {"laptop__Bash", "gsv__ConfigGet"} <= {t["name"] for t in everything}
+
+
+def test_an_agent_definition_a_handshake_would_refuse_is_422(http: Any, gateway: Any) -> None:
+    for definition in (
+        {"tools": {"mode": "everything"}},
+        {"tools": {"disabled_capabilities": ["teleport"]}},
+        {"version": 2},
+    ):
+        answer = http.post("/api/sdk/prompt-preview", json={**PREVIEW, "agent_definition": definition})
+        assert answer.status_code == 422 and answer.json()["detail"].startswith("Invalid agent_definition: ")
 
 
 def test_previews_of_another_user_are_refused(http: Any, gateway: Any, with_token: str) -> None:

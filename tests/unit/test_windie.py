@@ -159,11 +159,46 @@ def test_a_run_without_client_tools_reads_nothing():
 
 
 def test_openai_schemas():
-    tools = [{"name": "a", "description": "d", "inputSchema": {"type": "object"}}, {"name": "b"}]
-    assert client_tools.openai_schemas(tools) == [
+    tools = [{"name": "a", "description": "d", "inputSchema": {"type": "object"}}, {"name": "b", "description": ""}]
+    schemas = client_tools.openai_schemas(tools)
+    assert schemas == [
         {"type": "function", "function": {"name": "a", "description": "d", "parameters": {"type": "object"}}},
         {"type": "function", "function": {"name": "b", "parameters": {"type": "object", "properties": {}}}},
     ]
+    schemas[0]["function"]["parameters"]["x"] = 1
+    assert "x" not in tools[0]["inputSchema"]  # a copy
+
+
+def test_the_backend_a_policy_can_reach():
+    backend = [{"name": "gsv__ReadFile"}, {"name": "gsv__ConfigGet"}, {"name": "laptop__Bash"}]
+    assert client_tools.reachable(backend, {"mode": "client_only"}) == backend
+    assert _names(client_tools.reachable(backend, {"restricted": True})) == ["gsv__ReadFile"]
+    assert windie.caller_policy({"mode": "explicit"}, admin=True) == {"mode": "explicit"}
+    assert windie.caller_policy({"mode": "explicit"}, admin=False) == {"mode": "explicit", "restricted": True}
+
+
+def test_an_agent_definition_as_a_callers_tools():
+    manifest = {
+        "tools": [{"name": "read_file", "schema": {"type": "object"}}, {"name": "gsv__WriteFile", "schema": {}}]
+    }
+    definition = {"tools": {"mode": "client_only", "client_manifest": manifest}}
+    policy, own = windie.definition_tools(_Services(), definition, admin=False)  # type: ignore[arg-type]
+    assert policy == {"mode": "client_only", "restricted": True}
+    assert _names(own) == ["read_file"]
+    assert windie.definition_tools(_Services(), None, admin=True) == ({"mode": "default_plus_client"}, [])  # type: ignore[arg-type]
+    for bad in ({"tools": {"mode": 5}}, {"tools": {"client_manifest": "junk"}}, "nope"):
+        with pytest.raises(ValueError):
+            windie.definition_tools(_Services(), bad, admin=True)  # type: ignore[arg-type]
+
+
+def test_the_first_turns_events_leave_out_what_does_not_fit():
+    preview = windie.QueryPreview("k", {"provider": "p", "id": "m"}, [], [{"name": "a"}], [], "PROMPT")
+    assert preview.first_turn_events() == [
+        ("system-prompt", {"content": "PROMPT"}),
+        ("tool-schemas", {"tool_schemas": client_tools.openai_schemas([{"name": "a"}])}),
+    ]
+    preview.system_prompt = "x" * windie.MAX_EVENT_BYTES
+    assert [kind for kind, _ in preview.first_turn_events()] == ["tool-schemas"]
 
 
 # --- the run's events ---------------------------------------------------------------------------------------------
@@ -294,6 +329,7 @@ def test_the_model_catalog_comes_from_the_configuration(monkeypatch):
     assert [m["id"] for m in found["local"]] == ["llama3", "llava"] and found["local"][1]["display_name"] == "LLaVA"
     assert {"id": "llava", "provider": "ollama", "display_name": "LLaVA"} in found["vision"]
     assert "sk-secret" not in repr(found)
+    assert model_catalog.is_local("LMStudio") and not model_catalog.is_local("openai")
     assert model_catalog.runtime_model_id("gpt-5.4@@gpt-5-4-none-thinking") == "gpt-5.4"
 
 

@@ -1,12 +1,12 @@
 """The rules behind WindieOS's REST routes, by piece: request size and shape checks, what an upload is stored as,
-the tool policy and prompt previews, reading the model's summary and title, and the embeddings configuration."""
+the shapes of the prompt previews and the model a query calls, reading the model's summary and title, and the
+embeddings configuration."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
-from orbital.agent import embeddings, semantic, windie_sdk
+from orbital.agent import client_tools, embeddings, semantic
+from orbital.dialects import windie as dialect
 from orbital.domain.config import defaults, effective
 from orbital.rest import windie
 from pydantic import ValidationError
@@ -72,48 +72,18 @@ def test_stored_types() -> None:
         assert windie._kept_type(dangerous, b"<html>", "x.html") == "application/octet-stream"
 
 
-# --- tools and previews ------------------------------------------------------------------------------------------
-
-GATEWAY_TOOLS = [
-    {"name": "gsv__ReadFile", "description": "Read", "inputSchema": {"type": "object", "properties": {}}},
-    {"name": "laptop__Bash", "description": "Run"},
-]
+# --- previews ----------------------------------------------------------------------------------------------------
 
 
-def _names(tools: list[dict[str, Any]]) -> list[str]:
-    return [t["name"] for t in tools]
-
-
-def test_function_objects() -> None:
-    assert windie_sdk.function_object(GATEWAY_TOOLS[1]) == {
+def test_flat_function_objects_are_the_functions_of_tool_schemas() -> None:
+    tool = {"name": "gsv__ReadFile", "description": "Read", "inputSchema": {"type": "object", "properties": {}}}
+    made = windie.function_object(tool)
+    assert made == {"type": "function", **client_tools.openai_schemas([tool])[0]["function"]}
+    assert windie.function_object({"name": "laptop__Bash"}) == {
         "type": "function",
         "name": "laptop__Bash",
-        "description": "Run",
         "parameters": {"type": "object", "properties": {}},
     }
-    made = windie_sdk.function_object(GATEWAY_TOOLS[0])
-    made["parameters"]["x"] = 1
-    assert "x" not in GATEWAY_TOOLS[0]["inputSchema"]  # a copy
-
-
-def test_tool_policy() -> None:
-    manifest = {"version": 1, "tools": [{"name": "read_file", "schema": {"type": "object"}}]}
-
-    def offered(tools: dict[str, Any] | None, mode: str | None = None) -> list[str]:
-        definition = None if tools is None else {"tools": tools}
-        return _names(windie_sdk.offered_tools(GATEWAY_TOOLS, definition, mode))
-
-    assert offered(None) == ["gsv__ReadFile", "laptop__Bash"]
-    assert offered(None, "chat") == []
-    assert offered({"client_manifest": manifest}) == ["gsv__ReadFile", "laptop__Bash", "read_file"]
-    assert offered({"mode": "client_only", "client_manifest": manifest}) == ["read_file"]
-    explicit = {"mode": "explicit", "available_tools": ["read_file", "laptop__Bash"], "client_manifest": manifest}
-    assert offered(explicit) == ["laptop__Bash", "read_file"]
-    assert offered({"mode": "explicit"}) == ["gsv__ReadFile", "laptop__Bash"]
-    assert offered({"disabled_tools": ["laptop__Bash", 5]}) == ["gsv__ReadFile"]
-    clash = {"client_manifest": {"tools": [{"name": "gsv__ReadFile", "schema": {}}, {"name": "x"}, "junk"]}}
-    assert offered(clash) == ["gsv__ReadFile", "laptop__Bash"]
-    assert offered({"mode": 5, "client_manifest": "junk"}) == ["gsv__ReadFile", "laptop__Bash"]
 
 
 def test_prompt_messages_and_the_user_message_payload() -> None:
@@ -122,14 +92,14 @@ def test_prompt_messages_and_the_user_message_payload() -> None:
         {"role": "robot", "content": "dropped"},
         {"role": "user", "content": [{"type": "text", "text": "<user_query>open it</user_query>"}]},
     ]
-    shaped = windie_sdk.prompt_messages(messages, None)
+    shaped = windie.prompt_messages(messages, None)
     assert [m["role"] for m in shaped] == ["assistant", "user"]
-    assert windie_sdk.prompt_messages([], "q") == [{"role": "user", "content": "q"}]
-    assert windie_sdk.prompt_messages([{"role": "assistant", "content": "a"}], "q")[-1] == {
+    assert windie.prompt_messages([], "q") == [{"role": "user", "content": "q"}]
+    assert windie.prompt_messages([{"role": "assistant", "content": "a"}], "q")[-1] == {
         "role": "user",
         "content": "q",
     }
-    full = windie_sdk.user_message_full(shaped, None)
+    full = windie.user_message_full(shaped, None)
     assert full is not None
     assert full["metadata"] == {
         "original_query": "open it",
@@ -137,28 +107,28 @@ def test_prompt_messages_and_the_user_message_payload() -> None:
         "injected_context": "",
         "active_window": "",
     }
-    assert windie_sdk.user_message_full([{"role": "assistant", "content": "a"}], None) is None
+    assert windie.user_message_full([{"role": "assistant", "content": "a"}], None) is None
 
 
-def test_models_and_snapshot() -> None:
-    config = effective(
-        {
-            "model": {"provider": "openai", "id": "gpt-test"},
-            "agents": {"list": [{"id": "ops", "model": "ollama/llama3"}, {"id": "x", "model": {"id": "gpt-test"}}]},
-        }
-    )
-    listed = windie_sdk.models(config)
-    assert [(m["provider"], m["id"], m["model_mode"]) for m in listed] == [
-        ("openai", "gpt-test", "online"),
-        ("ollama", "llama3", "local"),
-    ]
-    snapshot = windie_sdk.config_snapshot(config, windie_sdk.chosen_model(config, None, "anthropic"), "bogus")
+def test_the_model_a_query_calls_and_its_snapshot() -> None:
+    config = effective({"model": {"provider": "openai", "id": "gpt-test"}})
+    chosen = {"model_provider": "openai", "selected_model_id": "gpt-5.4@@gpt-5-4-none-thinking"}
+    assert dialect.query_model(config, {}, {}) == {"provider": "openai", "id": "gpt-test"}
+    assert dialect.query_model(config, {}, chosen) == {"provider": "openai", "id": "gpt-5.4"}
+    session = {"settings": {"model": {"provider": "anthropic", "id": "claude-x"}}}
+    assert dialect.query_model(config, session, {}) == {"provider": "anthropic", "id": "claude-x"}
+    assert dialect.query_model(config, session, chosen)["id"] == "gpt-5.4"  # the user's choice over the session's
+    # a preview's what-if over all of them
+    assert dialect.query_model(config, {}, chosen, "o3@@high") == {"provider": "openai", "id": "o3"}
+    assert dialect.query_model(config, {}, chosen, None, "ollama") == {"provider": "ollama", "id": "gpt-5.4"}
+    snapshot = dialect.config_snapshot(dialect.query_model(config, {}, {}, None, "anthropic"), "bogus")
     assert snapshot == {
         "model_mode": "online",
         "model_provider": "anthropic",
         "selected_model_id": "gpt-test",
         "interaction_mode": "agent",
     }
+    assert dialect.config_snapshot({"provider": "Ollama", "id": "llama3"}, "chat")["model_mode"] == "local"
 
 
 # --- semantic ----------------------------------------------------------------------------------------------------

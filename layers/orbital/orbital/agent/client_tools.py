@@ -10,11 +10,13 @@ policy leaves (`narrowed`), the socket's own under their bare names; a call of o
 fails every call it owns at once) or by the run's wait-group deadline (`timeouts.toolMs`) — node tools' machinery.
 The frame that asks the socket comes from the dialect's run-event encoder (`CALL_STATE`), with what the run's
 subscription says about the turn. A run whose socket is gone has no client tools; every other run never reads a
-socket's tools here.
+socket's tools here. A `restricted` policy (a socket without the gateway's credential) reaches only the agent's
+workspace file tools of the backend's (`reachable`), and its system prompt names no connected node (`reachable_nodes`).
 """
 
 from __future__ import annotations
 
+import copy
 import logging
 import re
 import time
@@ -26,6 +28,7 @@ from orbital.store.subscriptions import Subscription
 
 if TYPE_CHECKING:
     from orbital.runtime.services import Services
+    from orbital.store.connections import NodeEntry
 
 log = logging.getLogger("orbital.agent.client_tools")
 
@@ -131,6 +134,21 @@ def _capability_off(name: str, capabilities: set[str]) -> bool:
     return any(marker in lowered for cap in capabilities for marker in CAPABILITY_MARKERS.get(cap, ()))
 
 
+def reachable(backend: list[dict[str, Any]], policy: dict[str, Any]) -> list[dict[str, Any]]:
+    """The backend tools a run under `policy` may be offered at all, before its `mode` and lists narrow them: every
+    one, or for a `restricted` policy (a socket without the gateway's credential: the agent's own files, nothing
+    more) those of `RESTRICTED_BACKEND`."""
+    if policy.get("restricted"):
+        return [t for t in backend if t.get("name") in RESTRICTED_BACKEND]
+    return list(backend)
+
+
+def reachable_nodes(nodes: list[NodeEntry], policy: dict[str, Any]) -> list[NodeEntry]:
+    """The connected nodes a run under `policy` is told about (its system prompt's hosts): none for a `restricted`
+    one, whose runs cannot use them."""
+    return [] if policy.get("restricted") else nodes
+
+
 def narrowed(
     backend: list[dict[str, Any]], client: list[dict[str, Any]], policy: dict[str, Any]
 ) -> list[dict[str, Any]]:
@@ -140,8 +158,7 @@ def narrowed(
     `capabilities` turned off. A client tool never takes a backend tool's name (refused when it was declared). A
     `restricted` policy (a socket that holds no credential of the gateway's, e.g. a WindieOS install) keeps only
     `RESTRICTED_BACKEND` of the backend's tools: no node's tools, nothing that reads or changes the gateway."""
-    if policy.get("restricted"):  # a socket without the gateway's credential: the agent's own files, nothing more
-        backend = [t for t in backend if t.get("name") in RESTRICTED_BACKEND]
+    backend = reachable(backend, policy)
     mode = policy.get("mode") if policy.get("mode") in MODES else "default_plus_client"
     available = _names(policy.get("available"))
     disabled = _names(policy.get("disabled")) or set()
@@ -163,17 +180,21 @@ def narrowed(
     ]
 
 
+def function_of(tool: dict[str, Any]) -> dict[str, Any]:
+    """A tool definition (`{name, description, inputSchema}`) as the function an OpenAI tool object declares:
+    `{name, description?, parameters}` (a copy of the schema; an empty object schema when there is none)."""
+    schema = tool.get("inputSchema")
+    function: dict[str, Any] = {"name": tool.get("name")}
+    if tool.get("description"):
+        function["description"] = tool["description"]
+    function["parameters"] = copy.deepcopy(schema) if isinstance(schema, dict) else {"type": "object", "properties": {}}
+    return function
+
+
 def openai_schemas(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Tool definitions as OpenAI function objects (what WindieOS shows as `tool-schemas`)."""
-    out = []
-    for tool in tools:
-        schema = tool.get("inputSchema")
-        function: dict[str, Any] = {"name": tool.get("name")}
-        if tool.get("description"):
-            function["description"] = tool["description"]
-        function["parameters"] = schema if isinstance(schema, dict) else {"type": "object", "properties": {}}
-        out.append({"type": "function", "function": function})
-    return out
+    """Tool definitions as OpenAI function objects, `{type: "function", function}` (what WindieOS shows as
+    `tool-schemas`)."""
+    return [{"type": "function", "function": function_of(tool)} for tool in tools]
 
 
 def send_call(

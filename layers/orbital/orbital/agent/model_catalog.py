@@ -1,5 +1,5 @@
 """The models this gateway can call, from its configuration: for clients that offer a model picker (WindieOS's
-`list-models` over `/ws`, and its `GET /api/sdk/models`).
+`list-models` over `/ws`; its `GET /api/sdk/models` lists the same entries, `local` then `online`).
 
     catalog(config) -> {"local": [...], "online": [...], "vision": [...]}
 
@@ -37,6 +37,11 @@ comes before it."""
 def runtime_model_id(choice: str) -> str:
     """The model id a client's choice means (its own variant suffix dropped)."""
     return choice.split(CHOICE_SEPARATOR, 1)[0].strip()
+
+
+def is_local(provider: str) -> bool:
+    """Whether a provider's models run on this machine (a local server: `local`), else `online`."""
+    return canonical(provider) in LOCAL_NAMES
 
 
 def _default(config: dict[str, Any]) -> dict[str, str] | None:
@@ -101,7 +106,7 @@ def catalog(config: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
             entry = _entry(config, provider, given, default)
             if entry is not None and entry["id"] not in entries:
                 entries[entry["id"]] = entry
-        (local if canonical(provider) in LOCAL_NAMES else online).extend(entries.values())
+        (local if is_local(provider) else online).extend(entries.values())
     vision = [
         {"id": e["id"], "provider": e["provider"], "display_name": e["display_name"]}
         for e in local + online

@@ -315,10 +315,12 @@ def _model_turn(r: _Run, meta: dict[str, Any]) -> dict[str, Any]:
     nodes = services.connections.nodes()
     tool_defs = context.model_tools(services, nodes)
     client = r.own_tools(run)
+    hosts = nodes
     if client is not None:  # a run of a socket with tools of its own (and a policy narrowing the list)
         tool_defs = client_tools.narrowed(tool_defs, client.tools, client.policy)
         client.offered = {str(t.get("name")) for t in tool_defs}
-    system = context.system_prompt(services, config, meta, r.key, r.agent_id, tool_defs, model, nodes)
+        hosts = client_tools.reachable_nodes(nodes, client.policy)
+    system = context.system_prompt(services, config, meta, r.key, r.agent_id, tool_defs, model, hosts)
 
     upcoming = context.estimate_request_tokens(system, messages) if budgets.limits(config, meta).any else 0
     try:

@@ -21,6 +21,9 @@
 - **stop-query**, **rehydrate-conversation**, **compact-history**, **load-settings** / **update-settings**,
   **list-models**, **wakeword-detected** (greeting only: no voice), **tool-bundle-result** (accepted, unused). Replies
   to them carry the request's `id`. An unknown envelope key or type is an `error`; the socket stays open.
+- **What a query would get** (`query_preview`: its model, tools and system prompt; `config_snapshot`): computed once,
+  here, for the first turn's events and for the HTTP API's `/api/sdk/*` previews (`rest.windie`), so that a preview
+  by a caller reports what a query by that caller over `/ws` is given.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ import logging
 import re
 import time
 import uuid
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -53,7 +57,7 @@ from orbital.tools.definitions import NATIVE_PREFIX
 
 if TYPE_CHECKING:
     from orbital.runtime.services import Services
-    from orbital.store.connections import Connection
+    from orbital.store.connections import Connection, NodeEntry
 
 log = logging.getLogger("orbital.dialects.windie")
 
@@ -79,6 +83,8 @@ MAX_REHYDRATE_MESSAGES = 2000
 MAX_EVENT_BYTES = 96 * 1024
 """Optional parts of an event (`final_response`, `assistant-message-full`, a tool's output) are left out or cut
 above this, so every event fits one WebSocket message on API Gateway (128 KB)."""
+ENVELOPE_BYTES = 2048
+"""What a turn's correlation fields add to an event's payload, at most."""
 RESERVED = "reserved backend tool names cannot be overridden"
 GREETING = "Hello! I'm listening."
 STOPPED = "Run cancelled by user"
@@ -127,7 +133,7 @@ def _names(value: Any, where: str) -> list[str] | None:
 
 def parse_agent_definition(value: Any) -> tuple[dict[str, Any], dict[str, Any], list[Any]]:
     """An `agent_definition` as (tool policy, runtime, manifest entries); raises _Invalid for a bad shape. Unknown
-    keys are ignored. Public for the HTTP API's introspection routes, which take the same object."""
+    keys are ignored."""
     if value is None:
         return {"mode": "default_plus_client"}, {}, []
     if not isinstance(value, dict):
@@ -293,7 +299,7 @@ def _handshake(services: Services, inbound: DialectInbound) -> list[Any]:
     tools, accepted, rejected = validate_manifest(services, given["manifest"])
     if socket_gate.applies(services) and not bearer:
         socket_gate.settle(services, inbound.connection_id)  # an install's socket, authenticated by its token
-    policy = given["policy"] if admin else {**given["policy"], "restricted": True}
+    policy = caller_policy(given["policy"], admin=admin)
     state = {"user": user, "admin": admin, "policy": policy, "runtime": given["runtime"]}
     if tools:
         state["tools"] = [t["name"] for t in tools]  # their definitions are kept beside the record
@@ -472,57 +478,116 @@ def _screenshots(services: Services, sock: _Socket, payload: dict[str, Any]) -> 
     return media
 
 
+# --- what a query would get (also what the HTTP API's `/api/sdk/*` previews report) --------------------------------
+
+
+def caller_policy(policy: dict[str, Any], *, admin: bool) -> dict[str, Any]:
+    """A socket's (or an HTTP caller's) tool policy: as asked, and `restricted` for a caller without the gateway's
+    credential (an install: the agent's workspace files and its own tools, no other backend tool)."""
+    return policy if admin else {**policy, "restricted": True}
+
+
+def definition_tools(
+    services: Services, agent_definition: Any, *, admin: bool
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The tool policy and the client tools a handshake with this `agent_definition` gives a socket of this caller;
+    raises ValueError saying what is wrong (the handshake would be refused)."""
+    try:
+        policy, _, manifest = parse_agent_definition(agent_definition)
+    except _Invalid as exc:
+        raise ValueError(exc.message) from None
+    return caller_policy(policy, admin=admin), validate_manifest(services, manifest)[0]
+
+
+def query_model(
+    config: dict[str, Any],
+    meta: dict[str, Any],
+    stored: dict[str, Any],
+    model_id: str | None = None,
+    model_provider: str | None = None,
+) -> dict[str, str]:
+    """The model a query calls: the user's choice (`update-settings`, its variant suffix dropped) over the session's
+    and the configured one. `model_id` / `model_provider`: a preview's what-if over all of them (a query has none)."""
+    chosen = _chosen_model(stored)
+    model = context.effective_model(config, meta, {"model": chosen} if chosen else {})
+    wanted = model_catalog.runtime_model_id(model_id) if model_id else ""
+    if wanted:
+        return {"provider": model_provider or model["provider"], "id": wanted}
+    if model_provider:
+        return {"provider": model_provider, "id": model["id"]}
+    return model
+
+
+def config_snapshot(model: dict[str, str], interaction_mode: str | None = None) -> dict[str, str]:
+    """WindieOS's effective-config snapshot of a query's model: `model_mode` (`local` as `list-models` files it),
+    `model_provider`, `selected_model_id` (the id the model is called with), `interaction_mode` (`agent` unless a
+    preview asks for `chat`: a query offers its tools)."""
+    return {
+        "model_mode": "local" if model_catalog.is_local(model["provider"]) else "online",
+        "model_provider": model["provider"],
+        "selected_model_id": model["id"],
+        "interaction_mode": interaction_mode if interaction_mode in ("agent", "chat") else "agent",
+    }
+
+
+@dataclass
+class QueryPreview:
+    """What a query of one user in one conversation would be given now."""
+
+    session_key: str
+    model: dict[str, str]
+    backend: list[dict[str, Any]]
+    """The backend tools this caller's runs may be offered at all (before its policy narrows them)."""
+    tools: list[dict[str, Any]]
+    """The tools the model is offered: the backend's and the caller's own, under its policy."""
+    nodes: list[NodeEntry]
+    """The connected nodes this caller's runs are told about (none for a restricted one)."""
+    system_prompt: str
+
+    def tool_schemas(self) -> list[dict[str, Any]]:
+        """`tool-schemas`' list: the offered tools as OpenAI function objects."""
+        return client_tools.openai_schemas(self.tools)
+
+    def first_turn_events(self) -> list[tuple[str, dict[str, Any]]]:
+        """The transparency events of a conversation's first turn, in order, each only when it fits one message."""
+        events: list[tuple[str, dict[str, Any]]] = [
+            ("system-prompt", {"content": self.system_prompt}),
+            ("tool-schemas", {"tool_schemas": self.tool_schemas()}),
+        ]
+        return [(kind, body) for kind, body in events if _size(body) <= MAX_EVENT_BYTES - ENVELOPE_BYTES]
+
+
 def query_preview(
     services: Services,
     *,
     user_id: str,
     conversation_ref: str,
-    agent_definition: Any = None,
-    policy: dict[str, Any] | None = None,
-    client_tool_defs: list[dict[str, Any]] | None = None,
+    policy: dict[str, Any],
+    client_tool_defs: list[dict[str, Any]],
     config: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """What a query of this user in this conversation would get now: `{session_key, model, system_prompt,
-    tools, tool_schemas}` (the tool definitions, and them as OpenAI function objects). The HTTP API's
-    `/api/sdk/system-prompt`, `/api/sdk/tool-schemas` and `/api/sdk/prompt-preview` serve it; raises ValueError for
-    a bad `agent_definition`. `policy` and `client_tool_defs`: a handshake's, already validated (instead of
-    `agent_definition`)."""
-    manifest: list[Any] = []
-    if policy is None:
-        try:
-            policy, _, manifest = parse_agent_definition(agent_definition)
-        except _Invalid as exc:
-            raise ValueError(exc.message) from None
-    if client_tool_defs is None:
-        client_tool_defs = validate_manifest(services, manifest)[0]
+    model_id: str | None = None,
+    model_provider: str | None = None,
+    offered: bool = True,
+    with_prompt: bool = True,
+) -> QueryPreview:
+    """What a query of this user in this conversation, from a socket with this (already validated) policy and client
+    tools, would be given now: its model, its tools and its system prompt, computed as the agent turn computes them.
+    The first turn's `system-prompt` and `tool-schemas` come from it, and so do the HTTP API's `/api/sdk/*` previews
+    (`model_id` / `model_provider`: their what-if; `offered` false: no tools, as in their `chat` mode;
+    `with_prompt` false: no system prompt, which reads the agent's workspace files)."""
     config = config if config is not None else services.config.effective()
     key = session_key(config, user_id, conversation_ref)
     meta = services.sessions.load_meta(key) or {}
-    chosen = _chosen_model(load_settings_item(services, user_id))
-    model = context.effective_model(config, meta, {"model": chosen} if chosen else {})
+    model = query_model(config, meta, load_settings_item(services, user_id), model_id, model_provider)
     nodes = services.connections.nodes()
-    tools = client_tools.narrowed(context.model_tools(services, nodes), client_tool_defs, policy)
-    agent = agent_of(config, user_id, conversation_ref)
-    system = context.system_prompt(services, config, meta, key, agent, tools, model, nodes)
-    return {
-        "session_key": key,
-        "model": model,
-        "system_prompt": system,
-        "tools": tools,
-        "tool_schemas": client_tools.openai_schemas(tools),
-    }
-
-
-def tool_schemas(services: Services, *, agent_definition: Any = None) -> list[dict[str, Any]]:
-    """The OpenAI function objects a query would be offered under `agent_definition` (its manifest's tools
-    included). For `GET /api/sdk/tool-schemas`."""
-    try:
-        policy, _, manifest = parse_agent_definition(agent_definition)
-    except _Invalid as exc:
-        raise ValueError(exc.message) from None
-    own = validate_manifest(services, manifest)[0]
-    backend = context.model_tools(services, services.connections.nodes())
-    return client_tools.openai_schemas(client_tools.narrowed(backend, own, policy))
+    backend = context.model_tools(services, nodes)
+    tools = client_tools.narrowed(backend, client_tool_defs, policy) if offered else []
+    hosts = client_tools.reachable_nodes(nodes, policy)
+    system = ""
+    if with_prompt:
+        agent = agent_of(config, user_id, conversation_ref)
+        system = context.system_prompt(services, config, meta, key, agent, tools, model, hosts)
+    return QueryPreview(key, model, client_tools.reachable(backend, policy), tools, hosts, system)
 
 
 def _query(services: Services, sock: _Socket, rid: Any, payload: dict[str, Any]) -> list[Any]:
@@ -605,15 +670,7 @@ def _transparency(
     except Exception:  # the turn goes on without them
         log.exception("could not build the system prompt preview")
         return []
-    frames = []
-    for kind, body in (
-        ("system-prompt", {"content": preview["system_prompt"]}),
-        ("tool-schemas", {"tool_schemas": preview["tool_schemas"]}),
-    ):
-        frame = turn_event(ref, kind, body, scratch)
-        if _size(frame) <= MAX_EVENT_BYTES:
-            frames.append(frame)
-    return frames
+    return [turn_event(ref, kind, body, scratch) for kind, body in preview.first_turn_events()]
 
 
 def _stop(services: Services, sock: _Socket, rid: Any, payload: dict[str, Any]) -> list[Any]:
@@ -841,8 +898,7 @@ def _compact(services: Services, sock: _Socket, rid: Any, payload: dict[str, Any
         config = services.config.effective()
         meta = services.sessions.load_meta(key) or {}
         messages = services.sessions.messages(key, meta=meta)
-        chosen = _chosen_model(load_settings_item(services, sock.user))
-        model = context.effective_model(config, meta, {"model": chosen} if chosen else {})
+        model = query_model(config, meta, load_settings_item(services, sock.user))
         force = payload.get("force") is not False
         done = compaction.maybe_compact(services, config, key, meta, messages, model, "", force=force)
     except Exception:

@@ -13,7 +13,11 @@ large, 422 invalid, 503 not configured or provider unavailable.
   `GET /api/artifacts/{id}`: the owner's (or the gateway's) only, else 404; the bytes locally, a 302 to a presigned
   S3 URL on AWS. Artifacts are GSV media too (`GET /media/{id}`).
 - `GET /api/sdk/{models,tool-schemas,tool-capabilities/{name},system-prompt}`, `POST /api/sdk/{prompt-preview,
-  query-plan}`: what a run would send the model (`agent.windie_sdk`).
+  query-plan}`: what a `/ws` query by the same caller would be given, computed by the dialect's own functions
+  (`dialects.windie.query_preview`, `config_snapshot`; the models of `list-models`): an install's previews are
+  restricted as its socket is, the model is the user's choice from `update-settings`, and `agent_definition` is
+  read (and refused, 422) as a handshake's is. `model_id`, `model_provider` and `interaction_mode: "chat"` (no
+  tools) are the request's what-ifs.
 - `POST /api/semantic/{summarize,title}`, `GET /api/semantic/health`: through the configured model
   (`agent.semantic`). `POST /api/embeddings/`, `GET /api/embeddings/health`: the `embeddings` provider
   (`agent.embeddings`). 503 while not configured.
@@ -24,7 +28,9 @@ large, 422 invalid, 503 not configured or provider unavailable.
 
 from __future__ import annotations
 
+import json
 import logging
+import re
 from pathlib import PurePosixPath, PureWindowsPath
 from typing import Annotated, Any, Literal
 
@@ -35,10 +41,11 @@ from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from orbital.agent import embeddings, semantic, windie_sdk
+from orbital.agent import client_tools, embeddings, model_catalog, semantic
 from orbital.agent.budgets import BudgetExceeded
 from orbital.agent.providers import ModelError
-from orbital.dialects.base import conversation_key
+from orbital.dialects import windie as dialect
+from orbital.domain.compaction import estimate_context_tokens, estimate_text_tokens
 from orbital.domain.config import as_dict
 from orbital.domain.media_types import EXTENSIONS, base_type
 from orbital.domain.sniff import guess_mime
@@ -53,7 +60,6 @@ router = APIRouter()
 AnyCaller = Annotated[Caller, Depends(identify)]
 GatewayCaller = Annotated[Caller, Depends(gateway_only)]
 
-DIALECT = "windie"
 LOCAL_USER = "default_user"
 """WindieOS's user on a single-user backend; a caller with the gateway's credential who names no user is it."""
 SDK_CONVERSATION = "sdk-preview"
@@ -286,17 +292,79 @@ def _expired(info: artifacts.Artifact, now_ms: int) -> bool:
 
 # --- SDK introspection -------------------------------------------------------------------------------------------
 
-
-def _model(config: dict[str, Any], model_id: str | None, model_provider: str | None) -> dict[str, str]:
-    return windie_sdk.chosen_model(config, model_id, model_provider)
-
-
-def _session(config: dict[str, Any], user_id: str, conversation_ref: str | None) -> str:
-    return conversation_key(windie_sdk.agent_id(config), DIALECT, user_id, conversation_ref or SDK_CONVERSATION)
-
+_SYSTEM_CONTEXT = re.compile(r"<system_context>.*?</system_context>", re.DOTALL)
+_ACTIVE_WINDOW = re.compile(r"<active_window>(.*?)</active_window>", re.DOTALL)
+_USER_QUERY = re.compile(r"<user_query>(.*?)</user_query>", re.DOTALL)
 
 UserQ = Annotated[str | None, Query(max_length=MAX_NAME_CHARS)]
 ModelQ = Annotated[str | None, Query(max_length=MAX_NAME_CHARS)]
+ModeQ = Literal["agent", "chat"] | None
+
+
+def _what_a_query_gets(
+    caller: Caller,
+    user_id: str | None,
+    *,
+    conversation_ref: str | None = None,
+    agent_definition: Any = None,
+    model_id: str | None = None,
+    model_provider: str | None = None,
+    offered: bool = True,
+    with_prompt: bool = True,
+) -> dialect.QueryPreview:
+    """What a `/ws` query by this caller (an install: restricted as its socket is) with this `agent_definition` in
+    the handshake would be given, in the named conversation (else `sdk-preview`)."""
+    user = _user_of(caller, user_id)
+    services = get_services()
+    try:
+        policy, own = dialect.definition_tools(services, agent_definition, admin=caller.is_gateway)
+    except ValueError as exc:
+        raise HTTPException(422, f"Invalid agent_definition: {exc}") from None
+    return dialect.query_preview(
+        services,
+        user_id=user,
+        conversation_ref=conversation_ref or SDK_CONVERSATION,
+        policy=policy,
+        client_tool_defs=own,
+        model_id=model_id,
+        model_provider=model_provider,
+        offered=offered,
+        with_prompt=with_prompt,
+    )
+
+
+def function_object(tool: dict[str, Any]) -> dict[str, Any]:
+    """A tool as the SDK's flat function object: `{type: "function", name, description?, parameters}`, the function
+    of `tool-schemas`' objects."""
+    return {"type": "function", **client_tools.function_of(tool)}
+
+
+def _capability(name: str, preview: dialect.QueryPreview) -> dict[str, Any] | None:
+    """Where one of the caller's backend tools runs and, for a node's tool, the node's declared capabilities for
+    it. None for a name the caller's runs cannot be offered."""
+    tool = next((t for t in preview.backend if t.get("name") == name), None)
+    if tool is None:
+        return None
+    info: dict[str, Any] = {
+        "name": name,
+        "description": str(tool.get("description") or ""),
+        "execution_target": "backend",
+        "source": "native",
+        "capabilities": [],
+    }
+    for node in preview.nodes:
+        prefix = f"{node.node_id}__"
+        if name.startswith(prefix):
+            declared = as_dict(as_dict(node.runtime).get("toolCapabilities")).get(name[len(prefix) :])
+            info.update(
+                execution_target="node",
+                source="node",
+                node_id=node.node_id,
+                host_role=as_dict(node.runtime).get("hostRole"),
+                capabilities=[c for c in declared if isinstance(c, str)] if isinstance(declared, list) else [],
+            )
+            break
+    return info
 
 
 @router.get("/api/sdk/models", tags=["windie"], summary="The model catalog and the effective config snapshot")
@@ -305,12 +373,15 @@ def sdk_models(
     user_id: UserQ = None,
     model_id: ModelQ = None,
     model_provider: ModelQ = None,
-    interaction_mode: Literal["agent", "chat"] | None = None,
+    interaction_mode: ModeQ = None,
 ) -> dict[str, Any]:
-    _user_of(caller, user_id)
-    config = get_services().config.effective()
-    model = _model(config, model_id, model_provider)
-    return {"config": windie_sdk.config_snapshot(config, model, interaction_mode), "models": windie_sdk.models(config)}
+    user = _user_of(caller, user_id)
+    services = get_services()
+    config = services.config.effective()
+    meta = services.sessions.load_meta(dialect.session_key(config, user, SDK_CONVERSATION)) or {}
+    model = dialect.query_model(config, meta, dialect.load_settings_item(services, user), model_id, model_provider)
+    found = model_catalog.catalog(config)  # what `list-models` answers
+    return {"config": dialect.config_snapshot(model, interaction_mode), "models": found["local"] + found["online"]}
 
 
 @router.get("/api/sdk/tool-schemas", tags=["windie"], summary="Canonical and model-facing tool schemas")
@@ -319,17 +390,15 @@ def sdk_tool_schemas(
     user_id: UserQ = None,
     model_id: ModelQ = None,
     model_provider: ModelQ = None,
-    interaction_mode: Literal["agent", "chat"] | None = None,
+    interaction_mode: ModeQ = None,
 ) -> dict[str, Any]:
-    _user_of(caller, user_id)
-    services = get_services()
-    config = services.config.effective()
-    tools = windie_sdk.context.model_tools(services, services.connections.nodes())
-    offered = windie_sdk.offered_tools(tools, None, interaction_mode)
+    preview = _what_a_query_gets(
+        caller, user_id, model_id=model_id, model_provider=model_provider, offered=interaction_mode != "chat"
+    )
     return {
-        "config": windie_sdk.config_snapshot(config, _model(config, model_id, model_provider), interaction_mode),
-        "canonical_tool_schemas": [windie_sdk.function_object(t) for t in tools],
-        "provider_tool_schemas": [windie_sdk.function_object(t) for t in offered],
+        "config": dialect.config_snapshot(preview.model, interaction_mode),
+        "canonical_tool_schemas": [function_object(t) for t in preview.backend],
+        "provider_tool_schemas": [function_object(t) for t in preview.tools],
     }
 
 
@@ -345,23 +414,25 @@ def sdk_tool_capabilities(
     user_id: UserQ = None,
     model_id: ModelQ = None,
     model_provider: ModelQ = None,
-    interaction_mode: Literal["agent", "chat"] | None = None,
+    interaction_mode: ModeQ = None,
 ) -> dict[str, Any]:
-    _user_of(caller, user_id)
-    services = get_services()
-    config = services.config.effective()
-    nodes = services.connections.nodes()
-    tools = windie_sdk.context.model_tools(services, nodes)
-    found = windie_sdk.capability(name, nodes, tools)
+    preview = _what_a_query_gets(
+        caller,
+        user_id,
+        model_id=model_id,
+        model_provider=model_provider,
+        offered=interaction_mode != "chat",
+        with_prompt=False,
+    )
+    found = _capability(name, preview)
     if found is None:
         raise HTTPException(404, f"Tool not found: {name[:MAX_NAME_CHARS]}")
-    schema = windie_sdk.function_object(next(t for t in tools if t.get("name") == name))
-    offered = any(t.get("name") == name for t in windie_sdk.offered_tools(tools, None, interaction_mode))
+    schema = function_object(next(t for t in preview.backend if t.get("name") == name))
     return {
-        "config": windie_sdk.config_snapshot(config, _model(config, model_id, model_provider), interaction_mode),
+        "config": dialect.config_snapshot(preview.model, interaction_mode),
         "capability": found,
         "canonical_tool_schema": schema,
-        "provider_tool_schema": schema if offered else None,
+        "provider_tool_schema": schema if any(t.get("name") == name for t in preview.tools) else None,
     }
 
 
@@ -371,49 +442,114 @@ def sdk_system_prompt(
     user_id: UserQ = None,
     model_id: ModelQ = None,
     model_provider: ModelQ = None,
-    interaction_mode: Literal["agent", "chat"] | None = None,
+    interaction_mode: ModeQ = None,
 ) -> dict[str, Any]:
-    user = _user_of(caller, user_id)
-    services = get_services()
-    config = services.config.effective()
-    model = _model(config, model_id, model_provider)
-    nodes = services.connections.nodes()
-    offered = windie_sdk.offered_tools(windie_sdk.context.model_tools(services, nodes), None, interaction_mode)
-    prompt = windie_sdk.system_prompt(services, config, _session(config, user, None), model, offered, nodes)
-    return {"config": windie_sdk.config_snapshot(config, model, interaction_mode), "system_prompt": prompt}
-
-
-def _preview(caller: Caller, body: PreviewBody, conversation_ref: str | None) -> dict[str, Any]:
-    user = _user_of(caller, body.user_id)
-    services = get_services()
-    config = services.config.effective()
-    return windie_sdk.preview(
-        services,
-        config,
-        session_key=_session(config, user, conversation_ref),
-        model=_model(config, body.model_id, body.model_provider),
-        interaction_mode=body.interaction_mode,
-        include_tools=body.include_tools,
-        messages=body.messages,
-        user_query_raw=body.user_query_raw,
-        agent_definition=body.agent_definition,
+    preview = _what_a_query_gets(
+        caller, user_id, model_id=model_id, model_provider=model_provider, offered=interaction_mode != "chat"
     )
+    return {"config": dialect.config_snapshot(preview.model, interaction_mode), "system_prompt": preview.system_prompt}
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(str(p.get("text") or "") for p in content if isinstance(p, dict) and p.get("type") == "text")
+    return ""
+
+
+def prompt_messages(messages: list[dict[str, Any]], user_query_raw: str | None) -> list[dict[str, Any]]:
+    """The request's messages as the model would see them (role and content), ending with the query when the
+    messages do not already end with a user message."""
+    shaped = [
+        {"role": m["role"], "content": m.get("content") if isinstance(m.get("content"), str | list) else ""}
+        for m in messages
+        if isinstance(m, dict) and m.get("role") in ("user", "assistant", "system", "tool")
+    ]
+    if user_query_raw and (not shaped or shaped[-1]["role"] != "user"):
+        shaped.append({"role": "user", "content": user_query_raw})
+    return shaped
+
+
+def user_message_full(messages: list[dict[str, Any]], user_query_raw: str | None) -> dict[str, Any] | None:
+    """WindieOS's `user-message-full` transparency payload for the last user message: its content and what was
+    injected around the query (`<system_context>`, the active window)."""
+    last = next((m for m in reversed(messages) if m.get("role") == "user"), None)
+    if last is None:
+        return None
+    content = _text_of(last.get("content"))
+    injected = _SYSTEM_CONTEXT.search(content)
+    window = _ACTIVE_WINDOW.search(content)
+    query = _USER_QUERY.search(content)
+    original = user_query_raw or (query.group(1).strip() if query else content)
+    return {
+        "content": content,
+        "metadata": {
+            "original_query": original,
+            "context_type": "initial",
+            "injected_context": injected.group(0) if injected else "",
+            "active_window": window.group(1).strip() if window else "",
+        },
+    }
+
+
+def _prompt_preview(
+    caller: Caller, body: PreviewBody, conversation_ref: str | None
+) -> tuple[dict[str, Any], dialect.QueryPreview]:
+    """The `prompt-preview` answer, and the preview it was made from."""
+    preview = _what_a_query_gets(
+        caller,
+        body.user_id,
+        conversation_ref=conversation_ref,
+        agent_definition=body.agent_definition,
+        model_id=body.model_id,
+        model_provider=body.model_provider,
+        offered=body.include_tools and body.interaction_mode != "chat",
+    )
+    shaped = prompt_messages(body.messages, body.user_query_raw)
+    provider_schemas = [function_object(t) for t in preview.tools]
+    count: int | None
+    error: str | None = None
+    try:
+        count = estimate_text_tokens(preview.system_prompt) + estimate_context_tokens(shaped)
+        count += estimate_text_tokens(json.dumps(provider_schemas, separators=(",", ":")))
+    except Exception as exc:  # an estimate only: say why there is none
+        count, error = None, f"token estimate failed: {type(exc).__name__}"
+    answer = {
+        "config": dialect.config_snapshot(preview.model, body.interaction_mode),
+        "system_prompt": preview.system_prompt,
+        "prompt_messages": shaped,
+        "canonical_tool_schemas": [function_object(t) for t in preview.backend],
+        "provider_tool_schemas": provider_schemas,
+        "user_message_full": user_message_full(shaped, body.user_query_raw),
+        "prompt_token_count": count,
+        "token_count_error": error,
+    }
+    return answer, preview
 
 
 @router.post("/api/sdk/prompt-preview", tags=["windie"], summary="What the model would be sent, without a run")
 def sdk_prompt_preview(body: PreviewBody, caller: AnyCaller) -> dict[str, Any]:
-    return _preview(caller, body, None)
+    return _prompt_preview(caller, body, None)[0]
 
 
 @router.post("/api/sdk/query-plan", tags=["windie"], summary="A first turn's query message and transparency events")
 def sdk_query_plan(body: PlanBody, caller: AnyCaller) -> dict[str, Any]:
-    result = _preview(caller, body, body.conversation_ref)
-    return windie_sdk.query_plan(
-        result,
-        user_query_raw=body.user_query_raw,
-        conversation_ref=body.conversation_ref,
-        workspace_path=body.workspace_path,
-    )
+    """The preview, the `query` message a client would send, and the transparency events a first turn of that
+    conversation posts before the model's stream (as the query posts them: same types, same payloads)."""
+    result, preview = _prompt_preview(caller, body, body.conversation_ref)
+    payload: dict[str, Any] = {"text": body.user_query_raw or ""}
+    if body.conversation_ref:
+        payload["conversation_ref"] = body.conversation_ref
+    if body.workspace_path:
+        payload["workspace_path"] = body.workspace_path
+    events = [{"type": kind, "payload": event} for kind, event in preview.first_turn_events()]
+    return {
+        "config": result.pop("config"),
+        "query_message": {"type": "query", "payload": payload},
+        "transparency_events": events,
+        **result,
+    }
 
 
 # --- semantic memory and embeddings ------------------------------------------------------------------------------
