@@ -219,7 +219,9 @@ def _install(gw: GatewayProcess) -> tuple[str, str]:
     from orbital.store import installs
 
     services = store_for(gw)
-    install, token = installs.register(services.table, "macOS", now_ms=int(time.time() * 1000))
+    install, token = installs.register(
+        services.table, "macOS", now_ms=int(time.time() * 1000), gateway_token=gw.token or ""
+    )
     return install.user_id, token
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from typing import Any
 
 from orbital.store import artifacts, installs, keys
@@ -49,15 +50,28 @@ def test_malformed_or_missing_ids_find_nothing(services: Any) -> None:
         assert artifacts.head(services.workspace, bad) is None
 
 
-def test_an_install_token_names_its_user_and_only_its_hash_is_stored(services: Any) -> None:
-    install, token = installs.register(services.table, "macos 15", now_ms=1_700_000_000_000)
+def test_an_install_token_names_its_user_and_only_its_keyed_hash_is_stored(services: Any) -> None:
+    gateway_token = "gw-token-0123456789abcdef"
+    install, token = installs.register(
+        services.table, "macos 15", now_ms=1_700_000_000_000, gateway_token=gateway_token
+    )
     assert token.startswith(installs.TOKEN_PREFIX) and len(token) > 40
     assert install.user_id.startswith("user_") and install.install_id.startswith("inst_")
-    assert installs.find(services.table, token) == install
-    assert installs.find(services.table, token + "x") is None
-    assert installs.find(services.table, "not-an-install-token") is None
-    other, other_token = installs.register(services.table, "linux", now_ms=1)
+    assert installs.find(services.table, token, gateway_token=gateway_token) == install
+    assert installs.find(services.table, token + "x", gateway_token=gateway_token) is None
+    assert installs.find(services.table, "not-an-install-token", gateway_token=gateway_token) is None
+    other, other_token = installs.register(services.table, "linux", now_ms=1, gateway_token=gateway_token)
     assert other.user_id != install.user_id and other_token != token
-    stored = services.table.get(keys.install(hashlib.sha256(token.encode()).hexdigest()))
-    assert stored is not None
-    assert token not in repr(stored)
+    stored = json.dumps([r.data | {"pk": r.pk, "sk": r.sk} for r in services.table.query(keys.INSTALLS_PK)])
+    assert token not in stored and hashlib.sha256(token.encode()).hexdigest() not in stored
+
+
+def test_a_new_gateway_token_ends_every_install_and_one_can_be_revoked(services: Any) -> None:
+    first, token = installs.register(services.table, "linux", now_ms=1, gateway_token="old-token")
+    second, token2 = installs.register(services.table, "linux", now_ms=2, gateway_token="old-token")
+    assert installs.find(services.table, token, gateway_token="new-token") is None  # rotated: no way in
+    assert [i.install_id for i in installs.listing(services.table)] == [first.install_id, second.install_id]
+    assert installs.revoke(services.table, first.install_id)
+    assert not installs.revoke(services.table, first.install_id)
+    assert installs.find(services.table, token, gateway_token="old-token") is None
+    assert installs.find(services.table, token2, gateway_token="old-token") == second

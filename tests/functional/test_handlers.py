@@ -473,7 +473,7 @@ def test_http_admin_refusals(aws: None, monkeypatch: pytest.MonkeyPatch) -> None
     assert missing["statusCode"] == 401 and missing["headers"]["www-authenticate"] == "Bearer"
     event["headers"]["authorization"] = "Bearer not-the-token-0123456789"
     assert http(event)["statusCode"] == 401
-    _, install_token = installs.register(get_services().table, "linux", now_ms=1)
+    _, install_token = installs.register(get_services().table, "linux", now_ms=1, gateway_token=SAMPLE_TOKEN)
     event["headers"]["authorization"] = f"Bearer {install_token}"
     assert http(event)["statusCode"] == 403
     token = {"authorization": f"Bearer {SAMPLE_TOKEN}"}

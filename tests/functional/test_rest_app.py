@@ -245,7 +245,9 @@ def test_public_routes_answer_without_a_bearer(gateway: Any) -> None:
 
 
 def test_an_install_token_may_not_use_the_admin_api(gateway: Any, services: Any) -> None:
-    _, install_token = installs.register(services.table, "linux", now_ms=services.now_ms())
+    _, install_token = installs.register(
+        services.table, "linux", now_ms=services.now_ms(), gateway_token=services.settings.auth_token
+    )
     answer = _client(install_token).post("/api/v1/config.get")
     assert answer.status_code == 403
     assert answer.json()["detail"] == auth.FORBIDDEN

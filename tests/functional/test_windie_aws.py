@@ -108,7 +108,7 @@ def test_bearers_at_the_upgrade(token, flows, sender, services):
     assert _frame(cid, _handshake()) is None
     assert sender.frames_to(cid)[-1]["type"] == "error" and _closes(sender, cid) == [1008]
     # an install's token: its user, a deadline the handshake settles, WindieOS only
-    install, secret = installs.register(services.table, "Windows", now_ms=1)
+    install, secret = installs.register(services.table, "Windows", now_ms=1, gateway_token=TOKEN)
     cid = _opened({"authorization": f"Bearer {secret}"})
     assert deferred.get(services, f"auth-{cid}").state == deferred.PENDING
     assert _frame(cid, _handshake(user="claimed")) is None
@@ -234,7 +234,7 @@ def test_the_sdk_previews_report_what_a_query_gets(token, flows, sender, service
     llm.responder = rules.respond
     connect("node", "laptop")  # its tools: the gateway's caller is offered them, an install is not
     if who == "install":
-        install, secret = installs.register(services.table, "Linux", now_ms=1)
+        install, secret = installs.register(services.table, "Linux", now_ms=1, gateway_token=TOKEN)
         user, auth = install.user_id, {"Authorization": f"Bearer {secret}"}
     else:
         user, auth = "aws-user", {"Authorization": f"Bearer {TOKEN}"}

@@ -134,9 +134,11 @@ def test_registration_when_configured_and_the_install_identity(http: Any, gatewa
     # the gateway's own credential is no install
     assert http.get("/api/install/me").status_code == 404
     assert http.get("/api/install/me").json() == {"detail": windie.NOT_AN_INSTALL}
-    # only the hash of the token is stored
-    item = json.dumps(gateway.table.get(("INSTALLS", hashlib.sha256(made["install_token"].encode()).hexdigest())).data)
-    assert made["install_token"] not in item
+    # only a keyed hash of the token is stored
+    (item,) = gateway.table.query("INSTALLS")
+    stored = json.dumps({"sk": item.sk, **item.data})
+    assert made["install_token"] not in stored
+    assert hashlib.sha256(made["install_token"].encode()).hexdigest() not in stored
 
 
 def test_registration_needs_the_gateway_token_when_there_is_one(http: Any, gateway: Any, with_token: str) -> None:
@@ -206,6 +208,13 @@ def test_artifacts_are_their_owners(http: Any, gateway: Any, with_token: str) ->
     assert http.get(f"/api/artifacts/{own['artifact_id']}", headers=bearer(alice)).status_code == 404
     for missing in ("0000-0000.png", "not-an-id", "..%2F..%2Fconfig"):
         assert http.get(f"/api/artifacts/{missing}", headers=bearer(alice)).status_code == 404
+    # nor does GSV's public media route hand an install's artifact to anyone else
+    media = f"/media/{made['artifact_id']}"
+    assert http.get(media).status_code == 404
+    assert http.get(media, headers=bearer(bob)).status_code == 404
+    assert http.get(media, headers=bearer("not-a-token")).status_code == 404
+    assert http.get(media, headers=bearer(alice)).content == PNG
+    assert http.get(media, headers=bearer(with_token)).content == PNG
 
 
 def test_on_aws_an_artifact_is_a_redirect_to_a_presigned_url(http: Any, on_aws: Any) -> None:

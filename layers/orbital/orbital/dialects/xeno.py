@@ -63,8 +63,6 @@ MEDIA_TYPES = {
 }
 """xeno's attachment types and the kind of run media each one is (what channels hand in)."""
 ATTACHMENT_TYPES = frozenset(MEDIA_TYPES)
-ARTIFACT_PATH = "artifact:"
-"""An attachment `path` naming an artifact uploaded to `POST /api/artifacts/` first (`artifact:{id}`)."""
 HISTORY_BYTES = 100 * 1024
 """`gateway.initialize` keeps the newest turns that fit (one WebSocket message on AWS holds 128 KB)."""
 FINAL_CHARS = 120_000
@@ -284,8 +282,8 @@ def _attachment(services: Services, item: dict[str, Any], local: bool) -> dict[s
     given_mime = item.get("mimeType")
     mime = given_mime.strip() if isinstance(given_mime, str) and given_mime.strip() else None
     entry: dict[str, Any] = {"type": kind, "filename": name}
-    if path.startswith(ARTIFACT_PATH):
-        return _uploaded(services, entry, path[len(ARTIFACT_PATH) :], mime)
+    if path.startswith(artifacts.REFERENCE):
+        return _uploaded(services, entry, path[len(artifacts.REFERENCE) :], mime)
     if not local:
         entry["mimeType"] = mime or _mime_of(name, b"")
         entry["error"] = f"{name} is a file on the client's machine, which this gateway cannot read"
@@ -309,10 +307,10 @@ def _uploaded(services: Services, entry: dict[str, Any], artifact_id: str, mime:
     reads every artifact."""
     found = artifacts.head(services.workspace, artifact_id)
     if found is None:
-        raise _Unreadable(f"Cannot read attachment {ARTIFACT_PATH}{artifact_id}: no such artifact")
+        raise _Unreadable(f"Cannot read attachment {artifacts.REFERENCE}{artifact_id}: no such artifact")
     entry["mimeType"] = mime or found.content_type
     entry["size"] = found.size_bytes
-    if found.filename and entry["filename"] == f"{ARTIFACT_PATH}{artifact_id}":
+    if found.filename and entry["filename"] == f"{artifacts.REFERENCE}{artifact_id}":
         entry["filename"] = found.filename
     if entry["type"] != "video":  # never shown to a model (the stored message keeps only the fact)
         entry["r2Key"] = keys.media_object(artifact_id)

@@ -5,8 +5,8 @@
 - A WindieOS install: `Authorization: Bearer wnd_install_…`, a token from `POST /api/install/register`. It names a
   user id and reaches only the WindieOS routes, with that user's artifacts.
 
-A missing or wrong bearer is 401 with `WWW-Authenticate: Bearer`. The comparison is constant-time and the token
-is never logged.
+A missing or wrong bearer is 401 with `WWW-Authenticate: Bearer`. What a bearer is worth is judged by
+`runtime.credentials`, as at the WebSocket's upgrade: constant-time, never logged.
 
 Every route depends on one of these callers, except the routes of `PUBLIC` (each with the reason it needs no
 bearer); a test walks the app's routes and refuses any other route that answers without one. Routes that depend
@@ -15,7 +15,6 @@ on them show the bearer scheme in the OpenAPI document (`/docs`'s Authorize butt
 
 from __future__ import annotations
 
-import hmac
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -24,9 +23,8 @@ from fastapi import HTTPException, Security
 from fastapi.security import HTTPBearer
 from starlette.requests import HTTPConnection
 
-from orbital.aws import secrets
+from orbital.runtime import credentials
 from orbital.runtime.services import get_services
-from orbital.store import installs
 
 log = logging.getLogger("orbital.rest")
 
@@ -58,6 +56,7 @@ PUBLIC: dict[tuple[str, str], str] = {
 class Caller:
     user_id: str | None = None
     """The install's user id; None for the gateway's own credential."""
+    install_id: str | None = None
 
     @property
     def is_gateway(self) -> bool:
@@ -79,26 +78,18 @@ def _refused() -> HTTPException:
 def identify(request: HTTPConnection, _scheme: Any = _DOCUMENTED) -> Caller:
     """The caller of a route (or socket) any credential may use (the gateway's or an install's); 401 otherwise.
     (`_scheme` only puts the bearer scheme on the route in the OpenAPI document.)"""
-    services = get_services()
-    settings = services.settings
-    presented = bearer(request)
-    if presented is not None and installs.looks_like_token(presented):
-        install = installs.find(services.table, presented)
-        if install is None:
-            raise _refused()
-        return Caller(user_id=install.user_id)
-    if not secrets.token_configured(settings):
-        if settings.require_token:  # a deployment without its token serves nothing
-            raise HTTPException(503, "Gateway auth token not configured")
-        return Caller()
     try:
-        expected = secrets.gateway_token(settings) or ""
-    except Exception as exc:  # the secret could not be read: nobody gets in, and the caller is told it may retry
-        log.error("reading the gateway token failed (%s)", type(exc).__name__)
+        judged = credentials.judge(get_services(), bearer(request))
+    except credentials.TokenUnreadable:  # nobody gets in, and the caller is told it may retry
         raise HTTPException(503, "The gateway token could not be read; try again") from None
-    if presented is None or not expected or not hmac.compare_digest(presented.encode(), expected.encode()):
-        raise _refused()
-    return Caller()
+    kind = judged.kind
+    if kind is credentials.Kind.MISSING_TOKEN:  # a deployment without its token serves nothing
+        raise HTTPException(503, "Gateway auth token not configured")
+    if kind is credentials.Kind.INSTALL and judged.install is not None:
+        return Caller(user_id=judged.install.user_id, install_id=judged.install.install_id)
+    if kind is credentials.Kind.GATEWAY or (kind is credentials.Kind.NONE and not judged.token_set):
+        return Caller()
+    raise _refused()
 
 
 def gateway_only(request: HTTPConnection, _scheme: Any = _DOCUMENTED) -> Caller:

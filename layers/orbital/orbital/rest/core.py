@@ -18,10 +18,11 @@ import json
 import logging
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 
+from orbital.rest.auth import identify
 from orbital.rest.limits import LAMBDA_BODY_BYTES
 from orbital.runtime.services import get_services
 from orbital.store import artifacts, keys
@@ -54,27 +55,35 @@ def health() -> dict[str, str]:
         410: {"description": "`Expired` (the object is deleted)"},
     },
 )
-def media(name: str) -> Response:
-    if not artifacts.NAME.match(name):
-        return PlainTextResponse("Not Found", 404)
+def media(name: str, request: Request) -> Response:
     services = get_services()
-    key = keys.media_object(name)
-    info = services.workspace.head(key)
-    if info is None:
+    found = artifacts.head(services.workspace, name)  # None for a name out of GSV's pattern too
+    if found is None or not _may_read(request, found):
         return PlainTextResponse("Not Found", 404)
-    meta = {k.lower(): v for k, v in (info.metadata or {}).items()}
-    expires = meta.get("expires-at") or meta.get("expiresat")
-    if expires and expires.isdigit() and int(expires) < services.now_ms():
+    key = keys.media_object(name)
+    if found.expired(services.now_ms()):
         services.workspace.delete(key)
         return PlainTextResponse("Expired", 410)
-    if not services.settings.local and info.size > LAMBDA_BODY_BYTES:
+    if not services.settings.local and found.size_bytes > LAMBDA_BODY_BYTES:
         return RedirectResponse(services.workspace.presign_get(key), 302, headers=MEDIA_HEADERS)
-    found = services.workspace.get(key)
-    if found is None:
+    loaded = services.workspace.get(key)
+    if loaded is None:
         return PlainTextResponse("Not Found", 404)
-    data, info = found
+    data, info = loaded
     kind = info.content_type or "application/octet-stream"
     return Response(data, media_type=kind, headers={**MEDIA_HEADERS, **INERT})
+
+
+def _may_read(request: Request, found: artifacts.Artifact) -> bool:
+    """The gateway's own objects are GSV media: public by their unguessable names. An install's artifact is its
+    owner's (and the gateway credential's) only, and to anyone else as absent as a missing one."""
+    if found.owner == artifacts.GATEWAY_OWNER:
+        return True
+    try:
+        caller = identify(request)
+    except HTTPException:
+        return False
+    return found.readable_by(caller.user_id)
 
 
 @router.post(

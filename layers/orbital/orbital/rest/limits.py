@@ -11,13 +11,13 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
+from orbital.store import artifacts
 from orbital.store.artifacts import MAX_ARTIFACT_BYTES
 
 MAX_BODY_BYTES = 1024 * 1024
 """The largest body of any route but an upload (a Telegram update is a few KB; an admin call's params ~ KBs)."""
 
 MULTIPART_SLACK = 64 * 1024
-UPLOAD_PATH = "/api/artifacts/"
 
 LAMBDA_PAYLOAD_BYTES = 6 * 1024 * 1024
 """A synchronous Lambda invocation's request and response payload limit."""
@@ -28,7 +28,7 @@ MAX_RESPONSE_BYTES = LAMBDA_PAYLOAD_BYTES - 64 * 1024
 
 
 def body_limit(method: str, path: str, *, on_lambda: bool = False) -> int:
-    if method == "POST" and path.rstrip("/") == UPLOAD_PATH.rstrip("/"):
+    if method == "POST" and path.rstrip("/") == artifacts.UPLOAD_ROUTE.rstrip("/"):
         upload = MAX_ARTIFACT_BYTES + MULTIPART_SLACK
         return min(upload, LAMBDA_BODY_BYTES) if on_lambda else upload
     return MAX_BODY_BYTES

@@ -49,7 +49,9 @@ from orbital.domain.compaction import estimate_context_tokens, estimate_text_tok
 from orbital.domain.config import as_dict
 from orbital.domain.media_types import EXTENSIONS, base_type
 from orbital.domain.sniff import guess_mime
-from orbital.rest.auth import Caller, bearer, gateway_only, identify
+from orbital.rest.auth import Caller, gateway_only, identify
+from orbital.rest.core import INERT
+from orbital.runtime import credentials
 from orbital.runtime.services import get_services
 from orbital.store import artifacts, installs, keys
 
@@ -71,11 +73,7 @@ MAX_PREVIEW_MESSAGES = 500
 SERVED_TYPES = frozenset(EXTENSIONS) - {"image/svg+xml"}
 """Media types an upload keeps; anything else (HTML, SVG: pages that could run script from the gateway's origin) is
 stored as `application/octet-stream`."""
-ARTIFACT_HEADERS = {
-    "Cache-Control": "private, max-age=3600",
-    "X-Content-Type-Options": "nosniff",
-    "Content-Security-Policy": "sandbox",
-}
+ARTIFACT_HEADERS = {"Cache-Control": "private, max-age=3600", **INERT}
 
 REGISTRATION_OFF = "Install registration is off on this gateway (set windie.registration to true to allow it)"
 NOT_AN_INSTALL = "No install identity: this request carries the gateway's own credential, not an install token"
@@ -176,18 +174,22 @@ def install_register(body: RegisterBody, caller: GatewayCaller) -> dict[str, Any
     services = get_services()
     if as_dict(services.config.effective().get("windie")).get("registration") is not True:
         raise HTTPException(403, REGISTRATION_OFF)
-    install, token = installs.register(services.table, body.operating_system.strip(), now_ms=services.now_ms())
+    try:
+        key = credentials.gateway_token_for_installs(services)
+    except credentials.TokenUnreadable:
+        raise HTTPException(503, "The gateway token could not be read; try again") from None
+    install, token = installs.register(
+        services.table, body.operating_system.strip(), now_ms=services.now_ms(), gateway_token=key
+    )
     log.info("install %s registered for %s", install.install_id, install.user_id)
     return {"success": True, "user_id": install.user_id, "install_id": install.install_id, "install_token": token}
 
 
 @router.get("/api/install/me", tags=["windie"], summary="The calling install's identity")
-def install_me(request: Request, caller: AnyCaller) -> dict[str, Any]:
-    presented = bearer(request)
-    install = installs.find(get_services().table, presented) if presented and not caller.is_gateway else None
-    if install is None:
+def install_me(caller: AnyCaller) -> dict[str, Any]:
+    if caller.is_gateway:
         raise HTTPException(404, NOT_AN_INSTALL)
-    return {"success": True, "user_id": install.user_id, "install_id": install.install_id}
+    return {"success": True, "user_id": caller.user_id, "install_id": caller.install_id}
 
 
 def _user_of(caller: Caller, requested: str | None) -> str:
@@ -273,21 +275,17 @@ async def upload_artifact(request: Request, caller: AnyCaller) -> dict[str, Any]
 )
 def get_artifact(artifact_id: str, caller: AnyCaller) -> Response:
     services = get_services()
+    info = artifacts.head(services.workspace, artifact_id)  # whose it is, before any byte is read
+    if info is None or not info.readable_by(caller.user_id) or info.expired(services.now_ms()):
+        raise HTTPException(404, ARTIFACT_MISSING)
     if not services.settings.local:
-        info = artifacts.head(services.workspace, artifact_id)
-        if info is None or not info.readable_by(caller.user_id) or _expired(info, services.now_ms()):
-            raise HTTPException(404, ARTIFACT_MISSING)
         url = services.workspace.presign_get(keys.media_object(artifact_id))
         return RedirectResponse(url, 302, headers={"Cache-Control": "no-store"})
     found = artifacts.load(services.workspace, artifact_id)
-    if found is None or not found[1].readable_by(caller.user_id) or _expired(found[1], services.now_ms()):
+    if found is None:
         raise HTTPException(404, ARTIFACT_MISSING)
     data, info = found
     return Response(data, media_type=info.content_type, headers=ARTIFACT_HEADERS)
-
-
-def _expired(info: artifacts.Artifact, now_ms: int) -> bool:
-    return info.expires_at_ms is not None and info.expires_at_ms < now_ms
 
 
 # --- SDK introspection -------------------------------------------------------------------------------------------

@@ -10,12 +10,10 @@ types, base64 `bin` chunks; `$disconnect` cleans up. Chunk frames go to the fami
 from __future__ import annotations
 
 import base64
-import hmac
 import json
 import logging
 from typing import Any
 
-from orbital.aws import secrets
 from orbital.dialects import detect, exoclaw
 from orbital.engines import socket_gate
 from orbital.methods import registry
@@ -24,9 +22,9 @@ from orbital.protocol.dispatch import DIALECT_ONLY, Dispatcher, Outcome
 from orbital.protocol.frames import encode_sendable
 from orbital.protocol.peers import is_proxy_header, loopback_address
 from orbital.protocol.registry import DialectClose, DialectInbound
+from orbital.runtime import credentials
 from orbital.runtime.lifecycle import disconnect
 from orbital.runtime.services import Services, get_services
-from orbital.store import installs
 from orbital.store.connections import Connection
 
 log = logging.getLogger("orbital.gateway")
@@ -61,26 +59,21 @@ def handle_connect(event: dict[str, Any], context: Any = None) -> dict[str, Any]
     services = get_services()
     settings = services.settings
     count("SocketsOpened")
-    if settings.require_token and not secrets.token_configured(settings):
+    connection_id = (event.get("requestContext") or {}).get("connectionId")
+    try:
+        judged = credentials.judge(services, _bearer(event))
+    except credentials.TokenUnreadable:
+        return {"statusCode": 503, "body": "Try again"}
+    if judged.kind is credentials.Kind.MISSING_TOKEN:
         log.error("refusing connection: this deployment has no auth token configured")
         return {"statusCode": 403, "body": "Gateway auth token not configured"}
-    connection_id = (event.get("requestContext") or {}).get("connectionId")
     if not isinstance(connection_id, str):
         return {"statusCode": 200}
-    presented = _bearer(event)
-    bearer = False
-    install = None
-    if presented is not None and installs.looks_like_token(presented):
-        # a WindieOS install's token: that install's user, speaking WindieOS only (a gateway without a token
-        # ignores an unknown one, as it ignores any bearer)
-        install = installs.find(services.table, presented)
-        if install is None and secrets.token_configured(settings):
-            return {"statusCode": 401, "body": "Unauthorized"}
-    elif presented is not None and secrets.token_configured(settings):
-        expected = secrets.gateway_token(settings) or ""
-        if not hmac.compare_digest(presented.encode(), expected.encode()):
-            return {"statusCode": 401, "body": "Unauthorized"}
-        bearer = True
+    if judged.kind is credentials.Kind.WRONG:
+        return {"statusCode": 401, "body": "Unauthorized"}
+    bearer = judged.kind is credentials.Kind.GATEWAY
+    # a WindieOS install's token: that install's user, speaking WindieOS only
+    install = judged.install
     services.connections.opened(connection_id)
     forced = detect.forced(event.get("queryStringParameters"))
     if install is not None:

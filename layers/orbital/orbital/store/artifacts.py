@@ -6,7 +6,9 @@ An artifact id is `{uuid}.{ext}`, which matches GSV's media name pattern (`NAME`
 made with the gateway's own credential), the SHA-256 of the bytes, the original file name and when it was uploaded.
 An object may carry `expires-at` (epoch ms): past it, the media route deletes it and answers 410, as GSV does.
 
-Who may read an artifact: its owner, and anyone holding the gateway's own credential (`reader=None`).
+Who may read an artifact: its owner, and anyone holding the gateway's own credential (`reader=None`). The media
+route serves an object of the gateway's own (GSV's media, the owner's uploads) to anyone who knows its name, as GSV
+does, and an install's artifact only to that install or the gateway's credential.
 """
 
 from __future__ import annotations
@@ -35,6 +37,11 @@ one). No install's user id starts with `~`."""
 MAX_ARTIFACT_BYTES = 25 * 1024 * 1024
 """The largest artifact the gateway keeps (GSV's media limit)."""
 
+UPLOAD_ROUTE = "/api/artifacts/"
+"""Where clients upload artifacts (the HTTP API's route; the xeno bridge posts there)."""
+REFERENCE = "artifact:"
+"""An attachment path that names an uploaded artifact: `artifact:{id}`."""
+
 
 @dataclass(frozen=True)
 class Artifact:
@@ -46,6 +53,9 @@ class Artifact:
     filename: str | None = None
     uploaded_at_ms: int | None = None
     expires_at_ms: int | None = None
+
+    def expired(self, now_ms: int) -> bool:
+        return self.expires_at_ms is not None and self.expires_at_ms < now_ms
 
     def readable_by(self, reader: str | None) -> bool:
         """`reader` is an install's user id, or None for the gateway's own credential (which reads every one)."""

@@ -20,12 +20,11 @@ from typing import Any
 
 import httpx
 
+from orbital.store import artifacts
 from orbital.store.artifacts import MAX_ARTIFACT_BYTES
 
 log = logging.getLogger("orbital.xeno.bridge")
 
-ARTIFACT_PATH = "artifact:"
-UPLOAD_PATH = "/api/artifacts/"
 MAX_UPLOAD_BYTES = MAX_ARTIFACT_BYTES
 UPLOAD_TIMEOUT_S = 60.0
 
@@ -95,13 +94,13 @@ class Uploader:
             return
         for item in attachments:
             path = item.get("path") if isinstance(item, dict) else None
-            if not isinstance(path, str) or not path.strip() or path.startswith(ARTIFACT_PATH):
+            if not isinstance(path, str) or not path.strip() or path.startswith(artifacts.REFERENCE):
                 continue
             artifact_id = await self._upload(path, item.get("mimeType"))
             if artifact_id is not None:
                 if not (isinstance(item.get("fileName"), str) and item["fileName"].strip()):
                     item["fileName"] = Path(path).name
-                item["path"] = f"{ARTIFACT_PATH}{artifact_id}"
+                item["path"] = f"{artifacts.REFERENCE}{artifact_id}"
 
     async def _upload(self, path: str, mime: Any) -> str | None:
         read = await asyncio.to_thread(_read, path)
@@ -120,7 +119,7 @@ class Uploader:
         kind = mime if isinstance(mime, str) and mime.strip() else "application/octet-stream"
         try:
             answer = await self.client.post(
-                f"{self.base}{UPLOAD_PATH}", files={"file": (name, data, kind)}, headers=headers
+                f"{self.base}{artifacts.UPLOAD_ROUTE}", files={"file": (name, data, kind)}, headers=headers
             )
         except httpx.HTTPError as exc:
             log.warning("attachment %s not uploaded: %s", path, type(exc).__name__)

@@ -1,0 +1,83 @@
+"""What a bearer token presented to the gateway is worth: the one judgement behind `$connect`'s `Authorization`
+header and every HTTP route (ADR 0025).
+
+- `GATEWAY`: the gateway's own token (compared in constant time).
+- `INSTALL`: a WindieOS install's token (`wnd_install_…`) registered under the current gateway token; it names a user.
+- `NONE`: nothing presented, or a bearer a gateway without a token has no use for (it ignores bearers, as GSV does).
+- `WRONG`: anything else on a gateway with a token.
+
+A deployment that should have a token and has none is `MISSING_TOKEN`; a token secret that cannot be read raises
+`TokenUnreadable` (the caller answers "try again", never lets anyone in). Tokens are never logged.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+from dataclasses import dataclass
+from enum import Enum
+from typing import TYPE_CHECKING
+
+from orbital.aws import secrets
+from orbital.store import installs
+
+if TYPE_CHECKING:
+    from orbital.runtime.services import Services
+
+log = logging.getLogger("orbital.credentials")
+
+
+class Kind(Enum):
+    GATEWAY = "gateway"
+    INSTALL = "install"
+    NONE = "none"
+    WRONG = "wrong"
+    MISSING_TOKEN = "missing-token"
+
+
+class TokenUnreadable(Exception):
+    """The gateway token's secret could not be read (a passing failure)."""
+
+
+@dataclass(frozen=True)
+class Judged:
+    kind: Kind
+    install: installs.Install | None = None
+    token_set: bool = False
+    """The gateway has a token (so `NONE` is no credential)."""
+
+
+def judge(services: Services, presented: str | None) -> Judged:
+    settings = services.settings
+    if not secrets.token_configured(settings):
+        if settings.require_token:  # a deployment without its token serves nothing
+            return Judged(Kind.MISSING_TOKEN)
+        if presented is not None and installs.looks_like_token(presented):
+            found = installs.find(services.table, presented, gateway_token="")
+            if found is not None:
+                return Judged(Kind.INSTALL, found)
+        return Judged(Kind.NONE)
+    try:
+        expected = secrets.gateway_token(settings) or ""
+    except Exception as exc:
+        log.error("reading the gateway token failed (%s)", type(exc).__name__)
+        raise TokenUnreadable from None
+    if presented is None:
+        return Judged(Kind.NONE, token_set=True)
+    if installs.looks_like_token(presented):
+        found = installs.find(services.table, presented, gateway_token=expected) if expected else None
+        return Judged(Kind.INSTALL, found, token_set=True) if found else Judged(Kind.WRONG, token_set=True)
+    if expected and hmac.compare_digest(presented.encode(), expected.encode()):
+        return Judged(Kind.GATEWAY, token_set=True)
+    return Judged(Kind.WRONG, token_set=True)
+
+
+def gateway_token_for_installs(services: Services) -> str:
+    """The key install tokens are registered under: the gateway token, "" for a gateway without one."""
+    if not secrets.token_configured(services.settings):
+        return ""
+    try:
+        return secrets.gateway_token(services.settings) or ""
+    except Exception as exc:
+        log.error("reading the gateway token failed (%s)", type(exc).__name__)
+        raise TokenUnreadable from None
