@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from orbital.agent.providers import ModelError, resolve_provider
@@ -116,9 +116,12 @@ def setup(config: dict[str, Any]) -> Setup:
     )
 
 
-def embed(config: dict[str, Any], text: str) -> Embedding:
-    """One vector for `text` from the configured provider. Raises NotConfigured or EmbeddingsFailed."""
+def embed(config: dict[str, Any], text: str, *, max_timeout_s: float | None = None) -> Embedding:
+    """One vector for `text` from the configured provider, within `embeddings.timeoutMs` and `max_timeout_s` (what
+    the caller can wait: on AWS, within API Gateway's 29 s). Raises NotConfigured or EmbeddingsFailed."""
     chosen = setup(config)
+    if max_timeout_s is not None and chosen.timeout_s > max_timeout_s:
+        chosen = replace(chosen, timeout_s=max_timeout_s)
     info = resolve_provider(config, chosen.provider)
     try:
         if info.api == "bedrock":

@@ -2,8 +2,9 @@
 
 Both are one plain model call each (no tools, no streaming) through `compaction.ask`, so they count against the
 gateway's daily and monthly token budgets like compaction's summaries do. The configured `model` is used; without
-credentials for its provider the service is not configured. A call takes at most `timeouts.llmMs`, and on AWS at
-most `AWS_CALL_MS` (an HTTP API integration ends at 29 s).
+credentials for its provider the service is not configured. Each model call takes at most `timeouts.llmMs`; a whole
+request at most `MAX_BATCHES` calls and, when the caller gives one, its time limit (on AWS `AWS_CALL_MS`: an HTTP API
+integration ends at 29 s), each call's timeout shortened to what is left. What cannot finish in time is `TooSlow`.
 
 Summaries: the conversations are summarized in batches that fit a share of the model's context window, each batch
 given the summary so far; the model answers a JSON object `{"summary", "facts"}` (a reply that is not one is taken
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from typing import TYPE_CHECKING, Any
 
 from orbital.agent import compaction, context
@@ -25,6 +27,11 @@ if TYPE_CHECKING:
     from orbital.runtime.services import Services
 
 AWS_CALL_MS = 25_000
+"""A request's time limit on AWS (all its model calls)."""
+MAX_BATCHES = 8
+"""The most model calls one summary request makes."""
+MIN_CALL_MS = 2_000
+"""A call with less time than this left is not started."""
 MAX_FACTS = 50
 MAX_FACT_CHARS = 500
 MAX_TITLE_CHARS = 80
@@ -76,12 +83,23 @@ def configured_model(config: dict[str, Any]) -> dict[str, str]:
     return model
 
 
-def _bounded(config: dict[str, Any], on_aws: bool) -> dict[str, Any]:
-    """The configuration with `timeouts.llmMs` lowered to what an HTTP call may take here."""
-    if not on_aws:
+class TooSlow(Exception):
+    """The request could not be answered within its time limit (or its number of model calls)."""
+
+
+def _bounded(config: dict[str, Any], deadline: float | None) -> dict[str, Any]:
+    """The configuration with `timeouts.llmMs` lowered to the time left before `deadline` (monotonic seconds)."""
+    if deadline is None:
         return config
+    left_ms = int((deadline - time.monotonic()) * 1000)
+    if left_ms < MIN_CALL_MS:
+        raise TooSlow("The summary could not be finished in time; send fewer or shorter conversations")
     timeouts = as_dict(config.get("timeouts"))
-    return {**config, "timeouts": {**timeouts, "llmMs": min(llm_timeout_ms(config), AWS_CALL_MS)}}
+    return {**config, "timeouts": {**timeouts, "llmMs": min(llm_timeout_ms(config), left_ms)}}
+
+
+def _deadline(time_limit_ms: int | None) -> float | None:
+    return None if time_limit_ms is None else time.monotonic() + time_limit_ms / 1000
 
 
 def batches(conversations: list[str], budget_chars: int) -> list[list[str]]:
@@ -122,17 +140,21 @@ def parse_summary(reply: str) -> tuple[str, list[str]]:
 
 
 def summarize(
-    services: Services, config: dict[str, Any], conversations: list[str], *, on_aws: bool
+    services: Services, config: dict[str, Any], conversations: list[str], *, time_limit_ms: int | None = None
 ) -> tuple[str, list[str]]:
-    """(summary, facts) of the conversations. Raises NotConfigured, `ModelError`, `BudgetExceeded`."""
+    """(summary, facts) of the conversations. Raises NotConfigured, TooSlow, `ModelError`, `BudgetExceeded`."""
     model = configured_model(config)
-    bounded = _bounded(config, on_aws)
+    deadline = _deadline(time_limit_ms)
     budget = max(8_000, context_window(config, model["provider"], model["id"]) * 2)  # ~half the window in chars
+    groups = batches([c for c in conversations if c.strip()], budget)
+    if len(groups) > MAX_BATCHES:
+        raise TooSlow(f"Too much to summarize at once (more than {MAX_BATCHES} model calls); send fewer conversations")
     summary, facts = "", list[str]()
-    for group in batches([c for c in conversations if c.strip()], budget):
+    for group in groups:
         earlier = EARLIER.format(summary=summary, facts="\n".join(f"- {f}" for f in facts)) if summary else ""
         body = "\n".join(f"<conversation>\n{text}\n</conversation>" for text in group)
-        reply = compaction.ask(services, bounded, model, SUMMARIZE_PROMPT.format(earlier=earlier, conversations=body))
+        prompt = SUMMARIZE_PROMPT.format(earlier=earlier, conversations=body)
+        reply = compaction.ask(services, _bounded(config, deadline), model, prompt)
         summary, found = parse_summary(reply)
         facts = list(dict.fromkeys([*found, *facts]))[:MAX_FACTS]
     return summary, facts
@@ -152,10 +174,15 @@ def clean_title(reply: str) -> str:
 
 
 def title(
-    services: Services, config: dict[str, Any], user_message: str, assistant_message: str, *, on_aws: bool
+    services: Services,
+    config: dict[str, Any],
+    user_message: str,
+    assistant_message: str,
+    *,
+    time_limit_ms: int | None = None,
 ) -> str:
     """A short title for a conversation from its first exchange. Raises NotConfigured, `ModelError`,
     `BudgetExceeded`."""
     model = configured_model(config)
     prompt = TITLE_PROMPT.format(user=user_message.strip(), assistant=assistant_message.strip())
-    return clean_title(compaction.ask(services, _bounded(config, on_aws), model, prompt))
+    return clean_title(compaction.ask(services, _bounded(config, _deadline(time_limit_ms)), model, prompt))

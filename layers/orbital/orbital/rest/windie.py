@@ -52,7 +52,7 @@ from orbital.domain.sniff import guess_mime
 from orbital.rest.auth import Caller, gateway_only, identify
 from orbital.rest.core import INERT
 from orbital.runtime import credentials
-from orbital.runtime.services import get_services
+from orbital.runtime.services import Services, get_services
 from orbital.store import artifacts, installs, keys
 
 log = logging.getLogger("orbital.rest.windie")
@@ -575,10 +575,12 @@ def semantic_summarize(body: SummarizeBody, caller: AnyCaller) -> dict[str, Any]
     services = get_services()
     try:
         summary, facts = semantic.summarize(
-            services, services.config.effective(), body.conversations, on_aws=not services.settings.local
+            services, services.config.effective(), body.conversations, time_limit_ms=_time_limit_ms(services)
         )
     except semantic.NotConfigured as exc:
         raise HTTPException(503, str(exc)) from None
+    except semantic.TooSlow as exc:
+        raise HTTPException(504, str(exc)) from None
     except (ModelError, BudgetExceeded) as exc:
         raise _unavailable(exc) from None
     return {"summary": summary, "facts": facts, "success": True}
@@ -594,13 +596,21 @@ def semantic_title(body: TitleBody, caller: AnyCaller) -> dict[str, Any]:
             services.config.effective(),
             body.user_message,
             body.assistant_message,
-            on_aws=not services.settings.local,
+            time_limit_ms=_time_limit_ms(services),
         )
     except semantic.NotConfigured as exc:
         raise HTTPException(503, str(exc)) from None
+    except semantic.TooSlow as exc:
+        raise HTTPException(504, str(exc)) from None
     except (ModelError, BudgetExceeded) as exc:
         raise _unavailable(exc) from None
     return {"title": title, "success": True}
+
+
+def _time_limit_ms(services: Services) -> int | None:
+    """How long a request's model calls may take in all: on AWS, within API Gateway's 29 s; locally unbounded but
+    for each call's own timeout."""
+    return None if services.settings.local else semantic.AWS_CALL_MS
 
 
 def _embedding_fields(provider: str, model: str, dimension: int | None, space: str) -> dict[str, Any]:
@@ -626,7 +636,9 @@ def embeddings_health(caller: AnyCaller) -> dict[str, Any]:
 @router.post("/api/embeddings/", tags=["windie"], summary="An embedding of one text")
 def embeddings_create(body: EmbeddingBody, caller: AnyCaller) -> dict[str, Any]:
     try:
-        found = embeddings.embed(get_services().config.effective(), body.text)
+        services = get_services()
+        limit = None if services.settings.local else semantic.AWS_CALL_MS / 1000
+        found = embeddings.embed(services.config.effective(), body.text, max_timeout_s=limit)
     except embeddings.NotConfigured as exc:
         raise HTTPException(503, str(exc)) from None
     except embeddings.EmbeddingsFailed as exc:
