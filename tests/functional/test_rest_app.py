@@ -104,6 +104,9 @@ def test_errors_are_the_sockets_own_with_the_status_of_their_code(http: TestClie
     not_object = http.post("/api/v1/cron.add", json=[1, 2])
     assert not_object.status_code == 400
     assert not_object.json() == {"detail": "Invalid params: expected an object", "code": 400}
+    form = http.post("/api/v1/cron.list", content=b"{}", headers={"Content-Type": "application/x-www-form-urlencoded"})
+    assert form.status_code == 400  # what `curl -d` sends: the answer says what to send instead
+    assert "Content-Type: application/json" in form.json()["detail"]
 
 
 @pytest.mark.parametrize(

@@ -270,6 +270,11 @@ async def invalid_params(request: Request, exc: RequestValidationError) -> Respo
     method = request.url.path.removeprefix(PREFIX + "/")
     errors = list(exc.errors())
     if any(tuple(err.get("loc", ())) == ("body",) for err in errors):  # not an object at all
+        kind = request.headers.get("content-type", "")
+        if kind and "json" not in kind.lower():  # e.g. curl -d without a Content-Type header sends a form
+            return error_response(
+                400, f"Invalid params: expected a JSON object (Content-Type: application/json, not {kind[:60]})"
+            )
         return error_response(400, "Invalid params: expected an object")
     parts = []
     for err in errors[:5]:
