@@ -288,7 +288,7 @@ def test_3_an_install_token_is_its_user_and_speaks_windie_only(gw: GatewayProces
         assert_turn("it-1", conv, user, events)  # the token's user, not the claimed one
         schemas = next(e for e in events if e["type"] == "tool-schemas")["payload"]["tool_schemas"]
         offered = {s["function"]["name"] for s in schemas}
-        assert "gsv__ReadFile" in offered and "gsv__ConfigGet" not in offered  # the agent's files, nothing more
+        assert offered == set()  # a guest: no backend tool, not even the agent's files
         assert events[-1]["payload"]["final_response"] == "MINE"
         # its GSV requests are refused, whatever it sends
         client.send_raw({"type": "req", "id": "g1", "method": "config.get", "params": {}})

@@ -12,10 +12,10 @@ from __future__ import annotations
 import itertools
 import json
 import time
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from orbital.agent import client_tools
 from orbital.engines import deferred
 from orbital.runtime import gateway
 from orbital.store import installs
@@ -24,7 +24,7 @@ from tests.conftest import GATEWAY_TOKEN as TOKEN
 from tests.conftest import wait_for
 from tests.support import rules
 from tests.support.agent import chat_events
-from tests.support.fake_llm import FakeLLM
+from tests.support.fake_llm import FakeLLM, reply
 
 READ_FILE = {
     "name": "read_file",
@@ -266,7 +266,7 @@ def test_the_sdk_previews_report_what_a_query_gets(token, flows, sender, service
             assert planned["transparency_events"] == posted  # the system prompt too
             names = {t["name"] for t in offered}
             if who == "install":
-                assert names <= client_tools.RESTRICTED_BACKEND | {"read_file"}
+                assert names <= {"read_file"}
             else:
                 assert "laptop__Bash" in names
             if definition is None:
@@ -282,10 +282,78 @@ def test_the_sdk_previews_report_what_a_query_gets(token, flows, sender, service
             sent = next(r for r in llm.requests if f"agree{n}" in json.dumps(r.body)).body
             assert sent["model"] == "gpt-chosen"
             assert sent["messages"][0] == {"role": "system", "content": posted[0]["payload"]["content"]}
-            assert sorted(t["function"]["name"] for t in sent["tools"]) == sorted(names)  # what the model was given
+            given = sorted(t["function"]["name"] for t in sent.get("tools", []))
+            assert given == sorted(names)  # what the model was given
 
         listed = _frame(cid, {"id": "m", "type": "list-models", "payload": {}})["payload"]
         models = http.get("/api/sdk/models", params={"user_id": user}, headers=auth).json()
         assert models["models"] == listed["local"] + listed["online"] and models["models"]
         assert models["config"]["selected_model_id"] == "gpt-chosen"
         assert "sk-test-key" not in json.dumps(models)
+
+
+# --- an install is a guest of the owner's gateway -------------------------------------------------------------------
+
+OWNER_FILES = {
+    "USER.md": "OWNER_USER_NOTES",
+    "SOUL.md": "OWNER_SOUL",
+    "AGENTS.md": "OWNER_AGENTS",
+    "MEMORY.md": "OWNER_MEMORY",
+    "skills/deploy/SKILL.md": "---\nname: deploy\ndescription: OWNER_SKILL\n---\nsteps",
+}
+
+
+def _guest_responder(request: Any) -> Any:
+    """The rules, and a summary with memories for a compaction's summarizer."""
+    messages = request.body.get("messages") if isinstance(request.body, dict) else None
+    if messages and messages[0].get("role") == "system" and "condense conversations" in str(messages[0]["content"]):
+        return reply("<summary>they talked</summary>\n<memories>- INSTALL_WROTE_THIS</memories>")
+    return rules.respond(request)
+
+
+def test_an_install_reaches_nothing_of_the_owners_workspace(token, flows, sender, services, agent, llm, connect):
+    from orbital.agent import memories
+    from orbital.domain.compaction import memory_file_date
+    from orbital.domain.session_keys import session_agent_id
+    from orbital.store import keys
+
+    llm.responder = _guest_responder
+    connect("node", "laptop")
+    _, secret = installs.register(services.table, "Linux", now_ms=1)
+    cid = _opened({"Authorization": f"Bearer {secret}"})
+    _frame(cid, _handshake())
+    asked = {"text": 'TOOL:gsv__ReadFile {"path":"USER.md"}', "conversation_ref": "g"}
+    query = {"id": "g1", "type": "query", "payload": asked}
+
+    def owner_files(agent_id: str) -> str:
+        daily = f"memory/{memory_file_date(datetime.now(UTC))}.md"
+        for name, text in {**OWNER_FILES, daily: "OWNER_DAILY"}.items():
+            services.workspace.put(keys.workspace_object(agent_id, name), text.encode(), content_type="text/markdown")
+        return daily
+
+    daily = owner_files("main")
+    assert _frame(cid, query) is None
+    events = _turn(sender, cid, "g1")
+    session = events[0]["session_id"]
+    assert session_agent_id(session) == "main"
+    prompt = next(e for e in events if e["type"] == "system-prompt")["payload"]["content"]
+    assert next(e for e in events if e["type"] == "tool-schemas")["payload"]["tool_schemas"] == []
+    (refused,) = [e for e in events if e["type"] == "tool-output"]
+    assert refused["payload"]["success"] is False and "not available" in refused["payload"]["output"]
+    sent = json.dumps([r.body for r in llm.requests])
+    for text in ("OWNER_USER_NOTES", "OWNER_SOUL", "OWNER_AGENTS", "OWNER_MEMORY", "OWNER_SKILL", "OWNER_DAILY"):
+        assert text not in prompt and text not in sent, text
+    assert "laptop" not in prompt and "agents/main" not in prompt
+    assert all(not r.body.get("tools") for r in llm.requests)
+
+    # what a compaction of its conversation finds never goes into the owner's memory files
+    services.config.set_path("compaction.keepRecentTokens", 1)
+    history = [{"role": "user", "content": f"note {n}"} for n in range(6)]
+    rehydrate = {"conversation_ref": "g", "messages": history, "rehydrate_mode": "replace"}
+    assert _frame(cid, {"id": "h", "type": "rehydrate-conversation", "payload": rehydrate}) is None
+    assert memories.wanted(services, session) is False  # nor from its archive, whoever resets it
+    done = _frame(cid, {"id": "c", "type": "compact-history", "payload": {"conversation_ref": "g", "force": True}})
+    assert done["type"] == "context-compaction-completed" and done["payload"]["compacted"] is True
+    assert any("condense conversations" in json.dumps(r.body) for r in llm.requests)
+    found = services.workspace.get(keys.workspace_object("main", daily))
+    assert found is not None and found[0] == b"OWNER_DAILY"

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from orbital.agent import client_tools, model_catalog
+from orbital.agent import client_tools, context, model_catalog
 from orbital.dialects import windie
 from orbital.dialects.detect import GSV, WINDIE, detect
 from orbital.store.subscriptions import Subscription
@@ -144,9 +144,22 @@ def test_disabled_tools_and_capabilities_narrow_further():
     assert narrowed[0] == BACKEND[0]
 
 
-def test_a_restricted_policy_keeps_only_the_agents_files():
+def test_a_restricted_policy_keeps_no_backend_tool():
     backend = [{"name": "gsv__ReadFile"}, {"name": "gsv__ConfigGet"}, {"name": "laptop__Bash"}]
-    assert _names(client_tools.narrowed(backend, CLIENT, {"restricted": True})) == ["gsv__ReadFile", *_names(CLIENT)]
+    assert _names(client_tools.narrowed(backend, CLIENT, {"restricted": True})) == _names(CLIENT)
+    explicit = {"mode": "explicit", "available": ["gsv__ReadFile", "read_file"], "restricted": True}
+    assert _names(client_tools.narrowed(backend, CLIENT, explicit)) == ["read_file"]
+    # a backend tool it cannot reach still keeps its name from a client's tool
+    own = [{"name": "laptop__Bash"}, {"name": "note"}]
+    assert _names(client_tools.narrowed(backend, own, {"restricted": True})) == ["note"]
+
+
+def test_a_guests_prompt_names_only_its_tools_and_model():
+    prompt = context.guest_system_prompt([{"name": "note", "description": "Take a note"}], {"provider": "p", "id": "m"})
+    assert "- note: Take a note" in prompt and "Model: p/m" in prompt
+    assert "USER.md" not in prompt and "agents/" not in prompt and "gsv__" not in prompt
+    assert "No tools are attached" in context.guest_system_prompt([], {"provider": "p", "id": "m"})
+    assert client_tools.is_guest({"restricted": True}) and not client_tools.is_guest({"mode": "client_only"})
 
 
 def test_a_run_without_client_tools_reads_nothing():
@@ -172,7 +185,7 @@ def test_openai_schemas():
 def test_the_backend_a_policy_can_reach():
     backend = [{"name": "gsv__ReadFile"}, {"name": "gsv__ConfigGet"}, {"name": "laptop__Bash"}]
     assert client_tools.reachable(backend, {"mode": "client_only"}) == backend
-    assert _names(client_tools.reachable(backend, {"restricted": True})) == ["gsv__ReadFile"]
+    assert client_tools.reachable(backend, {"restricted": True}) == []
     assert windie.caller_policy({"mode": "explicit"}, admin=True) == {"mode": "explicit"}
     assert windie.caller_policy({"mode": "explicit"}, admin=False) == {"mode": "explicit", "restricted": True}
 

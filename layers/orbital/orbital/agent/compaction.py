@@ -5,6 +5,10 @@ daily memory file.
 Proactive before a model call when `should_compact` says so; reactive once per run when the provider reports a
 context overflow. Summarization degrades in three tiers: every chunk in full, then with oversized chunks replaced by
 a note, then a plain note without any summary — so compaction itself never leaves the session stuck.
+
+A guest's session (`GUEST` in its meta: a conversation a client without the gateway's credential took part in, e.g. a
+WindieOS install's) is summarized like any other, but what it yields never goes into the agent's memory files: they
+are the owner's, and read into the owner's runs.
 """
 
 from __future__ import annotations
@@ -27,9 +31,16 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("orbital.agent.compaction")
 
+GUEST = "guest"
+"""In a session's meta: a guest took part in it (`keeps_memories`)."""
 SUMMARIZER_SYSTEM = (
     "You condense conversations into faithful, compact notes. You never add facts that are not in the text."
 )
+
+
+def keeps_memories(meta: dict[str, Any] | None) -> bool:
+    """Whether memories found in this session may go to the agent's memory files: not a guest's session's."""
+    return not (meta or {}).get(GUEST)
 
 
 def enabled(config: dict[str, Any]) -> bool:
@@ -128,7 +139,8 @@ def maybe_compact(
     summary, memories = summarize(services, config, model, plan, window)
     now = datetime.now(UTC)
     try:
-        append_daily_memories(services, session_agent_id(session_key), memories, now, "context compaction")
+        if keeps_memories(meta):
+            append_daily_memories(services, session_agent_id(session_key), memories, now, "context compaction")
     except Exception:
         log.exception("writing memories from compaction failed")
     message = rules.summary_message(summary, plan.image_count, int(now.timestamp() * 1000))

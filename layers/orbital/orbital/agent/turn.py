@@ -24,7 +24,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from orbital.agent import budgets, client_tools, context, events, media, notify, runs, settings, tools
+from orbital.agent import budgets, client_tools, compaction, context, events, media, notify, runs, settings, tools
 from orbital.agent.providers import ModelError, ModelRequest, complete
 from orbital.domain.config import as_dict
 from orbital.domain.messages import text_of
@@ -255,17 +255,21 @@ def _store_user_message(r: _Run, meta: dict[str, Any], run: dict[str, Any]) -> d
     data = runs.load_input(services, r.key, run)
     now = _now()
     policy = meta.get("resetPolicy") or initial_policy(r.config)
+    guest = client_tools.is_guest(client_tools.policy_of_run(run) or {})
     if _reset_due(meta, run, policy, now):
         result = services.sessions.reset(r.key, now=now)
         from orbital.agent import memories
 
-        memories.schedule(services, r.key, result)
+        if not guest:  # a guest's conversation never goes into the owner's memory files
+            memories.schedule(services, r.key, result)
     message = user_message(data, now, services=services, config=r.config)
 
     def start(meta: dict[str, Any], run: dict[str, Any]) -> bool:
         if run.get("userStored"):
             return False
         run["userStored"] = True
+        if guest:
+            meta[compaction.GUEST] = True
         if data.get("overrides"):
             run["overrides"] = data["overrides"]
         run.pop("input", None)  # the message is stored now; keep the meta small
@@ -320,7 +324,10 @@ def _model_turn(r: _Run, meta: dict[str, Any]) -> dict[str, Any]:
         tool_defs = client_tools.narrowed(tool_defs, client.tools, client.policy)
         client.offered = {str(t.get("name")) for t in tool_defs}
         hosts = client_tools.reachable_nodes(nodes, client.policy)
-    system = context.system_prompt(services, config, meta, r.key, r.agent_id, tool_defs, model, hosts)
+    if client is not None and client_tools.is_guest(client.policy):  # nothing of the owner's workspace
+        system = context.guest_system_prompt(tool_defs, model)
+    else:
+        system = context.system_prompt(services, config, meta, r.key, r.agent_id, tool_defs, model, hosts)
 
     upcoming = context.estimate_request_tokens(system, messages) if budgets.limits(config, meta).any else 0
     try:
@@ -397,8 +404,6 @@ def _call_model(
     a reply, `(None, the error the run ends with, its cause)`, or `(None, None, None)` when the run was stopped
     meanwhile."""
     services, config = r.services, r.config
-    from orbital.agent import compaction
-
     compacted = compaction.maybe_compact(services, config, r.key, meta, messages, model, system)
     if compacted is not None:
         messages = compacted

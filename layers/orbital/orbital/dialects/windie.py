@@ -4,10 +4,11 @@
   a bad shape: an `error` `Invalid handshake: ...` and the socket closed with 1008; on API Gateway, which chooses
   its own close code, the same error and then `DeleteConnection`). A top-level string `operating_system` (the shipped
   Python SDK's) is folded into `runtime`. Who the socket is: an install's token at the upgrade (`$connect` checked
-  it) makes it that install's user, whatever it claims; it may speak WindieOS only, and its runs get the agent's
-  workspace file tools and its own, no other backend tool. The gateway's token as a bearer, or a loopback gateway
-  without a token, trusts the claimed `user_id` (a single-owner gateway). A socket of a gateway with a token that
-  showed neither is refused after its handshake.
+  it) makes it that install's user, whatever it claims; it may speak WindieOS only, and it is a guest of the
+  owner's gateway: its runs get its own tools and no backend tool, a system prompt without any of the agent's
+  workspace files, and its conversations never feed the agent's memory files. The gateway's token as a bearer, or
+  a loopback gateway without a token, trusts the claimed `user_id` (a single-owner gateway). A socket of a gateway
+  with a token that showed neither is refused after its handshake.
 - **Client tools**: `agent_definition.tools.client_manifest.tools` are answered with `client-tool-manifest`
   (`accepted`, `rejected` with why: a backend tool's name, no schema, a bad name, twice). Accepted ones run on this
   socket, for the runs it starts (`orbital.agent.client_tools`): `tool-call` out, `tool-result` back. The policy
@@ -483,7 +484,7 @@ def _screenshots(services: Services, sock: _Socket, payload: dict[str, Any]) -> 
 
 def caller_policy(policy: dict[str, Any], *, admin: bool) -> dict[str, Any]:
     """A socket's (or an HTTP caller's) tool policy: as asked, and `restricted` for a caller without the gateway's
-    credential (an install: the agent's workspace files and its own tools, no other backend tool)."""
+    credential (an install, a guest: its own tools only, no backend tool, no workspace file in its prompt)."""
     return policy if admin else {**policy, "restricted": True}
 
 
@@ -584,7 +585,9 @@ def query_preview(
     tools = client_tools.narrowed(backend, client_tool_defs, policy) if offered else []
     hosts = client_tools.reachable_nodes(nodes, policy)
     system = ""
-    if with_prompt:
+    if with_prompt and client_tools.is_guest(policy):  # as the run builds it: nothing of the owner's workspace
+        system = context.guest_system_prompt(tools, model)
+    elif with_prompt:
         agent = agent_of(config, user_id, conversation_ref)
         system = context.system_prompt(services, config, meta, key, agent, tools, model, hosts)
     return QueryPreview(key, model, client_tools.reachable(backend, policy), tools, hosts, system)
@@ -627,6 +630,8 @@ def _query(services: Services, sock: _Socket, rid: Any, payload: dict[str, Any])
         if not services.push(conn.connection_id, frame):
             base.unsubscribe(services, sub)
             return []
+    if not sock.admin:
+        _mark_guest(services, key, meta)
     internal: dict[str, Any] = {"label": label(sock.user, conversation)}
     if sock.narrows:  # else its runs are everyone's: nothing more to read at each step
         internal.update(clientTools=True, toolPolicy=sock.policy, ownTools=bool(sock.tool_names))
@@ -671,6 +676,21 @@ def _transparency(
         log.exception("could not build the system prompt preview")
         return []
     return [turn_event(ref, kind, body, scratch) for kind, body in preview.first_turn_events()]
+
+
+def _mark_guest(services: Services, key: str, meta: dict[str, Any] | None) -> dict[str, Any]:
+    """Mark a conversation a guest (an install) takes part in: nothing found in it goes into the agent's memory
+    files, whoever resets or compacts it later (`compaction.keeps_memories`). One write, the first time only."""
+    if meta is not None and meta.get(compaction.GUEST):
+        return meta
+
+    def mark(current: dict[str, Any]) -> bool:
+        if current.get(compaction.GUEST):
+            return False
+        current[compaction.GUEST] = True
+        return True
+
+    return services.sessions.update_meta(key, mark)
 
 
 def _stop(services: Services, sock: _Socket, rid: Any, payload: dict[str, Any]) -> list[Any]:
@@ -873,6 +893,8 @@ def _rehydrate(services: Services, sock: _Socket, rid: Any, payload: dict[str, A
             _error(rid, "A query is running in this conversation: stop it first", sock.user, conversation=conversation)
         ]
     now = services.now_ms()
+    if not sock.admin:  # before the reset: what it archives is a guest's, and no memory is taken from it
+        _mark_guest(services, key, services.sessions.load_meta(key))
     reset = base.call(services, sock.conn, "session.reset", {"sessionKey": key})  # archived, as a reset archives
     if not reset.ok:
         return [_error(rid, f"Could not replace the history: {reset.message}", sock.user, conversation=conversation)]
@@ -897,6 +919,8 @@ def _compact(services: Services, sock: _Socket, rid: Any, payload: dict[str, Any
     try:
         config = services.config.effective()
         meta = services.sessions.load_meta(key) or {}
+        if not sock.admin:
+            meta = _mark_guest(services, key, meta)
         messages = services.sessions.messages(key, meta=meta)
         model = query_model(config, meta, load_settings_item(services, sock.user))
         force = payload.get("force") is not False
