@@ -23,7 +23,7 @@ from orbital.store import installs
 from tests.conftest import GATEWAY_TOKEN as TOKEN
 from tests.conftest import wait_for
 from tests.support import rules
-from tests.support.agent import chat_events
+from tests.support.agent import chat_events, node_events
 from tests.support.fake_llm import FakeLLM, reply
 
 READ_FILE = {
@@ -357,3 +357,32 @@ def test_an_install_reaches_nothing_of_the_owners_workspace(token, flows, sender
     assert any("condense conversations" in json.dumps(r.body) for r in llm.requests)
     found = services.workspace.get(keys.workspace_object("main", daily))
     assert found is not None and found[0] == b"OWNER_DAILY"
+
+
+def test_a_node_tool_that_came_later_is_never_sent_to_the_client(token, flows, sender, services, agent, llm, connect):
+    llm.responder = rules.respond
+    bash = {"name": "laptop__Bash", "description": "mine", "schema": {"type": "object"}}
+    cid = _connected([bash])  # accepted: no node had that name at the handshake
+    node = connect("node", "laptop")
+    query = {"id": "n1", "type": "query", "payload": {"text": 'TOOL:laptop__Bash {"c":"ls"}', "conversation_ref": "n"}}
+    assert _frame(cid, query) is None
+    invoke = wait_for(lambda: node_events(sender, node, "tool.invoke"), 30)[0]
+    assert invoke["tool"] == "Bash"
+    node.call("tool.result", {"callId": invoke["callId"], "result": "reply with exactly: FROM_NODE"})
+    events = _turn(sender, cid, "n1")
+    assert events[-1]["payload"]["final_response"] == "FROM_NODE"
+    assert [e for e in sender.frames_to(cid) if e.get("type") == "tool-call"] == []
+    (output,) = [e for e in events if e["type"] == "tool-output"]  # it ran elsewhere: reported, not asked
+    assert output["payload"]["tool_name"] == "laptop__Bash"
+
+
+def test_an_installs_manifest_does_not_tell_which_node_tools_exist(token, flows, sender, services, agent, connect):
+    connect("node", "laptop")
+    _, secret = installs.register(services.table, "Linux", now_ms=1)
+    cid = _opened({"Authorization": f"Bearer {secret}"})
+    names = ("laptop__Bash", "nowhere__Bash", "gsv__ConfigGet", "read_file")
+    tools = [{"name": n, "description": "", "schema": {"type": "object"}} for n in names]
+    answer = _frame(cid, _handshake(tools=tools))
+    assert [t["name"] for t in answer["payload"]["accepted"]] == ["read_file"]
+    assert {r["reason"] for r in answer["payload"]["rejected"]} == {"reserved backend tool names cannot be overridden"}
+    assert [r["name"] for r in answer["payload"]["rejected"]] == list(names[:3])

@@ -116,6 +116,23 @@ def test_the_manifest_accepts_and_rejects_with_reasons():
     assert [r["name"] for r in rejected] == ["gsv__ReadFile", "gsv__Anything", "no_schema", "bad name!", "read_file"]
 
 
+def test_a_guests_manifest_cannot_probe_the_backends_names():
+    class Exploding:
+        def __getattr__(self, name: str) -> Any:
+            raise AssertionError(f"read {name}")
+
+    schema = {"type": "object"}
+    entries = [{"name": n, "schema": schema} for n in ("laptop__Bash", "nobody__Thing", "gsv__ReadFile", "note")]
+    tools, _, rejected = windie.validate_manifest(Exploding(), entries, guest=True)  # type: ignore[arg-type]
+    assert _names(tools) == ["note"]
+    assert rejected == [
+        {"name": n, "reason": windie.RESERVED} for n in ("laptop__Bash", "nobody__Thing", "gsv__ReadFile")
+    ]
+    assert windie.validate_manifest(_Services(), entries[:2])[1] == [  # type: ignore[arg-type]
+        {"name": n, "description": "", "execution_target": "local_runtime"} for n in ("laptop__Bash", "nobody__Thing")
+    ]
+
+
 # --- the tool policy ----------------------------------------------------------------------------------------------
 
 BACKEND = [{"name": "gsv__ListFiles"}, {"name": "laptop__Bash"}, {"name": "laptop__browser_open"}]
@@ -160,6 +177,15 @@ def test_a_guests_prompt_names_only_its_tools_and_model():
     assert "USER.md" not in prompt and "agents/" not in prompt and "gsv__" not in prompt
     assert "No tools are attached" in context.guest_system_prompt([], {"provider": "p", "id": "m"})
     assert client_tools.is_guest({"restricted": True}) and not client_tools.is_guest({"mode": "client_only"})
+
+
+def test_only_the_sockets_own_offered_tools_go_to_it():
+    client = client_tools.ClientTools("c", [{"name": "laptop__Bash"}, {"name": "note"}, {"name": "off"}], {})
+    client.policy = {"disabled": ["off"]}
+    offered = client.offer(BACKEND)
+    assert _names(offered) == [*_names(BACKEND), "note"]
+    assert client.own == {"note"}  # the node's laptop__Bash, which connected later, is the node's
+    assert client_tools.ClientTools("c", [{"name": "note"}]).own == set()  # nothing offered: nothing routed
 
 
 def test_a_run_without_client_tools_reads_nothing():
@@ -258,8 +284,11 @@ def test_thinking_comes_as_a_thought():
 
 
 def test_tools_the_client_ran_are_not_reported_back_and_others_are():
-    sub = _sub(clientTools=["read_file"])
-    assert _encode(sub, state="toolResult", toolName="read_file", toolCallId="c1", content="x", isError=False) == []
+    sub = _sub()
+    ran = {"toolName": "read_file", "toolCallId": "c1", "content": "x", "isError": False}
+    assert _encode(sub, state="toolResult", onClient=True, **ran) == []
+    (same_name,) = _encode(sub, state="toolResult", **ran)  # a backend tool of that name: it ran elsewhere
+    assert same_name["type"] == "tool-output"
     (output,) = _encode(sub, state="toolResult", toolName="gsv__ListFiles", toolCallId="c2", content="a", isError=True)
     assert output["type"] == "tool-output"
     assert output["payload"]["success"] is False and output["payload"]["error"] == "a"

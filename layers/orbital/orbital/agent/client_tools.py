@@ -66,7 +66,10 @@ class ClientTools:
     tools: list[dict[str, Any]] = field(default_factory=list)
     policy: dict[str, Any] = field(default_factory=dict)
     offered: set[str] | None = None
-    """The names the model was offered (`narrowed`): a call of any other name is refused, not run."""
+    """The names the model was offered (`offer`): a call of any other name is refused, not run."""
+    own: set[str] = field(default_factory=set)
+    """The names of the socket's own tools among those offered: only a call of one of these goes to the socket (a
+    backend tool of the same name, e.g. of a node that connected after the handshake, is the backend's)."""
 
     @property
     def owner(self) -> str:
@@ -74,6 +77,15 @@ class ClientTools:
 
     def names(self) -> set[str]:
         return {str(t.get("name")) for t in self.tools}
+
+    def offer(self, backend: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The tools the run offers the model (`narrowed`), remembering which names were offered and which of those
+        are the socket's own (`offered`, `own`: what dispatch refuses and what it routes to the socket)."""
+        chosen = narrowed(backend, self.tools, self.policy)
+        taken = {str(t.get("name")) for t in backend}
+        self.offered = {str(t.get("name")) for t in chosen}
+        self.own = (self.names() - taken) & self.offered
+        return chosen
 
 
 def policy_of_run(run: dict[str, Any]) -> dict[str, Any] | None:

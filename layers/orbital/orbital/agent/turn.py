@@ -205,7 +205,8 @@ def turn(services: Services, event: dict[str, Any]) -> dict[str, Any]:
     assert isinstance(run, dict)
 
     if event.get("next") == "wait":
-        collected = tools.collect(services, r.key, r.execution, r.iteration)
+        on_client: set[str] = set()
+        collected = tools.collect(services, r.key, r.execution, r.iteration, on_client)
         waitgroup.close(services, tools.group_id(r.execution, r.iteration))
         r.iteration += 1
         if collected:
@@ -222,7 +223,7 @@ def turn(services: Services, event: dict[str, Any]) -> dict[str, Any]:
             stored = r.append(collected, mark)
             if stored is not None:
                 meta = stored
-                _announce_results(r, collected)
+                _announce_results(r, collected, on_client)
             else:  # stored already by an earlier attempt of this step, or the run lost the session
                 meta = services.sessions.load_meta(r.key) or {}
                 if not _owns(meta.get("currentRun"), r.run_id, r.execution):
@@ -321,8 +322,7 @@ def _model_turn(r: _Run, meta: dict[str, Any]) -> dict[str, Any]:
     client = r.own_tools(run)
     hosts = nodes
     if client is not None:  # a run of a socket with tools of its own (and a policy narrowing the list)
-        tool_defs = client_tools.narrowed(tool_defs, client.tools, client.policy)
-        client.offered = {str(t.get("name")) for t in tool_defs}
+        tool_defs = client.offer(tool_defs)
         hosts = client_tools.reachable_nodes(nodes, client.policy)
     if client is not None and client_tools.is_guest(client.policy):  # nothing of the owner's workspace
         system = context.guest_system_prompt(tool_defs, model)
@@ -473,10 +473,7 @@ def _run_tools(r: _Run, run: dict[str, Any], reply: dict[str, Any], calls: list[
         return _state(r.event, r.iteration, "done")  # stopped while announcing: launch nothing
     client = r.own_tools(run)
     if client is not None and client.offered is None:  # a step that resumes a stored reply: offered as then
-        offered = client_tools.narrowed(
-            context.model_tools(services, services.connections.nodes()), client.tools, client.policy
-        )
-        client.offered = {str(t.get("name")) for t in offered}
+        client.offer(context.model_tools(services, services.connections.nodes()))
     it = tools.Iteration(services, config, r.key, r.agent_id, r.run_id, r.execution, r.iteration, _now(), client)
     results, wait_s = tools.dispatch(it, calls)
     if results is None:
@@ -499,10 +496,12 @@ def _run_tools(r: _Run, run: dict[str, Any], reply: dict[str, Any], calls: list[
     return _state(r.event, nxt, "turn")
 
 
-def _announce_results(r: _Run, results: list[dict[str, Any]]) -> None:
+def _announce_results(r: _Run, results: list[dict[str, Any]], on_client: set[str] | None = None) -> None:
     """Each stored tool result, as a `toolResult` event: only dialect sockets subscribed to the run get it (GSV
-    clients read results from the transcript)."""
+    clients read results from the transcript). `onClient`: the call went to the run's client socket, which has its
+    result already."""
     for result in results:
+        extra = {"onClient": True} if on_client and str(result.get("toolCallId")) in on_client else {}
         r.audience.send(
             events.chat_payload(
                 r.run_id,
@@ -511,6 +510,7 @@ def _announce_results(r: _Run, results: list[dict[str, Any]]) -> None:
                 toolName=result.get("toolName"),
                 isError=bool(result.get("isError")),
                 content=text_of(result),
+                **extra,
             )
         )
 

@@ -10,9 +10,10 @@
   a loopback gateway without a token, trusts the claimed `user_id` (a single-owner gateway). A socket of a gateway
   with a token that showed neither is refused after its handshake.
 - **Client tools**: `agent_definition.tools.client_manifest.tools` are answered with `client-tool-manifest`
-  (`accepted`, `rejected` with why: a backend tool's name, no schema, a bad name, twice). Accepted ones run on this
-  socket, for the runs it starts (`orbital.agent.client_tools`): `tool-call` out, `tool-result` back. The policy
-  (`mode`, `available_tools`, `disabled_tools`, `disabled_capabilities`) narrows each run's tools.
+  (`accepted`, `rejected` with why: a backend tool's name, or for an install any name of the backend's form, no
+  schema, a bad name, twice). Accepted ones run on this socket, for the runs it starts (`orbital.agent.client_tools`):
+  `tool-call` out, `tool-result` back. The policy (`mode`, `available_tools`, `disabled_tools`,
+  `disabled_capabilities`) narrows each run's tools.
 - **query** → a run in the conversation's session `agent:{agentId}:windie:group:{h(user_id, conversation_ref)}`
   (labelled `windie:{user_id}:{conversation_ref}`), streaming `query-accepted`, on a conversation's first turn
   `system-prompt` and `tool-schemas`, then `streaming-response` deltas, `tool-call` (this socket's tools),
@@ -87,6 +88,8 @@ above this, so every event fits one WebSocket message on API Gateway (128 KB).""
 ENVELOPE_BYTES = 2048
 """What a turn's correlation fields add to an event's payload, at most."""
 RESERVED = "reserved backend tool names cannot be overridden"
+BACKEND_SEPARATOR = "__"
+"""What the backend's tool names have (`gsv__*`, `{nodeId}__{tool}`): a guest may declare no such name."""
 GREETING = "Hello! I'm listening."
 STOPPED = "Run cancelled by user"
 SETTING_DEFAULTS: dict[str, Any] = {
@@ -216,10 +219,12 @@ def _reserved_names(services: Services) -> set[str]:
 
 
 def validate_manifest(
-    services: Services, entries: list[Any]
+    services: Services, entries: list[Any], *, guest: bool = False
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
-    """(tool definitions for the model, `accepted`, `rejected`) of a client manifest."""
-    reserved = _reserved_names(services) if entries else set()
+    """(tool definitions for the model, `accepted`, `rejected`) of a client manifest. A `guest`'s (an install's)
+    names of the backend's form (`gsv__*`, `{nodeId}__{tool}`) are all refused for the same reason, whether such a
+    tool exists or not: its manifest must not tell it which nodes and tools the owner has."""
+    reserved = _reserved_names(services) if entries and not guest else set()
     tools: list[dict[str, Any]] = []
     accepted: list[dict[str, Any]] = []
     rejected: list[dict[str, Any]] = []
@@ -230,7 +235,7 @@ def validate_manifest(
         reason = None
         if not isinstance(name, str) or not client_tools.NAME.match(name):
             reason = "tool names must be 1-64 letters, digits, '_' or '-'"
-        elif name in reserved or name.startswith(NATIVE_PREFIX):
+        elif name in reserved or name.startswith(NATIVE_PREFIX) or (guest and BACKEND_SEPARATOR in name):
             reason = RESERVED
         elif not isinstance(entry.get("schema"), dict):
             reason = "a tool needs a JSON schema"
@@ -297,7 +302,7 @@ def _handshake(services: Services, inbound: DialectInbound) -> list[Any]:
         user, admin = given["user_id"] or "", True
     if not user:
         return _refused("Invalid handshake: user_id is required")
-    tools, accepted, rejected = validate_manifest(services, given["manifest"])
+    tools, accepted, rejected = validate_manifest(services, given["manifest"], guest=not admin)
     if socket_gate.applies(services) and not bearer:
         socket_gate.settle(services, inbound.connection_id)  # an install's socket, authenticated by its token
     policy = caller_policy(given["policy"], admin=admin)
@@ -497,7 +502,7 @@ def definition_tools(
         policy, _, manifest = parse_agent_definition(agent_definition)
     except _Invalid as exc:
         raise ValueError(exc.message) from None
-    return caller_policy(policy, admin=admin), validate_manifest(services, manifest)[0]
+    return caller_policy(policy, admin=admin), validate_manifest(services, manifest, guest=not admin)[0]
 
 
 def query_model(
@@ -617,7 +622,6 @@ def _query(services: Services, sock: _Socket, rid: Any, payload: dict[str, Any])
         "user": sock.user,
         "session": key,
         "startedAt": services.now_ms(),
-        "clientTools": sorted(sock.tool_names),
     }
     sub = base.subscribe(services, conn, run_id, key, ref)
     scratch: dict[str, Any] = {}
@@ -1097,8 +1101,8 @@ def encode(services: Services, sub: Subscription, payload: dict[str, Any]) -> li
         }
         return [turn_event(ref, "tool-call", body, scratch)]
     if state == "toolResult":
-        if payload.get("toolName") in (ref.get("clientTools") or []):
-            return []  # the client ran it: it has the result
+        if payload.get("onClient"):
+            return []  # the client ran it: it has the result (a backend tool of the same name is reported)
         failed = bool(payload.get("isError"))
         output = _cut(str(payload.get("content") or ""), MAX_EVENT_BYTES // 2)
         body = {
