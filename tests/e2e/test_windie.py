@@ -457,7 +457,11 @@ def test_9_settings_load_with_every_key_blank(gw: GatewayProcess) -> None:
 
 
 def test_10_a_model_choice_is_kept_and_used_by_the_next_query(gw: GatewayProcess, llm: FakeLLM) -> None:
+    with _admin(gw) as admin:
+        admin.call("config.set", {"path": "providers.openai.models", "value": ["gpt-test", "gpt-chosen"]})
     with Windie(gw) as client:
+        client.send("update-settings", {"model_provider": "openai", "selected_model_id": "gpt-unlisted"}, "no")
+        assert "not offered" in client.reply("no", "error")["payload"]["message"]
         choice = {"model_provider": "openai", "selected_model_id": "gpt-chosen@@variant", "wakeword_enabled": True}
         client.send("update-settings", choice, "us")
         updated = client.reply("us", "settings-updated")["payload"]["updated_keys"]

@@ -176,10 +176,11 @@ def test_a_client_tool_round_trip_and_a_client_that_leaves(token, flows, sender,
 
 def test_settings_rehydrate_and_stop(token, flows, sender, services, agent, llm: FakeLLM):
     cid = _connected()
-    update = {"id": "u", "type": "update-settings", "payload": {"model_provider": "openai", "selected_model_id": "m"}}
+    choice = {"model_provider": "openai", "selected_model_id": "gpt-5-mini"}
+    update = {"id": "u", "type": "update-settings", "payload": choice}
     assert set(_frame(cid, update)["payload"]["updated_keys"]) == {"model_provider", "selected_model_id"}
     loaded = _frame(cid, {"id": "l", "type": "load-settings", "payload": {}})["payload"]["config"]
-    assert loaded["selected_model_id"] == "m"
+    assert loaded["selected_model_id"] == "gpt-5-mini"
     assert all(v["api_key"] == "" for v in loaded["provider_api_keys"].values())
     history = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
     rehydrate = {"conversation_ref": "r", "messages": history, "rehydrate_mode": "replace"}
@@ -232,6 +233,7 @@ def test_the_sdk_previews_report_what_a_query_gets(token, flows, sender, service
     from starlette.testclient import TestClient
 
     llm.responder = rules.respond
+    services.config.set_path("providers.openai.models", ["gpt-test", "gpt-chosen"])
     connect("node", "laptop")  # its tools: the gateway's caller is offered them, an install is not
     if who == "install":
         install, secret = installs.register(services.table, "Linux", now_ms=1)
@@ -386,3 +388,49 @@ def test_an_installs_manifest_does_not_tell_which_node_tools_exist(token, flows,
     assert [t["name"] for t in answer["payload"]["accepted"]] == ["read_file"]
     assert {r["reason"] for r in answer["payload"]["rejected"]} == {"reserved backend tool names cannot be overridden"}
     assert [r["name"] for r in answer["payload"]["rejected"]] == list(names[:3])
+
+
+def test_an_install_spends_only_on_what_the_owner_offers(token, flows, sender, services, agent, llm):
+    llm.responder = rules.respond
+    _, secret = installs.register(services.table, "Linux", now_ms=1)
+    cid = _opened({"Authorization": f"Bearer {secret}"})
+    _frame(cid, _handshake())
+    for choice in (
+        {"model_provider": "openai", "selected_model_id": "gpt-9-ultra"},
+        {"model_provider": "anthropic", "selected_model_id": "claude-opus-4-1"},  # no key for it
+        {"selected_model_id": "o3-pro@@variant"},
+    ):
+        refused = _frame(cid, {"id": "u", "type": "update-settings", "payload": choice})
+        assert refused["type"] == "error" and "not offered" in refused["payload"]["message"], choice
+    loaded = _frame(cid, {"id": "l", "type": "load-settings", "payload": {}})["payload"]["config"]
+    assert loaded["selected_model_id"] == "gpt-test"  # unchanged
+    offered = {"model_provider": "openai", "selected_model_id": "gpt-5-mini"}
+    assert _frame(cid, {"id": "u2", "type": "update-settings", "payload": offered})["type"] == "settings-updated"
+
+
+def test_an_installs_text_is_never_a_command_or_a_directive(token, flows, sender, services, agent, llm):
+    """Its text is the model's: no directive picks another model or level, no command acts on the session; only
+    `/stop` stops, as `stop-query` does."""
+    llm.responder = rules.respond
+    _, secret = installs.register(services.table, "Linux", now_ms=1)
+    cid = _opened({"Authorization": f"Bearer {secret}"})
+    _frame(cid, _handshake())
+    for rid, text in (
+        ("d1", "/m:openai/gpt-9-ultra reply with exactly: DIRECTIVE"),
+        ("d2", "/t:xhigh reply with exactly: THINK"),
+        ("d3", "/new"),
+    ):
+        query = {"id": rid, "type": "query", "payload": {"text": text, "conversation_ref": "spend"}}
+        assert _frame(cid, query) is None
+        events = _turn(sender, cid, rid)
+        assert events[-1]["type"] == "streaming-complete", events[-1]
+        sent = next(r for r in llm.requests if text in json.dumps(r.body)).body
+        assert sent["model"] == "gpt-test" and "reasoning_effort" not in sent
+        assert json.dumps(text)[1:-1] in json.dumps(sent["messages"][-1])
+    session = events[0]["session_id"]
+    assert len(agent.call("session.preview", {"sessionKey": session})["messages"]) == 6  # /new reset nothing
+    asked = len(llm.requests)
+    stop = {"id": "s", "type": "query", "payload": {"text": "/stop", "conversation_ref": "spend"}}
+    answer = _frame(cid, stop)  # a command's reply, at once
+    assert answer["type"] == "streaming-complete" and answer["payload"]["final_response"] == "No run in progress."
+    assert len(llm.requests) == asked

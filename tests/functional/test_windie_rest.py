@@ -348,6 +348,9 @@ def test_models_and_system_prompt_come_from_the_configuration(http: Any, gateway
     gateway.table.put(
         ("WINDIESETTINGS", "u-chooser"), {"model_provider": "openai", "selected_model_id": "gpt-chosen@@variant"}
     )
+    stale = http.get("/api/sdk/system-prompt", params={"user_id": "u-chooser"}).json()
+    assert stale["config"]["selected_model_id"] == "gpt-test"  # a choice no provider offers (any more) is not used
+    gateway.config.set_path("providers.openai.models", ["gpt-test", "gpt-chosen"])
     chosen = http.get("/api/sdk/system-prompt", params={"user_id": "u-chooser"}).json()
     assert chosen["config"]["selected_model_id"] == "gpt-chosen" and "openai/gpt-chosen" in chosen["system_prompt"]
     assert http.get("/api/sdk/models").json()["config"]["selected_model_id"] == "gpt-test"  # another user's

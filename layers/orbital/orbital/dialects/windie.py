@@ -45,7 +45,7 @@ from orbital.agent import client_tools, compaction, context, model_catalog, runs
 from orbital.aws import secrets
 from orbital.dialects import base
 from orbital.dialects.detect import WINDIE, WINDIE_TYPES
-from orbital.domain import sniff
+from orbital.domain import commands, sniff
 from orbital.domain.config import as_dict
 from orbital.domain.messages import text_of
 from orbital.domain.session_keys import resolve_agent_by_specificity
@@ -514,7 +514,7 @@ def query_model(
 ) -> dict[str, str]:
     """The model a query calls: the user's choice (`update-settings`, its variant suffix dropped) over the session's
     and the configured one. `model_id` / `model_provider`: a preview's what-if over all of them (a query has none)."""
-    chosen = _chosen_model(stored)
+    chosen = _chosen_model(config, stored)
     model = context.effective_model(config, meta, {"model": chosen} if chosen else {})
     wanted = model_catalog.runtime_model_id(model_id) if model_id else ""
     if wanted:
@@ -614,7 +614,7 @@ def _query(services: Services, sock: _Socket, rid: Any, payload: dict[str, Any])
     config = services.config.effective()
     key = session_key(config, sock.user, conversation)
     media = _screenshots(services, sock, payload)
-    chosen = _chosen_model(load_settings_item(services, sock.user))
+    chosen = _chosen_model(config, load_settings_item(services, sock.user))
     run_id = f"{_run_prefix(turn)}{uuid.uuid4().hex[:12]}"
     ref = {
         "turn": turn,
@@ -637,6 +637,8 @@ def _query(services: Services, sock: _Socket, rid: Any, payload: dict[str, Any])
     if not sock.admin:
         _mark_guest(services, key, meta)
     internal: dict[str, Any] = {"label": label(sock.user, conversation)}
+    if not sock.admin and _command_name(text) != "stop":  # a guest's text is the model's: no command, no directive
+        internal["literal"] = True
     if sock.narrows:  # else its runs are everyone's: nothing more to read at each step
         internal.update(clientTools=True, toolPolicy=sock.policy, ownTools=bool(sock.tool_names))
     if media:
@@ -655,6 +657,11 @@ def _query(services: Services, sock: _Socket, rid: Any, payload: dict[str, Any])
         turn_event(ref, "streaming-response", {"text": reply}, scratch),
         turn_event(ref, "streaming-complete", {"final_response": reply}, scratch),
     ]
+
+
+def _command_name(text: str) -> str | None:
+    command = commands.parse_command(text)
+    return command.name if command is not None else None
 
 
 def _transparency(
@@ -950,12 +957,26 @@ def load_settings_item(services: Services, user_id: str) -> dict[str, Any]:
     return dict(rec.data) if rec is not None else {}
 
 
-def _chosen_model(stored: dict[str, Any]) -> dict[str, str] | None:
+def _chosen_model(config: dict[str, Any], stored: dict[str, Any]) -> dict[str, str] | None:
+    """The model a user chose (`update-settings`), while the configured providers still offer it (else none: the
+    gateway's model)."""
     provider, choice = stored.get("model_provider"), stored.get("selected_model_id")
     if isinstance(provider, str) and provider and isinstance(choice, str) and choice:
         model_id = model_catalog.runtime_model_id(choice)
-        return {"provider": provider, "id": model_id} if model_id else None
+        if model_id and model_catalog.is_offered(config, provider, model_id):
+            return {"provider": provider, "id": model_id}
     return None
+
+
+def _check_model_choice(config: dict[str, Any], stored: dict[str, Any], changes: dict[str, Any]) -> None:
+    """Refuse a model choice the configured providers do not offer (`list-models`): a client picks among the
+    owner's models, it does not name one to call (and pay for)."""
+    model = as_dict(config.get("model"))
+    provider = changes.get("model_provider") or stored.get("model_provider") or model.get("provider") or "anthropic"
+    choice = changes.get("selected_model_id") or stored.get("selected_model_id") or model.get("id") or ""
+    model_id = model_catalog.runtime_model_id(str(choice))
+    if not model_id or not model_catalog.is_offered(config, str(provider), model_id):
+        raise _Invalid(f"Model not offered by this gateway: {str(provider)[:60]}/{model_id[:100]} (see list-models)")
 
 
 def settings_view(services: Services, user_id: str) -> dict[str, Any]:
@@ -1030,8 +1051,10 @@ def _update_settings(services: Services, sock: _Socket, rid: Any, payload: dict[
         done = base.call(services, sock.conn, "config.set", {"path": f"apiKeys.{provider}", "value": secret})
         if not done.ok:
             raise _Invalid(f"Could not set the key of {provider}: {done.message}")
+    stored = load_settings_item(services, sock.user)
+    if any(name in changes for name in MODEL_KEYS):  # (with the keys just set: a provider they make usable counts)
+        _check_model_choice(services.config.effective(), stored, changes)
     if changes or enabled:
-        stored = load_settings_item(services, sock.user)
         stored.update(changes)
         if enabled:
             stored["provider_enabled"] = {**(stored.get("provider_enabled") or {}), **enabled}
