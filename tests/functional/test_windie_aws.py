@@ -434,3 +434,74 @@ def test_an_installs_text_is_never_a_command_or_a_directive(token, flows, sender
     answer = _frame(cid, stop)  # a command's reply, at once
     assert answer["type"] == "streaming-complete" and answer["payload"]["final_response"] == "No run in progress."
     assert len(llm.requests) == asked
+
+
+class _Invocation:
+    """A Lambda context with so many milliseconds left."""
+
+    def __init__(self, left_ms: int) -> None:
+        self.left_ms = left_ms
+
+    def get_remaining_time_in_millis(self) -> int:
+        return self.left_ms
+
+
+def test_compact_history_answers_within_the_invocations_time(token, flows, sender, services, agent, llm):
+    from orbital.agent import budgets, runs
+    from orbital.runtime import invocation
+
+    def slow_summaries(request: Any) -> Any:
+        if "condense conversations" in json.dumps(request.body.get("messages", [])[:1]):
+            return reply("<summary>they talked</summary>", chunks=4, delay_per_chunk=1.0)
+        return rules.respond(request)
+
+    llm.responder = slow_summaries
+    services.config.set_path("compaction.keepRecentTokens", 1)
+    services.config.set_path("budgets.daily", 10_000_000)
+    cid = _connected()
+    history = [{"role": "user", "content": f"note {n}"} for n in range(6)]
+    rehydrate = {"conversation_ref": "slow", "messages": history, "rehydrate_mode": "replace"}
+    assert _frame(cid, {"id": "h", "type": "rehydrate-conversation", "payload": rehydrate}) is None
+    compact = {"id": "c", "type": "compact-history", "payload": {"conversation_ref": "slow", "force": True}}
+    with invocation.running(_Invocation(4_000)):  # 2 s once the margin is kept
+        began = time.monotonic()
+        answer = _frame(cid, compact)
+        took = time.monotonic() - began
+    assert (
+        answer["type"] == "context-compaction-failed" and "could not finish within 2s" in answer["payload"]["message"]
+    )
+    assert took < 4
+    assert [f["type"] for f in sender.frames_to(cid) if f.get("id") == "c"] == ["context-compaction-started"]
+    assert budgets.status(services, services.config.effective())["daily"]["used"] == 0  # reserved, then released
+    listed = agent.call("sessions.list", {"limit": 100})["sessions"]
+    key = next(s["sessionKey"] for s in listed if s.get("label") == "windie:aws-user:slow")
+    assert runs.current_run(services, key) is None  # the session it held is free again
+    assert len(agent.call("session.preview", {"sessionKey": key})["messages"]) == 6  # unchanged
+
+    with invocation.running(_Invocation(1_500)):  # not even a second to try
+        assert "more time" in _frame(cid, compact)["payload"]["message"]
+    llm.responder = _guest_responder
+    with invocation.running(_Invocation(20_000)):
+        done = _frame(cid, compact)
+    assert done["type"] == "context-compaction-completed" and done["payload"]["compacted"] is True
+    assert runs.current_run(services, key) is None
+
+
+def test_a_query_sent_while_the_session_is_held_waits_for_it(token, flows, sender, services, agent, llm):
+    from orbital.agent import runs
+
+    llm.responder = rules.respond
+    cid = _connected()
+    _first_turn(sender, cid, "before", "held")
+    key = next(f["session_id"] for f in sender.frames_to(cid) if f.get("turn_ref") == "before")
+    assert runs.hold(services, key, "compact-x", 60_000, kind="compaction")
+    assert not runs.hold(services, key, "compact-y", 60_000, kind="compaction")  # one holder at a time
+    query = {
+        "id": "after",
+        "type": "query",
+        "payload": {"text": "reply with exactly: AFTER", "conversation_ref": "held"},
+    }
+    assert _frame(cid, query) is None
+    assert len(services.sessions.load_meta(key)["queue"]) == 1  # queued behind the holder, as behind a run
+    runs.finish(services, key, "compact-x", None)
+    assert _turn(sender, cid, "after")[-1]["payload"]["final_response"] == "AFTER"

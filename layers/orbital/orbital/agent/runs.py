@@ -418,6 +418,33 @@ def stop(
     return Stopped(was_running=True, run_id=run_id, cancelled=cancelled)
 
 
+def hold(services: Services, session_key: str, hold_id: str, lease_ms: int, *, kind: str) -> bool:
+    """Lease an idle session to work that is no run (WindieOS's `compact-history`), as a run holds it: messages sent
+    meanwhile queue behind it, and `finish(services, session_key, hold_id, None)` releases it (starting the next).
+    With no execution to ask about, a holder that died is freed once `lease_ms` has passed (`is_stale`). False
+    when the session is not idle."""
+    now = now_ms()
+    taken: list[bool] = []
+
+    def apply(meta: dict[str, Any]) -> bool:
+        taken.clear()
+        if meta.get("currentRun"):
+            return False
+        meta["currentRun"] = {
+            "runId": hold_id,
+            "execution": "",
+            "startedAt": now,
+            "leaseUntil": now + lease_ms,
+            "iteration": 0,
+            "origin": {"kind": kind},
+        }
+        taken.append(True)
+        return True
+
+    services.sessions.update_meta(session_key, apply, now=now)
+    return bool(taken)
+
+
 def _release_only(meta: dict[str, Any], run_id: str, execution: str | None) -> dict[str, Any] | None:
     """`release` without handing the session to the next queued input (it starts later, with `kick`)."""
     run = meta.get("currentRun")

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from orbital.agent import client_tools, compaction, context, model_catalog, runs
+from orbital.agent import client_tools, compaction, context, events, model_catalog, runs, settings
 from orbital.aws import secrets
 from orbital.dialects import base
 from orbital.dialects.detect import WINDIE, WINDIE_TYPES
@@ -51,6 +51,7 @@ from orbital.domain.messages import text_of
 from orbital.domain.session_keys import resolve_agent_by_specificity
 from orbital.engines import deferred, socket_gate
 from orbital.protocol.registry import DialectClose, DialectInbound, Router
+from orbital.runtime import invocation
 from orbital.store import artifacts, keys, subscriptions
 from orbital.store.sessions import message_count
 from orbital.store.subscriptions import Subscription
@@ -82,6 +83,13 @@ MAX_NAMES = 256
 MAX_REF_CHARS = 256
 MAX_SCREENSHOTS = 16
 MAX_REHYDRATE_MESSAGES = 2000
+COMPACTION_AWS_S = 25.0
+"""The longest `compact-history` may take on AWS (API Gateway ends a WebSocket integration at 29 s)."""
+LAMBDA_MARGIN_S = 2.0
+"""Kept free of the Lambda invocation's remaining time, to answer before it is cut off."""
+MIN_COMPACTION_S = 1.0
+HOLD_MARGIN_S = 30.0
+"""How much longer than the compaction may take it holds its session: a holder that died is freed after this."""
 MAX_EVENT_BYTES = 96 * 1024
 """Optional parts of an event (`final_response`, `assistant-message-full`, a tool's output) are left out or cut
 above this, so every event fits one WebSocket message on API Gateway (128 KB)."""
@@ -916,30 +924,62 @@ def _rehydrate(services: Services, sock: _Socket, rid: Any, payload: dict[str, A
     return []
 
 
+def compaction_seconds(services: Services, config: dict[str, Any]) -> float:
+    """How long `compact-history` may take: `timeouts.llmMs` locally; on AWS, where it runs inside the frame's
+    Lambda invocation, what that invocation has left less a margin, and never over `COMPACTION_AWS_S`."""
+    longest = settings.llm_timeout_ms(config) / 1000
+    if services.settings.local:
+        return longest
+    left = invocation.remaining_seconds()
+    bound = COMPACTION_AWS_S if left is None else left - LAMBDA_MARGIN_S
+    return max(0.0, min(longest, COMPACTION_AWS_S, bound))
+
+
 def _compact(services: Services, sock: _Socket, rid: Any, payload: dict[str, Any]) -> list[Any]:
+    """Summarize a conversation's older messages now, within what this request may take (on AWS, its Lambda
+    invocation's remaining time), holding the session as a run does meanwhile: a query sent meanwhile queues."""
     conversation = _ref(payload)
-    key = session_key(services.config.effective(), sock.user, conversation)
-    if runs.current_run(services, key) is not None:
-        failed = {"conversation_ref": conversation, "message": "A query is running in this conversation"}
-        return [_plain("context-compaction-failed", failed, rid, user=sock.user, conversation=conversation)]
-    started = _plain(
-        "context-compaction-started", {"conversation_ref": conversation}, rid, user=sock.user, conversation=conversation
-    )
-    if not services.push(sock.conn.connection_id, started):
-        return []
+    config = services.config.effective()
+    key = session_key(config, sock.user, conversation)
+
+    def failed(message: str) -> list[Any]:
+        body = {"conversation_ref": conversation, "message": message}
+        return [_plain("context-compaction-failed", body, rid, user=sock.user, conversation=conversation)]
+
+    seconds = compaction_seconds(services, config)
+    if seconds < MIN_COMPACTION_S:
+        return failed("Compaction needs more time than this request has left; try again")
+    hold = f"compact-{uuid.uuid4().hex}"
+    if not runs.hold(services, key, hold, int((seconds + HOLD_MARGIN_S) * 1000), kind="compaction"):
+        return failed("A query is running in this conversation")
     try:
-        config = services.config.effective()
+        started = _plain(
+            "context-compaction-started",
+            {"conversation_ref": conversation},
+            rid,
+            user=sock.user,
+            conversation=conversation,
+        )
+        if not services.push(sock.conn.connection_id, started):
+            return []
+        deadline = time.monotonic() + seconds
         meta = services.sessions.load_meta(key) or {}
         if not sock.admin:
             meta = _mark_guest(services, key, meta)
         messages = services.sessions.messages(key, meta=meta)
         model = query_model(config, meta, load_settings_item(services, sock.user))
         force = payload.get("force") is not False
-        done = compaction.maybe_compact(services, config, key, meta, messages, model, "", force=force)
+        done = compaction.maybe_compact(
+            services, config, key, meta, messages, model, "", force=force, deadline=deadline
+        )
+    except compaction.OutOfTime:
+        log.warning("compacting %s did not finish within %.1fs", key, seconds)
+        return failed(f"Compaction could not finish within {seconds:.0f}s (this request's limit); history unchanged")
     except Exception:
         log.exception("compacting %s failed", key)
-        failed = {"conversation_ref": conversation, "message": "Compaction failed"}
-        return [_plain("context-compaction-failed", failed, rid, user=sock.user, conversation=conversation)]
+        return failed("Compaction failed")
+    finally:
+        runs.finish(services, key, hold, None, emit_error=events.error_emitter(services))
     body = {
         "conversation_ref": conversation,
         "compacted": done is not None,
