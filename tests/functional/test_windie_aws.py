@@ -505,3 +505,24 @@ def test_a_query_sent_while_the_session_is_held_waits_for_it(token, flows, sende
     assert len(services.sessions.load_meta(key)["queue"]) == 1  # queued behind the holder, as behind a run
     runs.finish(services, key, "compact-x", None)
     assert _turn(sender, cid, "after")[-1]["payload"]["final_response"] == "AFTER"
+
+
+def test_a_message_before_any_handshake_waits_only_where_one_could_be_accepted(
+    token, flows, sender, services, monkeypatch
+):
+    from orbital.dialects import windie
+
+    monkeypatch.setattr(windie, "HANDSHAKE_GRACE_S", 30.0)  # a wait, if there were one, would show
+    query = {"id": "q", "type": "query", "payload": {"text": "hi", "conversation_ref": "c"}}
+    for headers in ({}, None):  # no bearer on a gateway with a token: nothing could ever accept it
+        cid = _opened(headers) if headers is not None else f"unknown-{next(_ids)}"  # no connection record at all
+        began = time.monotonic()
+        _frame(cid, query)
+        assert time.monotonic() - began < 5
+        assert sender.frames_to(cid)[-1]["payload"]["message"].startswith("Invalid handshake")
+    # a socket that showed the gateway's token may still have its handshake accepted: it waits (here, in vain)
+    monkeypatch.setattr(windie, "HANDSHAKE_GRACE_S", 0.3)
+    cid = _opened({"Authorization": f"Bearer {TOKEN}"})
+    began = time.monotonic()
+    _frame(cid, query)
+    assert time.monotonic() - began >= 0.3

@@ -274,9 +274,13 @@ def receive(services: Services, inbound: DialectInbound) -> list[Any]:
 def _after_handshake(services: Services, inbound: DialectInbound) -> Connection | None:
     """A message sent right after the handshake may be handled before it (API Gateway runs a socket's frames
     concurrently, and so does the local gateway with `--concurrent-frames`): wait a moment for the handshake to be
-    accepted. None: it was not (the message was the first frame, and is refused as such)."""
+    accepted. None: it was not (the message was the first frame, and is refused as such). Only a socket whose
+    handshake could be accepted waits (a bearer or an install's token at the upgrade, or a gateway without a token);
+    any other is refused at once, so that it cannot hold a handler for the wait."""
     frame = inbound.frame
     if not isinstance(frame, dict) or frame.get("type") == "handshake" or frame.get("type") not in WINDIE_TYPES:
+        return None
+    if not _may_become_windie(services, inbound.conn):
         return None
     deadline = time.monotonic() + HANDSHAKE_GRACE_S
     while time.monotonic() < deadline:
@@ -287,6 +291,15 @@ def _after_handshake(services: Services, inbound: DialectInbound) -> Connection 
         if conn is None and inbound.conn is not None:
             return None  # closed meanwhile
     return None
+
+
+def _may_become_windie(services: Services, conn: Connection | None) -> bool:
+    """Whether a handshake of this socket could be accepted: it showed a credential at the upgrade (its pending
+    record says so), or the gateway has no token."""
+    if not secrets.token_configured(services.settings):
+        return True
+    extra = conn.extra if conn is not None else {}
+    return bool(extra.get("bearer")) or isinstance(extra.get("install"), dict)
 
 
 def _refused(reason: str) -> list[Any]:
