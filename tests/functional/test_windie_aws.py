@@ -185,9 +185,8 @@ def test_settings_rehydrate_and_stop(token, flows, sender, services, agent, llm:
     history = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
     rehydrate = {"conversation_ref": "r", "messages": history, "rehydrate_mode": "replace"}
     assert _frame(cid, {"id": "h", "type": "rehydrate-conversation", "payload": rehydrate}) is None
-    assert _frame(cid, {"id": "s", "type": "stop-query", "payload": {"conversation_ref": "r"}})["type"] == (
-        "stop-query-ack"
-    )
+    ack = _frame(cid, {"id": "s", "type": "stop-query", "payload": {"conversation_ref": "r"}})
+    assert ack["type"] == "stop-query-ack" and ack["payload"]["stopped"] is False  # nothing was running
     listed = agent.call("sessions.list", {"limit": 100})["sessions"]
     key = next(s["sessionKey"] for s in listed if s.get("label") == "windie:aws-user:r")
     shown = agent.call("session.preview", {"sessionKey": key})["messages"]
@@ -526,3 +525,34 @@ def test_a_message_before_any_handshake_waits_only_where_one_could_be_accepted(
     began = time.monotonic()
     _frame(cid, query)
     assert time.monotonic() - began >= 0.3
+
+
+def test_nothing_of_a_stopped_turn_follows_the_ack(token, flows, sender, services, agent, llm, monkeypatch):
+    """The step that streams goes on in its own Lambda after `stop-query` (Step Functions does not stop a running
+    task, and the step notices only at its next ownership check): whatever it still streams is not sent."""
+    from orbital.agent import turn
+
+    monkeypatch.setattr(turn, "ABORT_CHECK_S", 60.0)  # the step streams its whole reply after the stop
+    text = "slow " * 20
+
+    def slow(request: Any) -> Any:
+        if "SLOW_AWS" in json.dumps(request.body.get("messages", [])[-1:]):
+            return reply(text, chunks=20, delay_per_chunk=0.1)
+        return rules.respond(request)
+
+    llm.responder = slow
+    cid = _connected()
+    query = {"id": "s1", "type": "query", "payload": {"text": "SLOW_AWS", "conversation_ref": "stopme"}}
+    assert _frame(cid, query) is None
+    wait_for(lambda: [f for f in sender.frames_to(cid) if f.get("type") == "streaming-response"], 30)
+    ack = _frame(cid, {"id": "st", "type": "stop-query", "payload": {"conversation_ref": "stopme", "turn_ref": "s1"}})
+    assert ack["type"] == "stop-query-ack" and ack["payload"]["stopped"] is True
+    seen = len(sender.frames_to(cid))
+
+    def streamed() -> bool | None:  # a GSV client still sees the step's deltas: they tell when it is done
+        events = chat_events(sender, agent.connection_id)
+        shown = "".join(e.get("text") or "" for e in events if str(e.get("runId")).startswith("s1#"))
+        return shown == text or None
+
+    wait_for(streamed, 30)
+    assert [f["type"] for f in sender.frames_to(cid)[seen:] if f.get("turn_ref") == "s1"] == []

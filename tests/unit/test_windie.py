@@ -248,8 +248,19 @@ def _sub(**ref: Any) -> Subscription:
     return Subscription("turn-1#abc", "cid", WINDIE, "agent:main:windie:group:x", {**base, **ref})
 
 
+class _Followed:
+    """A table in which every subscription is still there (none was stopped)."""
+
+    def get(self, key: Any) -> Any:
+        return object()
+
+
+class _Following:
+    table = _Followed()
+
+
 def _encode(sub: Subscription, **payload: Any) -> list[dict[str, Any]]:
-    return windie.encode(None, sub, {"runId": sub.run_id, **payload})  # type: ignore[arg-type]
+    return windie.encode(_Following(), sub, {"runId": sub.run_id, **payload})  # type: ignore[arg-type]
 
 
 def test_every_event_carries_the_turn_and_a_growing_sequence():

@@ -725,20 +725,43 @@ def _mark_guest(services: Services, key: str, meta: dict[str, Any] | None) -> di
     return services.sessions.update_meta(key, mark)
 
 
+def _turn_runs(services: Services, key: str, user: str, conversation: str, turn: str) -> list[str]:
+    """The runs of one turn of this user's conversation that are still followed (running or queued), found by the
+    turn's id exactly as the client sent it (the subscriptions keep it)."""
+    found = set()
+    for rec in services.table.query(keys.CLIENTS_PK, sk_prefix=keys.RUN_SUBSCRIPTION_PREFIX):
+        sub = Subscription.from_record(rec)
+        if sub is None or sub.session_key != key:
+            continue
+        if sub.ref.get("turn") == turn and sub.ref.get("conv") == conversation and sub.ref.get("user") == user:
+            found.add(sub.run_id)
+    return sorted(found)
+
+
 def _stop(services: Services, sock: _Socket, rid: Any, payload: dict[str, Any]) -> list[Any]:
+    """Stop the conversation's running turn, or the turn `turn_ref` names, running or still queued. `stopped`:
+    whether a turn was stopped (or taken out of the queue) by this request. Nothing of a stopped turn follows the
+    acknowledgement: its subscriptions go first (so no "Run cancelled by user" error either), and the encoder of a
+    step still streaming drops what it has left (`encode`)."""
     conversation = _ref(payload)
     turn = payload.get("turn_ref") if isinstance(payload.get("turn_ref"), str) else None
     key = session_key(services.config.effective(), sock.user, conversation)
-    run = runs.current_run(services, key)
+    if turn is None:
+        run = runs.current_run(services, key)
+        targets = [str(run["runId"])] if run and run.get("runId") else []
+    else:
+        targets = _turn_runs(services, key, sock.user, conversation, turn)
     stopped = False
-    run_id = str(run.get("runId") or "") if run else ""
-    if run_id and (turn is None or run_id.startswith(_run_prefix(turn))):
-        # the turn ends here for its client: nothing more is sent for it (no "Run cancelled by user" error)
+    for run_id in targets:
         for rec in services.table.query(keys.CLIENTS_PK, sk_prefix=f"{keys.RUN_SUBSCRIPTION_PREFIX}{run_id}~"):
             sub = Subscription.from_record(rec)
             if sub is not None and sub.run_id == run_id:
                 subscriptions.drop(services.table, sub)
-        stopped = base.call(services, sock.conn, "chat.send", {"sessionKey": key, "message": "/stop"}).ok
+        if runs.unqueue(services, key, run_id):  # not started yet: it never will
+            stopped = True
+            continue
+        done = runs.stop(services, key, emit_error=events.error_emitter(services), only=run_id)
+        stopped = stopped or done.was_running
     body: dict[str, Any] = {"conversation_ref": conversation, "stopped": stopped}
     if turn is not None:
         body["turn_ref"] = turn
@@ -1160,12 +1183,25 @@ def _thinking_of(message: dict[str, Any]) -> str:
     return "".join(str(b.get("thinking") or "") for b in content if isinstance(b, dict) and b.get("type") == "thinking")
 
 
+def _still_followed(services: Services, sub: Subscription) -> bool:
+    """Whether the socket still follows the run (`stop-query` drops the subscription): read for every event of a
+    step, since the step that streams may run elsewhere than the stop; once not, never again for this step."""
+    if sub.scratch.get("stopped"):
+        return False
+    if services.table.get(keys.run_subscription(sub.run_id, sub.connection_id)) is not None:
+        return True
+    sub.scratch["stopped"] = True
+    return False
+
+
 @router.run_events(WINDIE)
 def encode(services: Services, sub: Subscription, payload: dict[str, Any]) -> list[Any]:
     """WindieOS's events for one event of a run (see the module docstring)."""
     ref = sub.ref
     scratch = sub.scratch
     state = payload.get("state")
+    if state != client_tools.CALL_STATE and not _still_followed(services, sub):  # (a call reads it itself)
+        return []  # stopped (`stop-query`): nothing more of the turn after the acknowledgement
     if state == "delta":
         return [turn_event(ref, "streaming-response", {"text": str(payload.get("text") or "")}, scratch)]
     if state == client_tools.CALL_STATE:
