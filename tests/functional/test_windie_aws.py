@@ -556,3 +556,55 @@ def test_nothing_of_a_stopped_turn_follows_the_ack(token, flows, sender, service
 
     wait_for(streamed, 30)
     assert [f["type"] for f in sender.frames_to(cid)[seen:] if f.get("turn_ref") == "s1"] == []
+
+
+PNG = bytes.fromhex("89504e470d0a1a0a0000000d4948445200000001000000010806000000") + b"\x00" * 16
+
+
+def test_a_tool_results_screenshot_is_an_artifact_reference_with_a_size_cap(token, flows, sender, services, agent, llm):
+    import base64
+
+    from orbital.dialects import windie
+    from orbital.store import artifacts
+
+    llm.responder = rules.respond
+    cid = _connected([READ_FILE])
+
+    def answered(rid: str, data: dict[str, Any]) -> dict[str, Any]:
+        """The stored tool result of a call answered with `data`."""
+        query = {
+            "id": rid,
+            "type": "query",
+            "payload": {"text": 'TOOL:read_file {"path":"a"}', "conversation_ref": rid},
+        }
+        assert _frame(cid, query) is None
+        call = wait_for(
+            lambda: next((f for f in sender.frames_to(cid) if f.get("type") == "tool-call" and f["id"] == rid), None),
+            30,
+        )
+        result = {"request_id": call["payload"]["request_id"], "success": True, "data": {"output": "shot", **data}}
+        assert _frame(cid, {"id": f"{rid}-r", "type": "tool-result", "payload": result}) is None
+        events = _turn(sender, cid, rid)
+        messages = agent.call("session.preview", {"sessionKey": events[0]["session_id"]})["messages"]
+        return next(m for m in messages if m["role"] == "toolResult")
+
+    inline = answered("inline", {"screenshot": base64.b64encode(PNG).decode()})
+    (image,) = [b for b in inline["content"] if b["type"] == "image"]
+    artifact = image["r2Key"].removeprefix("media/")
+    stored = artifacts.head(services.workspace, artifact)  # kept as an artifact (of the gateway's: its token)
+    assert stored is not None and stored.size_bytes == len(PNG) and stored.owner == artifacts.GATEWAY_OWNER
+    assert base64.b64encode(PNG).decode() in json.dumps(llm.requests[-1].body)  # the model saw it
+
+    mine = artifacts.save(services.workspace, PNG, owner=artifacts.GATEWAY_OWNER, mime_type="image/png")
+    referenced = answered("ref", {"screenshot_ref": mine.artifact_id})
+    assert [b.get("r2Key") for b in referenced["content"] if b["type"] == "image"] == [f"media/{mine.artifact_id}"]
+
+    huge = artifacts.save(
+        services.workspace,
+        PNG + b"\x00" * windie.MAX_TOOL_IMAGE_BYTES,
+        owner=artifacts.GATEWAY_OWNER,
+        mime_type="image/png",
+    )
+    capped = answered("huge", {"screenshot_ref": huge.artifact_id})
+    assert [b["type"] for b in capped["content"]] == ["text"] and "screenshot left out" in capped["content"][0]["text"]
+    assert all(len(json.dumps(r.body)) < windie.MAX_TOOL_IMAGE_BYTES for r in llm.requests)

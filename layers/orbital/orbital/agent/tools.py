@@ -35,7 +35,7 @@ from orbital.domain.session_keys import canonicalize_with_config
 from orbital.engines import deferred, waitgroup
 from orbital.errors import RpcError
 from orbital.protocol.frames import event_frame
-from orbital.store import keys
+from orbital.store import artifacts, keys
 from orbital.tools import native
 from orbital.tools.catalog import find_node_for_tool
 from orbital.tools.definitions import NATIVE_PREFIX
@@ -451,13 +451,23 @@ def cancel_pending(services: Services, execution: str, iteration: int) -> int:
 # --- results as messages ---------------------------------------------------------------------------------------
 
 
+def _artifact_image(block: dict[str, Any]) -> bool:
+    """An image block referencing an uploaded artifact (`media/{id}`; a dialect's client tool result), not its
+    bytes. Nothing else in the bucket may be referenced so."""
+    key = block.get("r2Key")
+    prefix = keys.media_object("")
+    return isinstance(key, str) and key.startswith(prefix) and bool(artifacts.NAME.match(key[len(prefix) :]))
+
+
 def _is_block(block: Any) -> bool:
     if not isinstance(block, dict):
         return False
     if block.get("type") == "text":
         return isinstance(block.get("text"), str)
     if block.get("type") == "image":
-        return isinstance(block.get("data"), str) and isinstance(block.get("mimeType"), str)
+        if not isinstance(block.get("mimeType"), str):
+            return False
+        return isinstance(block.get("data"), str) or ("data" not in block and _artifact_image(block))
     return False
 
 
@@ -483,7 +493,8 @@ def tool_result_message(
     services: Services, session_key: str, entry: dict[str, Any], outcome: dict[str, Any]
 ) -> dict[str, Any]:
     """An outcome as a stored `toolResult` message (spec §7.4): errors as "Error: …"; structured results keep their
-    text blocks and have their images stored in S3 and referenced; strings as they are; anything else as JSON."""
+    text blocks and have their images stored in S3 and referenced (an image that references an uploaded artifact
+    already is kept so); strings as they are; anything else as JSON."""
     message: dict[str, Any] = {
         "role": "toolResult",
         "toolCallId": entry.get("toolCallId"),
@@ -499,7 +510,12 @@ def tool_result_message(
     if isinstance(result, dict) and _structured(result):
         blocks = []
         for block in result["content"]:
-            blocks.append(dict(block) if block["type"] == "text" else _store_image(services, session_key, block))
+            if block["type"] == "text":
+                blocks.append(dict(block))
+            elif "data" not in block:  # a reference to an artifact already stored
+                blocks.append({"type": "image", "r2Key": block["r2Key"], "mimeType": block["mimeType"]})
+            else:
+                blocks.append(_store_image(services, session_key, block))
         message["content"] = blocks
     elif isinstance(result, str):
         message["content"] = [{"type": "text", "text": result}]

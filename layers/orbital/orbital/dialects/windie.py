@@ -90,6 +90,8 @@ LAMBDA_MARGIN_S = 2.0
 MIN_COMPACTION_S = 1.0
 HOLD_MARGIN_S = 30.0
 """How much longer than the compaction may take it holds its session: a holder that died is freed after this."""
+MAX_TOOL_IMAGE_BYTES = 3_932_160
+"""The largest screenshot a tool result keeps (3.75 MiB: its base64, 5 MiB, is what model providers take)."""
 MAX_EVENT_BYTES = 96 * 1024
 """Optional parts of an event (`final_response`, `assistant-message-full`, a tool's output) are left out or cut
 above this, so every event fits one WebSocket message on API Gateway (128 KB)."""
@@ -786,8 +788,8 @@ def _tool_result(services: Services, sock: _Socket, rid: Any, payload: dict[str,
 
 
 def _outcome(services: Services, sock: _Socket, payload: dict[str, Any]) -> dict[str, Any]:
-    """A `tool-result` as a tool call's outcome: its output text, with the screenshot (an artifact, or inline) as an
-    image; `success: false` as an error."""
+    """A `tool-result` as a tool call's outcome: its output text, with the screenshot (an artifact, or inline, kept
+    as one) as a reference to that artifact; `success: false` as an error."""
     data = as_dict(payload.get("data"))
     output = data.get("output")
     text = output if isinstance(output, str) else ("" if output is None else json.dumps(output, ensure_ascii=False))
@@ -795,34 +797,51 @@ def _outcome(services: Services, sock: _Socket, payload: dict[str, Any]) -> dict
         error = payload.get("error")
         message = error if isinstance(error, str) and error else text or "The tool failed on the client"
         return {"error": message}
-    blocks: list[dict[str, Any]] = [{"type": "text", "text": text or "(no output)"}]
-    image = _result_image(services, sock, data)
+    text = text or "(no output)"
+    image, note = _result_image(services, sock, data)
+    if note:
+        text = f"{text}\n[{note}]"
     if image is None:
-        return {"result": text or "(no output)"}
-    blocks.append(image)
-    return {"result": {"content": blocks}}
+        return {"result": text}
+    return {"result": {"content": [{"type": "text", "text": text}, image]}}
 
 
-def _result_image(services: Services, sock: _Socket, data: dict[str, Any]) -> dict[str, Any] | None:
+def _too_large(size: int) -> str:
+    return f"screenshot left out: {size} bytes, over the {MAX_TOOL_IMAGE_BYTES} a model takes"
+
+
+def _result_image(services: Services, sock: _Socket, data: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
+    """A tool result's screenshot as an image referencing an artifact (an inline one is stored as one first, owned
+    by the socket's user), never its bytes: a tool result is stored with the session and sent with every later
+    model call. (None, why) when there is none, or it is not usable: missing, not the user's, not an image, over
+    `MAX_TOOL_IMAGE_BYTES`."""
     ref = data.get("screenshot_ref")
     if isinstance(ref, str):
         head = artifacts.head(services.workspace, ref)
         if head is not None and head.readable_by(sock.reader) and head.content_type.startswith("image/"):
-            loaded = artifacts.load(services.workspace, ref)
-            if loaded is not None:
-                return {"type": "image", "data": base64.b64encode(loaded[0]).decode(), "mimeType": head.content_type}
+            if head.size_bytes > MAX_TOOL_IMAGE_BYTES:
+                return None, _too_large(head.size_bytes)
+            return {"type": "image", "r2Key": keys.media_object(head.artifact_id), "mimeType": head.content_type}, ""
         log.warning("tool screenshot %s is not available; going on without it", ref[:80])
     inline = data.get("screenshot")
     if isinstance(inline, str) and inline:
+        encoded = inline.split(",", 1)[-1] if inline.startswith("data:") else inline
+        if len(encoded) > (MAX_TOOL_IMAGE_BYTES * 4) // 3 + 4:  # too large, without decoding it
+            return None, _too_large(len(encoded) * 3 // 4)
         try:
-            raw = base64.b64decode(inline.split(",", 1)[-1] if inline.startswith("data:") else inline, validate=True)
+            raw = base64.b64decode(encoded, validate=True)
         except (binascii.Error, ValueError):
             log.warning("an inline tool screenshot was not base64; going on without it")
-            return None
+            return None, ""
         mime = sniff.sniff_mime(raw) or "image/png"
-        if mime.startswith("image/") and len(raw) <= artifacts.MAX_ARTIFACT_BYTES:
-            return {"type": "image", "data": base64.b64encode(raw).decode(), "mimeType": mime}
-    return None
+        if not mime.startswith("image/") or not raw:
+            return None, ""
+        if len(raw) > MAX_TOOL_IMAGE_BYTES:
+            return None, _too_large(len(raw))
+        owner = sock.reader or artifacts.GATEWAY_OWNER
+        saved = artifacts.save(services.workspace, raw, owner=owner, mime_type=mime, filename="tool-screenshot")
+        return {"type": "image", "r2Key": keys.media_object(saved.artifact_id), "mimeType": saved.content_type}, ""
+    return None, ""
 
 
 def _bundle_result(services: Services, sock: _Socket, rid: Any, payload: dict[str, Any]) -> list[Any]:
