@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from orbital.agent import client_tools
 from orbital.engines import deferred
 from orbital.runtime import gateway
 from orbital.store import installs
@@ -608,3 +609,21 @@ def test_a_tool_results_screenshot_is_an_artifact_reference_with_a_size_cap(toke
     capped = answered("huge", {"screenshot_ref": huge.artifact_id})
     assert [b["type"] for b in capped["content"]] == ["text"] and "screenshot left out" in capped["content"][0]["text"]
     assert all(len(json.dumps(r.body)) < windie.MAX_TOOL_IMAGE_BYTES for r in llm.requests)
+
+
+def test_no_node_can_take_the_id_a_client_sockets_calls_are_owned_by(token, services, connect):
+    from tests.conftest import NODE_RUNTIME, NODE_TOOLS, Rpc
+
+    for node_id in (client_tools.owner("windie-1"), "~anything"):
+        rpc = Rpc(services, f"conn-{node_id}")
+        params = {
+            "minProtocol": 1,
+            "client": {"mode": "node", "id": node_id},
+            "tools": NODE_TOOLS,
+            "nodeRuntime": NODE_RUNTIME,
+            "auth": {"token": TOKEN},
+        }
+        error = rpc.error("connect", params)
+        assert error["code"] == 103 and "reserved" in error["message"]
+        assert services.connections.node(node_id) is None
+    connect("node", "laptop")  # an ordinary id still connects

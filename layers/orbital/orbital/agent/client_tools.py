@@ -54,7 +54,8 @@ NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
 def owner(connection_id: str) -> str:
-    """The owner id the calls of a socket's tools are indexed under (never a node's: it cannot be registered)."""
+    """The owner id the calls of a socket's tools are indexed under (never a node's: `connect` refuses node ids
+    starting with `~`, so no node can answer, or fail, these calls)."""
     return f"~client:{connection_id}"
 
 
