@@ -6,9 +6,10 @@
   Python SDK's) is folded into `runtime`. Who the socket is: an install's token at the upgrade (`$connect` checked
   it) makes it that install's user, whatever it claims; it may speak WindieOS only, and it is a guest of the
   owner's gateway: its runs get its own tools and no backend tool, a system prompt without any of the agent's
-  workspace files, and its conversations never feed the agent's memory files. The gateway's token as a bearer, or
-  a loopback gateway without a token, trusts the claimed `user_id` (a single-owner gateway). A socket of a gateway
-  with a token that showed neither is refused after its handshake.
+  workspace files, and its conversations never feed the agent's memory files; its query text is the model's (no
+  slash command but `/stop`, no directive), and it may choose only a model `list-models` offers (as may everyone).
+  The gateway's token as a bearer, or a loopback gateway without a token, trusts the claimed `user_id` (a
+  single-owner gateway). A socket of a gateway with a token that showed neither is refused after its handshake.
 - **Client tools**: `agent_definition.tools.client_manifest.tools` are answered with `client-tool-manifest`
   (`accepted`, `rejected` with why: a backend tool's name, or for an install any name of the backend's form, no
   schema, a bad name, twice). Accepted ones run on this socket, for the runs it starts (`orbital.agent.client_tools`):
