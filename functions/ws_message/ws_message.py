@@ -1,6 +1,7 @@
 """Lambda entry point for the WebSocket route(s) served by `ws_message`."""
 
 from orbital.observability import logger, metrics, traced
+from orbital.runtime import invocation
 from orbital.runtime.gateway import handle_message
 
 
@@ -8,4 +9,5 @@ from orbital.runtime.gateway import handle_message
 @metrics.log_metrics
 @traced
 def lambda_handler(event: dict, context: object) -> dict:
-    return handle_message(event, context)
+    with invocation.running(context):  # what a frame's work may take (a WindieOS compact-history)
+        return handle_message(event, context)

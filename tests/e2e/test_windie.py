@@ -290,7 +290,7 @@ def test_3_an_install_token_is_its_user_and_speaks_windie_only(gw: GatewayProces
         assert_turn("it-1", conv, user, events)  # the token's user, not the claimed one
         schemas = next(e for e in events if e["type"] == "tool-schemas")["payload"]["tool_schemas"]
         offered = {s["function"]["name"] for s in schemas}
-        assert "gsv__ReadFile" in offered and "gsv__ConfigGet" not in offered  # the agent's files, nothing more
+        assert offered == set()  # a guest: no backend tool, not even the agent's files
         assert events[-1]["payload"]["final_response"] == "MINE"
         # its GSV requests are refused, whatever it sends
         client.send_raw({"type": "req", "id": "g1", "method": "config.get", "params": {}})
@@ -459,7 +459,11 @@ def test_9_settings_load_with_every_key_blank(gw: GatewayProcess) -> None:
 
 
 def test_10_a_model_choice_is_kept_and_used_by_the_next_query(gw: GatewayProcess, llm: FakeLLM) -> None:
+    with _admin(gw) as admin:
+        admin.call("config.set", {"path": "providers.openai.models", "value": ["gpt-test", "gpt-chosen"]})
     with Windie(gw) as client:
+        client.send("update-settings", {"model_provider": "openai", "selected_model_id": "gpt-unlisted"}, "no")
+        assert "not offered" in client.reply("no", "error")["payload"]["message"]
         choice = {"model_provider": "openai", "selected_model_id": "gpt-chosen@@variant", "wakeword_enabled": True}
         client.send("update-settings", choice, "us")
         updated = client.reply("us", "settings-updated")["payload"]["updated_keys"]
@@ -547,10 +551,31 @@ def test_13_stop_query_acks_and_nothing_follows(gw: GatewayProcess, llm: FakeLLM
             time.sleep(0.05)
         events = client.query("s13-next", "reply with exactly: NEXT", conv)
         assert events[-1]["payload"]["final_response"] == "NEXT"
-        late = [
-            f for f in client.received if f.get("turn_ref") == "s13" and f["type"] in ("streaming-complete", "error")
-        ]
-        assert late == []
+        after_ack = client.received[client.received.index(ack) + 1 :]
+        assert [f["type"] for f in after_ack if f.get("turn_ref") == "s13"] == []  # not even a delta
+        # nothing runs now: nothing is stopped
+        client.send("stop-query", {"conversation_ref": conv}, "stop-again")
+        assert client.reply("stop-again", "stop-query-ack")["payload"]["stopped"] is False
+
+
+def test_13_stop_query_names_its_turn_exactly_running_or_queued(gw: GatewayProcess, llm: FakeLLM) -> None:
+    conv = conversation()
+    with Windie(gw) as client:
+        client.send("query", {"text": SLOW, "conversation_ref": conv}, "a b")
+        client.take(lambda f: f["type"] == "streaming-response" and f["id"] == "a b")
+        marker = f"QUEUED_{uuid.uuid4().hex[:6]}"
+        client.send("query", {"text": f"reply with exactly: {marker}", "conversation_ref": conv}, "waits")
+        client.reply("waits", "query-accepted")
+        client.send("stop-query", {"conversation_ref": conv, "turn_ref": "a-b"}, "other")  # a turn that is not there
+        assert client.reply("other", "stop-query-ack")["payload"]["stopped"] is False
+        client.send("stop-query", {"conversation_ref": conv, "turn_ref": "waits"}, "queued")
+        assert client.reply("queued", "stop-query-ack")["payload"]["stopped"] is True
+        running = client.turn("a b")  # the running turn was left alone, and ends
+        assert running[-1]["type"] == "streaming-complete" and deltas(running).startswith("slow")
+        events = client.query("after", "reply with exactly: AFTER", conv)
+        assert events[-1]["payload"]["final_response"] == "AFTER"
+        assert [f["type"] for f in client.received if f.get("turn_ref") == "waits"] == ["query-accepted"]
+        assert not [r for r in llm.requests if marker in json.dumps(r.body)]  # it never ran
 
 
 # --- the rest of the protocol --------------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import json
 import time
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -23,8 +24,8 @@ from orbital.store import installs
 from tests.conftest import GATEWAY_TOKEN as TOKEN
 from tests.conftest import wait_for
 from tests.support import rules
-from tests.support.agent import chat_events
-from tests.support.fake_llm import FakeLLM
+from tests.support.agent import chat_events, node_events
+from tests.support.fake_llm import FakeLLM, reply
 
 READ_FILE = {
     "name": "read_file",
@@ -176,17 +177,17 @@ def test_a_client_tool_round_trip_and_a_client_that_leaves(token, flows, sender,
 
 def test_settings_rehydrate_and_stop(token, flows, sender, services, agent, llm: FakeLLM):
     cid = _connected()
-    update = {"id": "u", "type": "update-settings", "payload": {"model_provider": "openai", "selected_model_id": "m"}}
+    choice = {"model_provider": "openai", "selected_model_id": "gpt-5-mini"}
+    update = {"id": "u", "type": "update-settings", "payload": choice}
     assert set(_frame(cid, update)["payload"]["updated_keys"]) == {"model_provider", "selected_model_id"}
     loaded = _frame(cid, {"id": "l", "type": "load-settings", "payload": {}})["payload"]["config"]
-    assert loaded["selected_model_id"] == "m"
+    assert loaded["selected_model_id"] == "gpt-5-mini"
     assert all(v["api_key"] == "" for v in loaded["provider_api_keys"].values())
     history = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
     rehydrate = {"conversation_ref": "r", "messages": history, "rehydrate_mode": "replace"}
     assert _frame(cid, {"id": "h", "type": "rehydrate-conversation", "payload": rehydrate}) is None
-    assert _frame(cid, {"id": "s", "type": "stop-query", "payload": {"conversation_ref": "r"}})["type"] == (
-        "stop-query-ack"
-    )
+    ack = _frame(cid, {"id": "s", "type": "stop-query", "payload": {"conversation_ref": "r"}})
+    assert ack["type"] == "stop-query-ack" and ack["payload"]["stopped"] is False  # nothing was running
     listed = agent.call("sessions.list", {"limit": 100})["sessions"]
     key = next(s["sessionKey"] for s in listed if s.get("label") == "windie:aws-user:r")
     shown = agent.call("session.preview", {"sessionKey": key})["messages"]
@@ -232,6 +233,7 @@ def test_the_sdk_previews_report_what_a_query_gets(token, flows, sender, service
     from starlette.testclient import TestClient
 
     llm.responder = rules.respond
+    services.config.set_path("providers.openai.models", ["gpt-test", "gpt-chosen"])
     connect("node", "laptop")  # its tools: the gateway's caller is offered them, an install is not
     if who == "install":
         install, secret = installs.register(services.table, "Linux", now_ms=1, gateway_token=TOKEN)
@@ -266,7 +268,7 @@ def test_the_sdk_previews_report_what_a_query_gets(token, flows, sender, service
             assert planned["transparency_events"] == posted  # the system prompt too
             names = {t["name"] for t in offered}
             if who == "install":
-                assert names <= client_tools.RESTRICTED_BACKEND | {"read_file"}
+                assert names <= {"read_file"}
             else:
                 assert "laptop__Bash" in names
             if definition is None:
@@ -282,10 +284,346 @@ def test_the_sdk_previews_report_what_a_query_gets(token, flows, sender, service
             sent = next(r for r in llm.requests if f"agree{n}" in json.dumps(r.body)).body
             assert sent["model"] == "gpt-chosen"
             assert sent["messages"][0] == {"role": "system", "content": posted[0]["payload"]["content"]}
-            assert sorted(t["function"]["name"] for t in sent["tools"]) == sorted(names)  # what the model was given
+            given = sorted(t["function"]["name"] for t in sent.get("tools", []))
+            assert given == sorted(names)  # what the model was given
 
         listed = _frame(cid, {"id": "m", "type": "list-models", "payload": {}})["payload"]
         models = http.get("/api/sdk/models", params={"user_id": user}, headers=auth).json()
         assert models["models"] == listed["local"] + listed["online"] and models["models"]
         assert models["config"]["selected_model_id"] == "gpt-chosen"
         assert "sk-test-key" not in json.dumps(models)
+
+
+# --- an install is a guest of the owner's gateway -------------------------------------------------------------------
+
+OWNER_FILES = {
+    "USER.md": "OWNER_USER_NOTES",
+    "SOUL.md": "OWNER_SOUL",
+    "AGENTS.md": "OWNER_AGENTS",
+    "MEMORY.md": "OWNER_MEMORY",
+    "skills/deploy/SKILL.md": "---\nname: deploy\ndescription: OWNER_SKILL\n---\nsteps",
+}
+
+
+def _guest_responder(request: Any) -> Any:
+    """The rules, and a summary with memories for a compaction's summarizer."""
+    messages = request.body.get("messages") if isinstance(request.body, dict) else None
+    if messages and messages[0].get("role") == "system" and "condense conversations" in str(messages[0]["content"]):
+        return reply("<summary>they talked</summary>\n<memories>- INSTALL_WROTE_THIS</memories>")
+    return rules.respond(request)
+
+
+def test_an_install_reaches_nothing_of_the_owners_workspace(token, flows, sender, services, agent, llm, connect):
+    from orbital.agent import memories
+    from orbital.domain.compaction import memory_file_date
+    from orbital.domain.session_keys import session_agent_id
+    from orbital.store import keys
+
+    llm.responder = _guest_responder
+    connect("node", "laptop")
+    _, secret = installs.register(services.table, "Linux", now_ms=1)
+    cid = _opened({"Authorization": f"Bearer {secret}"})
+    _frame(cid, _handshake())
+    asked = {"text": 'TOOL:gsv__ReadFile {"path":"USER.md"}', "conversation_ref": "g"}
+    query = {"id": "g1", "type": "query", "payload": asked}
+
+    def owner_files(agent_id: str) -> str:
+        daily = f"memory/{memory_file_date(datetime.now(UTC))}.md"
+        for name, text in {**OWNER_FILES, daily: "OWNER_DAILY"}.items():
+            services.workspace.put(keys.workspace_object(agent_id, name), text.encode(), content_type="text/markdown")
+        return daily
+
+    daily = owner_files("main")
+    assert _frame(cid, query) is None
+    events = _turn(sender, cid, "g1")
+    session = events[0]["session_id"]
+    assert session_agent_id(session) == "main"
+    prompt = next(e for e in events if e["type"] == "system-prompt")["payload"]["content"]
+    assert next(e for e in events if e["type"] == "tool-schemas")["payload"]["tool_schemas"] == []
+    (refused,) = [e for e in events if e["type"] == "tool-output"]
+    assert refused["payload"]["success"] is False and "not available" in refused["payload"]["output"]
+    sent = json.dumps([r.body for r in llm.requests])
+    for text in ("OWNER_USER_NOTES", "OWNER_SOUL", "OWNER_AGENTS", "OWNER_MEMORY", "OWNER_SKILL", "OWNER_DAILY"):
+        assert text not in prompt and text not in sent, text
+    assert "laptop" not in prompt and "agents/main" not in prompt
+    assert all(not r.body.get("tools") for r in llm.requests)
+
+    # what a compaction of its conversation finds never goes into the owner's memory files
+    services.config.set_path("compaction.keepRecentTokens", 1)
+    history = [{"role": "user", "content": f"note {n}"} for n in range(6)]
+    rehydrate = {"conversation_ref": "g", "messages": history, "rehydrate_mode": "replace"}
+    assert _frame(cid, {"id": "h", "type": "rehydrate-conversation", "payload": rehydrate}) is None
+    assert memories.wanted(services, session) is False  # nor from its archive, whoever resets it
+    done = _frame(cid, {"id": "c", "type": "compact-history", "payload": {"conversation_ref": "g", "force": True}})
+    assert done["type"] == "context-compaction-completed" and done["payload"]["compacted"] is True
+    assert any("condense conversations" in json.dumps(r.body) for r in llm.requests)
+    found = services.workspace.get(keys.workspace_object("main", daily))
+    assert found is not None and found[0] == b"OWNER_DAILY"
+
+
+def test_a_node_tool_that_came_later_is_never_sent_to_the_client(token, flows, sender, services, agent, llm, connect):
+    llm.responder = rules.respond
+    bash = {"name": "laptop__Bash", "description": "mine", "schema": {"type": "object"}}
+    cid = _connected([bash])  # accepted: no node had that name at the handshake
+    node = connect("node", "laptop")
+    query = {"id": "n1", "type": "query", "payload": {"text": 'TOOL:laptop__Bash {"c":"ls"}', "conversation_ref": "n"}}
+    assert _frame(cid, query) is None
+    invoke = wait_for(lambda: node_events(sender, node, "tool.invoke"), 30)[0]
+    assert invoke["tool"] == "Bash"
+    node.call("tool.result", {"callId": invoke["callId"], "result": "reply with exactly: FROM_NODE"})
+    events = _turn(sender, cid, "n1")
+    assert events[-1]["payload"]["final_response"] == "FROM_NODE"
+    assert [e for e in sender.frames_to(cid) if e.get("type") == "tool-call"] == []
+    (output,) = [e for e in events if e["type"] == "tool-output"]  # it ran elsewhere: reported, not asked
+    assert output["payload"]["tool_name"] == "laptop__Bash"
+
+
+def test_an_installs_manifest_does_not_tell_which_node_tools_exist(token, flows, sender, services, agent, connect):
+    connect("node", "laptop")
+    _, secret = installs.register(services.table, "Linux", now_ms=1)
+    cid = _opened({"Authorization": f"Bearer {secret}"})
+    names = ("laptop__Bash", "nowhere__Bash", "gsv__ConfigGet", "read_file")
+    tools = [{"name": n, "description": "", "schema": {"type": "object"}} for n in names]
+    answer = _frame(cid, _handshake(tools=tools))
+    assert [t["name"] for t in answer["payload"]["accepted"]] == ["read_file"]
+    assert {r["reason"] for r in answer["payload"]["rejected"]} == {"reserved backend tool names cannot be overridden"}
+    assert [r["name"] for r in answer["payload"]["rejected"]] == list(names[:3])
+
+
+def test_an_install_spends_only_on_what_the_owner_offers(token, flows, sender, services, agent, llm):
+    llm.responder = rules.respond
+    _, secret = installs.register(services.table, "Linux", now_ms=1)
+    cid = _opened({"Authorization": f"Bearer {secret}"})
+    _frame(cid, _handshake())
+    for choice in (
+        {"model_provider": "openai", "selected_model_id": "gpt-9-ultra"},
+        {"model_provider": "anthropic", "selected_model_id": "claude-opus-4-1"},  # no key for it
+        {"selected_model_id": "o3-pro@@variant"},
+    ):
+        refused = _frame(cid, {"id": "u", "type": "update-settings", "payload": choice})
+        assert refused["type"] == "error" and "not offered" in refused["payload"]["message"], choice
+    loaded = _frame(cid, {"id": "l", "type": "load-settings", "payload": {}})["payload"]["config"]
+    assert loaded["selected_model_id"] == "gpt-test"  # unchanged
+    offered = {"model_provider": "openai", "selected_model_id": "gpt-5-mini"}
+    assert _frame(cid, {"id": "u2", "type": "update-settings", "payload": offered})["type"] == "settings-updated"
+
+
+def test_an_installs_text_is_never_a_command_or_a_directive(token, flows, sender, services, agent, llm):
+    """Its text is the model's: no directive picks another model or level, no command acts on the session; only
+    `/stop` stops, as `stop-query` does."""
+    llm.responder = rules.respond
+    _, secret = installs.register(services.table, "Linux", now_ms=1)
+    cid = _opened({"Authorization": f"Bearer {secret}"})
+    _frame(cid, _handshake())
+    for rid, text in (
+        ("d1", "/m:openai/gpt-9-ultra reply with exactly: DIRECTIVE"),
+        ("d2", "/t:xhigh reply with exactly: THINK"),
+        ("d3", "/new"),
+    ):
+        query = {"id": rid, "type": "query", "payload": {"text": text, "conversation_ref": "spend"}}
+        assert _frame(cid, query) is None
+        events = _turn(sender, cid, rid)
+        assert events[-1]["type"] == "streaming-complete", events[-1]
+        sent = next(r for r in llm.requests if text in json.dumps(r.body)).body
+        assert sent["model"] == "gpt-test" and "reasoning_effort" not in sent
+        assert json.dumps(text)[1:-1] in json.dumps(sent["messages"][-1])
+    session = events[0]["session_id"]
+    assert len(agent.call("session.preview", {"sessionKey": session})["messages"]) == 6  # /new reset nothing
+    asked = len(llm.requests)
+    stop = {"id": "s", "type": "query", "payload": {"text": "/stop", "conversation_ref": "spend"}}
+    answer = _frame(cid, stop)  # a command's reply, at once
+    assert answer["type"] == "streaming-complete" and answer["payload"]["final_response"] == "No run in progress."
+    assert len(llm.requests) == asked
+
+
+class _Invocation:
+    """A Lambda context with so many milliseconds left."""
+
+    def __init__(self, left_ms: int) -> None:
+        self.left_ms = left_ms
+
+    def get_remaining_time_in_millis(self) -> int:
+        return self.left_ms
+
+
+def test_compact_history_answers_within_the_invocations_time(token, flows, sender, services, agent, llm):
+    from orbital.agent import budgets, runs
+    from orbital.runtime import invocation
+
+    def slow_summaries(request: Any) -> Any:
+        if "condense conversations" in json.dumps(request.body.get("messages", [])[:1]):
+            return reply("<summary>they talked</summary>", chunks=4, delay_per_chunk=1.0)
+        return rules.respond(request)
+
+    llm.responder = slow_summaries
+    services.config.set_path("compaction.keepRecentTokens", 1)
+    services.config.set_path("budgets.daily", 10_000_000)
+    cid = _connected()
+    history = [{"role": "user", "content": f"note {n}"} for n in range(6)]
+    rehydrate = {"conversation_ref": "slow", "messages": history, "rehydrate_mode": "replace"}
+    assert _frame(cid, {"id": "h", "type": "rehydrate-conversation", "payload": rehydrate}) is None
+    compact = {"id": "c", "type": "compact-history", "payload": {"conversation_ref": "slow", "force": True}}
+    with invocation.running(_Invocation(4_000)):  # 2 s once the margin is kept
+        began = time.monotonic()
+        answer = _frame(cid, compact)
+        took = time.monotonic() - began
+    assert (
+        answer["type"] == "context-compaction-failed" and "could not finish within 2s" in answer["payload"]["message"]
+    )
+    assert took < 4
+    assert [f["type"] for f in sender.frames_to(cid) if f.get("id") == "c"] == ["context-compaction-started"]
+    assert budgets.status(services, services.config.effective())["daily"]["used"] == 0  # reserved, then released
+    listed = agent.call("sessions.list", {"limit": 100})["sessions"]
+    key = next(s["sessionKey"] for s in listed if s.get("label") == "windie:aws-user:slow")
+    assert runs.current_run(services, key) is None  # the session it held is free again
+    assert len(agent.call("session.preview", {"sessionKey": key})["messages"]) == 6  # unchanged
+
+    with invocation.running(_Invocation(1_500)):  # not even a second to try
+        assert "more time" in _frame(cid, compact)["payload"]["message"]
+    llm.responder = _guest_responder
+    with invocation.running(_Invocation(20_000)):
+        done = _frame(cid, compact)
+    assert done["type"] == "context-compaction-completed" and done["payload"]["compacted"] is True
+    assert runs.current_run(services, key) is None
+
+
+def test_a_query_sent_while_the_session_is_held_waits_for_it(token, flows, sender, services, agent, llm):
+    from orbital.agent import runs
+
+    llm.responder = rules.respond
+    cid = _connected()
+    _first_turn(sender, cid, "before", "held")
+    key = next(f["session_id"] for f in sender.frames_to(cid) if f.get("turn_ref") == "before")
+    assert runs.hold(services, key, "compact-x", 60_000, kind="compaction")
+    assert not runs.hold(services, key, "compact-y", 60_000, kind="compaction")  # one holder at a time
+    query = {
+        "id": "after",
+        "type": "query",
+        "payload": {"text": "reply with exactly: AFTER", "conversation_ref": "held"},
+    }
+    assert _frame(cid, query) is None
+    assert len(services.sessions.load_meta(key)["queue"]) == 1  # queued behind the holder, as behind a run
+    runs.finish(services, key, "compact-x", None)
+    assert _turn(sender, cid, "after")[-1]["payload"]["final_response"] == "AFTER"
+
+
+def test_a_message_before_any_handshake_waits_only_where_one_could_be_accepted(
+    token, flows, sender, services, monkeypatch
+):
+    from orbital.dialects import windie
+
+    monkeypatch.setattr(windie, "HANDSHAKE_GRACE_S", 30.0)  # a wait, if there were one, would show
+    query = {"id": "q", "type": "query", "payload": {"text": "hi", "conversation_ref": "c"}}
+    for headers in ({}, None):  # no bearer on a gateway with a token: nothing could ever accept it
+        cid = _opened(headers) if headers is not None else f"unknown-{next(_ids)}"  # no connection record at all
+        began = time.monotonic()
+        _frame(cid, query)
+        assert time.monotonic() - began < 5
+        assert sender.frames_to(cid)[-1]["payload"]["message"].startswith("Invalid handshake")
+    # a socket that showed the gateway's token may still have its handshake accepted: it waits (here, in vain)
+    monkeypatch.setattr(windie, "HANDSHAKE_GRACE_S", 0.3)
+    cid = _opened({"Authorization": f"Bearer {TOKEN}"})
+    began = time.monotonic()
+    _frame(cid, query)
+    assert time.monotonic() - began >= 0.3
+
+
+def test_nothing_of_a_stopped_turn_follows_the_ack(token, flows, sender, services, agent, llm, monkeypatch):
+    """The step that streams goes on in its own Lambda after `stop-query` (Step Functions does not stop a running
+    task, and the step notices only at its next ownership check): whatever it still streams is not sent."""
+    from orbital.agent import turn
+
+    monkeypatch.setattr(turn, "ABORT_CHECK_S", 60.0)  # the step streams its whole reply after the stop
+    text = "slow " * 20
+
+    def slow(request: Any) -> Any:
+        if "SLOW_AWS" in json.dumps(request.body.get("messages", [])[-1:]):
+            return reply(text, chunks=20, delay_per_chunk=0.1)
+        return rules.respond(request)
+
+    llm.responder = slow
+    cid = _connected()
+    query = {"id": "s1", "type": "query", "payload": {"text": "SLOW_AWS", "conversation_ref": "stopme"}}
+    assert _frame(cid, query) is None
+    wait_for(lambda: [f for f in sender.frames_to(cid) if f.get("type") == "streaming-response"], 30)
+    ack = _frame(cid, {"id": "st", "type": "stop-query", "payload": {"conversation_ref": "stopme", "turn_ref": "s1"}})
+    assert ack["type"] == "stop-query-ack" and ack["payload"]["stopped"] is True
+    seen = len(sender.frames_to(cid))
+
+    def streamed() -> bool | None:  # a GSV client still sees the step's deltas: they tell when it is done
+        events = chat_events(sender, agent.connection_id)
+        shown = "".join(e.get("text") or "" for e in events if str(e.get("runId")).startswith("s1#"))
+        return shown == text or None
+
+    wait_for(streamed, 30)
+    assert [f["type"] for f in sender.frames_to(cid)[seen:] if f.get("turn_ref") == "s1"] == []
+
+
+PNG = bytes.fromhex("89504e470d0a1a0a0000000d4948445200000001000000010806000000") + b"\x00" * 16
+
+
+def test_a_tool_results_screenshot_is_an_artifact_reference_with_a_size_cap(token, flows, sender, services, agent, llm):
+    import base64
+
+    from orbital.dialects import windie
+    from orbital.store import artifacts
+
+    llm.responder = rules.respond
+    cid = _connected([READ_FILE])
+
+    def answered(rid: str, data: dict[str, Any]) -> dict[str, Any]:
+        """The stored tool result of a call answered with `data`."""
+        query = {
+            "id": rid,
+            "type": "query",
+            "payload": {"text": 'TOOL:read_file {"path":"a"}', "conversation_ref": rid},
+        }
+        assert _frame(cid, query) is None
+        call = wait_for(
+            lambda: next((f for f in sender.frames_to(cid) if f.get("type") == "tool-call" and f["id"] == rid), None),
+            30,
+        )
+        result = {"request_id": call["payload"]["request_id"], "success": True, "data": {"output": "shot", **data}}
+        assert _frame(cid, {"id": f"{rid}-r", "type": "tool-result", "payload": result}) is None
+        events = _turn(sender, cid, rid)
+        messages = agent.call("session.preview", {"sessionKey": events[0]["session_id"]})["messages"]
+        return next(m for m in messages if m["role"] == "toolResult")
+
+    inline = answered("inline", {"screenshot": base64.b64encode(PNG).decode()})
+    (image,) = [b for b in inline["content"] if b["type"] == "image"]
+    artifact = image["r2Key"].removeprefix("media/")
+    stored = artifacts.head(services.workspace, artifact)  # kept as an artifact (of the gateway's: its token)
+    assert stored is not None and stored.size_bytes == len(PNG) and stored.owner == artifacts.GATEWAY_OWNER
+    assert base64.b64encode(PNG).decode() in json.dumps(llm.requests[-1].body)  # the model saw it
+
+    mine = artifacts.save(services.workspace, PNG, owner=artifacts.GATEWAY_OWNER, mime_type="image/png")
+    referenced = answered("ref", {"screenshot_ref": mine.artifact_id})
+    assert [b.get("r2Key") for b in referenced["content"] if b["type"] == "image"] == [f"media/{mine.artifact_id}"]
+
+    huge = artifacts.save(
+        services.workspace,
+        PNG + b"\x00" * windie.MAX_TOOL_IMAGE_BYTES,
+        owner=artifacts.GATEWAY_OWNER,
+        mime_type="image/png",
+    )
+    capped = answered("huge", {"screenshot_ref": huge.artifact_id})
+    assert [b["type"] for b in capped["content"]] == ["text"] and "screenshot left out" in capped["content"][0]["text"]
+    assert all(len(json.dumps(r.body)) < windie.MAX_TOOL_IMAGE_BYTES for r in llm.requests)
+
+
+def test_no_node_can_take_the_id_a_client_sockets_calls_are_owned_by(token, services, connect):
+    from tests.conftest import NODE_RUNTIME, NODE_TOOLS, Rpc
+
+    for node_id in (client_tools.owner("windie-1"), "~anything"):
+        rpc = Rpc(services, f"conn-{node_id}")
+        params = {
+            "minProtocol": 1,
+            "client": {"mode": "node", "id": node_id},
+            "tools": NODE_TOOLS,
+            "nodeRuntime": NODE_RUNTIME,
+            "auth": {"token": TOKEN},
+        }
+        error = rpc.error("connect", params)
+        assert error["code"] == 103 and "reserved" in error["message"]
+        assert services.connections.node(node_id) is None
+    connect("node", "laptop")  # an ordinary id still connects

@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 from fastapi import Depends
-from orbital.agent import client_tools, semantic
+from orbital.agent import semantic
 from orbital.rest import windie
 from orbital.rest.auth import Caller, gateway_only
-from orbital.store import artifacts
+from orbital.store import artifacts, keys
 
 from tests.conftest import GATEWAY_TOKEN
 from tests.support.fake_llm import FakeLLM, error, reply
@@ -357,6 +357,9 @@ def test_models_and_system_prompt_come_from_the_configuration(http: Any, gateway
     gateway.table.put(
         ("WINDIESETTINGS", "u-chooser"), {"model_provider": "openai", "selected_model_id": "gpt-chosen@@variant"}
     )
+    stale = http.get("/api/sdk/system-prompt", params={"user_id": "u-chooser"}).json()
+    assert stale["config"]["selected_model_id"] == "gpt-test"  # a choice no provider offers (any more) is not used
+    gateway.config.set_path("providers.openai.models", ["gpt-test", "gpt-chosen"])
     chosen = http.get("/api/sdk/system-prompt", params={"user_id": "u-chooser"}).json()
     assert chosen["config"]["selected_model_id"] == "gpt-chosen" and "openai/gpt-chosen" in chosen["system_prompt"]
     assert http.get("/api/sdk/models").json()["config"]["selected_model_id"] == "gpt-test"  # another user's
@@ -413,11 +416,14 @@ def test_prompt_preview_and_query_plan(http: Any, gateway: Any, with_token: str)
             },
         }
     }
-    shaped = http.post("/api/sdk/prompt-preview", json={**PREVIEW, "agent_definition": manifest}, headers=auth).json()
+    owner = bearer(with_token)
+    shaped = http.post("/api/sdk/prompt-preview", json={**PREVIEW, "agent_definition": manifest}, headers=owner).json()
     offered = [t["name"] for t in shaped["provider_tool_schemas"]]
     assert "read_file" in offered and "gsv__ReadFile" not in offered and "no_schema" not in offered
     assert offered.count("gsv__WriteFile") == 1
     assert "gsv__ReadFile" in [t["name"] for t in shaped["canonical_tool_schemas"]]
+    guest = http.post("/api/sdk/prompt-preview", json={**PREVIEW, "agent_definition": manifest}, headers=auth).json()
+    assert [t["name"] for t in guest["provider_tool_schemas"]] == ["read_file"]  # an install: its own tools only
 
     plan = http.post("/api/sdk/query-plan", json={**PREVIEW, "conversation_ref": "conv_sdk"}, headers=auth).json()
     assert plan["query_message"] == {
@@ -435,19 +441,22 @@ def test_an_installs_previews_are_restricted_as_its_socket_is(
     http: Any, gateway: Any, with_token: str, connect: Any
 ) -> None:
     connect("node", "laptop")
+    notes = keys.workspace_object("main", "USER.md")
+    gateway.workspace.put(notes, b"OWNER_PRIVATE_NOTES", content_type="text/markdown")
     install = register(http, gateway, bearer(with_token))
     auth = bearer(install["install_token"])
-    files = sorted(client_tools.RESTRICTED_BACKEND)
     schemas = http.get("/api/sdk/tool-schemas", headers=auth).json()
-    assert sorted(t["name"] for t in schemas["canonical_tool_schemas"]) == files
-    assert sorted(t["name"] for t in schemas["provider_tool_schemas"]) == files
+    assert schemas["canonical_tool_schemas"] == [] and schemas["provider_tool_schemas"] == []  # no backend tool
     prompt = http.get("/api/sdk/system-prompt", headers=auth).json()["system_prompt"]
-    assert "laptop" not in prompt and "gsv__ConfigGet" not in prompt  # no node's tools, nor the node
-    assert "laptop" in http.get("/api/sdk/system-prompt", headers=bearer(with_token)).json()["system_prompt"]
-    for hidden in ("laptop__Bash", "gsv__ConfigGet"):
+    assert "laptop" not in prompt and "gsv__" not in prompt  # no node's tools, nor the node
+    assert "OWNER_PRIVATE_NOTES" not in prompt  # nothing of the owner's workspace
+    owners = http.get("/api/sdk/system-prompt", headers=bearer(with_token)).json()["system_prompt"]
+    assert "laptop" in owners and "OWNER_PRIVATE_NOTES" in owners
+    plan = http.post("/api/sdk/query-plan", json=PREVIEW, headers=auth).json()
+    assert "OWNER_PRIVATE_NOTES" not in json.dumps(plan)
+    for hidden in ("laptop__Bash", "gsv__ConfigGet", "gsv__ReadFile"):
         answer = http.get(f"/api/sdk/tool-capabilities/{hidden}", headers=auth)
         assert answer.status_code == 404, hidden  # not even that it exists
-    assert http.get("/api/sdk/tool-capabilities/gsv__ReadFile", headers=auth).status_code == 200
     only_mine = {"tools": {"mode": "client_only", "client_manifest": {"tools": [{"name": "note", "schema": {}}]}}}
     preview = http.post("/api/sdk/prompt-preview", json={**PREVIEW, "agent_definition": only_mine}, headers=auth)
     assert [t["name"] for t in preview.json()["provider_tool_schemas"]] == ["note"]

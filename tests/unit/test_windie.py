@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from orbital.agent import client_tools, model_catalog
+from orbital.agent import client_tools, context, model_catalog
 from orbital.dialects import windie
 from orbital.dialects.detect import GSV, WINDIE, detect
 from orbital.store.subscriptions import Subscription
@@ -116,6 +116,23 @@ def test_the_manifest_accepts_and_rejects_with_reasons():
     assert [r["name"] for r in rejected] == ["gsv__ReadFile", "gsv__Anything", "no_schema", "bad name!", "read_file"]
 
 
+def test_a_guests_manifest_cannot_probe_the_backends_names():
+    class Exploding:
+        def __getattr__(self, name: str) -> Any:
+            raise AssertionError(f"read {name}")
+
+    schema = {"type": "object"}
+    entries = [{"name": n, "schema": schema} for n in ("laptop__Bash", "nobody__Thing", "gsv__ReadFile", "note")]
+    tools, _, rejected = windie.validate_manifest(Exploding(), entries, guest=True)  # type: ignore[arg-type]
+    assert _names(tools) == ["note"]
+    assert rejected == [
+        {"name": n, "reason": windie.RESERVED} for n in ("laptop__Bash", "nobody__Thing", "gsv__ReadFile")
+    ]
+    assert windie.validate_manifest(_Services(), entries[:2])[1] == [  # type: ignore[arg-type]
+        {"name": n, "description": "", "execution_target": "local_runtime"} for n in ("laptop__Bash", "nobody__Thing")
+    ]
+
+
 # --- the tool policy ----------------------------------------------------------------------------------------------
 
 BACKEND = [{"name": "gsv__ListFiles"}, {"name": "laptop__Bash"}, {"name": "laptop__browser_open"}]
@@ -144,9 +161,31 @@ def test_disabled_tools_and_capabilities_narrow_further():
     assert narrowed[0] == BACKEND[0]
 
 
-def test_a_restricted_policy_keeps_only_the_agents_files():
+def test_a_restricted_policy_keeps_no_backend_tool():
     backend = [{"name": "gsv__ReadFile"}, {"name": "gsv__ConfigGet"}, {"name": "laptop__Bash"}]
-    assert _names(client_tools.narrowed(backend, CLIENT, {"restricted": True})) == ["gsv__ReadFile", *_names(CLIENT)]
+    assert _names(client_tools.narrowed(backend, CLIENT, {"restricted": True})) == _names(CLIENT)
+    explicit = {"mode": "explicit", "available": ["gsv__ReadFile", "read_file"], "restricted": True}
+    assert _names(client_tools.narrowed(backend, CLIENT, explicit)) == ["read_file"]
+    # a backend tool it cannot reach still keeps its name from a client's tool
+    own = [{"name": "laptop__Bash"}, {"name": "note"}]
+    assert _names(client_tools.narrowed(backend, own, {"restricted": True})) == ["note"]
+
+
+def test_a_guests_prompt_names_only_its_tools_and_model():
+    prompt = context.guest_system_prompt([{"name": "note", "description": "Take a note"}], {"provider": "p", "id": "m"})
+    assert "- note: Take a note" in prompt and "Model: p/m" in prompt
+    assert "USER.md" not in prompt and "agents/" not in prompt and "gsv__" not in prompt
+    assert "No tools are attached" in context.guest_system_prompt([], {"provider": "p", "id": "m"})
+    assert client_tools.is_guest({"restricted": True}) and not client_tools.is_guest({"mode": "client_only"})
+
+
+def test_only_the_sockets_own_offered_tools_go_to_it():
+    client = client_tools.ClientTools("c", [{"name": "laptop__Bash"}, {"name": "note"}, {"name": "off"}], {})
+    client.policy = {"disabled": ["off"]}
+    offered = client.offer(BACKEND)
+    assert _names(offered) == [*_names(BACKEND), "note"]
+    assert client.own == {"note"}  # the node's laptop__Bash, which connected later, is the node's
+    assert client_tools.ClientTools("c", [{"name": "note"}]).own == set()  # nothing offered: nothing routed
 
 
 def test_a_run_without_client_tools_reads_nothing():
@@ -172,7 +211,7 @@ def test_openai_schemas():
 def test_the_backend_a_policy_can_reach():
     backend = [{"name": "gsv__ReadFile"}, {"name": "gsv__ConfigGet"}, {"name": "laptop__Bash"}]
     assert client_tools.reachable(backend, {"mode": "client_only"}) == backend
-    assert _names(client_tools.reachable(backend, {"restricted": True})) == ["gsv__ReadFile"]
+    assert client_tools.reachable(backend, {"restricted": True}) == []
     assert windie.caller_policy({"mode": "explicit"}, admin=True) == {"mode": "explicit"}
     assert windie.caller_policy({"mode": "explicit"}, admin=False) == {"mode": "explicit", "restricted": True}
 
@@ -209,8 +248,19 @@ def _sub(**ref: Any) -> Subscription:
     return Subscription("turn-1#abc", "cid", WINDIE, "agent:main:windie:group:x", {**base, **ref})
 
 
+class _Followed:
+    """A table in which every subscription is still there (none was stopped)."""
+
+    def get(self, key: Any) -> Any:
+        return object()
+
+
+class _Following:
+    table = _Followed()
+
+
 def _encode(sub: Subscription, **payload: Any) -> list[dict[str, Any]]:
-    return windie.encode(None, sub, {"runId": sub.run_id, **payload})  # type: ignore[arg-type]
+    return windie.encode(_Following(), sub, {"runId": sub.run_id, **payload})  # type: ignore[arg-type]
 
 
 def test_every_event_carries_the_turn_and_a_growing_sequence():
@@ -245,8 +295,11 @@ def test_thinking_comes_as_a_thought():
 
 
 def test_tools_the_client_ran_are_not_reported_back_and_others_are():
-    sub = _sub(clientTools=["read_file"])
-    assert _encode(sub, state="toolResult", toolName="read_file", toolCallId="c1", content="x", isError=False) == []
+    sub = _sub()
+    ran = {"toolName": "read_file", "toolCallId": "c1", "content": "x", "isError": False}
+    assert _encode(sub, state="toolResult", onClient=True, **ran) == []
+    (same_name,) = _encode(sub, state="toolResult", **ran)  # a backend tool of that name: it ran elsewhere
+    assert same_name["type"] == "tool-output"
     (output,) = _encode(sub, state="toolResult", toolName="gsv__ListFiles", toolCallId="c2", content="a", isError=True)
     assert output["type"] == "tool-output"
     assert output["payload"]["success"] is False and output["payload"]["error"] == "a"
@@ -338,3 +391,18 @@ def test_detection_of_windie_first_frames():
     assert detect({"type": "query", "payload": {}}) == WINDIE
     assert detect({"type": ["query"]}) is None
     assert detect({"type": "req", "id": "1", "method": "x"}) == GSV
+
+
+def test_a_tool_result_references_only_uploaded_artifacts():
+    from orbital.agent import tools
+
+    entry = {"toolCallId": "c1", "name": "read_file"}
+    artifact = {"type": "image", "r2Key": "media/0a1b2c3d-0000-4000-8000-000000000000.png", "mimeType": "image/png"}
+    kept = tools.tool_result_message(
+        None, "k", entry, {"result": {"content": [{"type": "text", "text": "t"}, artifact]}}
+    )  # type: ignore[arg-type]
+    assert kept["content"][1] == artifact
+    for key in ("agents/main/USER.md", "media/agent:main:main/x.png", "media/../agents/main/USER.md"):
+        sneaky = {"type": "image", "r2Key": key, "mimeType": "image/png"}
+        message = tools.tool_result_message(None, "k", entry, {"result": {"content": [sneaky]}})  # type: ignore[arg-type]
+        assert [b["type"] for b in message["content"]] == ["text"], key  # not an image: shown as JSON text

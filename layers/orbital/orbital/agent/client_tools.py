@@ -10,8 +10,9 @@ policy leaves (`narrowed`), the socket's own under their bare names; a call of o
 fails every call it owns at once) or by the run's wait-group deadline (`timeouts.toolMs`) — node tools' machinery.
 The frame that asks the socket comes from the dialect's run-event encoder (`CALL_STATE`), with what the run's
 subscription says about the turn. A run whose socket is gone has no client tools; every other run never reads a
-socket's tools here. A `restricted` policy (a socket without the gateway's credential) reaches only the agent's
-workspace file tools of the backend's (`reachable`), and its system prompt names no connected node (`reachable_nodes`).
+socket's tools here. A `restricted` policy (a socket without the gateway's credential: a WindieOS install, a guest of
+the owner's gateway) reaches no backend tool at all (`reachable`), only its own, and its runs are given a system
+prompt built without any workspace file and name no connected node (`is_guest`, `reachable_nodes`).
 """
 
 from __future__ import annotations
@@ -48,16 +49,13 @@ CAPABILITY_MARKERS = {
     "embeddings": ("embedding",),
 }
 """A capability turned off removes the backend tools whose (lower-case) name contains one of its markers."""
-RESTRICTED_BACKEND = frozenset(
-    {"gsv__ListFiles", "gsv__ReadFile", "gsv__WriteFile", "gsv__EditFile", "gsv__DeleteFile"}
-)
-"""The backend tools of a run whose socket holds no credential of the gateway's: the agent's workspace files."""
 NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 """A tool name every provider accepts."""
 
 
 def owner(connection_id: str) -> str:
-    """The owner id the calls of a socket's tools are indexed under (never a node's: it cannot be registered)."""
+    """The owner id the calls of a socket's tools are indexed under (never a node's: `connect` refuses node ids
+    starting with `~`, so no node can answer, or fail, these calls)."""
     return f"~client:{connection_id}"
 
 
@@ -69,7 +67,10 @@ class ClientTools:
     tools: list[dict[str, Any]] = field(default_factory=list)
     policy: dict[str, Any] = field(default_factory=dict)
     offered: set[str] | None = None
-    """The names the model was offered (`narrowed`): a call of any other name is refused, not run."""
+    """The names the model was offered (`offer`): a call of any other name is refused, not run."""
+    own: set[str] = field(default_factory=set)
+    """The names of the socket's own tools among those offered: only a call of one of these goes to the socket (a
+    backend tool of the same name, e.g. of a node that connected after the handshake, is the backend's)."""
 
     @property
     def owner(self) -> str:
@@ -77,6 +78,15 @@ class ClientTools:
 
     def names(self) -> set[str]:
         return {str(t.get("name")) for t in self.tools}
+
+    def offer(self, backend: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The tools the run offers the model (`narrowed`), remembering which names were offered and which of those
+        are the socket's own (`offered`, `own`: what dispatch refuses and what it routes to the socket)."""
+        chosen = narrowed(backend, self.tools, self.policy)
+        taken = {str(t.get("name")) for t in backend}
+        self.offered = {str(t.get("name")) for t in chosen}
+        self.own = (self.names() - taken) & self.offered
+        return chosen
 
 
 def policy_of_run(run: dict[str, Any]) -> dict[str, Any] | None:
@@ -134,13 +144,17 @@ def _capability_off(name: str, capabilities: set[str]) -> bool:
     return any(marker in lowered for cap in capabilities for marker in CAPABILITY_MARKERS.get(cap, ()))
 
 
+def is_guest(policy: dict[str, Any]) -> bool:
+    """Whether a run under `policy` is a guest's (a socket without the gateway's credential, e.g. a WindieOS install):
+    no backend tool, a system prompt without the owner's workspace files, no memories written to the workspace."""
+    return bool(policy.get("restricted"))
+
+
 def reachable(backend: list[dict[str, Any]], policy: dict[str, Any]) -> list[dict[str, Any]]:
     """The backend tools a run under `policy` may be offered at all, before its `mode` and lists narrow them: every
-    one, or for a `restricted` policy (a socket without the gateway's credential: the agent's own files, nothing
-    more) those of `RESTRICTED_BACKEND`."""
-    if policy.get("restricted"):
-        return [t for t in backend if t.get("name") in RESTRICTED_BACKEND]
-    return list(backend)
+    one, or none for a `restricted` policy (a guest: the agent's workspace is the owner's, shared by every install,
+    and the nodes and the gateway are the owner's too)."""
+    return [] if is_guest(policy) else list(backend)
 
 
 def reachable_nodes(nodes: list[NodeEntry], policy: dict[str, Any]) -> list[NodeEntry]:
@@ -155,15 +169,16 @@ def narrowed(
     """The tools a run offers the model: by `mode`, `client_only` the client's alone, `explicit` those named in
     `available` (backend's or the client's; without that list the client's alone), `default_plus_client` (the
     default) every backend tool and the client's; then without those named in `disabled` and the backend tools of a
-    `capabilities` turned off. A client tool never takes a backend tool's name (refused when it was declared). A
-    `restricted` policy (a socket that holds no credential of the gateway's, e.g. a WindieOS install) keeps only
-    `RESTRICTED_BACKEND` of the backend's tools: no node's tools, nothing that reads or changes the gateway."""
+    `capabilities` turned off. A client tool never takes a backend tool's name, whether the run may reach that tool
+    or not (refused when it was declared; dropped here when the backend tool appeared later, e.g. a node that
+    connected after the handshake). A `restricted` policy (a socket that holds no credential of the gateway's, e.g.
+    a WindieOS install) keeps none of the backend's tools: its own alone."""
+    taken = {str(t.get("name")) for t in backend}
     backend = reachable(backend, policy)
     mode = policy.get("mode") if policy.get("mode") in MODES else "default_plus_client"
     available = _names(policy.get("available"))
     disabled = _names(policy.get("disabled")) or set()
     capabilities = _names(policy.get("capabilities")) or set()
-    taken = {str(t.get("name")) for t in backend}
     own = [t for t in client if t.get("name") not in taken]
     if mode == "client_only":
         chosen = list(own)

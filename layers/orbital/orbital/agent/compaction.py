@@ -5,6 +5,14 @@ daily memory file.
 Proactive before a model call when `should_compact` says so; reactive once per run when the provider reports a
 context overflow. Summarization degrades in three tiers: every chunk in full, then with oversized chunks replaced by
 a note, then a plain note without any summary — so compaction itself never leaves the session stuck.
+
+A guest's session (`GUEST` in its meta: a conversation a client without the gateway's credential took part in, e.g. a
+WindieOS install's) is summarized like any other, but what it yields never goes into the agent's memory files: they
+are the owner's, and read into the owner's runs.
+
+A compaction asked for inside a request (WindieOS's `compact-history`) has a `deadline`: every model call gets only
+the time left before it, and when one runs out of it the compaction stops with `OutOfTime` (the session unchanged)
+instead of degrading to a summary-less note.
 """
 
 from __future__ import annotations
@@ -27,41 +35,80 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("orbital.agent.compaction")
 
+GUEST = "guest"
+"""In a session's meta: a guest took part in it (`keeps_memories`)."""
 SUMMARIZER_SYSTEM = (
     "You condense conversations into faithful, compact notes. You never add facts that are not in the text."
 )
+
+
+DEADLINE_SLACK_S = 0.25
+"""A model call that failed this close to a compaction's deadline failed for want of time."""
+
+
+class OutOfTime(Exception):
+    """A compaction with a deadline could not finish before it (nothing was changed)."""
+
+
+def _left(deadline: float | None) -> float | None:
+    return None if deadline is None else deadline - time.monotonic()
+
+
+def keeps_memories(meta: dict[str, Any] | None) -> bool:
+    """Whether memories found in this session may go to the agent's memory files: not a guest's session's."""
+    return not (meta or {}).get(GUEST)
 
 
 def enabled(config: dict[str, Any]) -> bool:
     return rules.compaction_settings(config).enabled
 
 
-def ask(services: Services, config: dict[str, Any], model: dict[str, str], prompt: str) -> str:
+def ask(
+    services: Services, config: dict[str, Any], model: dict[str, str], prompt: str, *, deadline: float | None = None
+) -> str:
     """One plain model call (no tools, no streaming), for summaries and memories. Not counted in session usage, but
-    held to the gateway's daily and monthly budgets and counted there (raises `BudgetExceeded` when one refuses)."""
+    held to the gateway's daily and monthly budgets and counted there (raises `BudgetExceeded` when one refuses);
+    what it reserved there is settled or released whatever happens. `deadline` (`time.monotonic()`): the call gets
+    at most the time left before it, and raises `OutOfTime` when that runs out."""
+    timeout_s = settings.llm_timeout_ms(config) / 1000
+    left = _left(deadline)
+    if left is not None:
+        if left <= DEADLINE_SLACK_S:
+            raise OutOfTime
+        timeout_s = min(timeout_s, left)
     request = ModelRequest(
         provider=model["provider"],
         model=model["id"],
         system=SUMMARIZER_SYSTEM,
         messages=[{"role": "user", "content": prompt, "timestamp": int(time.time() * 1000)}],
         tools=[],
-        timeout_s=settings.llm_timeout_ms(config) / 1000,
+        timeout_s=timeout_s,
         config=config,
     )
     spend = budgets.reserve(services, config, None, rules.estimate_text_tokens(SUMMARIZER_SYSTEM + prompt))
     try:
         reply = complete(request)
-    except BaseException:
+    except BaseException as exc:
         spend.release()
+        left = _left(deadline)
+        if isinstance(exc, Exception) and left is not None and left <= DEADLINE_SLACK_S:
+            raise OutOfTime from exc
         raise
     spend.settle(int(as_dict(reply.get("usage")).get("totalTokens") or 0))
     return text_of(reply)
 
 
 def summarize(
-    services: Services, config: dict[str, Any], model: dict[str, str], plan: rules.CompactionPlan, window: int
+    services: Services,
+    config: dict[str, Any],
+    model: dict[str, str],
+    plan: rules.CompactionPlan,
+    window: int,
+    *,
+    deadline: float | None = None,
 ) -> tuple[str, str]:
-    """(summary, memories) of the plan's old messages, by the first tier that works."""
+    """(summary, memories) of the plan's old messages, by the first tier that works (`OutOfTime` when the deadline
+    runs out first)."""
     for partial in (False, True):
         try:
             summary, memories = "", list[str]()
@@ -73,12 +120,15 @@ def summarize(
                     rules.summarize_prompt(
                         rules.chunk_text(chunk, window, partial), summary, rules.join_memories(memories)
                     ),
+                    deadline=deadline,
                 )
                 summary, found = rules.parse_summary_reply(text)
                 if found:
                     memories.append(found)
             if summary:
                 return summary, rules.join_memories(memories)
+        except OutOfTime:
+            raise
         except Exception as exc:
             log.warning("summarizing (%s) failed: %s", "partial" if partial else "full", exc)
     return rules.plaintext_summary(len(plan.old), plan.image_count), ""
@@ -104,9 +154,11 @@ def maybe_compact(
     system: str,
     *,
     force: bool = False,
+    deadline: float | None = None,
 ) -> list[dict[str, Any]] | None:
     """Compact when due (or `force`d after an overflow). Returns the new message list, or None when nothing was
-    done (disabled, no credentials for the model, nothing old enough to summarize)."""
+    done (disabled, no credentials for the model, nothing old enough to summarize). `deadline`
+    (`time.monotonic()`): raises `OutOfTime`, the session unchanged, when the summary cannot be made before it."""
     rule_settings = rules.compaction_settings(config)
     if not rule_settings.enabled or not has_credentials(config, model["provider"]):
         return None
@@ -125,10 +177,11 @@ def maybe_compact(
     plan = rules.plan_compaction(messages, window, rule_settings)
     if plan is None:
         return None
-    summary, memories = summarize(services, config, model, plan, window)
+    summary, memories = summarize(services, config, model, plan, window, deadline=deadline)
     now = datetime.now(UTC)
     try:
-        append_daily_memories(services, session_agent_id(session_key), memories, now, "context compaction")
+        if keeps_memories(meta):
+            append_daily_memories(services, session_agent_id(session_key), memories, now, "context compaction")
     except Exception:
         log.exception("writing memories from compaction failed")
     message = rules.summary_message(summary, plan.image_count, int(now.timestamp() * 1000))

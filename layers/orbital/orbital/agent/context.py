@@ -196,6 +196,11 @@ def heartbeat_prompt(config: dict[str, Any], agent_id: str) -> str | None:
     return str(prompt) if isinstance(prompt, str) else None
 
 
+def guest_system_prompt(tools: list[dict[str, Any]], model: dict[str, str]) -> str:
+    """The system prompt of a guest's run (`client_tools.is_guest`): its tools and model, no workspace file read."""
+    return prompt_rules.build_guest_prompt(tools, model_label(model))
+
+
 def system_prompt(
     services: Services,
     config: dict[str, Any],

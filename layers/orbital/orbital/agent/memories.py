@@ -4,7 +4,7 @@ activity).
 
 Extraction calls the model once per chunk, which can take longer than a request may: a reset (RPC, `/new`, an
 automatic reset) archives synchronously and then starts a background job on the `agent_turn` state machine
-(`{"job": "memories"}`), so no caller waits for it.
+(`{"job": "memories"}`), so no caller waits for it. A guest's session (`compaction.keeps_memories`) has none extracted.
 """
 
 from __future__ import annotations
@@ -35,7 +35,11 @@ def _model_for(services: Services, session_key: str) -> tuple[dict[str, Any], di
 
 
 def wanted(services: Services, session_key: str) -> bool:
-    config, model = _model_for(services, session_key)
+    config = services.config.effective()
+    meta = services.sessions.load_meta(session_key) or {}
+    if not compaction.keeps_memories(meta):
+        return False
+    model = context.effective_model(config, meta, {})
     rule_settings = rules.compaction_settings(config)
     return rule_settings.enabled and rule_settings.extract_memories and has_credentials(config, model["provider"])
 
@@ -67,7 +71,7 @@ def extract(services: Services, session_key: str, archive: dict[str, Any]) -> di
     if not isinstance(key, str):
         return {"memories": 0}
     found = services.workspace.get(key)
-    if found is None:
+    if found is None or not compaction.keeps_memories(services.sessions.load_meta(session_key)):
         return {"memories": 0}
     lines = gzip.decompress(found[0]).decode("utf-8").split("\n")
     messages = [json.loads(line) for line in lines if line.strip()]

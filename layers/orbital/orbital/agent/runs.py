@@ -376,13 +376,14 @@ def stop(
     emit_error: Emit | None = None,
     reason: str = USER_CANCELLED,
     start_next: bool = True,
+    only: str | None = None,
 ) -> Stopped:
     """Cancel the current run (`/stop`, a manual reset): its execution is stopped, the calls it waits for are
     settled so late answers are dropped, clients get `reason`, and (with `start_next`) the next queued input
-    starts."""
+    starts. `only`: cancel it only if it is the run of that id (else nothing is stopped)."""
     meta = services.sessions.load_meta(session_key) or {}
     run = meta.get("currentRun")
-    if not run:
+    if not run or (only is not None and run.get("runId") != only):
         return Stopped(was_running=False)
     run_id, execution = str(run["runId"]), run.get("execution")
     now = now_ms()
@@ -416,6 +417,56 @@ def stop(
     if done is not None:
         notify.run_ended(services, session_key, done, error=reason)
     return Stopped(was_running=True, run_id=run_id, cancelled=cancelled)
+
+
+def unqueue(services: Services, session_key: str, run_id: str) -> bool:
+    """Take a message that waits in the session's queue out of it (it will never run). False when no queued
+    message has that run id (it started meanwhile, or never was queued)."""
+    removed: list[dict[str, Any]] = []
+
+    def apply(meta: dict[str, Any]) -> bool:
+        removed.clear()
+        queue = list(meta.get("queue") or [])
+        kept = [entry for entry in queue if entry.get("runId") != run_id]
+        if len(kept) == len(queue):
+            return False
+        removed.extend(entry for entry in queue if entry.get("runId") == run_id)
+        meta["queue"] = kept
+        return True
+
+    if not (services.sessions.load_meta(session_key) or {}).get("queue"):
+        return False
+    services.sessions.update_meta(session_key, apply)
+    for entry in removed:
+        drop_input(services, session_key, entry)
+    return bool(removed)
+
+
+def hold(services: Services, session_key: str, hold_id: str, lease_ms: int, *, kind: str) -> bool:
+    """Lease an idle session to work that is no run (WindieOS's `compact-history`), as a run holds it: messages sent
+    meanwhile queue behind it, and `finish(services, session_key, hold_id, None)` releases it (starting the next).
+    With no execution to ask about, a holder that died is freed once `lease_ms` has passed (`is_stale`). False
+    when the session is not idle."""
+    now = now_ms()
+    taken: list[bool] = []
+
+    def apply(meta: dict[str, Any]) -> bool:
+        taken.clear()
+        if meta.get("currentRun"):
+            return False
+        meta["currentRun"] = {
+            "runId": hold_id,
+            "execution": "",
+            "startedAt": now,
+            "leaseUntil": now + lease_ms,
+            "iteration": 0,
+            "origin": {"kind": kind},
+        }
+        taken.append(True)
+        return True
+
+    services.sessions.update_meta(session_key, apply, now=now)
+    return bool(taken)
 
 
 def _release_only(meta: dict[str, Any], run_id: str, execution: str | None) -> dict[str, Any] | None:

@@ -35,7 +35,7 @@ from orbital.domain.session_keys import canonicalize_with_config
 from orbital.engines import deferred, waitgroup
 from orbital.errors import RpcError
 from orbital.protocol.frames import event_frame
-from orbital.store import keys
+from orbital.store import artifacts, keys
 from orbital.tools import native
 from orbital.tools.catalog import find_node_for_tool
 from orbital.tools.definitions import NATIVE_PREFIX
@@ -84,6 +84,8 @@ class Launch:
     call_id: str
     deadline_ms: int
     start: Callable[[], None]
+    on_client: bool = False
+    """A call of a tool of the socket that started the run (its result is the socket's already)."""
 
 
 class _Immediate(Exception):
@@ -124,6 +126,8 @@ def dispatch(it: Iteration, calls: list[dict[str, Any]]) -> tuple[list[dict[str,
             entry["outcome"] = {"error": str(exc) or type(exc).__name__}
         else:
             entry["callId"] = launch.call_id
+            if launch.on_client:
+                entry["onClient"] = True
             launches.append(launch)
         plan.append(entry)
     if not launches:
@@ -201,7 +205,7 @@ def _prepare(it: Iteration, env: native.ToolEnv, name: str, args: dict[str, Any]
     """Validate one call. Raises _Immediate / ToolError when it is answered at once; returns its Launch otherwise."""
     if it.client is not None and it.client.offered is not None and name not in it.client.offered:
         raise _error(f"Tool not available in this conversation: {name}")
-    if it.client is not None and name in it.client.names():
+    if it.client is not None and name in it.client.own:  # never a backend tool's name, even one of the socket's
         return _client_tool(it, it.client, name, args, tool_call_id)
     if name == "gsv__LogsGet":
         return _logs(it, args)
@@ -258,7 +262,7 @@ def _client_tool(
         if not client_tools.send_call(it.services, client, it.run_id, call.call_id, name, args, tool_call_id):
             _answer_failed_launch(it, call.call_id, "Client not connected")
 
-    return Launch(call.call_id, it.now_ms + call.timeout_ms, start)
+    return Launch(call.call_id, it.now_ms + call.timeout_ms, start, on_client=True)
 
 
 def _logs(it: Iteration, args: dict[str, Any]) -> Launch:
@@ -389,9 +393,12 @@ def _transfer(it: Iteration, args: dict[str, Any]) -> Launch:
 # --- collect ---------------------------------------------------------------------------------------------------
 
 
-def collect(services: Services, session_key: str, execution: str, iteration: int) -> list[dict[str, Any]] | None:
+def collect(
+    services: Services, session_key: str, execution: str, iteration: int, on_client: set[str] | None = None
+) -> list[dict[str, Any]] | None:
     """The toolResult messages of a wait group, in the model's call order; None when there is no such group.
-    Calls nobody answered are settled with their timeout outcome first (so a late answer is dropped)."""
+    Calls nobody answered are settled with their timeout outcome first (so a late answer is dropped). `on_client`
+    gets the tool call ids of the calls that went to the run's client socket."""
     gid = group_id(execution, iteration)
     rec = waitgroup.load(services, gid)
     if rec is None:
@@ -401,6 +408,8 @@ def collect(services: Services, session_key: str, execution: str, iteration: int
     found = services.table.get_many(keys.pending_call(cid) for cid in call_ids)
     messages = []
     for entry in plan:
+        if on_client is not None and entry.get("onClient"):
+            on_client.add(str(entry.get("toolCallId")))
         outcome = entry.get("outcome")
         if outcome is None:
             outcome = _answer_of(services, entry, found.get(keys.pending_call(str(entry.get("callId")))))
@@ -442,13 +451,23 @@ def cancel_pending(services: Services, execution: str, iteration: int) -> int:
 # --- results as messages ---------------------------------------------------------------------------------------
 
 
+def _artifact_image(block: dict[str, Any]) -> bool:
+    """An image block referencing an uploaded artifact (`media/{id}`; a dialect's client tool result), not its
+    bytes. Nothing else in the bucket may be referenced so."""
+    key = block.get("r2Key")
+    prefix = keys.media_object("")
+    return isinstance(key, str) and key.startswith(prefix) and bool(artifacts.NAME.match(key[len(prefix) :]))
+
+
 def _is_block(block: Any) -> bool:
     if not isinstance(block, dict):
         return False
     if block.get("type") == "text":
         return isinstance(block.get("text"), str)
     if block.get("type") == "image":
-        return isinstance(block.get("data"), str) and isinstance(block.get("mimeType"), str)
+        if not isinstance(block.get("mimeType"), str):
+            return False
+        return isinstance(block.get("data"), str) or ("data" not in block and _artifact_image(block))
     return False
 
 
@@ -474,7 +493,8 @@ def tool_result_message(
     services: Services, session_key: str, entry: dict[str, Any], outcome: dict[str, Any]
 ) -> dict[str, Any]:
     """An outcome as a stored `toolResult` message (spec §7.4): errors as "Error: …"; structured results keep their
-    text blocks and have their images stored in S3 and referenced; strings as they are; anything else as JSON."""
+    text blocks and have their images stored in S3 and referenced (an image that references an uploaded artifact
+    already is kept so); strings as they are; anything else as JSON."""
     message: dict[str, Any] = {
         "role": "toolResult",
         "toolCallId": entry.get("toolCallId"),
@@ -490,7 +510,12 @@ def tool_result_message(
     if isinstance(result, dict) and _structured(result):
         blocks = []
         for block in result["content"]:
-            blocks.append(dict(block) if block["type"] == "text" else _store_image(services, session_key, block))
+            if block["type"] == "text":
+                blocks.append(dict(block))
+            elif "data" not in block:  # a reference to an artifact already stored
+                blocks.append({"type": "image", "r2Key": block["r2Key"], "mimeType": block["mimeType"]})
+            else:
+                blocks.append(_store_image(services, session_key, block))
         message["content"] = blocks
     elif isinstance(result, str):
         message["content"] = [{"type": "text", "text": result}]

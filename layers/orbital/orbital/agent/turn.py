@@ -24,7 +24,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from orbital.agent import budgets, client_tools, context, events, media, notify, runs, settings, tools
+from orbital.agent import budgets, client_tools, compaction, context, events, media, notify, runs, settings, tools
 from orbital.agent.providers import ModelError, ModelRequest, complete
 from orbital.domain.config import as_dict
 from orbital.domain.messages import text_of
@@ -205,7 +205,8 @@ def turn(services: Services, event: dict[str, Any]) -> dict[str, Any]:
     assert isinstance(run, dict)
 
     if event.get("next") == "wait":
-        collected = tools.collect(services, r.key, r.execution, r.iteration)
+        on_client: set[str] = set()
+        collected = tools.collect(services, r.key, r.execution, r.iteration, on_client)
         waitgroup.close(services, tools.group_id(r.execution, r.iteration))
         r.iteration += 1
         if collected:
@@ -222,7 +223,7 @@ def turn(services: Services, event: dict[str, Any]) -> dict[str, Any]:
             stored = r.append(collected, mark)
             if stored is not None:
                 meta = stored
-                _announce_results(r, collected)
+                _announce_results(r, collected, on_client)
             else:  # stored already by an earlier attempt of this step, or the run lost the session
                 meta = services.sessions.load_meta(r.key) or {}
                 if not _owns(meta.get("currentRun"), r.run_id, r.execution):
@@ -255,17 +256,21 @@ def _store_user_message(r: _Run, meta: dict[str, Any], run: dict[str, Any]) -> d
     data = runs.load_input(services, r.key, run)
     now = _now()
     policy = meta.get("resetPolicy") or initial_policy(r.config)
+    guest = client_tools.is_guest(client_tools.policy_of_run(run) or {})
     if _reset_due(meta, run, policy, now):
         result = services.sessions.reset(r.key, now=now)
         from orbital.agent import memories
 
-        memories.schedule(services, r.key, result)
+        if not guest:  # a guest's conversation never goes into the owner's memory files
+            memories.schedule(services, r.key, result)
     message = user_message(data, now, services=services, config=r.config)
 
     def start(meta: dict[str, Any], run: dict[str, Any]) -> bool:
         if run.get("userStored"):
             return False
         run["userStored"] = True
+        if guest:
+            meta[compaction.GUEST] = True
         if data.get("overrides"):
             run["overrides"] = data["overrides"]
         run.pop("input", None)  # the message is stored now; keep the meta small
@@ -317,10 +322,12 @@ def _model_turn(r: _Run, meta: dict[str, Any]) -> dict[str, Any]:
     client = r.own_tools(run)
     hosts = nodes
     if client is not None:  # a run of a socket with tools of its own (and a policy narrowing the list)
-        tool_defs = client_tools.narrowed(tool_defs, client.tools, client.policy)
-        client.offered = {str(t.get("name")) for t in tool_defs}
+        tool_defs = client.offer(tool_defs)
         hosts = client_tools.reachable_nodes(nodes, client.policy)
-    system = context.system_prompt(services, config, meta, r.key, r.agent_id, tool_defs, model, hosts)
+    if client is not None and client_tools.is_guest(client.policy):  # nothing of the owner's workspace
+        system = context.guest_system_prompt(tool_defs, model)
+    else:
+        system = context.system_prompt(services, config, meta, r.key, r.agent_id, tool_defs, model, hosts)
 
     upcoming = context.estimate_request_tokens(system, messages) if budgets.limits(config, meta).any else 0
     try:
@@ -397,8 +404,6 @@ def _call_model(
     a reply, `(None, the error the run ends with, its cause)`, or `(None, None, None)` when the run was stopped
     meanwhile."""
     services, config = r.services, r.config
-    from orbital.agent import compaction
-
     compacted = compaction.maybe_compact(services, config, r.key, meta, messages, model, system)
     if compacted is not None:
         messages = compacted
@@ -468,10 +473,7 @@ def _run_tools(r: _Run, run: dict[str, Any], reply: dict[str, Any], calls: list[
         return _state(r.event, r.iteration, "done")  # stopped while announcing: launch nothing
     client = r.own_tools(run)
     if client is not None and client.offered is None:  # a step that resumes a stored reply: offered as then
-        offered = client_tools.narrowed(
-            context.model_tools(services, services.connections.nodes()), client.tools, client.policy
-        )
-        client.offered = {str(t.get("name")) for t in offered}
+        client.offer(context.model_tools(services, services.connections.nodes()))
     it = tools.Iteration(services, config, r.key, r.agent_id, r.run_id, r.execution, r.iteration, _now(), client)
     results, wait_s = tools.dispatch(it, calls)
     if results is None:
@@ -494,10 +496,12 @@ def _run_tools(r: _Run, run: dict[str, Any], reply: dict[str, Any], calls: list[
     return _state(r.event, nxt, "turn")
 
 
-def _announce_results(r: _Run, results: list[dict[str, Any]]) -> None:
+def _announce_results(r: _Run, results: list[dict[str, Any]], on_client: set[str] | None = None) -> None:
     """Each stored tool result, as a `toolResult` event: only dialect sockets subscribed to the run get it (GSV
-    clients read results from the transcript)."""
+    clients read results from the transcript). `onClient`: the call went to the run's client socket, which has its
+    result already."""
     for result in results:
+        extra = {"onClient": True} if on_client and str(result.get("toolCallId")) in on_client else {}
         r.audience.send(
             events.chat_payload(
                 r.run_id,
@@ -506,6 +510,7 @@ def _announce_results(r: _Run, results: list[dict[str, Any]]) -> None:
                 toolName=result.get("toolName"),
                 isError=bool(result.get("isError")),
                 content=text_of(result),
+                **extra,
             )
         )
 

@@ -4,14 +4,17 @@
   a bad shape: an `error` `Invalid handshake: ...` and the socket closed with 1008; on API Gateway, which chooses
   its own close code, the same error and then `DeleteConnection`). A top-level string `operating_system` (the shipped
   Python SDK's) is folded into `runtime`. Who the socket is: an install's token at the upgrade (`$connect` checked
-  it) makes it that install's user, whatever it claims; it may speak WindieOS only, and its runs get the agent's
-  workspace file tools and its own, no other backend tool. The gateway's token as a bearer, or a loopback gateway
-  without a token, trusts the claimed `user_id` (a single-owner gateway). A socket of a gateway with a token that
-  showed neither is refused after its handshake.
+  it) makes it that install's user, whatever it claims; it may speak WindieOS only, and it is a guest of the
+  owner's gateway: its runs get its own tools and no backend tool, a system prompt without any of the agent's
+  workspace files, and its conversations never feed the agent's memory files; its query text is the model's (no
+  slash command but `/stop`, no directive), and it may choose only a model `list-models` offers (as may everyone).
+  The gateway's token as a bearer, or a loopback gateway without a token, trusts the claimed `user_id` (a
+  single-owner gateway). A socket of a gateway with a token that showed neither is refused after its handshake.
 - **Client tools**: `agent_definition.tools.client_manifest.tools` are answered with `client-tool-manifest`
-  (`accepted`, `rejected` with why: a backend tool's name, no schema, a bad name, twice). Accepted ones run on this
-  socket, for the runs it starts (`orbital.agent.client_tools`): `tool-call` out, `tool-result` back. The policy
-  (`mode`, `available_tools`, `disabled_tools`, `disabled_capabilities`) narrows each run's tools.
+  (`accepted`, `rejected` with why: a backend tool's name, or for an install any name of the backend's form, no
+  schema, a bad name, twice). Accepted ones run on this socket, for the runs it starts (`orbital.agent.client_tools`):
+  `tool-call` out, `tool-result` back. The policy (`mode`, `available_tools`, `disabled_tools`,
+  `disabled_capabilities`) narrows each run's tools.
 - **query** → a run in the conversation's session `agent:{agentId}:windie:group:{h(user_id, conversation_ref)}`
   (labelled `windie:{user_id}:{conversation_ref}`), streaming `query-accepted`, on a conversation's first turn
   `system-prompt` and `tool-schemas`, then `streaming-response` deltas, `tool-call` (this socket's tools),
@@ -39,16 +42,17 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from orbital.agent import client_tools, compaction, context, model_catalog, runs
+from orbital.agent import client_tools, compaction, context, events, model_catalog, runs, settings
 from orbital.aws import secrets
 from orbital.dialects import base
 from orbital.dialects.detect import WINDIE, WINDIE_TYPES
-from orbital.domain import sniff
+from orbital.domain import commands, sniff
 from orbital.domain.config import as_dict
 from orbital.domain.messages import text_of
 from orbital.domain.session_keys import resolve_agent_by_specificity
 from orbital.engines import deferred, socket_gate
 from orbital.protocol.registry import DialectClose, DialectInbound, Router
+from orbital.runtime import invocation
 from orbital.store import artifacts, keys, subscriptions
 from orbital.store.sessions import message_count
 from orbital.store.subscriptions import Subscription
@@ -80,12 +84,23 @@ MAX_NAMES = 256
 MAX_REF_CHARS = 256
 MAX_SCREENSHOTS = 16
 MAX_REHYDRATE_MESSAGES = 2000
+COMPACTION_AWS_S = 25.0
+"""The longest `compact-history` may take on AWS (API Gateway ends a WebSocket integration at 29 s)."""
+LAMBDA_MARGIN_S = 2.0
+"""Kept free of the Lambda invocation's remaining time, to answer before it is cut off."""
+MIN_COMPACTION_S = 1.0
+HOLD_MARGIN_S = 30.0
+"""How much longer than the compaction may take it holds its session: a holder that died is freed after this."""
+MAX_TOOL_IMAGE_BYTES = 3_932_160
+"""The largest screenshot a tool result keeps (3.75 MiB: its base64, 5 MiB, is what model providers take)."""
 MAX_EVENT_BYTES = 96 * 1024
 """Optional parts of an event (`final_response`, `assistant-message-full`, a tool's output) are left out or cut
 above this, so every event fits one WebSocket message on API Gateway (128 KB)."""
 ENVELOPE_BYTES = 2048
 """What a turn's correlation fields add to an event's payload, at most."""
 RESERVED = "reserved backend tool names cannot be overridden"
+BACKEND_SEPARATOR = "__"
+"""What the backend's tool names have (`gsv__*`, `{nodeId}__{tool}`): a guest may declare no such name."""
 GREETING = "Hello! I'm listening."
 STOPPED = "Run cancelled by user"
 SETTING_DEFAULTS: dict[str, Any] = {
@@ -215,10 +230,12 @@ def _reserved_names(services: Services) -> set[str]:
 
 
 def validate_manifest(
-    services: Services, entries: list[Any]
+    services: Services, entries: list[Any], *, guest: bool = False
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
-    """(tool definitions for the model, `accepted`, `rejected`) of a client manifest."""
-    reserved = _reserved_names(services) if entries else set()
+    """(tool definitions for the model, `accepted`, `rejected`) of a client manifest. A `guest`'s (an install's)
+    names of the backend's form (`gsv__*`, `{nodeId}__{tool}`) are all refused for the same reason, whether such a
+    tool exists or not: its manifest must not tell it which nodes and tools the owner has."""
+    reserved = _reserved_names(services) if entries and not guest else set()
     tools: list[dict[str, Any]] = []
     accepted: list[dict[str, Any]] = []
     rejected: list[dict[str, Any]] = []
@@ -229,7 +246,7 @@ def validate_manifest(
         reason = None
         if not isinstance(name, str) or not client_tools.NAME.match(name):
             reason = "tool names must be 1-64 letters, digits, '_' or '-'"
-        elif name in reserved or name.startswith(NATIVE_PREFIX):
+        elif name in reserved or name.startswith(NATIVE_PREFIX) or (guest and BACKEND_SEPARATOR in name):
             reason = RESERVED
         elif not isinstance(entry.get("schema"), dict):
             reason = "a tool needs a JSON schema"
@@ -260,9 +277,13 @@ def receive(services: Services, inbound: DialectInbound) -> list[Any]:
 def _after_handshake(services: Services, inbound: DialectInbound) -> Connection | None:
     """A message sent right after the handshake may be handled before it (API Gateway runs a socket's frames
     concurrently, and so does the local gateway with `--concurrent-frames`): wait a moment for the handshake to be
-    accepted. None: it was not (the message was the first frame, and is refused as such)."""
+    accepted. None: it was not (the message was the first frame, and is refused as such). Only a socket whose
+    handshake could be accepted waits (a bearer or an install's token at the upgrade, or a gateway without a token);
+    any other is refused at once, so that it cannot hold a handler for the wait."""
     frame = inbound.frame
     if not isinstance(frame, dict) or frame.get("type") == "handshake" or frame.get("type") not in WINDIE_TYPES:
+        return None
+    if not _may_become_windie(services, inbound.conn):
         return None
     deadline = time.monotonic() + HANDSHAKE_GRACE_S
     while time.monotonic() < deadline:
@@ -273,6 +294,15 @@ def _after_handshake(services: Services, inbound: DialectInbound) -> Connection 
         if conn is None and inbound.conn is not None:
             return None  # closed meanwhile
     return None
+
+
+def _may_become_windie(services: Services, conn: Connection | None) -> bool:
+    """Whether a handshake of this socket could be accepted: it showed a credential at the upgrade (its pending
+    record says so), or the gateway has no token."""
+    if not secrets.token_configured(services.settings):
+        return True
+    extra = conn.extra if conn is not None else {}
+    return bool(extra.get("bearer")) or isinstance(extra.get("install"), dict)
 
 
 def _refused(reason: str) -> list[Any]:
@@ -296,7 +326,7 @@ def _handshake(services: Services, inbound: DialectInbound) -> list[Any]:
         user, admin = given["user_id"] or "", True
     if not user:
         return _refused("Invalid handshake: user_id is required")
-    tools, accepted, rejected = validate_manifest(services, given["manifest"])
+    tools, accepted, rejected = validate_manifest(services, given["manifest"], guest=not admin)
     if socket_gate.applies(services) and not bearer:
         socket_gate.settle(services, inbound.connection_id)  # an install's socket, authenticated by its token
     policy = caller_policy(given["policy"], admin=admin)
@@ -483,7 +513,7 @@ def _screenshots(services: Services, sock: _Socket, payload: dict[str, Any]) -> 
 
 def caller_policy(policy: dict[str, Any], *, admin: bool) -> dict[str, Any]:
     """A socket's (or an HTTP caller's) tool policy: as asked, and `restricted` for a caller without the gateway's
-    credential (an install: the agent's workspace files and its own tools, no other backend tool)."""
+    credential (an install, a guest: its own tools only, no backend tool, no workspace file in its prompt)."""
     return policy if admin else {**policy, "restricted": True}
 
 
@@ -496,7 +526,7 @@ def definition_tools(
         policy, _, manifest = parse_agent_definition(agent_definition)
     except _Invalid as exc:
         raise ValueError(exc.message) from None
-    return caller_policy(policy, admin=admin), validate_manifest(services, manifest)[0]
+    return caller_policy(policy, admin=admin), validate_manifest(services, manifest, guest=not admin)[0]
 
 
 def query_model(
@@ -508,7 +538,7 @@ def query_model(
 ) -> dict[str, str]:
     """The model a query calls: the user's choice (`update-settings`, its variant suffix dropped) over the session's
     and the configured one. `model_id` / `model_provider`: a preview's what-if over all of them (a query has none)."""
-    chosen = _chosen_model(stored)
+    chosen = _chosen_model(config, stored)
     model = context.effective_model(config, meta, {"model": chosen} if chosen else {})
     wanted = model_catalog.runtime_model_id(model_id) if model_id else ""
     if wanted:
@@ -584,7 +614,9 @@ def query_preview(
     tools = client_tools.narrowed(backend, client_tool_defs, policy) if offered else []
     hosts = client_tools.reachable_nodes(nodes, policy)
     system = ""
-    if with_prompt:
+    if with_prompt and client_tools.is_guest(policy):  # as the run builds it: nothing of the owner's workspace
+        system = context.guest_system_prompt(tools, model)
+    elif with_prompt:
         agent = agent_of(config, user_id, conversation_ref)
         system = context.system_prompt(services, config, meta, key, agent, tools, model, hosts)
     return QueryPreview(key, model, client_tools.reachable(backend, policy), tools, hosts, system)
@@ -606,7 +638,7 @@ def _query(services: Services, sock: _Socket, rid: Any, payload: dict[str, Any])
     config = services.config.effective()
     key = session_key(config, sock.user, conversation)
     media = _screenshots(services, sock, payload)
-    chosen = _chosen_model(load_settings_item(services, sock.user))
+    chosen = _chosen_model(config, load_settings_item(services, sock.user))
     run_id = f"{_run_prefix(turn)}{uuid.uuid4().hex[:12]}"
     ref = {
         "turn": turn,
@@ -614,7 +646,6 @@ def _query(services: Services, sock: _Socket, rid: Any, payload: dict[str, Any])
         "user": sock.user,
         "session": key,
         "startedAt": services.now_ms(),
-        "clientTools": sorted(sock.tool_names),
     }
     sub = base.subscribe(services, conn, run_id, key, ref)
     scratch: dict[str, Any] = {}
@@ -627,7 +658,11 @@ def _query(services: Services, sock: _Socket, rid: Any, payload: dict[str, Any])
         if not services.push(conn.connection_id, frame):
             base.unsubscribe(services, sub)
             return []
+    if not sock.admin:
+        _mark_guest(services, key, meta)
     internal: dict[str, Any] = {"label": label(sock.user, conversation)}
+    if not sock.admin and _command_name(text) != "stop":  # a guest's text is the model's: no command, no directive
+        internal["literal"] = True
     if sock.narrows:  # else its runs are everyone's: nothing more to read at each step
         internal.update(clientTools=True, toolPolicy=sock.policy, ownTools=bool(sock.tool_names))
     if media:
@@ -646,6 +681,11 @@ def _query(services: Services, sock: _Socket, rid: Any, payload: dict[str, Any])
         turn_event(ref, "streaming-response", {"text": reply}, scratch),
         turn_event(ref, "streaming-complete", {"final_response": reply}, scratch),
     ]
+
+
+def _command_name(text: str) -> str | None:
+    command = commands.parse_command(text)
+    return command.name if command is not None else None
 
 
 def _transparency(
@@ -673,20 +713,58 @@ def _transparency(
     return [turn_event(ref, kind, body, scratch) for kind, body in preview.first_turn_events()]
 
 
+def _mark_guest(services: Services, key: str, meta: dict[str, Any] | None) -> dict[str, Any]:
+    """Mark a conversation a guest (an install) takes part in: nothing found in it goes into the agent's memory
+    files, whoever resets or compacts it later (`compaction.keeps_memories`). One write, the first time only."""
+    if meta is not None and meta.get(compaction.GUEST):
+        return meta
+
+    def mark(current: dict[str, Any]) -> bool:
+        if current.get(compaction.GUEST):
+            return False
+        current[compaction.GUEST] = True
+        return True
+
+    return services.sessions.update_meta(key, mark)
+
+
+def _turn_runs(services: Services, key: str, user: str, conversation: str, turn: str) -> list[str]:
+    """The runs of one turn of this user's conversation that are still followed (running or queued), found by the
+    turn's id exactly as the client sent it (the subscriptions keep it)."""
+    found = set()
+    for rec in services.table.query(keys.CLIENTS_PK, sk_prefix=keys.RUN_SUBSCRIPTION_PREFIX):
+        sub = Subscription.from_record(rec)
+        if sub is None or sub.session_key != key:
+            continue
+        if sub.ref.get("turn") == turn and sub.ref.get("conv") == conversation and sub.ref.get("user") == user:
+            found.add(sub.run_id)
+    return sorted(found)
+
+
 def _stop(services: Services, sock: _Socket, rid: Any, payload: dict[str, Any]) -> list[Any]:
+    """Stop the conversation's running turn, or the turn `turn_ref` names, running or still queued. `stopped`:
+    whether a turn was stopped (or taken out of the queue) by this request. Nothing of a stopped turn follows the
+    acknowledgement: its subscriptions go first (so no "Run cancelled by user" error either), and the encoder of a
+    step still streaming drops what it has left (`encode`)."""
     conversation = _ref(payload)
     turn = payload.get("turn_ref") if isinstance(payload.get("turn_ref"), str) else None
     key = session_key(services.config.effective(), sock.user, conversation)
-    run = runs.current_run(services, key)
+    if turn is None:
+        run = runs.current_run(services, key)
+        targets = [str(run["runId"])] if run and run.get("runId") else []
+    else:
+        targets = _turn_runs(services, key, sock.user, conversation, turn)
     stopped = False
-    run_id = str(run.get("runId") or "") if run else ""
-    if run_id and (turn is None or run_id.startswith(_run_prefix(turn))):
-        # the turn ends here for its client: nothing more is sent for it (no "Run cancelled by user" error)
+    for run_id in targets:
         for rec in services.table.query(keys.CLIENTS_PK, sk_prefix=f"{keys.RUN_SUBSCRIPTION_PREFIX}{run_id}~"):
             sub = Subscription.from_record(rec)
             if sub is not None and sub.run_id == run_id:
                 subscriptions.drop(services.table, sub)
-        stopped = base.call(services, sock.conn, "chat.send", {"sessionKey": key, "message": "/stop"}).ok
+        if runs.unqueue(services, key, run_id):  # not started yet: it never will
+            stopped = True
+            continue
+        done = runs.stop(services, key, emit_error=events.error_emitter(services), only=run_id)
+        stopped = stopped or done.was_running
     body: dict[str, Any] = {"conversation_ref": conversation, "stopped": stopped}
     if turn is not None:
         body["turn_ref"] = turn
@@ -711,8 +789,8 @@ def _tool_result(services: Services, sock: _Socket, rid: Any, payload: dict[str,
 
 
 def _outcome(services: Services, sock: _Socket, payload: dict[str, Any]) -> dict[str, Any]:
-    """A `tool-result` as a tool call's outcome: its output text, with the screenshot (an artifact, or inline) as an
-    image; `success: false` as an error."""
+    """A `tool-result` as a tool call's outcome: its output text, with the screenshot (an artifact, or inline, kept
+    as one) as a reference to that artifact; `success: false` as an error."""
     data = as_dict(payload.get("data"))
     output = data.get("output")
     text = output if isinstance(output, str) else ("" if output is None else json.dumps(output, ensure_ascii=False))
@@ -720,34 +798,51 @@ def _outcome(services: Services, sock: _Socket, payload: dict[str, Any]) -> dict
         error = payload.get("error")
         message = error if isinstance(error, str) and error else text or "The tool failed on the client"
         return {"error": message}
-    blocks: list[dict[str, Any]] = [{"type": "text", "text": text or "(no output)"}]
-    image = _result_image(services, sock, data)
+    text = text or "(no output)"
+    image, note = _result_image(services, sock, data)
+    if note:
+        text = f"{text}\n[{note}]"
     if image is None:
-        return {"result": text or "(no output)"}
-    blocks.append(image)
-    return {"result": {"content": blocks}}
+        return {"result": text}
+    return {"result": {"content": [{"type": "text", "text": text}, image]}}
 
 
-def _result_image(services: Services, sock: _Socket, data: dict[str, Any]) -> dict[str, Any] | None:
+def _too_large(size: int) -> str:
+    return f"screenshot left out: {size} bytes, over the {MAX_TOOL_IMAGE_BYTES} a model takes"
+
+
+def _result_image(services: Services, sock: _Socket, data: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
+    """A tool result's screenshot as an image referencing an artifact (an inline one is stored as one first, owned
+    by the socket's user), never its bytes: a tool result is stored with the session and sent with every later
+    model call. (None, why) when there is none, or it is not usable: missing, not the user's, not an image, over
+    `MAX_TOOL_IMAGE_BYTES`."""
     ref = data.get("screenshot_ref")
     if isinstance(ref, str):
         head = artifacts.head(services.workspace, ref)
         if head is not None and head.readable_by(sock.reader) and head.content_type.startswith("image/"):
-            loaded = artifacts.load(services.workspace, ref)
-            if loaded is not None:
-                return {"type": "image", "data": base64.b64encode(loaded[0]).decode(), "mimeType": head.content_type}
+            if head.size_bytes > MAX_TOOL_IMAGE_BYTES:
+                return None, _too_large(head.size_bytes)
+            return {"type": "image", "r2Key": keys.media_object(head.artifact_id), "mimeType": head.content_type}, ""
         log.warning("tool screenshot %s is not available; going on without it", ref[:80])
     inline = data.get("screenshot")
     if isinstance(inline, str) and inline:
+        encoded = inline.split(",", 1)[-1] if inline.startswith("data:") else inline
+        if len(encoded) > (MAX_TOOL_IMAGE_BYTES * 4) // 3 + 4:  # too large, without decoding it
+            return None, _too_large(len(encoded) * 3 // 4)
         try:
-            raw = base64.b64decode(inline.split(",", 1)[-1] if inline.startswith("data:") else inline, validate=True)
+            raw = base64.b64decode(encoded, validate=True)
         except (binascii.Error, ValueError):
             log.warning("an inline tool screenshot was not base64; going on without it")
-            return None
+            return None, ""
         mime = sniff.sniff_mime(raw) or "image/png"
-        if mime.startswith("image/") and len(raw) <= artifacts.MAX_ARTIFACT_BYTES:
-            return {"type": "image", "data": base64.b64encode(raw).decode(), "mimeType": mime}
-    return None
+        if not mime.startswith("image/") or not raw:
+            return None, ""
+        if len(raw) > MAX_TOOL_IMAGE_BYTES:
+            return None, _too_large(len(raw))
+        owner = sock.reader or artifacts.GATEWAY_OWNER
+        saved = artifacts.save(services.workspace, raw, owner=owner, mime_type=mime, filename="tool-screenshot")
+        return {"type": "image", "r2Key": keys.media_object(saved.artifact_id), "mimeType": saved.content_type}, ""
+    return None, ""
 
 
 def _bundle_result(services: Services, sock: _Socket, rid: Any, payload: dict[str, Any]) -> list[Any]:
@@ -873,6 +968,8 @@ def _rehydrate(services: Services, sock: _Socket, rid: Any, payload: dict[str, A
             _error(rid, "A query is running in this conversation: stop it first", sock.user, conversation=conversation)
         ]
     now = services.now_ms()
+    if not sock.admin:  # before the reset: what it archives is a guest's, and no memory is taken from it
+        _mark_guest(services, key, services.sessions.load_meta(key))
     reset = base.call(services, sock.conn, "session.reset", {"sessionKey": key})  # archived, as a reset archives
     if not reset.ok:
         return [_error(rid, f"Could not replace the history: {reset.message}", sock.user, conversation=conversation)]
@@ -883,28 +980,62 @@ def _rehydrate(services: Services, sock: _Socket, rid: Any, payload: dict[str, A
     return []
 
 
+def compaction_seconds(services: Services, config: dict[str, Any]) -> float:
+    """How long `compact-history` may take: `timeouts.llmMs` locally; on AWS, where it runs inside the frame's
+    Lambda invocation, what that invocation has left less a margin, and never over `COMPACTION_AWS_S`."""
+    longest = settings.llm_timeout_ms(config) / 1000
+    if services.settings.local:
+        return longest
+    left = invocation.remaining_seconds()
+    bound = COMPACTION_AWS_S if left is None else left - LAMBDA_MARGIN_S
+    return max(0.0, min(longest, COMPACTION_AWS_S, bound))
+
+
 def _compact(services: Services, sock: _Socket, rid: Any, payload: dict[str, Any]) -> list[Any]:
+    """Summarize a conversation's older messages now, within what this request may take (on AWS, its Lambda
+    invocation's remaining time), holding the session as a run does meanwhile: a query sent meanwhile queues."""
     conversation = _ref(payload)
-    key = session_key(services.config.effective(), sock.user, conversation)
-    if runs.current_run(services, key) is not None:
-        failed = {"conversation_ref": conversation, "message": "A query is running in this conversation"}
-        return [_plain("context-compaction-failed", failed, rid, user=sock.user, conversation=conversation)]
-    started = _plain(
-        "context-compaction-started", {"conversation_ref": conversation}, rid, user=sock.user, conversation=conversation
-    )
-    if not services.push(sock.conn.connection_id, started):
-        return []
+    config = services.config.effective()
+    key = session_key(config, sock.user, conversation)
+
+    def failed(message: str) -> list[Any]:
+        body = {"conversation_ref": conversation, "message": message}
+        return [_plain("context-compaction-failed", body, rid, user=sock.user, conversation=conversation)]
+
+    seconds = compaction_seconds(services, config)
+    if seconds < MIN_COMPACTION_S:
+        return failed("Compaction needs more time than this request has left; try again")
+    hold = f"compact-{uuid.uuid4().hex}"
+    if not runs.hold(services, key, hold, int((seconds + HOLD_MARGIN_S) * 1000), kind="compaction"):
+        return failed("A query is running in this conversation")
     try:
-        config = services.config.effective()
+        started = _plain(
+            "context-compaction-started",
+            {"conversation_ref": conversation},
+            rid,
+            user=sock.user,
+            conversation=conversation,
+        )
+        if not services.push(sock.conn.connection_id, started):
+            return []
+        deadline = time.monotonic() + seconds
         meta = services.sessions.load_meta(key) or {}
+        if not sock.admin:
+            meta = _mark_guest(services, key, meta)
         messages = services.sessions.messages(key, meta=meta)
         model = query_model(config, meta, load_settings_item(services, sock.user))
         force = payload.get("force") is not False
-        done = compaction.maybe_compact(services, config, key, meta, messages, model, "", force=force)
+        done = compaction.maybe_compact(
+            services, config, key, meta, messages, model, "", force=force, deadline=deadline
+        )
+    except compaction.OutOfTime:
+        log.warning("compacting %s did not finish within %.1fs", key, seconds)
+        return failed(f"Compaction could not finish within {seconds:.0f}s (this request's limit); history unchanged")
     except Exception:
         log.exception("compacting %s failed", key)
-        failed = {"conversation_ref": conversation, "message": "Compaction failed"}
-        return [_plain("context-compaction-failed", failed, rid, user=sock.user, conversation=conversation)]
+        return failed("Compaction failed")
+    finally:
+        runs.finish(services, key, hold, None, emit_error=events.error_emitter(services))
     body = {
         "conversation_ref": conversation,
         "compacted": done is not None,
@@ -922,12 +1053,26 @@ def load_settings_item(services: Services, user_id: str) -> dict[str, Any]:
     return dict(rec.data) if rec is not None else {}
 
 
-def _chosen_model(stored: dict[str, Any]) -> dict[str, str] | None:
+def _chosen_model(config: dict[str, Any], stored: dict[str, Any]) -> dict[str, str] | None:
+    """The model a user chose (`update-settings`), while the configured providers still offer it (else none: the
+    gateway's model)."""
     provider, choice = stored.get("model_provider"), stored.get("selected_model_id")
     if isinstance(provider, str) and provider and isinstance(choice, str) and choice:
         model_id = model_catalog.runtime_model_id(choice)
-        return {"provider": provider, "id": model_id} if model_id else None
+        if model_id and model_catalog.is_offered(config, provider, model_id):
+            return {"provider": provider, "id": model_id}
     return None
+
+
+def _check_model_choice(config: dict[str, Any], stored: dict[str, Any], changes: dict[str, Any]) -> None:
+    """Refuse a model choice the configured providers do not offer (`list-models`): a client picks among the
+    owner's models, it does not name one to call (and pay for)."""
+    model = as_dict(config.get("model"))
+    provider = changes.get("model_provider") or stored.get("model_provider") or model.get("provider") or "anthropic"
+    choice = changes.get("selected_model_id") or stored.get("selected_model_id") or model.get("id") or ""
+    model_id = model_catalog.runtime_model_id(str(choice))
+    if not model_id or not model_catalog.is_offered(config, str(provider), model_id):
+        raise _Invalid(f"Model not offered by this gateway: {str(provider)[:60]}/{model_id[:100]} (see list-models)")
 
 
 def settings_view(services: Services, user_id: str) -> dict[str, Any]:
@@ -1002,8 +1147,10 @@ def _update_settings(services: Services, sock: _Socket, rid: Any, payload: dict[
         done = base.call(services, sock.conn, "config.set", {"path": f"apiKeys.{provider}", "value": secret})
         if not done.ok:
             raise _Invalid(f"Could not set the key of {provider}: {done.message}")
+    stored = load_settings_item(services, sock.user)
+    if any(name in changes for name in MODEL_KEYS):  # (with the keys just set: a provider they make usable counts)
+        _check_model_choice(services.config.effective(), stored, changes)
     if changes or enabled:
-        stored = load_settings_item(services, sock.user)
         stored.update(changes)
         if enabled:
             stored["provider_enabled"] = {**(stored.get("provider_enabled") or {}), **enabled}
@@ -1056,12 +1203,25 @@ def _thinking_of(message: dict[str, Any]) -> str:
     return "".join(str(b.get("thinking") or "") for b in content if isinstance(b, dict) and b.get("type") == "thinking")
 
 
+def _still_followed(services: Services, sub: Subscription) -> bool:
+    """Whether the socket still follows the run (`stop-query` drops the subscription): read for every event of a
+    step, since the step that streams may run elsewhere than the stop; once not, never again for this step."""
+    if sub.scratch.get("stopped"):
+        return False
+    if services.table.get(keys.run_subscription(sub.run_id, sub.connection_id)) is not None:
+        return True
+    sub.scratch["stopped"] = True
+    return False
+
+
 @router.run_events(WINDIE)
 def encode(services: Services, sub: Subscription, payload: dict[str, Any]) -> list[Any]:
     """WindieOS's events for one event of a run (see the module docstring)."""
     ref = sub.ref
     scratch = sub.scratch
     state = payload.get("state")
+    if state != client_tools.CALL_STATE and not _still_followed(services, sub):  # (a call reads it itself)
+        return []  # stopped (`stop-query`): nothing more of the turn after the acknowledgement
     if state == "delta":
         return [turn_event(ref, "streaming-response", {"text": str(payload.get("text") or "")}, scratch)]
     if state == client_tools.CALL_STATE:
@@ -1073,8 +1233,8 @@ def encode(services: Services, sub: Subscription, payload: dict[str, Any]) -> li
         }
         return [turn_event(ref, "tool-call", body, scratch)]
     if state == "toolResult":
-        if payload.get("toolName") in (ref.get("clientTools") or []):
-            return []  # the client ran it: it has the result
+        if payload.get("onClient"):
+            return []  # the client ran it: it has the result (a backend tool of the same name is reported)
         failed = bool(payload.get("isError"))
         output = _cut(str(payload.get("content") or ""), MAX_EVENT_BYTES // 2)
         body = {

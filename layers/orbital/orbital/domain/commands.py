@@ -332,6 +332,11 @@ class Directives:
         return self.has_think or self.has_model or self.has_status
 
 
+def literal_text(text: str) -> Directives:
+    """A message read as having no directive at all: all of it is for the model."""
+    return Directives(None, False, None, False, None, False, text)
+
+
 def parse_directives(text: str, fallback_provider: str | None = None) -> Directives:
     """Extract the first think, model and status directive (in that order); later repeats stay in the text."""
     has_think, think_raw, rest = _extract(_THINK_DIRECTIVE, text or "")

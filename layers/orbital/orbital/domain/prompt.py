@@ -8,6 +8,9 @@ safety, workspace, injected files), the agent's soul, identity, human, operating
 While `BOOTSTRAP.md` has content the agent is on its first run: the scaffold is followed by the commissioning
 instructions, the current soul / identity / human files, heartbeats and runtime, and nothing else.
 
+A guest's run (a client without the gateway's credential) gets `build_guest_prompt` instead: no workspace file at
+all.
+
 Pure: callers load the files, pick the skills (`orbital.domain.skills.select_prompt_skills`) and build the node
 inventory (`orbital.domain.skills.build_node_inventory`).
 """
@@ -363,3 +366,42 @@ def build_system_prompt(inputs: PromptInputs) -> str:
         ]
     sections.append(build_runtime_section(inputs.runtime))
     return SECTION_SEPARATOR.join(s for s in sections if s.strip())
+
+
+# --- a guest's prompt ----------------------------------------------------------------------------------------------
+
+GUEST_BASE_PROMPT = (
+    "You are a helpful AI assistant. You are talking with the user of a client app connected to this gateway as a "
+    "guest: you know only what this conversation tells you, and you have no access to the gateway's files, memory "
+    "or machines."
+)
+
+
+def build_guest_tooling_section(tools: Sequence[Mapping[str, Any]]) -> str:
+    lines = [
+        "## Tooling",
+        "",
+        "The tools listed below are the only ones attached to this run. They run on the user's own device, through "
+        "the client app. Tool names are case-sensitive: call them exactly as written.",
+    ]
+    if not tools:
+        lines.append("No tools are attached to this run.")
+        return "\n".join(lines)
+    lines.append("Available tools:")
+    lines.extend(tool_line(t) for t in tools)
+    return "\n".join(lines)
+
+
+def build_guest_prompt(tools: Sequence[Mapping[str, Any]], model: str) -> str:
+    """The system prompt of a guest's run (a client without the gateway's credential, e.g. a WindieOS install):
+    a neutral base, its tools (its own), tool-call style, safety and the model. Nothing from the agent's workspace
+    (identity, soul, the owner's USER.md, memory, daily notes, skills), no connected host, no configured base prompt:
+    those are the owner's."""
+    sections = [
+        GUEST_BASE_PROMPT,
+        build_guest_tooling_section(tools),
+        TOOL_CALL_STYLE_SECTION,
+        SAFETY_SECTION,
+        f"## Runtime\n\nModel: {model}",
+    ]
+    return SECTION_SEPARATOR.join(sections)

@@ -1,7 +1,9 @@
 """`chat.send` (spec §2.4, §6; fixes F2, F4, F15, F16): slash commands, inline directives, then a run of the agent.
 
 Order of checks: required fields → key canonicalization → a slash command (on the raw text) → directives →
-directive-only acknowledgement (nothing stored) → the session registry → the run, started or queued. The reply comes
+directive-only acknowledgement (nothing stored) → the session registry → the run, started or queued. A dialect's
+translator may pass `literal` (`CallContext.internal`, which no GSV client can set): the text is then neither a
+command nor has directives, and goes to the model as it is (a WindieOS install's query). The reply comes
 as `chat` events (`delta`, `partial`, `final`, `error`) under the key this client used.
 """
 
@@ -59,10 +61,11 @@ def chat_send(ctx: CallContext, params: ChatSendParams) -> dict[str, Any]:
         raise BadRequestError("sessionKey and message required")
     key = session_key_param(ctx, params.sessionKey)
     text = params.message
-    command = commands.parse_command(text)
+    literal = bool(ctx.internal.get("literal"))  # a dialect's guest: its text is the model's, never a command
+    command = None if literal else commands.parse_command(text)
     if command is not None:
         return slash.run(ctx.services, ctx.config(), key, command, now=ctx.now_ms())
-    directives = slash.directives(ctx.services, ctx.config(), key, text)
+    directives = commands.literal_text(text) if literal else slash.directives(ctx.services, ctx.config(), key, text)
     shown = slash.shown(directives)
     if directives.any and not directives.cleaned.strip():
         result: dict[str, Any] = {"status": "directive-only", "directives": shown or {}}

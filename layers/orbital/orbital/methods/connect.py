@@ -148,6 +148,10 @@ def _release_previous_identity(ctx: CallContext, conn: Connection) -> None:
         repo.release_identity(old, ctx.connection_id)
 
 
+RESERVED_NODE_PREFIX = "~"
+"""Node ids the gateway keeps for owners of calls that are no node (`agent.client_tools.owner`: `~client:{id}`)."""
+
+
 @router.method("connect", params=ConnectParams, result=HelloOk, modes=EVERY_MODE, socket_only=True)
 def connect(ctx: CallContext, params: ConnectParams) -> dict[str, Any]:
     """Handshake. Registers the socket as a client, node or channel and answers `hello-ok`, whose `features` list
@@ -177,6 +181,8 @@ def connect(ctx: CallContext, params: ConnectParams) -> dict[str, Any]:
         _still_open(ctx, conn)
     elif mode == "node":
         node_id = raw_id or f"node-{ctx.connection_id}"
+        if node_id.startswith(RESERVED_NODE_PREFIX):  # the gateway's own owners of calls (a dialect socket's tools)
+            raise RpcError(f"Invalid node id: ids starting with {RESERVED_NODE_PREFIX!r} are reserved", code=103)
         tools = params.tools
         if not tools:
             raise RpcError("Node mode requires tools", code=103)
