@@ -321,7 +321,7 @@ def test_an_install_reaches_nothing_of_the_owners_workspace(token, flows, sender
 
     llm.responder = _guest_responder
     connect("node", "laptop")
-    _, secret = installs.register(services.table, "Linux", now_ms=1)
+    _, secret = installs.register(services.table, "Linux", now_ms=1, gateway_token=TOKEN)
     cid = _opened({"Authorization": f"Bearer {secret}"})
     _frame(cid, _handshake())
     asked = {"text": 'TOOL:gsv__ReadFile {"path":"USER.md"}', "conversation_ref": "g"}
@@ -380,7 +380,7 @@ def test_a_node_tool_that_came_later_is_never_sent_to_the_client(token, flows, s
 
 def test_an_installs_manifest_does_not_tell_which_node_tools_exist(token, flows, sender, services, agent, connect):
     connect("node", "laptop")
-    _, secret = installs.register(services.table, "Linux", now_ms=1)
+    _, secret = installs.register(services.table, "Linux", now_ms=1, gateway_token=TOKEN)
     cid = _opened({"Authorization": f"Bearer {secret}"})
     names = ("laptop__Bash", "nowhere__Bash", "gsv__ConfigGet", "read_file")
     tools = [{"name": n, "description": "", "schema": {"type": "object"}} for n in names]
@@ -392,7 +392,7 @@ def test_an_installs_manifest_does_not_tell_which_node_tools_exist(token, flows,
 
 def test_an_install_spends_only_on_what_the_owner_offers(token, flows, sender, services, agent, llm):
     llm.responder = rules.respond
-    _, secret = installs.register(services.table, "Linux", now_ms=1)
+    _, secret = installs.register(services.table, "Linux", now_ms=1, gateway_token=TOKEN)
     cid = _opened({"Authorization": f"Bearer {secret}"})
     _frame(cid, _handshake())
     for choice in (
@@ -412,7 +412,7 @@ def test_an_installs_text_is_never_a_command_or_a_directive(token, flows, sender
     """Its text is the model's: no directive picks another model or level, no command acts on the session; only
     `/stop` stops, as `stop-query` does."""
     llm.responder = rules.respond
-    _, secret = installs.register(services.table, "Linux", now_ms=1)
+    _, secret = installs.register(services.table, "Linux", now_ms=1, gateway_token=TOKEN)
     cid = _opened({"Authorization": f"Bearer {secret}"})
     _frame(cid, _handshake())
     for rid, text in (

@@ -111,7 +111,8 @@ def test_prompt_messages_and_the_user_message_payload() -> None:
 
 
 def test_the_model_a_query_calls_and_its_snapshot() -> None:
-    config = effective({"model": {"provider": "openai", "id": "gpt-test"}})
+    offered = {"apiKeys": {"openai": "sk-test"}, "providers": {"openai": {"models": ["gpt-test", "gpt-5.4"]}}}
+    config = effective({"model": {"provider": "openai", "id": "gpt-test"}, **offered})
     chosen = {"model_provider": "openai", "selected_model_id": "gpt-5.4@@gpt-5-4-none-thinking"}
     assert dialect.query_model(config, {}, {}) == {"provider": "openai", "id": "gpt-test"}
     assert dialect.query_model(config, {}, chosen) == {"provider": "openai", "id": "gpt-5.4"}
