@@ -530,10 +530,14 @@ def test_a_message_before_any_handshake_waits_only_where_one_could_be_accepted(
 
 def test_nothing_of_a_stopped_turn_follows_the_ack(token, flows, sender, services, agent, llm, monkeypatch):
     """The step that streams goes on in its own Lambda after `stop-query` (Step Functions does not stop a running
-    task, and the step notices only at its next ownership check): whatever it still streams is not sent."""
+    task, and the step notices only at its next ownership check): what it still streams is not sent once the step
+    has asked whether the socket still follows the run (at the latest `FOLLOW_CHECK_S` after the stop)."""
     from orbital.agent import turn
 
+    from orbital.dialects import windie
+
     monkeypatch.setattr(turn, "ABORT_CHECK_S", 60.0)  # the step streams its whole reply after the stop
+    monkeypatch.setattr(windie, "FOLLOW_CHECK_S", 0.0)  # asked at every piece (the throttle has a unit test)
     text = "slow " * 20
 
     def slow(request: Any) -> Any:

@@ -406,3 +406,28 @@ def test_a_tool_result_references_only_uploaded_artifacts():
         sneaky = {"type": "image", "r2Key": key, "mimeType": "image/png"}
         message = tools.tool_result_message(None, "k", entry, {"result": {"content": [sneaky]}})  # type: ignore[arg-type]
         assert [b["type"] for b in message["content"]] == ["text"], key  # not an image: shown as JSON text
+
+
+def test_a_step_asks_whether_its_socket_still_follows_at_most_every_quarter_second(monkeypatch: Any) -> None:
+    """Between a turn's events the subscription is read at most every `FOLLOW_CHECK_S` (a table read per streamed
+    piece would cost as much as the post); before the turn's last event always; once dropped, never again."""
+    from types import SimpleNamespace
+
+    from orbital.store.subscriptions import Subscription
+
+    reads: list[Any] = []
+    present = {"yes": True}
+    table = SimpleNamespace(get=lambda key: reads.append(key) or ({} if present["yes"] else None))
+    services = SimpleNamespace(table=table)
+    sub = Subscription("run-1", "conn-1", "windie", "agent:main:x", {})
+    clock = {"now": 100.0}
+    monkeypatch.setattr(windie.time, "monotonic", lambda: clock["now"])
+    assert windie._still_followed(services, sub, "delta") and len(reads) == 1
+    clock["now"] += windie.FOLLOW_CHECK_S / 2
+    assert windie._still_followed(services, sub, "delta") and len(reads) == 1  # too soon: not asked
+    assert windie._still_followed(services, sub, "final") and len(reads) == 2  # the last event: always asked
+    present["yes"] = False  # stop-query dropped the subscription
+    clock["now"] += windie.FOLLOW_CHECK_S
+    assert not windie._still_followed(services, sub, "delta") and len(reads) == 3
+    present["yes"] = True
+    assert not windie._still_followed(services, sub, "final") and len(reads) == 3  # never again for this step

@@ -743,9 +743,9 @@ def _turn_runs(services: Services, key: str, user: str, conversation: str, turn:
 
 def _stop(services: Services, sock: _Socket, rid: Any, payload: dict[str, Any]) -> list[Any]:
     """Stop the conversation's running turn, or the turn `turn_ref` names, running or still queued. `stopped`:
-    whether a turn was stopped (or taken out of the queue) by this request. Nothing of a stopped turn follows the
-    acknowledgement: its subscriptions go first (so no "Run cancelled by user" error either), and the encoder of a
-    step still streaming drops what it has left (`encode`)."""
+    whether a turn was stopped (or taken out of the queue) by this request. The end of a stopped turn never follows
+    the acknowledgement: its subscriptions go first (so no "Run cancelled by user" error either), and the encoder of
+    a step still streaming drops what it has left once it has asked (`_still_followed`)."""
     conversation = _ref(payload)
     turn = payload.get("turn_ref") if isinstance(payload.get("turn_ref"), str) else None
     key = session_key(services.config.effective(), sock.user, conversation)
@@ -1203,14 +1203,24 @@ def _thinking_of(message: dict[str, Any]) -> str:
     return "".join(str(b.get("thinking") or "") for b in content if isinstance(b, dict) and b.get("type") == "thinking")
 
 
-def _still_followed(services: Services, sub: Subscription) -> bool:
-    """Whether the socket still follows the run (`stop-query` drops the subscription): read for every event of a
-    step, since the step that streams may run elsewhere than the stop; once not, never again for this step."""
-    if sub.scratch.get("stopped"):
+FOLLOW_CHECK_S = 0.25
+"""How often, at most, a step asks whether its socket still follows the run between terminal events."""
+
+
+def _still_followed(services: Services, sub: Subscription, state: Any) -> bool:
+    """Whether the socket still follows the run (`stop-query` drops the subscription): asked before a turn's last
+    event and at most every `FOLLOW_CHECK_S` between (the step that streams may run elsewhere than the stop, and a
+    read per streamed piece would cost a table read each); once not, never again for this step."""
+    scratch = sub.scratch
+    if scratch.get("stopped"):
         return False
+    now = time.monotonic()
+    if state not in ("final", "error") and now - float(scratch.get("followCheckedAt") or 0.0) < FOLLOW_CHECK_S:
+        return True
+    scratch["followCheckedAt"] = now
     if services.table.get(keys.run_subscription(sub.run_id, sub.connection_id)) is not None:
         return True
-    sub.scratch["stopped"] = True
+    scratch["stopped"] = True
     return False
 
 
@@ -1220,7 +1230,7 @@ def encode(services: Services, sub: Subscription, payload: dict[str, Any]) -> li
     ref = sub.ref
     scratch = sub.scratch
     state = payload.get("state")
-    if state != client_tools.CALL_STATE and not _still_followed(services, sub):  # (a call reads it itself)
+    if state != client_tools.CALL_STATE and not _still_followed(services, sub, state):  # (a call reads it itself)
         return []  # stopped (`stop-query`): nothing more of the turn after the acknowledgement
     if state == "delta":
         return [turn_event(ref, "streaming-response", {"text": str(payload.get("text") or "")}, scratch)]
