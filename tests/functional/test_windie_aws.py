@@ -533,7 +533,6 @@ def test_nothing_of_a_stopped_turn_follows_the_ack(token, flows, sender, service
     task, and the step notices only at its next ownership check): what it still streams is not sent once the step
     has asked whether the socket still follows the run (at the latest `FOLLOW_CHECK_S` after the stop)."""
     from orbital.agent import turn
-
     from orbital.dialects import windie
 
     monkeypatch.setattr(turn, "ABORT_CHECK_S", 60.0)  # the step streams its whole reply after the stop
