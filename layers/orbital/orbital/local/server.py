@@ -341,7 +341,7 @@ class LocalGateway:
             [
                 "Orbital gateway is running",
                 f"  WebSocket  {self.ws_url}   ({auth})",
-                f"  HTTP       {self.http_url}/health",
+                f"  HTTP API   {self.http_url}/docs",
                 f"  Data       {self.data_dir}",
                 "Press Ctrl-C to stop.",
             ]
