@@ -105,7 +105,7 @@ GREETING = "Hello! I'm listening."
 STOPPED = "Run cancelled by user"
 SETTING_DEFAULTS: dict[str, Any] = {
     "model_mode": "online",
-    "interaction_mode": "chat",
+    "interaction_mode": "agent",  # what a query does: it offers its tools
     "speech_mode_enabled": False,
     "wakeword_enabled": False,
     "wakeword_stt_enabled": False,
