@@ -86,3 +86,26 @@ def test_a_rotated_secret_takes_effect_without_a_deployment(aws: None, monkeypat
     # and a configured auth.token is no way around it
     services.config.set_path("auth.token", "config-token-0123456789")
     assert not _accepted(services, "config-token-0123456789")
+
+
+def test_a_secret_holding_no_token_lets_nobody_in(aws: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A token secret rotated to something that is no text (stored as binary, or blank) must not turn the gateway
+    open: `connect` then answers 503 to everyone, whatever it presents (the configured `auth.token` too)."""
+    import boto3
+    from orbital.runtime.services import Services
+    from orbital.settings import get_settings, reset_settings
+
+    from tests.conftest import FakeSender
+
+    sm = boto3.client("secretsmanager", region_name="us-east-1")
+    arn = sm.create_secret(Name="orbital-test/binary-token", SecretBinary=b"\x00\x01not text")["ARN"]
+    monkeypatch.setenv("ORBITAL_REQUIRE_TOKEN", "true")
+    monkeypatch.setenv("ORBITAL_AUTH_TOKEN_SECRET", arn)
+    reset_settings()
+    secrets.forget()
+    services = Services(get_settings(), sender=FakeSender())
+    services.config.set_path("auth.token", "config-token-0123456789")
+    for presented in (None, "", "anything", "config-token-0123456789"):
+        assert not _accepted(services, presented), presented
+    answer = Rpc(services, "conn-binary").frame("connect", {"minProtocol": 1, "client": {"mode": "client"}})
+    assert answer is not None and answer["error"]["code"] == 503

@@ -83,9 +83,14 @@ def expected_token(ctx: CallContext) -> str | None:
     the deployment's secret on AWS). Only a gateway without one (a local gateway, which then serves this machine
     alone) honours GSV's `auth.token` from the configuration instead; where a gateway token exists, a configured
     `auth.token` is no credential at all, so rotating the gateway token revokes every way in (ADR 0025)."""
-    token = secrets.gateway_token(ctx.services.settings)
-    if token:
+    settings = ctx.services.settings
+    if secrets.token_configured(settings):
+        token = secrets.gateway_token(settings)
+        if not token:  # a secret holding no text (blank, or stored as binary): nobody gets in, never everybody
+            raise UnavailableError("The gateway token could not be read")
         return token
+    if settings.require_token:  # a deployment without its token serves nothing
+        raise UnavailableError("Gateway auth token not configured")
     configured = (ctx.config().get("auth") or {}).get("token")
     return configured if isinstance(configured, str) and configured else None
 
