@@ -74,3 +74,25 @@ def test_over_http_too(token: str, services: Any) -> None:
         assert http.get("/api/install/me", headers=mine).status_code == 401
     finally:
         use_services(None)
+
+
+def test_without_a_gateway_token_an_unknown_install_is_refused_not_taken_for_the_owner(services: Any) -> None:
+    """A gateway without a token lets its own machine in without a credential, but a revoked install that shows its
+    old token must not pass as the owner (an ignored bearer would)."""
+    from orbital.rest.app import create_app
+    from orbital.runtime.services import use_services
+    from starlette.testclient import TestClient
+
+    assert not services.settings.auth_token
+    install, install_token = installs.register(services.table, "Linux", now_ms=1, gateway_token="")
+    assert _upgrade(install_token) == {"statusCode": 200}
+    installs.revoke(services.table, install.install_id)
+    assert _upgrade(install_token)["statusCode"] == 401
+    use_services(services)
+    try:
+        http = TestClient(create_app())
+        stale = {"Authorization": f"Bearer {install_token}"}
+        assert http.post("/api/v1/config.get", headers=stale).status_code == 401
+        assert http.post("/api/v1/config.get").status_code == 200  # the machine's owner, no credential
+    finally:
+        use_services(None)

@@ -4,7 +4,8 @@ header and every HTTP route (ADR 0025).
 - `GATEWAY`: the gateway's own token (compared in constant time).
 - `INSTALL`: a WindieOS install's token (`wnd_install_…`) registered under the current gateway token; it names a user.
 - `NONE`: nothing presented, or a bearer a gateway without a token has no use for (it ignores bearers, as GSV does).
-- `WRONG`: anything else on a gateway with a token.
+- `WRONG`: anything else on a gateway with a token, and an install token no install has (unknown, revoked, or of an
+  earlier gateway token) on any gateway: a revoked install must not become the owner by being ignored.
 
 A deployment that should have a token and has none is `MISSING_TOKEN`; a token secret that cannot be read raises
 `TokenUnreadable` (the caller answers "try again", never lets anyone in). Tokens are never logged.
@@ -54,8 +55,8 @@ def judge(services: Services, presented: str | None) -> Judged:
             return Judged(Kind.MISSING_TOKEN)
         if presented is not None and installs.looks_like_token(presented):
             found = installs.find(services.table, presented, gateway_token="")
-            if found is not None:
-                return Judged(Kind.INSTALL, found)
+            # an unknown or revoked install is refused, never taken for the owner
+            return Judged(Kind.INSTALL, found) if found is not None else Judged(Kind.WRONG)
         return Judged(Kind.NONE)
     try:
         expected = secrets.gateway_token(settings) or ""
