@@ -185,5 +185,10 @@ def maybe_compact(
     except Exception:
         log.exception("writing memories from compaction failed")
     message = rules.summary_message(summary, plan.image_count, int(now.timestamp() * 1000))
-    services.sessions.replace_oldest(session_key, len(plan.old), message, now=int(now.timestamp() * 1000))
+    made_of = str(meta["sessionId"]) if meta.get("sessionId") else None
+    done = services.sessions.replace_oldest(
+        session_key, len(plan.old), message, now=int(now.timestamp() * 1000), session_id=made_of
+    )
+    if not done.get("replaced"):  # the session was reset meanwhile: its new history is left as it is
+        return None
     return services.sessions.messages(session_key)

@@ -385,6 +385,8 @@ def stop(
     run = meta.get("currentRun")
     if not run or (only is not None and run.get("runId") != only):
         return Stopped(was_running=False)
+    if run.get("hold"):  # a `hold`, no run: it ends by itself, within its lease, and is not stopped
+        return Stopped(was_running=False)
     run_id, execution = str(run["runId"]), run.get("execution")
     now = now_ms()
     taken: dict[str, Any] = {}
@@ -461,6 +463,7 @@ def hold(services: Services, session_key: str, hold_id: str, lease_ms: int, *, k
             "leaseUntil": now + lease_ms,
             "iteration": 0,
             "origin": {"kind": kind},
+            "hold": True,
         }
         taken.append(True)
         return True

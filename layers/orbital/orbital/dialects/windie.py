@@ -747,7 +747,8 @@ def _stop(services: Services, sock: _Socket, rid: Any, payload: dict[str, Any]) 
     the acknowledgement: its subscriptions go first (so no "Run cancelled by user" error either), and the encoder of
     a step still streaming drops what it has left once it has asked (`_still_followed`)."""
     conversation = _ref(payload)
-    turn = payload.get("turn_ref") if isinstance(payload.get("turn_ref"), str) else None
+    given = payload.get("turn_ref")  # a query's id may be a number: its turn is kept as text
+    turn = str(given) if isinstance(given, str | int) and not isinstance(given, bool) else None
     key = session_key(services.config.effective(), sock.user, conversation)
     if turn is None:
         run = runs.current_run(services, key)

@@ -337,12 +337,22 @@ class SessionRepo:
         return meta
 
     def replace_oldest(
-        self, session_key: str, count: int, replacement: Mapping[str, Any], *, now: int | None = None
+        self,
+        session_key: str,
+        count: int,
+        replacement: Mapping[str, Any],
+        *,
+        now: int | None = None,
+        session_id: str | None = None,
     ) -> dict[str, Any]:
         """Automatic compaction (spec §7.6): archive the `count` oldest messages to a part archive and put
-        `replacement` (the summary) in their place, before the messages kept. Returns `{archivedTo?, replaced}`."""
+        `replacement` (the summary) in their place, before the messages kept. Returns `{archivedTo?, replaced}`.
+        `session_id`: the session the summary was made of; if the session was reset (or rehydrated) since, nothing
+        is replaced (`replaced: 0`), so a summary of the old history never lands in the new one."""
         stamp = _now_ms() if now is None else now
         meta = self.get_or_create_meta(session_key, now=stamp)
+        if session_id is not None and str(meta["sessionId"]) != session_id:
+            return {"replaced": 0}
         session_id = str(meta["sessionId"])
         records = self._message_records(session_key, session_id)
         older = records[: max(0, min(count, len(records)))]
