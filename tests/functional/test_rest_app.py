@@ -325,3 +325,14 @@ def test_the_document_is_valid_and_lists_every_admin_method(http: TestClient) ->
 def test_the_docs_page_offers_the_bearer(http: TestClient) -> None:
     page = http.get("/docs")
     assert page.status_code == 200 and "swagger-ui" in page.text and "/openapi.json" in page.text
+
+
+def test_a_private_object_is_no_public_media(gateway: Any, token: str) -> None:
+    """What a client's tool returned (a screenshot) is kept for the run, never published at `/media/{name}`."""
+    from orbital.store import artifacts
+
+    kept = artifacts.save(gateway.workspace, b"\x89PNG\r\n\x1a\n", owner=artifacts.PRIVATE_OWNER, mime_type="image/png")
+    shown = artifacts.save(gateway.workspace, b"GIF89a", owner=artifacts.GATEWAY_OWNER, mime_type="image/gif")
+    assert _client().get(f"/media/{kept.artifact_id}").status_code == 404
+    assert _client(token).get(f"/media/{kept.artifact_id}").status_code == 200
+    assert _client().get(f"/media/{shown.artifact_id}").status_code == 200  # GSV media: public by its name

@@ -595,8 +595,9 @@ def test_a_tool_results_screenshot_is_an_artifact_reference_with_a_size_cap(toke
     inline = answered("inline", {"screenshot": base64.b64encode(PNG).decode()})
     (image,) = [b for b in inline["content"] if b["type"] == "image"]
     artifact = image["r2Key"].removeprefix("media/")
-    stored = artifacts.head(services.workspace, artifact)  # kept as an artifact (of the gateway's: its token)
-    assert stored is not None and stored.size_bytes == len(PNG) and stored.owner == artifacts.GATEWAY_OWNER
+    stored = artifacts.head(services.workspace, artifact)  # kept as an artifact the gateway's credential alone reads
+    assert stored is not None and stored.size_bytes == len(PNG) and stored.owner == artifacts.PRIVATE_OWNER
+    assert not stored.readable_by("user_anyone") and stored.readable_by(None)
     assert base64.b64encode(PNG).decode() in json.dumps(llm.requests[-1].body)  # the model saw it
 
     mine = artifacts.save(services.workspace, PNG, owner=artifacts.GATEWAY_OWNER, mime_type="image/png")

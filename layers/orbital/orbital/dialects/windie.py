@@ -840,7 +840,7 @@ def _result_image(services: Services, sock: _Socket, data: dict[str, Any]) -> tu
             return None, ""
         if len(raw) > MAX_TOOL_IMAGE_BYTES:
             return None, _too_large(len(raw))
-        owner = sock.reader or artifacts.GATEWAY_OWNER
+        owner = sock.reader or artifacts.PRIVATE_OWNER  # never public media: the client did not upload it
         saved = artifacts.save(services.workspace, raw, owner=owner, mime_type=mime, filename="tool-screenshot")
         return {"type": "image", "r2Key": keys.media_object(saved.artifact_id), "mimeType": saved.content_type}, ""
     return None, ""

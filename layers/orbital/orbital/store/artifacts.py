@@ -34,6 +34,10 @@ GATEWAY_OWNER = "~gateway"
 """The owner of an artifact uploaded with the gateway's own credential (the token, or a loopback gateway without
 one). No install's user id starts with `~`."""
 
+PRIVATE_OWNER = "~private"
+"""The owner of an object only the gateway's own credential reads (a screenshot a client's tool returned, which its
+user never chose to publish): the media route serves it to no one without that credential."""
+
 MAX_ARTIFACT_BYTES = 25 * 1024 * 1024
 """The largest artifact the gateway keeps (GSV's media limit)."""
 
