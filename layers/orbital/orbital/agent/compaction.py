@@ -106,9 +106,11 @@ def summarize(
     window: int,
     *,
     deadline: float | None = None,
+    strict: bool = False,
 ) -> tuple[str, str]:
     """(summary, memories) of the plan's old messages, by the first tier that works (`OutOfTime` when the deadline
-    runs out first)."""
+    runs out first). When no model call works, a note of what was left out stands in, unless `strict` (a compaction
+    someone asked for): then `SummaryFailed`, and the history stays as it is."""
     for partial in (False, True):
         try:
             summary, memories = "", list[str]()
@@ -131,7 +133,13 @@ def summarize(
             raise
         except Exception as exc:
             log.warning("summarizing (%s) failed: %s", "partial" if partial else "full", exc)
+    if strict:
+        raise SummaryFailed("The model could not summarize the history")
     return rules.plaintext_summary(len(plan.old), plan.image_count), ""
+
+
+class SummaryFailed(Exception):
+    """No model call made a summary (a `strict` compaction leaves the history as it is)."""
 
 
 def append_daily_memories(services: Services, agent_id: str, memories: str, when: datetime, source: str) -> None:
@@ -155,6 +163,7 @@ def maybe_compact(
     *,
     force: bool = False,
     deadline: float | None = None,
+    strict: bool = False,
 ) -> list[dict[str, Any]] | None:
     """Compact when due (or `force`d after an overflow). Returns the new message list, or None when nothing was
     done (disabled, no credentials for the model, nothing old enough to summarize). `deadline`
@@ -177,7 +186,7 @@ def maybe_compact(
     plan = rules.plan_compaction(messages, window, rule_settings)
     if plan is None:
         return None
-    summary, memories = summarize(services, config, model, plan, window, deadline=deadline)
+    summary, memories = summarize(services, config, model, plan, window, deadline=deadline, strict=strict)
     now = datetime.now(UTC)
     try:
         if keeps_memories(meta):

@@ -1027,8 +1027,10 @@ def _compact(services: Services, sock: _Socket, rid: Any, payload: dict[str, Any
         model = query_model(config, meta, load_settings_item(services, sock.user))
         force = payload.get("force") is not False
         done = compaction.maybe_compact(
-            services, config, key, meta, messages, model, "", force=force, deadline=deadline
+            services, config, key, meta, messages, model, "", force=force, deadline=deadline, strict=True
         )
+    except compaction.SummaryFailed:
+        return failed("The model could not summarize the history; history unchanged")
     except compaction.OutOfTime:
         log.warning("compacting %s did not finish within %.1fs", key, seconds)
         return failed(f"Compaction could not finish within {seconds:.0f}s (this request's limit); history unchanged")
