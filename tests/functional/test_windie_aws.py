@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -159,11 +158,11 @@ def test_a_client_tool_round_trip_and_a_client_that_leaves(token, flows, sender,
     other = _connected()
     assert _frame(other, {"id": "x", "type": "tool-result", "payload": result})["type"] == "error"
 
+    services.config.set_path("timeouts.toolMs", 600_000)  # below, the call ends by the close, not by its timeout
     query = {"id": "t8", "type": "query", "payload": {"text": 'TOOL:read_file {"path":"b"}', "conversation_ref": "u"}}
     assert _frame(cid, query) is None
     wait_for(lambda: [f for f in sender.frames_to(cid) if f.get("type") == "tool-call" and f["id"] == "t8"], 30)
     session = next(f["session_id"] for f in sender.frames_to(cid) if f.get("turn_ref") == "t8")
-    started = time.monotonic()
     _gone(services, cid)
 
     def ended() -> list[dict[str, Any]] | None:
@@ -171,7 +170,6 @@ def test_a_client_tool_round_trip_and_a_client_that_leaves(token, flows, sender,
         return messages if messages[-1]["role"] == "assistant" and len(messages) == 4 else None
 
     messages = wait_for(ended, timeout=30)
-    assert time.monotonic() - started < 30  # at once, not after timeouts.toolMs
     assert messages[2]["isError"] is True and "Client disconnected" in json.dumps(messages[2]["content"])
 
 
@@ -535,20 +533,26 @@ def test_a_message_before_any_handshake_waits_only_where_one_could_be_accepted(
 ):
     from orbital.dialects import windie
 
-    monkeypatch.setattr(windie, "HANDSHAKE_GRACE_S", 30.0)  # a wait, if there were one, would show
+    monkeypatch.setattr(windie, "HANDSHAKE_GRACE_S", 30.0)
+    pauses: list[float] = []
+    real_sleep = windie.time.sleep
+
+    def counted(seconds: float) -> None:  # a wait, if there were one, is a pause of the handler's thread
+        pauses.append(seconds)
+        real_sleep(seconds)
+
+    monkeypatch.setattr(windie.time, "sleep", counted)
     query = {"id": "q", "type": "query", "payload": {"text": "hi", "conversation_ref": "c"}}
     for headers in ({}, None):  # no bearer on a gateway with a token: nothing could ever accept it
         cid = _opened(headers) if headers is not None else f"unknown-{next(_ids)}"  # no connection record at all
-        began = time.monotonic()
         _frame(cid, query)
-        assert time.monotonic() - began < 5
+        assert pauses == []
         assert sender.frames_to(cid)[-1]["payload"]["message"].startswith("Invalid handshake")
     # a socket that showed the gateway's token may still have its handshake accepted: it waits (here, in vain)
     monkeypatch.setattr(windie, "HANDSHAKE_GRACE_S", 0.3)
     cid = _opened({"Authorization": f"Bearer {TOKEN}"})
-    began = time.monotonic()
     _frame(cid, query)
-    assert time.monotonic() - began >= 0.3
+    assert pauses
 
 
 def test_nothing_of_a_stopped_turn_follows_the_ack(token, flows, sender, services, agent, llm, monkeypatch):
