@@ -658,3 +658,42 @@ def test_no_node_can_take_the_id_a_client_sockets_calls_are_owned_by(token, serv
         assert error["code"] == 103 and "reserved" in error["message"]
         assert services.connections.node(node_id) is None
     connect("node", "laptop")  # an ordinary id still connects
+
+
+def test_stop_query_catches_a_turn_acknowledged_but_not_queued_yet(token, flows, sender, services, monkeypatch):
+    """A turn is acknowledged before it is queued, and API Gateway may hand the next frame (its `stop-query`) to
+    another invocation before the first has queued it: the stop waits a moment for it rather than miss it."""
+    from orbital.agent import runs
+    from orbital.dialects import base, windie
+
+    cid = _connected()
+    conv = "race"
+    key = windie.session_key(services.config.effective(), "aws-user", conv)
+    services.sessions.get_or_create_meta(key)
+    assert runs.hold(services, key, "busy", 60_000, kind="test")  # the session is busy: a new turn queues
+    deferred_sends: list[Any] = []
+    real_call = base.call
+
+    def slow_send(services_: Any, conn: Any, method: str, params: Any, **kwargs: Any) -> Any:
+        if method != "chat.send":
+            return real_call(services_, conn, method, params, **kwargs)
+        deferred_sends.append(lambda: real_call(services_, conn, method, params, **kwargs))
+        return base.Called(True, {"status": "started"})  # as a queued turn answers: the rest comes from the run
+
+    monkeypatch.setattr(windie.base, "call", slow_send)
+    query = {"id": "late", "type": "query", "payload": {"text": "hello", "conversation_ref": conv}}
+    assert _frame(cid, query) is None
+    assert next(f["type"] for f in sender.frames_to(cid) if f.get("turn_ref") == "late") == "query-accepted"
+    assert deferred_sends  # acknowledged, not queued yet
+    monkeypatch.setattr(windie.base, "call", real_call)
+
+    def other_invocation_queues_it(_seconds: float) -> None:  # while the stop waits, the query's chat.send lands
+        while deferred_sends:
+            deferred_sends.pop()()
+
+    monkeypatch.setattr(windie.time, "sleep", other_invocation_queues_it)
+    stop = {"id": "s", "type": "stop-query", "payload": {"conversation_ref": conv, "turn_ref": "late"}}
+    ack = _frame(cid, stop)
+    assert ack["type"] == "stop-query-ack" and ack["payload"]["stopped"] is True
+    meta = services.sessions.load_meta(key) or {}
+    assert not [q for q in meta.get("queue") or [] if str(q.get("runId", "")).startswith(windie._run_prefix("late"))]

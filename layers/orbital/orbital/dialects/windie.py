@@ -741,6 +741,25 @@ def _turn_runs(services: Services, key: str, user: str, conversation: str, turn:
     return sorted(found)
 
 
+STOP_GRACE_S = 2.0
+"""How long `stop-query` waits for a turn it was named that is accepted but not yet queued."""
+
+
+def _stop_run(services: Services, key: str, run_id: str) -> bool:
+    """Take the run out of the session's queue, or stop it if it runs. A turn is acknowledged (`query-accepted`)
+    before it is queued, and frames may be handled in any order (API Gateway's parallel invocations), so a turn
+    that is neither yet is waited for a moment; one that ended meanwhile is not found, and nothing is stopped."""
+    deadline = time.monotonic() + STOP_GRACE_S
+    while True:
+        if runs.unqueue(services, key, run_id):  # not started yet: it never will
+            return True
+        if runs.stop(services, key, emit_error=events.error_emitter(services), only=run_id).was_running:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+
+
 def _stop(services: Services, sock: _Socket, rid: Any, payload: dict[str, Any]) -> list[Any]:
     """Stop the conversation's running turn, or the turn `turn_ref` names, running or still queued. `stopped`:
     whether a turn was stopped (or taken out of the queue) by this request. The end of a stopped turn never follows
@@ -761,11 +780,7 @@ def _stop(services: Services, sock: _Socket, rid: Any, payload: dict[str, Any]) 
             sub = Subscription.from_record(rec)
             if sub is not None and sub.run_id == run_id:
                 subscriptions.drop(services.table, sub)
-        if runs.unqueue(services, key, run_id):  # not started yet: it never will
-            stopped = True
-            continue
-        done = runs.stop(services, key, emit_error=events.error_emitter(services), only=run_id)
-        stopped = stopped or done.was_running
+        stopped = _stop_run(services, key, run_id) or stopped
     body: dict[str, Any] = {"conversation_ref": conversation, "stopped": stopped}
     if turn is not None:
         body["turn_ref"] = turn
