@@ -73,10 +73,8 @@ def token(monkeypatch: pytest.MonkeyPatch) -> str:
 def aws() -> Iterator[None]:
     """moto with the table and bucket of template.yaml."""
     from moto import mock_aws
-    from orbital.local.stack import make_moto_atomic
     from orbital.local.template import load_template, table_definition
 
-    make_moto_atomic()
     with mock_aws(config={"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}):
         import boto3
 
@@ -205,8 +203,10 @@ def pytest_configure(config: pytest.Config) -> None:
 def flows(aws: None, services: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     """The template's functions and state machines created in moto and executed by it; Lambda tasks run the real
     entry points in process. Every handler shares the test's `services` (and so its FakeSender)."""
+    import functools
+
     import boto3
-    from orbital.local import stack
+    from orbital.local import stack, step_functions
     from orbital.local.template import load_template
     from orbital.runtime.services import use_services
 
@@ -215,12 +215,11 @@ def flows(aws: None, services: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     def client(service: str) -> Any:
         return boto3.client(service, region_name="us-east-1")
 
-    stack.index_executions()  # before the state machines exist: each gets the indexed list
-    arns = stack.provision(client, ROOT, template, table=TABLE, bucket=BUCKET, create_table=False)
+    step_functions.index_executions()  # before the state machines exist: each gets the indexed list
+    arns = stack.create_state_machines(client, ROOT, template)
     host = stack.FunctionHost(ROOT, template)
-    stack.patch_lambda(host)
-    stack.cache_state_machine_parsing()
-    stack.fast_queries()
+    step_functions.use_functions(set(host.specs), functools.partial(stack.run_function, host))
+    step_functions.cache_state_machine_parsing()  # and Lambda tasks call the handlers in `host`
     monkeypatch.setenv("ORBITAL_DEFERRED_CALL_ARN", arns["DeferredCallStateMachine"])
     monkeypatch.setenv("ORBITAL_AGENT_TURN_ARN", arns["AgentTurnStateMachine"])
     from orbital.settings import get_settings, reset_settings

@@ -1,21 +1,17 @@
-"""The local gateway's hottest AWS calls answered by the code that serves them, without botocore or moto's routing.
+"""The local gateway's Step Functions and management API calls answered without botocore's round trip.
 
-In `orbital dev` a DynamoDB, Step Functions or management API call of the gateway's own clients is already served
-in process (`orbital.local.inprocess`), but it still pays botocore's request building, signing and response parsing
-and moto's routing and response serialization: about 2 ms for a `PutItem` and 4.5 ms for a conditional `UpdateItem`
-here, of which moto's own work on the table is a tenth (measured in docs/performance.md). For the operations below
-a `DirectClient` hands the call's parameters (boto3's parameters are the wire shapes) to moto's response handler for
-that operation, and its result back, as the dict boto3 would have returned:
+The gateway's own Step Functions client and management API client are served in process
+(`orbital.local.inprocess`); for their hottest operations a `DirectClient` skips botocore's request building,
+signing and response parsing as well, and hands the call's parameters (boto3's parameters are the wire shapes)
+straight to what answers them, returning the dict boto3 would have returned:
 
-- DynamoDB: GetItem, BatchGetItem, Query, PutItem, UpdateItem, DeleteItem, BatchWriteItem;
-- Step Functions: StartExecution, SendTaskSuccess, SendTaskFailure;
+- Step Functions: StartExecution, SendTaskSuccess, SendTaskFailure (to the Step Functions process,
+  `orbital.local.sfn_worker`, or moto's handler in this process when the state machines are interpreted here);
 - the management API: PostToConnection (the bridge's own handler).
 
-The same moto handler code runs as over HTTP, behind the same patches (atomic conditional writes, the journal of
-`orbital.local.persistence`), so what is stored and what is answered is the same; moto's errors are raised as the
-client's own modeled exceptions (`client.exceptions.ConditionalCheckFailedException`, `GoneException`, …). Every
-other operation, and any call once the gateway has stopped, goes through the wrapped boto3 client unchanged. Calls
-are counted like the factory's (`orbital.aws.clients.count`).
+Errors are raised as the client's own modeled exceptions (`client.exceptions.GoneException`, …). Every other
+operation, and any call once the gateway has stopped, goes through the wrapped boto3 client unchanged. Calls are
+counted like the factory's (`orbital.aws.clients.count`).
 """
 
 from __future__ import annotations
@@ -37,15 +33,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("orbital.local")
 
-DYNAMODB_OPERATIONS = {
-    "get_item": "GetItem",
-    "batch_get_item": "BatchGetItem",
-    "query": "Query",
-    "put_item": "PutItem",
-    "update_item": "UpdateItem",
-    "delete_item": "DeleteItem",
-    "batch_write_item": "BatchWriteItem",
-}
 STEPFUNCTIONS_OPERATIONS = {
     "start_execution": "StartExecution",
     "send_task_success": "SendTaskSuccess",
@@ -94,22 +81,8 @@ class DirectClient:
         code, message, status = error_answer(exc, f"{self._service}.{operation}")
         clients.count(self._service, operation)
         response: Any = {"Error": {"Code": code, "Message": message}, "ResponseMetadata": {"HTTPStatusCode": status}}
-        if code == "ConditionalCheckFailedException":  # with ReturnValuesOnConditionCheckFailure: the item as it was
-            item = _failed_item(exc)
-            if item is not None:
-                response["Item"] = item
-        error_class: type[Exception] = self._wrapped.exceptions.from_code(code)
+            error_class: type[Exception] = self._wrapped.exceptions.from_code(code)
         return error_class(response, operation)
-
-
-def _failed_item(exc: Exception) -> dict[str, Any] | None:
-    """The item moto's `ConditionalCheckFailed` carries in its error body (DynamoDB JSON), if it carries one."""
-    try:
-        body = json.loads(str(getattr(exc, "description", "") or ""))
-    except ValueError:
-        return None
-    item = body.get("Item") if isinstance(body, dict) else None
-    return item if isinstance(item, dict) else None
 
 
 class _Unserved(Exception):
@@ -174,16 +147,7 @@ def wrap(client: BaseClient, served: InProcessAws) -> Any:
 
         return serve
 
-    if prefix == "dynamodb":
-        from moto.dynamodb.responses import DynamoHandler
-
-        from orbital.local.persistence import whole_operation
-
-        run = moto_action(DynamoHandler, region, account, whole_operation)
-        operations = {
-            m: (op, through(_plain_first(run, m, account, region), m)) for m, op in DYNAMODB_OPERATIONS.items()
-        }
-    elif prefix == "states":
+    if prefix == "states":
         if served.states is not None:  # the Step Functions process answers (orbital.local.sfn_worker)
             run = _forwarded(served)
         else:
@@ -196,31 +160,6 @@ def wrap(client: BaseClient, served: InProcessAws) -> Any:
     if not operations:
         return client
     return DirectClient(client, operations)
-
-
-def _plain_first(
-    run: Callable[[str, dict[str, Any]], Any], method: str, account: str, region: str
-) -> Callable[[str, dict[str, Any]], Any]:
-    """`run` (moto's handler), after `orbital.local.moto_items` for the writes it answers at moto's backend."""
-    from orbital.local import moto_items
-
-    plain = {"put_item": moto_items.put_item, "update_item": moto_items.update_item}.get(method)
-    if plain is None:
-        return run
-    from moto.dynamodb.models import dynamodb_backends
-
-    def backend() -> Any:
-        # moto's mappings make their entries on first use, under a lock, on every lookup: once they exist (from the
-        # second call on) the plain dictionaries hold them
-        regions = dict.get(dynamodb_backends, account)
-        found = dict.get(regions, region) if regions is not None else None
-        return found if found is not None else dynamodb_backends[account][region]
-
-    def first(method: str, params: dict[str, Any]) -> Any:
-        answer = plain(backend(), params)
-        return answer if answer is not None else run(method, params)
-
-    return first
 
 
 def _forwarded(served: InProcessAws) -> Callable[[str, dict[str, Any]], Any]:

@@ -62,8 +62,8 @@ def _response(url: str, status: int, headers: dict[str, str], body: bytes) -> AW
 class InProcessAws:
     """Attach to a boto3 client (see `orbital.aws.clients.serve_in_process`) to serve it without HTTP."""
 
-    MOTO_SERVICES = frozenset({"dynamodb", "s3", "states", "lambda"})
-    """Endpoint prefixes dispatched to moto in process (what the gateway and the state machines call)."""
+    MOTO_SERVICES = frozenset({"states"})
+    """Endpoint prefixes answered in process: Step Functions (the child process, or moto's interpreter here)."""
 
     def __init__(self, moto_endpoint: str) -> None:
         from moto.core.botocore_stubber import BotocoreStubber

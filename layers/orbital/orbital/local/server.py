@@ -58,14 +58,11 @@ class GatewayOptions:
     project: Path | None = None
     persist: bool = True
     durable: bool = True
-    """Every acknowledged write is on disk (journal fsync) before it is answered. Off only to measure the cost."""
+    """Every acknowledged write is on disk (fsync) before it is answered. Off only to measure the cost."""
     quiet: bool = False
     step_functions_process: bool = True
     """Interpret the state machines in a child process (orbital.local.sfn_worker), off this one's GIL. Off: in
     process, as before ADR 0017 (to measure the difference)."""
-    in_process_aws: bool = True
-    """Answer the gateway's own AWS and management API calls without the loopback HTTP hop (orbital.local.inprocess).
-    Off only to measure the difference."""
     tick_interval: float = 1.0
     """Seconds between scheduler ticks (AWS ticks once a minute; locally cron and heartbeats fire on time).
     0 turns the ticker off."""
@@ -93,14 +90,12 @@ class LocalGateway:
         self.root = options.project.resolve() if options.project else find_project_root()
         self.stack: Any = None
         self.bridge: Any = None
-        self.persistence: Any = None
-        self.recovered: Any = None
+        self.store: Any = None
+        """The data directory's table and workspace (`orbital.local.store.LocalStore`)."""
         self._runtime_written = False
         self._server: Any = None
         self._thread: threading.Thread | None = None
         self.ticker: Ticker | None = None
-        self.management: Any = None
-        """The management API's own loopback listener, when in-process AWS is off (`orbital.local.management`)."""
         self.port = options.port
         self._umask: int | None = None
         self._refusals_logged: set[str] = set()
@@ -117,12 +112,12 @@ class LocalGateway:
             )
 
     def prepare(self) -> None:
-        """Start moto, create the template's resources, restore saved state, configure the handlers."""
+        """Open the data directory's store, start the Step Functions interpreter, configure the handlers."""
         self.check()
         from orbital.local import template as tpl
         from orbital.local.bridge import Bridge
-        from orbital.local.persistence import DataDirLocked, Persistence
-        from orbital.local.stack import MotoStack
+        from orbital.local.stack import LocalStack
+        from orbital.local.store import DataDirLocked, LocalStore
         from orbital.local.template import websocket_routes
 
         if self.port == 0:
@@ -131,39 +126,31 @@ class LocalGateway:
         tightened = private.make_private(self.data_dir)
         if tightened:
             log.warning("%s was readable by other users: made it private (%s)", self.data_dir, tightened)
-        if self.options.persist:
-            self.persistence = Persistence(self.data_dir, LOCAL_TABLE, LOCAL_BUCKET, durable=self.options.durable)
-            try:
-                self.persistence.lock()
-            except DataDirLocked as exc:
-                self.persistence = None
-                raise StartupError(str(exc)) from None
-        self.stack = MotoStack(
-            self.root,
-            self.root / "template.yaml",
-            table=LOCAL_TABLE,
-            bucket=LOCAL_BUCKET,
-            step_functions_process=self.options.step_functions_process,
+        try:
+            self.store = LocalStore.open(
+                self.data_dir,
+                durable=self.options.durable,
+                temporary=not self.options.persist,
+                base_url=self.http_url,
+            )
+        except DataDirLocked as exc:
+            raise StartupError(str(exc)) from None
+        log.info("%s: %s", self.data_dir, self.store.describe())
+        self.stack = LocalStack(
+            self.root, self.root / "template.yaml", step_functions_process=self.options.step_functions_process
         )
-        endpoint = self.stack.start(in_process=self.options.in_process_aws)
-        if self.stack.in_process is None:
-            from orbital.local.management import ManagementListener
+        self.stack.start()
+        self._configure_env(self.stack.endpoint)
+        from orbital.aws import clients
+        from orbital.runtime.services import use_storage
 
-            self.management = ManagementListener()
-        self._configure_env(endpoint)
-        if self.stack.in_process is not None:
-            from orbital.aws import clients
-
-            self.stack.in_process.serve_management(os.environ["ORBITAL_WS_MGMT_ENDPOINT"])
-            clients.serve_in_process(self.stack.in_process.serve)
-        if self.persistence is not None:
-            self.recovered = self.persistence.recover()
-            log.info("%s: %s", self.data_dir, self.recovered.describe())
-            self.persistence.start()
+        use_storage(self.store.table, self.store.workspace)
+        self.stack.in_process.serve_management(os.environ["ORBITAL_WS_MGMT_ENDPOINT"])
+        clients.serve_in_process(self.stack.in_process.serve)
         if self.options.seed:
             self._seed()
         if not self.options.serve:
-            self._write_runtime(endpoint)
+            self._write_runtime()
             return
         from orbital.rest.app import create_app
         from orbital.runtime.gateway import greet
@@ -178,10 +165,11 @@ class LocalGateway:
             concurrent_frames=self.options.concurrent_frames,
             frame_jitter_ms=self.options.frame_jitter_ms,
             # methods that post to sockets too, when those posts and every AWS call are answered in this process
-            inline_methods=get_services().registry.inline_methods(quick=self.stack.in_process is not None),
+            inline_methods=get_services().registry.inline_methods(quick=True),
             connect_inline=not self.options.token,
             greet=greet,
             greet_after_s=0.0 if self.options.token else self.options.greet_after_ms / 1000,
+            objects=self.store.object_route,
         )
         if self.options.xeno:
             from orbital.local.xeno_socket import XenoSocket, XenoSocketInUse
@@ -192,11 +180,8 @@ class LocalGateway:
             except XenoSocketInUse as exc:
                 self.xeno = None
                 raise StartupError(str(exc)) from None
-        if self.stack.in_process is not None:
-            self.stack.in_process.bridge = self.bridge
-        if self.management is not None:
-            self.management.serve(self.bridge)
-        if self.persistence is not None:
+        self.stack.in_process.bridge = self.bridge
+        if self.options.persist:
             from orbital.local.restart import end_interrupted
 
             end_interrupted(get_services())
@@ -209,7 +194,7 @@ class LocalGateway:
                 housekeeping_every=ttl.SWEEP_EVERY_S,
             )
             self.ticker.start()
-        self._write_runtime(endpoint)
+        self._write_runtime()
 
     def _delete_expired(self) -> int:
         """DynamoDB's TTL deletes, locally (`orbital.local.ttl`)."""
@@ -223,26 +208,17 @@ class LocalGateway:
     def runtime_file(self) -> Path:
         return self.data_dir / "runtime.json"
 
-    def _write_runtime(self, endpoint: str) -> None:
-        """Where this gateway and its moto endpoint listen (for `orbital` tooling on the same machine)."""
+    def _write_runtime(self) -> None:
+        """Where this gateway listens (for `orbital` tooling on the same machine)."""
         import json
 
-        info = {
-            "pid": os.getpid(),
-            "wsUrl": self.ws_url,
-            "httpUrl": self.http_url,
-            "awsEndpoint": endpoint,
-            "awsAccessKey": list(self.stack.credentials.pair()),
-            "table": LOCAL_TABLE,
-            "bucket": LOCAL_BUCKET,
-        }
+        info = {"pid": os.getpid(), "wsUrl": self.ws_url, "httpUrl": self.http_url}
         private.write_private(self.runtime_file, json.dumps(info, indent=2).encode())
         self._runtime_written = True
 
     def _configure_env(self, endpoint: str) -> None:
         # in process, the management endpoint is only a name the hook recognizes: nothing listens there for it
-        mgmt = self.management.endpoint if self.management is not None else f"http://127.0.0.1:{self.port}/{STAGE}"
-        key_id, secret = self.stack.credentials.pair()
+        mgmt = f"http://127.0.0.1:{self.port}/{STAGE}"
         env = {
             "ORBITAL_TABLE": LOCAL_TABLE,
             "ORBITAL_BUCKET": LOCAL_BUCKET,
@@ -250,8 +226,8 @@ class LocalGateway:
             "ORBITAL_LOCAL": "1",
             "ORBITAL_AWS_ENDPOINT": endpoint,
             "ORBITAL_WS_MGMT_ENDPOINT": mgmt,
-            "AWS_ACCESS_KEY_ID": key_id,
-            "AWS_SECRET_ACCESS_KEY": secret,
+            "AWS_ACCESS_KEY_ID": "local",
+            "AWS_SECRET_ACCESS_KEY": "local",
             "AWS_REGION": "us-east-1",
             "AWS_DEFAULT_REGION": "us-east-1",
             "POWERTOOLS_METRICS_DISABLED": "true",
@@ -403,20 +379,20 @@ class LocalGateway:
         if self._runtime_written:  # never another gateway's (one that holds the data directory)
             self.runtime_file.unlink(missing_ok=True)
             self._runtime_written = False
-        if self.persistence is not None:
-            try:
-                self.persistence.stop()
-            finally:
-                self.persistence = None
-        if self.management is not None:
-            self.management.stop()
-            self.management = None
         if self.stack is not None:
             from orbital.aws import clients
 
             clients.serve_in_process(None)
             self.stack.stop()
             self.stack = None
+        if self.store is not None:
+            from orbital.runtime.services import use_storage
+
+            use_storage(None, None)
+            try:
+                self.store.close()
+            finally:
+                self.store = None
         if self._umask is not None:
             os.umask(self._umask)
             self._umask = None

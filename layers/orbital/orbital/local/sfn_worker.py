@@ -458,9 +458,9 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the gateway's to handle: it ends this process by closing the socket
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s sfn %(name)s: %(message)s")
     conn = Connection(int(argv[0]))
-    from orbital.local import stack
+    from orbital.local import step_functions
 
-    stack.skip_batch_models()
+    step_functions.skip_batch_models()
     from moto.core import DEFAULT_ACCOUNT_ID
     from moto.core.config import default_user_config
     from moto.stepfunctions.responses import StepFunctionResponse
@@ -468,11 +468,11 @@ def main(argv: list[str]) -> int:
     from orbital.local.direct import moto_action
 
     default_user_config["stepfunctions"]["execute_state_machine"] = True
-    stack.untrack_models()
-    stack.cache_state_machine_parsing()
-    stack.make_moto_atomic(dynamodb=False)
-    stack.ready_task_callbacks()
-    run = moto_action(StepFunctionResponse, stack.REGION, DEFAULT_ACCOUNT_ID, contextlib.nullcontext)
+    step_functions.untrack_models()
+    step_functions.cache_state_machine_parsing()
+    step_functions.serialize_operations()
+    step_functions.ready_task_callbacks()
+    run = moto_action(StepFunctionResponse, "us-east-1", DEFAULT_ACCOUNT_ID, contextlib.nullcontext)
     pool = ThreadPoolExecutor(max_workers=16, thread_name_prefix="orbital-sfn")
     channel: Channel | None = None
 
@@ -491,7 +491,7 @@ def main(argv: list[str]) -> int:
             with held_starts() as held:  # answered first, as AWS does: the new execution then runs on its own
                 return AfterReply(run(method, params) or {}, functools.partial(_start_held, held))
         if kind == "ready":
-            stack.use_functions(set(payload), invoke)
+            step_functions.use_functions(set(payload), invoke)
             return True
         raise ValueError(f"unknown request {kind!r}")
 

@@ -53,6 +53,8 @@ class Services:
 
     @functools.cached_property
     def table(self) -> Table:
+        if _storage is not None:
+            return _storage[0]
         return Table(clients.dynamodb(), self.settings.table_name, cache=self.settings.local)
 
     @functools.cached_property
@@ -71,6 +73,8 @@ class Services:
 
     @functools.cached_property
     def workspace(self) -> Workspace:
+        if _storage is not None:
+            return _storage[1]
         from orbital.store.workspace import Workspace
 
         return Workspace(clients.s3(), self.settings.bucket_name, cache=self.settings.local)
@@ -124,6 +128,17 @@ def _services_for(settings: Settings) -> Services:
 
 
 _override: Services | None = None
+
+_storage: tuple[Table, Workspace] | None = None
+"""The table and workspace the local gateway keeps in its data directory (`use_storage`); None: DynamoDB and S3."""
+
+
+def use_storage(table: Table | None, workspace: Workspace | None) -> None:
+    """Serve every Services built from now on from this table and workspace (the local gateway's composition root
+    passes its SQLite table and file workspace); None, None: DynamoDB and S3 again."""
+    global _storage
+    _storage = (table, workspace) if table is not None and workspace is not None else None
+    _services_for.cache_clear()
 
 
 def get_services() -> Services:
