@@ -27,6 +27,7 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from orbital.agent.providers import has_credentials, resolve_provider
+from orbital.domain.media_types import audio_format
 
 if TYPE_CHECKING:
     from orbital.runtime.services import Services
@@ -52,24 +53,6 @@ _OFF = frozenset({"none", "off", "disabled", "false"})
 _AWS_NAMES = frozenset({"aws", "amazon", "transcribe", "amazon-transcribe"})
 _AUTO = frozenset({"", "auto", "default", "workers-ai"})
 
-# the container format of an audio type: a file name extension for OpenAI, MediaFormat for Amazon Transcribe
-_FORMATS = {
-    "audio/ogg": "ogg",
-    "audio/opus": "ogg",
-    "audio/mpeg": "mp3",
-    "audio/mp3": "mp3",
-    "audio/mp4": "m4a",
-    "audio/m4a": "m4a",
-    "audio/x-m4a": "m4a",
-    "audio/wav": "wav",
-    "audio/x-wav": "wav",
-    "audio/wave": "wav",
-    "audio/webm": "webm",
-    "audio/flac": "flac",
-    "audio/x-flac": "flac",
-    "audio/amr": "amr",
-    "video/mp4": "mp4",
-}
 _AWS_FORMATS = frozenset({"amr", "flac", "m4a", "mp3", "mp4", "ogg", "webm", "wav"})
 
 
@@ -122,8 +105,7 @@ def _timeout(config: dict[str, Any] | None) -> float:
 
 
 def _format(mime_type: str, r2_key: str) -> str | None:
-    base = (mime_type or "").split(";", 1)[0].strip().lower()
-    found = _FORMATS.get(base)
+    found = audio_format(mime_type)
     if found:
         return found
     suffix = r2_key.rsplit(".", 1)[-1].lower() if "." in r2_key.rsplit("/", 1)[-1] else ""
