@@ -4,7 +4,6 @@ served over real HTTP, its durability across a killed process, its blobs."""
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import http.client
 import os
@@ -13,7 +12,6 @@ import socket
 import subprocess
 import sys
 import textwrap
-import threading
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -26,6 +24,8 @@ import requests
 from orbital.local.files import FileWorkspace, WorkspaceInUse
 from orbital.local.object_urls import ObjectRoute, mount
 from orbital.store.workspace import MissingObject, S3Workspace, Workspace
+
+from tests.support.asgi_server import elsewhere, serving
 
 ROOT = Path(__file__).resolve().parents[2]
 BUCKET = "orbital-contract-workspace"
@@ -55,35 +55,6 @@ def _template_bucket(client: Any) -> None:
     client.put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"})
 
 
-@contextlib.contextmanager
-def serving(app: Any) -> Iterator[str]:
-    """`app` on uvicorn, on a free loopback port, in a thread; yields its base URL."""
-    import uvicorn
-
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    try:
-        deadline = time.monotonic() + 30
-        while not server.started:
-            assert time.monotonic() < deadline and thread.is_alive(), "the test server did not start"
-            time.sleep(0.01)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=30)
-        sock.close()
-
-
-async def _elsewhere(scope: dict[str, Any], receive: Any, send: Any) -> None:
-    """The rest of a gateway, behind the object route."""
-    await send({"type": "http.response.start", "status": 299, "headers": []})
-    await send({"type": "http.response.body", "body": b"elsewhere"})
-
-
 @pytest.fixture(params=["files", "s3"])
 def kind(request: pytest.FixtureRequest) -> str:
     return str(request.param)
@@ -95,7 +66,7 @@ def workspace(kind: str, tmp_path: Path) -> Iterator[Workspace]:
     if kind == "files":
         store = FileWorkspace(tmp_path / "objects")
         try:
-            with serving(mount(_elsewhere, ObjectRoute(store))) as base:
+            with serving(mount(elsewhere, ObjectRoute(store))) as base:
                 store.set_base_url(base)
                 yield store
         finally:
@@ -306,7 +277,7 @@ def served(tmp_path: Path) -> Iterator[tuple[FileWorkspace, str]]:
     """A file workspace whose largest PUT is 1000 bytes, and its URL route on a real server."""
     store = FileWorkspace(tmp_path / "objects", max_put_bytes=1000)
     try:
-        with serving(mount(_elsewhere, ObjectRoute(store))) as base:
+        with serving(mount(elsewhere, ObjectRoute(store))) as base:
             store.set_base_url(lambda: base)
             yield store, base
     finally:
@@ -447,7 +418,7 @@ def test_five_megabytes_through_the_nodes_http_functions(tmp_path: Path) -> None
     source.write_bytes(data)
     store = FileWorkspace(tmp_path / "objects")
     try:
-        with serving(mount(_elsewhere, ObjectRoute(store))) as base:
+        with serving(mount(elsewhere, ObjectRoute(store))) as base:
             store.set_base_url(base)
             assert http_put_file(store.presign_put("transfers/9/staging"), source, len(data), "video/mp4") == len(data)
             staged = store.head("transfers/9/staging")
@@ -467,7 +438,7 @@ def test_the_local_gateway_mounts_the_route_for_a_file_workspace(tmp_path: Path)
     store = FileWorkspace(tmp_path / "objects")
     try:
         get_services().__dict__["workspace"] = store
-        with serving(gateway._with_object_urls(_elsewhere)) as base:
+        with serving(gateway._with_object_urls(elsewhere)) as base:
             store.set_base_url(base)
             store.put("m/x", b"mounted")
             assert requests.get(store.presign_get("m/x")).content == b"mounted"
