@@ -480,6 +480,37 @@ def test_blobs_are_shared_by_equal_bytes_and_removed_when_unreferenced(tmp_path:
         )
 
 
+def test_concurrent_writes_of_equal_bytes_never_lose_a_blob(tmp_path: Path) -> None:
+    """Threads writing, copying and deleting objects that share their bytes: every key left reads back, and exactly
+    the blobs still named are on disk."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    bodies = [b"shared one", b"shared two"]
+    with FileWorkspace(tmp_path / "objects", durable=False) as store:
+
+        def work(worker: int) -> None:
+            for i in range(60):
+                key = f"w{worker}/{i % 5}"
+                body = bodies[(worker + i) % 2]
+                if i % 3 == 2:
+                    store.delete(key)
+                elif i % 7 == 3:
+                    store.delete_prefix(f"w{worker}/")
+                else:
+                    store.put(key, body)
+                    store.copy(key, f"copies/{worker}", content_type="text/plain")
+
+        with ThreadPoolExecutor(4) as pool:
+            list(pool.map(work, range(4)))
+        left = store.list_all("")
+        assert left
+        for info in left:
+            got = store.get(info.key)
+            assert got is not None and got[0] in bodies
+        named = {hashlib.sha256(store.get(info.key)[0]).hexdigest() for info in left}
+        assert {p.name for p in _blob_files(store)} == named
+
+
 def test_bad_keys_and_bodies(tmp_path: Path) -> None:
     with FileWorkspace(tmp_path / "objects") as store:
         for key in ("", "x" * 1025, "bad\ud800", "nul\x00"):
