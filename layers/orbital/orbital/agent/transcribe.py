@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from orbital.agent.providers import has_credentials, resolve_provider
 from orbital.domain.media_types import audio_format
+from orbital.errors import UnavailableError
 
 if TYPE_CHECKING:
     from orbital.runtime.services import Services
@@ -191,7 +192,9 @@ def _openai(services: Services, config: dict[str, Any] | None, r2_key: str, mime
 
 def _aws_job(services: Services, config: dict[str, Any] | None, r2_key: str, mime_type: str) -> dict[str, Any]:
     """The StartTranscriptionJob request for one stored object."""
-    bucket = services.workspace.bucket
+    bucket = services.workspace.s3_bucket
+    if bucket is None:
+        raise UnavailableError("Amazon Transcribe reads the audio from S3, and this workspace is not on S3")
     name = f"orbital-{uuid.uuid4().hex}"
     request: dict[str, Any] = {
         "TranscriptionJobName": name,
@@ -236,6 +239,9 @@ def _aws(
     sleep: Any = time.sleep,
     clock: Any = time.monotonic,
 ) -> str | None:
+    if services.workspace.s3_bucket is None:
+        log.warning("Amazon Transcribe reads the audio from S3, and this workspace is not on S3")
+        return None
     if client is None:
         from orbital.aws.clients import client as aws_client
 

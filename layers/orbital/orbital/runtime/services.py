@@ -71,9 +71,9 @@ class Services:
 
     @functools.cached_property
     def workspace(self) -> Workspace:
-        from orbital.store.workspace import Workspace
+        from orbital.store.workspace import S3Workspace
 
-        return Workspace(clients.s3(), self.settings.bucket_name, cache=self.settings.local)
+        return S3Workspace(clients.s3(), self.settings.bucket_name, cache=self.settings.local)
 
     @functools.cached_property
     def gateway(self) -> GatewayRepo:
