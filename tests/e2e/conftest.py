@@ -158,7 +158,7 @@ def store_for(gw: GatewayProcess) -> Any:
     from orbital.runtime.services import Services
     from orbital.settings import Settings
     from orbital.store.table import Table
-    from orbital.store.workspace import Workspace
+    from orbital.store.workspace import S3Workspace
 
     info = gw.runtime()
     key_id, secret = info["awsAccessKey"]  # the gateway's moto server answers only this start's key
@@ -171,7 +171,7 @@ def store_for(gw: GatewayProcess) -> Any:
     settings = Settings(table_name=info["table"], bucket_name=info["bucket"], aws_endpoint=info["awsEndpoint"])
     services = Services(settings, sender=None)
     services.__dict__["table"] = Table(boto3.client("dynamodb", **kw), info["table"])
-    services.__dict__["workspace"] = Workspace(boto3.client("s3", **kw), info["bucket"])
+    services.__dict__["workspace"] = S3Workspace(boto3.client("s3", **kw), info["bucket"])
     services.__dict__["s3"] = boto3.client("s3", **kw)
     return services
 

@@ -51,10 +51,12 @@ def test_sessions_and_reset_archive(data_dir):
             assert reset["archivedMessages"] == 3
             archive_key = f"agents/main/sessions/{first['sessionId']}.jsonl.gz"
             assert reset["archivedTo"].endswith(archive_key)
-            obj = services.workspace.client.get_object(Bucket=services.workspace.bucket, Key=archive_key)
-            lines = gzip.decompress(obj["Body"].read()).decode().split("\n")
+            found = services.workspace.get(archive_key)
+            assert found is not None
+            body, info = found
+            lines = gzip.decompress(body).decode().split("\n")
             assert [json.loads(line)["role"] for line in lines] == ["user", "assistant", "user"]
-            assert obj["Metadata"]["messagecount"] == "3"
+            assert info.metadata["messagecount"] == "3"
             after = client.call("session.get", {"sessionKey": key})
             assert after["messageCount"] == 0
             assert after["previousSessionIds"] == [first["sessionId"]]

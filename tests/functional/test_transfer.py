@@ -411,3 +411,55 @@ def test_a_node_may_request_nothing_else(parties, sender, services):
     # a client is not bound by any of this
     _request(client, "src:r.txt", "gsv:SOUL.md")
     assert _events(sender, src.connection_id, "transfer.send")
+
+
+def test_every_workspace_direction_on_the_file_workspace(parties, sender, services, tmp_path):
+    """The engine through the `Workspace` port alone: the same transfers with the workspace on files, its presigned
+    URLs served over HTTP by its own route."""
+    from orbital.local.files import FileWorkspace
+    from orbital.local.object_urls import ObjectRoute, mount
+
+    from tests.support.asgi_server import elsewhere, serving
+
+    src, dst, client = parties
+    store = FileWorkspace(tmp_path / "objects")
+    services.__dict__["workspace"] = store
+    try:
+        with serving(mount(elsewhere, ObjectRoute(store))) as base:
+            store.set_base_url(base)
+            data = os.urandom(300_000)
+            # node -> workspace, in chunks (parts stored, then assembled)
+            _request(client, "src:photo.png", "gsv:media/photo.png")
+            tid = _events(sender, src.connection_id, "transfer.send")[-1]["transferId"]
+            src.call("transfer.meta", {"transferId": tid, "size": len(data), "mime": "image/png"})
+            _send_file(services, src, tid, data, "text", reverse=True)
+            src.call("transfer.complete", {"transferId": tid})
+            stored = store.get("agents/main/media/photo.png")
+            assert stored is not None and stored[0] == data and stored[1].content_type == "image/png"
+            # workspace -> node, in chunks (ranged reads)
+            _request(client, "gsv:media/photo.png", "dst:photo.png")
+            tid = _events(sender, dst.connection_id, "transfer.receive")[-1]["transferId"]
+            dst.call("transfer.accept", {"transferId": tid})
+            assert _received_bytes(sender, dst.connection_id, tid) == data
+            dst.call("transfer.done", {"transferId": tid, "bytesWritten": len(data)})
+            # node -> workspace -> node, through presigned URLs
+            _request(client, "src:big.bin", "gsv:big.bin", mode="presigned")
+            tid = _events(sender, src.connection_id, "transfer.send")[-1]["transferId"]
+            src.call("transfer.meta", {"transferId": tid, "size": len(data)})
+            upload = _events(sender, src.connection_id, "transfer.start")[-1]["uploadUrl"]
+            assert upload.startswith(f"{base}/_objects/")
+            assert requests.put(upload, data=data, timeout=10).status_code == 200
+            assert store.head("agents/main/big.bin") is None  # nothing visible before the check
+            src.call("transfer.complete", {"transferId": tid})
+            assert store.get("agents/main/big.bin")[0] == data
+            _request(client, "gsv:big.bin", "dst:big.bin", mode="presigned")
+            tid = _events(sender, dst.connection_id, "transfer.receive")[-1]["transferId"]
+            dst.call("transfer.accept", {"transferId": tid})
+            url = _events(sender, dst.connection_id, "transfer.end")[-1]["downloadUrl"]
+            assert requests.get(url, timeout=10).content == data
+            dst.call("transfer.done", {"transferId": tid, "bytesWritten": len(data)})
+        assert [r["ok"] for r in _responses(sender, client.connection_id)] == [True, True, True, True]
+        assert [i.key for i in store.list_all("")] == ["agents/main/big.bin", "agents/main/media/photo.png"]
+        assert len([p for p in store.blobs.rglob("*") if p.is_file()]) == 1  # equal bytes, one blob; no part left
+    finally:
+        store.close()

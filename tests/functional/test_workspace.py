@@ -14,7 +14,9 @@ def _put(services: Any, key: str, text: str) -> None:
 
 
 def _content_type(services: Any, key: str) -> str:
-    return services.workspace.client.head_object(Bucket=services.workspace.bucket, Key=key)["ContentType"]
+    info = services.workspace.head(key)
+    assert info is not None
+    return str(info.content_type)
 
 
 def test_write_read_list_delete(rpc: Any, services: Any) -> None:

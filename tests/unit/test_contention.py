@@ -49,3 +49,19 @@ def test_other_errors_are_not_retried() -> None:
 def test_backoff_grows_and_is_capped() -> None:
     assert max(contention.backoff(1) for _ in range(200)) <= contention.FIRST_WAIT_S * 2
     assert max(contention.backoff(30) for _ in range(200)) <= contention.MAX_WAIT_S
+
+
+def test_without_budget_a_writer_gets_its_minimum_attempts_and_no_more() -> None:
+    waits: list[float] = []
+    calls = []
+
+    def attempt() -> None:
+        calls.append(1)
+        raise ConflictError("lost")
+
+    with pytest.raises(ConflictError) as caught:
+        contention.retrying("cron job", attempt, budget_s=0, message="could not record the run", sleep=waits.append)
+    assert str(caught.value) == "could not record the run" and caught.value.retryable
+    assert len(calls) == contention.MIN_ATTEMPTS
+    assert len(waits) == contention.MIN_ATTEMPTS - 1
+    assert all(0 <= w <= contention.FIRST_WAIT_S * 2**n for n, w in enumerate(waits, start=1))

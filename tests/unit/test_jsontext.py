@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -50,3 +51,33 @@ def test_loads_reads_what_json_loads_reads_and_fails_where_it_fails() -> None:
     texts += ["", " {}", "{} ", "{", "[1,]", "nul", "NaN", '"\\ud800"', "[1] [2]", '{"a":1}x']
     for text in texts:
         assert _outcome(loads, text) == _outcome(json.loads, text), text
+
+
+@pytest.mark.parametrize("missing", [True, False])
+def test_without_the_c_encoder_and_scanner_the_standard_functions_serve(
+    monkeypatch: pytest.MonkeyPatch, missing: bool
+) -> None:
+    """A Python without json's C accelerator, or with one that takes other arguments than the ones used here."""
+    from json import encoder
+
+    from orbital.protocol import jsontext
+
+    def other_signature(*args: Any) -> Any:
+        raise TypeError("takes other arguments")
+
+    make = None if missing else other_signature
+    monkeypatch.setattr(
+        jsontext,
+        "encoder",
+        SimpleNamespace(
+            c_make_encoder=make,
+            encode_basestring=encoder.encode_basestring,
+            encode_basestring_ascii=encoder.encode_basestring_ascii,
+        ),
+    )
+    monkeypatch.setattr(jsontext, "scanner", SimpleNamespace(c_make_scanner=make))
+    assert jsontext._scanner() is None
+    for ascii_only in (True, False):
+        encode = compact(ensure_ascii=ascii_only)
+        for value in VALUES:
+            assert encode(value) == json.dumps(value, separators=(",", ":"), ensure_ascii=ascii_only), value

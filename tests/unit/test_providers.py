@@ -49,9 +49,16 @@ def server() -> Any:
 
 
 @pytest.fixture
-def llm(server: FakeLLM, monkeypatch: pytest.MonkeyPatch) -> Any:
+def pauses(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The waits between attempts, recorded instead of slept."""
+    waited: list[float] = []
+    monkeypatch.setattr(_runner, "pause", lambda seconds, cancel: waited.append(seconds))
+    return waited
+
+
+@pytest.fixture
+def llm(server: FakeLLM, monkeypatch: pytest.MonkeyPatch, pauses: list[float]) -> Any:
     server.reset()
-    monkeypatch.setattr(_runner, "BACKOFF_BASE_S", 0.01)
     for var in (
         "ANTHROPIC_API_KEY",
         "ANTHROPIC_AUTH_TOKEN",
@@ -493,11 +500,14 @@ def test_foreign_or_unsigned_thinking_is_not_sent(llm: FakeLLM, wire: str) -> No
 
 
 @pytest.mark.parametrize("wire", WIRES)
-def test_transient_errors_are_retried_then_succeed(llm: FakeLLM, wire: str) -> None:
+def test_transient_errors_are_retried_then_succeed(llm: FakeLLM, wire: str, pauses: list[float]) -> None:
     llm.script(error(503), error(429, retry_after=0), reply("Recovered."))
     message = complete(request(llm, wire))
     assert message["content"] == [{"type": "text", "text": "Recovered."}]
     assert len(llm.requests) == 3
+    # the first wait is backoff (half to all of BACKOFF_BASE_S, jittered), the second the Retry-After of 0
+    assert len(pauses) == 2 and _runner.BACKOFF_BASE_S / 2 <= pauses[0] <= _runner.BACKOFF_BASE_S
+    assert pauses[1] == 0
 
 
 @pytest.mark.parametrize("wire", ["anthropic", "openai"])
@@ -512,12 +522,29 @@ def test_gives_up_after_three_retries(llm: FakeLLM, wire: str) -> None:
     assert len(llm.requests) == 4
 
 
-def test_retry_after_is_honoured(llm: FakeLLM) -> None:
+def test_retry_after_is_honoured(llm: FakeLLM, pauses: list[float]) -> None:
     llm.script(error(429, retry_after=0.4), reply("ok"))
-    started = time.monotonic()
     complete(request(llm, "openai"))
-    assert time.monotonic() - started >= 0.4
+    assert pauses == [0.4]
     assert len(llm.requests) == 2
+
+
+def test_backoff_grows_between_retries_and_is_capped(llm: FakeLLM, pauses: list[float]) -> None:
+    llm.script(*[error(503)] * 4, reply("never"))
+    with pytest.raises(ModelError):
+        complete(request(llm, "openai", timeout_s=60))
+    assert len(pauses) == _runner.MAX_RETRIES
+    for retry, waited in enumerate(pauses):
+        ceiling = min(_runner.BACKOFF_MAX_S, _runner.BACKOFF_BASE_S * 2**retry)
+        assert ceiling / 2 <= waited <= ceiling
+
+
+def test_a_cancel_during_the_wait_ends_the_call() -> None:
+    cancel = threading.Event()
+    cancel.set()
+    with pytest.raises(ModelError) as caught:
+        _runner.pause(30, cancel)
+    assert caught.value.kind == "cancelled"
 
 
 def test_retry_after_past_the_budget_fails_at_once(llm: FakeLLM) -> None:

@@ -255,6 +255,20 @@ def test_fall_back_picks_the_earliest_instant_of_the_day() -> None:
     assert cron("0,45 1 * * *", ms(2026, 11, 1, 6, 40), tz="America/Chicago") == ms(2026, 11, 1, 6, 45)
 
 
+@pytest.mark.parametrize(
+    ("expr", "tz", "now", "expected"),
+    [
+        # Lord Howe falls back half an hour at 02:00 (+11:00 to +10:30): 01:30-02:00 shows twice
+        ("27,30 1 * * *", "Australia/Lord_Howe", ms(2026, 4, 4, 14, 30), ms(2026, 4, 4, 15)),
+        # Chatham falls back at 03:45 (+13:45 to +12:45): 02:45-03:45 shows twice
+        ("0,50 2 * * *", "Pacific/Chatham", ms(2026, 4, 4, 13, 5), ms(2026, 4, 4, 14, 5)),
+    ],
+)
+def test_repeated_time_off_the_hour_matches_again(expr: str, tz: str, now: int, expected: int) -> None:
+    # seen from the first showing of a matching time, the next run is its second showing, not the next day
+    assert cron(expr, now, tz=tz) == expected
+
+
 def test_half_hour_zone() -> None:
     assert cron("0 * * * *", ms(2026, 2, 11, 10, 10), tz="Asia/Kolkata") == ms(2026, 2, 11, 10, 30)
 

@@ -27,6 +27,8 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from orbital.agent.providers import has_credentials, resolve_provider
+from orbital.domain.media_types import audio_format
+from orbital.errors import UnavailableError
 
 if TYPE_CHECKING:
     from orbital.runtime.services import Services
@@ -52,24 +54,6 @@ _OFF = frozenset({"none", "off", "disabled", "false"})
 _AWS_NAMES = frozenset({"aws", "amazon", "transcribe", "amazon-transcribe"})
 _AUTO = frozenset({"", "auto", "default", "workers-ai"})
 
-# the container format of an audio type: a file name extension for OpenAI, MediaFormat for Amazon Transcribe
-_FORMATS = {
-    "audio/ogg": "ogg",
-    "audio/opus": "ogg",
-    "audio/mpeg": "mp3",
-    "audio/mp3": "mp3",
-    "audio/mp4": "m4a",
-    "audio/m4a": "m4a",
-    "audio/x-m4a": "m4a",
-    "audio/wav": "wav",
-    "audio/x-wav": "wav",
-    "audio/wave": "wav",
-    "audio/webm": "webm",
-    "audio/flac": "flac",
-    "audio/x-flac": "flac",
-    "audio/amr": "amr",
-    "video/mp4": "mp4",
-}
 _AWS_FORMATS = frozenset({"amr", "flac", "m4a", "mp3", "mp4", "ogg", "webm", "wav"})
 
 
@@ -122,8 +106,7 @@ def _timeout(config: dict[str, Any] | None) -> float:
 
 
 def _format(mime_type: str, r2_key: str) -> str | None:
-    base = (mime_type or "").split(";", 1)[0].strip().lower()
-    found = _FORMATS.get(base)
+    found = audio_format(mime_type)
     if found:
         return found
     suffix = r2_key.rsplit(".", 1)[-1].lower() if "." in r2_key.rsplit("/", 1)[-1] else ""
@@ -209,7 +192,9 @@ def _openai(services: Services, config: dict[str, Any] | None, r2_key: str, mime
 
 def _aws_job(services: Services, config: dict[str, Any] | None, r2_key: str, mime_type: str) -> dict[str, Any]:
     """The StartTranscriptionJob request for one stored object."""
-    bucket = services.workspace.bucket
+    bucket = services.workspace.s3_bucket
+    if bucket is None:
+        raise UnavailableError("Amazon Transcribe reads the audio from S3, and this workspace is not on S3")
     name = f"orbital-{uuid.uuid4().hex}"
     request: dict[str, Any] = {
         "TranscriptionJobName": name,
@@ -254,6 +239,9 @@ def _aws(
     sleep: Any = time.sleep,
     clock: Any = time.monotonic,
 ) -> str | None:
+    if services.workspace.s3_bucket is None:
+        log.warning("Amazon Transcribe reads the audio from S3, and this workspace is not on S3")
+        return None
     if client is None:
         from orbital.aws.clients import client as aws_client
 

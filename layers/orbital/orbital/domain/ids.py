@@ -1,5 +1,5 @@
-"""Agent and account ids as they appear in session keys and configuration (spec §5.1), and names of Step Functions
-executions.
+"""Agent and account ids as they appear in session keys and configuration (spec §5.1), sender ids in phone-number
+form (§12.1), and names of Step Functions executions.
 
 Kept apart from both `session_keys` (routing reads the configuration) and `config` (the default agent is a
 normalized id), so that neither has to import the other from inside a function.
@@ -10,11 +10,15 @@ from __future__ import annotations
 import os
 import re
 import uuid
+from typing import Any
 
 DEFAULT_AGENT_ID = "main"
 DEFAULT_ACCOUNT_ID = "default"
 
 _EXECUTION_NAME_CHARS = re.compile(r"[^A-Za-z0-9_-]+")
+_WHATSAPP_SUFFIX = re.compile(r"(@s\.whatsapp\.net|@c\.us)$")
+_DEVICE_SUFFIX = re.compile(r":\d+$")
+_NON_DIGITS = re.compile(r"\D+")
 
 
 def execution_name(label: str) -> str:
@@ -55,3 +59,17 @@ def normalize_agent_id(raw: str | None) -> str:
 
 def normalize_account_id(raw: str | None) -> str:
     return _normalize_id(raw, DEFAULT_ACCOUNT_ID)
+
+
+def normalize_e164(raw: Any) -> str:
+    """Phone-number form of a sender id: a WhatsApp JID suffix (`@s.whatsapp.net`, `@c.us`) and a trailing `:device`
+    removed, digits only, `+` prefixed when the id had one or has at least 10 digits. Ids without digits (and
+    anything that is not text or a number) become ""."""
+    if raw is None or isinstance(raw, bool):
+        return ""
+    text = str(raw).strip()
+    text = _DEVICE_SUFFIX.sub("", _WHATSAPP_SUFFIX.sub("", text))
+    digits = _NON_DIGITS.sub("", text)
+    if not digits:
+        return ""
+    return f"+{digits}" if text.startswith("+") or len(digits) >= 10 else digits

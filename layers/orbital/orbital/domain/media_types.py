@@ -1,5 +1,6 @@
-"""Media types: the file extension a stored object gets for its type, the type S3 is told, and metadata text S3
-accepts. Shared by channel attachments and uploaded artifacts, which live in the same media store."""
+"""Media types: the file extension a stored object gets for its type, the container format speech-to-text services are
+told for a sound, the type S3 is told, and metadata text S3 accepts. Shared by channel attachments, uploaded artifacts
+(which live in the same media store) and transcription."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ EXTENSIONS = {
     "audio/webm": "webm",
     "audio/flac": "flac",
     "audio/x-flac": "flac",
+    "audio/amr": "amr",
     "video/mp4": "mp4",
     "video/webm": "webm",
     "video/quicktime": "mov",
@@ -49,6 +51,17 @@ def base_type(mime_type: Any) -> str:
 
 def extension(mime_type: Any) -> str:
     return EXTENSIONS.get(base_type(mime_type), "bin")
+
+
+def audio_format(mime_type: Any) -> str | None:
+    """The container format of a sound (an `audio/*` type or `video/mp4`) as OpenAI's file names and Amazon
+    Transcribe's MediaFormat name it: its file extension, but `ogg` for Opus, which travels in Ogg. None for any
+    other type."""
+    base = base_type(mime_type)
+    found = EXTENSIONS.get(base)
+    if found is None or not (base.startswith("audio/") or base == "video/mp4"):
+        return None
+    return "ogg" if found == "opus" else found
 
 
 def metadata_text(value: str) -> str:

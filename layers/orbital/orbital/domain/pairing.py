@@ -15,9 +15,10 @@ to "" and could never be approved, so they keep their trimmed raw form as their 
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
+
+from orbital.domain.ids import normalize_e164
 
 POLICY_OPEN = "open"
 POLICY_PAIRING = "pairing"
@@ -25,30 +26,6 @@ POLICY_ALLOWLIST = "allowlist"
 
 PAIRING_PENDING_REPLY = "Your message has been received. Awaiting approval from the owner."
 PAIRING_APPROVED_REPLY = "You're now connected! Feel free to send me a message."
-
-_WHATSAPP_SUFFIXES = ("@s.whatsapp.net", "@c.us")
-_DEVICE_SUFFIX = re.compile(r":\d+$")
-_NON_DIGITS = re.compile(r"\D+")
-
-
-def normalize_e164(raw: Any) -> str:
-    """Phone-number form of a sender id: WhatsApp suffix and `:device` removed, digits only, `+` prefixed when the
-    id had one or has at least 10 digits. Ids without digits become ""."""
-    if raw is None or isinstance(raw, bool):
-        return ""
-    text = str(raw).strip()
-    if not text:
-        return ""
-    for suffix in _WHATSAPP_SUFFIXES:
-        if text.endswith(suffix):
-            text = text[: -len(suffix)]
-            break
-    text = _DEVICE_SUFFIX.sub("", text)
-    had_plus = text.startswith("+")
-    digits = _NON_DIGITS.sub("", text)
-    if not digits:
-        return ""
-    return f"+{digits}" if had_plus or len(digits) >= 10 else digits
 
 
 def normalize_sender(raw: Any) -> str:

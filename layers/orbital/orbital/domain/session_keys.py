@@ -21,15 +21,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from orbital.domain import config as cfg
-from orbital.domain.ids import DEFAULT_AGENT_ID, normalize_account_id, normalize_agent_id
+from orbital.domain.ids import DEFAULT_AGENT_ID, normalize_account_id, normalize_agent_id, normalize_e164
 
 DEFAULT_MAIN_KEY = "main"
 DM_SCOPES = ("main", "per-peer", "per-channel-peer", "per-account-channel-peer")
 
 _INVALID_TOKEN_CHARS = re.compile(r"[^a-z0-9+\-_@.]+")
-_JID_SUFFIX = re.compile(r"(@s\.whatsapp\.net|@c\.us)$")
-_DEVICE_SUFFIX = re.compile(r":\d+$")
-_NON_DIGITS = re.compile(r"\D")
 
 
 def normalize_main_key(raw: str | None) -> str:
@@ -224,24 +221,6 @@ def session_agent_id(session_key: str) -> str:
 
 
 # --- identity links and bindings ----------------------------------------------------------------------------------
-
-
-def normalize_e164(raw: str | None) -> str:
-    """Phone-number-like ids to `+digits` (spec §12.1).
-
-    Strips a WhatsApp JID suffix (`@s.whatsapp.net`, `@c.us`) and a trailing `:device`, drops every non-digit,
-    and prefixes `+` when the input had one or there are at least 10 digits. Ids without digits become `""`.
-    """
-    text = (raw or "").strip()
-    if not text:
-        return ""
-    text = _JID_SUFFIX.sub("", text)
-    text = _DEVICE_SUFFIX.sub("", text)
-    had_plus = text.startswith("+")
-    digits = _NON_DIGITS.sub("", text)
-    if not digits:
-        return ""
-    return f"+{digits}" if had_plus or len(digits) >= 10 else digits
 
 
 def resolve_linked_identity(identity_links: Any, channel: str | None, sender_id: str | None) -> str | None:

@@ -348,14 +348,10 @@ def _send_workspace_object(services: Services, xfer: Transfer) -> None:
         return
     size = xfer.size or 0
     offset = 0
-    client = services.workspace.client
     piece_size = BINARY_CHUNK_BYTES if services.settings.local else CHUNK_BYTES
     while offset < size:
-        end_byte = min(size, offset + piece_size * 8) - 1
         try:
-            body = client.get_object(Bucket=services.workspace.bucket, Key=key, Range=f"bytes={offset}-{end_byte}")[
-                "Body"
-            ].read()
+            body = services.workspace.read_range(key, offset, min(size, offset + piece_size * 8))
         except Exception as exc:
             fail(services, xfer.transfer_id, f"Workspace read error: {type(exc).__name__}")
             return

@@ -276,7 +276,8 @@ class LocalGateway:
 
         from orbital.local.bridge import websocket_protocol
 
-        app = frontdoor.guard(self.bridge.app(), token_set=bool(self.options.token), on_refused=self._refused)
+        app = self._with_object_urls(self.bridge.app())
+        app = frontdoor.guard(app, token_set=bool(self.options.token), on_refused=self._refused)
         if self.xeno is not None:
             from orbital.local.xeno_socket import lifespan
 
@@ -296,6 +297,15 @@ class LocalGateway:
             proxy_headers=False,  # the peer is who connected: no forwarded address may stand in for it
         )
         return uvicorn.Server(config)
+
+    def _with_object_urls(self, app: Any) -> Any:
+        """`app`, serving the presigned URLs of the workspace under `/_objects/` when it is on files."""
+        from orbital.local.files import FileWorkspace
+        from orbital.local.object_urls import ObjectRoute, mount
+        from orbital.runtime.services import get_services
+
+        workspace = get_services().workspace
+        return mount(app, ObjectRoute(workspace)) if isinstance(workspace, FileWorkspace) else app
 
     def _refused(self, why: str) -> None:
         """A request refused at the front door (logged once per kind of reason, so a flood does not fill the log)."""

@@ -1,12 +1,13 @@
-"""Wire frames of the GSV protocol (`req`, `res`, `evt`) and the binary transfer chunk format."""
+"""Wire frames of the GSV protocol (`req`, `res`, `evt`) and the binary transfer chunk format.
+
+Frames are plain dicts: the dispatcher checks a request frame by hand (GSV's rules and error texts, spec §1.2) and
+the helpers below build the replies and events, so no model class stands between the socket and the method."""
 
 from __future__ import annotations
 
 import json
 import struct
-from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict
+from typing import Any
 
 from orbital.protocol.jsontext import compact
 
@@ -26,36 +27,6 @@ FRAGMENT_BYTES = 30_000
 def limits() -> dict[str, int]:
     """What the gateway accepts from a peer, as `hello-ok.features.limits` tells it (the same on AWS and locally)."""
     return {"maxMessageBytes": MAX_MESSAGE_BYTES, "maxFrameBytes": MAX_FRAME_BYTES}
-
-
-class RequestFrame(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-    type: Literal["req"]
-    id: str | int
-    method: str
-    params: Any = None
-
-
-class ErrorShape(BaseModel):
-    code: int
-    message: str
-    details: Any = None
-    retryable: bool | None = None
-
-
-class ResponseFrame(BaseModel):
-    type: Literal["res"] = "res"
-    id: str | int | None
-    ok: bool
-    payload: Any = None
-    error: ErrorShape | None = None
-
-
-class EventFrame(BaseModel):
-    type: Literal["evt"] = "evt"
-    event: str
-    payload: Any = None
-    seq: int | None = None
 
 
 def ok_frame(frame_id: Any, payload: Any) -> dict[str, Any]:

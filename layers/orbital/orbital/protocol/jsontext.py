@@ -4,8 +4,13 @@
 which costs more than encoding a frame of a few hundred bytes (7 us against 3 here); `json.loads` walks two Python
 functions before the C scanner. `compact` builds the encoder once and `loads` calls the scanner directly. The text
 is the same as `json.dumps(value, separators=(",", ":"), ensure_ascii=...)` gives, with one difference: a value
-that contains itself raises RecursionError instead of ValueError (nothing the gateway encodes can). Where the C
-accelerator is missing, the standard functions are used.
+that contains itself raises RecursionError instead of ValueError (nothing the gateway encodes can). The C encoder and
+scanner are the ones `json` itself uses but does not document: where they are missing, or take other arguments than
+here, the standard functions are used.
+
+orjson is not used here (ADR 0034): its text differs from `json.dumps` for values a frame may carry (`1e-05` is
+`0.00001`, NaN is `null`, an integer past 64 bits or a lone surrogate is an error, there is no ASCII-only mode), and
+`orjson.loads` reads an integer past 64 bits as a float.
 """
 
 from __future__ import annotations
@@ -23,7 +28,10 @@ def compact(*, ensure_ascii: bool) -> Callable[[Any], str]:
     if make is None:  # pragma: no cover - CPython always has it
         return standard.encode
     strings = encoder.encode_basestring_ascii if ensure_ascii else encoder.encode_basestring
-    prepared = make(None, standard.default, strings, None, ":", ",", False, False, True)
+    try:
+        prepared = make(None, standard.default, strings, None, ":", ",", False, False, True)
+    except TypeError:  # another Python's C encoder, with other arguments
+        return standard.encode
 
     def encode(value: Any) -> str:
         if isinstance(value, str):
@@ -33,8 +41,18 @@ def compact(*, ensure_ascii: bool) -> Callable[[Any], str]:
     return encode
 
 
-_c_scanner = getattr(scanner, "c_make_scanner", None)
-_scan = _c_scanner(decoder.JSONDecoder()) if _c_scanner is not None else None
+def _scanner() -> Callable[[str, int], tuple[Any, int]] | None:
+    make = getattr(scanner, "c_make_scanner", None)
+    if make is None:  # pragma: no cover - CPython always has it
+        return None
+    try:
+        scan: Callable[[str, int], tuple[Any, int]] = make(decoder.JSONDecoder())
+    except TypeError:  # another Python's C scanner, with other arguments
+        return None
+    return scan
+
+
+_scan = _scanner()
 
 
 def loads(text: str) -> Any:

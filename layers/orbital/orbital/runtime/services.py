@@ -75,9 +75,9 @@ class Services:
     def workspace(self) -> Workspace:
         if _storage is not None:
             return _storage[1]
-        from orbital.store.workspace import Workspace
+        from orbital.store.workspace import S3Workspace
 
-        return Workspace(clients.s3(), self.settings.bucket_name, cache=self.settings.local)
+        return S3Workspace(clients.s3(), self.settings.bucket_name, cache=self.settings.local)
 
     @functools.cached_property
     def gateway(self) -> GatewayRepo:

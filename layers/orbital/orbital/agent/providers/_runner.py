@@ -3,8 +3,8 @@
 Each attempt runs the adapter on a worker thread that hands its deltas back through a queue; the caller's thread
 passes them to the sink, watches the deadline and the cancel event, and decides about retries:
 
-- transient failures (429, 5xx, 529, connection errors, read timeouts) are retried at most MAX_RETRIES times, with
-  exponential backoff and jitter, or after Retry-After when the provider sends it;
+- transient failures (429, 5xx, 529, connection errors, read timeouts) are retried (tenacity's loop) at most
+  MAX_RETRIES times, with exponential backoff and jitter, or after Retry-After when the provider sends it;
 - never once anything has reached the sink (a retry would repeat visible text), and never past `timeout_s`;
 - `timeout_s` is the whole budget: each attempt gets what is left, and the caller gets a ModelError when it runs out
   even if a worker is still stuck in a read (the worker is told to stop and its stream is closed).
@@ -22,8 +22,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from tenacity import RetryCallState, Retrying, retry_if_exception_type
+
 from orbital.agent.providers._errors import (
     EmptyResponse,
+    Failure,
     classify,
     describe,
     is_transient,
@@ -109,6 +112,20 @@ def _backoff(retry: int) -> float:
     return ceiling / 2 + random.uniform(0, ceiling / 2)
 
 
+class _Transient(Exception):
+    """An attempt that failed in a way worth another try."""
+
+    def __init__(self, failure: Failure) -> None:
+        super().__init__("a transient model failure")  # the provider's words stay in `failure`, scrubbed when shown
+        self.failure = failure
+
+
+def _failure(state: RetryCallState) -> Failure:
+    error = state.outcome.exception() if state.outcome is not None else None
+    assert isinstance(error, _Transient)
+    return error.failure
+
+
 def complete(request: ModelRequest, sink: StreamSink | None = None) -> dict[str, Any]:
     """Call the model and return the stored assistant message, streaming text and thinking into `sink`."""
     info = resolve_provider(request.config or {}, request.provider)
@@ -117,8 +134,9 @@ def complete(request: ModelRequest, sink: StreamSink | None = None) -> dict[str,
     deadline = time.monotonic() + budget
     run = _adapter(info.api)
     emitted = False
-    retries = 0
-    while True:
+
+    def once() -> dict[str, Any]:
+        nonlocal emitted
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise _timed_out(request)
@@ -143,40 +161,54 @@ def complete(request: ModelRequest, sink: StreamSink | None = None) -> dict[str,
                 f"Model stream from {request.provider} broke off after output began: {summary(failure, secrets)}",
                 True,
             ) from None
-        if retries >= MAX_RETRIES:
-            raise ModelError(
-                "transient",
-                f"Model provider unavailable after {MAX_RETRIES} retries: {summary(failure, secrets)}",
-                True,
-            ) from None
-        wait = retry_after(failure.headers)
-        if wait is None:
-            wait = _backoff(retries)
-        if time.monotonic() + wait >= deadline:
-            raise ModelError(
-                "transient",
+        raise _Transient(failure)
+
+    def wait(state: RetryCallState) -> float:
+        asked = retry_after(_failure(state).headers)
+        return _backoff(state.attempt_number - 1) if asked is None else asked
+
+    def stop(state: RetryCallState) -> bool:
+        return state.attempt_number > MAX_RETRIES or time.monotonic() + state.upcoming_sleep >= deadline
+
+    def give_up(state: RetryCallState) -> dict[str, Any]:
+        failure = _failure(state)
+        if state.attempt_number > MAX_RETRIES:
+            message = f"Model provider unavailable after {MAX_RETRIES} retries: {summary(failure, secrets)}"
+        else:
+            message = (
                 f"Model provider unavailable (no time left to retry within {request.timeout_s:g}s): "
-                f"{summary(failure, secrets)}",
-                True,
-            ) from None
-        retries += 1
+                f"{summary(failure, secrets)}"
+            )
+        raise ModelError("transient", message, True) from None
+
+    def announce(state: RetryCallState) -> None:
         log.warning(
             "model call to %s/%s failed (%s); retry %d of %d in %.1fs",
             request.provider,
             request.model,
-            summary(failure, secrets),
-            retries,
+            summary(_failure(state), secrets),
+            state.attempt_number,
             MAX_RETRIES,
-            wait,
+            state.upcoming_sleep,
         )
-        _sleep(wait, request)
+
+    retry: Retrying = Retrying(
+        retry=retry_if_exception_type(_Transient),
+        wait=wait,
+        stop=stop,
+        sleep=lambda seconds: pause(seconds, request.cancel),
+        before_sleep=announce,
+        retry_error_callback=give_up,
+    )
+    return retry(once)
 
 
-def _sleep(seconds: float, request: ModelRequest) -> None:
-    if request.cancel is None:
+def pause(seconds: float, cancel: threading.Event | None) -> None:
+    """The wait between two attempts; a cancel during it ends the call (tests put a recorder here)."""
+    if cancel is None:
         time.sleep(seconds)
         return
-    if request.cancel.wait(seconds):
+    if cancel.wait(seconds):
         raise _cancelled()
 
 

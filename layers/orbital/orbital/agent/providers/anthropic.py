@@ -10,9 +10,9 @@ system prompt and the newest turn when talking to Anthropic itself.
 from __future__ import annotations
 
 import re
-import threading
 from typing import TYPE_CHECKING, Any
 
+from orbital.agent.providers._clients import sdk_client
 from orbital.agent.providers._convert import (
     EMPTY_USER,
     Assembler,
@@ -47,27 +47,16 @@ _OUTPUT_CAPS: tuple[tuple[str, int], ...] = (
 )
 _NO_THINKING = re.compile(r"claude-(instant|2|3-(5-)?(haiku|sonnet|opus)|3-opus|3-haiku)", re.IGNORECASE)
 
-_clients: dict[tuple[Any, ...], Any] = {}
-_clients_lock = threading.Lock()
 
-
-def _client(info: ProviderInfo) -> Any:
+def _new_client(info: ProviderInfo) -> Any:
     import anthropic
 
-    key = (info.base_url, info.api_key, tuple(sorted(info.headers.items())))
-    with _clients_lock:
-        client = _clients.get(key)
-        if client is None:
-            if len(_clients) >= 8:
-                _clients.clear()
-            client = anthropic.Anthropic(
-                api_key=info.api_key,
-                base_url=info.base_url or None,
-                max_retries=0,
-                default_headers=info.headers or None,
-            )
-            _clients[key] = client
-        return client
+    return anthropic.Anthropic(
+        api_key=info.api_key,
+        base_url=info.base_url or None,
+        max_retries=0,
+        default_headers=info.headers or None,
+    )
 
 
 def safe_id(call_id: str) -> str:
@@ -201,7 +190,7 @@ def build_params(request: ModelRequest, info: ProviderInfo) -> dict[str, Any]:
 
 def run(attempt: Attempt) -> dict[str, Any]:
     request = attempt.request
-    client = _client(attempt.info)
+    client = sdk_client(attempt.info, _new_client)
     stream = client.messages.create(**build_params(request, attempt.info), stream=True, timeout=attempt.timeout)
     attempt.on_close(stream.close)
     asm = Assembler(API, request.provider, request.model, attempt.emit)

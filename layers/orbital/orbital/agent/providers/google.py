@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import base64
 import re
-import threading
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from orbital.agent.providers._clients import sdk_client
 from orbital.agent.providers._convert import EMPTY_USER, Assembler, prepare, same_origin, usage, user_blocks
 from orbital.agent.providers._errors import IncompleteStream
 from orbital.agent.providers._resolve import bare_model, max_tokens
@@ -31,28 +31,17 @@ SKIP_SIGNATURE = b"skip_thought_signature_validator"
 
 STOP_REASONS = {"STOP": "stop", "MAX_TOKENS": "length", "FINISH_REASON_UNSPECIFIED": "stop"}
 
-_clients: dict[tuple[Any, ...], Any] = {}
-_clients_lock = threading.Lock()
 
-
-def _client(info: ProviderInfo) -> Any:
+def _new_client(info: ProviderInfo) -> Any:
     from google import genai
     from google.genai import types
 
-    key = (info.base_url, info.api_key, tuple(sorted(info.headers.items())))
-    with _clients_lock:
-        client = _clients.get(key)
-        if client is None:
-            if len(_clients) >= 8:
-                _clients.clear()
-            options = types.HttpOptions(
-                base_url=info.base_url or None,
-                headers=dict(info.headers) or None,
-                retry_options=types.HttpRetryOptions(attempts=1),
-            )
-            client = genai.Client(api_key=info.api_key, vertexai=False, http_options=options)
-            _clients[key] = client
-        return client
+    options = types.HttpOptions(
+        base_url=info.base_url or None,
+        headers=dict(info.headers) or None,
+        retry_options=types.HttpRetryOptions(attempts=1),
+    )
+    return genai.Client(api_key=info.api_key, vertexai=False, http_options=options)
 
 
 def _b64decode(value: str) -> bytes:
@@ -180,7 +169,7 @@ def build_config(request: ModelRequest, info: ProviderInfo, timeout: float | Non
 
 def run(attempt: Attempt) -> dict[str, Any]:
     request = attempt.request
-    client = _client(attempt.info)
+    client = sdk_client(attempt.info, _new_client)
     chunks = client.models.generate_content_stream(
         model=request.model,
         contents=wire_contents(request),

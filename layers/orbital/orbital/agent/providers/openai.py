@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from orbital.agent.providers._clients import sdk_client
 from orbital.agent.providers._convert import EMPTY_USER, Assembler, data_url, prepare, usage, user_blocks
 from orbital.agent.providers._errors import IncompleteStream
 from orbital.agent.providers._resolve import bare_model, max_tokens
@@ -37,27 +37,16 @@ EMPTY_RESULT = "(no output)"
 
 _REASONING_MODEL = re.compile(r"^(o[1-9]|gpt-5)")
 
-_clients: dict[tuple[Any, ...], Any] = {}
-_clients_lock = threading.Lock()
 
-
-def _client(info: ProviderInfo) -> Any:
+def _new_client(info: ProviderInfo) -> Any:
     import openai
 
-    key = (info.base_url, info.api_key, tuple(sorted(info.headers.items())))
-    with _clients_lock:
-        client = _clients.get(key)
-        if client is None:
-            if len(_clients) >= 8:
-                _clients.clear()
-            client = openai.OpenAI(
-                api_key=info.api_key,
-                base_url=info.base_url or None,
-                max_retries=0,
-                default_headers=info.headers or None,
-            )
-            _clients[key] = client
-        return client
+    return openai.OpenAI(
+        api_key=info.api_key,
+        base_url=info.base_url or None,
+        max_retries=0,
+        default_headers=info.headers or None,
+    )
 
 
 def is_reasoning_model(model: str) -> bool:
@@ -185,7 +174,7 @@ def build_params(request: ModelRequest, info: ProviderInfo) -> dict[str, Any]:
 
 def run(attempt: Attempt) -> dict[str, Any]:
     request = attempt.request
-    client = _client(attempt.info)
+    client = sdk_client(attempt.info, _new_client)
     stream = client.chat.completions.create(**build_params(request, attempt.info), timeout=attempt.timeout)
     attempt.on_close(stream.close)
     asm = Assembler(API, request.provider, request.model, attempt.emit)
