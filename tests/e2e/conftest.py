@@ -157,7 +157,7 @@ def store_for(gw: GatewayProcess) -> Any:
     import boto3
     from orbital.runtime.services import Services
     from orbital.settings import Settings
-    from orbital.store.table import Table
+    from orbital.store.dynamo_table import DynamoTable
     from orbital.store.workspace import Workspace
 
     info = gw.runtime()
@@ -170,7 +170,7 @@ def store_for(gw: GatewayProcess) -> Any:
     }
     settings = Settings(table_name=info["table"], bucket_name=info["bucket"], aws_endpoint=info["awsEndpoint"])
     services = Services(settings, sender=None)
-    services.__dict__["table"] = Table(boto3.client("dynamodb", **kw), info["table"])
+    services.__dict__["table"] = DynamoTable(boto3.client("dynamodb", **kw), info["table"])
     services.__dict__["workspace"] = Workspace(boto3.client("s3", **kw), info["bucket"])
     services.__dict__["s3"] = boto3.client("s3", **kw)
     return services
