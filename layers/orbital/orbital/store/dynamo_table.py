@@ -315,7 +315,7 @@ class DynamoTable(Table):
         forward: bool = True,
         limit: int | None = None,
     ) -> list[Record]:
-        check_query(sk_prefix, None, limit)
+        sk_prefix = check_query(sk_prefix, None, limit)
         if not self._cache_on:
             items = self._query_items(pk, sk_prefix=sk_prefix, forward=forward, limit=limit)
             return [r for r in (self._decode(i) for i in items) if r][:limit]
@@ -392,7 +392,7 @@ class DynamoTable(Table):
     def query_index(
         self, gsi_pk: str, *, sk_prefix: str | None = None, limit: int | None = None, sk_max: str | None = None
     ) -> list[Record]:
-        check_query(sk_prefix, sk_max, limit)
+        sk_prefix = check_query(sk_prefix, sk_max, limit)
         items = self._query_items(gsi_pk, sk_prefix=sk_prefix, forward=True, limit=limit, index="GSI1", sk_max=sk_max)
         return [r for r in (self._decode(i) for i in items) if r][:limit]
 

@@ -148,11 +148,13 @@ def check_batch(
     return put_list, delete_list
 
 
-def check_query(sk_prefix: str | None, sk_max: str | None, limit: int | None) -> None:
+def check_query(sk_prefix: str | None, sk_max: str | None, limit: int | None) -> str | None:
+    """Checks a query's options; returns its sort-key prefix (None for none: an empty prefix matches everything)."""
     if sk_prefix is not None and sk_max is not None:
         raise ValueError("a query takes a sort-key prefix or a maximum, not both")
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
-        raise ValueError(f"a limit is a positive whole number, not {limit!r}")
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+        raise ValueError(f"a limit is a whole number, 0 or more, not {limit!r}")
+    return sk_prefix or None
 
 
 class Table(ABC):
@@ -265,10 +267,13 @@ class Table(ABC):
 
     def forget_cached(self) -> None:
         """Drop whatever is cached (after work that read widely; writes of other processes are seen again)."""
+        return None
 
     def forget(self, key: tuple[str, str]) -> None:
         """Drop one item from the cache (it was changed by a write that did not go through this table)."""
+        return None
 
     def know_absent(self, key: tuple[str, str]) -> None:
         """The caller knows this item does not exist (a key nobody could have written yet): a cache may answer a
         read of it without a request."""
+        return None
