@@ -12,7 +12,7 @@ stack's patches), so they check DynamoDB's behaviour as moto models it, not ours
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -25,27 +25,30 @@ NAME = "orbital-contract"
 
 
 @contextmanager
-def moto_table() -> Iterator[Any]:
-    """A low-level DynamoDB client on plain moto, with the template's table created in it."""
+def plain_moto() -> Iterator[Any]:
+    """A low-level DynamoDB client on plain moto."""
     import boto3
     from moto import mock_aws
+
+    with mock_aws():
+        yield boto3.client("dynamodb", region_name="us-east-1")
+
+
+def create_table(client: Any, name: str) -> None:
+    """The template's table, created as CloudFormation would (with its TTL attribute)."""
     from orbital.local.template import load_template, table_definition, ttl_attribute
 
     template = load_template(ROOT / "template.yaml")
-    with mock_aws():
-        client = boto3.client("dynamodb", region_name="us-east-1")
-        _, kwargs = table_definition(template)
-        client.create_table(TableName=NAME, **kwargs)
-        attribute = ttl_attribute(template)
-        assert attribute == "ttl"
-        client.update_time_to_live(
-            TableName=NAME, TimeToLiveSpecification={"Enabled": True, "AttributeName": attribute}
-        )
-        yield client
+    _, kwargs = table_definition(template)
+    client.create_table(TableName=name, **kwargs)
+    attribute = ttl_attribute(template)
+    assert attribute == "ttl"
+    client.update_time_to_live(TableName=name, TimeToLiveSpecification={"Enabled": True, "AttributeName": attribute})
 
 
 @contextmanager
-def open_table(kind: str, directory: Path) -> Iterator[Any]:
+def open_table(kind: str, directory: Path, client: Any = None) -> Iterator[Any]:
+    """A fresh table of `kind`; a DynamoDB one in `client`'s moto (default: a moto of its own)."""
     if kind == "sqlite":
         from orbital.local.database import Database
         from orbital.local.sqlite_table import SqliteTable
@@ -55,8 +58,12 @@ def open_table(kind: str, directory: Path) -> Iterator[Any]:
         return
     from orbital.store.dynamo_table import DynamoTable
 
-    with moto_table() as client:
-        yield DynamoTable(client, NAME, cache=kind == "dynamo-cached")
+    with ExitStack() as stack:
+        if client is None:
+            client = stack.enter_context(plain_moto())
+        name = f"{NAME}-{kind}"
+        create_table(client, name)
+        yield DynamoTable(client, name, cache=kind == "dynamo-cached")
 
 
 @pytest.fixture(params=KINDS)
