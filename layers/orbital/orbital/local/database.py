@@ -11,9 +11,11 @@
   began after its commit has finished. The first waiter to find no sync running starts one and covers every commit
   made so far; those arriving meanwhile wait for the next. So many writers share one fsync, and the lock is never
   held across one. (`sync="full"` instead makes every commit sync the WAL itself, `synchronous=FULL`, under the lock:
-  kept to measure against, see `bench/table_durability.py`.)
+  kept to measure against, see `bench/table_sqlite.py`.) A failed fsync fails every waiter, and every write after it.
 - A transaction opened with `durable=False` (what does not outlive the process) does not wait; it reaches the disk
-  with the next sync. With `durable=False` on the database, nothing waits (the gateway's `--no-durable`).
+  with the next sync. With `durable=False` on the database, nothing waits (`GatewayOptions.durable`).
+- **Checkpoints** (copying the WAL into the main file) run on a thread of their own every `CHECKPOINT_EVERY` commits
+  and every second, never on a writer's time.
 - Opening an existing file recovers every committed transaction (SQLite replays the WAL); a transaction whose
   frames were torn by a crash was not acknowledged, and is dropped whole.
 
@@ -148,9 +150,18 @@ class Database:
     """One SQLite database file (see the module's docstring).
 
     `Database(path)` opens (or creates) the file; `close()` (or leaving a `with` block) closes it. `durable=False`:
-    nothing waits for the disk. `sync`: "group" (the default) or "full" (see the module's docstring)."""
+    nothing waits for the disk. `sync`: "group" (the default) or "full" (see the module's docstring).
+    `checkpoint_interval_s`: the longest time between two checkpoints (None: only every `CHECKPOINT_EVERY`
+    commits)."""
 
-    def __init__(self, path: Path | str, *, durable: bool = True, sync: Sync = "group") -> None:
+    def __init__(
+        self,
+        path: Path | str,
+        *,
+        durable: bool = True,
+        sync: Sync = "group",
+        checkpoint_interval_s: float | None = CHECKPOINT_INTERVAL_S,
+    ) -> None:
         if sync not in ("group", "full"):
             raise ValueError(f"sync is 'group' or 'full', not {sync!r}")
         self.path = Path(path)
@@ -174,24 +185,34 @@ class Database:
         self.syncs = 0
         """fsyncs of the WAL made so far (for tests and benchmarks)."""
         self._checkpoint_due = threading.Event()
+        self._checkpoint_interval_s = checkpoint_interval_s
         self._checkpointer: threading.Thread | None = None
         self._stopping = False
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._writer = self._connect()
-        mode = self._writer.execute("PRAGMA journal_mode=WAL").fetchone()[0]
-        if str(mode).lower() != "wal":
-            self._writer.close()
-            raise DatabaseError(f"{self.path}: SQLite could not use WAL mode (got {mode})")
-        full = durable and sync == "full"
-        self._writer.execute(f"PRAGMA synchronous={'FULL' if full else 'NORMAL'}")
-        self._writer.execute("PRAGMA wal_autocheckpoint=0")  # the checkpointer's thread does it, not a writer
-        self._writer.execute(f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT}")
-        self._writer.execute(
-            f"CREATE TABLE IF NOT EXISTS {SCHEMA_TABLE} (component TEXT PRIMARY KEY, version INTEGER NOT NULL)"
-        )
         self._wal_fd = -1
-        if durable and sync == "group":
-            self._wal_fd = os.open(f"{self.path}-wal", os.O_RDONLY)
+        try:
+            self._writer = self._connect()
+        except sqlite3.Error as exc:
+            raise DatabaseError(f"{self.path}: cannot open the database: {exc}") from exc
+        try:
+            mode = self._writer.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                raise DatabaseError(f"{self.path}: SQLite could not use WAL mode (got {mode})")
+            full = durable and sync == "full"
+            self._writer.execute(f"PRAGMA synchronous={'FULL' if full else 'NORMAL'}")
+            self._writer.execute("PRAGMA wal_autocheckpoint=0")  # the checkpointer's thread does it, not a writer
+            self._writer.execute(f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT}")
+            self._writer.execute(
+                f"CREATE TABLE IF NOT EXISTS {SCHEMA_TABLE} (component TEXT PRIMARY KEY, version INTEGER NOT NULL)"
+            )
+            if durable and sync == "group":
+                self._wal_fd = os.open(f"{self.path}-wal", os.O_RDONLY)
+        except (sqlite3.Error, OSError) as exc:
+            self._writer.close()
+            raise DatabaseError(f"{self.path}: cannot open the database: {exc}") from exc
+        except BaseException:
+            self._writer.close()
+            raise
         _fsync_directory(self.path.parent)  # the file and its WAL (new at every open) are in the directory for good
         self._checkpointer = threading.Thread(target=self._checkpoints, name="orbital-db-checkpoint", daemon=True)
         self._checkpointer.start()
@@ -315,13 +336,13 @@ class Database:
     # --- closing ------------------------------------------------------------------------------------------------
 
     def _checkpoints(self) -> None:
-        """Copy the WAL's pages into the database file every `CHECKPOINT_EVERY` commits (or `CHECKPOINT_INTERVAL_S`),
+        """Copy the WAL's pages into the database file every `CHECKPOINT_EVERY` commits (and every so often),
         on a connection of its own, so no writer pays for it. PASSIVE: it never waits for readers or the writer; the
         next writer after a complete checkpoint starts the WAL from its beginning again."""
         conn = self._connect()
         try:
             while not self._stopping:
-                self._checkpoint_due.wait(CHECKPOINT_INTERVAL_S)
+                self._checkpoint_due.wait(self._checkpoint_interval_s)
                 self._checkpoint_due.clear()
                 if self._stopping:
                     break
