@@ -249,6 +249,7 @@ def tables(tmp_path: Path) -> Iterator[dict[str, Any]]:
         yield {kind: stack.enter_context(open_table(kind, tmp_path, client)) for kind in KINDS}
 
 
+@pytest.mark.timeout(max(120, SEQUENCES * 3))
 @FUZZ
 @given(sequence=st.lists(operations, min_size=15, max_size=40))
 def test_every_implementation_does_the_same(tables: dict[str, Any], sequence: list[tuple[str, dict[str, Any]]]) -> None:

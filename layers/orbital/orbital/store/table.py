@@ -234,9 +234,10 @@ class Table(ABC):
         update (`ALL_NEW`), before it (`ALL_OLD`; None if there was none), or None (`NONE`)."""
 
     def next_counter(self, key: tuple[str, str], amount: int = 1) -> int:
-        """Add `amount` to the counter at `key` (an item of its own) and return the new value."""
+        """Add `amount` to the counter at `key` (an item of its own, without a `ttl`) and return the new value."""
         rec = self.update(key, add={"n": amount})
-        assert rec is not None
+        if rec is None:
+            raise ValueError(f"the counter at {key[0]}/{key[1]} has expired")
         return int(rec.attrs["n"])
 
     @abstractmethod
