@@ -153,27 +153,27 @@ def client(gateway: GatewayProcess) -> Iterator[Any]:
 
 
 def store_for(gw: GatewayProcess) -> Any:
-    """Services bound to a running local gateway's moto endpoint (to seed data the RPCs then read)."""
-    import boto3
+    """Services on a running local gateway's data directory, opened beside it (to seed data the RPCs then read)."""
+    from orbital.local.store import LocalStore
     from orbital.runtime.services import Services
     from orbital.settings import Settings
-    from orbital.store.table import Table
-    from orbital.store.workspace import S3Workspace
 
-    info = gw.runtime()
-    key_id, secret = info["awsAccessKey"]  # the gateway's moto server answers only this start's key
-    kw = {
-        "endpoint_url": info["awsEndpoint"],
-        "region_name": "us-east-1",
-        "aws_access_key_id": key_id,
-        "aws_secret_access_key": secret,
-    }
-    settings = Settings(table_name=info["table"], bucket_name=info["bucket"], aws_endpoint=info["awsEndpoint"])
-    services = Services(settings, sender=None)
-    services.__dict__["table"] = Table(boto3.client("dynamodb", **kw), info["table"])
-    services.__dict__["workspace"] = S3Workspace(boto3.client("s3", **kw), info["bucket"])
-    services.__dict__["s3"] = boto3.client("s3", **kw)
+    store = LocalStore.open(gw.data_dir, exclusive=False)
+    _opened.append(store)
+    services = Services(Settings(), sender=None)
+    services.__dict__["table"] = store.table
+    services.__dict__["workspace"] = store.workspace
     return services
+
+
+_opened: list[Any] = []
+
+
+@pytest.fixture(autouse=True)
+def _close_opened_stores() -> Iterator[None]:
+    yield
+    while _opened:
+        _opened.pop().close()
 
 
 class NodeProcess:

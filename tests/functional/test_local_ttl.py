@@ -12,7 +12,7 @@ from moto.dynamodb.models import dynamodb_backends
 from orbital.local import ttl
 from orbital.local.server import Ticker
 from orbital.local.stack import ACCOUNT, REGION
-from orbital.store.table import Table
+from orbital.store.dynamo_table import DynamoTable
 
 from tests.conftest import TABLE, wait_for
 
@@ -23,7 +23,7 @@ def _stored(key: tuple[str, str]) -> bool:
 
 
 def test_expired_items_are_deleted_and_leave_the_cache(services: Any, monkeypatch: Any) -> None:
-    table = Table(services.table.client, TABLE, cache=True)  # as the local gateway's
+    table = DynamoTable(services.table.client, TABLE, cache=True)  # as the local gateway's
     now = time.time()
     past, future, kept, rewritten = ("T#past", "a"), ("T#future", "b"), ("T#kept", "c"), ("T#again", "d")
     table.put(past, {"x": 1}, ttl=int(now) - 10)
@@ -46,7 +46,7 @@ def test_expired_items_are_deleted_and_leave_the_cache(services: Any, monkeypatc
 
     # listed as expired, then written again with a later ttl before its delete: kept
     table.put(rewritten, {"x": 4}, ttl=int(now) + 3600)
-    monkeypatch.setattr(ttl, "expired_keys", lambda *_: [rewritten])
+    monkeypatch.setattr(table, "_expired_keys", lambda *_: [rewritten])
     assert ttl.sweep(table, "ttl", now) == 0
     assert table.get(rewritten).data == {"x": 4}
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 
 from orbital.errors import ConflictError
+from orbital.store import conditions as cond
 
 
 def test_concurrent_conditional_updates_have_one_winner(aws, services):
@@ -19,7 +20,7 @@ def test_concurrent_conditional_updates_have_one_winner(aws, services):
         def claim(n: int, key: tuple[str, str] = key, wins: list[int] = wins) -> None:
             start.wait()
             try:
-                table.update(key, set_attrs={"st": "done"}, condition="st = :p", values={":p": "pending"})
+                table.update(key, set_attrs={"st": "done"}, condition=cond.eq("st", "pending"))
                 wins.append(n)
             except ConflictError:
                 pass

@@ -34,6 +34,7 @@ from orbital.domain import commands, pairing, timefmt
 from orbital.domain.config import as_dict
 from orbital.domain.session_keys import resolve_agent_id_from_binding, session_key_for_peer
 from orbital.errors import ConflictError
+from orbital.store import conditions as cond
 from orbital.store import keys
 
 if TYPE_CHECKING:
@@ -79,8 +80,7 @@ def _claim(services: Services, channel: str, account_id: str, message_id: str) -
             {"receivedAt": now},
             ttl=int(time.time()) + SEEN_TTL_SECONDS,
             attrs={"lu": now + LEASE_MS},
-            condition="attribute_not_exists(PK) OR lu < :now",
-            values={":now": now},
+            condition=cond.not_exists("PK") | cond.lt("lu", now),
         )
     except ConflictError:
         found = services.table.get(key)

@@ -37,6 +37,7 @@ from orbital.aws import clients
 from orbital.engines import waitgroup
 from orbital.errors import ConflictError, UnavailableError
 from orbital.protocol.frames import error_frame, ok_frame
+from orbital.store import conditions as cond
 from orbital.store import http_answers, keys
 from orbital.store.table import ConditionFailed
 
@@ -134,7 +135,7 @@ def create(services: Services, call: PendingCall) -> None:
         attrs={"st": PENDING, "ck": call.kind},
         gsi=keys.node_calls_index(call.node_id, call.call_id) if call.node_id else None,
         ttl=ttl,
-        condition="attribute_not_exists(PK)",
+        condition=cond.not_exists("PK"),
     )
 
 
@@ -234,8 +235,7 @@ def claim(
         old = services.table.update(
             keys.pending_call(call_id),
             set_attrs=done,
-            condition="st = :pending",
-            values={":pending": PENDING},
+            condition=cond.eq("st", PENDING),
             return_values="ALL_OLD",
             unindex=True,
         )
@@ -265,8 +265,7 @@ def claim_answer(services: Services, call_id: str, node_id: str, kind: str) -> N
         old = services.table.update(
             keys.pending_call(call_id),
             set_attrs={"st": DONE},
-            condition="st = :pending AND ck = :kind AND GSI1PK = :owner",
-            values={":pending": PENDING, ":kind": kind, ":owner": keys.node_calls_pk(node_id)},
+            condition=cond.eq("st", PENDING) & cond.eq("ck", kind) & cond.eq("GSI1PK", keys.node_calls_pk(node_id)),
             return_values="ALL_OLD",
             unindex=True,
             current_on_conflict=True,
@@ -397,7 +396,7 @@ def record_answered(services: Services, call_id: str, outcome: dict[str, Any], *
             {"callId": call_id, "kind": "failed", "nodeId": "", "extra": {"group": group} if group else {}},
             attrs={"st": DONE, "out": _stored_outcome(services, call_id, outcome)},
             ttl=int(time.time()) + TOMBSTONE_SECONDS,
-            condition="attribute_not_exists(PK)",
+            condition=cond.not_exists("PK"),
         )
     except ConflictError:
         return False
@@ -412,8 +411,7 @@ def register_token(services: Services, call_id: str, token: str) -> bool:
         services.table.update(
             keys.pending_call(call_id),
             set_attrs={"tok": token},
-            condition="st = :pending",
-            values={":pending": PENDING},
+            condition=cond.eq("st", PENDING),
             return_values="NONE",
         )
     except ConflictError:

@@ -29,6 +29,7 @@ from orbital.engines import deferred
 from orbital.errors import ConflictError, GatewayFailure
 from orbital.protocol.frames import event_frame
 from orbital.runtime import lifecycle
+from orbital.store import conditions as cond
 from orbital.store import keys
 from orbital.store import skills as skills_store
 
@@ -161,7 +162,7 @@ def _write(services: Services, probe: Probe) -> Probe | None:
     try:
         if probe.rev == 0:
             services.table.put(
-                key, nxt.to_data(), attrs={"rev": nxt.rev}, ttl=_ttl(probe), condition="attribute_not_exists(PK)"
+                key, nxt.to_data(), attrs={"rev": nxt.rev}, ttl=_ttl(probe), condition=cond.not_exists("PK")
             )
         else:
             services.table.put(
@@ -169,8 +170,7 @@ def _write(services: Services, probe: Probe) -> Probe | None:
                 nxt.to_data(),
                 attrs={"rev": nxt.rev},
                 ttl=_ttl(probe),
-                condition="rev = :rev",
-                values={":rev": probe.rev},
+                condition=cond.eq("rev", probe.rev),
             )
     except ConflictError:
         return None

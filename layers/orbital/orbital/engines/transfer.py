@@ -36,6 +36,7 @@ from orbital.domain.workspace_paths import content_type_for, normalize_relative_
 from orbital.engines import deferred
 from orbital.errors import BadRequestError, ConflictError, ForbiddenError, UnavailableError
 from orbital.protocol.frames import event_frame, pack_chunk
+from orbital.store import conditions as cond
 from orbital.store import keys
 
 if TYPE_CHECKING:
@@ -161,7 +162,7 @@ def load(services: Services, transfer_id: int) -> Transfer | None:
 def _set(services: Services, transfer_id: int, **attrs: Any) -> None:
     try:
         services.table.update(
-            keys.transfer(transfer_id), set_attrs=attrs, condition="attribute_exists(PK)", return_values="NONE"
+            keys.transfer(transfer_id), set_attrs=attrs, condition=cond.exists("PK"), return_values="NONE"
         )
     except ConflictError:
         pass  # finished meanwhile
@@ -387,8 +388,7 @@ def on_chunk(services: Services, connection_id: str, transfer_id: int, data: byt
         rec = services.table.update(
             keys.transfer(transfer_id),
             add={"b": len(data)},
-            condition="(xs = :streaming OR xs = :completing) AND sc = :conn",
-            values={":streaming": "streaming", ":completing": "completing", ":conn": connection_id},
+            condition=(cond.eq("xs", "streaming") | cond.eq("xs", "completing")) & cond.eq("sc", connection_id),
         )
     except ConflictError:
         return
@@ -410,9 +410,7 @@ def on_chunk(services: Services, connection_id: str, transfer_id: int, data: byt
             fail(services, transfer_id, f"Node disconnected: {xfer.destination.node}")
             return
     try:
-        landed = services.table.update(
-            keys.transfer(transfer_id), add={"l": len(data)}, condition="attribute_exists(PK)"
-        )
+        landed = services.table.update(keys.transfer(transfer_id), add={"l": len(data)}, condition=cond.exists("PK"))
     except ConflictError:
         return  # ended meanwhile
     if landed is not None:
@@ -444,8 +442,7 @@ def on_complete(
         rec = services.table.update(
             keys.transfer(transfer_id),
             set_attrs={"xs": "completing"},
-            condition="xs = :streaming",
-            values={":streaming": "streaming"},
+            condition=cond.eq("xs", "streaming"),
         )
     except ConflictError:
         return  # not streaming (already completing, or ended)
@@ -464,8 +461,7 @@ def _complete_when_landed(services: Services, xfer: Transfer) -> None:
         services.table.update(
             keys.transfer(xfer.transfer_id),
             set_attrs={"xs": "finishing"},
-            condition="xs = :completing",
-            values={":completing": "completing"},
+            condition=cond.eq("xs", "completing"),
             return_values="NONE",
         )
     except ConflictError:

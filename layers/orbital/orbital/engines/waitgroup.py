@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from orbital.aws import clients
 from orbital.errors import ConflictError
+from orbital.store import conditions as cond
 from orbital.store import keys
 
 if TYPE_CHECKING:
@@ -41,7 +42,7 @@ def open_group(services: Services, group_id: str, data: dict[str, Any], count: i
             data,
             attrs={"n": count},
             ttl=int(time.time()) + TTL_SECONDS,
-            condition="attribute_not_exists(PK)",
+            condition=cond.not_exists("PK"),
         )
     except ConflictError:
         return False
@@ -64,8 +65,7 @@ def register(services: Services, group_id: str, token: str) -> bool:
         services.table.update(
             keys.wait_group(group_id),
             set_attrs={"tok": token},
-            condition="attribute_exists(PK) AND n > :zero",
-            values={":zero": 0},
+            condition=cond.exists("PK") & cond.gt("n", 0),
             return_values="NONE",
         )
     except ConflictError:
@@ -86,7 +86,7 @@ def release(token: str | None, output: dict[str, Any] | None = None) -> None:
 def done_one(services: Services, group_id: str) -> None:
     """One call of the group was answered (call this exactly once per call, after claiming its answer)."""
     try:
-        rec = services.table.update(keys.wait_group(group_id), add={"n": -1}, condition="attribute_exists(PK)")
+        rec = services.table.update(keys.wait_group(group_id), add={"n": -1}, condition=cond.exists("PK"))
     except ConflictError:
         return  # the group is gone (its run ended)
     if rec is None:

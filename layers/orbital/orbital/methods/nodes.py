@@ -19,6 +19,7 @@ from orbital.protocol.frames import event_frame, fit
 from orbital.protocol.params import GivenCount, GivenFlag, Items, Json, Number, Text, Whole
 from orbital.protocol.registry import CLIENT, NODE, Params, Result, Router
 from orbital.runtime import lifecycle
+from orbital.store import conditions as cond
 from orbital.store import keys
 from orbital.tools.catalog import find_node_for_tool
 
@@ -457,7 +458,7 @@ def node_exec_event(ctx: CallContext, params: ExecEventParams) -> dict[str, Any]
             keys.exec_event(node_id, session_id, event_id),
             record,
             ttl=int(time.time()) + EXEC_TTL_SECONDS,
-            condition="attribute_not_exists(PK)",
+            condition=cond.not_exists("PK"),
         )
     except ConflictError:
         return {"ok": True}  # already stored: duplicates are acknowledged, not repeated
@@ -476,8 +477,7 @@ def _claim_delivery(services: Services, record: dict[str, Any], claim: int) -> b
         services.table.update(
             key,
             set_attrs={"dl": claim},
-            condition="attribute_not_exists(dl) OR dl = :zero",
-            values={":zero": 0},
+            condition=cond.not_exists("dl") | cond.eq("dl", 0),
             return_values="NONE",
         )
     except ConflictError:

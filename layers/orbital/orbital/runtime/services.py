@@ -18,6 +18,7 @@ from orbital.settings import Settings, get_settings
 from orbital.store import http_answers
 from orbital.store.config_repo import ConfigRepo
 from orbital.store.connections import ConnectionRepo
+from orbital.store.dynamo_table import DynamoTable
 from orbital.store.table import Table
 
 if TYPE_CHECKING:
@@ -55,7 +56,7 @@ class Services:
     def table(self) -> Table:
         if _storage is not None:
             return _storage[0]
-        return Table(clients.dynamodb(), self.settings.table_name, cache=self.settings.local)
+        return DynamoTable(clients.dynamodb(), self.settings.table_name, cache=self.settings.local)
 
     @functools.cached_property
     def config(self) -> ConfigRepo:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from orbital.domain import config as cfg
+from orbital.store import conditions as cond
 from orbital.store import keys
 from orbital.store.contention import retrying
 from orbital.store.table import Table
@@ -49,9 +50,9 @@ class ConfigRepo:
 
     def save(self, overrides: dict[str, Any], version: int) -> None:
         if version == 0:
-            self.table.put(keys.CONFIG, overrides, attrs={"v": 1}, condition="attribute_not_exists(PK)")
+            self.table.put(keys.CONFIG, overrides, attrs={"v": 1}, condition=cond.not_exists("PK"))
         else:
-            self.table.put(keys.CONFIG, overrides, attrs={"v": version + 1}, condition="v = :v", values={":v": version})
+            self.table.put(keys.CONFIG, overrides, attrs={"v": version + 1}, condition=cond.eq("v", version))
 
     def set_path(self, path: str, value: Any, *, delete: bool = False) -> None:
         """Set (or delete) one path; writers of other paths at the same time are retried onto each other's result."""

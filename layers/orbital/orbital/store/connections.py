@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orbital.errors import ConflictError
+from orbital.store import conditions as cond
 from orbital.store import keys
 from orbital.store.contention import retrying
 from orbital.store.table import Record, Table
@@ -129,7 +130,7 @@ class ConnectionRepo:
 
     def _release(self, key: tuple[str, str], connection_id: str) -> bool:
         try:
-            self.table.delete(key, condition="cid = :cid", values={":cid": connection_id})
+            self.table.delete(key, condition=cond.eq("cid", connection_id))
         except ConflictError:
             return False  # a newer socket owns the id: stale close
         return True
@@ -192,8 +193,7 @@ class ConnectionRepo:
                 data,
                 ttl=rec.ttl,
                 attrs={"cid": connection_id, "rv": version + 1},
-                condition="cid = :cid AND (attribute_not_exists(rv) OR rv = :rv)",
-                values={":cid": connection_id, ":rv": version},
+                condition=cond.eq("cid", connection_id) & (cond.not_exists("rv") | cond.eq("rv", version)),
             )
             return True
 
@@ -223,7 +223,7 @@ class ConnectionRepo:
         existing = self.table.get(key)
         if existing is not None:
             try:  # never brings back an entry a `channel.stop` removed meanwhile
-                self.table.put(key, {**existing.data, "lastMessageAt": now_ms}, condition="attribute_exists(PK)")
+                self.table.put(key, {**existing.data, "lastMessageAt": now_ms}, condition=cond.exists("PK"))
             except ConflictError:
                 pass
 

@@ -14,6 +14,7 @@ import hmac
 import secrets
 from dataclasses import dataclass
 
+from orbital.store import conditions as cond
 from orbital.store import keys
 from orbital.store.table import ConflictError, Table
 
@@ -56,7 +57,7 @@ def register(table: Table, operating_system: str, *, now_ms: int, gateway_token:
                     "os": install.operating_system,
                     "createdAt": now_ms,
                 },
-                condition="attribute_not_exists(PK)",
+                condition=cond.not_exists("PK"),
             )
         except ConflictError:  # 256 random bits colliding: draw again rather than hand out someone else's
             continue

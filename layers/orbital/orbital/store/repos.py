@@ -16,6 +16,7 @@ from typing import Any
 
 from orbital.domain.pairing import pair_key
 from orbital.errors import ConflictError
+from orbital.store import conditions as cond
 from orbital.store import keys
 from orbital.store.table import Record, Table
 
@@ -92,7 +93,7 @@ class GatewayRepo:
         With `only_if_new` an existing request is kept as it is and False is returned (repeats are silent)."""
         key = keys.pair(str(pair["channel"]), str(pair["senderId"]))
         try:
-            self.table.put(key, pair, condition="attribute_not_exists(PK)" if only_if_new else None)
+            self.table.put(key, pair, condition=cond.not_exists("PK") if only_if_new else None)
         except ConflictError:
             return False
         return True
@@ -144,24 +145,24 @@ class GatewayRepo:
         full = self.empty_heartbeat_state(agent_id)
         full.update({k: state[k] for k in HEARTBEAT_STATE_FIELDS if k in state})
         key = keys.heartbeat(agent_id)
-        version, condition, values = self._next_version(key, create, expect_version)
-        self.table.put(key, full, attrs={"v": version}, condition=condition, values=values)
+        version, condition = self._next_version(key, create, expect_version)
+        self.table.put(key, full, attrs={"v": version}, condition=condition)
         return full
 
     def _next_version(
         self, key: tuple[str, str], create: bool, expect_version: int | None
-    ) -> tuple[int, str | None, dict[str, Any] | None]:
+    ) -> tuple[int, cond.Condition | None]:
         """The version a versioned put stores and the condition it needs: `create` (the item must not exist),
         `expect_version` (the stored version must be that one; 0 is an item written before versions existed), or
         neither (last writer wins, one past what is stored)."""
         if create:
-            return 1, "attribute_not_exists(PK)", None
+            return 1, cond.not_exists("PK")
         if expect_version == 0:
-            return 1, "attribute_exists(PK) AND attribute_not_exists(v)", None
+            return 1, cond.exists("PK") & cond.not_exists("v")
         if expect_version is not None:
-            return expect_version + 1, "v = :v", {":v": expect_version}
+            return expect_version + 1, cond.eq("v", expect_version)
         current = self.table.get(key)
-        return (int(current.attrs.get("v", 0)) + 1 if current else 1), None, None
+        return (int(current.attrs.get("v", 0)) + 1 if current else 1), None
 
     def delete_heartbeat_state(self, agent_id: str) -> None:
         self.table.delete(keys.heartbeat(agent_id))
@@ -197,12 +198,12 @@ class GatewayRepo:
         version differs (someone else changed the job since it was read)."""
         job_id = str(job["id"])
         key = keys.cron_job(job_id)
-        version, condition, values = self._next_version(key, create, expect_version)
+        version, condition = self._next_version(key, create, expect_version)
         next_run = cron_next_run(job)
         gsi = None
         if cron_job_enabled(job) and next_run is not None:
             gsi = keys.cron_due(max(0, math.floor(next_run)), job_id)
-        self.table.put(key, job, gsi=gsi, attrs={"v": version}, condition=condition, values=values)
+        self.table.put(key, job, gsi=gsi, attrs={"v": version}, condition=condition)
         return version
 
     def get_cron_job(self, job_id: str) -> dict[str, Any] | None:

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from orbital.domain.session_keys import session_agent_id
 from orbital.errors import ConflictError
+from orbital.store import conditions as cond
 from orbital.store import keys
 from orbital.store.contention import retrying
 from orbital.store.table import Record, Table
@@ -133,9 +134,9 @@ class SessionRepo:
     def _save(self, session_key: str, meta: Mapping[str, Any], version: int) -> None:
         key = keys.session_meta(session_key)
         if version == 0:
-            self.table.put(key, meta, attrs={"v": 1}, condition="attribute_not_exists(PK)")
+            self.table.put(key, meta, attrs={"v": 1}, condition=cond.not_exists("PK"))
         else:
-            self.table.put(key, meta, attrs={"v": version + 1}, condition="v = :v", values={":v": version})
+            self.table.put(key, meta, attrs={"v": version + 1}, condition=cond.eq("v", version))
 
     def update_meta(
         self,

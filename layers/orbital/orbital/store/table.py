@@ -1,36 +1,45 @@
-"""A thin layer over the single DynamoDB table.
+"""The table port: what the gateway stores its items in, on DynamoDB (AWS) or SQLite (the local gateway).
 
-Items keep their payload as one JSON string attribute `d` (no Decimal round trips, no empty-string rules), beside
-`PK`/`SK`, optional `GSI1PK`/`GSI1SK`, `ttl`, and a few flat attributes used in conditions. Items whose `ttl` has
-passed are treated as absent (DynamoDB deletes expired items lazily).
+Every item has a key (`PK`, `SK`), a JSON payload (`data`), optional flat attributes used in conditions and atomic
+counters (`attrs`: strings, numbers, bools, null), an optional expiry (`ttl`, epoch seconds) and optional keys in the
+one secondary index (`gsi`: `GSI1PK`/`GSI1SK`). Every key is built in `orbital.store.keys`.
 
-With `cache=True` (the one-process local gateway, where every write goes through this object) reads of single items
-and of partitions (whole, by SK prefix, or the last N) are served from memory. Writes go through: a put, a batch or an
-update that returns the new item replaces it in the cached item and partition; anything whose result is unknown
-(a failed or conditional write, an update without the new item) is dropped instead. Every write to a partition
-bumps its generation, and a read stores what it fetched only if no write to that partition landed meanwhile, so the
-cache never holds an item older than the table. Partitions larger than `PARTITION_CACHE_ITEMS` are not kept.
+The contract both implementations keep (`tests/contract` runs the same tests against each):
+
+- Items whose `ttl` has passed (`ttl < now`) are absent to every read, and a `limit` counts only live items. A
+  condition, though, sees the item as stored until it is deleted (as DynamoDB's does: its TTL process deletes lazily);
+  `delete_expired` deletes them.
+- Conditions are `orbital.store.conditions` values; one that does not hold raises `ConflictError` and changes nothing
+  (`ConditionFailed` with the item as it stood, when `current_on_conflict` asks for it).
+- A query returns items in sort-key order (`forward=False`: reversed; `limit` after that, so the last N), an index
+  query in index sort-key order.
+- `update` creates the item when there is none (its payload is then empty); `add` counts from 0.
+
+An implementation may keep a cache (`forget_cached`, `forget`, `know_absent` tell it what it cannot see); by default
+they do nothing, and `view` makes its object from a fresh read each time.
 """
 
 from __future__ import annotations
 
-import bisect
-import threading
-import time
+import math
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from orbital.errors import ConflictError
-from orbital.protocol.jsontext import compact, loads
+from orbital.store.conditions import Condition
 
-if TYPE_CHECKING:
-    from botocore.client import BaseClient
+__all__ = ["ConditionFailed", "ConflictError", "Record", "ReturnValues", "Table"]
 
-_RESERVED = {"PK", "SK", "GSI1PK", "GSI1SK", "ttl", "d"}
-_UNCACHED: Any = object()
+RESERVED = frozenset({"PK", "SK", "GSI1PK", "GSI1SK", "ttl", "d"})
+"""Attribute names an item's flat attributes cannot use (they hold its key, index keys, expiry and payload)."""
+
+ReturnValues = Literal["ALL_NEW", "ALL_OLD", "NONE"]
+RETURN_VALUES: frozenset[str] = frozenset({"ALL_NEW", "ALL_OLD", "NONE"})
+
 T = TypeVar("T")
-PARTITION_CACHE_ITEMS = 5000
+Key = tuple[str, str]
 
 
 class ConditionFailed(ConflictError):
@@ -51,244 +60,124 @@ class Record:
     ttl: int | None = None
 
 
-_compact_json = compact(ensure_ascii=False)
-"""`json.dumps(value, separators=(",", ":"), ensure_ascii=False)` without building an encoder for every item."""
-
-
-def _to_attr(value: Any) -> dict[str, Any]:
-    if type(value) is str:
-        return {"S": value}
+def flat_value(value: Any) -> Any:
+    """A flat attribute's value as the table stores it: a string, an int, a float, a bool or None; anything else
+    becomes its `str()`."""
+    if value is None or type(value) in (str, int, float, bool):
+        return value
     if isinstance(value, bool):
-        return {"BOOL": value}
-    if isinstance(value, int | float):
-        return {"N": str(value)}
-    if value is None:
-        return {"NULL": True}
-    return {"S": str(value)}
+        return bool(value)
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
+    return str(value)
 
 
-def _from_attr(attr: Mapping[str, Any]) -> Any:
-    if "S" in attr:
-        return attr["S"]
-    if "N" in attr:
-        text = attr["N"]
-        return int(text) if text.lstrip("-").isdigit() else float(text)
-    if "BOOL" in attr:
-        return attr["BOOL"]
-    return None
+def check_key(key: tuple[str, str]) -> tuple[str, str]:
+    pk, sk = key
+    if not isinstance(pk, str) or not isinstance(sk, str) or not pk or not sk:
+        raise ValueError(f"an item's key is two non-empty strings, not {key!r}")
+    return pk, sk
 
 
-class Table:
-    def __init__(self, client: BaseClient, name: str, *, cache: bool = False) -> None:
-        self.client = client
-        self.name = name
-        self._cache_on = cache
-        self._lock = threading.Lock()
-        self._items: dict[tuple[str, str], dict[str, Any] | None] = {}
-        self._parts: dict[str, list[dict[str, Any]]] = {}
-        """Cached partitions: every item of the partition, in SK order."""
-        self._generations: dict[str, int] = {}
-        self._views: dict[tuple[str, str], tuple[dict[str, Any], Any, Any, int | None]] = {}
-        """What `view` made of a cached item: (the item, the function, what it made, the item's ttl)."""
+def check_attrs(attrs: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The flat attributes of a write, checked (no reserved name) and normalized (`flat_value`)."""
+    out: dict[str, Any] = {}
+    for name, value in (attrs or {}).items():
+        if name in RESERVED:
+            raise ValueError(f"reserved attribute: {name}")
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"an attribute name must be a non-empty string, not {name!r}")
+        out[name] = flat_value(value)
+    return out
 
-    # --- encoding ---------------------------------------------------------------------------------------------
 
-    @staticmethod
-    def _encode(
-        pk: str,
-        sk: str,
-        data: Mapping[str, Any],
-        *,
-        ttl: int | None = None,
-        gsi: tuple[str, str] | None = None,
-        attrs: Mapping[str, Any] | None = None,
-    ) -> dict[str, Any]:
-        item: dict[str, Any] = {
-            "PK": {"S": pk},
-            "SK": {"S": sk},
-            "d": {"S": _compact_json(data)},
-        }
-        if ttl is not None:
-            item["ttl"] = {"N": str(int(ttl))}
-        if gsi is not None:
-            item["GSI1PK"] = {"S": gsi[0]}
-            item["GSI1SK"] = {"S": gsi[1]}
-        for key, value in (attrs or {}).items():
-            if key in _RESERVED:
-                raise ValueError(f"reserved attribute: {key}")
-            item[key] = _to_attr(value)
-        return item
+def check_update(
+    set_attrs: Mapping[str, Any] | None,
+    add: Mapping[str, int] | None,
+    ttl: int | None,
+    unindex: bool,
+    return_values: str,
+) -> tuple[dict[str, Any], dict[str, int]]:
+    """An update's assignments and additions, checked; raises ValueError for one that would do nothing or names an
+    attribute twice."""
+    if return_values not in RETURN_VALUES:
+        raise ValueError(f"return_values must be one of {sorted(RETURN_VALUES)}, not {return_values!r}")
+    assigns = check_attrs(set_attrs)
+    adds: dict[str, int] = {}
+    for name, amount in (add or {}).items():
+        if name in RESERVED:
+            raise ValueError(f"reserved attribute: {name}")
+        if isinstance(amount, bool) or not isinstance(amount, int):
+            raise ValueError(f"an addition is a whole number, not {amount!r}")
+        if name in assigns:
+            raise ValueError(f"attribute {name} is both set and added to")
+        adds[name] = int(amount)
+    if not assigns and not adds and ttl is None and not unindex:
+        raise ValueError("an update must set, add, set the ttl or unindex something")
+    return assigns, adds
 
-    @staticmethod
-    def _decode(item: Mapping[str, Any]) -> Record | None:
-        ttl = int(item["ttl"]["N"]) if "ttl" in item else None
-        if ttl is not None and ttl < time.time():
-            return None
-        attrs = {k: _from_attr(v) for k, v in item.items() if k not in _RESERVED}
-        raw = item.get("d", {}).get("S")
-        return Record(
-            pk=item["PK"]["S"],
-            sk=item["SK"]["S"],
-            data=loads(raw) if raw else {},
-            attrs=attrs,
-            ttl=ttl,
-        )
 
-    # --- cache ------------------------------------------------------------------------------------------------
+def check_ttl(ttl: int | float | None) -> int | None:
+    if ttl is None:
+        return None
+    if isinstance(ttl, bool) or not isinstance(ttl, int | float) or not math.isfinite(ttl):
+        raise ValueError(f"a ttl is epoch seconds, not {ttl!r}")
+    return int(ttl)
 
-    def _generation(self, pk: str) -> int:
-        return self._generations.get(pk, 0)
 
-    def forget_cached(self) -> None:
-        """Drop every cached item and partition (after work that read widely, so the cache holds only what requests
-        read; writes of other processes are seen again)."""
-        if self._cache_on:
-            with self._lock:
-                for pk in set(self._parts) | {pk for pk, _ in self._items}:
-                    self._generations[pk] = self._generation(pk) + 1
-                self._items.clear()
-                self._parts.clear()
-                self._views.clear()
+def check_gsi(gsi: tuple[str, str] | None) -> tuple[str, str] | None:
+    if gsi is None:
+        return None
+    if len(gsi) != 2 or not all(isinstance(part, str) and part for part in gsi):
+        raise ValueError(f"index keys are two non-empty strings, not {gsi!r}")
+    return gsi[0], gsi[1]
 
-    def forget(self, key: tuple[str, str]) -> None:
-        """Drop one item from the cache (it was changed by a write that did not go through this Table)."""
-        self._forget(*key)
 
-    def _begin_write(self, pk: str) -> None:
-        """A write to `pk` is under way: reads that started before it must not store what they fetched."""
-        if self._cache_on:
-            with self._lock:
-                self._generations[pk] = self._generation(pk) + 1
+def check_batch(
+    puts: Iterable[tuple[tuple[str, str], Mapping[str, Any]]], deletes: Iterable[tuple[str, str]]
+) -> tuple[list[tuple[tuple[str, str], Mapping[str, Any]]], list[tuple[str, str]]]:
+    put_list = [(check_key(key), data) for key, data in puts]
+    delete_list = [check_key(key) for key in deletes]
+    seen: set[tuple[str, str]] = set()
+    for key in [k for k, _ in put_list] + delete_list:
+        if key in seen:
+            raise ValueError(f"a batch names {key[0]}/{key[1]} twice")
+        seen.add(key)
+    return put_list, delete_list
 
-    def _forget(self, pk: str, sk: str) -> None:
-        if self._cache_on:
-            with self._lock:
-                self._generations[pk] = self._generation(pk) + 1
-                self._items.pop((pk, sk), None)
-                self._parts.pop(pk, None)
-                self._views.pop((pk, sk), None)
 
-    def _remember(self, pk: str, sk: str, item: dict[str, Any] | None) -> None:
-        """Write-through after a successful write: `item` is now the stored item (None: deleted)."""
-        if not self._cache_on:
-            return
-        with self._lock:
-            self._generations[pk] = self._generation(pk) + 1
-            self._items[(pk, sk)] = item
-            self._views.pop((pk, sk), None)
-            part = self._parts.get(pk)
-            if part is None:
-                return
-            sks = [i["SK"]["S"] for i in part]
-            at = bisect.bisect_left(sks, sk)
-            present = at < len(part) and sks[at] == sk
-            if item is None:
-                if present:
-                    del part[at]
-            elif present:
-                part[at] = item
-            else:
-                part.insert(at, item)
+def check_query(sk_prefix: str | None, sk_max: str | None, limit: int | None) -> str | None:
+    """Checks a query's options; returns its sort-key prefix (None for none: an empty prefix matches everything)."""
+    if sk_prefix is not None and sk_max is not None:
+        raise ValueError("a query takes a sort-key prefix or a maximum, not both")
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+        raise ValueError(f"a limit is a whole number, 0 or more, not {limit!r}")
+    return sk_prefix or None
 
-    def know_absent(self, key: tuple[str, str]) -> None:
-        """The caller knows this item does not exist (a key nobody could have written yet): with the cache on, a read
-        of it is answered without a request."""
-        self._remember(key[0], key[1], None)
+
+class Table(ABC):
+    """The port (see the module's docstring). Implementations: `orbital.store.dynamo_table.DynamoTable` and
+    `orbital.local.sqlite_table.SqliteTable`."""
 
     # --- reads ------------------------------------------------------------------------------------------------
 
+    @abstractmethod
     def get(self, key: tuple[str, str]) -> Record | None:
-        pk, sk = key
-        generation = 0
-        if self._cache_on:
-            with self._lock:
-                if key in self._items:
-                    raw = self._items[key]
-                    return self._decode(raw) if raw is not None else None
-                generation = self._generation(pk)
-        resp = self.client.get_item(TableName=self.name, Key={"PK": {"S": pk}, "SK": {"S": sk}}, ConsistentRead=True)
-        item = resp.get("Item")
-        if self._cache_on:
-            with self._lock:
-                if self._generation(pk) == generation:  # no write landed while we read
-                    self._items[key] = item
-        return self._decode(item) if item else None
+        """The item at `key`, None if there is none (or it expired)."""
 
     def view(self, key: tuple[str, str], make: Callable[[Record], T]) -> T | None:
-        """`make(record)` of the item at `key`, None if there is none. With the cache on, what `make` made is kept
-        with the cached item and handed out again until the item changes or its `ttl` passes: callers share it and
-        must not change it. Without the cache, `make(get(key))` each time."""
-        if not self._cache_on:
-            rec = self.get(key)
-            return make(rec) if rec is not None else None
-        with self._lock:
-            raw = self._items.get(key, _UNCACHED)
-            memo = self._views.get(key)
-        if raw is _UNCACHED:
-            self.get(key)  # into the cache, unless a write landed meanwhile
-            with self._lock:
-                raw = self._items.get(key, _UNCACHED)
-            if raw is _UNCACHED:
-                rec = self.get(key)
-                return make(rec) if rec is not None else None
-        elif memo is not None and memo[0] is raw and memo[1] == make and (memo[3] is None or memo[3] >= time.time()):
-            return memo[2]
-        if raw is None:
-            return None
-        rec = self._decode(raw)
-        if rec is None:
-            return None
-        made = make(rec)
-        with self._lock:
-            if self._items.get(key, _UNCACHED) is raw:  # still the current item
-                self._views[key] = (raw, make, made, rec.ttl)
-        return made
+        """`make(record)` of the item at `key`, None if there is none. An implementation with a cache may hand out
+        the same object again until the item changes: callers share it and must not change it."""
+        rec = self.get(key)
+        return make(rec) if rec is not None else None
 
+    @abstractmethod
     def get_many(self, keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], Record]:
-        wanted = list(dict.fromkeys(keys))
-        found: dict[tuple[str, str], Record] = {}
-        missing: list[tuple[str, str]] = []
-        for key in wanted:
-            if self._cache_on:
-                with self._lock:
-                    if key in self._items:
-                        raw = self._items[key]
-                        rec = self._decode(raw) if raw is not None else None
-                        if rec:
-                            found[key] = rec
-                        continue
-            missing.append(key)
-        for start in range(0, len(missing), 100):
-            chunk = missing[start : start + 100]
-            with self._lock:
-                generations = {pk: self._generation(pk) for pk, _ in chunk}
-            request = {
-                self.name: {
-                    "Keys": [{"PK": {"S": pk}, "SK": {"S": sk}} for pk, sk in chunk],
-                    "ConsistentRead": True,
-                }
-            }
-            seen: set[tuple[str, str]] = set()
-            while request:
-                resp = self.client.batch_get_item(RequestItems=request)
-                for item in resp.get("Responses", {}).get(self.name, []):
-                    key = (item["PK"]["S"], item["SK"]["S"])
-                    seen.add(key)
-                    if self._cache_on:
-                        with self._lock:
-                            if self._generation(key[0]) == generations[key[0]]:
-                                self._items[key] = item
-                    rec = self._decode(item)
-                    if rec:
-                        found[key] = rec
-                request = resp.get("UnprocessedKeys") or {}
-            if self._cache_on:
-                with self._lock:
-                    for key in chunk:
-                        if key not in seen and self._generation(key[0]) == generations[key[0]]:
-                            self._items[key] = None
-        return found
+        """The items of `keys` that exist, by key."""
 
+    @abstractmethod
     def query(
         self,
         pk: str,
@@ -297,86 +186,22 @@ class Table:
         forward: bool = True,
         limit: int | None = None,
     ) -> list[Record]:
-        if not self._cache_on:
-            items = self._query_items(pk, sk_prefix=sk_prefix, forward=forward, limit=limit)
-            return [r for r in (self._decode(i) for i in items) if r]
-        with self._lock:
-            cached = self._parts.get(pk)
-            generation = self._generation(pk)
-        if cached is None:
-            everything = self._query_items(pk, sk_prefix=None, forward=True, limit=None)
-            if len(everything) <= PARTITION_CACHE_ITEMS:
-                with self._lock:
-                    if self._generation(pk) == generation:  # no write landed while we read
-                        self._parts[pk] = everything
-            cached = everything
-        else:
-            cached = list(cached)
-        if sk_prefix is not None:
-            cached = [i for i in cached if i["SK"]["S"].startswith(sk_prefix)]
-        if not forward:
-            cached = cached[::-1]
-        recs = [r for r in (self._decode(i) for i in cached) if r]
-        return recs[:limit] if limit is not None else recs
+        """The items of partition `pk` (those whose sort key starts with `sk_prefix`), in sort-key order, or reversed
+        (`forward=False`); at most `limit` of them."""
 
-    def _query_items(
-        self,
-        pk: str,
-        *,
-        sk_prefix: str | None,
-        forward: bool,
-        limit: int | None,
-        index: str | None = None,
-        sk_max: str | None = None,
-    ) -> list[dict[str, Any]]:
-        pk_name, sk_name = ("GSI1PK", "GSI1SK") if index else ("PK", "SK")
-        expr = "#pk = :pk"
-        values: dict[str, Any] = {":pk": {"S": pk}}
-        names = {"#pk": pk_name}
-        if sk_prefix is not None:
-            expr += " AND begins_with(#sk, :sk)"
-            values[":sk"] = {"S": sk_prefix}
-            names["#sk"] = sk_name
-        elif sk_max is not None:
-            expr += " AND #sk <= :skmax"
-            values[":skmax"] = {"S": sk_max}
-            names["#sk"] = sk_name
-        kwargs: dict[str, Any] = {
-            "TableName": self.name,
-            "KeyConditionExpression": expr,
-            "ExpressionAttributeValues": values,
-            "ExpressionAttributeNames": names,
-            "ScanIndexForward": forward,
-        }
-        if index:
-            kwargs["IndexName"] = index
-        else:
-            kwargs["ConsistentRead"] = True
-        items: list[dict[str, Any]] = []
-        while True:
-            if limit is not None:
-                kwargs["Limit"] = max(1, limit - len(items))
-            resp = self.client.query(**kwargs)
-            items.extend(resp.get("Items", []))
-            last = resp.get("LastEvaluatedKey")
-            if not last or (limit is not None and len(items) >= limit):
-                break
-            kwargs["ExclusiveStartKey"] = last
-        return items
-
+    @abstractmethod
     def query_index(
         self, gsi_pk: str, *, sk_prefix: str | None = None, limit: int | None = None, sk_max: str | None = None
     ) -> list[Record]:
-        """Items of an index partition, in sort-key order: all, those whose sort key starts with `sk_prefix`, or
-        those up to `sk_max` (e.g. everything due by now)."""
-        items = self._query_items(gsi_pk, sk_prefix=sk_prefix, forward=True, limit=limit, index="GSI1", sk_max=sk_max)
-        return [r for r in (self._decode(i) for i in items) if r]
+        """Items of an index partition, in index sort-key order: all, those whose index sort key starts with
+        `sk_prefix`, or those up to `sk_max` (e.g. everything due by now)."""
 
     def count(self, pk: str, *, sk_prefix: str | None = None) -> int:
         return len(self.query(pk, sk_prefix=sk_prefix))
 
     # --- writes -----------------------------------------------------------------------------------------------
 
+    @abstractmethod
     def put(
         self,
         key: tuple[str, str],
@@ -385,181 +210,71 @@ class Table:
         ttl: int | None = None,
         gsi: tuple[str, str] | None = None,
         attrs: Mapping[str, Any] | None = None,
-        condition: str | None = None,
-        values: Mapping[str, Any] | None = None,
+        condition: Condition | None = None,
         return_old: bool = False,
     ) -> Record | None:
-        pk, sk = key
-        kwargs: dict[str, Any] = {
-            "TableName": self.name,
-            "Item": self._encode(pk, sk, data, ttl=ttl, gsi=gsi, attrs=attrs),
-        }
-        if condition:
-            kwargs["ConditionExpression"] = condition
-            if values:
-                kwargs["ExpressionAttributeValues"] = {k: _to_attr(v) for k, v in values.items()}
-        if return_old:
-            kwargs["ReturnValues"] = "ALL_OLD"
-        self._begin_write(pk)
-        try:
-            resp = self.client.put_item(**kwargs)
-        except self.client.exceptions.ConditionalCheckFailedException as exc:
-            self._forget(pk, sk)
-            raise ConflictError(f"write conflict on {pk}/{sk}") from exc
-        except Exception:
-            self._forget(pk, sk)
-            raise
-        self._remember(pk, sk, kwargs["Item"])  # write-through: the item we just stored is the current one
-        old = resp.get("Attributes")
-        return self._decode(old) if old else None
+        """Store the whole item (replacing any). With `return_old`, the item it replaced (None: none, or expired)."""
 
+    @abstractmethod
     def update(
         self,
         key: tuple[str, str],
         *,
         set_attrs: Mapping[str, Any] | None = None,
         add: Mapping[str, int] | None = None,
-        condition: str | None = None,
-        values: Mapping[str, Any] | None = None,
-        return_values: str = "ALL_NEW",
+        condition: Condition | None = None,
+        return_values: ReturnValues = "ALL_NEW",
         unindex: bool = False,
         current_on_conflict: bool = False,
         ttl: int | None = None,
     ) -> Record | None:
-        """Set flat attributes and/or atomically add to counters. `values` feed the condition. With `unindex`, the
-        item also leaves the secondary index (its GSI keys are removed). With `current_on_conflict`, a failed
-        condition raises `ConditionFailed` holding the item as it stood (read by the same request). `ttl` (epoch
-        seconds) is set in the same write."""
-        pk, sk = key
-        parts: list[str] = []
-        names: dict[str, str] = {}
-        attr_values: dict[str, Any] = {k: _to_attr(v) for k, v in (values or {}).items()}
-        assigns = []
-        for i, (name, value) in enumerate((set_attrs or {}).items()):
-            if name in _RESERVED:
-                raise ValueError(f"reserved attribute: {name}")
-            names[f"#s{i}"] = name
-            attr_values[f":s{i}"] = _to_attr(value)
-            assigns.append(f"#s{i} = :s{i}")
-        if ttl is not None:
-            names["#ttl"] = "ttl"
-            attr_values[":ttl"] = {"N": str(int(ttl))}
-            assigns.append("#ttl = :ttl")
-        if assigns:
-            parts.append("SET " + ", ".join(assigns))
-        if add:
-            adds = []
-            for i, (name, amount) in enumerate(add.items()):
-                names[f"#a{i}"] = name
-                attr_values[f":a{i}"] = {"N": str(int(amount))}
-                adds.append(f"#a{i} :a{i}")
-            parts.append("ADD " + ", ".join(adds))
-        if unindex:
-            parts.append("REMOVE GSI1PK, GSI1SK")
-        kwargs: dict[str, Any] = {
-            "TableName": self.name,
-            "Key": {"PK": {"S": pk}, "SK": {"S": sk}},
-            "UpdateExpression": " ".join(parts),
-            "ReturnValues": return_values,
-        }
-        if names:
-            kwargs["ExpressionAttributeNames"] = names
-        if attr_values:
-            kwargs["ExpressionAttributeValues"] = attr_values
-        if condition:
-            kwargs["ConditionExpression"] = condition
-            if current_on_conflict:
-                kwargs["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
-        self._begin_write(pk)
-        try:
-            resp = self.client.update_item(**kwargs)
-        except self.client.exceptions.ConditionalCheckFailedException as exc:
-            self._forget(pk, sk)
-            if current_on_conflict:
-                current = exc.response.get("Item")
-                raise ConditionFailed(
-                    f"update conflict on {pk}/{sk}", self._decode(current) if current else None
-                ) from exc
-            raise ConflictError(f"update conflict on {pk}/{sk}") from exc
-        except Exception:
-            self._forget(pk, sk)
-            raise
-        item = resp.get("Attributes")
-        if return_values == "ALL_NEW" and item and "PK" in item:
-            self._remember(pk, sk, item)
-        else:
-            self._forget(pk, sk)
-        if not item or "PK" not in item:
-            if item:
-                item = {**item, "PK": {"S": pk}, "SK": {"S": sk}}
-            else:
-                return None
-        return self._decode(item)
+        """Set flat attributes and/or atomically add to counters. With `unindex`, the item also leaves the secondary
+        index (its GSI keys are removed). With `current_on_conflict`, a failed condition raises `ConditionFailed`
+        holding the item as it stood. `ttl` (epoch seconds) is set in the same write. Returns the item after the
+        update (`ALL_NEW`), before it (`ALL_OLD`; None if there was none), or None (`NONE`)."""
 
     def next_counter(self, key: tuple[str, str], amount: int = 1) -> int:
+        """Add `amount` to the counter at `key` (an item of its own, without a `ttl`) and return the new value."""
         rec = self.update(key, add={"n": amount})
-        assert rec is not None
+        if rec is None:
+            raise ValueError(f"the counter at {key[0]}/{key[1]} has expired")
         return int(rec.attrs["n"])
 
+    @abstractmethod
     def delete(
         self,
         key: tuple[str, str],
         *,
-        condition: str | None = None,
-        values: Mapping[str, Any] | None = None,
+        condition: Condition | None = None,
         return_old: bool = False,
     ) -> Record | None:
-        pk, sk = key
-        kwargs: dict[str, Any] = {"TableName": self.name, "Key": {"PK": {"S": pk}, "SK": {"S": sk}}}
-        if condition:
-            kwargs["ConditionExpression"] = condition
-            if values:
-                kwargs["ExpressionAttributeValues"] = {k: _to_attr(v) for k, v in values.items()}
-        if return_old:
-            kwargs["ReturnValues"] = "ALL_OLD"
-        self._begin_write(pk)
-        try:
-            resp = self.client.delete_item(**kwargs)
-        except self.client.exceptions.ConditionalCheckFailedException as exc:
-            self._forget(pk, sk)
-            raise ConflictError(f"delete conflict on {pk}/{sk}") from exc
-        except Exception:
-            self._forget(pk, sk)
-            raise
-        self._remember(pk, sk, None)
-        old = resp.get("Attributes")
-        return self._decode(old) if old else None
+        """Delete the item (nothing to delete is fine). With `return_old`, the item deleted (None: none, or
+        expired)."""
 
+    @abstractmethod
     def write_batch(
         self,
         puts: Iterable[tuple[tuple[str, str], Mapping[str, Any]]] = (),
         deletes: Iterable[tuple[str, str]] = (),
     ) -> None:
-        requests: list[dict[str, Any]] = []
-        touched: list[tuple[str, str, dict[str, Any] | None]] = []
-        for (pk, sk), data in puts:
-            item = self._encode(pk, sk, data)
-            requests.append({"PutRequest": {"Item": item}})
-            touched.append((pk, sk, item))
-        for pk, sk in deletes:
-            requests.append({"DeleteRequest": {"Key": {"PK": {"S": pk}, "SK": {"S": sk}}}})
-            touched.append((pk, sk, None))
-        for pk in {t[0] for t in touched}:
-            self._begin_write(pk)
-        try:
-            for start in range(0, len(requests), 25):
-                pending: dict[str, Any] = {self.name: requests[start : start + 25]}
-                for attempt in range(8):
-                    resp = self.client.batch_write_item(RequestItems=pending)
-                    pending = resp.get("UnprocessedItems") or {}
-                    if not pending:
-                        break
-                    time.sleep(min(1.0, 0.05 * 2**attempt))
-                if pending:
-                    raise ConflictError("batch write left unprocessed items", retryable=True)
-        except Exception:
-            for pk, sk, _ in touched:
-                self._forget(pk, sk)
-            raise
-        for pk, sk, written in touched:
-            self._remember(pk, sk, written)
+        """Store payload-only items and delete others, unconditionally (no key twice)."""
+
+    @abstractmethod
+    def delete_expired(self, now: float, *, limit: int | None = None) -> int:
+        """Delete up to `limit` items whose `ttl` is before `now` (an item written again meanwhile with a later `ttl`
+        is kept). Returns how many were deleted."""
+
+    # --- what a cache cannot see --------------------------------------------------------------------------------
+
+    def forget_cached(self) -> None:
+        """Drop whatever is cached (after work that read widely; writes of other processes are seen again)."""
+        return None
+
+    def forget(self, key: tuple[str, str]) -> None:
+        """Drop one item from the cache (it was changed by a write that did not go through this table)."""
+        return None
+
+    def know_absent(self, key: tuple[str, str]) -> None:
+        """The caller knows this item does not exist (a key nobody could have written yet): a cache may answer a
+        read of it without a request."""
+        return None

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from orbital.domain.budgets import DAILY, MONTHLY, Period
+from orbital.store import conditions as cond
 from orbital.store import keys
 from orbital.store.table import ConditionFailed, Record, Table
 
@@ -76,18 +77,16 @@ class UsageRepo:
         too_big = next((scope for scope, limit in limits if limit is not None and amount > limit), None)
         if too_big is not None:  # more than the whole budget: no counter could let it through (a read, no write)
             raise Refused(too_big, self.read(period).of(too_big))
-        clauses: list[str] = []
-        values: dict[str, int] = {}
-        for attr, limit, name in ((day_attr(period.day), daily, ":dmax"), (MONTH_ATTR, monthly, ":mmax")):
-            if limit is not None:
-                clauses.append(f"(attribute_not_exists({attr}) OR {attr} <= {name})")
-                values[name] = limit - amount
+        within = [
+            cond.not_exists(attr) | cond.le(attr, limit - amount)
+            for attr, limit in ((day_attr(period.day), daily), (MONTH_ATTR, monthly))
+            if limit is not None
+        ]
         try:
             rec = self.table.update(
                 keys.token_usage(period.month),
                 add={day_attr(period.day): amount, MONTH_ATTR: amount},
-                condition=" AND ".join(clauses) or None,
-                values=values or None,
+                condition=cond.all_of(*within),
                 ttl=period.expires_at,
                 current_on_conflict=True,
             )

@@ -1,0 +1,382 @@
+"""The table port on SQLite: the local gateway's items, one row each, in the data directory's database.
+
+A row holds the key (`pk`, `sk`), the JSON payload (`d`; NULL for an item an `update` created), the flat attributes
+as one JSON object (`a`; NULL for none), `ttl` and the index keys (`g1pk`, `g1sk`). The primary key orders a
+partition by sort key (prefix and range queries, the last N with `ORDER BY sk DESC`); a partial index on
+(`g1pk`, `g1sk`) holds the items that are in the secondary index, one on `ttl` those that expire.
+
+Every write is one transaction of the `Database` (`orbital.local.database`): the item as it stands is read, the
+condition (`orbital.store.conditions`) evaluated against it in Python, and the new row written, all under the
+database's write lock, so conditional writes are atomic (of two racing claims exactly one wins). A write returns
+once it is on disk, except for items bound to the process (`keys.process_bound`: connections, registries of
+connected clients, pending calls), which do not outlive it. Reads use the pool of read connections and see every
+acknowledged write.
+
+No cache of items: a read is a primary-key lookup on a connection of the pool (ADR 0030 has what was measured).
+`view` keeps what it made of an item with the stored text it made it from, and hands it out again while a read
+finds the same text: the read is not saved, the decoding and the making are; no write has to invalidate anything.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar
+
+from orbital.errors import ConflictError
+from orbital.local.database import Database
+from orbital.protocol.jsontext import compact, loads
+from orbital.store import keys
+from orbital.store.conditions import MISSING, Condition
+from orbital.store.table import (
+    ConditionFailed,
+    Record,
+    ReturnValues,
+    Table,
+    check_attrs,
+    check_batch,
+    check_gsi,
+    check_key,
+    check_query,
+    check_ttl,
+    check_update,
+)
+
+COMPONENT = "table"
+SCHEMA_VERSION = 1
+SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS items (
+        pk TEXT NOT NULL,
+        sk TEXT NOT NULL,
+        d TEXT,
+        a TEXT,
+        ttl INTEGER,
+        g1pk TEXT,
+        g1sk TEXT,
+        PRIMARY KEY (pk, sk)
+    ) WITHOUT ROWID""",
+    "CREATE INDEX IF NOT EXISTS items_gsi1 ON items (g1pk, g1sk) WHERE g1pk IS NOT NULL AND g1sk IS NOT NULL",
+    "CREATE INDEX IF NOT EXISTS items_ttl ON items (ttl) WHERE ttl IS NOT NULL",
+)
+
+_json = compact(ensure_ascii=False)
+
+_ROW = "SELECT d, a, ttl, g1pk, g1sk FROM items WHERE pk = ? AND sk = ?"
+_GET = "SELECT d, a, ttl FROM items WHERE pk = ? AND sk = ?"
+_PUT = "INSERT OR REPLACE INTO items (pk, sk, d, a, ttl, g1pk, g1sk) VALUES (?, ?, ?, ?, ?, ?, ?)"
+_DELETE = "DELETE FROM items WHERE pk = ? AND sk = ?"
+_LIVE = "(ttl IS NULL OR ttl >= ?)"
+
+T = TypeVar("T")
+VIEWS_KEPT = 4096
+"""Items whose `view` is kept at most (then they are all dropped and made again as they are read)."""
+
+Row = tuple[Any, ...]
+"""(d, a, ttl, g1pk, g1sk) of a stored item."""
+
+
+def prefix_end(prefix: str) -> str | None:
+    """The least string greater than every string that starts with `prefix` (None: there is none), so that
+    `prefix <= s < prefix_end(prefix)` is `s.startswith(prefix)` in code-point order, SQLite's for UTF-8 text."""
+    chars = list(prefix)
+    while chars:
+        last = ord(chars.pop())
+        if last < 0x10FFFF:
+            nxt = last + 1
+            if 0xD800 <= nxt <= 0xDFFF:  # surrogates are no characters of UTF-8 text
+                nxt = 0xE000
+            return "".join(chars) + chr(nxt)
+    return None
+
+
+def _record(pk: str, sk: str, d: str | None, a: str | None, ttl: int | None, now: float) -> Record | None:
+    if ttl is not None and ttl < now:
+        return None
+    return Record(pk=pk, sk=sk, data=loads(d) if d else {}, attrs=loads(a) if a else {}, ttl=ttl)
+
+
+def _lookup(pk: str, sk: str, row: Row | None) -> Any:
+    """An item's attributes by name, as a condition sees them (the stored item, expired or not)."""
+    if row is None:
+        return lambda _name: MISSING
+    d, a, ttl, g1pk, g1sk = row
+    attrs = loads(a) if a else {}
+    columns = {"PK": pk, "SK": sk, "d": d, "ttl": ttl, "GSI1PK": g1pk, "GSI1SK": g1sk}
+
+    def lookup(name: str) -> Any:
+        if name in columns:
+            value = columns[name]
+            return MISSING if value is None else value
+        return attrs.get(name, MISSING)
+
+    return lookup
+
+
+def _check_condition(condition: Condition | None) -> Condition | None:
+    if condition is not None and not isinstance(condition, Condition):
+        raise TypeError(f"a condition is an orbital.store.conditions value, not {type(condition).__name__}")
+    return condition
+
+
+class SqliteTable(Table):
+    """The items of the local gateway in `db` (its tables are created on first use). Thread-safe."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        db.schema(COMPONENT, SCHEMA_VERSION, SCHEMA)
+        self._views: dict[tuple[str, str], tuple[Row, Callable[[Record], Any], Any]] = {}
+        """What `view` made of an item: (the stored d, a and ttl it was made from, the function, what it made)."""
+
+    # --- reads ------------------------------------------------------------------------------------------------
+
+    def _fetch(self, sql: str, params: tuple[Any, ...]) -> list[Any]:
+        db = self.db
+        conn = db.reader()
+        try:
+            return conn.execute(sql, params).fetchall()
+        finally:
+            db.give_back(conn)
+
+    def get(self, key: tuple[str, str]) -> Record | None:
+        pk, sk = key
+        db = self.db
+        conn = db.reader()
+        try:
+            row = conn.execute(_GET, (pk, sk)).fetchone()
+        finally:
+            db.give_back(conn)
+        if row is None:
+            return None
+        return _record(pk, sk, row[0], row[1], row[2], time.time())
+
+    def view(self, key: tuple[str, str], make: Callable[[Record], T]) -> T | None:
+        """`make(record)` of the item at `key`, None if there is none; the same object again while the stored item
+        is the same (callers share it and must not change it)."""
+        pk, sk = key
+        db = self.db
+        conn = db.reader()
+        try:
+            row = conn.execute(_GET, (pk, sk)).fetchone()
+        finally:
+            db.give_back(conn)
+        if row is None:
+            self._views.pop(key, None)
+            return None
+        memo = self._views.get(key)
+        if memo is not None and memo[1] == make and memo[0] == row:
+            if row[2] is None or row[2] >= time.time():
+                made: T = memo[2]
+                return made
+            return None
+        rec = _record(pk, sk, row[0], row[1], row[2], time.time())
+        if rec is None:
+            return None
+        made = make(rec)
+        if len(self._views) >= VIEWS_KEPT:
+            self._views.clear()
+        self._views[key] = (row, make, made)
+        return made
+
+    def get_many(self, keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], Record]:
+        found: dict[tuple[str, str], Record] = {}
+        now = time.time()
+        db = self.db
+        conn = db.reader()
+        try:
+            for pk, sk in dict.fromkeys(keys):
+                row = conn.execute(_GET, (pk, sk)).fetchone()
+                rec = _record(pk, sk, row[0], row[1], row[2], now) if row is not None else None
+                if rec is not None:
+                    found[(pk, sk)] = rec
+        finally:
+            db.give_back(conn)
+        return found
+
+    def query(
+        self,
+        pk: str,
+        *,
+        sk_prefix: str | None = None,
+        forward: bool = True,
+        limit: int | None = None,
+    ) -> list[Record]:
+        sk_prefix = check_query(sk_prefix, None, limit)
+        now = time.time()
+        where, params = self._range("sk", sk_prefix, None)
+        sql = (
+            f"SELECT sk, d, a, ttl FROM items WHERE pk = ?{where} AND {_LIVE}"
+            f" ORDER BY sk {'ASC' if forward else 'DESC'} LIMIT ?"
+        )
+        rows = self._fetch(sql, (pk, *params, now, -1 if limit is None else limit))
+        return [
+            Record(pk=pk, sk=sk, data=loads(d) if d else {}, attrs=loads(a) if a else {}, ttl=ttl)
+            for sk, d, a, ttl in rows
+        ]
+
+    @staticmethod
+    def _range(column: str, prefix: str | None, maximum: str | None) -> tuple[str, tuple[str, ...]]:
+        if prefix is not None:
+            end = prefix_end(prefix)
+            if end is None:
+                return f" AND {column} >= ?", (prefix,)
+            return f" AND {column} >= ? AND {column} < ?", (prefix, end)
+        if maximum is not None:
+            return f" AND {column} <= ?", (maximum,)
+        return "", ()
+
+    def query_index(
+        self, gsi_pk: str, *, sk_prefix: str | None = None, limit: int | None = None, sk_max: str | None = None
+    ) -> list[Record]:
+        sk_prefix = check_query(sk_prefix, sk_max, limit)
+        now = time.time()
+        where, params = self._range("g1sk", sk_prefix, sk_max)
+        sql = (
+            f"SELECT pk, sk, d, a, ttl FROM items WHERE g1pk = ? AND g1sk IS NOT NULL{where} AND {_LIVE}"
+            " ORDER BY g1sk, pk, sk LIMIT ?"
+        )
+        rows = self._fetch(sql, (gsi_pk, *params, now, -1 if limit is None else limit))
+        return [
+            Record(pk=pk, sk=sk, data=loads(d) if d else {}, attrs=loads(a) if a else {}, ttl=ttl)
+            for pk, sk, d, a, ttl in rows
+        ]
+
+    def count(self, pk: str, *, sk_prefix: str | None = None) -> int:
+        where, params = self._range("sk", sk_prefix, None)
+        rows = self._fetch(f"SELECT count(*) FROM items WHERE pk = ?{where} AND {_LIVE}", (pk, *params, time.time()))
+        return int(rows[0][0])
+
+    # --- writes -----------------------------------------------------------------------------------------------
+
+    def _durable(self, pk: str, sk: str) -> bool:
+        return not keys.process_bound(pk, sk)
+
+    @staticmethod
+    def _old(conn: sqlite3.Connection, pk: str, sk: str) -> Row | None:
+        row: Row | None = conn.execute(_ROW, (pk, sk)).fetchone()
+        return row
+
+    @staticmethod
+    def _decode_row(pk: str, sk: str, row: Row | None) -> Record | None:
+        if row is None:
+            return None
+        return _record(pk, sk, row[0], row[1], row[2], time.time())
+
+    def put(
+        self,
+        key: tuple[str, str],
+        data: Mapping[str, Any],
+        *,
+        ttl: int | None = None,
+        gsi: tuple[str, str] | None = None,
+        attrs: Mapping[str, Any] | None = None,
+        condition: Condition | None = None,
+        return_old: bool = False,
+    ) -> Record | None:
+        pk, sk = check_key(key)
+        _check_condition(condition)
+        flat = check_attrs(attrs)
+        index = check_gsi(gsi)
+        values = (
+            pk,
+            sk,
+            _json(data),
+            _json(flat) if flat else None,
+            check_ttl(ttl),
+            index[0] if index else None,
+            index[1] if index else None,
+        )
+        old: Row | None = None
+        with self.db.transaction(durable=self._durable(pk, sk)) as conn:
+            if condition is not None or return_old:
+                old = self._old(conn, pk, sk)
+                if condition is not None and not condition.holds(_lookup(pk, sk, old)):
+                    raise ConflictError(f"write conflict on {pk}/{sk}")
+            conn.execute(_PUT, values)
+        return self._decode_row(pk, sk, old) if return_old else None
+
+    def update(
+        self,
+        key: tuple[str, str],
+        *,
+        set_attrs: Mapping[str, Any] | None = None,
+        add: Mapping[str, int] | None = None,
+        condition: Condition | None = None,
+        return_values: ReturnValues = "ALL_NEW",
+        unindex: bool = False,
+        current_on_conflict: bool = False,
+        ttl: int | None = None,
+    ) -> Record | None:
+        pk, sk = check_key(key)
+        _check_condition(condition)
+        assigns, adds = check_update(set_attrs, add, ttl, unindex, return_values)
+        new_ttl = check_ttl(ttl)
+        with self.db.transaction(durable=self._durable(pk, sk)) as conn:
+            old = self._old(conn, pk, sk)
+            if condition is not None and not condition.holds(_lookup(pk, sk, old)):
+                if current_on_conflict:
+                    raise ConditionFailed(f"update conflict on {pk}/{sk}", self._decode_row(pk, sk, old))
+                raise ConflictError(f"update conflict on {pk}/{sk}")
+            d, a, stored_ttl, g1pk, g1sk = old if old is not None else (None, None, None, None, None)
+            flat: dict[str, Any] = loads(a) if a else {}
+            flat.update(assigns)
+            for name, amount in adds.items():
+                current = flat.get(name, 0)
+                if isinstance(current, bool) or not isinstance(current, int | float):
+                    raise ValueError(f"cannot add to {name} of {pk}/{sk}: it is not a number")
+                flat[name] = current + amount
+            if new_ttl is not None:
+                stored_ttl = new_ttl
+            if unindex:
+                g1pk = g1sk = None
+            new_a = _json(flat) if flat else None
+            conn.execute(_PUT, (pk, sk, d, new_a, stored_ttl, g1pk, g1sk))
+        if return_values == "ALL_NEW":
+            return _record(pk, sk, d, new_a, stored_ttl, time.time())
+        if return_values == "ALL_OLD":
+            return self._decode_row(pk, sk, old)
+        return None
+
+    def delete(
+        self,
+        key: tuple[str, str],
+        *,
+        condition: Condition | None = None,
+        return_old: bool = False,
+    ) -> Record | None:
+        pk, sk = check_key(key)
+        _check_condition(condition)
+        old: Row | None = None
+        with self.db.transaction(durable=self._durable(pk, sk)) as conn:
+            if condition is not None or return_old:
+                old = self._old(conn, pk, sk)
+                if condition is not None and not condition.holds(_lookup(pk, sk, old)):
+                    raise ConflictError(f"delete conflict on {pk}/{sk}")
+            conn.execute(_DELETE, (pk, sk))
+        return self._decode_row(pk, sk, old) if return_old else None
+
+    def write_batch(
+        self,
+        puts: Iterable[tuple[tuple[str, str], Mapping[str, Any]]] = (),
+        deletes: Iterable[tuple[str, str]] = (),
+    ) -> None:
+        put_list, delete_list = check_batch(puts, deletes)
+        if not put_list and not delete_list:
+            return
+        rows = [(pk, sk, _json(data), None, None, None, None) for (pk, sk), data in put_list]
+        durable = any(self._durable(pk, sk) for pk, sk in [k for k, _ in put_list] + delete_list)
+        with self.db.transaction(durable=durable) as conn:
+            if rows:
+                conn.executemany(_PUT, rows)
+            if delete_list:
+                conn.executemany(_DELETE, delete_list)
+
+    def delete_expired(self, now: float, *, limit: int | None = None) -> int:
+        """One transaction; not waited for (an expired item that came back after a crash is still expired)."""
+        with self.db.transaction(durable=False) as conn:
+            cur = conn.execute(
+                "DELETE FROM items WHERE (pk, sk) IN"
+                " (SELECT pk, sk FROM items WHERE ttl IS NOT NULL AND ttl < ? ORDER BY ttl LIMIT ?)",
+                (now, -1 if limit is None else limit),
+            )
+            return int(cur.rowcount)
