@@ -81,7 +81,7 @@ class DirectClient:
         code, message, status = error_answer(exc, f"{self._service}.{operation}")
         clients.count(self._service, operation)
         response: Any = {"Error": {"Code": code, "Message": message}, "ResponseMetadata": {"HTTPStatusCode": status}}
-            error_class: type[Exception] = self._wrapped.exceptions.from_code(code)
+        error_class: type[Exception] = self._wrapped.exceptions.from_code(code)
         return error_class(response, operation)
 
 
@@ -189,7 +189,6 @@ def _forwarded(served: InProcessAws) -> Callable[[str, dict[str, Any]], Any]:
 
 
 def _post(served: InProcessAws) -> Callable[[dict[str, Any]], Any]:
-    import json
 
     def serve(params: dict[str, Any]) -> Any:
         bridge = served.bridge

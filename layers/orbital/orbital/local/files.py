@@ -266,7 +266,9 @@ class FileWorkspace(Workspace):
     `base_url`: the local gateway's HTTP URL (`http://127.0.0.1:8765`), or a callable giving it, for presigned URLs;
     `signing_key`: the key their signatures are made with (random when not given; never logged); `max_put_bytes`:
     the largest body a presigned PUT may carry; `durable`: off, nothing is fsynced (only to measure the cost);
-    `index`: an index kept elsewhere (by default `root/index.sqlite3`)."""
+    `index`: an index kept elsewhere (by default `root/index.sqlite3`); `exclusive` (the default): take the
+    directory for this instance and clear what a crash left; off: open it beside the instance that has it (a tool
+    reading or seeding a running gateway's workspace), which then sweeps nothing."""
 
     def __init__(
         self,
@@ -277,6 +279,7 @@ class FileWorkspace(Workspace):
         max_put_bytes: int = MAX_PUT_BYTES,
         durable: bool = True,
         index: ObjectIndex | None = None,
+        exclusive: bool = True,
     ) -> None:
         self.root = Path(root)
         self.durable = durable
@@ -284,7 +287,7 @@ class FileWorkspace(Workspace):
         self.urls = ObjectUrls(signing_key if signing_key is not None else secrets.token_bytes(32), base_url)
         self._lock = threading.RLock()
         self._ensure_dir(self.root)
-        self._lock_fd = self._take_lock()
+        self._lock_fd = self._take_lock() if exclusive else os.open(self.root, os.O_RDONLY)
         try:
             self.blobs = self.root / "blobs"
             self.tmp = self.root / "tmp"
@@ -292,7 +295,8 @@ class FileWorkspace(Workspace):
             self._ensure_dir(self.tmp)
             self._own_index = index is None
             self.index = index if index is not None else ObjectIndex.open(self.root / INDEX_FILE, durable=durable)
-            self._recover()
+            if exclusive:
+                self._recover()
         except BaseException:
             os.close(self._lock_fd)
             raise

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, TypeVar
 
 from orbital.errors import ConflictError
@@ -380,3 +380,111 @@ class SqliteTable(Table):
                 (now, -1 if limit is None else limit),
             )
             return int(cur.rowcount)
+
+    # --- whole items, as DynamoDB JSON (moving state in and out: `orbital.local.upgrade`, export and import) ----
+
+    def scan_items(self) -> Iterator[dict[str, Any]]:
+        """Every stored item (expired ones too) as DynamoDB JSON, in key order."""
+        after: tuple[str, str] = ("", "")
+        while True:
+            rows = self._fetch(
+                "SELECT pk, sk, d, a, ttl, g1pk, g1sk FROM items WHERE (pk, sk) > (?, ?) ORDER BY pk, sk LIMIT 500",
+                after,
+            )
+            for row in rows:
+                yield _item_json(*row)
+            if len(rows) < 500:
+                return
+            after = (rows[-1][0], rows[-1][1])
+
+    def get_items(self, wanted: Iterable[tuple[str, str]]) -> dict[tuple[str, str], dict[str, Any]]:
+        """The stored items (expired ones too) of `wanted` as DynamoDB JSON, by key."""
+        found: dict[tuple[str, str], dict[str, Any]] = {}
+        for pk, sk in wanted:
+            rows = self._fetch("SELECT pk, sk, d, a, ttl, g1pk, g1sk FROM items WHERE pk = ? AND sk = ?", (pk, sk))
+            if rows:
+                found[(pk, sk)] = _item_json(*rows[0])
+        return found
+
+    def put_items(self, items: Iterable[Mapping[str, Any]], *, unless_smaller: str | None = None) -> int:
+        """Store whole items given as DynamoDB JSON, in one transaction. With `unless_smaller` (an attribute), an item
+        whose stored copy holds a number at least as large there is kept instead. Returns how many were written."""
+        rows = [_item_row(item) for item in items]
+        written = 0
+        with self.db.transaction() as conn:
+            for row in rows:
+                if unless_smaller is not None:
+                    old = self._old(conn, row[0], row[1])
+                    stored = loads(old[1]).get(unless_smaller) if old is not None and old[1] else None
+                    new = loads(row[3]).get(unless_smaller) if row[3] else None
+                    if isinstance(stored, int | float) and isinstance(new, int | float) and stored >= new:
+                        continue
+                conn.execute(_PUT, row)
+                written += 1
+        return written
+
+
+_COLUMNS = {"PK", "SK", "d", "ttl", "GSI1PK", "GSI1SK"}
+
+
+def _attr_json(value: Any) -> dict[str, Any]:
+    if isinstance(value, bool):
+        return {"BOOL": value}
+    if isinstance(value, int | float):
+        return {"N": str(value)}
+    if value is None:
+        return {"NULL": True}
+    return {"S": str(value)}
+
+
+def _item_json(
+    pk: str, sk: str, d: str | None, a: str | None, ttl: int | None, g1pk: str | None, g1sk: str | None
+) -> dict[str, Any]:
+    item: dict[str, Any] = {"PK": {"S": pk}, "SK": {"S": sk}}
+    if d is not None:
+        item["d"] = {"S": d}
+    if ttl is not None:
+        item["ttl"] = {"N": str(ttl)}
+    if g1pk is not None and g1sk is not None:
+        item["GSI1PK"] = {"S": g1pk}
+        item["GSI1SK"] = {"S": g1sk}
+    for name, value in (loads(a) if a else {}).items():
+        item[name] = _attr_json(value)
+    return item
+
+
+def _attr_value(attr: Mapping[str, Any]) -> Any:
+    if "S" in attr:
+        return str(attr["S"])
+    if "N" in attr:
+        text = str(attr["N"])
+        try:
+            return int(text)
+        except ValueError:
+            return float(text)
+    if "BOOL" in attr:
+        return bool(attr["BOOL"])
+    if "NULL" in attr:
+        return None
+    raise ValueError(f"an attribute of a type the table does not keep: {sorted(attr)}")
+
+
+def _item_row(item: Mapping[str, Any]) -> tuple[Any, ...]:
+    """The row of an item given as DynamoDB JSON (as `DynamoTable` writes them)."""
+    try:
+        pk, sk = str(item["PK"]["S"]), str(item["SK"]["S"])
+    except (KeyError, TypeError):
+        raise ValueError("an item without a string PK and SK") from None
+    d = item.get("d")
+    ttl = item.get("ttl")
+    flat = {name: _attr_value(value) for name, value in item.items() if name not in _COLUMNS}
+    g1pk, g1sk = item.get("GSI1PK"), item.get("GSI1SK")
+    return (
+        pk,
+        sk,
+        str(d["S"]) if d is not None else None,
+        _json(flat) if flat else None,
+        int(float(ttl["N"])) if ttl is not None else None,
+        str(g1pk["S"]) if g1pk is not None and g1sk is not None else None,
+        str(g1sk["S"]) if g1pk is not None and g1sk is not None else None,
+    )

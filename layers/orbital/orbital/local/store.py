@@ -111,7 +111,7 @@ class LocalStore:
         if exclusive and not temporary:
             from orbital.local.upgrade import upgrade
 
-            upgraded = upgrade(data_dir, table.put_raw_items, store._put_earlier_object)
+            upgraded = upgrade(data_dir, table.put_items, store._put_earlier_object)
         seconds = time.perf_counter() - began
         if upgraded is not None:
             store.opened = (

@@ -207,7 +207,7 @@ def read_earlier_state(data_dir: Path, *, now: float | None = None) -> EarlierSt
 
 def upgrade(
     data_dir: Path,
-    put_items: Callable[[list[dict[str, Any]]], None],
+    put_items: Callable[[list[dict[str, Any]]], object],
     put_object: Callable[[EarlierObject], None],
 ) -> EarlierState | None:
     """Carry an earlier data directory's state into the new store (through `put_items`, DynamoDB JSON items in
