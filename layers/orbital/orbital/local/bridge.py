@@ -26,8 +26,7 @@
   send longer messages as fragments (`orbital.protocol.frames.fragments`). Binary frames, which API Gateway refuses
   altogether and only this gateway accepts, are not capped.
 - The management API (`Bridge.manage`: POST / GET / DELETE of a connection id) is answered in process
-  (`orbital.local.inprocess`), or over HTTP on a loopback listener of its own with a per-start secret
-  (`orbital.local.management`), never on the gateway's public port. Unknown ids answer 410 GoneException. DELETE
+  (`orbital.local.inprocess`), never on the gateway's public port. Unknown ids answer 410 GoneException. DELETE
   closes the socket (code/reason may be given in x-orbital-close-* headers).
 """
 

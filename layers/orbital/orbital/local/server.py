@@ -169,7 +169,6 @@ class LocalGateway:
             connect_inline=not self.options.token,
             greet=greet,
             greet_after_s=0.0 if self.options.token else self.options.greet_after_ms / 1000,
-            objects=self.store.object_route,
         )
         if self.options.xeno:
             from orbital.local.xeno_socket import XenoSocket, XenoSocketInUse

@@ -10,7 +10,7 @@ runs in a child process instead:
 - the executions' Lambda tasks come back to the gateway, which runs the function's handler in process as before
   (`stack.run_function`): DynamoDB, S3 and the sockets stay in the gateway's process;
 - the child exits when the gateway closes its end, or dies (the socket reads end of file); if the child dies
-  first, the gateway starts another (`MotoStack`).
+  first, the gateway starts another (`LocalStack`).
 
 Both sides use one `Channel`: requests either way, each answered in a thread, replies matched by id. The child
 answers its quick Step Functions requests (`INLINE_METHODS`) on the thread that reads them, and a `StartExecution`

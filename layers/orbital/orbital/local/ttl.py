@@ -3,15 +3,13 @@
 Locally nothing else would: reads already treat expired items as absent (the table port's contract), but a
 long-lived local gateway would keep every answered call, due item and closed connection. The ticker of
 `orbital dev` calls `sweep` once a minute: the table deletes up to `MAX_PER_SWEEP` expired items
-(`Table.delete_expired`; an item written again meanwhile with a later `ttl` is kept), and they leave its read cache.
+(`Table.delete_expired`; an item written again meanwhile with a later `ttl` is kept).
 """
 
 from __future__ import annotations
 
 import logging
 from typing import TYPE_CHECKING
-
-from orbital.store.dynamo_table import DynamoTable
 
 if TYPE_CHECKING:
     from orbital.store.table import Table
@@ -31,21 +29,6 @@ def sweep(table: Table, ttl_attribute: str, now: float) -> int:
     if ttl_attribute != TTL_ATTRIBUTE:
         raise ValueError(f"the table expires items by {TTL_ATTRIBUTE!r}, not {ttl_attribute!r}")
     deleted = table.delete_expired(now, limit=MAX_PER_SWEEP)
-    if deleted and isinstance(table, DynamoTable):
-        _drop_empty_partitions(table.name)
     if deleted:
         log.debug("deleted %d expired items", deleted)
     return deleted
-
-
-def _drop_empty_partitions(table_name: str) -> None:
-    """moto keeps a partition's (empty) map after its last item is deleted: one per answered call, otherwise."""
-    from moto.dynamodb.models import dynamodb_backends
-
-    from orbital.local.stack import ACCOUNT, MOTO_LOCKS, REGION
-
-    with MOTO_LOCKS["dynamodb"]:
-        moto_table = dynamodb_backends[ACCOUNT][REGION].get_table(table_name)
-        if moto_table.range_key_attr:
-            for hash_key in [h for h, partition in moto_table.items.items() if not partition]:
-                del moto_table.items[hash_key]
