@@ -12,7 +12,7 @@ import pytest
 from botocore.exceptions import ClientError
 from moto.stepfunctions.parser.models import stepfunctions_parser_backends
 from orbital.engines import deferred
-from orbital.local import stack
+from orbital.local import step_functions as stack
 from orbital.store import keys
 
 from tests.conftest import ROOT, wait_for

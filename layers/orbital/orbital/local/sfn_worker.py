@@ -472,7 +472,7 @@ def main(argv: list[str]) -> int:
     step_functions.cache_state_machine_parsing()
     step_functions.serialize_operations()
     step_functions.ready_task_callbacks()
-    run = moto_action(StepFunctionResponse, "us-east-1", DEFAULT_ACCOUNT_ID, contextlib.nullcontext)
+    run = moto_action(StepFunctionResponse, step_functions.REGION, DEFAULT_ACCOUNT_ID, contextlib.nullcontext)
     pool = ThreadPoolExecutor(max_workers=16, thread_name_prefix="orbital-sfn")
     channel: Channel | None = None
 

@@ -27,15 +27,13 @@ from typing import TYPE_CHECKING, Any
 from orbital.local import template as tpl
 from orbital.local.bridge import request_id
 from orbital.local.inprocess import InProcessAws
-from orbital.local.step_functions import use_functions
+from orbital.local.step_functions import ACCOUNT, REGION, use_functions
 
 if TYPE_CHECKING:
     from orbital.local.sfn_worker import StepFunctionsProcess
 
 log = logging.getLogger("orbital.local")
 
-ACCOUNT = "123456789012"
-REGION = "us-east-1"
 ENDPOINT = "http://127.0.0.1:9"
 """The endpoint the gateway's Step Functions client is given: a name its in-process hook answers (nothing listens on
 the discard port, so a call that escaped the hook fails at once instead of reaching something else)."""

@@ -22,6 +22,9 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
+ACCOUNT = "123456789012"
+REGION = "us-east-1"
+
 _functions: tuple[frozenset[str], Callable[[str, bytes | str | None], tuple[bytes, bool]]] | None = None
 """The template's function names and how to run one (in this process, or from the Step Functions process, in the
 gateway's): what the state machines' Lambda tasks invoke."""

@@ -1,5 +1,5 @@
-"""What moto keeps for as long as the process lives, and the local stack lets go of: the copies of items and state
-machines it makes (`untrack_models`), and the interpreter's finished threads (`index_executions`)."""
+"""What moto's Step Functions interpreter keeps for as long as the process lives, and the local stack lets go of: the
+copies of state machines it makes (`untrack_models`), and the interpreter's finished threads (`index_executions`)."""
 
 from __future__ import annotations
 
@@ -8,36 +8,10 @@ from typing import Any
 
 import boto3
 import pytest
-from moto.dynamodb.models.dynamo_type import Item
-from moto.s3.models import FakeKey
 from moto.stepfunctions.models import StateMachine
-from orbital.local import stack
+from orbital.local import step_functions as stack
 
-from tests.conftest import BUCKET, TABLE, wait_for
-
-
-def test_item_copies_are_not_kept(aws: None) -> None:
-    stack.untrack_models()
-    stack.untrack_models()  # idempotent
-    client = boto3.client("dynamodb", region_name="us-east-1")
-    client.put_item(TableName=TABLE, Item={"PK": {"S": "M"}, "SK": {"S": "META"}, "n": {"N": "0"}})
-    tracked = len(Item.instances_tracked)  # type: ignore[attr-defined]
-    for i in range(50):
-        client.update_item(
-            TableName=TABLE,
-            Key={"PK": {"S": "M"}, "SK": {"S": "META"}},
-            UpdateExpression="SET n = :n",
-            ExpressionAttributeValues={":n": {"N": str(i)}},
-            ReturnValues="ALL_OLD",
-        )
-    assert len(Item.instances_tracked) == tracked  # type: ignore[attr-defined]
-    got = client.get_item(TableName=TABLE, Key={"PK": {"S": "M"}, "SK": {"S": "META"}})["Item"]
-    assert got["n"] == {"N": "49"}
-    # S3's objects are still tracked: moto's reset closes their files through that list
-    s3 = boto3.client("s3", region_name="us-east-1")
-    before = len(FakeKey.instances_tracked)  # type: ignore[attr-defined]
-    s3.put_object(Bucket=BUCKET, Key="kept.txt", Body=b"x")
-    assert len(FakeKey.instances_tracked) > before  # type: ignore[attr-defined]
+from tests.conftest import wait_for
 
 
 def test_executions_leave_nothing_behind(flows: dict[str, str], services: Any, monkeypatch: pytest.MonkeyPatch) -> None:
