@@ -1,5 +1,6 @@
-"""The local gateway answers its own AWS and management API calls without the loopback HTTP hop, and the moto server
-still serves everyone else (presigned URLs, tooling). Runs `LocalGateway` in this process to look inside it."""
+"""The local gateway answers its own Step Functions and management API calls without a loopback HTTP hop, keeps its
+table and workspace in the data directory, and serves presigned-style URLs for nodes on its own port. Runs
+`LocalGateway` in this process to look inside it."""
 
 from __future__ import annotations
 
@@ -20,56 +21,17 @@ from tests.conftest import wait_for
 from tests.e2e.conftest import in_process_gateway
 
 
-def _started(tmp: Path, *, in_process: bool) -> Iterator[LocalGateway]:
-    yield from in_process_gateway(tmp, persist=False, in_process_aws=in_process)
+def _started(tmp: Path) -> Iterator[LocalGateway]:
+    yield from in_process_gateway(tmp, persist=False)
 
 
 @pytest.fixture
 def gateway(tmp_path: Path) -> Iterator[LocalGateway]:
     # function scope: it must start after the autouse fixture that clears the environment of every test
-    yield from _started(tmp_path, in_process=True)
-
-
-def _moto_http(gw: LocalGateway, service: str, key: tuple[str, str] | None = None) -> Any:
-    """A client of the moto server that goes over HTTP (not one of the gateway's own), with this start's access key
-    (what `runtime.json` tells tooling) unless `key` is given."""
-    key_id, secret = key or gw.stack.credentials.pair()
-    return boto3.client(
-        service,
-        endpoint_url=gw.stack.endpoint,
-        region_name="us-east-1",
-        aws_access_key_id=key_id,
-        aws_secret_access_key=secret,
-    )
-
-
-def test_the_moto_port_answers_only_this_starts_key(gateway: LocalGateway) -> None:
-    """Another local user can reach a loopback port, but not the data behind it: every request must present the
-    access key drawn at this start (kept in the process and in the owner-only runtime.json)."""
-    from botocore.exceptions import ClientError
-
-    runtime = json.loads(gateway.runtime_file.read_text())
-    assert runtime["awsAccessKey"] == list(gateway.stack.credentials.pair())
-    assert _moto_http(gateway, "dynamodb").list_tables()["TableNames"]
-    for key in (("local", "local"), ("testing", "testing"), (gateway.stack.credentials.key_id[:-1] + "X", "x")):
-        for service, call in (
-            ("dynamodb", "list_tables"),
-            ("s3", "list_buckets"),
-            ("stepfunctions", "list_state_machines"),
-        ):
-            with pytest.raises(ClientError) as refused:
-                getattr(_moto_http(gateway, service, key), call)()
-            assert refused.value.response["ResponseMetadata"]["HTTPStatusCode"] == 403, (service, key)
-    for path in ("/moto-api/data.json", "/moto-api/reset", "/"):
-        request = urllib.request.Request(gateway.stack.endpoint + path, method="POST" if "reset" in path else "GET")
-        with pytest.raises(urllib.error.HTTPError) as denied:
-            urllib.request.urlopen(request, timeout=10)
-        assert denied.value.code == 403
-    assert _moto_http(gateway, "dynamodb").list_tables()["TableNames"]  # nothing was reset
+    yield from _started(tmp_path)
 
 
 def test_state_methods_are_served_in_process(gateway: LocalGateway) -> None:
-    before = gateway.stack.in_process.served
     with GatewayClient(gateway.ws_url) as c:
         c.connect("client")
         c.call("config.set", {"path": "agents.defaultHeartbeat.every", "value": "45m"})
@@ -79,20 +41,23 @@ def test_state_methods_are_served_in_process(gateway: LocalGateway) -> None:
         with pytest.raises(RpcFailed) as err:
             c.call("workspace.read", {"path": "notes/missing.md"})
         assert err.value.code == 404
-    assert gateway.stack.in_process.served > before
-    # the same state through moto's HTTP server: one store, whichever way it is reached
-    table = gateway.stack.table
-    items = _moto_http(gateway, "dynamodb").scan(TableName=table)["Items"]
-    assert any("45m" in json.dumps(item) for item in items)
+    # the same state in the data directory's database, read beside the gateway
+    from orbital.local.store import LocalStore
+
+    beside = LocalStore.open(gateway.store.root, exclusive=False)
+    try:
+        assert any("45m" in json.dumps(item) for item in beside.table.scan_items())
+    finally:
+        beside.close()
 
 
-def test_presigned_urls_still_point_at_the_moto_server(gateway: LocalGateway) -> None:
+def test_presigned_urls_point_at_the_gateways_own_port(gateway: LocalGateway) -> None:
     from orbital.runtime.services import get_services
 
     workspace = get_services().workspace
-    workspace.client.put_object(Bucket=workspace.bucket, Key="agents/main/presigned.txt", Body=b"over http")
+    workspace.put("agents/main/presigned.txt", b"over http", content_type="text/plain")
     url = workspace.presign_get("agents/main/presigned.txt")
-    assert url.startswith(gateway.stack.endpoint)
+    assert url.startswith(f"{gateway.http_url}/_objects/")
     with urllib.request.urlopen(url, timeout=10) as resp:
         assert resp.read() == b"over http"
     put = workspace.presign_put("agents/main/uploaded.txt")
@@ -101,8 +66,12 @@ def test_presigned_urls_still_point_at_the_moto_server(gateway: LocalGateway) ->
     )
     with urllib.request.urlopen(req, timeout=10) as resp:
         assert resp.status == 200
-    body = workspace.client.get_object(Bucket=workspace.bucket, Key="agents/main/uploaded.txt")["Body"].read()
-    assert body == b"uploaded"
+    got = workspace.get("agents/main/uploaded.txt")
+    assert got is not None and got[0] == b"uploaded"
+    forged = url.rsplit("signature=", 1)[0] + "signature=" + "0" * 64
+    with pytest.raises(urllib.error.HTTPError) as denied:
+        urllib.request.urlopen(forged, timeout=10)
+    assert denied.value.code == 403
 
 
 def test_management_api_in_process_posts_closes_and_reports_gone(gateway: LocalGateway) -> None:
@@ -160,20 +129,22 @@ def test_only_our_exact_origins_are_served() -> None:
             service, endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="a", aws_secret_access_key="b"
         )
 
-    assert hook.attach(made("dynamodb", "http://127.0.0.1:5000"))
-    assert hook.attach(made("s3", "http://localhost:5000"))
-    assert not hook.attach(made("dynamodb", "http://127.0.0.1:50001"))  # a prefix of the port is not the port
-    assert not hook.attach(made("dynamodb", "https://127.0.0.1:5000"))
-    assert not hook.attach(made("sqs", "http://127.0.0.1:5000"))  # not a service the gateway uses
+    assert hook.attach(made("stepfunctions", "http://127.0.0.1:5000"))
+    assert hook.attach(made("stepfunctions", "http://localhost:5000"))
+    assert not hook.attach(made("stepfunctions", "http://127.0.0.1:50001"))  # a prefix of the port is not the port
+    assert not hook.attach(made("stepfunctions", "https://127.0.0.1:5000"))
+    assert not hook.attach(made("dynamodb", "http://127.0.0.1:5000"))  # the table is no AWS service here
+    assert not hook.attach(made("s3", "http://127.0.0.1:5000"))
     assert hook.attach(made("apigatewaymanagementapi", "http://127.0.0.1:6000/local"))
     assert not hook.attach(made("apigatewaymanagementapi", "http://127.0.0.1:5000/local"))
 
 
 def test_after_stop_clients_fail_like_a_closed_port(tmp_path: Path) -> None:
     from botocore.exceptions import EndpointConnectionError
+    from orbital.aws import clients
     from orbital.runtime.services import get_services
 
-    for gw in _started(tmp_path, in_process=True):
+    for gw in _started(tmp_path):
         services = get_services()
         with GatewayClient(gw.ws_url) as c:
             cid = c.connect("client")["server"]["connectionId"]
@@ -183,7 +154,8 @@ def test_after_stop_clients_fail_like_a_closed_port(tmp_path: Path) -> None:
         with pytest.raises(EndpointConnectionError):
             services.sender.post(cid, {"type": "evt", "event": "ping"})
         with pytest.raises(EndpointConnectionError):
-            services.table.client.get_item(TableName="orbital-local", Key={"PK": {"S": "x"}, "SK": {"S": "y"}})
+            services.registry  # the services themselves are still there
+            clients.stepfunctions().describe_execution(executionArn="arn:aws:states:us-east-1:1:execution:x:y")
 
 
 def test_bridge_manage_without_a_running_loop() -> None:
@@ -201,18 +173,14 @@ def test_bridge_manage_without_a_running_loop() -> None:
         bridge.manage("POST", "any", b"{}", {})
 
 
-@pytest.mark.parametrize("in_process", [True, False], ids=["in-process", "over-http"])
-def test_tool_calls_run_on_the_loop_only_when_their_posts_are_in_process(tmp_path: Path, in_process: bool) -> None:
-    """`tool.invoke` and `tool.result` post to sockets: run on the bridge's loop when the management API and the
-    AWS calls are answered in this process, else on handler threads (a post over HTTP to the bridge would wait for
-    the loop it runs on). The call is answered either way."""
+def test_tool_calls_run_on_the_loop(tmp_path: Path) -> None:
+    """`tool.invoke` and `tool.result` post to sockets: they run on the bridge's loop, since the management API and
+    the Step Functions calls are answered in this process. The call is answered."""
     from tests.e2e.conftest import NODE_RUNTIME
 
-    for gw in _started(tmp_path, in_process=in_process):
+    for gw in _started(tmp_path):
         assert gw.bridge is not None
-        quick = {"tool.invoke", "tool.result"} & gw.bridge.inline_methods
-        assert quick == ({"tool.invoke", "tool.result"} if in_process else set())
-        assert "config.get" in gw.bridge.inline_methods
+        assert {"tool.invoke", "tool.result", "config.get"} <= gw.bridge.inline_methods
         with GatewayClient(gw.ws_url) as node, GatewayClient(gw.ws_url) as caller:
             node.connect("node", "loop-node", tools=[{"name": "Echo", "inputSchema": {}}], nodeRuntime=NODE_RUNTIME)
             caller.connect("client")
@@ -237,30 +205,5 @@ def test_the_gateway_deletes_expired_items_of_its_table(gateway: LocalGateway) -
     table.put(("TTLTEST#live", "x"), {"n": 2}, ttl=int(time.time()) + 600)
     assert gateway.ticker is not None and gateway.ticker.housekeeping is not None
     assert gateway._delete_expired() >= 1
-    items = _moto_http(gateway, "dynamodb").scan(TableName=gateway.stack.table)["Items"]
+    items = table.scan_items()  # expired ones included, if any were left
     assert [i["PK"]["S"] for i in items if i["PK"]["S"].startswith("TTLTEST#")] == ["TTLTEST#live"]
-
-
-def test_over_http_the_management_api_has_its_own_port_and_secret(tmp_path: Path) -> None:
-    """With in-process AWS off (a way to measure it), boto3 reaches the management API over HTTP: on a loopback port
-    of its own under a stage only this process knows, never on the gateway's public port."""
-    from orbital.runtime.services import get_services
-
-    for gw in _started(tmp_path, in_process=False):
-        endpoint = os.environ["ORBITAL_WS_MGMT_ENDPOINT"]
-        assert gw.management is not None and endpoint == gw.management.endpoint
-        assert f":{gw.port}/" not in endpoint
-        stage = endpoint.rsplit("/", 1)[1]
-        assert len(stage) >= 32
-        with GatewayClient(gw.ws_url) as c:
-            cid = c.connect("client")["server"]["connectionId"]
-            assert get_services().sender.post(cid, {"type": "evt", "event": "over.http", "payload": 1}) is True
-            assert c.next_event("over.http", timeout=10)["payload"] == 1
-            base = endpoint.rsplit("/", 1)[0]
-            for guess in ("local", "prod", stage[:-1] + ("A" if stage[-1] != "A" else "B")):
-                request = urllib.request.Request(f"{base}/{guess}/@connections/{cid}", data=b'{"x":1}', method="POST")
-                with pytest.raises(urllib.error.HTTPError) as denied:
-                    urllib.request.urlopen(request, timeout=10)
-                assert denied.value.code == 403
-            assert c.call("tools.list")["tools"] is not None
-            assert not [frame for frame in c.events if frame.get("event") != "over.http"]
