@@ -3,12 +3,11 @@
 Prints, in one run:
 - tool.invoke (client → gateway → node → gateway → client) with a node that answers at once, beside a bare
   WebSocket echo round trip and a req→res `config.get` on the same gateway (ratios, same process), first with the
-  gateway's own AWS calls going over loopback HTTP to the moto server, then with the state machines interpreted in
-  the gateway's process, then as by default (AWS calls in process, state machines in their own process);
+  state machines interpreted in the gateway's process, then as by default (in their own process);
 - the same call against a real `orbital node` process running its Read tool;
 - transfer throughput in MB/s for node→node, node→workspace and workspace→node, in chunk mode (binary and text
   framing) and presigned mode, with real `orbital node` processes;
-- AWS API calls per tool.invoke + tool.result, counted at the boto3 client factory (local gateway cache on).
+- AWS API calls per tool.invoke + tool.result, counted at the boto3 client factory.
 
     python bench/nodes.py [--calls 200] [--mb 20] [--against ../other-checkout] [--rounds 2] [--rounds-only]
 """
@@ -303,9 +302,8 @@ def main() -> None:
         n = args.calls
         echo_round_trips(echo_url, 20)
         rows = [("echo (bare websockets)", _stats(echo_round_trips(echo_url, n)))]
-        # the same calls with the gateway's own AWS calls over loopback HTTP (the moto server); with the state
-        # machines interpreted in the gateway's own process (before ADR 0017); then as by default
-        rows += variant_rows("AWS over HTTP", base / "hop", n, in_process_aws=False, persist=False)
+        # the same calls with the state machines interpreted in the gateway's own process (before ADR 0017); then
+        # as by default
         rows += variant_rows("SFN in process", base / "inline", n, step_functions_process=False)
         gateway = LocalGateway(GatewayOptions(port=0, data_dir=base / "data", project=ROOT)).start()
         procs: list[subprocess.Popen[bytes]] = []

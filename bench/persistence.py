@@ -1,13 +1,13 @@
 """Local persistence: what durability costs, how a write's cost grows with the state, and how long a restart takes.
 
 1. Throughput of acknowledged writes (`workspace.write`, `config.set`, `session.patch`, from several sockets) with
-   durability on (journal + fsync before the answer) and off (the same journal, no fsync), in the same run; the
-   ratio is the number to read (this machine is shared and noisy).
-2. The latency of one write with 1,000 and with 100,000 items stored (it should be flat: a write is a journal
-   append, not a snapshot).
-3. Restart with 100,000 messages and 10,000 workspace files: after a clean stop (checkpoint only) and after a crash
-   (checkpoint + journal replay), with the data directory's size; in this process, and as a user sees it: a new
-   `orbital dev` process from its start until `/health` answers.
+   durability on (fsync before the answer) and off (the same writes, no fsync), in the same run; the ratio is the
+   number to read (this machine is shared and noisy).
+2. The latency of one write with 1,000 and with 100,000 items stored (it should be flat: a write is a row of the
+   SQLite table, not a snapshot).
+3. Restart with 100,000 messages and 10,000 workspace files: after a clean stop and after a crash (SQLite replays
+   its WAL), with the data directory's size; in this process, and as a user sees it: a new `orbital dev` process
+   from its start until `/health` answers.
 
     python bench/persistence.py [--writes 600] [--messages 100000] [--files 10000]
 """
@@ -99,16 +99,16 @@ def message_item(session: int, seq: int) -> dict[str, Any]:
 
 
 def fill(gw: Any, messages: int, start: int = 0) -> None:
-    """Store messages (as the gateway stores them: one item each), 25 per batch, through the journaled path."""
-    client = gw.stack.client("dynamodb")
+    """Store messages (as the gateway stores them: one item each), 25 per durable transaction."""
+    table = gw.store.table
     batch: list[dict[str, Any]] = []
     for n in range(start, start + messages):
-        batch.append({"PutRequest": {"Item": message_item(n // 100, n)}})
+        batch.append(message_item(n // 100, n))
         if len(batch) == 25:
-            client.batch_write_item(RequestItems={gw.stack.table: batch})
+            table.put_items(batch)
             batch = []
     if batch:
-        client.batch_write_item(RequestItems={gw.stack.table: batch})
+        table.put_items(batch)
 
 
 def write_latency(url: str, count: int) -> float:
@@ -143,31 +143,31 @@ def scale_and_restart(messages: int, files: int) -> None:
             print(f"   {min(large):.2f} ms with {messages:,} stored: ratio {min(large) / min(small):.2f}x")
             each = filled / (messages - 1000) * 1e6
             print(f"   (storing {messages - 1000:,} messages took {filled:.1f} s: {each:.0f} us each)")
-            s3 = gw.stack.client("s3")
+            workspace = gw.store.workspace
             for i in range(files):
-                s3.put_object(
-                    Bucket=gw.stack.bucket,
-                    Key=f"agents/main/notes/{i:05d}.md",
-                    Body=(f"# note {i}\n" + "some text " * 150).encode(),
-                    ContentType="text/markdown",
+                workspace.put(
+                    f"agents/main/notes/{i:05d}.md",
+                    (f"# note {i}\n" + "some text " * 150).encode(),
+                    content_type="text/markdown",
                 )
             crashed = Path(tmp) / "crashed"
-            shutil.copytree(data_dir, crashed, ignore=shutil.ignore_patterns("lock"))  # a crash's view: the journal
+            # a crash's view: the database with its WAL, as the killed process left them
+            shutil.copytree(data_dir, crashed, ignore=shutil.ignore_patterns("lock"))
         finally:
             began = time.perf_counter()
             gw.stop()
             stop_seconds = time.perf_counter() - began
         print(
-            f"3. {messages:,} messages + {files:,} files: clean stop (checkpoint) {stop_seconds:.2f} s, "
+            f"3. {messages:,} messages + {files:,} files: clean stop {stop_seconds:.2f} s, "
             f"data dir {dir_size(data_dir) / 1e6:.1f} MB"
         )
-        for label, directory in (("after a clean stop", data_dir), ("after a crash (journal replay)", crashed)):
+        for label, directory in (("after a clean stop", data_dir), ("after a crash (WAL replay)", crashed)):
             began = time.perf_counter()
             again = gateway(directory)
             ready = time.perf_counter() - began
-            recovered = again.recovered
+            opened = again.store.describe()
             again.stop()
-            print(f"   restart {label}: {ready:.2f} s to serving ({recovered.describe()})")
+            print(f"   restart {label}: {ready:.2f} s to serving (store {opened})")
         process_restart(data_dir)  # compiles the package's bytecode once, as a first start on a machine would
         for _ in range(2):
             print(f"   `orbital dev` process, start to /health answering: {process_restart(data_dir):.2f} s")
