@@ -12,7 +12,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
 from botocore.exceptions import ClientError
 from orbital.client import GatewayClient
@@ -44,14 +43,9 @@ def _gone(pid: int) -> bool:
 
 
 def _http_client(gateway: LocalGateway) -> Any:
-    """A plain boto3 client of the local endpoint: over HTTP to the gateway's moto server, like the AWS CLI."""
-    return boto3.client(
-        "stepfunctions",
-        endpoint_url=gateway.stack.endpoint,
-        region_name="us-east-1",
-        aws_access_key_id=gateway.stack.credentials.key_id,
-        aws_secret_access_key=gateway.stack.credentials.secret,
-    )
+    """A plain botocore client of the stack (no direct operations): every call goes through botocore's request and
+    response handling, answered in process (there is no AWS endpoint to reach over the network any more)."""
+    return gateway.stack.client("stepfunctions")
 
 
 def test_clients_of_the_endpoint_reach_the_process(gateway: LocalGateway) -> None:
@@ -62,9 +56,11 @@ def test_clients_of_the_endpoint_reach_the_process(gateway: LocalGateway) -> Non
     assert {"DeferredCallStateMachine", "AgentTurnStateMachine"} <= names
     arn = gateway.stack.state_machine_arns["DeferredCallStateMachine"]
     assert sfn.describe_state_machine(stateMachineArn=arn)["name"] == "DeferredCallStateMachine"
-    # errors are the process's, with their codes, over HTTP and through the gateway's own client
+    # errors are the process's, with their codes, through botocore and through the gateway's own direct client
     missing = arn.replace(":stateMachine:", ":execution:") + ":no-such-execution"
-    for client in (sfn, gateway.stack.client("stepfunctions")):
+    from orbital.aws import clients
+
+    for client in (sfn, clients.stepfunctions()):
         with pytest.raises(ClientError) as error:
             client.describe_execution(executionArn=missing)
         assert error.value.response["Error"]["Code"] == "ExecutionDoesNotExist"
@@ -72,7 +68,7 @@ def test_clients_of_the_endpoint_reach_the_process(gateway: LocalGateway) -> Non
         sfn.send_task_success(taskToken="not-a-token", output="{}")
     assert bad_token.value.response["Error"]["Code"] == "InvalidToken"
 
-    # an execution started over HTTP runs there, and its Lambda task runs here
+    # an execution started through botocore runs there, and its Lambda task runs here
     before = gateway.stack.functions.invocations
     body = json.dumps({"due": 1_000_000, "waitSeconds": 0})  # a second long past, with no call due in it
     started = sfn.start_execution(stateMachineArn=arn, name="over-http", input=body)["executionArn"]
