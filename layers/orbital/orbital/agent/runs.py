@@ -30,11 +30,12 @@ from typing import TYPE_CHECKING, Any
 from orbital.agent import budgets
 from orbital.aws import clients
 from orbital.domain import ids
+from orbital.domain.run_ends import RESET_REASON, USER_CANCELLED
 from orbital.errors import UnavailableError
 from orbital.store import keys
 
 if TYPE_CHECKING:
-    from orbital.runtime.services import Services
+    from orbital.ports.services import Services
 
 log = logging.getLogger("orbital.agent.runs")
 
@@ -273,7 +274,6 @@ def submit(
 
 
 DEAD_RUN = "Run ended unexpectedly"
-USER_CANCELLED = "Run cancelled by user"
 MAX_RUN_ID = 200
 """The longest run id a client may choose (`chat.send`, `heartbeat.trigger`)."""
 
@@ -410,9 +410,9 @@ def stop(
             )
         except Exception as exc:
             log.info("stopping execution of run %s: %s", run_id, type(exc).__name__)
-    from orbital.agent import notify, tools
+    from orbital.agent import notify, waits
 
-    cancelled = tools.cancel_pending(services, str(execution or ""), int(taken["done"].get("iteration") or 0))
+    cancelled = waits.cancel_pending(services, str(execution or ""), int(taken["done"].get("iteration") or 0))
     if emit_error is not None:
         emit_error(session_key, run_id, {"error": reason})
     done = released(services, session_key, taken, emit_error=emit_error)
@@ -505,9 +505,6 @@ def kick(services: Services, session_key: str, *, emit_error: Emit | None = None
     except UnavailableError:
         return False
     return True
-
-
-RESET_REASON = "Run cancelled: the session was reset"
 
 
 def reset_session(services: Services, session_key: str, *, now: int, emit_error: Emit | None = None) -> dict[str, Any]:

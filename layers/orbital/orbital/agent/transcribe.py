@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from orbital.agent.providers import has_credentials, resolve_provider
 
 if TYPE_CHECKING:
-    from orbital.runtime.services import Services
+    from orbital.ports.services import Services
 
 log = logging.getLogger("orbital.agent.transcribe")
 

@@ -24,17 +24,28 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from orbital.agent import budgets, client_tools, compaction, context, events, media, notify, runs, settings, tools
+from orbital.agent import (
+    budgets,
+    client_tools,
+    compaction,
+    context,
+    events,
+    media,
+    notify,
+    runs,
+    settings,
+    tools,
+    waits,
+)
 from orbital.agent.providers import ModelError, ModelRequest, complete
 from orbital.domain.config import as_dict
 from orbital.domain.messages import text_of
 from orbital.domain.reset_policy import initial_policy, should_auto_reset
 from orbital.domain.session_keys import session_agent_id
 from orbital.engines import waitgroup
-from orbital.runtime.services import get_services
 
 if TYPE_CHECKING:
-    from orbital.runtime.services import Services
+    from orbital.ports.services import Services
 
 log = logging.getLogger("orbital.agent.turn")
 
@@ -597,7 +608,7 @@ def fail(services: Services, event: dict[str, Any]) -> dict[str, Any]:
         return {"reported": False}
     events.emit(services, key, run_id, "error", error=message)
     notify.run_ended(services, key, done, error=message)
-    tools.cancel_pending(services, execution, int(done.get("iteration") or 0))
+    waits.cancel_pending(services, execution, int(done.get("iteration") or 0))
     return {"reported": True}
 
 
@@ -608,11 +619,3 @@ def memories_step(services: Services, event: dict[str, Any]) -> dict[str, Any]:
 
 
 STEPS = {"turn": turn, "register": register, "fail": fail, "memories": memories_step}
-
-
-def handle(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
-    step = event.get("step")
-    func = STEPS.get(step) if isinstance(step, str) else None
-    if func is None:
-        raise ValueError(f"unknown agent step: {step!r}")
-    return func(get_services(), event)

@@ -37,7 +37,7 @@ from orbital.errors import ConflictError
 from orbital.store import keys
 
 if TYPE_CHECKING:
-    from orbital.runtime.services import Services
+    from orbital.ports.services import Services
 
 log = logging.getLogger("orbital.channels.inbound")
 

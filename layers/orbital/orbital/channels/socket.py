@@ -15,7 +15,7 @@ from orbital.protocol.frames import event_frame
 from orbital.store import keys
 
 if TYPE_CHECKING:
-    from orbital.runtime.services import Services
+    from orbital.ports.services import Services
 
 
 def not_connected(channel: str, account_id: str) -> str:

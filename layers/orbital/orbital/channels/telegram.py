@@ -39,7 +39,7 @@ from orbital.aws import secrets as gateway_token
 from orbital.channels.adapters import ChannelError, ControlResult, Outbound
 
 if TYPE_CHECKING:
-    from orbital.runtime.services import Services
+    from orbital.ports.services import Services
 
 log = logging.getLogger("orbital.channels.telegram")
 

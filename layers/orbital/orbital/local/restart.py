@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from orbital.store import keys
 
 if TYPE_CHECKING:
-    from orbital.runtime.services import Services
+    from orbital.ports.services import Services
 
 log = logging.getLogger("orbital.local")
 
@@ -29,7 +29,7 @@ INTERRUPTED = "The gateway restarted while this run was in progress"
 def end_interrupted(services: Services) -> tuple[int, int]:
     """Close the sockets and end the runs a previous process left behind. Returns (sockets, runs)."""
     from orbital.agent import events, runs
-    from orbital.runtime import lifecycle
+    from orbital.ports import lifecycle
 
     table = services.table
     sockets = set()

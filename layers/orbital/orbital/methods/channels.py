@@ -12,7 +12,7 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from orbital.channels import inbound
+from orbital.channels import delivery, inbound, message_tool
 from orbital.channels.adapters import ChannelError, adapter_for, built_in
 from orbital.domain.config import as_dict
 from orbital.engines import deferred
@@ -24,11 +24,13 @@ from orbital.protocol.registry import CHANNEL, CLIENT, NoParams, Params, Result,
 from orbital.store import keys
 
 if TYPE_CHECKING:
+    from orbital.ports.services import Services
     from orbital.protocol.context import CallContext
-    from orbital.runtime.services import Services
     from orbital.store.connections import Connection
 
 router = Router("channels")
+router.on_run_reply(delivery.run_reply)  # a run's replies go back to the channel it came from
+router.native_tool("gsv__Message")(message_tool.message)
 
 
 class ChannelEntry(Result):

@@ -14,17 +14,17 @@ from orbital.agent.settings import logs_timeout_ms, tool_timeout_ms
 from orbital.domain.ids import new_uuid
 from orbital.engines import deferred
 from orbital.errors import BadRequestError, ConflictError, ForbiddenError, NotFoundError, UnavailableError
+from orbital.ports import lifecycle
 from orbital.protocol.dispatch import DEFERRED
 from orbital.protocol.frames import event_frame, fit
 from orbital.protocol.params import GivenCount, GivenFlag, Items, Json, Number, Text, Whole
 from orbital.protocol.registry import CLIENT, NODE, Params, Result, Router
-from orbital.runtime import lifecycle
 from orbital.store import keys
 from orbital.tools.catalog import find_node_for_tool
 
 if TYPE_CHECKING:
+    from orbital.ports.services import Services
     from orbital.protocol.context import CallContext
-    from orbital.runtime.services import Services
     from orbital.store.connections import Connection, NodeEntry
 
 log = logging.getLogger("orbital.nodes")

@@ -19,7 +19,7 @@ from orbital.domain.workspace_paths import content_type_for
 from orbital.store import keys
 
 if TYPE_CHECKING:
-    from orbital.runtime.services import Services
+    from orbital.ports.services import Services
 
 SEED_FILES: tuple[str, ...] = (
     "AGENTS.md",
