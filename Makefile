@@ -44,13 +44,13 @@ typecheck: $(STAMP)
 	$(BIN)/mypy
 
 docs: $(STAMP)
-	$(BIN)/python -m orbital.protocol.docs > docs/protocol.md
+	$(BIN)/python -m orbital.methods.docs > docs/protocol.md
 
 hot-modules: $(STAMP)  # the files the layer ships bytecode for (see layers/orbital/Makefile)
 	$(BIN)/python scripts/layer_hot_modules.py > layers/orbital/hot-modules.txt
 
 docs-check: $(STAMP)
-	@$(BIN)/python -m orbital.protocol.docs | diff -u docs/protocol.md - \
+	@$(BIN)/python -m orbital.methods.docs | diff -u docs/protocol.md - \
 	  || { echo "docs/protocol.md is out of date: run 'make docs'"; exit 1; }
 
 pytest: $(STAMP)
