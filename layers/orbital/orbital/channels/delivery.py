@@ -12,7 +12,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from orbital.channels.adapters import ChannelError, Outbound, adapter_for, public_reason
+from orbital.channels.adapters import adapter_for, public_reason
+from orbital.channels.base import ChannelError, Outbound
 from orbital.domain.config import as_dict
 from orbital.domain.run_ends import RESET_REASON, USER_CANCELLED
 

@@ -27,7 +27,8 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from orbital.agent import events, runs, slash
-from orbital.channels.adapters import ChannelError, Outbound, adapter_for, is_passing, public_reason
+from orbital.channels.adapters import adapter_for, is_passing, public_reason
+from orbital.channels.base import ChannelError, Outbound
 from orbital.channels.delivery import send as deliver_text
 from orbital.channels.delivery import typing as show_typing
 from orbital.domain import commands, pairing, timefmt

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from orbital.channels.adapters import ChannelError, Outbound, adapter_for, built_in
+from orbital.channels.adapters import adapter_for, built_in
+from orbital.channels.base import ChannelError, Outbound
 from orbital.domain.config import as_dict
 from orbital.tools.native import ToolEnv, ToolError
 

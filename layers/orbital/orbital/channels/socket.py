@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from orbital.channels.adapters import ChannelError, ControlResult, Outbound
+from orbital.channels.base import ChannelError, ControlResult, Outbound
 from orbital.protocol.frames import event_frame
 from orbital.store import keys
 

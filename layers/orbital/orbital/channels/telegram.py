@@ -36,7 +36,7 @@ import urllib.request
 from typing import TYPE_CHECKING, Any
 
 from orbital.aws import secrets as gateway_token
-from orbital.channels.adapters import ChannelError, ControlResult, Outbound
+from orbital.channels.base import ChannelError, ControlResult, Outbound
 
 if TYPE_CHECKING:
     from orbital.ports.services import Services
