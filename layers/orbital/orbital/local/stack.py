@@ -28,14 +28,12 @@ from orbital.local import template as tpl
 from orbital.local.bridge import request_id
 from orbital.local.credentials import KEY_HEADER, Credentials, require_key
 from orbital.local.inprocess import InProcessAws
+from orbital.local.moto_shared import ACCOUNT, MOTO_LOCKS, REGION
 
 if TYPE_CHECKING:
     from orbital.local.sfn_worker import StepFunctionsProcess
 
 log = logging.getLogger("orbital.local")
-
-ACCOUNT = "123456789012"
-REGION = "us-east-1"
 
 
 @dataclass
@@ -171,10 +169,6 @@ class _DirectLambda:
         if failed:
             response["FunctionError"] = "Unhandled"
         return response
-
-
-MOTO_LOCKS: dict[str, threading.RLock] = {"dynamodb": threading.RLock(), "stepfunctions": threading.RLock()}
-"""The lock each serialized moto service holds around its operations (persistence reads items under it too)."""
 
 
 def make_moto_atomic(*, dynamodb: bool = True, step_functions: bool = True) -> None:
