@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 from orbital.agent import heartbeat_runs, runs
+from orbital.agent.seed import template
 from orbital.domain.config import DEFAULT_HEARTBEAT_PROMPT
 from orbital.engines import heartbeat as engine
 from orbital.methods import registry
 from orbital.store import keys
-from orbital.store.seed import template
 
 from tests.conftest import wait_for
 from tests.support.fake_llm import FakeLLM, reply

@@ -287,8 +287,8 @@ class LocalGateway:
 
     def _seed(self) -> None:
         try:
+            from orbital.agent.seed import ensure_seeded
             from orbital.runtime.services import get_services
-            from orbital.store.seed import ensure_seeded
         except ImportError:
             return
         written = ensure_seeded(get_services())

@@ -13,7 +13,8 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from orbital.channels import delivery, inbound, message_tool
-from orbital.channels.adapters import ChannelError, adapter_for, built_in
+from orbital.channels.adapters import adapter_for, built_in
+from orbital.channels.base import ChannelError
 from orbital.domain.config import as_dict
 from orbital.engines import deferred
 from orbital.errors import BadRequestError, ForbiddenError, NotFoundError, RpcError, UnavailableError
