@@ -178,7 +178,9 @@ class LocalGateway:
             concurrent_frames=self.options.concurrent_frames,
             frame_jitter_ms=self.options.frame_jitter_ms,
             # methods that post to sockets too, when those posts and every AWS call are answered in this process
-            inline_methods=get_services().registry.inline_methods(quick=self.stack.in_process is not None),
+            inline_methods=get_services().registry.event_loop_methods(
+                posts_in_process=self.stack.in_process is not None
+            ),
             connect_inline=not self.options.token,
             greet=greet,
             greet_after_s=0.0 if self.options.token else self.options.greet_after_ms / 1000,

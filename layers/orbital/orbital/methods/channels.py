@@ -57,7 +57,7 @@ def channel_entry(data: dict[str, Any]) -> dict[str, Any]:
     return entry
 
 
-@router.method("channels.list", params=NoParams, result=ChannelsListResult, inline=True, modes=CLIENT)
+@router.method("channels.list", params=NoParams, result=ChannelsListResult, reads_only=True, modes=CLIENT)
 def channels_list(ctx: CallContext, params: NoParams) -> dict[str, Any]:
     """Every channel account that has connected: `{channel, accountId, connectedAt, lastMessageAt?}`."""
     channels = [channel_entry(data) for data in ctx.services.connections.channels()]

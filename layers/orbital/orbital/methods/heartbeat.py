@@ -70,7 +70,7 @@ def heartbeat_status(services: Services) -> dict[str, dict[str, Any]]:
     return engine.status(services)
 
 
-@router.method("heartbeat.status", params=NoParams, result=HeartbeatStatusResult, inline=True, modes=CLIENT)
+@router.method("heartbeat.status", params=NoParams, result=HeartbeatStatusResult, reads_only=True, modes=CLIENT)
 def heartbeat_status_method(ctx: CallContext, params: NoParams) -> dict[str, Any]:
     """Heartbeat state per agent (`nextHeartbeatAt`, `lastHeartbeatAt`, `lastHeartbeatText`, `lastHeartbeatSentAt`,
     and where the agent was last talked to as `lastActive`)."""

@@ -68,7 +68,7 @@ class ToolInvokeResult(Result):
     params=ToolInvokeParams,
     result=ToolInvokeResult,
     deferred=True,
-    quick=True,
+    posts_without_waiting=True,
     modes=CLIENT,
     mode_error=(101, "Not connected"),
 )
@@ -162,7 +162,7 @@ def _authorize_node_answer(ctx: CallContext, call: deferred.PendingCall) -> None
     "tool.result",
     params=ToolResultParams,
     result=AckResult,
-    quick=True,
+    posts_without_waiting=True,
     modes=NODE,
     mode_error=(403, "Node not authorized for this call"),
 )

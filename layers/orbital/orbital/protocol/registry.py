@@ -117,13 +117,13 @@ class MethodSpec:
     {mode} connections`)."""
     deferred: bool = False
     """The response is sent later (tool.invoke, logs.get)."""
-    inline: bool = False
-    """Answered from what the gateway holds, never pushing to a socket or waiting on one: the local gateway may run
-    it on its event loop instead of handing it to a thread (`Registry.inline_methods`)."""
-    quick: bool = False
+    reads_only: bool = False
+    """Answered from what the gateway holds: it reads, posts to no socket and waits for nothing. A local gateway may
+    answer it on its event loop instead of handing it to a thread (`Registry.event_loop_methods`)."""
+    posts_without_waiting: bool = False
     """A few table reads and writes and posts to sockets, never waiting for an answer from a socket, an execution or
-    a model: a local gateway that serves its AWS calls and management API in process may run it on its event loop
-    too (`Registry.inline_methods(quick=True)`)."""
+    a model: a local gateway whose AWS calls and management API are answered in its own process may answer it on its
+    event loop too (`Registry.event_loop_methods(posts_in_process=True)`)."""
     socket_only: bool = False
     """Meaningful only on a socket (`connect`, its handshake): not offered over HTTP although clients may call it."""
 
@@ -218,8 +218,8 @@ class Router:
         modes: frozenset[str],
         mode_error: tuple[int, str] | None = None,
         deferred: bool = False,
-        inline: bool = False,
-        quick: bool = False,
+        reads_only: bool = False,
+        posts_without_waiting: bool = False,
         socket_only: bool = False,
     ) -> Callable[[Handler], Handler]:
         allowed = frozenset(modes)
@@ -239,8 +239,8 @@ class Router:
                 modes=allowed,
                 mode_error=mode_error,
                 deferred=deferred,
-                inline=inline,
-                quick=quick,
+                reads_only=reads_only,
+                posts_without_waiting=posts_without_waiting,
                 socket_only=socket_only,
             )
             return func
@@ -324,10 +324,15 @@ class Registry:
     def names(self) -> list[str]:
         return list(self._methods)
 
-    def inline_methods(self, *, quick: bool = False) -> frozenset[str]:
-        """The methods a local gateway may answer on its event loop (`MethodSpec.inline`), with `quick` also those
-        that post to sockets (`MethodSpec.quick`)."""
-        return frozenset(name for name, spec in self._methods.items() if spec.inline or (quick and spec.quick))
+    def event_loop_methods(self, *, posts_in_process: bool = False) -> frozenset[str]:
+        """The methods a local gateway may answer on its event loop: those that only read (`MethodSpec.reads_only`)
+        and, when its posts and AWS calls are answered in its own process (`posts_in_process`), those that post
+        without waiting (`MethodSpec.posts_without_waiting`)."""
+        return frozenset(
+            name
+            for name, spec in self._methods.items()
+            if spec.reads_only or (posts_in_process and spec.posts_without_waiting)
+        )
 
     def http_methods(self) -> list[MethodSpec]:
         """The methods also offered over HTTP (`MethodSpec.http`), in registry order."""
