@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from orbital.agent import budgets
+from orbital.agent import budgets, notify, waits
 from orbital.aws import clients
 from orbital.domain import ids
 from orbital.domain.run_ends import RESET_REASON, USER_CANCELLED
@@ -257,8 +257,6 @@ def submit(
         drop_input(services, session_key, dead)
         if emit_error is not None:
             emit_error(session_key, str(dead.get("runId")), {"error": DEAD_RUN})
-        from orbital.agent import notify
-
         notify.run_ended(services, session_key, dead, error=DEAD_RUN)
     if "run" in outcome:
         ours = outcome["run"]["runId"] == run_id
@@ -301,8 +299,6 @@ def _start(
             emit_error(session_key, str(run["runId"]), {"error": message})
         done = finish(services, session_key, str(run["runId"]), str(run["execution"]), emit_error=emit_error)
         if notify_failure and done is not None:
-            from orbital.agent import notify
-
             notify.run_ended(services, session_key, done, error=message)
         if isinstance(exc, UnavailableError):
             raise
@@ -410,8 +406,6 @@ def stop(
             )
         except Exception as exc:
             log.info("stopping execution of run %s: %s", run_id, type(exc).__name__)
-    from orbital.agent import notify, waits
-
     cancelled = waits.cancel_pending(services, str(execution or ""), int(taken["done"].get("iteration") or 0))
     if emit_error is not None:
         emit_error(session_key, run_id, {"error": reason})
@@ -514,7 +508,7 @@ def reset_session(services: Services, session_key: str, *, now: int, emit_error:
     stop(services, session_key, emit_error=emit_error, reason=RESET_REASON, start_next=False)
     result = services.sessions.reset(session_key, now=now)
     kick(services, session_key, emit_error=emit_error)
-    from orbital.agent import memories
+    from orbital.agent import memories  # lazy: only a reset extracts memories (kept off the steps' cold start)
 
     memories.schedule(services, session_key, result)
     return result

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from orbital.agent import budgets, client_tools, runs, settings
+from orbital.agent import budgets, client_tools, events, runs, settings
 from orbital.agent.waits import group_id, load_plan
 from orbital.domain.config import as_dict
 from orbital.domain.session_keys import canonicalize_with_config
@@ -330,8 +330,6 @@ def _session_send(it: Iteration, args: dict[str, Any]) -> Launch:
 def _inject(
     it: Iteration, target: str, data: dict[str, Any], run_id: str, notify: dict[str, Any] | None
 ) -> runs.Submitted:
-    from orbital.agent import events
-
     try:
         return runs.submit(
             it.services,
@@ -348,7 +346,7 @@ def _inject(
 
 
 def _transfer(it: Iteration, args: dict[str, Any]) -> Launch:
-    from orbital.engines import transfer
+    from orbital.engines import transfer  # lazy: only gsv__Transfer needs it (kept off the steps' cold start)
 
     source, destination = args.get("source"), args.get("destination")
     if not isinstance(source, str) or not source or not isinstance(destination, str) or not destination:

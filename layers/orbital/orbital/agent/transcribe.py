@@ -27,6 +27,7 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from orbital.agent.providers import has_credentials, resolve_provider
+from orbital.aws.clients import client as aws_client
 
 if TYPE_CHECKING:
     from orbital.ports.services import Services
@@ -255,8 +256,6 @@ def _aws(
     clock: Any = time.monotonic,
 ) -> str | None:
     if client is None:
-        from orbital.aws.clients import client as aws_client
-
         client = aws_client("transcribe")
     request = _aws_job(services, config, r2_key, mime_type)
     name = request["TranscriptionJobName"]

@@ -97,7 +97,7 @@ def user_message(
 ) -> dict[str, Any]:
     """Spec §5.3 `buildUserMessage` (`orbital.agent.user_content`): text alone is a string ("[Empty message]" when
     empty); with media, blocks. Voice messages are transcribed with `services` and `config` (not without them)."""
-    from orbital.agent.user_content import build_user_content
+    from orbital.agent.user_content import build_user_content  # lazy: media, transcription (steps' cold start)
 
     media_entries = data.get("media") if isinstance(data.get("media"), list) else None
     content = build_user_content(services, config, str(data.get("text") or ""), media_entries)
@@ -270,7 +270,7 @@ def _store_user_message(r: _Run, meta: dict[str, Any], run: dict[str, Any]) -> d
     guest = client_tools.is_guest(client_tools.policy_of_run(run) or {})
     if _reset_due(meta, run, policy, now):
         result = services.sessions.reset(r.key, now=now)
-        from orbital.agent import memories
+        from orbital.agent import memories  # lazy: only a reset extracts memories (steps' cold start)
 
         if not guest:  # a guest's conversation never goes into the owner's memory files
             memories.schedule(services, r.key, result)
@@ -613,7 +613,7 @@ def fail(services: Services, event: dict[str, Any]) -> dict[str, Any]:
 
 
 def memories_step(services: Services, event: dict[str, Any]) -> dict[str, Any]:
-    from orbital.agent import memories
+    from orbital.agent import memories  # lazy: a step of its own (kept off the other steps' cold start)
 
     return memories.extract(services, str(event["sessionKey"]), event.get("archive") or {})
 

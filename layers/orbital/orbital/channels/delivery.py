@@ -16,6 +16,7 @@ from orbital.channels.adapters import adapter_for, public_reason
 from orbital.channels.base import ChannelError, Outbound
 from orbital.domain.config import as_dict
 from orbital.domain.run_ends import RESET_REASON, USER_CANCELLED
+from orbital.engines import heartbeat
 
 if TYPE_CHECKING:
     from orbital.ports.services import Services
@@ -97,8 +98,6 @@ def deliver(services: Services, session_key: str, run: dict[str, Any], state: st
     if not body.strip():
         return
     if target.get("kind") == "heartbeat":
-        from orbital.engines import heartbeat
-
         filtered = heartbeat.filter_delivery(services, str(target.get("agentId") or "main"), body, services.now_ms())
         if filtered is None:
             return

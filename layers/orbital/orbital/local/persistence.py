@@ -707,7 +707,7 @@ def _patch() -> None:
     from moto.dynamodb.responses import DynamoHandler
     from moto.s3.responses import S3Response
 
-    from orbital.local.moto_updates import fast_update_items
+    from orbital.local.moto_updates import fast_update_items  # lazy, as moto above: loaded when installed
 
     fast_update_items()  # inside the journal's wrapper, not around it
     lock = MOTO_LOCKS["dynamodb"]

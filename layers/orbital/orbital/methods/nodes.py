@@ -10,6 +10,7 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from orbital.agent import events, runs
 from orbital.agent.settings import logs_timeout_ms, tool_timeout_ms
 from orbital.domain.ids import new_uuid
 from orbital.engines import deferred
@@ -496,8 +497,6 @@ def _inject_completion(services: Services, record: dict[str, Any]) -> bool:
     fields = ("eventId", "nodeId", "sessionId", "callId", "event", "exitCode", "signal", "outputTail", "startedAt")
     body = {name: record.get(name) for name in (*fields, "endedAt")}
     text = "System event: async_exec_completion\n" + json.dumps(body, separators=(",", ":"), ensure_ascii=False)
-    from orbital.agent import events, runs
-
     try:
         runs.submit(
             services,

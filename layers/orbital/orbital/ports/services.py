@@ -80,26 +80,26 @@ class Services:
 
     @functools.cached_property
     def sessions(self) -> SessionRepo:
-        from orbital.store.sessions import SessionRepo
+        from orbital.store.sessions import SessionRepo  # lazy: built on first use, off the cold start
 
         return SessionRepo(self.table, self.workspace)
 
     @functools.cached_property
     def workspace(self) -> Workspace:
-        from orbital.store.workspace import Workspace
+        from orbital.store.workspace import Workspace  # lazy: built on first use, off the cold start
 
         return Workspace(clients.s3(), self.settings.bucket_name, cache=self.settings.local)
 
     @functools.cached_property
     def gateway(self) -> GatewayRepo:
-        from orbital.store.repos import GatewayRepo
+        from orbital.store.repos import GatewayRepo  # lazy: built on first use, off the cold start
 
         return GatewayRepo(self.table)
 
     @functools.cached_property
     def usage(self) -> UsageRepo:
         """The gateway's token usage per UTC day and month (daily and monthly budgets)."""
-        from orbital.store.usage import UsageRepo
+        from orbital.store.usage import UsageRepo  # lazy: built on first use, off the cold start
 
         return UsageRepo(self.table)
 

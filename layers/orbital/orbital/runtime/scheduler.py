@@ -36,6 +36,7 @@ def _sweep_due(services: Services, now_ms: int) -> bool:
 
 def tick(services: Services, now_ms: int | None = None) -> dict[str, Any]:
     """One pass over everything time-driven; each part is independent (one failing does not stop the others)."""
+    # lazy: imported by the first tick, not by the function's import (bench/cold_start.py)
     from orbital.agent import cron_runs, heartbeat_runs
     from orbital.engines import cron, deferred, heartbeat
 
