@@ -9,6 +9,8 @@ run by `make lint`). This checks what the tool does not:
   ignore the same imports;
 - the graph the contracts are checked on holds the imports inside functions and under `TYPE_CHECKING`;
 - an import of an `orbital` module inside a function says why it is lazy (a comment on it or above its block);
+- the Lambda entry points (`functions/`, outside the package) are thin: they reach the gateway through the runtime
+  or the HTTP app, which take their Services from the composition root (`orbital.runtime.services`);
 - the package root holds only the package's face; no import is placed after code (`noqa: E402`).
 """
 
@@ -190,6 +192,27 @@ def test_every_lazy_import_says_why() -> None:
         "an import inside a function either moves to the module's imports or says why it is lazy "
         f"(a one-line comment: the cold start it keeps small, ...): {offenders}"
     )
+
+
+# --- the Lambda entry points ---------------------------------------------------------------------------------------
+
+ENTRY_POINT_IMPORTS = re.compile(r"orbital\.(observability|runtime\.[a-z_]+|rest\.app|ports\.invocation)(\.\w+)?")
+"""What a function under functions/ may import from the package: the runtime's handlers, the HTTP app, what the
+invocation has left (its Lambda context), and the logger, metrics and tracer."""
+
+
+def test_every_lambda_entry_point_goes_through_the_runtime() -> None:
+    entry_points = sorted((ROOT / "functions").glob("*/*.py"))
+    assert len([p for p in entry_points if p.name != "__init__.py"]) >= 8
+    for path in entry_points:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("orbital"):
+                for alias in node.names:
+                    name = f"{node.module}.{alias.name}"
+                    assert ENTRY_POINT_IMPORTS.fullmatch(name), f"{path.relative_to(ROOT)}: {name}"
+            elif isinstance(node, ast.Import):
+                assert not any(a.name.startswith("orbital") for a in node.names), path.relative_to(ROOT)
 
 
 # --- the package root, imports after code -------------------------------------------------------------------------
