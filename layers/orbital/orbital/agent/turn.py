@@ -24,20 +24,9 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from orbital.agent import (
-    budgets,
-    client_tools,
-    compaction,
-    context,
-    events,
-    media,
-    notify,
-    runs,
-    settings,
-    tools,
-    waits,
-)
+from orbital.agent import budgets, client_tools, compaction, context, events, media, notify, runs, settings, tools
 from orbital.agent.providers import ModelError, ModelRequest, complete
+from orbital.agent.waits import cancel_pending
 from orbital.domain.config import as_dict
 from orbital.domain.messages import text_of
 from orbital.domain.reset_policy import initial_policy, should_auto_reset
@@ -608,7 +597,7 @@ def fail(services: Services, event: dict[str, Any]) -> dict[str, Any]:
         return {"reported": False}
     events.emit(services, key, run_id, "error", error=message)
     notify.run_ended(services, key, done, error=message)
-    waits.cancel_pending(services, execution, int(done.get("iteration") or 0))
+    cancel_pending(services, execution, int(done.get("iteration") or 0))
     return {"reported": True}
 
 
