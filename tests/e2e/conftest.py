@@ -155,7 +155,7 @@ def client(gateway: GatewayProcess) -> Iterator[Any]:
 def store_for(gw: GatewayProcess) -> Any:
     """Services bound to a running local gateway's moto endpoint (to seed data the RPCs then read)."""
     import boto3
-    from orbital.runtime.services import Services
+    from orbital.runtime.services import build_services
     from orbital.settings import Settings
     from orbital.store.table import Table
     from orbital.store.workspace import S3Workspace
@@ -169,7 +169,7 @@ def store_for(gw: GatewayProcess) -> Any:
         "aws_secret_access_key": secret,
     }
     settings = Settings(table_name=info["table"], bucket_name=info["bucket"], aws_endpoint=info["awsEndpoint"])
-    services = Services(settings, sender=None)
+    services = build_services(settings, sender=None)
     services.__dict__["table"] = Table(boto3.client("dynamodb", **kw), info["table"])
     services.__dict__["workspace"] = S3Workspace(boto3.client("s3", **kw), info["bucket"])
     services.__dict__["s3"] = boto3.client("s3", **kw)

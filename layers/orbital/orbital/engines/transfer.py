@@ -39,7 +39,7 @@ from orbital.protocol.frames import event_frame, pack_chunk
 from orbital.store import keys
 
 if TYPE_CHECKING:
-    from orbital.runtime.services import Services
+    from orbital.ports.services import Services
     from orbital.store.connections import Connection
 
 log = logging.getLogger("orbital.transfer")

@@ -24,7 +24,7 @@ from orbital.errors import ConflictError
 from orbital.store import keys
 
 if TYPE_CHECKING:
-    from orbital.runtime.services import Services
+    from orbital.ports.services import Services
     from orbital.store.table import Record
 
 log = logging.getLogger("orbital.waitgroup")

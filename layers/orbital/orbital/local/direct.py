@@ -27,8 +27,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from orbital.aws import clients
+from orbital.local import moto_items
 from orbital.local.bridge import BridgeUnavailable
-from orbital.local.sfn_worker import Refused, WorkerGone
+from orbital.local.persistence import whole_operation
+from orbital.local.sfn_worker import CALL_TIMEOUT, LOOP_CALL_TIMEOUT, Refused, WorkerGone
 
 if TYPE_CHECKING:
     from botocore.client import BaseClient
@@ -177,8 +179,6 @@ def wrap(client: BaseClient, served: InProcessAws) -> Any:
     if prefix == "dynamodb":
         from moto.dynamodb.responses import DynamoHandler
 
-        from orbital.local.persistence import whole_operation
-
         run = moto_action(DynamoHandler, region, account, whole_operation)
         operations = {
             m: (op, through(_plain_first(run, m, account, region), m)) for m, op in DYNAMODB_OPERATIONS.items()
@@ -202,8 +202,6 @@ def _plain_first(
     run: Callable[[str, dict[str, Any]], Any], method: str, account: str, region: str
 ) -> Callable[[str, dict[str, Any]], Any]:
     """`run` (moto's handler), after `orbital.local.moto_items` for the writes it answers at moto's backend."""
-    from orbital.local import moto_items
-
     plain = {"put_item": moto_items.put_item, "update_item": moto_items.update_item}.get(method)
     if plain is None:
         return run
@@ -225,8 +223,6 @@ def _plain_first(
 
 def _forwarded(served: InProcessAws) -> Callable[[str, dict[str, Any]], Any]:
     import asyncio
-
-    from orbital.local.sfn_worker import CALL_TIMEOUT, LOOP_CALL_TIMEOUT
 
     def run(method: str, params: dict[str, Any]) -> Any:
         process = served.states  # the one running now (it is started again if it dies)

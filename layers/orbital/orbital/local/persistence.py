@@ -47,6 +47,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 from orbital.local import journal as jr
+from orbital.local.moto_shared import ACCOUNT, MOTO_LOCKS, REGION
 from orbital.store import keys
 
 log = logging.getLogger("orbital.local")
@@ -97,8 +98,6 @@ class Recovered:
 def _backends() -> tuple[Any, Any]:
     from moto.dynamodb.models import dynamodb_backends
     from moto.s3.models import s3_backends
-
-    from orbital.local.stack import ACCOUNT, REGION
 
     return dynamodb_backends[ACCOUNT][REGION], s3_backends[ACCOUNT]["aws"]
 
@@ -498,7 +497,6 @@ class Persistence:
 
     def checkpoint(self) -> int:
         """Write a checkpoint of the current state and drop the journals it covers. Returns its generation."""
-        from orbital.local.stack import MOTO_LOCKS
 
         assert self.journal is not None
         with self._checkpointing:
@@ -526,7 +524,6 @@ class Persistence:
 
     @staticmethod
     def _item_json(item: Any) -> dict[str, Any]:
-        from orbital.local.stack import MOTO_LOCKS
 
         try:
             attributes: dict[str, Any] = item.to_json()["Attributes"]
@@ -635,11 +632,9 @@ _table_lock: threading.RLock | None = None
 
 
 def _dynamodb_lock() -> threading.RLock:
-    """The lock of moto's DynamoDB (`stack.MOTO_LOCKS`), looked up once."""
+    """The lock of moto's DynamoDB (`MOTO_LOCKS`), looked up once."""
     global _table_lock
     if _table_lock is None:
-        from orbital.local.stack import MOTO_LOCKS
-
         _table_lock = MOTO_LOCKS["dynamodb"]
     return _table_lock
 
@@ -712,8 +707,7 @@ def _patch() -> None:
     from moto.dynamodb.responses import DynamoHandler
     from moto.s3.responses import S3Response
 
-    from orbital.local.moto_updates import fast_update_items
-    from orbital.local.stack import MOTO_LOCKS
+    from orbital.local.moto_updates import fast_update_items  # lazy, as moto above: loaded when installed
 
     fast_update_items()  # inside the journal's wrapper, not around it
     lock = MOTO_LOCKS["dynamodb"]

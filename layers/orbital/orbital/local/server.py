@@ -18,7 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from orbital.aws import clients
 from orbital.local import frontdoor, private, ttl
+from orbital.settings import ENV_AGENT_TURN_SFN, ENV_DEFERRED_SFN
 
 log = logging.getLogger("orbital.local")
 
@@ -119,6 +121,7 @@ class LocalGateway:
     def prepare(self) -> None:
         """Start moto, create the template's resources, restore saved state, configure the handlers."""
         self.check()
+        # lazy: `orbital export` and `import` load this module (`local_state`) without moto or the gateway
         from orbital.local import template as tpl
         from orbital.local.bridge import Bridge
         from orbital.local.persistence import DataDirLocked, Persistence
@@ -147,13 +150,11 @@ class LocalGateway:
         )
         endpoint = self.stack.start(in_process=self.options.in_process_aws)
         if self.stack.in_process is None:
-            from orbital.local.management import ManagementListener
+            from orbital.local.management import ManagementListener  # lazy, as in `prepare`
 
             self.management = ManagementListener()
         self._configure_env(endpoint)
         if self.stack.in_process is not None:
-            from orbital.aws import clients
-
             self.stack.in_process.serve_management(os.environ["ORBITAL_WS_MGMT_ENDPOINT"])
             clients.serve_in_process(self.stack.in_process.serve)
         if self.persistence is not None:
@@ -165,6 +166,7 @@ class LocalGateway:
         if not self.options.serve:
             self._write_runtime(endpoint)
             return
+        # lazy, as in `prepare`
         from orbital.rest.app import create_app
         from orbital.runtime.gateway import greet
         from orbital.runtime.services import get_services
@@ -178,13 +180,15 @@ class LocalGateway:
             concurrent_frames=self.options.concurrent_frames,
             frame_jitter_ms=self.options.frame_jitter_ms,
             # methods that post to sockets too, when those posts and every AWS call are answered in this process
-            inline_methods=get_services().registry.inline_methods(quick=self.stack.in_process is not None),
+            inline_methods=get_services().registry.event_loop_methods(
+                posts_in_process=self.stack.in_process is not None
+            ),
             connect_inline=not self.options.token,
             greet=greet,
             greet_after_s=0.0 if self.options.token else self.options.greet_after_ms / 1000,
         )
         if self.options.xeno:
-            from orbital.local.xeno_socket import XenoSocket, XenoSocketInUse
+            from orbital.local.xeno_socket import XenoSocket, XenoSocketInUse  # lazy, as in `prepare`
 
             self.xeno = XenoSocket(self.options.xeno_home or self.data_dir, self.bridge, self.options.token)
             try:
@@ -197,7 +201,7 @@ class LocalGateway:
         if self.management is not None:
             self.management.serve(self.bridge)
         if self.persistence is not None:
-            from orbital.local.restart import end_interrupted
+            from orbital.local.restart import end_interrupted  # lazy, as in `prepare`
 
             end_interrupted(get_services())
         if self.options.tick_interval > 0:
@@ -213,6 +217,7 @@ class LocalGateway:
 
     def _delete_expired(self) -> int:
         """DynamoDB's TTL deletes, locally (`orbital.local.ttl`)."""
+        # lazy, as in `prepare`
         from orbital.local import template as tpl
         from orbital.runtime.services import get_services
 
@@ -266,8 +271,6 @@ class LocalGateway:
         import warnings
 
         warnings.filterwarnings("ignore", message="No application metrics to publish")
-        from orbital.settings import ENV_AGENT_TURN_SFN, ENV_DEFERRED_SFN
-
         machine_env = {"DeferredCallStateMachine": ENV_DEFERRED_SFN, "AgentTurnStateMachine": ENV_AGENT_TURN_SFN}
         for logical_id, arn in self.stack.state_machine_arns.items():
             if logical_id in machine_env:
@@ -277,18 +280,19 @@ class LocalGateway:
         else:
             os.environ.pop("ORBITAL_AUTH_TOKEN", None)
         os.environ.pop("ORBITAL_REQUIRE_TOKEN", None)
-        from orbital.aws.clients import reset_clients
+        # lazy, as in `prepare`
         from orbital.runtime.services import reset_services
         from orbital.settings import reset_settings
 
         reset_settings()
-        reset_clients()
+        clients.reset_clients()
         reset_services()
 
     def _seed(self) -> None:
         try:
+            # lazy, as in `prepare`
+            from orbital.agent.seed import ensure_seeded
             from orbital.runtime.services import get_services
-            from orbital.store.seed import ensure_seeded
         except ImportError:
             return
         written = ensure_seeded(get_services())
@@ -298,12 +302,12 @@ class LocalGateway:
     def _uvicorn(self) -> Any:
         import uvicorn
 
-        from orbital.local.bridge import websocket_protocol
+        from orbital.local.bridge import websocket_protocol  # lazy, as in `prepare`
 
         app = self._with_object_urls(self.bridge.app())
         app = frontdoor.guard(app, token_set=bool(self.options.token), on_refused=self._refused)
         if self.xeno is not None:
-            from orbital.local.xeno_socket import lifespan
+            from orbital.local.xeno_socket import lifespan  # lazy, as in `prepare`
 
             app = lifespan(app, [self.xeno.start], [self.xeno.stop])
         config = uvicorn.Config(
@@ -324,9 +328,9 @@ class LocalGateway:
 
     def _with_object_urls(self, app: Any) -> Any:
         """`app`, serving the presigned URLs of the workspace under `/_objects/` when it is on files."""
-        from orbital.local.files import FileWorkspace
-        from orbital.local.object_urls import ObjectRoute, mount
-        from orbital.runtime.services import get_services
+        from orbital.local.files import FileWorkspace  # lazy, as in `prepare`
+        from orbital.local.object_urls import ObjectRoute, mount  # lazy, as in `prepare`
+        from orbital.runtime.services import get_services  # lazy, as in `prepare`
 
         workspace = get_services().workspace
         return mount(app, ObjectRoute(workspace)) if isinstance(workspace, FileWorkspace) else app
@@ -422,8 +426,6 @@ class LocalGateway:
             self.management.stop()
             self.management = None
         if self.stack is not None:
-            from orbital.aws import clients
-
             clients.serve_in_process(None)
             self.stack.stop()
             self.stack = None

@@ -22,20 +22,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from orbital.aws import clients as gateway_clients
 from orbital.local import template as tpl
 from orbital.local.bridge import request_id
 from orbital.local.credentials import KEY_HEADER, Credentials, require_key
 from orbital.local.inprocess import InProcessAws
-
-if TYPE_CHECKING:
-    from orbital.local.sfn_worker import StepFunctionsProcess
+from orbital.local.moto_shared import ACCOUNT, MOTO_LOCKS, REGION
+from orbital.local.sfn_worker import StepFunctionsProcess, forward_requests
 
 log = logging.getLogger("orbital.local")
-
-ACCOUNT = "123456789012"
-REGION = "us-east-1"
 
 
 @dataclass
@@ -173,10 +170,6 @@ class _DirectLambda:
         return response
 
 
-MOTO_LOCKS: dict[str, threading.RLock] = {"dynamodb": threading.RLock(), "stepfunctions": threading.RLock()}
-"""The lock each serialized moto service holds around its operations (persistence reads items under it too)."""
-
-
 def make_moto_atomic(*, dynamodb: bool = True, step_functions: bool = True) -> None:
     """moto is not thread-safe where AWS is atomic, and here a request handler and a Step Functions task run at once:
     - DynamoDB applies a conditional write atomically; moto checks the condition, then writes, so two threads can
@@ -202,7 +195,7 @@ def make_moto_atomic(*, dynamodb: bool = True, step_functions: bool = True) -> N
     if dynamodb:
         from moto.dynamodb.models import DynamoDBBackend
 
-        from orbital.local.moto_updates import fast_update_items
+        from orbital.local.moto_updates import fast_update_items  # lazy, as moto above
 
         fast_update_items()  # under the lock, not around it
 
@@ -707,8 +700,6 @@ def cache_state_machine_parsing() -> None:
             made = clients.get(key)
         if made is None:
             made = build(region=region, service=service, state_credentials=state_credentials)
-            from orbital.aws import clients as gateway_clients
-
             made = gateway_clients.offer_in_process(made) or made  # the local gateway answers it without HTTP
             if service == "lambda":
                 made = _DirectLambda(made)
@@ -863,8 +854,6 @@ class MotoStack:
         """Start the moto server and create the template's resources. With `in_process`, clients of this stack
         (and, once the gateway says so, its own) skip the HTTP hop (ADR 0006)."""
         if self.step_functions_process:
-            from orbital.local.sfn_worker import StepFunctionsProcess
-
             self.states = StepFunctionsProcess(on_exit=self._states_ended)
             try:
                 self.states.spawn()  # it loads moto while this process does
@@ -901,8 +890,6 @@ class MotoStack:
         the sweep of overdue calls, and an agent run by its stale check. At most `RESTARTS` a minute."""
         import time
 
-        from orbital.local.sfn_worker import StepFunctionsProcess
-
         with self._restart_lock:
             if self._stopping or self.states is not process:
                 return
@@ -925,6 +912,7 @@ class MotoStack:
             create_state_machines(
                 self.client, self.root, self.template, table=self.table, bucket=self.bucket, role_arn=role
             )
+            # lazy: the Step Functions process imports this module too, and never builds the gateway's Services
             from orbital.runtime.services import get_services
 
             get_services().armed_timers.clear()  # the timers of due calls it ran are gone with it: start them anew
@@ -935,8 +923,6 @@ class MotoStack:
 
     def _serve_states(self, process: StepFunctionsProcess) -> None:
         """From now on `process` answers every Step Functions request of this stack."""
-        from orbital.local.sfn_worker import forward_requests
-
         self.states = process
         forward_requests(process)
         if self.in_process is not None:
@@ -958,8 +944,6 @@ class MotoStack:
             self._stopping = True
             states, self.states = self.states, None
         if states is not None:
-            from orbital.local.sfn_worker import forward_requests
-
             forward_requests(None)
             states.stop()
         if self._server is not None:

@@ -12,6 +12,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from orbital.local.moto_shared import ACCOUNT, MOTO_LOCKS, REGION
+
 if TYPE_CHECKING:
     from orbital.store.table import Table
 
@@ -25,8 +27,6 @@ MAX_PER_SWEEP = 5000
 def expired_keys(table_name: str, ttl_attribute: str, now: float) -> list[tuple[str, str]]:
     """The keys of the items of `table_name` (moto, this process) whose `ttl_attribute` is a number before `now`."""
     from moto.dynamodb.models import dynamodb_backends
-
-    from orbital.local.stack import ACCOUNT, MOTO_LOCKS, REGION
 
     with MOTO_LOCKS["dynamodb"]:
         items = dynamodb_backends[ACCOUNT][REGION].get_table(table_name).all_items()
@@ -67,8 +67,6 @@ def sweep(table: Table, ttl_attribute: str, now: float) -> int:
 def _drop_empty_partitions(table_name: str) -> None:
     """moto keeps a partition's (empty) map after its last item is deleted: one per answered call, otherwise."""
     from moto.dynamodb.models import dynamodb_backends
-
-    from orbital.local.stack import ACCOUNT, MOTO_LOCKS, REGION
 
     with MOTO_LOCKS["dynamodb"]:
         moto_table = dynamodb_backends[ACCOUNT][REGION].get_table(table_name)
