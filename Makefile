@@ -14,7 +14,7 @@ STAMP := $(VENV)/.installed-stamp
 
 help:
 	@echo "make dev    start the local gateway on ws://$(HOST):$(PORT)/ws (PORT=, HOST=, DATA_DIR=, TOKEN=)"
-	@echo "make test   lint, type-check, template/ASL checks, docs check and every test"
+	@echo "make test   lint (with the import layers), type-check, template/ASL checks, docs check and every test"
 	@echo "make docs   regenerate docs/protocol.md from the method registry"
 	@echo "make build  sam build (layer for python3.13/arm64)      make bench  run the benchmarks"
 	@echo "make fuzz   10,000 generated frames per fuzz test (slow)"
@@ -35,6 +35,7 @@ dev: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports --no-cache
 
 format: $(STAMP)
 	$(BIN)/ruff format .
@@ -44,13 +45,13 @@ typecheck: $(STAMP)
 	$(BIN)/mypy
 
 docs: $(STAMP)
-	$(BIN)/python -m orbital.protocol.docs > docs/protocol.md
+	$(BIN)/python -m orbital.methods.docs > docs/protocol.md
 
 hot-modules: $(STAMP)  # the files the layer ships bytecode for (see layers/orbital/Makefile)
 	$(BIN)/python scripts/layer_hot_modules.py > layers/orbital/hot-modules.txt
 
 docs-check: $(STAMP)
-	@$(BIN)/python -m orbital.protocol.docs | diff -u docs/protocol.md - \
+	@$(BIN)/python -m orbital.methods.docs | diff -u docs/protocol.md - \
 	  || { echo "docs/protocol.md is out of date: run 'make docs'"; exit 1; }
 
 pytest: $(STAMP)

@@ -115,10 +115,10 @@ def sender() -> FakeSender:
 
 @pytest.fixture
 def services(aws: None, sender: FakeSender) -> Any:
-    from orbital.runtime.services import Services
+    from orbital.runtime.services import build_services
     from orbital.settings import get_settings
 
-    return Services(get_settings(), sender=sender)
+    return build_services(get_settings(), sender=sender)
 
 
 _ids = itertools.count(1)

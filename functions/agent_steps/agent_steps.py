@@ -1,7 +1,7 @@
 """Lambda entry point for the steps of the agent_turn state machine (`{"step": ...}` payloads)."""
 
-from orbital.agent.turn import handle
 from orbital.observability import logger, traced
+from orbital.runtime.agent_steps import handle
 
 
 @logger.inject_lambda_context(clear_state=True)

@@ -1,7 +1,7 @@
 """Lambda entry point for the WebSocket route(s) served by `ws_message`."""
 
 from orbital.observability import logger, metrics, traced
-from orbital.runtime import invocation
+from orbital.ports import invocation
 from orbital.runtime.gateway import handle_message
 
 

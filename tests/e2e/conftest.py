@@ -155,12 +155,12 @@ def client(gateway: GatewayProcess) -> Iterator[Any]:
 def store_for(gw: GatewayProcess) -> Any:
     """Services on a running local gateway's data directory, opened beside it (to seed data the RPCs then read)."""
     from orbital.local.store import LocalStore
-    from orbital.runtime.services import Services
+    from orbital.runtime.services import build_services
     from orbital.settings import Settings
 
     store = LocalStore.open(gw.data_dir, exclusive=False)
     _opened.append(store)
-    services = Services(Settings(), sender=None)
+    services = build_services(Settings(), sender=None)
     services.__dict__["table"] = store.table
     services.__dict__["workspace"] = store.workspace
     return services

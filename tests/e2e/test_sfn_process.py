@@ -173,7 +173,7 @@ def _sfn_children(pid: int) -> list[int]:
             children += (task / "children").read_text().split()
         except FileNotFoundError:  # a thread that just ended
             continue
-    return [int(c) for c in children if b"orbital.local.sfn_worker" in Path(f"/proc/{c}/cmdline").read_bytes()]
+    return [int(c) for c in children if b"orbital.local.sfn_child" in Path(f"/proc/{c}/cmdline").read_bytes()]
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="finds the child through /proc")

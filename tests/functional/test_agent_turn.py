@@ -97,7 +97,7 @@ def test_node_tool_results_come_back_in_the_models_order(
 def test_node_loss_mid_turn_feeds_an_error_back(
     agent: Any, connect: Any, sender: Any, llm: FakeLLM, services: Any
 ) -> None:
-    from orbital.runtime import lifecycle
+    from orbital.ports import lifecycle
 
     node = connect("node", "box")
     llm.script(reply(tool_calls=[call("box__Bash", {"command": "sleep 100"})]), reply("The node went away."))

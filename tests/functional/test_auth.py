@@ -66,7 +66,7 @@ def test_without_a_gateway_token_gsvs_configured_token_guards_connect(services: 
 
 def test_a_rotated_secret_takes_effect_without_a_deployment(aws: None, monkeypatch: pytest.MonkeyPatch) -> None:
     import boto3
-    from orbital.runtime.services import Services
+    from orbital.runtime.services import build_services
     from orbital.settings import get_settings, reset_settings
 
     from tests.conftest import FakeSender
@@ -78,7 +78,7 @@ def test_a_rotated_secret_takes_effect_without_a_deployment(aws: None, monkeypat
     monkeypatch.setattr(secrets, "MAX_AGE_S", 1)
     reset_settings()
     secrets.forget()
-    services = Services(get_settings(), sender=FakeSender())
+    services = build_services(get_settings(), sender=FakeSender())
     assert _accepted(services, "first-token-0123456789")
     sm.put_secret_value(SecretId=arn, SecretString="second-token-0123456789")
     wait_for(lambda: _accepted(services, "second-token-0123456789"), timeout=10, interval=0.2)
@@ -92,7 +92,7 @@ def test_a_secret_holding_no_token_lets_nobody_in(aws: None, monkeypatch: pytest
     """A token secret rotated to something that is no text (stored as binary, or blank) must not turn the gateway
     open: `connect` then answers 503 to everyone, whatever it presents (the configured `auth.token` too)."""
     import boto3
-    from orbital.runtime.services import Services
+    from orbital.runtime.services import build_services
     from orbital.settings import get_settings, reset_settings
 
     from tests.conftest import FakeSender
@@ -103,7 +103,7 @@ def test_a_secret_holding_no_token_lets_nobody_in(aws: None, monkeypatch: pytest
     monkeypatch.setenv("ORBITAL_AUTH_TOKEN_SECRET", arn)
     reset_settings()
     secrets.forget()
-    services = Services(get_settings(), sender=FakeSender())
+    services = build_services(get_settings(), sender=FakeSender())
     services.config.set_path("auth.token", "config-token-0123456789")
     for presented in (None, "", "anything", "config-token-0123456789"):
         assert not _accepted(services, presented), presented

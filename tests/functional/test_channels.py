@@ -226,7 +226,7 @@ def test_start_config_reaches_only_its_bridge_and_is_never_logged(
 
 
 def test_control_fails_when_the_channel_socket_leaves(agent: Any, bridge: Any, sender: Any, services: Any) -> None:
-    from orbital.runtime import lifecycle
+    from orbital.ports import lifecycle
 
     agent.frame("channel.stop", {"channel": "test", "accountId": "bridge"})
     wait_for(lambda: [f for f in sender.frames_to(bridge.connection_id) if f.get("event") == "channel.control"])

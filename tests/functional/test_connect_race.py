@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from orbital.runtime.lifecycle import disconnect
+from orbital.ports.lifecycle import disconnect
 from orbital.store import keys
 
 from tests.conftest import NODE_RUNTIME, NODE_TOOLS, Rpc

@@ -33,12 +33,12 @@ def _together(count: int, work: Any) -> list[Any]:
 
 
 def _sockets(aws: None, sender: Any, count: int) -> list[Rpc]:
-    from orbital.runtime.services import Services
+    from orbital.runtime.services import build_services
     from orbital.settings import get_settings
 
     sockets = []
     for i in range(count):
-        rpc = Rpc(Services(get_settings(), sender=sender), f"conn-contention-{i}")
+        rpc = Rpc(build_services(get_settings(), sender=sender), f"conn-contention-{i}")
         rpc.call("connect", {"minProtocol": 1, "client": {"mode": "client", "id": f"writer-{i}"}})
         sockets.append(rpc)
     return sockets

@@ -9,7 +9,8 @@ from typing import Any
 
 import boto3
 from orbital.engines import deferred
-from orbital.runtime import lifecycle, workflows
+from orbital.ports import lifecycle
+from orbital.runtime import workflows
 from orbital.store import keys
 
 from tests.conftest import deferred_execution_arn, wait_for

@@ -9,12 +9,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from orbital.agent import runs
+from orbital.agent import heartbeat_runs, runs
+from orbital.agent.seed import template
 from orbital.domain.config import DEFAULT_HEARTBEAT_PROMPT
 from orbital.engines import heartbeat as engine
 from orbital.methods import registry
 from orbital.store import keys
-from orbital.store.seed import template
 
 from tests.conftest import wait_for
 from tests.support.fake_llm import FakeLLM, reply
@@ -131,7 +131,7 @@ def test_heartbeat_start_answers_with_the_status(rpc: Any, services: Any) -> Non
 def test_nothing_runs_before_it_is_due(services: Any, submits: Submits) -> None:
     write_file(services, CHECKLIST)
     engine.schedule(services, T0)
-    assert engine.run_due(services, NOON - 1) == []
+    assert heartbeat_runs.run_due(services, NOON - 1) == []
     assert submits.calls == []
     assert state(services)["nextHeartbeatAt"] == NOON
 
@@ -139,7 +139,7 @@ def test_nothing_runs_before_it_is_due(services: Any, submits: Submits) -> None:
 def test_a_due_heartbeat_runs_and_is_rescheduled(services: Any, submits: Submits) -> None:
     write_file(services, CHECKLIST)
     engine.schedule(services, T0)
-    [outcome] = engine.run_due(services, NOON + 5)
+    [outcome] = heartbeat_runs.run_due(services, NOON + 5)
     assert outcome["status"] == "ran"
     assert outcome["sessionKey"] == HB_KEY
     assert outcome["nextHeartbeatAt"] == NOON + 5 + EVERY
@@ -151,7 +151,7 @@ def test_a_due_heartbeat_runs_and_is_rescheduled(services: Any, submits: Submits
     assert callable(call["emit_error"])
     after = state(services)
     assert (after["lastHeartbeatAt"], after["nextHeartbeatAt"]) == (NOON + 5, NOON + 5 + EVERY)
-    assert engine.run_due(services, NOON + 6) == []  # not due again until the next interval
+    assert heartbeat_runs.run_due(services, NOON + 6) == []  # not due again until the next interval
     assert services.sessions.registry_entry(HB_KEY) is not None
 
 
@@ -159,7 +159,7 @@ def test_outside_active_hours_only_reschedules(services: Any, submits: Submits) 
     write_file(services, CHECKLIST)
     night = at("2026-03-10 03:00")
     engine.schedule(services, night - EVERY)
-    [outcome] = engine.run_due(services, night)
+    [outcome] = heartbeat_runs.run_due(services, night)
     assert (outcome["status"], outcome["skipReason"]) == ("skipped", "outside_active_hours")
     after = state(services)
     assert after["nextHeartbeatAt"] == night + EVERY
@@ -172,23 +172,23 @@ def test_active_hours_in_the_users_timezone(services: Any, submits: Submits) -> 
     set_config(services, "userTimezone", "Asia/Tokyo")  # 12:00 UTC is 21:00 in Tokyo
     set_config(services, "agents.defaultHeartbeat.activeHours", {"start": "07:00", "end": "20:00", "timezone": "user"})
     engine.schedule(services, T0)
-    [outcome] = engine.run_due(services, NOON)
+    [outcome] = heartbeat_runs.run_due(services, NOON)
     assert outcome["skipReason"] == "outside_active_hours"
     set_config(services, "userTimezone", "Europe/Amsterdam")  # 13:00 there
-    [outcome] = engine.run_due(services, NOON + EVERY)
+    [outcome] = heartbeat_runs.run_due(services, NOON + EVERY)
     assert outcome["status"] == "ran"
 
 
 def test_missing_and_empty_heartbeat_files_skip(services: Any, submits: Submits) -> None:
     engine.schedule(services, T0)
-    [outcome] = engine.run_due(services, NOON)
+    [outcome] = heartbeat_runs.run_due(services, NOON)
     assert (outcome["status"], outcome["skipReason"]) == ("skipped", "no_heartbeat_file")
     assert state(services)["lastHeartbeatAt"] == NOON  # skipped after the attempt, as GSV
     write_file(services, template("HEARTBEAT.md"))  # the shipped template asks for nothing
-    [outcome] = engine.run_due(services, NOON + EVERY)
+    [outcome] = heartbeat_runs.run_due(services, NOON + EVERY)
     assert outcome["skipReason"] == "empty_heartbeat_file"
     write_file(services, "<!-- later -->\n#\n---\n\n## ---\n===\n")
-    [outcome] = engine.run_due(services, NOON + 2 * EVERY)
+    [outcome] = heartbeat_runs.run_due(services, NOON + 2 * EVERY)
     assert outcome["skipReason"] == "empty_heartbeat_file"
     assert submits.calls == []
     assert state(services)["nextHeartbeatAt"] == NOON + 3 * EVERY
@@ -204,7 +204,7 @@ def test_a_busy_conversation_skips(services: Any, submits: Submits) -> None:
         return True
 
     services.sessions.update_meta("agent:main:main", running)
-    [outcome] = engine.run_due(services, NOON)
+    [outcome] = heartbeat_runs.run_due(services, NOON)
     assert outcome["skipReason"] == "session_busy"
 
     def queued(meta: dict[str, Any]) -> bool:
@@ -213,7 +213,7 @@ def test_a_busy_conversation_skips(services: Any, submits: Submits) -> None:
         return True
 
     services.sessions.update_meta("agent:main:main", queued)
-    [outcome] = engine.run_due(services, NOON + EVERY)
+    [outcome] = heartbeat_runs.run_due(services, NOON + EVERY)
     assert outcome["skipReason"] == "session_busy"
 
     def idle(meta: dict[str, Any]) -> bool:
@@ -221,7 +221,7 @@ def test_a_busy_conversation_skips(services: Any, submits: Submits) -> None:
         return True
 
     services.sessions.update_meta("agent:main:main", idle)
-    [outcome] = engine.run_due(services, NOON + 2 * EVERY)
+    [outcome] = heartbeat_runs.run_due(services, NOON + 2 * EVERY)
     assert outcome["status"] == "ran"
     assert len(submits.calls) == 1
 
@@ -235,7 +235,7 @@ def test_a_heartbeat_still_running_is_not_queued_behind(services: Any, submits: 
         return True
 
     services.sessions.update_meta(HB_KEY, running)
-    [outcome] = engine.run_due(services, NOON)
+    [outcome] = heartbeat_runs.run_due(services, NOON)
     assert outcome["skipReason"] == "heartbeat_in_progress"
     assert submits.calls == []
 
@@ -247,7 +247,7 @@ def test_runs_that_died_without_releasing_their_session_do_not_block(services: A
     dead = {"runId": "dead", "startedAt": services.now_ms() - 10 * MINUTE, "leaseUntil": services.now_ms() - MINUTE}
     for key in ("agent:main:main", HB_KEY):
         services.sessions.update_meta(key, lambda m: m.update(currentRun=dict(dead)) or True)
-    [outcome] = engine.run_due(services, NOON)
+    [outcome] = heartbeat_runs.run_due(services, NOON)
     assert outcome["status"] == "ran"  # the submit takes the heartbeat session over
     assert len(submits.calls) == 1
 
@@ -256,16 +256,16 @@ def test_an_interval_turned_off_after_scheduling_stops_the_heartbeats(services: 
     write_file(services, CHECKLIST)
     engine.schedule(services, T0)
     set_config(services, "agents.defaultHeartbeat.every", "0")
-    [outcome] = engine.run_due(services, NOON)
+    [outcome] = heartbeat_runs.run_due(services, NOON)
     assert (outcome["skipReason"], outcome["nextHeartbeatAt"]) == ("disabled", None)
-    assert engine.run_due(services, NOON + 10 * EVERY) == []
+    assert heartbeat_runs.run_due(services, NOON + 10 * EVERY) == []
     assert submits.calls == []
 
 
 def test_a_run_that_cannot_start_is_reported_and_rescheduled(services: Any) -> None:
     write_file(services, CHECKLIST)
     engine.schedule(services, T0)
-    [outcome] = engine.run_due(services, NOON)  # no agent state machine configured here
+    [outcome] = heartbeat_runs.run_due(services, NOON)  # no agent state machine configured here
     assert outcome["status"] == "failed"
     assert "ORBITAL_AGENT_TURN_ARN" in outcome["error"]
     assert state(services)["nextHeartbeatAt"] == NOON + EVERY
@@ -319,7 +319,7 @@ def test_two_overlapping_ticks_run_a_heartbeat_once(
     write_file(services, CHECKLIST)
     engine.schedule(services, T0)
     _rendezvous(monkeypatch, services, 2)
-    first, second = _parallel(*[lambda: engine.run_due(services, NOON)] * 2)
+    first, second = _parallel(*[lambda: heartbeat_runs.run_due(services, NOON)] * 2)
     handled = first + second
     assert [o["status"] for o in handled] == ["ran"]
     assert len(submits.calls) == 1
@@ -329,7 +329,7 @@ def test_two_overlapping_ticks_run_a_heartbeat_once(
 def test_many_ticks_without_rendezvous_still_run_it_once(services: Any, submits: Submits) -> None:
     write_file(services, CHECKLIST)
     engine.schedule(services, T0)
-    results = _parallel(*[lambda: engine.run_due(services, NOON)] * 4)
+    results = _parallel(*[lambda: heartbeat_runs.run_due(services, NOON)] * 4)
     assert sum(len(r) for r in results) == 1
     assert len(submits.calls) == 1
 
@@ -339,7 +339,7 @@ def test_many_ticks_without_rendezvous_still_run_it_once(services: Any, submits:
 
 def test_target_last_delivers_to_the_last_conversation(services: Any, submits: Submits) -> None:
     last_active(services, channel="whatsapp")
-    assert engine.trigger(services, "main", NOON)["ok"] is True
+    assert heartbeat_runs.trigger(services, "main", NOON)["ok"] is True
     deliver = submits.calls[0]["extra"]["deliver"]
     assert deliver == {
         "kind": "heartbeat",
@@ -355,22 +355,22 @@ def test_target_last_delivers_to_the_last_conversation(services: Any, submits: S
 def test_target_none_is_silent(services: Any, submits: Submits) -> None:
     last_active(services)
     set_config(services, "agents.defaultHeartbeat.target", "none")
-    engine.trigger(services, "main", NOON)
+    heartbeat_runs.trigger(services, "main", NOON)
     assert "deliver" not in submits.calls[0]["extra"]
 
 
 def test_a_channel_target_needs_the_last_conversation_on_that_channel(services: Any, submits: Submits) -> None:
     last_active(services, channel="whatsapp")
     set_config(services, "agents.list", [{"id": "main", "heartbeat": {"target": "discord"}}])
-    engine.trigger(services, "main", NOON)
+    heartbeat_runs.trigger(services, "main", NOON)
     assert "deliver" not in submits.calls[-1]["extra"]
     last_active(services, channel="discord")
-    engine.trigger(services, "main", NOON)
+    heartbeat_runs.trigger(services, "main", NOON)
     assert submits.calls[-1]["extra"]["deliver"]["channel"] == "discord"
 
 
 def test_no_conversation_yet_means_no_delivery(services: Any, submits: Submits) -> None:
-    engine.trigger(services, "main", NOON)
+    heartbeat_runs.trigger(services, "main", NOON)
     assert "deliver" not in submits.calls[0]["extra"]
 
 
@@ -446,7 +446,7 @@ def test_a_due_heartbeat_alert_reaches_the_conversation_once(
     write_file(services, CHECKLIST)
     last_active(services)
     engine.schedule(services, T0)
-    [outcome] = engine.run_due(services, NOON)
+    [outcome] = heartbeat_runs.run_due(services, NOON)
     assert outcome["status"] == "ran"
     assert outcome["deliver"]["channel"] == "whatsapp"
     [(target, text)] = wait_for(lambda: list(sent), timeout=30)
@@ -457,7 +457,7 @@ def test_a_due_heartbeat_alert_reaches_the_conversation_once(
     assert "whatsapp" in system  # the heartbeat session knows the conversation it reports to
 
     # the same alert a moment later is not sent again
-    second = engine.trigger(services, "main", NOON + MINUTE)
+    second = heartbeat_runs.trigger(services, "main", NOON + MINUTE)
     assert second["ok"] is True
 
     def idle() -> bool:
@@ -515,7 +515,8 @@ def test_a_claim_and_a_delivery_racing_both_land(
     engine.schedule(services, T0)
     _rendezvous(monkeypatch, services, 2)
     handled, sent = _parallel(
-        lambda: engine.run_due(services, NOON), lambda: engine.filter_delivery(services, "main", "Disk full!", NOON)
+        lambda: heartbeat_runs.run_due(services, NOON),
+        lambda: engine.filter_delivery(services, "main", "Disk full!", NOON),
     )
     assert [o["status"] for o in handled] == ["ran"]
     assert sent == "Disk full!"

@@ -17,7 +17,7 @@ class NoPushing:
 
 
 def test_the_inline_methods_answer_without_pushing(connect: Any, services: Any, sender: Any) -> None:
-    inline = registry().inline_methods()
+    inline = registry().event_loop_methods()
     assert {"config.get", "tools.list"} <= inline
     connect("node", "n1")  # a node, so tools.list has something of its own to list
     rpc = connect("client", "c1")

@@ -229,14 +229,14 @@ def _populate(services: Any) -> None:
 @pytest.fixture(scope="module")
 def source(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Source]:
     from orbital.local.server import local_state
-    from orbital.runtime.services import Services, use_services
+    from orbital.runtime.services import build_services, use_services
     from orbital.settings import get_settings
 
     base = tmp_path_factory.mktemp("portable")
     data_dir = base / "source"
     with _saved_environ():
         with local_state(data_dir, project=ROOT):
-            services = Services(get_settings(), sender=FakeSender())
+            services = build_services(get_settings(), sender=FakeSender())
             use_services(services)
             try:
                 _populate(services)

@@ -8,7 +8,7 @@ from typing import Any
 
 import boto3
 from orbital.engines import deferred, probes
-from orbital.runtime import lifecycle
+from orbital.ports import lifecycle
 from orbital.store import keys
 
 from tests.conftest import deferred_execution_arn, wait_for

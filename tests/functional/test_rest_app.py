@@ -172,7 +172,7 @@ def test_a_node_tool_call_waits_for_the_nodes_answer(
 def test_a_node_lost_while_the_request_waits_is_a_503(
     token: str, flows: Any, connect: Any, sender: Any, services: Any
 ) -> None:
-    from orbital.runtime import lifecycle
+    from orbital.ports import lifecycle
 
     node = connect("node", "n2")
     thread, out = _post_in_background(_client(token), "/api/v1/tool.invoke", {"tool": "n2__Bash"})

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from orbital.agent.seed import SEED_FILES, ensure_seeded, is_seeded, seed_workspace, template
 from orbital.store import keys
-from orbital.store.seed import SEED_FILES, ensure_seeded, is_seeded, seed_workspace, template
 
 
 def _count_puts(services: Any) -> list[str]:

@@ -8,7 +8,7 @@ import time
 import pytest
 from orbital.errors import ConflictError
 from orbital.methods import registry
-from orbital.runtime.lifecycle import disconnect
+from orbital.ports.lifecycle import disconnect
 from orbital.store import keys
 
 FUTURE = int(time.time() * 1000) + 10 * 24 * 3600 * 1000

@@ -75,10 +75,10 @@ def test_writes_go_through_the_cached_partition(table: Any) -> None:
 
 def test_lambda_tables_keep_nothing(aws: None) -> None:
     import boto3
-    from orbital.runtime.services import Services
+    from orbital.runtime.services import build_services
     from orbital.settings import get_settings
 
-    services = Services(get_settings())
+    services = build_services(get_settings())
     assert services.settings.local is False
     assert services.table._cache_on is False and services.workspace._cache_on is False
     services.table.put(("P", "a"), {"v": 1})

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from orbital.channels import telegram
-from orbital.channels.adapters import ChannelError, Outbound
+from orbital.channels.base import ChannelError, Outbound
 from orbital.channels.telegram import TelegramAdapter
 
 from tests.support import fake_telegram as ft

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from orbital.runtime.lifecycle import disconnect
+from orbital.ports.lifecycle import disconnect
 from orbital.tools.definitions import NATIVE_TOOLS
 
 ZETA_TOOLS = [

@@ -12,8 +12,8 @@ import boto3
 import pytest
 import requests
 from orbital.methods.transfer import _binary_chunk, _text_chunk
+from orbital.ports import lifecycle
 from orbital.protocol.frames import pack_chunk, unpack_chunk
-from orbital.runtime import lifecycle
 from orbital.store import keys
 
 from tests.conftest import BUCKET, wait_for

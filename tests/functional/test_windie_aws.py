@@ -446,7 +446,7 @@ class _Invocation:
 
 def test_compact_history_answers_within_the_invocations_time(token, flows, sender, services, agent, llm):
     from orbital.agent import budgets, runs
-    from orbital.runtime import invocation
+    from orbital.ports import invocation
 
     def slow_summaries(request: Any) -> Any:
         if "condense conversations" in json.dumps(request.body.get("messages", [])[:1]):
@@ -485,7 +485,7 @@ def test_compact_history_answers_within_the_invocations_time(token, flows, sende
 def test_a_compaction_the_model_cannot_make_leaves_the_history_alone(token, flows, sender, services, agent, llm):
     """Asked for (`compact-history`), a compaction whose summary no model call makes fails and changes nothing,
     rather than replacing the history with a note that it was left out."""
-    from orbital.runtime import invocation
+    from orbital.ports import invocation
 
     def no_summaries(request: Any) -> Any:
         if "condense conversations" in json.dumps(request.body.get("messages", [])[:1]):

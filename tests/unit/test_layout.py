@@ -1,124 +1,221 @@
-"""The package's layout rules (docs/adr/0007-layout-and-hooks.md), checked on the source so they cannot erode.
+"""The package's layout rules, checked on the source so they cannot erode (docs/adr/0031-layers.md).
 
-- Module-level imports between `orbital` modules form no cycle: a cycle is what forces wiring by import side
-  effect and `# noqa: E402` imports placed after the code that needs them. Imports inside functions and inside
-  `if TYPE_CHECKING:` are left out: they run late or never, so they cannot deadlock an import.
-- The package root holds only the package's face; everything else lives in a subpackage named for its role.
+The layers and the absence of import cycles are import-linter's contracts (`[tool.importlinter]` in pyproject.toml,
+run by `make lint`). This checks what the tool does not:
+
+- the README's Layout names the contract's layers, in the contract's order;
+- imports under `if TYPE_CHECKING:` count (the option that leaves them out is not set), and every import the
+  contracts ignore is made only there: a name in an annotation, never a dependency at run time. Both contracts
+  ignore the same imports;
+- the graph the contracts are checked on holds the imports inside functions and under `TYPE_CHECKING`;
+- an import of an `orbital` module inside a function says why it is lazy (a comment on it or above its block);
+- the Lambda entry points (`functions/`, outside the package) are thin: they reach the gateway through the runtime
+  or the HTTP app, which take their Services from the composition root (`orbital.runtime.services`);
+- the package root holds only the package's face; no import is placed after code (`noqa: E402`).
 """
 
 from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterator
+import tomllib
 from pathlib import Path
+from typing import Any
 
+import grimp
 import orbital
+import pytest
 
 PACKAGE = Path(orbital.__file__).resolve().parent
 LAYER = PACKAGE.parents[0]
+ROOT = LAYER.parents[1]
 ROOT_MODULES = {"__init__.py", "settings.py", "errors.py", "observability.py", "client.py"}
 NOQA_E402 = re.compile(r"noqa\s*:[^\n]*\bE402\b", re.IGNORECASE)
+DATA_DIRS = {"seed"}
+"""Folders of the package that hold data, not modules (no layer)."""
 
 
-def _module_name(path: Path) -> str:
-    parts = list(path.relative_to(LAYER).with_suffix("").parts)
-    if parts[-1] == "__init__":
-        parts.pop()
-    return ".".join(parts)
+def _linter() -> dict[str, Any]:
+    config: dict[str, Any] = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    return config["tool"]["importlinter"]
 
 
-def _modules() -> dict[str, Path]:
-    return {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py")) if "__pycache__" not in p.parts}
+def _contract(kind: str) -> dict[str, Any]:
+    found = [c for c in _linter()["contracts"] if c["type"] == kind]
+    assert len(found) == 1, f"expected one {kind} contract, found {len(found)}"
+    return found[0]
 
 
-def _is_type_checking(test: ast.expr) -> bool:
-    if isinstance(test, ast.Name):
-        return test.id == "TYPE_CHECKING"
-    return isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+def _layer_names() -> list[str]:
+    """The layers contract's modules, highest first (the names of one layer in their written order)."""
+    return [name.strip() for layer in _contract("layers")["layers"] for name in re.split(r"[|:]", layer)]
 
 
-def _import_time_imports(body: list[ast.stmt]) -> Iterator[ast.Import | ast.ImportFrom]:
-    """Import statements that run when the module is imported: not in functions, not under TYPE_CHECKING."""
-    for node in body:
-        if isinstance(node, ast.Import | ast.ImportFrom):
-            yield node
-        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+def _ignored(contract: dict[str, Any]) -> list[tuple[str, str]]:
+    pairs = [tuple(part.strip() for part in entry.split("->")) for entry in contract.get("ignore_imports", [])]
+    assert all(len(p) == 2 for p in pairs), pairs
+    return [(p[0], p[1]) for p in pairs]
+
+
+@pytest.fixture(scope="module")
+def graphs() -> tuple[grimp.ImportGraph, grimp.ImportGraph]:
+    """The import graph as the contracts see it, and the same without the imports under `TYPE_CHECKING`."""
+    return (
+        grimp.build_graph("orbital", cache_dir=None),
+        grimp.build_graph("orbital", cache_dir=None, exclude_type_checking_imports=True),
+    )
+
+
+# --- the contract -------------------------------------------------------------------------------------------------
+
+
+def test_the_layers_contract_places_every_subpackage_and_counts_type_checking_imports() -> None:
+    layers = _contract("layers")
+    assert layers["containers"] == ["orbital"]
+    assert layers["exhaustive"] is True, "a subpackage missing from the layers would go unchecked"
+    assert not _linter().get("exclude_type_checking_imports", False), "imports under TYPE_CHECKING must count"
+    assert _contract("acyclic_siblings")["ancestors"] == ["orbital"]
+
+
+def test_the_readme_lists_the_layers_of_the_contract_in_order() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("\n## Layout\n", 1)[1].split("\n## ", 1)[0]
+    block = section.split("```", 2)[1]
+    names: list[str] = []
+    inside = False
+    for line in block.splitlines():
+        if line.startswith("layers/orbital/orbital/"):
+            inside = True
             continue
-        elif isinstance(node, ast.If):
-            if not _is_type_checking(node.test):
-                yield from _import_time_imports(node.body)
-            yield from _import_time_imports(node.orelse)
-        elif isinstance(node, ast.ClassDef | ast.With):
-            yield from _import_time_imports(node.body)
-        elif isinstance(node, ast.Try):
-            for block in (node.body, node.orelse, node.finalbody, *(h.body for h in node.handlers)):
-                yield from _import_time_imports(block)
+        if inside and line and not line.startswith(" "):
+            break
+        if not inside or not line.startswith("  ") or line.startswith("   "):
+            continue  # a description's next line
+        for token in line.split():
+            match = re.fullmatch(r"([a-z_]+)(?:/|\.py)", token)
+            if match is None:
+                break
+            names.append(match[1])
+    assert [n for n in names if n not in DATA_DIRS] == _layer_names()
 
 
-def _resolve(name: str, path: Path, node: ast.ImportFrom) -> str:
-    if not node.level:
-        return node.module or ""
-    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
-    base = package[: len(package) - (node.level - 1)]
-    return ".".join([*base, node.module] if node.module else base)
+def test_every_ignored_import_is_made_only_under_type_checking(
+    graphs: tuple[grimp.ImportGraph, grimp.ImportGraph],
+) -> None:
+    full, at_run_time = graphs
+    for importer, imported in _ignored(_contract("layers")):
+        assert full.direct_import_exists(importer=importer, imported=imported), f"{importer} -> {imported}: gone"
+        assert not at_run_time.direct_import_exists(importer=importer, imported=imported), (
+            f"{importer} imports {imported} at run time, not only under TYPE_CHECKING: it breaks the layers"
+        )
 
 
-def import_graph() -> dict[str, set[str]]:
-    """Module -> the `orbital` modules it imports at import time."""
-    modules = _modules()
-    graph: dict[str, set[str]] = {name: set() for name in modules}
-    for name, path in modules.items():
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-        for node in _import_time_imports(tree.body):
-            if isinstance(node, ast.Import):
-                targets = [alias.name for alias in node.names]
-            else:
-                base = _resolve(name, path, node)
-                # `from pkg import sub` imports the submodule when there is one, else a name from `pkg`
-                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
-            graph[name].update(t for t in targets if t in modules and t != name)
-    return graph
+def test_both_contracts_ignore_the_same_imports() -> None:
+    assert sorted(_ignored(_contract("layers"))) == sorted(_ignored(_contract("acyclic_siblings")))
 
 
-def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
-    """One cycle of the graph as [a, b, ..., a], or None."""
-    state: dict[str, int] = {}  # 1: on the current path, 2: done
-    path: list[str] = []
-
-    def visit(node: str) -> list[str] | None:
-        state[node] = 1
-        path.append(node)
-        for nxt in sorted(graph.get(node, ())):
-            if state.get(nxt) == 1:
-                return [*path[path.index(nxt) :], nxt]
-            if nxt not in state and (found := visit(nxt)) is not None:
-                return found
-        path.pop()
-        state[node] = 2
-        return None
-
-    for start in sorted(graph):
-        if start not in state and (found := visit(start)) is not None:
-            return found
-    return None
+def test_the_graph_holds_imports_inside_functions_and_under_type_checking(
+    graphs: tuple[grimp.ImportGraph, grimp.ImportGraph],
+) -> None:
+    full, at_run_time = graphs
+    # `orbital.methods.registry()` imports the families inside the function
+    assert full.direct_import_exists(importer="orbital.methods", imported="orbital.methods.connect")
+    assert at_run_time.direct_import_exists(importer="orbital.methods", imported="orbital.methods.connect")
+    # the registry's signatures name Services under TYPE_CHECKING only
+    assert full.direct_import_exists(importer="orbital.protocol.registry", imported="orbital.ports.services")
+    assert not at_run_time.direct_import_exists(importer="orbital.protocol.registry", imported="orbital.ports.services")
 
 
-def test_the_cycle_finder_finds_cycles() -> None:
-    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == ["a", "b", "c", "a"]
-    assert find_cycle({"a": {"b", "c"}, "b": {"c"}, "c": set()}) is None
+# --- lazy imports -------------------------------------------------------------------------------------------------
 
 
-def test_the_graph_sees_import_time_imports_only() -> None:
-    graph = import_graph()
-    # a module-level import is an edge; one inside a function (methods.registry()'s includes) is not
-    assert "orbital.protocol.registry" in graph["orbital.methods"]
-    assert "orbital.methods.connect" not in graph["orbital.methods"]
+def _orbital_import(node: ast.stmt) -> bool:
+    if isinstance(node, ast.ImportFrom):
+        return bool(node.level) or (node.module or "").split(".")[0] == "orbital"
+    return isinstance(node, ast.Import) and any(a.name.split(".")[0] == "orbital" for a in node.names)
 
 
-def test_module_level_imports_form_no_cycle() -> None:
-    cycle = find_cycle(import_graph())
-    assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+def _imports_in_functions(tree: ast.AST) -> list[ast.stmt]:
+    found: list[ast.stmt] = []
+
+    def visit(node: ast.AST, in_function: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            if in_function and isinstance(child, ast.Import | ast.ImportFrom) and _orbital_import(child):
+                found.append(child)
+            visit(child, in_function or isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda))
+
+    visit(tree, False)
+    return found
+
+
+def lazy_imports_without_reason(source: str) -> list[int]:
+    """Lines of imports of `orbital` modules inside functions with no comment saying why: none on the statement, on
+    the import lines right above it (its block), or on a comment line right above that block."""
+    lines = source.splitlines()
+    tree = ast.parse(source)
+    import_lines = {
+        n
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import | ast.ImportFrom)
+        for n in range(node.lineno, (node.end_lineno or node.lineno) + 1)
+    }
+    missing = []
+    for node in _imports_in_functions(tree):
+        first, last = node.lineno, node.end_lineno or node.lineno
+        while first - 1 in import_lines:
+            first -= 1
+        said = any("#" in lines[n - 1] for n in range(first, last + 1))
+        above = lines[first - 2].strip() if first >= 2 else ""
+        if not said and not above.startswith("#"):
+            missing.append(node.lineno)
+    return missing
+
+
+def test_the_lazy_import_check_wants_a_reason() -> None:
+    source = (
+        "def f():\n    from orbital.x import y\n\n"
+        "def g():\n    from orbital.x import y  # lazy: why\n\n"
+        "def h():\n    # lazy: why\n    from orbital.x import y\n    from orbital.z import w\n\n"
+        "def i():\n    import json\n"
+    )
+    assert lazy_imports_without_reason(source) == [2]
+
+
+def test_every_lazy_import_says_why() -> None:
+    offenders = [
+        f"{path.relative_to(LAYER)}:{number}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if "__pycache__" not in path.parts
+        for number in lazy_imports_without_reason(path.read_text(encoding="utf-8"))
+    ]
+    assert not offenders, (
+        "an import inside a function either moves to the module's imports or says why it is lazy "
+        f"(a one-line comment: the cold start it keeps small, ...): {offenders}"
+    )
+
+
+# --- the Lambda entry points ---------------------------------------------------------------------------------------
+
+ENTRY_POINT_IMPORTS = re.compile(r"orbital\.(observability|runtime\.[a-z_]+|rest\.app|ports\.invocation)(\.\w+)?")
+"""What a function under functions/ may import from the package: the runtime's handlers, the HTTP app, what the
+invocation has left (its Lambda context), and the logger, metrics and tracer."""
+
+
+def test_every_lambda_entry_point_goes_through_the_runtime() -> None:
+    entry_points = sorted((ROOT / "functions").glob("*/*.py"))
+    assert len([p for p in entry_points if p.name != "__init__.py"]) >= 8
+    for path in entry_points:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("orbital"):
+                for alias in node.names:
+                    name = f"{node.module}.{alias.name}"
+                    assert ENTRY_POINT_IMPORTS.fullmatch(name), f"{path.relative_to(ROOT)}: {name}"
+            elif isinstance(node, ast.Import):
+                assert not any(a.name.startswith("orbital") for a in node.names), path.relative_to(ROOT)
+
+
+# --- the package root, imports after code -------------------------------------------------------------------------
 
 
 def test_the_package_root_holds_only_its_face() -> None:

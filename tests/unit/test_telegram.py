@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 from orbital.channels import telegram
-from orbital.channels.adapters import ChannelError, Outbound, adapter_for
+from orbital.channels.adapters import adapter_for
+from orbital.channels.base import ChannelError, Outbound
 from orbital.channels.telegram import BotApi, TelegramAdapter, parse_update, reply_target, split_text
 
 from tests.support import fake_telegram as ft

@@ -46,7 +46,7 @@ from orbital.domain.reset_policy import initial_policy, should_auto_reset
 from orbital.store.usage import Refused
 
 if TYPE_CHECKING:
-    from orbital.runtime.services import Services
+    from orbital.ports.services import Services
 
 __all__ = [
     "DAILY",

@@ -28,7 +28,7 @@ from orbital.store import keys
 from orbital.store.subscriptions import Subscription
 
 if TYPE_CHECKING:
-    from orbital.runtime.services import Services
+    from orbital.ports.services import Services
     from orbital.store.connections import NodeEntry
 
 log = logging.getLogger("orbital.agent.client_tools")

@@ -31,7 +31,7 @@ from orbital.domain.session_keys import session_agent_id
 from orbital.store import keys
 
 if TYPE_CHECKING:
-    from orbital.runtime.services import Services
+    from orbital.ports.services import Services
 
 log = logging.getLogger("orbital.agent.compaction")
 

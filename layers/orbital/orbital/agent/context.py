@@ -24,7 +24,7 @@ from orbital.store.skills import is_skill_file
 from orbital.tools.catalog import all_tools
 
 if TYPE_CHECKING:
-    from orbital.runtime.services import Services
+    from orbital.ports.services import Services
     from orbital.store.connections import NodeEntry
     from orbital.store.workspace import ObjectInfo
 

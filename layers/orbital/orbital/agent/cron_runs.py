@@ -8,7 +8,8 @@
   channel and peer; with neither, nothing is delivered. Unlike GSV, a cron run does not overwrite the agent's last
   active context.
 - The job's run record is written when the run ends, with its real status (`ok` / `error`), duration and error
-  (`finished`, called from the run's end).
+  (`finished`, through `run_ended`: the cron family hooks it on every run's end).
+- `tool` is the gsv__Cron tool, which the cron family registers with the native tools.
 - Every run is watched: a record indexed by its next check time (`CRONACTIVE`). The scheduler tick (`expire`) looks
   at the due ones: a task past its `timeoutSeconds` is stopped (its end records the timeout); a run still going
   renews the job's running marker and is looked at again later; a run that vanished without reporting its end is
@@ -28,10 +29,12 @@ from orbital.domain import commands, timefmt
 from orbital.domain.config import as_dict
 from orbital.domain.session_keys import normalize_main_key, resolve_agent_main_session_key
 from orbital.engines import cron
+from orbital.errors import RpcError
 from orbital.store import keys
+from orbital.tools.native import ToolEnv, ToolError
 
 if TYPE_CHECKING:
-    from orbital.runtime.services import Services
+    from orbital.ports.services import Services
 
 log = logging.getLogger("orbital.agent.cron_runs")
 
@@ -133,6 +136,25 @@ def executor(services: Services, now_ms: int) -> Callable[[dict[str, Any]], cron
     return execute
 
 
+def tool(env: ToolEnv, args: dict[str, Any]) -> dict[str, Any]:
+    """The gsv__Cron tool (spec §8.4) over the cron service. Times are read and shown in `userTimezone`; `run`
+    starts the job's agent run (its record is written when that run ends). The cron family registers it
+    (`Hooks.native_tools`)."""
+    try:
+        return cron.execute_tool(
+            env.services,
+            args,
+            agent_id=env.agent_id,
+            user_tz=env.config.get("userTimezone"),
+            now_ms=env.now_ms,
+            execute=executor(env.services, env.now_ms),
+        )
+    except cron.CronError as exc:
+        raise ToolError(exc.message) from None
+    except RpcError as exc:
+        raise ToolError(exc.message) from None
+
+
 def _arm(services: Services, watch: dict[str, Any], now_ms: int) -> None:
     """Store the watch record, due for a look at the run's deadline or in `CHECK_EVERY_MS`, whichever is first."""
     check = now_ms + CHECK_EVERY_MS
@@ -158,6 +180,14 @@ def finished(services: Services, marker: dict[str, Any], *, reply: str | None, e
     summary = " ".join((reply or "").split())[:SUMMARY_CHARS] or None
     outcome = cron.RunOutcome("error", error=error) if error is not None else cron.RunOutcome("ok", summary=summary)
     _record(services, job_id, outcome, int(marker.get("startedAt") or services.now_ms()))
+
+
+def run_ended(services: Services, session_key: str, run: dict[str, Any], reply: str | None, error: str | None) -> None:
+    """A run ended (`Hooks.on_run_ended`, registered by the cron family): a cron job's run is recorded."""
+    notify = run.get("notify")
+    job = notify.get("cron") if isinstance(notify, dict) else None
+    if isinstance(job, dict) and job.get("jobId"):
+        finished(services, job, reply=reply, error=error)
 
 
 def _record(services: Services, job_id: str, outcome: cron.RunOutcome, started_ms: int) -> None:

@@ -24,6 +24,7 @@ from typing import Any
 from orbital.agent.providers import ModelError, resolve_provider
 from orbital.agent.providers._errors import describe, secrets_of, summary
 from orbital.domain.config import as_dict
+from orbital.settings import get_settings
 
 DEFAULT_TIMEOUT_MS = 20_000
 MAX_TIMEOUT_MS = 120_000
@@ -165,8 +166,6 @@ def _openai_compatible(
 def _bedrock_client(endpoint_url: str | None, region: str | None, timeout_s: float) -> Any:
     import boto3
     from botocore.config import Config
-
-    from orbital.settings import get_settings
 
     config = Config(
         retries={"total_max_attempts": 1, "mode": "standard"},

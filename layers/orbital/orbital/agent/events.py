@@ -27,7 +27,7 @@ from orbital.store import keys, subscriptions
 from orbital.store.subscriptions import Subscription, is_subscription
 
 if TYPE_CHECKING:
-    from orbital.runtime.services import Services
+    from orbital.ports.services import Services
 
 log = logging.getLogger("orbital.agent.events")
 
@@ -213,12 +213,8 @@ def emit(services: Services, session_key: str, run_id: str | None, state: str, *
     Audience(services, session_key).send(chat_payload(run_id, state, **fields))
 
 
-def emit_error(session_key: str, run_id: str, fields: dict[str, Any], *, services: Services | None = None) -> None:
-    """`runs.Emit`-shaped: an `error` event for a run."""
-    if services is None:
-        from orbital.runtime.services import get_services
-
-        services = get_services()
+def emit_error(session_key: str, run_id: str, fields: dict[str, Any], *, services: Services) -> None:
+    """`runs.Emit`-shaped (once `services` is bound: `error_emitter`): an `error` event for a run."""
     emit(services, session_key, run_id, "error", **fields)
 
 

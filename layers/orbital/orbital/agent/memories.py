@@ -23,7 +23,7 @@ from orbital.domain import compaction as rules
 from orbital.domain.session_keys import session_agent_id
 
 if TYPE_CHECKING:
-    from orbital.runtime.services import Services
+    from orbital.ports.services import Services
 
 log = logging.getLogger("orbital.agent.memories")
 

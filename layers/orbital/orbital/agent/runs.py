@@ -27,14 +27,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from orbital.agent import budgets
+from orbital.agent import budgets, notify, waits
 from orbital.aws import clients
 from orbital.domain import ids
+from orbital.domain.run_ends import RESET_REASON, USER_CANCELLED
 from orbital.errors import UnavailableError
 from orbital.store import keys
 
 if TYPE_CHECKING:
-    from orbital.runtime.services import Services
+    from orbital.ports.services import Services
 
 log = logging.getLogger("orbital.agent.runs")
 
@@ -256,8 +257,6 @@ def submit(
         drop_input(services, session_key, dead)
         if emit_error is not None:
             emit_error(session_key, str(dead.get("runId")), {"error": DEAD_RUN})
-        from orbital.agent import notify
-
         notify.run_ended(services, session_key, dead, error=DEAD_RUN)
     if "run" in outcome:
         ours = outcome["run"]["runId"] == run_id
@@ -273,7 +272,6 @@ def submit(
 
 
 DEAD_RUN = "Run ended unexpectedly"
-USER_CANCELLED = "Run cancelled by user"
 MAX_RUN_ID = 200
 """The longest run id a client may choose (`chat.send`, `heartbeat.trigger`)."""
 
@@ -301,8 +299,6 @@ def _start(
             emit_error(session_key, str(run["runId"]), {"error": message})
         done = finish(services, session_key, str(run["runId"]), str(run["execution"]), emit_error=emit_error)
         if notify_failure and done is not None:
-            from orbital.agent import notify
-
             notify.run_ended(services, session_key, done, error=message)
         if isinstance(exc, UnavailableError):
             raise
@@ -410,9 +406,7 @@ def stop(
             )
         except Exception as exc:
             log.info("stopping execution of run %s: %s", run_id, type(exc).__name__)
-    from orbital.agent import notify, tools
-
-    cancelled = tools.cancel_pending(services, str(execution or ""), int(taken["done"].get("iteration") or 0))
+    cancelled = waits.cancel_pending(services, str(execution or ""), int(taken["done"].get("iteration") or 0))
     if emit_error is not None:
         emit_error(session_key, run_id, {"error": reason})
     done = released(services, session_key, taken, emit_error=emit_error)
@@ -507,9 +501,6 @@ def kick(services: Services, session_key: str, *, emit_error: Emit | None = None
     return True
 
 
-RESET_REASON = "Run cancelled: the session was reset"
-
-
 def reset_session(services: Services, session_key: str, *, now: int, emit_error: Emit | None = None) -> dict[str, Any]:
     """A manual reset (`session.reset`, `/new`, `/reset`): a run in progress is cancelled first (its later tool
     results would belong to the old conversation), the session is archived and renewed, queued messages (kept,
@@ -517,7 +508,7 @@ def reset_session(services: Services, session_key: str, *, now: int, emit_error:
     stop(services, session_key, emit_error=emit_error, reason=RESET_REASON, start_next=False)
     result = services.sessions.reset(session_key, now=now)
     kick(services, session_key, emit_error=emit_error)
-    from orbital.agent import memories
+    from orbital.agent import memories  # lazy: only a reset extracts memories (kept off the steps' cold start)
 
     memories.schedule(services, session_key, result)
     return result

@@ -24,7 +24,7 @@ from orbital.agent.settings import llm_timeout_ms
 from orbital.domain.config import as_dict
 
 if TYPE_CHECKING:
-    from orbital.runtime.services import Services
+    from orbital.ports.services import Services
 
 AWS_CALL_MS = 25_000
 """A request's time limit on AWS (all its model calls)."""

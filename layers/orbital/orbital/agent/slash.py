@@ -15,7 +15,7 @@ from orbital.domain.reset_policy import initial_policy
 from orbital.errors import BadRequestError, RpcError
 
 if TYPE_CHECKING:
-    from orbital.runtime.services import Services
+    from orbital.ports.services import Services
 
 
 def run(

@@ -29,7 +29,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from orbital.agent import budgets, client_tools, runs, settings
+from orbital.agent import budgets, client_tools, events, runs, settings
+from orbital.agent.waits import group_id, load_plan
 from orbital.domain.config import as_dict
 from orbital.domain.session_keys import canonicalize_with_config
 from orbital.engines import deferred, waitgroup
@@ -41,12 +42,11 @@ from orbital.tools.catalog import find_node_for_tool
 from orbital.tools.definitions import NATIVE_PREFIX
 
 if TYPE_CHECKING:
-    from orbital.runtime.services import Services
+    from orbital.ports.services import Services
 
 log = logging.getLogger("orbital.agent.tools")
 
 TIMED_OUT = "Tool execution timed out"
-CANCELLED = "Run cancelled by user"
 GROUP_INLINE_BYTES = 200 * 1024
 """A plan larger than this (big native results) is kept in S3 and referenced from the wait group."""
 WAIT_MARGIN_S = 2
@@ -71,10 +71,6 @@ class Iteration:
     @property
     def group_id(self) -> str:
         return group_id(self.execution, self.iteration)
-
-
-def group_id(execution: str, iteration: int) -> str:
-    return f"{execution}:{iteration}"
 
 
 @dataclass
@@ -153,17 +149,6 @@ def _store_plan(it: Iteration, plan: list[dict[str, Any]], deadline: int) -> dic
     key = keys.run_blob(it.execution, f"plan-{it.iteration}.json")
     it.services.workspace.put(key, text.encode(), content_type="application/json")
     return {"callsRef": key, "deadlineMs": deadline}
-
-
-def _load_plan(services: Services, data: dict[str, Any]) -> list[dict[str, Any]]:
-    if isinstance(data.get("calls"), list):
-        return list(data["calls"])
-    ref = data.get("callsRef")
-    if isinstance(ref, str):
-        found = services.workspace.get(ref)
-        if found is not None:
-            return list(json.loads(found[0]))
-    return []
 
 
 def _answer_failed_launch(it: Iteration, call_id: str, message: str) -> None:
@@ -345,8 +330,6 @@ def _session_send(it: Iteration, args: dict[str, Any]) -> Launch:
 def _inject(
     it: Iteration, target: str, data: dict[str, Any], run_id: str, notify: dict[str, Any] | None
 ) -> runs.Submitted:
-    from orbital.agent import events
-
     try:
         return runs.submit(
             it.services,
@@ -363,7 +346,7 @@ def _inject(
 
 
 def _transfer(it: Iteration, args: dict[str, Any]) -> Launch:
-    from orbital.engines import transfer
+    from orbital.engines import transfer  # lazy: only gsv__Transfer needs it (kept off the steps' cold start)
 
     source, destination = args.get("source"), args.get("destination")
     if not isinstance(source, str) or not source or not isinstance(destination, str) or not destination:
@@ -403,7 +386,7 @@ def collect(
     rec = waitgroup.load(services, gid)
     if rec is None:
         return None
-    plan = _load_plan(services, rec.data)
+    plan = load_plan(services, rec.data)
     call_ids = [str(e["callId"]) for e in plan if e.get("callId")]
     found = services.table.get_many(keys.pending_call(cid) for cid in call_ids)
     messages = []
@@ -431,21 +414,6 @@ def _answer_of(services: Services, entry: dict[str, Any], rec: Any) -> dict[str,
         again = services.table.get(keys.pending_call(call_id))
         return deferred.outcome_of(services, again) if again is not None else on_timeout
     return dict(on_timeout)
-
-
-def cancel_pending(services: Services, execution: str, iteration: int) -> int:
-    """Settle every unanswered call of a run's current wait group as cancelled. Returns how many there were."""
-    gid = group_id(execution, iteration)
-    rec = waitgroup.load(services, gid)
-    if rec is None:
-        return 0
-    cancelled = 0
-    for entry in _load_plan(services, rec.data):
-        call_id = entry.get("callId")
-        if call_id and deferred.claim(services, str(call_id), {"error": CANCELLED}) is not None:
-            cancelled += 1
-    waitgroup.close(services, gid)
-    return cancelled
 
 
 # --- results as messages ---------------------------------------------------------------------------------------

@@ -27,11 +27,12 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from orbital.agent.providers import has_credentials, resolve_provider
+from orbital.aws.clients import client as aws_client
 from orbital.domain.media_types import audio_format
 from orbital.errors import UnavailableError
 
 if TYPE_CHECKING:
-    from orbital.runtime.services import Services
+    from orbital.ports.services import Services
 
 log = logging.getLogger("orbital.agent.transcribe")
 
@@ -243,8 +244,6 @@ def _aws(
         log.warning("Amazon Transcribe reads the audio from S3, and this workspace is not on S3")
         return None
     if client is None:
-        from orbital.aws.clients import client as aws_client
-
         client = aws_client("transcribe")
     request = _aws_job(services, config, r2_key, mime_type)
     name = request["TranscriptionJobName"]

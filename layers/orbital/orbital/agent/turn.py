@@ -26,15 +26,15 @@ from typing import TYPE_CHECKING, Any
 
 from orbital.agent import budgets, client_tools, compaction, context, events, media, notify, runs, settings, tools
 from orbital.agent.providers import ModelError, ModelRequest, complete
+from orbital.agent.waits import cancel_pending
 from orbital.domain.config import as_dict
 from orbital.domain.messages import text_of
 from orbital.domain.reset_policy import initial_policy, should_auto_reset
 from orbital.domain.session_keys import session_agent_id
 from orbital.engines import waitgroup
-from orbital.runtime.services import get_services
 
 if TYPE_CHECKING:
-    from orbital.runtime.services import Services
+    from orbital.ports.services import Services
 
 log = logging.getLogger("orbital.agent.turn")
 
@@ -86,7 +86,7 @@ def user_message(
 ) -> dict[str, Any]:
     """Spec §5.3 `buildUserMessage` (`orbital.agent.user_content`): text alone is a string ("[Empty message]" when
     empty); with media, blocks. Voice messages are transcribed with `services` and `config` (not without them)."""
-    from orbital.agent.user_content import build_user_content
+    from orbital.agent.user_content import build_user_content  # lazy: media, transcription (steps' cold start)
 
     media_entries = data.get("media") if isinstance(data.get("media"), list) else None
     content = build_user_content(services, config, str(data.get("text") or ""), media_entries)
@@ -259,7 +259,7 @@ def _store_user_message(r: _Run, meta: dict[str, Any], run: dict[str, Any]) -> d
     guest = client_tools.is_guest(client_tools.policy_of_run(run) or {})
     if _reset_due(meta, run, policy, now):
         result = services.sessions.reset(r.key, now=now)
-        from orbital.agent import memories
+        from orbital.agent import memories  # lazy: only a reset extracts memories (steps' cold start)
 
         if not guest:  # a guest's conversation never goes into the owner's memory files
             memories.schedule(services, r.key, result)
@@ -597,22 +597,14 @@ def fail(services: Services, event: dict[str, Any]) -> dict[str, Any]:
         return {"reported": False}
     events.emit(services, key, run_id, "error", error=message)
     notify.run_ended(services, key, done, error=message)
-    tools.cancel_pending(services, execution, int(done.get("iteration") or 0))
+    cancel_pending(services, execution, int(done.get("iteration") or 0))
     return {"reported": True}
 
 
 def memories_step(services: Services, event: dict[str, Any]) -> dict[str, Any]:
-    from orbital.agent import memories
+    from orbital.agent import memories  # lazy: a step of its own (kept off the other steps' cold start)
 
     return memories.extract(services, str(event["sessionKey"]), event.get("archive") or {})
 
 
 STEPS = {"turn": turn, "register": register, "fail": fail, "memories": memories_step}
-
-
-def handle(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
-    step = event.get("step")
-    func = STEPS.get(step) if isinstance(step, str) else None
-    if func is None:
-        raise ValueError(f"unknown agent step: {step!r}")
-    return func(get_services(), event)

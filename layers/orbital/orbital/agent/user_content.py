@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from orbital.agent import transcribe as transcription
 
 if TYPE_CHECKING:
-    from orbital.runtime.services import Services
+    from orbital.ports.services import Services
 
 log = logging.getLogger("orbital.agent.user_content")
 

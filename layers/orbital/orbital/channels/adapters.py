@@ -4,72 +4,16 @@ A channel either has a built-in adapter (Telegram: webhooks in, Bot API out — 
 connected) or is served by a connected channel socket (a `channel`-mode WebSocket client that bridges a messenger,
 as GSV's channel workers do over WebSocket). `adapter_for` picks the built-in one by channel name, else the socket
 one. Adding a messenger is one module with a class like `TelegramAdapter` and one line in `BUILT_IN` (ADR 0009).
+What an adapter is and says (`ChannelAdapter`, `Outbound`, `ChannelError`) is in `orbital.channels.base`.
 """
 
 from __future__ import annotations
 
 import importlib
 import re
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
 
-if TYPE_CHECKING:
-    from orbital.runtime.services import Services
-
-
-@dataclass
-class Outbound:
-    """A message to send: to `peer` (`{kind, id, name?, threadId?}`) of account `account_id`."""
-
-    account_id: str
-    peer: dict[str, Any]
-    text: str
-    reply_to_id: str | None = None
-    session_key: str = ""
-
-
-@dataclass
-class ControlResult:
-    """What `start` / `stop` / `status` / `login` / `logout` answer (the RPC result without `channel`)."""
-
-    ok: bool = True
-    data: dict[str, Any] = field(default_factory=dict)
-    error: str | None = None
-
-
-class ChannelAdapter(Protocol):
-    """What the gateway needs from a messenger. Every method may raise `ChannelError` with a user-facing text."""
-
-    channel: str
-
-    def send(self, services: Services, message: Outbound) -> str | None:
-        """Deliver a message; returns the messenger's message id when it has one."""
-        ...
-
-    def typing(self, services: Services, account_id: str, peer: dict[str, Any], on: bool) -> None:
-        """Show (or stop showing) that the agent is writing. Best effort."""
-        ...
-
-    def start(self, services: Services, account_id: str, config: dict[str, Any]) -> ControlResult: ...
-
-    def stop(self, services: Services, account_id: str) -> ControlResult: ...
-
-    def status(self, services: Services, account_id: str | None) -> list[dict[str, Any]]:
-        """`[{accountId, connected, authenticated, mode?, lastActivity?, error?, extra?}]` (spec §12.5)."""
-        ...
-
-    def login(self, services: Services, account_id: str, force: bool) -> ControlResult: ...
-
-    def logout(self, services: Services, account_id: str) -> ControlResult: ...
-
-
-class ChannelError(Exception):
-    """A channel operation failed; `message` is what the caller (or the model) is told."""
-
-    def __init__(self, message: str, *, code: int = 500) -> None:
-        super().__init__(message)
-        self.message = message
-        self.code = code
+from orbital.channels.base import ChannelAdapter
+from orbital.channels.socket import SocketAdapter
 
 
 def is_passing(exc: BaseException) -> bool:
@@ -110,6 +54,7 @@ def built_in(channel: str) -> ChannelAdapter | None:
     if target is None:
         return None
     module, name = target.split(":", 1)
+    # by name, so a messenger's module (its client, its rules) is imported only when that channel is used
     adapter: ChannelAdapter = getattr(importlib.import_module(module), name)()
     return adapter
 
@@ -119,6 +64,4 @@ def adapter_for(channel: str) -> ChannelAdapter:
     found = built_in(channel)
     if found is not None:
         return found
-    from orbital.channels.socket import SocketAdapter
-
     return SocketAdapter(channel)

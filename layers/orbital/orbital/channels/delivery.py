@@ -12,12 +12,14 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from orbital.agent.runs import RESET_REASON, USER_CANCELLED
-from orbital.channels.adapters import ChannelError, Outbound, adapter_for, public_reason
+from orbital.channels.adapters import adapter_for, public_reason
+from orbital.channels.base import ChannelError, Outbound
 from orbital.domain.config import as_dict
+from orbital.domain.run_ends import RESET_REASON, USER_CANCELLED
+from orbital.engines import heartbeat
 
 if TYPE_CHECKING:
-    from orbital.runtime.services import Services
+    from orbital.ports.services import Services
 
 log = logging.getLogger("orbital.channels.delivery")
 
@@ -70,6 +72,17 @@ def typing(services: Services, target: dict[str, Any], on: bool) -> None:
         log.debug("typing on %s failed: %s", channel, type(exc).__name__)
 
 
+def run_reply(services: Services, session_key: str, run: dict[str, Any], state: str, text: str | None) -> None:
+    """A reply text of a run (`Hooks.on_run_reply`, registered by the channels family): delivered when the run
+    carries `deliver`. A failure is logged, never raised into the run."""
+    if not run.get("deliver"):
+        return
+    try:
+        deliver(services, session_key, run, state, text)
+    except Exception:
+        log.exception("channel delivery of run %s failed", run.get("runId"))
+
+
 def deliver(services: Services, session_key: str, run: dict[str, Any], state: str, text: str | None) -> None:
     """Called for every `partial` / `final` / `error` of a run that carries `deliver`."""
     target = as_dict(run.get("deliver"))
@@ -85,8 +98,6 @@ def deliver(services: Services, session_key: str, run: dict[str, Any], state: st
     if not body.strip():
         return
     if target.get("kind") == "heartbeat":
-        from orbital.engines import heartbeat
-
         filtered = heartbeat.filter_delivery(services, str(target.get("agentId") or "main"), body, services.now_ms())
         if filtered is None:
             return

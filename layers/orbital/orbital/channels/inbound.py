@@ -27,9 +27,11 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from orbital.agent import events, runs, slash
-from orbital.channels.adapters import ChannelError, Outbound, adapter_for, is_passing, public_reason
+from orbital.channels.adapters import adapter_for, is_passing, public_reason
+from orbital.channels.base import ChannelError, Outbound
 from orbital.channels.delivery import send as deliver_text
 from orbital.channels.delivery import typing as show_typing
+from orbital.channels.media import store_attachments
 from orbital.domain import commands, pairing, timefmt
 from orbital.domain.config import as_dict
 from orbital.domain.session_keys import resolve_agent_id_from_binding, session_key_for_peer
@@ -38,7 +40,7 @@ from orbital.store import conditions as cond
 from orbital.store import keys
 
 if TYPE_CHECKING:
-    from orbital.runtime.services import Services
+    from orbital.ports.services import Services
 
 log = logging.getLogger("orbital.channels.inbound")
 
@@ -210,8 +212,6 @@ def _process(
     media = message.get("media") if isinstance(message.get("media"), list) else []
     data: dict[str, Any] = {"text": _envelope(config, channel, cleaned, now, peer, sender)}
     if media:
-        from orbital.channels.media import store_attachments
-
         data["media"] = store_attachments(services, key, [m for m in media if isinstance(m, dict)])
     overrides = slash.overrides_of(found)
     if overrides:

@@ -25,7 +25,7 @@ from orbital.domain.media_types import content_type, extension, metadata_text
 from orbital.store import keys
 
 if TYPE_CHECKING:
-    from orbital.runtime.services import Services
+    from orbital.ports.services import Services
 
 log = logging.getLogger("orbital.channels.media")
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from orbital.channels.adapters import ChannelError, ControlResult, Outbound
+from orbital.channels.base import ChannelError, ControlResult, Outbound
 from orbital.protocol.frames import event_frame
 from orbital.store import keys
 
 if TYPE_CHECKING:
-    from orbital.runtime.services import Services
+    from orbital.ports.services import Services
 
 
 def not_connected(channel: str, account_id: str) -> str:

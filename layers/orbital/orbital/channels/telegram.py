@@ -36,10 +36,10 @@ import urllib.request
 from typing import TYPE_CHECKING, Any
 
 from orbital.aws import secrets as gateway_token
-from orbital.channels.adapters import ChannelError, ControlResult, Outbound
+from orbital.channels.base import ChannelError, ControlResult, Outbound
 
 if TYPE_CHECKING:
-    from orbital.runtime.services import Services
+    from orbital.ports.services import Services
 
 log = logging.getLogger("orbital.channels.telegram")
 

@@ -68,6 +68,7 @@ def _common(parser: argparse.ArgumentParser, *, account_default: str | None = "d
 
 def _calls(args: argparse.Namespace, calls: list[tuple[str, dict[str, Any]]]) -> int:
     """Run the calls in order on one connection; print the last result."""
+    # lazy: only this command needs it (the parser of every `orbital` command imports this module)
     from orbital.client import GatewayClient, RpcFailed
 
     url = args.url or os.environ.get("ORBITAL_URL") or DEFAULT_URL

@@ -33,6 +33,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Protocol
 
+from orbital import __version__
+from orbital.protocol.frames import fragments
+
 if TYPE_CHECKING:
     from rich.console import Console
 
@@ -132,7 +135,7 @@ class Connection:
             self._keepalive.start()
 
     def _open(self, token: str | None, client_id: str) -> Any:
-        from orbital import __version__
+        # lazy: only this command needs it (the parser of every `orbital` command imports this module)
         from orbital.client import GatewayClient, RpcFailed
 
         where = redact_url(self.url)
@@ -202,8 +205,6 @@ class Connection:
         if self._gone.is_set():
             raise ChatError(f"connection to {redact_url(self.url)} lost: {self.lost}")
         try:
-            from orbital.protocol.frames import fragments
-
             text = json.dumps(frame)
             with self._send_lock:
                 self._ws.send(fragments(text))  # API Gateway refuses frames over 32 KB: one message, in fragments

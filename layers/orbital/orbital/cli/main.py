@@ -9,13 +9,19 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from orbital.cli.channel import add_parser as add_channel_parser
+from orbital.cli.chat import add_parser as add_chat_parser
+from orbital.cli.portable import add_parser as add_portable_parser
+from orbital.cli.xeno_bridge import add_parser as add_xeno_bridge_parser
+from orbital.node.cli import add_parser as add_node_parser
+
 DEFAULT_URL = "ws://127.0.0.1:8765/ws"
 
 
 def _cmd_dev(args: argparse.Namespace) -> int:
     import logging
 
-    from orbital.local.server import GatewayOptions, LocalGateway, StartupError
+    from orbital.local.server import GatewayOptions, LocalGateway, StartupError  # lazy: `orbital dev` only
 
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
     options = GatewayOptions(
@@ -52,7 +58,7 @@ def _parse_json_arg(text: str | None) -> Any:
 
 
 def _cmd_call(args: argparse.Namespace) -> int:
-    from orbital.client import GatewayClient, RpcFailed
+    from orbital.client import GatewayClient, RpcFailed  # lazy: `orbital call` only
 
     params = _parse_json_arg(args.params)
     token = args.token or os.environ.get("ORBITAL_TOKEN") or None
@@ -119,23 +125,13 @@ def build_parser() -> argparse.ArgumentParser:
     call.add_argument("--timeout", type=float, default=30.0)
     call.set_defaults(func=_cmd_call)
 
-    from orbital.node.cli import add_parser as add_node_parser
-
     add_node_parser(sub)
-
-    from orbital.cli.chat import add_parser as add_chat_parser
 
     add_chat_parser(sub)
 
-    from orbital.cli.channel import add_parser as add_channel_parser
-
     add_channel_parser(sub)
 
-    from orbital.cli.portable import add_parser as add_portable_parser
-
     add_portable_parser(sub)
-
-    from orbital.cli.xeno_bridge import add_parser as add_xeno_bridge_parser
 
     add_xeno_bridge_parser(sub)
     return parser

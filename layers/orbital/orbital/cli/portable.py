@@ -117,6 +117,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
+    # lazy: only this command needs it (boto3, the archive, the local gateway)
     from orbital.store.portable import export_state
 
     name = f"orbital-export-{time.strftime('%Y%m%d-%H%M%S')}.zip"
@@ -159,6 +160,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
 
 def _cmd_import(args: argparse.Namespace) -> int:
+    # lazy: only this command needs it (boto3, the archive, the local gateway)
     from orbital.store.portable import import_state, read_manifest
 
     archive = Path(args.archive)
@@ -222,6 +224,7 @@ def _target(args: argparse.Namespace) -> Iterator[Store]:
 
 
 def _aws_store(args: argparse.Namespace) -> Store:
+    # lazy: only this command needs it (boto3, the archive, the local gateway)
     from orbital.aws.clients import explicit_client
     from orbital.store.portable import stack_resources
 
@@ -240,6 +243,7 @@ def _aws_store(args: argparse.Namespace) -> Store:
 @contextlib.contextmanager
 def _local(data_dir: Path, project: str | None, *, writing: bool) -> Iterator[Store]:
     """A local data directory: through the gateway running on it (reading only), else opened in this process."""
+    # lazy: only this command needs it (boto3, the archive, the local gateway)
     from orbital.local.server import StartupError, local_state
 
     running = running_gateway(data_dir)
@@ -264,6 +268,7 @@ def _local(data_dir: Path, project: str | None, *, writing: bool) -> Iterator[St
 
 
 def _gateway_store(data_dir: Path, info: dict[str, Any]) -> Store:
+    # lazy: only this command needs it (boto3, the archive, the local gateway)
     from orbital.aws.clients import explicit_client
 
     endpoint, table, bucket = info.get("awsEndpoint"), info.get("table"), info.get("bucket")
@@ -316,6 +321,7 @@ def _project(arg: str | None) -> Path | None:
     package is installed from (None lets local_state explain)."""
     if arg:
         return Path(arg)
+    # lazy: only this command needs it (boto3, the archive, the local gateway)
     from orbital.local.server import StartupError, find_project_root
 
     try:
@@ -389,6 +395,7 @@ def _describe(exc: BaseException) -> str:
         return f"{error.get('Code', 'Error')}: {error.get('Message', '')}{where}".strip()
     from botocore.exceptions import BotoCoreError, NoCredentialsError
 
+    # lazy: only this command needs it (boto3, the archive, the local gateway)
     from orbital.store.portable import PortableError
 
     if isinstance(exc, NoCredentialsError):

@@ -82,7 +82,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 def token_source(token_file: str | None) -> Callable[[], str | None]:
     """Where the token comes from: the file (read now, to fail early, and at every connection attempt) or
     ORBITAL_TOKEN."""
-    from orbital.xeno.bridge import TokenUnavailable
+    from orbital.xeno.bridge import TokenUnavailable  # lazy: the bridge (websockets, httpx) for this command only
 
     if not token_file:
         token = os.environ.get("ORBITAL_TOKEN") or None
@@ -116,6 +116,7 @@ def _loopback(url: str) -> bool:
 
 def run(args: argparse.Namespace) -> int:
     """Serve until Ctrl-C/SIGTERM (exit 0); 2 when it cannot start."""
+    # lazy: the bridge (websockets, httpx) for this command only
     from orbital.xeno.bridge import BridgeOptions, XenoBridge
     from orbital.xeno.unix_socket import XenoSocketInUse
 

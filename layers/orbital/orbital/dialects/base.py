@@ -14,7 +14,7 @@ from orbital.store.connections import Connection
 from orbital.store.subscriptions import Subscription
 
 if TYPE_CHECKING:
-    from orbital.runtime.services import Services
+    from orbital.ports.services import Services
 
 
 @dataclass

@@ -31,7 +31,7 @@ from orbital.protocol.registry import DialectClose, DialectInbound, Router
 from orbital.store.connections import Connection
 
 if TYPE_CHECKING:
-    from orbital.runtime.services import Services
+    from orbital.ports.services import Services
     from orbital.store.subscriptions import Subscription
 
 router = Router("exoclaw")

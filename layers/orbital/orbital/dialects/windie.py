@@ -51,8 +51,8 @@ from orbital.domain.config import as_dict
 from orbital.domain.messages import text_of
 from orbital.domain.session_keys import resolve_agent_by_specificity
 from orbital.engines import deferred, socket_gate
+from orbital.ports import invocation
 from orbital.protocol.registry import DialectClose, DialectInbound, Router
-from orbital.runtime import invocation
 from orbital.store import artifacts, keys, subscriptions
 from orbital.store.sessions import message_count
 from orbital.store.subscriptions import Subscription
@@ -60,7 +60,7 @@ from orbital.tools.catalog import all_tools
 from orbital.tools.definitions import NATIVE_PREFIX
 
 if TYPE_CHECKING:
-    from orbital.runtime.services import Services
+    from orbital.ports.services import Services
     from orbital.store.connections import Connection, NodeEntry
 
 log = logging.getLogger("orbital.dialects.windie")

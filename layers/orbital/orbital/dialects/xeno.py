@@ -43,7 +43,7 @@ from orbital.protocol.registry import DialectClose, DialectInbound, Router
 from orbital.store import artifacts, keys
 
 if TYPE_CHECKING:
-    from orbital.runtime.services import Services
+    from orbital.ports.services import Services
     from orbital.store.connections import Connection
     from orbital.store.subscriptions import Subscription
 

@@ -67,7 +67,7 @@ from orbital.store.repos import (
 )
 
 if TYPE_CHECKING:
-    from orbital.runtime.services import Services
+    from orbital.ports.services import Services
 
 DEFAULT_MAX_JOBS = 200
 DEFAULT_MAX_RUNS_PER_JOB_HISTORY = 200

@@ -42,7 +42,7 @@ from orbital.store import http_answers, keys
 from orbital.store.table import ConditionFailed
 
 if TYPE_CHECKING:
-    from orbital.runtime.services import Services
+    from orbital.ports.services import Services
     from orbital.store.table import Record
 
 log = logging.getLogger("orbital.deferred")

@@ -27,14 +27,14 @@ from orbital.domain.session_keys import normalize_agent_id
 from orbital.domain.skills import probe_bins, skills_entries
 from orbital.engines import deferred
 from orbital.errors import ConflictError, GatewayFailure
+from orbital.ports import lifecycle
 from orbital.protocol.frames import event_frame
-from orbital.runtime import lifecycle
 from orbital.store import conditions as cond
 from orbital.store import keys
 from orbital.store import skills as skills_store
 
 if TYPE_CHECKING:
-    from orbital.runtime.services import Services
+    from orbital.ports.services import Services
     from orbital.store.connections import Connection, NodeEntry
 
 log = logging.getLogger("orbital.probes")

@@ -25,7 +25,7 @@ from orbital.aws import secrets
 from orbital.engines import deferred
 
 if TYPE_CHECKING:
-    from orbital.runtime.services import Services
+    from orbital.ports.services import Services
 
 log = logging.getLogger("orbital.gate")
 

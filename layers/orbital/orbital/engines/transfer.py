@@ -40,7 +40,7 @@ from orbital.store import conditions as cond
 from orbital.store import keys
 
 if TYPE_CHECKING:
-    from orbital.runtime.services import Services
+    from orbital.ports.services import Services
     from orbital.store.connections import Connection
 
 log = logging.getLogger("orbital.transfer")

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from orbital.aws import clients
 from orbital.local.bridge import BridgeUnavailable
-from orbital.local.sfn_worker import Refused, WorkerGone
+from orbital.local.sfn_worker import CALL_TIMEOUT, LOOP_CALL_TIMEOUT, Refused, WorkerGone
 
 if TYPE_CHECKING:
     from botocore.client import BaseClient
@@ -164,8 +164,6 @@ def wrap(client: BaseClient, served: InProcessAws) -> Any:
 
 def _forwarded(served: InProcessAws) -> Callable[[str, dict[str, Any]], Any]:
     import asyncio
-
-    from orbital.local.sfn_worker import CALL_TIMEOUT, LOOP_CALL_TIMEOUT
 
     def run(method: str, params: dict[str, Any]) -> Any:
         process = served.states  # the one running now (it is started again if it dies)

@@ -34,7 +34,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
-from orbital.local.object_urls import ObjectUrls
+from orbital.local.signed_urls import ObjectUrls
 from orbital.store.workspace import Listing, MissingObject, ObjectInfo, Workspace, check_range
 
 INDEX_FILE = "index.sqlite3"

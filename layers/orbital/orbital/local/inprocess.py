@@ -111,7 +111,7 @@ class InProcessAws:
         (`orbital.local.direct`); None if `client` is not ours."""
         if not self.attach(client, endpoint):
             return None
-        from orbital.local import direct
+        from orbital.local import direct  # lazy: the direct client and the moto internals it calls, when first used
 
         return direct.wrap(client, self)
 

@@ -16,10 +16,12 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from orbital.agent import events, runs
+from orbital.ports import lifecycle
 from orbital.store import keys
 
 if TYPE_CHECKING:
-    from orbital.runtime.services import Services
+    from orbital.ports.services import Services
 
 log = logging.getLogger("orbital.local")
 
@@ -28,9 +30,6 @@ INTERRUPTED = "The gateway restarted while this run was in progress"
 
 def end_interrupted(services: Services) -> tuple[int, int]:
     """Close the sockets and end the runs a previous process left behind. Returns (sockets, runs)."""
-    from orbital.agent import events, runs
-    from orbital.runtime import lifecycle
-
     table = services.table
     sockets = set()
     for partition in (keys.CLIENTS_PK, keys.NODES_PK, keys.CHANNEL_SOCKETS_PK):

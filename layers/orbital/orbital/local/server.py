@@ -165,7 +165,7 @@ class LocalGateway:
             concurrent_frames=self.options.concurrent_frames,
             frame_jitter_ms=self.options.frame_jitter_ms,
             # methods that post to sockets too, when those posts and every AWS call are answered in this process
-            inline_methods=get_services().registry.inline_methods(quick=True),
+            inline_methods=get_services().registry.event_loop_methods(posts_in_process=True),
             connect_inline=not self.options.token,
             greet=greet,
             greet_after_s=0.0 if self.options.token else self.options.greet_after_ms / 1000,
@@ -262,8 +262,8 @@ class LocalGateway:
 
     def _seed(self) -> None:
         try:
+            from orbital.agent.seed import ensure_seeded
             from orbital.runtime.services import get_services
-            from orbital.store.seed import ensure_seeded
         except ImportError:
             return
         written = ensure_seeded(get_services())

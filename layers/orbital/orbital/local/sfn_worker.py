@@ -10,7 +10,7 @@ runs in a child process instead:
 - the executions' Lambda tasks come back to the gateway, which runs the function's handler in process as before
   (`stack.run_function`): DynamoDB, S3 and the sockets stay in the gateway's process;
 - the child exits when the gateway closes its end, or dies (the socket reads end of file); if the child dies
-  first, the gateway starts another (`LocalStack`).
+  first, the gateway starts another (`LocalStack`). The child's program is `orbital.local.sfn_child`.
 
 Both sides use one `Channel`: requests either way, each answered in a thread, replies matched by id. The child
 answers its quick Step Functions requests (`INLINE_METHODS`) on the thread that reads them, and a `StartExecution`
@@ -28,13 +28,11 @@ import json
 import logging
 import os
 import queue
-import signal
 import socket
 import subprocess
 import sys
 import threading
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -276,7 +274,7 @@ class StepFunctionsProcess:
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
         try:
             self._proc = subprocess.Popen(
-                [sys.executable, "-m", "orbital.local.sfn_worker", str(theirs.fileno())],
+                [sys.executable, "-m", "orbital.local.sfn_child", str(theirs.fileno())],
                 pass_fds=(theirs.fileno(),),
                 env=env,
                 stdin=subprocess.DEVNULL,
@@ -430,82 +428,19 @@ def hold_execution_starts() -> None:
 
 @contextlib.contextmanager
 def held_starts() -> Iterator[list[Callable[[], None]]]:
-    """Executions started in this block (on this thread) wait in the list it gives; `_start_held` starts them."""
+    """Executions started in this block (on this thread) wait in the list it gives; `start_held` starts them."""
     held: list[Callable[[], None]] = []
     _holding.held = held
     try:
         yield held
     except BaseException:
-        _start_held(held)
+        start_held(held)
         raise
     finally:
         _holding.held = None
 
 
-def _start_held(held: list[Callable[[], None]]) -> None:
+def start_held(held: list[Callable[[], None]]) -> None:
     for start in held:
         start()
     held.clear()
-
-
-def _moto_error(exc: BaseException) -> tuple[str, str, int]:
-    from orbital.local.direct import error_answer
-
-    return error_answer(exc)
-
-
-def main(argv: list[str]) -> int:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the gateway's to handle: it ends this process by closing the socket
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s sfn %(name)s: %(message)s")
-    conn = Connection(int(argv[0]))
-    from orbital.local import step_functions
-
-    step_functions.skip_batch_models()
-    from moto.core import DEFAULT_ACCOUNT_ID
-    from moto.core.config import default_user_config
-    from moto.stepfunctions.responses import StepFunctionResponse
-
-    from orbital.local.direct import moto_action
-
-    default_user_config["stepfunctions"]["execute_state_machine"] = True
-    step_functions.untrack_models()
-    step_functions.cache_state_machine_parsing()
-    step_functions.serialize_operations()
-    step_functions.ready_task_callbacks()
-    run = moto_action(StepFunctionResponse, step_functions.REGION, DEFAULT_ACCOUNT_ID, contextlib.nullcontext)
-    pool = ThreadPoolExecutor(max_workers=16, thread_name_prefix="orbital-sfn")
-    channel: Channel | None = None
-
-    def invoke(name: str, payload: bytes | str | None) -> tuple[bytes, bool]:
-        assert channel is not None
-        data, failed = channel.request("invoke", (name, payload), timeout=None)
-        return bytes(data), bool(failed)
-
-    hold_execution_starts()
-
-    def serve(kind: str, payload: Any) -> Any:
-        if kind == "sfn":
-            method, params = payload
-            if method != "start_execution":
-                return run(method, params) or {}
-            with held_starts() as held:  # answered first, as AWS does: the new execution then runs on its own
-                return AfterReply(run(method, params) or {}, functools.partial(_start_held, held))
-        if kind == "ready":
-            step_functions.use_functions(set(payload), invoke)
-            return True
-        raise ValueError(f"unknown request {kind!r}")
-
-    def dispatch(work: Callable[[], None]) -> None:
-        pool.submit(work)
-
-    def inline(kind: str, payload: Any) -> bool:
-        return kind == "sfn" and payload[0] in INLINE_METHODS
-
-    channel = Channel(conn, serve, dispatch, _moto_error, "orbital-sfn-worker", inline)
-    channel.closed.wait()
-    # the gateway is gone: executions still running have no one to answer them
-    os._exit(0)
-
-
-if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:]))

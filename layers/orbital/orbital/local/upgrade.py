@@ -177,9 +177,9 @@ def read_earlier_state(data_dir: Path, *, now: float | None = None) -> EarlierSt
     for generation in _generations(state):
         if generation < start_generation:
             continue
-        data = (state / f"journal-{generation:08d}.log").read_bytes()
-        records, good = _records(data)
-        out.torn_bytes += len(data) - good
+        journal = (state / f"journal-{generation:08d}.log").read_bytes()
+        records, good = _records(journal)
+        out.torn_bytes += len(journal) - good
         for record in records:
             op = record.get("o")
             if op == "put":
@@ -194,8 +194,8 @@ def read_earlier_state(data_dir: Path, *, now: float | None = None) -> EarlierSt
                 log.warning("unknown journal record %r skipped", op)
     moment = time.time() if now is None else now
     out.items = {key: item for key, item in out.items.items() if not _expired(item, moment)}
-    for key, (digest, metadata, data) in objects.items():
-        body = data if data is not None else blob(digest) if digest else None
+    for key, (digest, metadata, kept) in objects.items():
+        body = kept if kept is not None else blob(digest) if digest else None
         if body is None:
             out.missing_blobs += 1
             log.error("object %s: its content is missing from the data directory; not carried over", key)

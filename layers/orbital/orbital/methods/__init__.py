@@ -10,6 +10,7 @@ from orbital.protocol.registry import Registry
 
 @functools.cache
 def registry() -> Registry:
+    # lazy: the families are imported when the registry is first assembled, not by every entry point's import
     from orbital.dialects import exoclaw, windie, xeno
     from orbital.methods import (
         channels,

@@ -12,8 +12,9 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from orbital.channels import inbound
-from orbital.channels.adapters import ChannelError, adapter_for, built_in
+from orbital.channels import delivery, inbound, message_tool
+from orbital.channels.adapters import adapter_for, built_in
+from orbital.channels.base import ChannelError
 from orbital.domain.config import as_dict
 from orbital.engines import deferred
 from orbital.errors import BadRequestError, ForbiddenError, NotFoundError, RpcError, UnavailableError
@@ -24,11 +25,13 @@ from orbital.protocol.registry import CHANNEL, CLIENT, NoParams, Params, Result,
 from orbital.store import keys
 
 if TYPE_CHECKING:
+    from orbital.ports.services import Services
     from orbital.protocol.context import CallContext
-    from orbital.runtime.services import Services
     from orbital.store.connections import Connection
 
 router = Router("channels")
+router.on_run_reply(delivery.run_reply)  # a run's replies go back to the channel it came from
+router.native_tool("gsv__Message")(message_tool.message)
 
 
 class ChannelEntry(Result):
@@ -54,7 +57,7 @@ def channel_entry(data: dict[str, Any]) -> dict[str, Any]:
     return entry
 
 
-@router.method("channels.list", params=NoParams, result=ChannelsListResult, inline=True, modes=CLIENT)
+@router.method("channels.list", params=NoParams, result=ChannelsListResult, reads_only=True, modes=CLIENT)
 def channels_list(ctx: CallContext, params: NoParams) -> dict[str, Any]:
     """Every channel account that has connected: `{channel, accountId, connectedAt, lastMessageAt?}`."""
     channels = [channel_entry(data) for data in ctx.services.connections.channels()]

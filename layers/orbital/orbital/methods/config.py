@@ -36,7 +36,7 @@ class ConfigSetResult(Result):
     path: str
 
 
-@router.method("config.get", params=ConfigGetParams, result=ConfigGetResult, inline=True, modes=CLIENT)
+@router.method("config.get", params=ConfigGetParams, result=ConfigGetResult, reads_only=True, modes=CLIENT)
 def config_get(ctx: CallContext, params: ConfigGetParams) -> dict[str, Any]:
     """The effective configuration (defaults deep-merged with overrides), or one dotted path of it. Secrets are
     shown as "***" on every path."""

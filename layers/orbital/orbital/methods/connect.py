@@ -20,8 +20,8 @@ from orbital.store.connections import Connection
 
 if TYPE_CHECKING:
     from orbital.engines.deferred import PendingCall
+    from orbital.ports.services import Services
     from orbital.protocol.context import CallContext
-    from orbital.runtime.services import Services
 
 router = Router("connect")
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import WithJsonSchema
 
+from orbital.agent import cron_runs as job_runs  # `cron_runs` is the `cron.runs` handler below
 from orbital.engines import cron as engine
 from orbital.engines.cron import cron_settings, int_param
 from orbital.errors import RpcError
@@ -24,6 +25,8 @@ if TYPE_CHECKING:
     from orbital.protocol.context import CallContext
 
 router = Router("cron")
+router.on_run_ended(job_runs.run_ended)  # a job's run is recorded when it ends
+router.native_tool("gsv__Cron")(job_runs.tool)
 
 
 class CronStatusResult(Result):
@@ -242,8 +245,6 @@ def cron_run(ctx: CallContext, params: CronRunParams) -> dict[str, Any]:
     whatever its state with `mode:"force"`. A job whose agent run started answers `status:"ok"` as in GSV, with the
     time it took to start it (`durationMs`) and `startedAtMs`; its record (`cron.runs`) carries the run's real outcome
     (`ok`, `error` or `skipped`, with its duration) once it ends."""
-    from orbital.agent import cron_runs
-
     now = ctx.now_ms()
     try:
         out = engine.run(
@@ -251,7 +252,7 @@ def cron_run(ctx: CallContext, params: CronRunParams) -> dict[str, Any]:
             job_id=params.id,
             mode=params.mode or "due",
             now_ms=now,
-            execute=cron_runs.executor(ctx.services, now),
+            execute=job_runs.executor(ctx.services, now),
         )
     except engine.CronError as exc:
         raise _service_error(exc) from None

@@ -1,21 +1,22 @@
 """Methods of the `heartbeat` family: per-agent heartbeat state, the schedule and manual runs (spec §10, fix F8).
 
-The work is done by `orbital.engines.heartbeat`; due heartbeats are run by the scheduler tick, not by a method.
+The work is done by `orbital.engines.heartbeat` (state, schedule) and `orbital.agent.heartbeat_runs` (the runs); due
+heartbeats are run by the scheduler tick, not by a method.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from orbital.agent import runs
+from orbital.agent import heartbeat_runs, runs
 from orbital.engines import heartbeat as engine
 from orbital.errors import BadRequestError
 from orbital.protocol.params import Text
 from orbital.protocol.registry import CLIENT, NoParams, Params, Result, Router
 
 if TYPE_CHECKING:
+    from orbital.ports.services import Services
     from orbital.protocol.context import CallContext
-    from orbital.runtime.services import Services
 
 router = Router("heartbeat")
 
@@ -69,7 +70,7 @@ def heartbeat_status(services: Services) -> dict[str, dict[str, Any]]:
     return engine.status(services)
 
 
-@router.method("heartbeat.status", params=NoParams, result=HeartbeatStatusResult, inline=True, modes=CLIENT)
+@router.method("heartbeat.status", params=NoParams, result=HeartbeatStatusResult, reads_only=True, modes=CLIENT)
 def heartbeat_status_method(ctx: CallContext, params: NoParams) -> dict[str, Any]:
     """Heartbeat state per agent (`nextHeartbeatAt`, `lastHeartbeatAt`, `lastHeartbeatText`, `lastHeartbeatSentAt`,
     and where the agent was last talked to as `lastActive`)."""
@@ -94,4 +95,4 @@ def heartbeat_trigger(ctx: CallContext, params: HeartbeatTriggerParams) -> dict[
     run_id = params.runId.strip() if params.runId and params.runId.strip() else None
     if run_id is not None and len(run_id) > runs.MAX_RUN_ID:
         raise BadRequestError(f"runId too long (max {runs.MAX_RUN_ID} characters)")
-    return engine.trigger(ctx.services, agent_id, ctx.now_ms(), run_id=run_id)
+    return heartbeat_runs.trigger(ctx.services, agent_id, ctx.now_ms(), run_id=run_id)

@@ -10,22 +10,23 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from orbital.agent import events, runs
 from orbital.agent.settings import logs_timeout_ms, tool_timeout_ms
 from orbital.domain.ids import new_uuid
 from orbital.engines import deferred
 from orbital.errors import BadRequestError, ConflictError, ForbiddenError, NotFoundError, UnavailableError
+from orbital.ports import lifecycle
 from orbital.protocol.dispatch import DEFERRED
 from orbital.protocol.frames import event_frame, fit
 from orbital.protocol.params import GivenCount, GivenFlag, Items, Json, Number, Text, Whole
 from orbital.protocol.registry import CLIENT, NODE, Params, Result, Router
-from orbital.runtime import lifecycle
 from orbital.store import conditions as cond
 from orbital.store import keys
 from orbital.tools.catalog import find_node_for_tool
 
 if TYPE_CHECKING:
+    from orbital.ports.services import Services
     from orbital.protocol.context import CallContext
-    from orbital.runtime.services import Services
     from orbital.store.connections import Connection, NodeEntry
 
 log = logging.getLogger("orbital.nodes")
@@ -69,7 +70,7 @@ class ToolInvokeResult(Result):
     params=ToolInvokeParams,
     result=ToolInvokeResult,
     deferred=True,
-    quick=True,
+    posts_without_waiting=True,
     modes=CLIENT,
     mode_error=(101, "Not connected"),
 )
@@ -163,7 +164,7 @@ def _authorize_node_answer(ctx: CallContext, call: deferred.PendingCall) -> None
     "tool.result",
     params=ToolResultParams,
     result=AckResult,
-    quick=True,
+    posts_without_waiting=True,
     modes=NODE,
     mode_error=(403, "Node not authorized for this call"),
 )
@@ -496,8 +497,6 @@ def _inject_completion(services: Services, record: dict[str, Any]) -> bool:
     fields = ("eventId", "nodeId", "sessionId", "callId", "event", "exitCode", "signal", "outputTail", "startedAt")
     body = {name: record.get(name) for name in (*fields, "endedAt")}
     text = "System event: async_exec_completion\n" + json.dumps(body, separators=(",", ":"), ensure_ascii=False)
-    from orbital.agent import events, runs
-
     try:
         runs.submit(
             services,

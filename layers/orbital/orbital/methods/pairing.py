@@ -73,7 +73,7 @@ def _listed(pair: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-@router.method("pair.list", params=NoParams, result=PairListResult, inline=True, modes=CLIENT)
+@router.method("pair.list", params=NoParams, result=PairListResult, reads_only=True, modes=CLIENT)
 def pair_list(ctx: CallContext, params: NoParams) -> dict[str, Any]:
     """Pending pairing requests by `{channel}:{senderId}`; `message` repeats `firstMessage`."""
     return {"pairs": {key: _listed(pair) for key, pair in ctx.services.gateway.pairs().items()}}

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
-from orbital.agent import budgets
+from orbital.agent import budgets, events, runs
 from orbital.domain.reset_policy import initial_policy
 from orbital.domain.session_keys import canonicalize_with_config
 from orbital.errors import BadRequestError
@@ -309,8 +309,6 @@ def session_reset(ctx: CallContext, params: SessionKeyParams) -> dict[str, Any]:
     Settings, label, reset policy and queued messages are kept. A run in progress is cancelled ("Run cancelled:
     the session was reset"); memories are extracted from the archive in the background when configured."""
     key = session_key_param(ctx, params.sessionKey)
-    from orbital.agent import events, runs
-
     return runs.reset_session(ctx.services, key, now=ctx.now_ms(), emit_error=events.error_emitter(ctx.services))
 
 

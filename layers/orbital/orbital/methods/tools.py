@@ -23,7 +23,7 @@ class ToolsListResult(Result):
     tools: list[ToolDefinition]
 
 
-@router.method("tools.list", params=NoParams, result=ToolsListResult, inline=True, modes=EVERY_MODE)
+@router.method("tools.list", params=NoParams, result=ToolsListResult, reads_only=True, modes=EVERY_MODE)
 def tools_list(ctx: CallContext, params: NoParams) -> dict[str, Any]:
     """Every tool an agent can call: the twelve native `gsv__*` tools, then the tools of each connected node (in
     the order the nodes connected) named `{nodeId}__{tool}`."""

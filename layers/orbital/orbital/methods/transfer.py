@@ -23,8 +23,8 @@ from orbital.protocol.params import GivenCount, Json, Text, Whole
 from orbital.protocol.registry import CLIENT, NODE, Params, Result, Router
 
 if TYPE_CHECKING:
+    from orbital.ports.services import Services
     from orbital.protocol.context import CallContext
-    from orbital.runtime.services import Services
 
 router = Router("transfer")
 

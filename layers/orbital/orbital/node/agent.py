@@ -42,7 +42,7 @@ from orbital.node.process import ProcessManager
 from orbital.node.results import FullOutput, Saved, fit_logs_result, fit_tool_result, full_output, too_large
 from orbital.node.runtime import host_os, node_runtime
 from orbital.node.tools import TOOL_NAMES, NodeTools, ToolError
-from orbital.node.transfer import TransferManager
+from orbital.node.transfer import BINARY_CHUNK_SIZE, CHUNK_SIZE, TransferManager
 from orbital.protocol.frames import FRAGMENT_BYTES, MAX_MESSAGE_BYTES, fragments
 
 log = logging.getLogger("orbital.node")
@@ -480,8 +480,6 @@ class NodeAgent:
         return await self._call(method, params)
 
     def chunk_size(self) -> int:
-        from orbital.node.transfer import BINARY_CHUNK_SIZE, CHUNK_SIZE
-
         if self.options.use_binary_frames():
             return BINARY_CHUNK_SIZE
         limit = self.message_limit()  # a `bin` text frame carries base64 (4 bytes for 3) in a small envelope

@@ -12,7 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from orbital.node.logs import configure_logging, default_log_file
+from orbital.node.agent import NodeAgent, NodeOptions, redact_url
+from orbital.node.logs import configure_logging, default_log_file, log
 
 DEFAULT_URL = "ws://127.0.0.1:8765/ws"
 DEFAULT_KEEPALIVE = 240.0
@@ -59,8 +60,6 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def _options(args: argparse.Namespace) -> Any:
-    from orbital.node.agent import NodeOptions
-
     url = args.url or os.environ.get("ORBITAL_URL") or DEFAULT_URL
     token = args.token or os.environ.get("ORBITAL_TOKEN") or None
     node_id = (args.node_id or "").strip() or f"node-{socket.gethostname()}"
@@ -84,8 +83,6 @@ def _options(args: argparse.Namespace) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     """Run the node until Ctrl-C/SIGTERM (exit 0) or until the gateway refuses it for good (exit 2)."""
-    from orbital.node.agent import NodeAgent, redact_url
-
     try:
         options = _options(args)
     except ValueError as exc:
@@ -94,8 +91,6 @@ def run(args: argparse.Namespace) -> int:
     undo_logging = configure_logging(options.log_file, verbose=bool(getattr(args, "verbose", False)))
     try:
         agent = NodeAgent(options)
-        from orbital.node.logs import log
-
         log.info(
             "node %s starting (gateway %s, workspace %s)",
             options.node_id,

@@ -20,8 +20,8 @@ from orbital.protocol.context import CallContext
 from orbital.protocol.frames import error_frame, ok_frame
 
 if TYPE_CHECKING:
+    from orbital.ports.services import Services
     from orbital.protocol.registry import Registry
-    from orbital.runtime.services import Services
     from orbital.store.connections import Connection
 
 log = logging.getLogger("orbital.dispatch")

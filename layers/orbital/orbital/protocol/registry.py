@@ -1,5 +1,6 @@
 """The one method registry: wire name -> params model, result model, handler, allowed modes; and the hooks the
-families hang on the runtime (socket loss, node connect, deferred-call timeouts, chunk frames, workflow steps).
+families hang on the layers below them (socket loss, node connect, deferred-call timeouts, chunk frames, workflow
+steps, a run's replies and end, native tools that need a family's layer).
 
 Method modules each own a `Router`; `orbital.methods.registry()` includes them explicitly. Including the same
 method name, call kind or workflow step twice raises, so nothing can be silently shadowed. Hooks travel with the
@@ -17,10 +18,11 @@ from pydantic import BaseModel, ConfigDict
 
 if TYPE_CHECKING:
     from orbital.engines.deferred import PendingCall
+    from orbital.ports.services import Services
     from orbital.protocol.context import CallContext
-    from orbital.runtime.services import Services
     from orbital.store.connections import Connection
     from orbital.store.subscriptions import Subscription
+    from orbital.tools.native import ToolEnv
 
 Handler = Callable[["CallContext", Any], Any]
 SocketGone = Callable[["Services", "Connection"], None]
@@ -41,6 +43,13 @@ DialectFrame = Callable[["Services", "DialectInbound"], "list[Any]"]
 """(services, inbound) -> the frames to send back, in order (a dialect's translator: `orbital.dialects`)."""
 RunEventEncoder = Callable[["Services", "Subscription", dict[str, Any]], "list[Any]"]
 """(services, subscription, chat payload) -> the frames a dialect socket gets for one event of its run."""
+RunReply = Callable[["Services", str, dict[str, Any], str, "str | None"], None]
+"""(services, session_key, run, state, text) for a run's reply texts as they come: `partial` while it runs, then
+`final` (its reply) or `error` (what it ended with)."""
+RunEnded = Callable[["Services", str, dict[str, Any], "str | None", "str | None"], None]
+"""(services, session_key, run, reply, error) once a run has ended: its reply, or the error it ended with."""
+NativeTool = Callable[["ToolEnv", dict[str, Any]], Any]
+"""(env, args) -> the result of a native `gsv__*` tool that answers at once; raises `ToolError` on failure."""
 
 
 @dataclass(frozen=True)
@@ -108,13 +117,13 @@ class MethodSpec:
     {mode} connections`)."""
     deferred: bool = False
     """The response is sent later (tool.invoke, logs.get)."""
-    inline: bool = False
-    """Answered from what the gateway holds, never pushing to a socket or waiting on one: the local gateway may run
-    it on its event loop instead of handing it to a thread (`Registry.inline_methods`)."""
-    quick: bool = False
+    reads_only: bool = False
+    """Answered from what the gateway holds: it reads, posts to no socket and waits for nothing. A local gateway may
+    answer it on its event loop instead of handing it to a thread (`Registry.event_loop_methods`)."""
+    posts_without_waiting: bool = False
     """A few table reads and writes and posts to sockets, never waiting for an answer from a socket, an execution or
-    a model: a local gateway that serves its AWS calls and management API in process may run it on its event loop
-    too (`Registry.inline_methods(quick=True)`)."""
+    a model: a local gateway whose AWS calls and management API are answered in its own process may answer it on its
+    event loop too (`Registry.event_loop_methods(posts_in_process=True)`)."""
     socket_only: bool = False
     """Meaningful only on a socket (`connect`, its handshake): not offered over HTTP although clients may call it."""
 
@@ -127,8 +136,9 @@ class MethodSpec:
 
 @dataclass
 class Hooks:
-    """What the runtime calls back into the families for. Lists run in the order the routers were included;
-    the dicts are keyed by deferred-call kind (or step name) and each key has exactly one owner."""
+    """What the runtime, the engines and the agent call back into the families for. Lists run in the order the
+    routers were included; the dicts are keyed by deferred-call kind (or step, dialect or tool name) and each key has
+    exactly one owner."""
 
     on_node_gone: list[SocketGone] = field(default_factory=list)
     on_client_gone: list[SocketGone] = field(default_factory=list)
@@ -146,6 +156,12 @@ class Hooks:
     """Dialect -> its translator of inbound frames."""
     run_event_encoders: dict[str, RunEventEncoder] = field(default_factory=dict)
     """Dialect -> what its subscribed sockets get for each event of a run."""
+    on_run_reply: list[RunReply] = field(default_factory=list)
+    """What the agent calls with a run's reply texts (a channel delivers them)."""
+    on_run_ended: list[RunEnded] = field(default_factory=list)
+    """What the agent calls once a run has ended, after its reply (a cron job's run record is written)."""
+    native_tools: dict[str, NativeTool] = field(default_factory=dict)
+    """Tool name -> a native tool that needs more than the tools layer has (a channel, an agent run)."""
 
     def clashes(self, other: Hooks) -> list[str]:
         """The keys `other` would take over from this one."""
@@ -154,6 +170,7 @@ class Hooks:
         found += [f"workflow_steps[{k}]" for k in other.workflow_steps if k in self.workflow_steps]
         found += [f"dialect_frames[{k}]" for k in other.dialect_frames if k in self.dialect_frames]
         found += [f"run_event_encoders[{k}]" for k in other.run_event_encoders if k in self.run_event_encoders]
+        found += [f"native_tools[{k}]" for k in other.native_tools if k in self.native_tools]
         return found
 
     def extend(self, other: Hooks) -> None:
@@ -171,6 +188,9 @@ class Hooks:
         self.workflow_steps.update(other.workflow_steps)
         self.dialect_frames.update(other.dialect_frames)
         self.run_event_encoders.update(other.run_event_encoders)
+        self.on_run_reply.extend(other.on_run_reply)
+        self.on_run_ended.extend(other.on_run_ended)
+        self.native_tools.update(other.native_tools)
 
 
 def _keyed(table: dict[str, F], key: str, what: str) -> Callable[[F], F]:
@@ -198,8 +218,8 @@ class Router:
         modes: frozenset[str],
         mode_error: tuple[int, str] | None = None,
         deferred: bool = False,
-        inline: bool = False,
-        quick: bool = False,
+        reads_only: bool = False,
+        posts_without_waiting: bool = False,
         socket_only: bool = False,
     ) -> Callable[[Handler], Handler]:
         allowed = frozenset(modes)
@@ -219,8 +239,8 @@ class Router:
                 modes=allowed,
                 mode_error=mode_error,
                 deferred=deferred,
-                inline=inline,
-                quick=quick,
+                reads_only=reads_only,
+                posts_without_waiting=posts_without_waiting,
                 socket_only=socket_only,
             )
             return func
@@ -268,6 +288,17 @@ class Router:
     def run_events(self, dialect: str) -> Callable[[RunEventEncoder], RunEventEncoder]:
         return _keyed(self.hooks.run_event_encoders, dialect, "run_event_encoders")
 
+    def on_run_reply(self, func: RunReply) -> RunReply:
+        self.hooks.on_run_reply.append(func)
+        return func
+
+    def on_run_ended(self, func: RunEnded) -> RunEnded:
+        self.hooks.on_run_ended.append(func)
+        return func
+
+    def native_tool(self, name: str) -> Callable[[NativeTool], NativeTool]:
+        return _keyed(self.hooks.native_tools, name, "native_tools")
+
 
 class Registry:
     def __init__(self) -> None:
@@ -293,10 +324,15 @@ class Registry:
     def names(self) -> list[str]:
         return list(self._methods)
 
-    def inline_methods(self, *, quick: bool = False) -> frozenset[str]:
-        """The methods a local gateway may answer on its event loop (`MethodSpec.inline`), with `quick` also those
-        that post to sockets (`MethodSpec.quick`)."""
-        return frozenset(name for name, spec in self._methods.items() if spec.inline or (quick and spec.quick))
+    def event_loop_methods(self, *, posts_in_process: bool = False) -> frozenset[str]:
+        """The methods a local gateway may answer on its event loop: those that only read (`MethodSpec.reads_only`)
+        and, when its posts and AWS calls are answered in its own process (`posts_in_process`), those that post
+        without waiting (`MethodSpec.posts_without_waiting`)."""
+        return frozenset(
+            name
+            for name, spec in self._methods.items()
+            if spec.reads_only or (posts_in_process and spec.posts_without_waiting)
+        )
 
     def http_methods(self) -> list[MethodSpec]:
         """The methods also offered over HTTP (`MethodSpec.http`), in registry order."""

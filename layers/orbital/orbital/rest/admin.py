@@ -42,8 +42,8 @@ from orbital.store import http_answers
 from orbital.store.connections import Connection
 
 if TYPE_CHECKING:
+    from orbital.ports.services import Services
     from orbital.protocol.registry import MethodSpec, Registry
-    from orbital.runtime.services import Services
 
 log = logging.getLogger("orbital.rest")
 

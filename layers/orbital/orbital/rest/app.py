@@ -39,6 +39,7 @@ def create_app() -> FastAPI:
     from fastapi.exceptions import RequestValidationError
     from starlette.responses import Response
 
+    # lazy, as FastAPI above: the app and its routes are built at the first request (ADR 0029)
     from orbital.methods import registry
     from orbital.rest import admin, core, windie
 

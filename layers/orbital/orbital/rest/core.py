@@ -102,7 +102,7 @@ async def telegram_webhook(account: str, request: Request) -> JSONResponse:
 
 
 def _telegram_secret_matches(account_id: str, presented: str) -> bool:
-    from orbital.channels.telegram import TelegramAdapter  # on first delivery: no other route needs channel code
+    from orbital.channels.telegram import TelegramAdapter  # lazy: on first delivery; no other route needs channels
 
     try:
         expected = TelegramAdapter().webhook_secret(get_services(), account_id)
@@ -117,7 +117,7 @@ def _telegram_secret_matches(account_id: str, presented: str) -> bool:
 def _telegram_update(account_id: str, body: bytes) -> bool:
     """Parse the update and hand it to the inbound pipeline. False when it should be delivered again (a passing
     failure, or the same message still being processed by an earlier delivery); failures are logged by type only."""
-    from orbital.channels import inbound  # on first delivery, as above
+    from orbital.channels import inbound  # lazy: on first delivery, as above
     from orbital.channels.adapters import is_passing
     from orbital.channels.telegram import TelegramAdapter
 

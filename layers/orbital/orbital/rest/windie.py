@@ -49,10 +49,11 @@ from orbital.domain.compaction import estimate_context_tokens, estimate_text_tok
 from orbital.domain.config import as_dict
 from orbital.domain.media_types import EXTENSIONS, base_type
 from orbital.domain.sniff import guess_mime
+from orbital.ports.services import Services
 from orbital.rest.auth import Caller, gateway_only, identify
 from orbital.rest.core import INERT
 from orbital.runtime import credentials
-from orbital.runtime.services import Services, get_services
+from orbital.runtime.services import get_services
 from orbital.store import artifacts, installs, keys
 
 log = logging.getLogger("orbital.rest.windie")

@@ -1,2 +1,3 @@
-"""How the gateway runs: the WebSocket/Lambda adapter, the ports a handler uses (`Services`), socket end-of-life
-and the workflow steps."""
+"""How the gateway runs, and where it is put together: the composition root (`services`: the Services of a
+container, with the method registry handed in), the WebSocket/Lambda adapter, the workflow and agent steps, and the
+scheduler tick."""

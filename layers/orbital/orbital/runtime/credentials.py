@@ -23,7 +23,7 @@ from orbital.aws import secrets
 from orbital.store import installs
 
 if TYPE_CHECKING:
-    from orbital.runtime.services import Services
+    from orbital.ports.services import Services
 
 log = logging.getLogger("orbital.credentials")
 

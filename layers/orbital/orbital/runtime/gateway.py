@@ -18,13 +18,14 @@ from orbital.dialects import detect, exoclaw
 from orbital.engines import socket_gate
 from orbital.methods import registry
 from orbital.observability import count
+from orbital.ports.lifecycle import disconnect
+from orbital.ports.services import Services
 from orbital.protocol.dispatch import DIALECT_ONLY, Dispatcher, Outcome
 from orbital.protocol.frames import encode_sendable
 from orbital.protocol.peers import is_proxy_header, loopback_address
 from orbital.protocol.registry import DialectClose, DialectInbound
 from orbital.runtime import credentials
-from orbital.runtime.lifecycle import disconnect
-from orbital.runtime.services import Services, get_services
+from orbital.runtime.services import get_services
 from orbital.store.connections import Connection
 
 log = logging.getLogger("orbital.gateway")

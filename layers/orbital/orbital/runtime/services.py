@@ -1,145 +1,48 @@
-"""The ports a method handler uses, built lazily once per warm container (or once per local gateway).
+"""The composition root: the one place that puts the gateway together. It gives `Services` (the ports,
+`orbital.ports.services`) the method registry of `orbital.methods`, whose hooks carry every family's reactions
+(socket loss, deferred-call kinds, workflow steps, a run's replies and end, the native tools above the tools layer).
 
-Besides the AWS-backed repositories this holds the method registry, so the runtime and the engines reach the
-families' hooks (`hooks`) without importing the families themselves.
+Every entry point reaches its Services here (`get_services`): the Lambda functions through the runtime's handlers and
+the HTTP app, the local gateway, and the tests (`build_services`, `use_services`). Code below the runtime is handed
+its Services and never comes here.
 """
 
 from __future__ import annotations
 
 import functools
-import time
-from typing import TYPE_CHECKING, Any
 
 from orbital import methods
-from orbital.aws import clients
-from orbital.aws.push import ManagementApiSender, Sender
-from orbital.runtime.lifecycle import disconnect
+from orbital.aws.push import Sender
+from orbital.ports.services import Services
 from orbital.settings import Settings, get_settings
-from orbital.store import http_answers
-from orbital.store.config_repo import ConfigRepo
-from orbital.store.connections import ConnectionRepo
-from orbital.store.dynamo_table import DynamoTable
 from orbital.store.table import Table
-
-if TYPE_CHECKING:
-    from orbital.protocol.registry import Hooks, Registry
-    from orbital.store.repos import GatewayRepo
-    from orbital.store.sessions import SessionRepo
-    from orbital.store.usage import UsageRepo
-    from orbital.store.workspace import Workspace
-
-
-class Services:
-    def __init__(self, settings: Settings, *, sender: Sender | None = None, registry: Registry | None = None) -> None:
-        self.settings = settings
-        self._sender = sender
-        self._registry = registry
-        self.armed_timers: set[int] = set()
-        """Seconds whose timer of due calls this container has started (`engines.deferred.start_wait`)."""
-
-    def now_ms(self) -> int:
-        return int(time.time() * 1000)
-
-    @property
-    def registry(self) -> Registry:
-        """The method registry (by default the one of `orbital.methods`, assembled on first use)."""
-        if self._registry is None:
-            self._registry = methods.registry()
-        return self._registry
-
-    @property
-    def hooks(self) -> Hooks:
-        """The families' hooks: socket loss, node connect, deferred-call kinds, chunk frames, workflow steps."""
-        return self.registry.hooks
-
-    @functools.cached_property
-    def table(self) -> Table:
-        if _storage is not None:
-            return _storage[0]
-        return DynamoTable(clients.dynamodb(), self.settings.table_name, cache=self.settings.local)
-
-    @functools.cached_property
-    def config(self) -> ConfigRepo:
-        return ConfigRepo(self.table, default_model=self.settings.default_model)
-
-    @functools.cached_property
-    def connections(self) -> ConnectionRepo:
-        return ConnectionRepo(self.table, self.settings.connection_ttl_seconds)
-
-    @functools.cached_property
-    def sessions(self) -> SessionRepo:
-        from orbital.store.sessions import SessionRepo
-
-        return SessionRepo(self.table, self.workspace)
-
-    @functools.cached_property
-    def workspace(self) -> Workspace:
-        if _storage is not None:
-            return _storage[1]
-        from orbital.store.workspace import S3Workspace
-
-        return S3Workspace(clients.s3(), self.settings.bucket_name, cache=self.settings.local)
-
-    @functools.cached_property
-    def gateway(self) -> GatewayRepo:
-        from orbital.store.repos import GatewayRepo
-
-        return GatewayRepo(self.table)
-
-    @functools.cached_property
-    def usage(self) -> UsageRepo:
-        """The gateway's token usage per UTC day and month (daily and monthly budgets)."""
-        from orbital.store.usage import UsageRepo
-
-        return UsageRepo(self.table)
-
-    @property
-    def sender(self) -> Sender:
-        if self._sender is None:
-            endpoint = self.settings.mgmt_endpoint
-            if not endpoint:
-                raise RuntimeError("no management endpoint configured (ORBITAL_WS_MGMT_ENDPOINT)")
-            self._sender = ManagementApiSender(
-                endpoint, local=self.settings.local, max_bytes=self.settings.max_frame_bytes
-            )
-        return self._sender
-
-    def use_endpoint(self, endpoint: str) -> None:
-        """Adopt the management endpoint of the API that invoked us when none was configured."""
-        if self._sender is None and not self.settings.mgmt_endpoint:
-            self._sender = ManagementApiSender(
-                endpoint, local=self.settings.local, max_bytes=self.settings.max_frame_bytes
-            )
-
-    def push(self, connection_id: str, frame: dict[str, Any]) -> bool:
-        """Send a frame; a gone socket (410) is cleaned up and reported as False. A reply too large to send goes
-        as a 413 error reply instead (the sender sees to it, on what it posts). An HTTP request's waiter id is no
-        socket: nothing is posted to it (its answers are kept for it: `engines.deferred.answer`)."""
-        if http_answers.is_waiter(connection_id):
-            return False
-        if self.sender.post(connection_id, frame):
-            return True
-        disconnect(self, connection_id)
-        return False
-
-
-@functools.cache
-def _services_for(settings: Settings) -> Services:
-    return Services(settings)
-
-
-_override: Services | None = None
+from orbital.store.workspace import Workspace
 
 _storage: tuple[Table, Workspace] | None = None
 """The table and workspace the local gateway keeps in its data directory (`use_storage`); None: DynamoDB and S3."""
 
 
+def build_services(settings: Settings, *, sender: Sender | None = None) -> Services:
+    """The gateway's Services for `settings`: the registry of `orbital.methods`, assembled on its first use; the
+    stores given to `use_storage`, else DynamoDB and S3."""
+    table, workspace = _storage if _storage is not None else (None, None)
+    return Services(settings, sender=sender, registry=methods.registry, table=table, workspace=workspace)
+
+
 def use_storage(table: Table | None, workspace: Workspace | None) -> None:
-    """Serve every Services built from now on from this table and workspace (the local gateway's composition root
-    passes its SQLite table and file workspace); None, None: DynamoDB and S3 again."""
+    """Build every Services from now on on this table and workspace (the local gateway's composition root passes
+    its SQLite table and file workspace); None, None: DynamoDB and S3 again."""
     global _storage
     _storage = (table, workspace) if table is not None and workspace is not None else None
     _services_for.cache_clear()
+
+
+@functools.cache
+def _services_for(settings: Settings) -> Services:
+    return build_services(settings)
+
+
+_override: Services | None = None
 
 
 def get_services() -> Services:

@@ -10,7 +10,8 @@ import logging
 from typing import Any
 
 from orbital.engines import deferred
-from orbital.runtime.services import Services, get_services
+from orbital.ports.services import Services
+from orbital.runtime.services import get_services
 
 log = logging.getLogger("orbital.workflows")
 

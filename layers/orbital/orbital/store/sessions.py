@@ -30,6 +30,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from orbital.domain.reset_policy import merge_policy
 from orbital.domain.session_keys import session_agent_id
 from orbital.errors import ConflictError
 from orbital.store import conditions as cond
@@ -214,8 +215,6 @@ class SessionRepo:
         is replaced (None clears it); the reset policy merges over the current one and defaults its mode to
         manual. `budget` (Orbital's per-session token budget, `{maxTokens}`) is replaced, or removed with null.
         `updatedAt` always moves to now."""
-        from orbital.domain.reset_policy import merge_policy
-
         stamp = _now_ms() if now is None else now
 
         def apply(meta: dict[str, Any]) -> bool:

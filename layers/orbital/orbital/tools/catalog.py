@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from orbital.tools.definitions import native_tool_definitions
 
 if TYPE_CHECKING:
-    from orbital.runtime.services import Services
+    from orbital.ports.services import Services
     from orbital.store.connections import NodeEntry
 
 NODE_TOOL_SEPARATOR = "__"

@@ -1,6 +1,7 @@
-"""The native `gsv__*` tools that answer at once (spec §8): workspace files, configuration, sessions, cron and
-channel messages. Tools that wait for someone else (a node's logs, another session's reply, a transfer) are
-dispatched by the agent turn (`orbital.agent.tools`), which owns waiting.
+"""The native `gsv__*` tools that answer at once (spec §8): workspace files, configuration, sessions; cron and
+channel messages come from the families that own them (`run_sync`). Tools that wait for someone else (a node's
+logs, another session's reply, a transfer) are dispatched by the agent turn (`orbital.agent.tools`), which owns
+waiting.
 
 Each tool takes `(env, args)` and returns its result object; a failure raises `ToolError` with the text the model
 reads after "Error: ". Arguments come from a model, so every one is checked here, never trusted.
@@ -14,12 +15,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from orbital.domain import config as cfg
-from orbital.domain.config import as_dict
 from orbital.errors import RpcError
 from orbital.store import workspace_ops
 
 if TYPE_CHECKING:
-    from orbital.runtime.services import Services
+    from orbital.ports.services import Services
 
 
 class ToolError(Exception):
@@ -144,75 +144,6 @@ def sessions_list(env: ToolEnv, args: dict[str, Any]) -> dict[str, Any]:
     return {"sessions": rows, "count": len(entries), "offset": offset, "limit": limit}
 
 
-def cron(env: ToolEnv, args: dict[str, Any]) -> dict[str, Any]:
-    """The gsv__Cron tool (spec §8.4) over the cron service. Times are read and shown in `userTimezone`; `run`
-    starts the job's agent run (its record is written when that run ends)."""
-    from orbital.agent import cron_runs
-    from orbital.engines import cron as service
-
-    try:
-        return service.execute_tool(
-            env.services,
-            args,
-            agent_id=env.agent_id,
-            user_tz=env.config.get("userTimezone"),
-            now_ms=env.now_ms,
-            execute=cron_runs.executor(env.services, env.now_ms),
-        )
-    except service.CronError as exc:
-        raise ToolError(exc.message) from None
-    except RpcError as exc:
-        raise ToolError(exc.message) from None
-
-
-PEER_KINDS = ("dm", "group", "channel", "thread")
-
-
-def message(env: ToolEnv, args: dict[str, Any]) -> dict[str, Any]:
-    """Send text to a channel peer (spec §8.5) through the channel's adapter: a connected channel socket
-    (`channel.outbound`) or a built-in messenger's API (Telegram). Without `channel`/`to`, the conversation the agent
-    was last talked to (its thread too)."""
-    text = args.get("text")
-    if not isinstance(text, str) or not text:
-        raise ToolError("text is required")
-    last = env.services.gateway.last_active(env.agent_id) or {}
-    last_peer = as_dict(last.get("peer"))
-    channel = _str(args.get("channel")) or _str(last.get("channel"))
-    if not channel:
-        raise ToolError("channel is required (no current channel context available)")
-    to = _str(args.get("to")) or _str(last_peer.get("id"))
-    if not to:
-        raise ToolError("to (peer ID) is required (no current peer context available)")
-    peer_kind = _str(args.get("peerKind")) or _str(last_peer.get("kind")) or "dm"
-    if peer_kind not in PEER_KINDS:
-        raise ToolError(f"Invalid peerKind: {peer_kind}. Must be dm, group, channel, or thread.")
-    account_id = _str(args.get("accountId")) or _str(last.get("accountId")) or "default"
-    from orbital.channels.adapters import ChannelError, Outbound, adapter_for, built_in
-
-    same_peer = channel == _str(last.get("channel")) and to == _str(last_peer.get("id"))
-    peer = {**last_peer, "kind": peer_kind, "id": to} if same_peer else {"kind": peer_kind, "id": to}
-    outbound = Outbound(account_id, peer, text, _str(args.get("replyToId")), "")
-    try:
-        message_id = adapter_for(channel).send(env.services, outbound)
-    except ChannelError as exc:
-        raise ToolError(exc.message) from None
-    result: dict[str, Any] = {
-        "sent": True,
-        "channel": channel,
-        "to": to,
-        "peerKind": peer_kind,
-        "accountId": account_id,
-        "via": "websocket" if built_in(channel) is None else "api",
-    }
-    if message_id:
-        result["messageId"] = message_id
-    return result
-
-
-def _str(value: Any) -> str | None:
-    return value.strip() if isinstance(value, str) and value.strip() else None
-
-
 SYNC_TOOLS: dict[str, Callable[[ToolEnv, dict[str, Any]], Any]] = {
     "gsv__ListFiles": list_files,
     "gsv__ReadFile": read_file,
@@ -220,15 +151,18 @@ SYNC_TOOLS: dict[str, Callable[[ToolEnv, dict[str, Any]], Any]] = {
     "gsv__EditFile": edit_file,
     "gsv__DeleteFile": delete_file,
     "gsv__ConfigGet": config_get,
-    "gsv__Cron": cron,
     "gsv__SessionsList": sessions_list,
-    "gsv__Message": message,
 }
+
+
+"""The native tools this layer answers itself. `gsv__Cron` (it starts agent runs) and `gsv__Message` (it sends through
+a channel) are registered by their families (`Hooks.native_tools`: `orbital.agent.cron_runs.tool`,
+`orbital.channels.message_tool.message`)."""
 
 
 def run_sync(env: ToolEnv, name: str, args: Any) -> Any:
     """Run a native tool that answers at once. Raises ToolError (also for an unknown `gsv__` name)."""
-    tool = SYNC_TOOLS.get(name)
+    tool = SYNC_TOOLS.get(name) or env.services.hooks.native_tools.get(name)
     if tool is None:
         raise ToolError(f"Unknown native tool: {name}")
     return tool(env, _args(args))

@@ -18,6 +18,7 @@ from orbital.agent.providers._errors import IncompleteStream
 from orbital.agent.providers._resolve import max_tokens
 from orbital.agent.providers._types import ModelRequest, ProviderInfo
 from orbital.agent.providers.anthropic import safe_id, thinking_params
+from orbital.aws.clients import model_client
 
 if TYPE_CHECKING:
     from orbital.agent.providers._runner import Attempt
@@ -148,8 +149,6 @@ def build_params(request: ModelRequest, info: ProviderInfo) -> dict[str, Any]:
 
 
 def run(attempt: Attempt) -> dict[str, Any]:
-    from orbital.aws.clients import model_client
-
     request, info = attempt.request, attempt.info
     client = model_client("bedrock-runtime", endpoint_url=info.base_url, region=info.region)
     response = client.converse_stream(**build_params(request, info))

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import inspect
+import sys
 from typing import Any
 
 from pydantic import BaseModel
+
+from orbital.agent.events import CHAT_STATES
+from orbital.dialects import detect
+from orbital.methods import registry
+from orbital.methods.connect import EVENTS
 
 HEADER = """# Orbital protocol reference
 
@@ -85,10 +92,6 @@ def _table(rows: list[tuple[str, str, str]], head: tuple[str, str, str]) -> list
 
 
 def render() -> str:
-    from orbital.agent.events import CHAT_STATES
-    from orbital.methods import registry
-    from orbital.methods.connect import EVENTS
-
     reg = registry()
     lines = [HEADER, "## Methods", ""]
     families = reg.families()
@@ -138,11 +141,6 @@ def render() -> str:
 def _dialect_pages(reg: Any) -> list[str]:
     """Other gateways' clients: how a socket's dialect is chosen, then each dialect's translator as it describes
     itself (the module of the translator the registry holds)."""
-    import inspect
-    import sys
-
-    from orbital.dialects import detect
-
     lines = ["## Other gateways' clients (dialects)", "", inspect.cleandoc(detect.__doc__ or ""), ""]
     lines += [
         "A dialect socket receives frames only for the runs it started (run subscriptions); besides the `chat`",

@@ -14,12 +14,13 @@ import functools
 from importlib import resources
 from typing import TYPE_CHECKING
 
+from orbital.domain.config import default_agent_id
 from orbital.domain.session_keys import normalize_agent_id
 from orbital.domain.workspace_paths import content_type_for
 from orbital.store import keys
 
 if TYPE_CHECKING:
-    from orbital.runtime.services import Services
+    from orbital.ports.services import Services
 
 SEED_FILES: tuple[str, ...] = (
     "AGENTS.md",
@@ -66,8 +67,6 @@ def ensure_seeded(services: Services, agent_id: str | None = None) -> list[str]:
     """Seed the agent's workspace once (default: the configured default agent); later calls only read the flag.
     Returns the keys written by this call (empty when the workspace was seeded before)."""
     if agent_id is None:
-        from orbital.domain.config import default_agent_id
-
         agent_id = default_agent_id(services.config.effective())
     if is_seeded(services, agent_id):
         return []

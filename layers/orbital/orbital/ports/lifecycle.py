@@ -11,8 +11,8 @@ import logging
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from orbital.ports.services import Services
     from orbital.protocol.registry import SocketGone
-    from orbital.runtime.services import Services
     from orbital.store.connections import Connection
 
 log = logging.getLogger("orbital.lifecycle")

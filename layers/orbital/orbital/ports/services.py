@@ -1,0 +1,141 @@
+"""The ports a method handler uses, built lazily once per warm container (or once per local gateway).
+
+Besides the AWS-backed repositories this holds the method registry, so the runtime and the engines reach the
+families' hooks (`hooks`) without importing the families themselves. The registry is given to it (by the
+composition root, `orbital.runtime.services`): nothing here imports a method family.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from orbital.aws import clients
+from orbital.aws.push import ManagementApiSender, Sender
+from orbital.ports.lifecycle import disconnect
+from orbital.settings import Settings
+from orbital.store import http_answers
+from orbital.store.config_repo import ConfigRepo
+from orbital.store.connections import ConnectionRepo
+from orbital.store.dynamo_table import DynamoTable
+from orbital.store.table import Table
+
+if TYPE_CHECKING:
+    from orbital.protocol.registry import Hooks, Registry
+    from orbital.store.repos import GatewayRepo
+    from orbital.store.sessions import SessionRepo
+    from orbital.store.usage import UsageRepo
+    from orbital.store.workspace import Workspace
+
+
+class Services:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        registry: Registry | Callable[[], Registry],
+        sender: Sender | None = None,
+        table: Table | None = None,
+        workspace: Workspace | None = None,
+    ) -> None:
+        """`registry`: the method registry, or what makes it on first use (so a container that never needs the
+        families' hooks never assembles them). `table` and `workspace`: the stores to use (the local gateway's in
+        its data directory); by default DynamoDB and S3, built on first use."""
+        self.settings = settings
+        if table is not None:
+            self.__dict__["table"] = table
+        if workspace is not None:
+            self.__dict__["workspace"] = workspace
+        self._sender = sender
+        self._registry: Registry | None = None
+        self._make_registry: Callable[[], Registry] | None = None
+        if callable(registry):
+            self._make_registry = registry
+        else:
+            self._registry = registry
+        self.armed_timers: set[int] = set()
+        """Seconds whose timer of due calls this container has started (`engines.deferred.start_wait`)."""
+
+    def now_ms(self) -> int:
+        return int(time.time() * 1000)
+
+    @property
+    def registry(self) -> Registry:
+        """The method registry this Services was given (made on first use when it was given as a callable)."""
+        if self._registry is None:
+            assert self._make_registry is not None
+            self._registry = self._make_registry()
+        return self._registry
+
+    @property
+    def hooks(self) -> Hooks:
+        """The families' hooks: socket loss, node connect, deferred-call kinds, chunk frames, workflow steps."""
+        return self.registry.hooks
+
+    @functools.cached_property
+    def table(self) -> Table:
+        return DynamoTable(clients.dynamodb(), self.settings.table_name, cache=self.settings.local)
+
+    @functools.cached_property
+    def config(self) -> ConfigRepo:
+        return ConfigRepo(self.table, default_model=self.settings.default_model)
+
+    @functools.cached_property
+    def connections(self) -> ConnectionRepo:
+        return ConnectionRepo(self.table, self.settings.connection_ttl_seconds)
+
+    @functools.cached_property
+    def sessions(self) -> SessionRepo:
+        from orbital.store.sessions import SessionRepo  # lazy: built on first use, off the cold start
+
+        return SessionRepo(self.table, self.workspace)
+
+    @functools.cached_property
+    def workspace(self) -> Workspace:
+        from orbital.store.workspace import S3Workspace  # lazy: built on first use, off the cold start
+
+        return S3Workspace(clients.s3(), self.settings.bucket_name, cache=self.settings.local)
+
+    @functools.cached_property
+    def gateway(self) -> GatewayRepo:
+        from orbital.store.repos import GatewayRepo  # lazy: built on first use, off the cold start
+
+        return GatewayRepo(self.table)
+
+    @functools.cached_property
+    def usage(self) -> UsageRepo:
+        """The gateway's token usage per UTC day and month (daily and monthly budgets)."""
+        from orbital.store.usage import UsageRepo  # lazy: built on first use, off the cold start
+
+        return UsageRepo(self.table)
+
+    @property
+    def sender(self) -> Sender:
+        if self._sender is None:
+            endpoint = self.settings.mgmt_endpoint
+            if not endpoint:
+                raise RuntimeError("no management endpoint configured (ORBITAL_WS_MGMT_ENDPOINT)")
+            self._sender = ManagementApiSender(
+                endpoint, local=self.settings.local, max_bytes=self.settings.max_frame_bytes
+            )
+        return self._sender
+
+    def use_endpoint(self, endpoint: str) -> None:
+        """Adopt the management endpoint of the API that invoked us when none was configured."""
+        if self._sender is None and not self.settings.mgmt_endpoint:
+            self._sender = ManagementApiSender(
+                endpoint, local=self.settings.local, max_bytes=self.settings.max_frame_bytes
+            )
+
+    def push(self, connection_id: str, frame: dict[str, Any]) -> bool:
+        """Send a frame; a gone socket (410) is cleaned up and reported as False. A reply too large to send goes
+        as a 413 error reply instead (the sender sees to it, on what it posts). An HTTP request's waiter id is no
+        socket: nothing is posted to it (its answers are kept for it: `engines.deferred.answer`)."""
+        if http_answers.is_waiter(connection_id):
+            return False
+        if self.sender.post(connection_id, frame):
+            return True
+        disconnect(self, connection_id)
+        return False

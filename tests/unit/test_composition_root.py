@@ -1,0 +1,53 @@
+"""The composition root (`orbital.runtime.services`) gives `Services` the registry of `orbital.methods`; `Services`
+itself (`orbital.ports.services`) knows no family and makes the registry it is given on first use (ADR 0031)."""
+
+from __future__ import annotations
+
+import pytest
+from orbital import methods
+from orbital.ports.services import Services
+from orbital.protocol.registry import Registry, Router
+from orbital.runtime.services import build_services
+from orbital.settings import Settings
+
+
+def test_services_of_the_root_carry_the_registry_of_the_methods_and_its_run_hooks() -> None:
+    services = build_services(Settings())
+    assert services.registry is methods.registry()
+    hooks = services.hooks
+    assert {f.__module__ for f in hooks.on_run_reply} == {"orbital.channels.delivery"}
+    assert {f.__module__ for f in hooks.on_run_ended} == {"orbital.agent.cron_runs"}
+    assert {name: f.__module__ for name, f in hooks.native_tools.items()} == {
+        "gsv__Cron": "orbital.agent.cron_runs",
+        "gsv__Message": "orbital.channels.message_tool",
+    }
+
+
+def test_services_make_the_registry_they_are_given_once_on_first_use() -> None:
+    made: list[Registry] = []
+
+    def make() -> Registry:
+        made.append(Registry())
+        return made[-1]
+
+    services = Services(Settings(), registry=make)
+    assert made == []
+    assert services.registry is services.registry
+    assert len(made) == 1 and services.registry is made[0]
+
+
+def test_services_take_a_registry_as_it_is() -> None:
+    router = Router("only")
+    registry = Registry()
+    registry.include(router)
+    assert Services(Settings(), registry=registry).registry is registry
+
+
+def test_a_native_tool_has_one_owner() -> None:
+    first, second = Router("a"), Router("b")
+    first.native_tool("gsv__X")(lambda env, args: {})
+    second.native_tool("gsv__X")(lambda env, args: {})
+    registry = Registry()
+    registry.include(first)
+    with pytest.raises(ValueError, match=r"native_tools\[gsv__X\]"):
+        registry.include(second)
