@@ -160,10 +160,7 @@ def store_for(gw: GatewayProcess) -> Any:
 
     store = LocalStore.open(gw.data_dir, exclusive=False)
     _opened.append(store)
-    services = build_services(Settings(), sender=None)
-    services.__dict__["table"] = store.table
-    services.__dict__["workspace"] = store.workspace
-    return services
+    return build_services(Settings(), table=store.table, workspace=store.workspace)
 
 
 _opened: list[Any] = []

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from orbital.local.store import DataDirLocked, LocalStore
 from orbital.local.upgrade import holds_earlier_state, read_earlier_state
-from orbital.runtime.services import Services
+from orbital.ports.services import Services
+from orbital.runtime.services import build_services
 from orbital.settings import Settings
 from orbital.store import keys
 
@@ -27,10 +28,7 @@ def _unpack(tmp_path: Path) -> Path:
 
 
 def _services(store: LocalStore) -> Services:
-    services = Services(Settings(), sender=None)
-    services.__dict__["table"] = store.table
-    services.__dict__["workspace"] = store.workspace
-    return services
+    return build_services(Settings(), table=store.table, workspace=store.workspace)
 
 
 def test_one_process_per_data_directory(tmp_path: Path) -> None:

@@ -114,6 +114,7 @@ class LocalGateway:
     def prepare(self) -> None:
         """Open the data directory's store, start the Step Functions interpreter, configure the handlers."""
         self.check()
+        # lazy: every `orbital` command loads this module; the gateway's parts load when one starts
         from orbital.local import template as tpl
         from orbital.local.bridge import Bridge
         from orbital.local.stack import LocalStack
@@ -141,6 +142,7 @@ class LocalGateway:
         )
         self.stack.start()
         self._configure_env(self.stack.endpoint)
+        # lazy: every `orbital` command loads this module; the gateway's parts load when one starts
         from orbital.aws import clients
         from orbital.runtime.services import use_storage
 
@@ -152,6 +154,7 @@ class LocalGateway:
         if not self.options.serve:
             self._write_runtime()
             return
+        # lazy: every `orbital` command loads this module; the gateway's parts load when one starts
         from orbital.rest.app import create_app
         from orbital.runtime.gateway import greet
         from orbital.runtime.services import get_services
@@ -171,6 +174,7 @@ class LocalGateway:
             greet_after_s=0.0 if self.options.token else self.options.greet_after_ms / 1000,
         )
         if self.options.xeno:
+            # lazy: every `orbital` command loads this module; the gateway's parts load when one starts
             from orbital.local.xeno_socket import XenoSocket, XenoSocketInUse
 
             self.xeno = XenoSocket(self.options.xeno_home or self.data_dir, self.bridge, self.options.token)
@@ -181,6 +185,7 @@ class LocalGateway:
                 raise StartupError(str(exc)) from None
         self.stack.in_process.bridge = self.bridge
         if self.options.persist:
+            # lazy: every `orbital` command loads this module; the gateway's parts load when one starts
             from orbital.local.restart import end_interrupted
 
             end_interrupted(get_services())
@@ -197,6 +202,7 @@ class LocalGateway:
 
     def _delete_expired(self) -> int:
         """DynamoDB's TTL deletes, locally (`orbital.local.ttl`)."""
+        # lazy: every `orbital` command loads this module; the gateway's parts load when one starts
         from orbital.local import template as tpl
         from orbital.runtime.services import get_services
 
@@ -241,6 +247,7 @@ class LocalGateway:
         import warnings
 
         warnings.filterwarnings("ignore", message="No application metrics to publish")
+        # lazy: every `orbital` command loads this module; the gateway's parts load when one starts
         from orbital.settings import ENV_AGENT_TURN_SFN, ENV_DEFERRED_SFN
 
         machine_env = {"DeferredCallStateMachine": ENV_DEFERRED_SFN, "AgentTurnStateMachine": ENV_AGENT_TURN_SFN}
@@ -252,6 +259,7 @@ class LocalGateway:
         else:
             os.environ.pop("ORBITAL_AUTH_TOKEN", None)
         os.environ.pop("ORBITAL_REQUIRE_TOKEN", None)
+        # lazy: every `orbital` command loads this module; the gateway's parts load when one starts
         from orbital.aws.clients import reset_clients
         from orbital.runtime.services import reset_services
         from orbital.settings import reset_settings
@@ -262,6 +270,7 @@ class LocalGateway:
 
     def _seed(self) -> None:
         try:
+            # lazy: every `orbital` command loads this module; the gateway's parts load when one starts
             from orbital.agent.seed import ensure_seeded
             from orbital.runtime.services import get_services
         except ImportError:
@@ -273,11 +282,13 @@ class LocalGateway:
     def _uvicorn(self) -> Any:
         import uvicorn
 
+        # lazy: every `orbital` command loads this module; the gateway's parts load when one starts
         from orbital.local.bridge import websocket_protocol
 
         app = self._with_object_urls(self.bridge.app())
         app = frontdoor.guard(app, token_set=bool(self.options.token), on_refused=self._refused)
         if self.xeno is not None:
+            # lazy: every `orbital` command loads this module; the gateway's parts load when one starts
             from orbital.local.xeno_socket import lifespan
 
             app = lifespan(app, [self.xeno.start], [self.xeno.stop])
@@ -299,6 +310,7 @@ class LocalGateway:
 
     def _with_object_urls(self, app: Any) -> Any:
         """`app`, serving the presigned URLs of the workspace under `/_objects/` when it is on files."""
+        # lazy: every `orbital` command loads this module; the gateway's parts load when one starts
         from orbital.local.files import FileWorkspace
         from orbital.local.object_urls import ObjectRoute, mount
         from orbital.runtime.services import get_services
@@ -389,12 +401,14 @@ class LocalGateway:
             self.runtime_file.unlink(missing_ok=True)
             self._runtime_written = False
         if self.stack is not None:
+            # lazy: every `orbital` command loads this module; the gateway's parts load when one starts
             from orbital.aws import clients
 
             clients.serve_in_process(None)
             self.stack.stop()
             self.stack = None
         if self.store is not None:
+            # lazy: every `orbital` command loads this module; the gateway's parts load when one starts
             from orbital.runtime.services import use_storage
 
             use_storage(None, None)

@@ -172,6 +172,7 @@ class LocalStack:
     def start(self) -> str:
         """Start the Step Functions interpreter and create the template's state machines in it."""
         if self.step_functions_process:
+            # lazy: moto and the Step Functions process load only when the state machines start
             from orbital.local.sfn_worker import StepFunctionsProcess
 
             self.states = StepFunctionsProcess(on_exit=self._states_ended)
@@ -193,6 +194,7 @@ class LocalStack:
         the sweep of overdue calls, and an agent run by its stale check. At most `RESTARTS` a minute."""
         import time
 
+        # lazy: moto and the Step Functions process load only when the state machines start
         from orbital.local.sfn_worker import StepFunctionsProcess
 
         with self._restart_lock:
@@ -214,6 +216,7 @@ class LocalStack:
                 return
             self._serve_states(replacement)
             create_state_machines(self.client, self.root, self.template, role_arn=ROLE_ARN)
+            # lazy: moto and the Step Functions process load only when the state machines start
             from orbital.runtime.services import get_services
 
             get_services().armed_timers.clear()  # the timers of due calls it ran are gone with it: start them anew
@@ -224,6 +227,7 @@ class LocalStack:
 
     def _serve_states(self, process: StepFunctionsProcess) -> None:
         """From now on `process` answers every Step Functions request of this stack."""
+        # lazy: moto and the Step Functions process load only when the state machines start
         from orbital.local.sfn_worker import forward_requests
 
         self.states = process
@@ -239,6 +243,7 @@ class LocalStack:
         self.states = None
 
     def _prepare_here(self) -> None:
+        # lazy: moto and the Step Functions process load only when the state machines start
         from orbital.local import step_functions
 
         step_functions.untrack_models()
@@ -257,6 +262,7 @@ class LocalStack:
             self._stopping = True
             states, self.states = self.states, None
         if states is not None:
+            # lazy: moto and the Step Functions process load only when the state machines start
             from orbital.local.sfn_worker import forward_requests
 
             forward_requests(None)

@@ -392,6 +392,7 @@ def cache_state_machine_parsing() -> None:
             made = clients.get(key)
         if made is None:
             made = build(region=region, service=service, state_credentials=state_credentials)
+            # lazy: the Step Functions process loads this module without the gateway's clients
             from orbital.aws import clients as gateway_clients
 
             made = gateway_clients.offer_in_process(made) or made  # the local gateway answers it without HTTP

@@ -109,6 +109,7 @@ class LocalStore:
         store._temporary = temporary
         upgraded = None
         if exclusive and not temporary:
+            # lazy: converting an earlier data directory is needed once, if ever
             from orbital.local.upgrade import upgrade
 
             upgraded = upgrade(data_dir, table.put_items, store._put_earlier_object)

@@ -22,10 +22,17 @@ _storage: tuple[Table, Workspace] | None = None
 """The table and workspace the local gateway keeps in its data directory (`use_storage`); None: DynamoDB and S3."""
 
 
-def build_services(settings: Settings, *, sender: Sender | None = None) -> Services:
+def build_services(
+    settings: Settings,
+    *,
+    sender: Sender | None = None,
+    table: Table | None = None,
+    workspace: Workspace | None = None,
+) -> Services:
     """The gateway's Services for `settings`: the registry of `orbital.methods`, assembled on its first use; the
-    stores given to `use_storage`, else DynamoDB and S3."""
-    table, workspace = _storage if _storage is not None else (None, None)
+    stores given (or to `use_storage`), else DynamoDB and S3."""
+    if table is None and workspace is None and _storage is not None:
+        table, workspace = _storage
     return Services(settings, sender=sender, registry=methods.registry, table=table, workspace=workspace)
 
 
