@@ -148,6 +148,56 @@ def test_overwrite_replaces_bytes_type_and_metadata(workspace: Workspace) -> Non
     )
 
 
+HEADERS = {
+    "content_encoding": "gzip",
+    "content_disposition": 'attachment; filename="notes.txt"',
+    "content_language": "nl",
+    "cache_control": "max-age=60",
+}
+
+
+def _headers(info: Any) -> dict[str, str | None]:
+    return {name: getattr(info, name) for name in HEADERS}
+
+
+def test_headers_are_kept_and_replaced_with_the_object(workspace: Workspace) -> None:
+    workspace.put("h", b"\x1f\x8bzipped", content_type="text/plain", metadata={"origin": "upload"}, **HEADERS)
+    head = workspace.head("h")
+    assert head is not None and _headers(head) == HEADERS and head.content_type == "text/plain"
+    got = workspace.get("h")
+    assert got is not None and got[1] == head
+    assert workspace.listing("").keys[0].content_encoding is None  # a listing does not carry them
+    workspace.copy("h", "h-copy", content_type="text/plain")  # metadata replaced: the headers go too
+    copied = workspace.head("h-copy")
+    assert copied is not None and _headers(copied) == dict.fromkeys(HEADERS) and copied.metadata == {}
+    workspace.put("h", b"plain")  # a put replaces them all
+    again = workspace.head("h")
+    assert again is not None and _headers(again) == dict.fromkeys(HEADERS)
+
+
+def test_stream_reads_an_object_in_parts(workspace: Workspace) -> None:
+    body = os.urandom(300_000)
+    workspace.put("big", body, content_type="application/zip", metadata={"k": "v"}, content_encoding="identity")
+    opened = workspace.stream("big")
+    assert opened is not None
+    stream, info = opened
+    try:
+        first = stream.read(100_000)
+        workspace.put("big", b"replaced meanwhile")  # the stream goes on with the bytes it began with
+        parts = [first, *iter(lambda: stream.read(64 * 1024), b"")]
+    finally:
+        stream.close()
+    assert len(first) == 100_000 and b"".join(parts) == body
+    assert (info.size, info.content_type, info.metadata, info.etag, info.content_encoding) == (
+        len(body),
+        "application/zip",
+        {"k": "v"},
+        _etag(body),
+        "identity",
+    )
+    assert workspace.stream("nothing/here") is None
+
+
 def test_empty_object(workspace: Workspace) -> None:
     workspace.put("empty", b"")
     got = workspace.get("empty")
@@ -267,6 +317,35 @@ def test_presigned_urls_work_with_plain_http(workspace: Workspace) -> None:
     assert got.status_code == 200
     assert got.content == data
     assert got.headers["ETag"] == _etag(data)
+
+
+def test_an_upload_url_keeps_the_headers_sent_with_it(workspace: Workspace) -> None:
+    sent = {
+        "Content-Type": "text/plain",
+        "Content-Encoding": "gzip",
+        "Content-Disposition": 'attachment; filename="a.txt"',
+        "Content-Language": "nl",
+        "Cache-Control": "no-cache",
+    }
+    body = b"\x1f\x8b not really gzip"
+    put = requests.put(workspace.presign_put("up/a"), data=body, headers=sent)
+    assert put.status_code == 200, put.text
+    head = workspace.head("up/a")
+    assert head is not None
+    assert _headers(head) == {
+        "content_encoding": "gzip",
+        "content_disposition": 'attachment; filename="a.txt"',
+        "content_language": "nl",
+        "cache_control": "no-cache",
+    }
+    got = requests.get(workspace.presign_get("up/a"), headers={"Accept-Encoding": "identity"}, stream=True)
+    try:
+        assert got.status_code == 200
+        assert got.raw.read(decode_content=False) == body
+        for name, value in sent.items():
+            assert got.headers[name] == value, name
+    finally:
+        got.close()
 
 
 # --- the file workspace's URLs, over HTTP --------------------------------------------------------------------------
@@ -509,6 +588,35 @@ def test_concurrent_writes_of_equal_bytes_never_lose_a_blob(tmp_path: Path) -> N
             assert got is not None and got[0] in bodies
         named = {hashlib.sha256(store.get(info.key)[0]).hexdigest() for info in left}
         assert {p.name for p in _blob_files(store)} == named
+
+
+def test_an_index_written_before_the_further_headers_were_kept_gains_them(tmp_path: Path) -> None:
+    import sqlite3
+
+    root = tmp_path / "objects"
+    with FileWorkspace(root) as store:
+        store.put("old", b"written before", content_type="text/plain", content_encoding="gzip")
+    db = sqlite3.connect(root / "index.sqlite3")  # the index as it was: without the three columns
+    with db:
+        db.execute(
+            "CREATE TABLE earlier AS SELECT key, blob, size, etag, content_type, content_encoding, metadata, "
+            "modified_ns FROM workspace_objects"
+        )
+        db.execute("DROP TABLE workspace_objects")
+        db.execute(
+            "CREATE TABLE workspace_objects (key TEXT PRIMARY KEY, blob TEXT NOT NULL, size INTEGER NOT NULL, "
+            "etag TEXT NOT NULL, content_type TEXT NOT NULL, content_encoding TEXT, metadata TEXT, "
+            "modified_ns INTEGER NOT NULL) WITHOUT ROWID"
+        )
+        db.execute("INSERT INTO workspace_objects SELECT * FROM earlier")
+        db.execute("DROP TABLE earlier")
+    db.close()
+    with FileWorkspace(root) as store:
+        old = store.get("old")
+        assert old is not None and old[0] == b"written before"
+        assert (old[1].content_type, old[1].content_encoding, old[1].cache_control) == ("text/plain", "gzip", None)
+        store.put("new", b"x", cache_control="no-store")
+        assert store.head("new").cache_control == "no-store"
 
 
 def test_bad_keys_and_bodies(tmp_path: Path) -> None:

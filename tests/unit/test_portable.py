@@ -1,5 +1,6 @@
-"""The export archive without AWS: item encoding, key kinds, manifest and checksum validation, stack outputs, the
-explicit client factory and the CLI's argument and gateway checks."""
+"""The export archive without AWS: item encoding, key kinds, manifest and checksum validation (exported from stand-ins
+of the DynamoDB and S3 clients through the AWS stores), stack outputs, the explicit client factory and the CLI's
+argument and gateway checks."""
 
 from __future__ import annotations
 
@@ -16,8 +17,9 @@ from typing import Any
 import pytest
 from orbital.cli.main import main
 from orbital.cli.portable import running_gateway
-from orbital.store import keys, portable
+from orbital.store import keys, portable, portable_aws
 from orbital.store.portable import ArchiveError, Manifest, PortableError
+from orbital.store.portable_aws import DynamoItems, S3Objects
 
 # --- fakes: just enough of a DynamoDB and an S3 client to export from -------------------------------------------------
 
@@ -54,6 +56,10 @@ class FakeS3:
         }
 
 
+def _export(ddb: FakeDdb, s3: FakeS3, out: Path, *args: Any, **kwargs: Any) -> portable.Manifest:
+    return portable.export_state(DynamoItems(ddb, "t"), S3Objects(s3, "b"), out, *args, **kwargs)
+
+
 def _item(pk: str, sk: str, **attrs: Any) -> dict[str, Any]:
     return {"PK": {"S": pk}, "SK": {"S": sk}, "d": {"S": "{}"}, **attrs}
 
@@ -79,7 +85,7 @@ OBJECTS = {
 @pytest.fixture
 def archive(tmp_path: Path) -> Path:
     out = tmp_path / "export.zip"
-    portable.export_state(FakeDdb(list(ITEMS)), FakeS3(dict(OBJECTS)), "t", "b", out, now=2000.0)
+    _export(FakeDdb(list(ITEMS)), FakeS3(dict(OBJECTS)), out, now=2000.0)
     return out
 
 
@@ -110,6 +116,7 @@ def test_export_writes_a_private_archive_with_a_complete_manifest(archive: Path)
     data = _manifest(archive)
     assert data["format"] == "orbital-export" and data["version"] == 1
     assert data["orbitalVersion"] and data["createdAt"].endswith("Z")
+    assert data["source"] == {"table": "t", "bucket": "b"}
     assert data["counts"]["items"] == {"config": 1, "session": 1, "message": 1, "cron-job": 1, "inbound-seen": 1}
     assert data["skipped"]["items"] == {"expired": 1, "connection": 1, "client": 1}
     assert data["counts"]["objects"] == {"workspace": 2, "session-archive": 1}
@@ -309,7 +316,7 @@ def test_items_that_do_not_match_their_checksum_or_count_are_refused(archive: Pa
 def test_a_corrupted_byte_is_caught_by_the_zip_crc(tmp_path: Path) -> None:
     out = tmp_path / "stored.zip"
     marker = b"UNIQUE-MARKER-" * 20
-    portable.export_state(FakeDdb([]), FakeS3({"agents/main/a.txt": {"Body": marker}}), "t", "b", out)
+    _export(FakeDdb([]), FakeS3({"agents/main/a.txt": {"Body": marker}}), out)
     # store it uncompressed so the object's bytes can be found and flipped in place
     stored = tmp_path / "plain.zip"
     with zipfile.ZipFile(out) as zin, zipfile.ZipFile(stored, "w", zipfile.ZIP_STORED) as zout:
@@ -330,15 +337,13 @@ def test_a_failed_export_leaves_no_file(tmp_path: Path) -> None:
 
     out = tmp_path / "x.zip"
     with pytest.raises(RuntimeError):
-        portable.export_state(FakeDdb(list(ITEMS)), Broken(dict(OBJECTS)), "t", "b", out)
+        _export(FakeDdb(list(ITEMS)), Broken(dict(OBJECTS)), out)
     assert list(tmp_path.iterdir()) == []
 
 
 def test_progress_is_reported_per_phase(tmp_path: Path) -> None:
     seen: list[tuple[str, int, int | None]] = []
-    portable.export_state(
-        FakeDdb(list(ITEMS)), FakeS3(dict(OBJECTS)), "t", "b", tmp_path / "p.zip", lambda *a: seen.append(a)
-    )
+    _export(FakeDdb(list(ITEMS)), FakeS3(dict(OBJECTS)), tmp_path / "p.zip", lambda *a: seen.append(a))
     assert ("items", len(ITEMS), len(ITEMS)) in seen
     assert seen[-1] == ("objects", 3, 3)
 
@@ -362,9 +367,9 @@ def test_a_stack_names_its_table_and_bucket() -> None:
             {"OutputKey": "WorkspaceBucketName", "OutputValue": "prod-workspace-1"},
         ]
     )
-    assert portable.stack_resources(cfn, "prod") == ("prod-StateTable-1", "prod-workspace-1")
+    assert portable_aws.stack_resources(cfn, "prod") == ("prod-StateTable-1", "prod-workspace-1")
     with pytest.raises(PortableError, match="no WorkspaceBucketName output"):
-        portable.stack_resources(FakeCloudFormation([{"OutputKey": "StateTableName", "OutputValue": "t"}]), "x")
+        portable_aws.stack_resources(FakeCloudFormation([{"OutputKey": "StateTableName", "OutputValue": "t"}]), "x")
 
 
 def test_explicit_clients_take_region_profile_and_endpoint(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -382,9 +387,8 @@ def test_explicit_clients_take_region_profile_and_endpoint(tmp_path: Path, monke
     assert made.meta.region_name == "eu-west-3"
     assert made._request_signer._credentials.access_key == "AKIDPROFILE"
     assert explicit_client("s3", profile="portable-test", region="ap-south-1").meta.region_name == "ap-south-1"
-    local = explicit_client("dynamodb", endpoint_url="http://127.0.0.1:9", access_key=("local", "local"))
+    local = explicit_client("dynamodb", endpoint_url="http://127.0.0.1:9")
     assert local.meta.endpoint_url == "http://127.0.0.1:9"
-    assert local._request_signer._credentials.access_key == "local"
     config.write_text("[profile portable-test]\n")
     with pytest.raises(ValueError, match="no AWS region"):
         explicit_client("dynamodb")
@@ -416,8 +420,9 @@ def test_export_refuses_a_missing_data_directory(tmp_path: Path, capsys: pytest.
 def test_a_gateway_runs_while_its_process_lives(tmp_path: Path) -> None:
     runtime = tmp_path / "runtime.json"
     assert running_gateway(tmp_path) is None
-    runtime.write_text(json.dumps({"pid": os.getpid(), "awsEndpoint": "http://127.0.0.1:1"}))
-    assert running_gateway(tmp_path) == {"pid": os.getpid(), "awsEndpoint": "http://127.0.0.1:1"}
+    info = {"pid": os.getpid(), "wsUrl": "ws://127.0.0.1:1/ws", "httpUrl": "http://127.0.0.1:1"}
+    runtime.write_text(json.dumps(info))
+    assert running_gateway(tmp_path) == info
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()
     runtime.write_text(json.dumps({"pid": gone.pid}))
@@ -430,7 +435,7 @@ def test_import_refuses_a_data_directory_with_a_live_gateway(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "x.zip"
-    portable.export_state(FakeDdb([]), FakeS3({}), "t", "b", out)
+    _export(FakeDdb([]), FakeS3({}), out)
     data_dir = tmp_path / "data"
     data_dir.mkdir()
     (data_dir / "runtime.json").write_text(json.dumps({"pid": os.getpid()}))

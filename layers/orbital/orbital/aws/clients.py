@@ -93,12 +93,11 @@ def explicit_client(
     endpoint_url: str | None = None,
     region: str | None = None,
     profile: str | None = None,
-    access_key: tuple[str, str] | None = None,
 ) -> BaseClient:
     """A client of a deployment named on the command line rather than the one this process serves (`orbital export`
-    and `orbital import`): the AWS credentials of `profile`, of `access_key` (id, secret), or the usual chain;
-    `region`, else the profile's or the environment's (with an `endpoint_url`, us-east-1 when none is set). Not
-    cached, never answered in process, never pointed at the gateway's own endpoint setting."""
+    and `orbital import`): the AWS credentials of `profile`, or the usual chain; `region`, else the profile's or the
+    environment's (with an `endpoint_url`, us-east-1 when none is set). Not cached, never answered in process, never
+    pointed at the gateway's own endpoint setting."""
     import boto3
 
     session = boto3.session.Session(profile_name=profile)
@@ -108,8 +107,6 @@ def explicit_client(
     kwargs: dict[str, Any] = {"region_name": chosen, "config": _config()}
     if endpoint_url:
         kwargs["endpoint_url"] = endpoint_url
-    if access_key is not None:
-        kwargs["aws_access_key_id"], kwargs["aws_secret_access_key"] = access_key
     made = session.client(service, **kwargs)
     made.meta.events.register("before-call.*.*", _count)
     return made

@@ -5,12 +5,14 @@ a local data directory and a deployed stack, or keep a backup of either.
     orbital export --stack NAME [--region R] [--profile P]   a deployed stack (or --table T --bucket B)
     orbital import FILE --stack NAME | --table T --bucket B | --data-dir DIR
 
-A local data directory is read through the gateway running on it when there is one (its moto endpoint, named in
-`runtime.json`), else opened in this process (`orbital.local.server.local_state`). An import into a data directory
-is refused while a gateway runs on it. A stack's table and bucket are its outputs `StateTableName` and
-`WorkspaceBucketName`, read with your usual AWS credentials (or `--profile`). The archive format and what is left
-out are described in `orbital.store.portable`. Progress goes to stderr, a summary to stdout (`--json` for scripts);
-any error is one line on stderr and exit status 1.
+A local data directory is opened in this process (`orbital.local.server.local_state`: its table and workspace,
+`orbital.local.portable`): taken for the time of the command when no gateway runs on it, else, for an export,
+read beside the gateway that runs there (named by the `runtime.json` it wrote, whose process is alive). An import
+into a data directory is refused while a gateway runs on it. A stack's table and bucket are its outputs
+`StateTableName` and `WorkspaceBucketName`, read with your usual AWS credentials (or `--profile`) through
+`orbital.store.portable_aws`. The archive format and what is left out are described in `orbital.store.portable`.
+Progress goes to stderr, a summary to stdout (`--json` for scripts); any error is one line on stderr and exit
+status 1.
 """
 
 from __future__ import annotations
@@ -24,14 +26,15 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from orbital.store.portable import Items, Objects
 
 DATA_DIR_ENV = "ORBITAL_DATA_DIR"
 DEFAULT_DATA_DIR = "~/.orbital"
 RUNTIME_FILE = "runtime.json"
-"""Written by a running local gateway into its data directory (readable by its owner only): its pid, its moto
-endpoint with that start's access key, table and bucket."""
-LOCAL_REGION = "us-east-1"
+"""Written by a running local gateway into its data directory (readable by its owner only): its pid and URLs."""
 
 
 class Failure(Exception):
@@ -42,10 +45,8 @@ class Failure(Exception):
 class Store:
     """Where state is read from or written to."""
 
-    ddb: Any
-    s3: Any
-    table: str
-    bucket: str
+    items: Items
+    objects: Objects
     label: str
 
 
@@ -57,8 +58,8 @@ def add_parser(subparsers: Any) -> None:
         description=(
             "Write everything that belongs to the agent into one archive: configuration with its secrets, sessions "
             "and messages, pairings, cron jobs and runs, heartbeats, skills and workspace files. The source is a "
-            "local data directory (through its gateway if one is running), or a deployed stack. The file is created "
-            "readable by you only: it holds your API keys."
+            "local data directory (read beside its gateway if one is running), or a deployed stack. The file is "
+            "created readable by you only: it holds your API keys."
         ),
     )
     source = export.add_mutually_exclusive_group()
@@ -107,9 +108,6 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--endpoint-url", default=None, metavar="URL", help="AWS endpoint (an S3/DynamoDB stand-in, for testing)"
     )
-    parser.add_argument(
-        "--project", default=None, metavar="DIR", help="Orbital checkout holding template.yaml (for --data-dir)"
-    )
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
 
 
@@ -117,7 +115,6 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
-    # lazy: only this command needs it (boto3, the archive, the local gateway)
     from orbital.store.portable import export_state
 
     name = f"orbital-export-{time.strftime('%Y%m%d-%H%M%S')}.zip"
@@ -127,7 +124,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
     try:
         _check_args(args)
         with _source(args) as store, _Bar(enabled=not args.json) as bar:
-            manifest = export_state(store.ddb, store.s3, store.table, store.bucket, out, bar)
+            manifest = export_state(store.items, store.objects, out, bar)
     except KeyboardInterrupt:
         print("orbital export: interrupted (no archive written)", file=sys.stderr)
         return 130
@@ -160,7 +157,6 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
 
 def _cmd_import(args: argparse.Namespace) -> int:
-    # lazy: only this command needs it (boto3, the archive, the local gateway)
     from orbital.store.portable import import_state, read_manifest
 
     archive = Path(args.archive)
@@ -168,7 +164,7 @@ def _cmd_import(args: argparse.Namespace) -> int:
         _check_args(args)
         manifest = read_manifest(archive)  # a foreign file is refused before any target is opened
         with _target(args) as store, _Bar(enabled=not args.json) as bar:
-            report = import_state(store.ddb, store.s3, store.table, store.bucket, archive, bar)
+            report = import_state(store.items, store.objects, archive, bar)
     except KeyboardInterrupt:
         print("orbital import: interrupted (what was written is complete; run it again to finish)", file=sys.stderr)
         return 130
@@ -210,7 +206,7 @@ def _source(args: argparse.Namespace) -> Iterator[Store]:
     data_dir = Path(args.data_dir or os.environ.get(DATA_DIR_ENV) or DEFAULT_DATA_DIR).expanduser()
     if not data_dir.is_dir():
         raise Failure(f"{data_dir}: no such data directory")
-    with _local(data_dir, args.project, writing=False) as store:
+    with _local(data_dir, writing=False) as store:
         yield store
 
 
@@ -219,14 +215,13 @@ def _target(args: argparse.Namespace) -> Iterator[Store]:
     if args.stack or args.table:
         yield _aws_store(args)
         return
-    with _local(Path(args.data_dir).expanduser(), args.project, writing=True) as store:
+    with _local(Path(args.data_dir).expanduser(), writing=True) as store:
         yield store
 
 
 def _aws_store(args: argparse.Namespace) -> Store:
-    # lazy: only this command needs it (boto3, the archive, the local gateway)
     from orbital.aws.clients import explicit_client
-    from orbital.store.portable import stack_resources
+    from orbital.store.portable_aws import DynamoItems, S3Objects, stack_resources
 
     def make(service: str) -> Any:
         return explicit_client(service, endpoint_url=args.endpoint_url, region=args.region, profile=args.profile)
@@ -237,56 +232,36 @@ def _aws_store(args: argparse.Namespace) -> Store:
     else:
         table, bucket = args.table, args.bucket
         label = f"table {table} and bucket {bucket}"
-    return Store(make("dynamodb"), make("s3"), table, bucket, label)
+    return Store(DynamoItems(make("dynamodb"), table), S3Objects(make("s3"), bucket), label)
 
 
 @contextlib.contextmanager
-def _local(data_dir: Path, project: str | None, *, writing: bool) -> Iterator[Store]:
-    """A local data directory: through the gateway running on it (reading only), else opened in this process."""
-    # lazy: only this command needs it (boto3, the archive, the local gateway)
+def _local(data_dir: Path, *, writing: bool) -> Iterator[Store]:
+    """A local data directory: taken by this process while no gateway runs on it; else, to read, opened beside the
+    gateway (which goes on serving)."""
+    from orbital.local.portable import TableItems, WorkspaceObjects
     from orbital.local.server import StartupError, local_state
 
     running = running_gateway(data_dir)
-    if running is None:
-        with contextlib.ExitStack() as stack:
+    with contextlib.ExitStack() as stack:
+        if running is None:
             try:
-                state = stack.enter_context(local_state(data_dir, project=_project(project)))
-            except StartupError as exc:  # e.g. a gateway holds the directory
+                state = stack.enter_context(local_state(data_dir))
+            except StartupError as exc:  # a gateway (or another tool) holds the directory
                 running = running_gateway(data_dir)
                 if running is None:
                     raise Failure(f"cannot open {data_dir}: {exc}") from None
             else:
                 label = f"the data directory {data_dir}"
-                yield Store(state.client("dynamodb"), state.client("s3"), state.table, state.bucket, label)
-                return
-    if writing:
-        raise Failure(
-            f"a gateway is running on {data_dir} (pid {running.get('pid')}): stop it first (Ctrl-C where it runs), "
-            "then import again"
-        )
-    yield _gateway_store(data_dir, running)
-
-
-def _gateway_store(data_dir: Path, info: dict[str, Any]) -> Store:
-    # lazy: only this command needs it (boto3, the archive, the local gateway)
-    from orbital.aws.clients import explicit_client
-
-    endpoint, table, bucket = info.get("awsEndpoint"), info.get("table"), info.get("bucket")
-    if not (isinstance(endpoint, str) and isinstance(table, str) and isinstance(bucket, str)):
-        raise Failure(f"a gateway is running on {data_dir} but its {RUNTIME_FILE} does not say where its state is")
-    key = info.get("awsAccessKey")
-    if not (isinstance(key, list) and len(key) == 2 and all(isinstance(part, str) for part in key)):
-        raise Failure(
-            f"a gateway is running on {data_dir} but its {RUNTIME_FILE} holds no access key for its state "
-            "(an older version?): stop it first, then export again"
-        )
-    access_key = (key[0], key[1])
-
-    def make(service: str) -> Any:
-        return explicit_client(service, endpoint_url=endpoint, region=LOCAL_REGION, access_key=access_key)
-
-    label = f"the gateway running on {data_dir} (pid {info.get('pid')})"
-    return Store(make("dynamodb"), make("s3"), table, bucket, label)
+        if running is not None:
+            if writing:
+                raise Failure(
+                    f"a gateway is running on {data_dir} (pid {running.get('pid')}): stop it first (Ctrl-C where it "
+                    "runs), then import again"
+                )
+            state = stack.enter_context(local_state(data_dir, exclusive=False))
+            label = f"the data directory {data_dir}, beside the gateway running on it (pid {running.get('pid')})"
+        yield Store(TableItems(state.table), WorkspaceObjects(state.workspace), label)
 
 
 def running_gateway(data_dir: Path) -> dict[str, Any] | None:
@@ -314,24 +289,6 @@ def _alive(pid: int) -> bool:
     except OSError:
         return False
     return True
-
-
-def _project(arg: str | None) -> Path | None:
-    """The checkout holding template.yaml: --project, else found from the working directory, else the one this
-    package is installed from (None lets local_state explain)."""
-    if arg:
-        return Path(arg)
-    # lazy: only this command needs it (boto3, the archive, the local gateway)
-    from orbital.local.server import StartupError, find_project_root
-
-    try:
-        return find_project_root()
-    except StartupError:
-        pass
-    for candidate in Path(__file__).resolve().parents:
-        if (candidate / "template.yaml").exists() and (candidate / "functions").is_dir():
-            return candidate
-    return None
 
 
 # --- output -----------------------------------------------------------------------------------------------------------
@@ -395,7 +352,6 @@ def _describe(exc: BaseException) -> str:
         return f"{error.get('Code', 'Error')}: {error.get('Message', '')}{where}".strip()
     from botocore.exceptions import BotoCoreError, NoCredentialsError
 
-    # lazy: only this command needs it (boto3, the archive, the local gateway)
     from orbital.store.portable import PortableError
 
     if isinstance(exc, NoCredentialsError):

@@ -1,7 +1,8 @@
 """The workspace on plain files, for the local gateway: `Workspace` with S3's semantics, in a directory.
 
     <root>/blobs/ab/<sha256>   the bytes of every object, named by their SHA-256 (one file for equal contents)
-    <root>/index.sqlite3       key -> blob, size, ETag, content type, encoding, metadata, time of change
+    <root>/index.sqlite3       key -> blob, size, ETag, content type, metadata, time of change and the further
+                               headers given with it (encoding, disposition, language, cache control)
     <root>/tmp/                writes under way
     <root>/lock                held by the one `FileWorkspace` that has the directory open
 
@@ -97,16 +98,25 @@ class Entry:
     content_encoding: str | None
     metadata: dict[str, str]
     modified_ns: int
+    content_disposition: str | None = None
+    content_language: str | None = None
+    cache_control: str | None = None
 
     def info(self, *, listed: bool = False) -> ObjectInfo:
-        """As `head` describes it, or as a listing does (`listed`: no content type, no metadata)."""
+        """As `head` describes it, or as a listing does (`listed`: no content type, headers or metadata)."""
+        if listed:
+            return ObjectInfo(key=self.key, size=self.size, last_modified=iso(self.modified_ns), etag=self.etag)
         return ObjectInfo(
             key=self.key,
             size=self.size,
             last_modified=iso(self.modified_ns),
-            content_type=None if listed else self.content_type,
-            metadata=None if listed else dict(self.metadata),
+            content_type=self.content_type,
+            metadata=dict(self.metadata),
             etag=self.etag,
+            content_encoding=self.content_encoding,
+            content_disposition=self.content_disposition,
+            content_language=self.content_language,
+            cache_control=self.cache_control,
         )
 
 
@@ -115,7 +125,12 @@ class ObjectIndex:
     for concurrent use: `FileWorkspace` calls it under its lock. Every change is one committed transaction."""
 
     TABLE = "workspace_objects"
-    COLUMNS = "key, blob, size, etag, content_type, content_encoding, metadata, modified_ns"
+    COLUMNS = (
+        "key, blob, size, etag, content_type, content_encoding, metadata, modified_ns, content_disposition, "
+        "content_language, cache_control"
+    )
+    ADDED_COLUMNS = ("content_disposition", "content_language", "cache_control")
+    """Added to an index written before they were kept (nullable text: NULL for the objects it holds)."""
 
     def __init__(self, connection: sqlite3.Connection) -> None:
         """`connection` in autocommit mode (`isolation_level=None`): the index opens its own transactions."""
@@ -124,8 +139,13 @@ class ObjectIndex:
             self.db.execute(
                 f"CREATE TABLE IF NOT EXISTS {self.TABLE} (key TEXT PRIMARY KEY, blob TEXT NOT NULL, "
                 "size INTEGER NOT NULL, etag TEXT NOT NULL, content_type TEXT NOT NULL, content_encoding TEXT, "
-                "metadata TEXT, modified_ns INTEGER NOT NULL) WITHOUT ROWID"
+                "metadata TEXT, modified_ns INTEGER NOT NULL, content_disposition TEXT, content_language TEXT, "
+                "cache_control TEXT) WITHOUT ROWID"
             )
+            present = {str(row[1]) for row in self.db.execute(f"PRAGMA table_info({self.TABLE})")}
+            for column in self.ADDED_COLUMNS:
+                if column not in present:
+                    self.db.execute(f"ALTER TABLE {self.TABLE} ADD COLUMN {column} TEXT")
             self.db.execute(f"CREATE INDEX IF NOT EXISTS {self.TABLE}_blob ON {self.TABLE} (blob)")
 
     @classmethod
@@ -150,8 +170,20 @@ class ObjectIndex:
 
     @staticmethod
     def _entry(row: tuple[Any, ...]) -> Entry:
-        key, blob, size, etag, content_type, encoding, metadata, modified_ns = row
-        return Entry(key, blob, size, etag, content_type, encoding, json.loads(metadata or "{}"), modified_ns)
+        key, blob, size, etag, content_type, encoding, metadata, modified_ns, disposition, language, caching = row
+        return Entry(
+            key,
+            blob,
+            size,
+            etag,
+            content_type,
+            encoding,
+            json.loads(metadata or "{}"),
+            modified_ns,
+            disposition,
+            language,
+            caching,
+        )
 
     def get(self, key: str) -> Entry | None:
         row = self.db.execute(f"SELECT {self.COLUMNS} FROM {self.TABLE} WHERE key = ?", (key,)).fetchone()
@@ -162,7 +194,7 @@ class ObjectIndex:
         with self._transaction():
             before = self.db.execute(f"SELECT blob FROM {self.TABLE} WHERE key = ?", (entry.key,)).fetchone()
             self.db.execute(
-                f"INSERT OR REPLACE INTO {self.TABLE} ({self.COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                f"INSERT OR REPLACE INTO {self.TABLE} ({self.COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     entry.key,
                     entry.blob,
@@ -172,6 +204,9 @@ class ObjectIndex:
                     entry.content_encoding,
                     json.dumps(entry.metadata) if entry.metadata else None,
                     entry.modified_ns,
+                    entry.content_disposition,
+                    entry.content_language,
+                    entry.cache_control,
                 ),
             )
         return None if before is None else str(before[0])
@@ -387,6 +422,9 @@ class FileWorkspace(Workspace):
         content_type: str = "application/octet-stream",
         metadata: dict[str, str] | None = None,
         content_encoding: str | None = None,
+        content_disposition: str | None = None,
+        content_language: str | None = None,
+        cache_control: str | None = None,
     ) -> Entry:
         """Make `upload` the object at `key`: on disk and in the index when this returns."""
         check_key(key)
@@ -402,6 +440,9 @@ class FileWorkspace(Workspace):
                 content_encoding=content_encoding or None,
                 metadata={name.lower(): value for name, value in (metadata or {}).items()},
                 modified_ns=0,
+                content_disposition=content_disposition or None,
+                content_language=content_language or None,
+                cache_control=cache_control or None,
             )
             target = self._blob_path(blob)
             with self._lock:
@@ -426,6 +467,9 @@ class FileWorkspace(Workspace):
         content_type: str = "application/octet-stream",
         metadata: dict[str, str] | None = None,
         content_encoding: str | None = None,
+        content_disposition: str | None = None,
+        content_language: str | None = None,
+        cache_control: str | None = None,
     ) -> None:
         check_key(key)
         if not isinstance(body, bytes | bytearray | memoryview):
@@ -436,7 +480,16 @@ class FileWorkspace(Workspace):
         except BaseException:
             upload.discard()
             raise
-        self.commit(upload, key, content_type=content_type, metadata=metadata, content_encoding=content_encoding)
+        self.commit(
+            upload,
+            key,
+            content_type=content_type,
+            metadata=metadata,
+            content_encoding=content_encoding,
+            content_disposition=content_disposition,
+            content_language=content_language,
+            cache_control=cache_control,
+        )
 
     def copy(self, source: str, destination: str, *, content_type: str) -> None:
         check_key(destination)
@@ -451,6 +504,9 @@ class FileWorkspace(Workspace):
                 content_encoding=None,
                 metadata={},
                 modified_ns=time.time_ns(),
+                content_disposition=None,
+                content_language=None,
+                cache_control=None,
             )
             self._store(copied)
 
@@ -495,6 +551,13 @@ class FileWorkspace(Workspace):
         fh, found = opened
         with fh:
             return fh.read(), found.info()
+
+    def stream(self, key: str) -> tuple[IO[bytes], ObjectInfo] | None:
+        opened = self.open(key)
+        if opened is None:
+            return None
+        fh, found = opened
+        return fh, found.info()
 
     def read_range(self, key: str, start: int, end: int) -> bytes | None:
         check_range(start, end)

@@ -8,7 +8,8 @@ another key and an expired URL are all answered 403; an unknown key 404.
 
 `ObjectRoute` is the ASGI app of those URLs; `mount` puts it in front of the gateway's app, for paths under
 `/_objects/`. GET sends the object (one `Range: bytes=…` range may be asked, as of S3); PUT streams the body to a
-temporary file and makes it the object only once the whole body has arrived (Content-Type kept), with 413 for a
+temporary file and makes it the object only once the whole body has arrived (Content-Type, Content-Encoding,
+Content-Disposition, Content-Language and Cache-Control kept, and sent back by GET, as S3 does), with 413 for a
 body over the workspace's `max_put_bytes` (said by Content-Length, or counted while it streams in).
 """
 
@@ -126,8 +127,14 @@ class ObjectRoute:
                 (b"last-modified", formatdate(entry.modified_ns / 1e9, usegmt=True).encode()),
                 (b"accept-ranges", b"bytes"),
             ]
-            if entry.content_encoding:
-                out.append((b"content-encoding", entry.content_encoding.encode("latin-1", "replace")))
+            for name, value in (
+                (b"content-encoding", entry.content_encoding),
+                (b"content-disposition", entry.content_disposition),
+                (b"content-language", entry.content_language),
+                (b"cache-control", entry.cache_control),
+            ):
+                if value:
+                    out.append((name, value.encode("latin-1", "replace")))
             if isinstance(asked, tuple):
                 out.append((b"content-range", f"bytes {start}-{end - 1}/{size}".encode()))
             await send(
@@ -181,6 +188,9 @@ class ObjectRoute:
                     key,
                     content_type=headers.get("content-type") or "application/octet-stream",
                     content_encoding=headers.get("content-encoding"),
+                    content_disposition=headers.get("content-disposition"),
+                    content_language=headers.get("content-language"),
+                    cache_control=headers.get("cache-control"),
                 )
         finally:
             upload.discard()  # the partial body, unless it was committed

@@ -1,7 +1,8 @@
 """`orbital dev`: the whole gateway in one process, no AWS account, no Docker.
 
-moto (DynamoDB, S3, Step Functions, Lambda registry) + the API-Gateway-like WebSocket bridge + the FastAPI app on
-one port, with state persisted in a data directory.
+The table on SQLite and the workspace on files in a data directory (`orbital.local.store`), the Step Functions
+interpreter, the API-Gateway-like WebSocket bridge and the FastAPI app on one port. `local_state` opens a data
+directory's state without a gateway, for the tools that read or write it (`orbital export` / `orbital import`).
 """
 
 from __future__ import annotations
@@ -16,9 +17,12 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from orbital.local import frontdoor, private, ttl
+
+if TYPE_CHECKING:
+    from orbital.local.store import LocalStore
 
 log = logging.getLogger("orbital.local")
 
@@ -67,9 +71,7 @@ class GatewayOptions:
     """Seconds between scheduler ticks (AWS ticks once a minute; locally cron and heartbeats fire on time).
     0 turns the ticker off."""
     seed: bool = True
-    """Write the starter workspace files a new agent gets (off for tools that load state into the directory)."""
-    serve: bool = True
-    """Accept connections (off for tools that only read or write the state, see `local_state`)."""
+    """Write the starter workspace files a new agent gets."""
     concurrent_frames: bool = False
     """Handle the text frames of one socket concurrently, as API Gateway does (see `orbital.local.bridge`)."""
     frame_jitter_ms: float = 0.0
@@ -151,9 +153,6 @@ class LocalGateway:
         clients.serve_in_process(self.stack.in_process.serve)
         if self.options.seed:
             self._seed()
-        if not self.options.serve:
-            self._write_runtime()
-            return
         # lazy: every `orbital` command loads this module; the gateway's parts load when one starts
         from orbital.rest.app import create_app
         from orbital.runtime.gateway import greet
@@ -471,31 +470,32 @@ class Ticker:
                     log.exception("housekeeping failed")
 
 
-class LocalState:
-    """A stopped local gateway's state, loaded into moto in this process (see `local_state`)."""
-
-    def __init__(self, gateway: LocalGateway) -> None:
-        self.gateway = gateway
-        self.table = LOCAL_TABLE
-        self.bucket = LOCAL_BUCKET
-
-    def client(self, service: str) -> Any:
-        """A boto3 client of the loaded state (`dynamodb`, `s3`)."""
-        return self.gateway.stack.client(service)
-
-
 @contextlib.contextmanager
-def local_state(data_dir: Path, *, project: Path | None = None) -> Iterator[LocalState]:
-    """Open the state kept in `data_dir` without serving it: for tools that read it (`orbital export`) or write it
-    (`orbital import`). What is written through its clients is saved when the block ends. Raises StartupError when
-    a gateway is running on that directory."""
-    options = GatewayOptions(data_dir=data_dir, project=project, port=0, tick_interval=0, seed=False, serve=False)
-    gateway = LocalGateway(options)
+def local_state(data_dir: Path, *, exclusive: bool = True) -> Iterator[LocalStore]:
+    """The table and workspace kept in `data_dir`, opened in this process without a gateway: for tools that read them
+    (`orbital export`) or write them (`orbital import`); closed when the block ends. `exclusive`: the directory is
+    taken (StartupError when a gateway or another tool has it), created or tightened to its owner as the gateway does
+    it; off: opened beside the gateway running on it, to read. What is written is on disk when it returns, and
+    readable by its owner only."""
+    from orbital.local.store import DataDirLocked, LocalStore
+
+    data_dir = data_dir.expanduser()
+    umask = os.umask(0o077)
     try:
-        gateway.prepare()
-        yield LocalState(gateway)
+        if exclusive:
+            tightened = private.make_private(data_dir)
+            if tightened:
+                log.warning("%s was readable by other users: made it private (%s)", data_dir, tightened)
+        try:
+            store = LocalStore.open(data_dir, exclusive=exclusive)
+        except DataDirLocked as exc:
+            raise StartupError(str(exc)) from None
+        try:
+            yield store
+        finally:
+            store.close()
     finally:
-        gateway.shutdown()
+        os.umask(umask)
 
 
 def _free_port(host: str) -> int:

@@ -1,8 +1,12 @@
 """Moving a gateway's state to another deployment: one portable archive of its table and workspace bucket.
 
 `export_state` writes what belongs to the agent into one file; `import_state` writes such a file into another table
-and bucket. Both work on plain boto3 clients (DynamoDB, S3) and names, so the same code moves state from a local data
-directory to AWS, back, or takes a backup of either (`orbital export` / `orbital import`, cli/portable.py).
+and bucket. Both work through two ports of this module: `Items` (scan, read many, write many, write a counter unless
+the stored one is larger) and `Objects` (list, read with headers and metadata, describe, write). On AWS they are
+`orbital.store.portable_aws` (a DynamoDB table and an S3 bucket, by name); locally `orbital.local.portable` (the
+table and workspace of a data directory). So the same code moves state from a local data directory to AWS, back, or
+takes a backup of either (`orbital export` / `orbital import`, cli/portable.py), and the archive is the same
+whichever side wrote it.
 
 The archive is a zip file, created with mode 0600 (it holds API keys and bot tokens):
 
@@ -46,13 +50,15 @@ archives, skills and media, and any item or object of a kind this version does n
 at the export does not go on at the new gateway (its execution is not there): the session is freed the next time it
 is used, and the messages queued behind the run then run.
 
-Import: items go in with `batch_write_item`, 25 a request, unprocessed ones retried with backoff; each batch is first
-read back (`batch_get_item`) so an item the target already holds as it is is not written again. Counters (the `n`
-of `COUNTER` items and of the cron run sequence) are merged by keeping the larger, so ids never go back. Objects go
-in with `put_object` (with their SHA-256 checksum) unless the target already holds the same bytes (its SHA-256
-checksum, or the MD5 ETag of a single-part upload, else its bytes compared) with the same headers and metadata.
-Items and objects with the same key are replaced; nothing else in the target is touched. A second import of the
-same file therefore writes nothing. Items whose `ttl` passed since the export are not written.
+Import: items go in by batches (on DynamoDB `batch_write_item`, 25 a request, unprocessed ones retried with
+backoff; locally one transaction a batch); each batch is first read back so an item the target already holds as it
+is is not written again. Counters (the `n` of `COUNTER` items and of the cron run sequence) are merged by keeping
+the larger, so ids never go back. Objects are written (to S3 with their SHA-256 checksum) unless the target already
+holds the same bytes (its SHA-256 checksum, or the MD5 ETag of a single-part upload, else its bytes compared) with
+the same headers and metadata. Items and objects with the same key are replaced; nothing else in the target is
+touched. A second import of the same file therefore writes nothing. Items whose `ttl` passed since the export are
+not written. An item the target cannot hold as it is (the local table keeps flat attributes of strings, numbers,
+booleans and nulls only) is found while the archive is checked, and refused before anything is written.
 """
 
 from __future__ import annotations
@@ -64,23 +70,21 @@ import datetime as dt
 import hashlib
 import json
 import os
-import random
 import re
 import tempfile
 import time
 import zipfile
+from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from orbital import __version__
 from orbital.store import keys
-
-if TYPE_CHECKING:
-    from botocore.client import BaseClient
+from orbital.store.workspace import ByteStream
 
 FORMAT = "orbital-export"
 VERSION = 1
@@ -113,10 +117,7 @@ MERGED_BY_MAX = frozenset({"counter"})
 """Item kinds whose numeric attribute `n` only grows: an import keeps the larger of the target's and the archive's."""
 
 BATCH_WRITE = 25
-"""Items per batch_write_item request (DynamoDB's limit)."""
-BATCH_ATTEMPTS = 12
-BACKOFF_BASE_SECONDS = 0.05
-BACKOFF_MAX_SECONDS = 5.0
+"""Items an import reads back and writes at a time, unless the target says otherwise (`Items.batch`)."""
 CHUNK = 1024 * 1024
 
 HEADERS = {
@@ -126,7 +127,7 @@ HEADERS = {
     "contentLanguage": "ContentLanguage",
     "cacheControl": "CacheControl",
 }
-"""Manifest field → S3 parameter, for the object headers an archive keeps."""
+"""Manifest field → S3 parameter, for the object headers an archive keeps (`StoredObject.headers` uses the latter)."""
 
 _ATTR_TYPES = frozenset({"S", "N", "B", "SS", "NS", "BS", "M", "L", "NULL", "BOOL"})
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
@@ -141,6 +142,78 @@ class PortableError(Exception):
 
 class ArchiveError(PortableError):
     """The file is not an Orbital export, is of a version this one cannot read, or is damaged."""
+
+
+# --- the stores an archive is written from and into ------------------------------------------------------------------
+
+Key = tuple[str, str]
+
+
+@dataclass(frozen=True)
+class StoredObject:
+    """An object as a store describes it."""
+
+    size: int
+    headers: dict[str, str]
+    """S3 parameter name (`ContentType`, `ContentEncoding`, … of `HEADERS`) → value, for those the object has."""
+    metadata: dict[str, str]
+    sha256: str | None = None
+    """The SHA-256 of the bytes in hex, when the store keeps a checksum of the whole object."""
+    etag: str | None = None
+    """The ETag without quotes: the MD5 of the bytes for an object written in one request (on S3, not always)."""
+
+
+class Items(ABC):
+    """The table items an archive is written from, or into. Items are in boto3's form (`{"S": …}`, binary as bytes)."""
+
+    name: str
+    """The table's name, for the manifest's `source`."""
+    batch: int = BATCH_WRITE
+    """Items `get_many` and `put_many` are given at most."""
+
+    @abstractmethod
+    def scan(self) -> Iterator[dict[str, Any]]:
+        """Every stored item, expired ones too, each once (in no particular order)."""
+
+    @abstractmethod
+    def get_many(self, wanted: list[Key]) -> dict[Key, dict[str, Any]]:
+        """The stored items of `wanted` (expired ones too), by key; a key with no item is left out."""
+
+    @abstractmethod
+    def put_many(self, items: list[dict[str, Any]]) -> None:
+        """Store whole items, replacing those with the same key."""
+
+    @abstractmethod
+    def put_counter(self, item: dict[str, Any]) -> bool:
+        """Store `item` unless the stored one holds an `n` at least as large. True if it was written."""
+
+    def refusal(self, item: Mapping[str, Any]) -> str | None:
+        """Why this store cannot hold `item` as it is (None: it can). Asked of every item before an import writes."""
+        return None
+
+
+class Objects(ABC):
+    """The workspace objects an archive is written from, or into."""
+
+    name: str
+    """The bucket's name, for the manifest's `source`."""
+
+    @abstractmethod
+    def list_keys(self) -> Iterator[str]:
+        """Every object's key."""
+
+    @abstractmethod
+    def read(self, key: str) -> tuple[ByteStream, StoredObject] | None:
+        """The object's bytes to read in parts (the caller closes the stream) and its description; None if there is
+        none (any more)."""
+
+    @abstractmethod
+    def head(self, key: str) -> StoredObject | None:
+        """The object's description, None if there is none."""
+
+    @abstractmethod
+    def write(self, key: str, body: bytes, entry: ObjectEntry) -> None:
+        """Store `body` at `key` with the headers and metadata of `entry` (its SHA-256 is that of `body`)."""
 
 
 # --- manifest -----------------------------------------------------------------------------------------------------
@@ -425,16 +498,14 @@ def _counter_value(item: Mapping[str, Any] | None) -> Decimal | None:
 
 
 def export_state(
-    ddb: BaseClient,
-    s3: BaseClient,
-    table: str,
-    bucket: str,
+    items: Items,
+    objects: Objects,
     out: Path,
     progress: Progress | None = None,
     *,
     now: float | None = None,
 ) -> Manifest:
-    """Write every item of `table` and object of `bucket` that belongs to the agent into the archive `out` (mode
+    """Write every item of `items` and object of `objects` that belongs to the agent into the archive `out` (mode
     0600, replaced atomically: a failed export leaves no partial file). Returns its manifest."""
     report = progress or _no_progress
     cutoff = time.time() if now is None else now
@@ -445,7 +516,7 @@ def export_state(
         tmp.chmod(0o600)
         with os.fdopen(fd, "wb") as fh:
             with zipfile.ZipFile(fh, "w", compression=zipfile.ZIP_DEFLATED, allowZip64=True) as zf:
-                manifest = _write_archive(zf, ddb, s3, table, bucket, cutoff, report)
+                manifest = _write_archive(zf, items, objects, cutoff, report)
             fh.flush()
             os.fsync(fh.fileno())
         tmp.replace(out)
@@ -455,21 +526,13 @@ def export_state(
     return manifest
 
 
-def _write_archive(
-    zf: zipfile.ZipFile,
-    ddb: BaseClient,
-    s3: BaseClient,
-    table: str,
-    bucket: str,
-    now: float,
-    progress: Progress,
-) -> Manifest:
+def _write_archive(zf: zipfile.ZipFile, items: Items, objects: Objects, now: float, progress: Progress) -> Manifest:
     item_counts: Counter[str] = Counter()
     skipped_items: Counter[str] = Counter()
     digest = hashlib.sha256()
     size = 0
     with zf.open(_member(ITEMS_FILE), "w", force_zip64=True) as member:
-        for done, item in enumerate(_scan(ddb, table), 1):
+        for done, item in enumerate(items.scan(), 1):
             kind = keys.item_kind(*item_key(item))
             if kind in LIVE_ITEM_KINDS:
                 skipped_items[kind] += 1
@@ -488,7 +551,7 @@ def _write_archive(
 
     listed: list[str] = []
     skipped_objects: Counter[str] = Counter()
-    for key in _list_keys(s3, bucket):
+    for key in objects.list_keys():
         kind = keys.object_kind(key)
         if kind in LIVE_OBJECT_KINDS:
             skipped_objects[kind] += 1
@@ -498,7 +561,7 @@ def _write_archive(
     object_counts: Counter[str] = Counter()
     progress("objects", 0, len(listed))
     for done, key in enumerate(listed, 1):
-        entry = _write_object(zf, s3, bucket, key, f"{OBJECTS_DIR}{len(entries) + 1:08d}")
+        entry = _write_object(zf, objects, key, f"{OBJECTS_DIR}{len(entries) + 1:08d}")
         if entry is None:
             skipped_objects["vanished"] += 1  # deleted between the listing and the read
         else:
@@ -509,7 +572,7 @@ def _write_archive(
     manifest = Manifest(
         created_at=dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         orbital_version=__version__,
-        source={"table": table, "bucket": bucket},
+        source={"table": items.name, "bucket": objects.name},
         item_counts=dict(item_counts),
         object_counts=dict(object_counts),
         skipped_items=dict(skipped_items),
@@ -530,60 +593,28 @@ def _member(name: str) -> zipfile.ZipInfo:
     return info
 
 
-def _scan(ddb: BaseClient, table: str) -> Iterator[dict[str, Any]]:
-    kwargs: dict[str, Any] = {"TableName": table, "ConsistentRead": True}
-    while True:
-        resp = ddb.scan(**kwargs)
-        yield from resp.get("Items", [])
-        last = resp.get("LastEvaluatedKey")
-        if not last:
-            return
-        kwargs["ExclusiveStartKey"] = last
-
-
-def _list_keys(s3: BaseClient, bucket: str) -> Iterator[str]:
-    kwargs: dict[str, Any] = {"Bucket": bucket}
-    while True:
-        resp = s3.list_objects_v2(**kwargs)
-        for obj in resp.get("Contents", []):
-            yield str(obj["Key"])
-        if not resp.get("IsTruncated"):
-            return
-        kwargs["ContinuationToken"] = resp["NextContinuationToken"]
-
-
-def _missing(exc: Exception) -> bool:
-    code = getattr(exc, "response", {}).get("Error", {}).get("Code")
-    return code in {"404", "NoSuchKey", "NotFound"}
-
-
-def _write_object(zf: zipfile.ZipFile, s3: BaseClient, bucket: str, key: str, name: str) -> ObjectEntry | None:
-    try:
-        got = s3.get_object(Bucket=bucket, Key=key)
-    except Exception as exc:
-        if _missing(exc):
-            return None
-        raise
-    body = got["Body"]
+def _write_object(zf: zipfile.ZipFile, objects: Objects, key: str, name: str) -> ObjectEntry | None:
+    opened = objects.read(key)
+    if opened is None:
+        return None
+    body, stored = opened
     digest = hashlib.sha256()
     size = 0
     try:
-        big = int(got.get("ContentLength") or 0) >= zipfile.ZIP64_LIMIT
-        with zf.open(_member(name), "w", force_zip64=big) as member:
+        with zf.open(_member(name), "w", force_zip64=stored.size >= zipfile.ZIP64_LIMIT) as member:
             for chunk in iter(lambda: body.read(CHUNK), b""):
                 member.write(chunk)
                 digest.update(chunk)
                 size += len(chunk)
     finally:
         body.close()
-    headers = {param: str(got[param]) for param in HEADERS.values() if got.get(param)}
     return ObjectEntry(
         key=key,
         file=name,
         size=size,
         sha256=digest.hexdigest(),
-        headers=headers,
-        metadata={str(k): str(v) for k, v in (got.get("Metadata") or {}).items()},
+        headers={param: stored.headers[param] for param in HEADERS.values() if stored.headers.get(param)},
+        metadata=dict(stored.metadata),
     )
 
 
@@ -644,7 +675,8 @@ def _read_member(zf: zipfile.ZipFile, name: str) -> Iterator[bytes]:
         raise ArchiveError(f"damaged Orbital export: {name} cannot be read ({exc})") from None
 
 
-def _verify(zf: zipfile.ZipFile, manifest: Manifest, progress: Progress) -> None:
+def _verify(zf: zipfile.ZipFile, manifest: Manifest, progress: Progress, target: Items | None = None) -> None:
+    """Check the archive against its manifest and, with a `target`, that it can hold every item."""
     total = 1 + len(manifest.objects)
     progress("verify", 0, total)
     digest = hashlib.sha256()
@@ -662,6 +694,8 @@ def _verify(zf: zipfile.ZipFile, manifest: Manifest, progress: Progress) -> None
             raise ArchiveError(f"damaged Orbital export: item {key[0]} / {key[1]} appears twice")
         seen.add(key)
         count += 1
+        if target is not None and (why := target.refusal(item)):
+            raise PortableError(f"item {key[0]} / {key[1]} cannot be imported into {target.name}: {why}")
     if count != manifest.items_count:
         raise ArchiveError(f"damaged Orbital export: {count} items where the manifest lists {manifest.items_count}")
     progress("verify", 1, total)
@@ -730,62 +764,56 @@ class ImportReport:
 
 
 def import_state(
-    ddb: BaseClient,
-    s3: BaseClient,
-    table: str,
-    bucket: str,
+    items: Items,
+    objects: Objects,
     archive: Path,
     progress: Progress | None = None,
     *,
     now: float | None = None,
 ) -> ImportReport:
-    """Write the items and objects of `archive` into `table` and `bucket`. The whole archive is checked first; nothing
-    is written if it is foreign or damaged. Idempotent (see the module docstring)."""
+    """Write the items and objects of `archive` into `items` and `objects`. The whole archive is checked first;
+    nothing is written if it is foreign or damaged, or holds an item the target cannot keep. Idempotent (see the
+    module docstring)."""
     report_progress = progress or _no_progress
     cutoff = time.time() if now is None else now
     with _open_archive(archive) as zf:
         manifest = _manifest_of(zf)
-        _verify(zf, manifest, report_progress)
+        _verify(zf, manifest, report_progress, items)
         report = ImportReport(manifest)
-        _import_items(zf, ddb, table, manifest, report, cutoff, report_progress)
-        _import_objects(zf, s3, bucket, manifest, report, report_progress)
+        _import_items(zf, items, manifest, report, cutoff, report_progress)
+        _import_objects(zf, objects, manifest, report, report_progress)
     return report
 
 
 def _import_items(
-    zf: zipfile.ZipFile,
-    ddb: BaseClient,
-    table: str,
-    manifest: Manifest,
-    report: ImportReport,
-    now: float,
-    progress: Progress,
+    zf: zipfile.ZipFile, target: Items, manifest: Manifest, report: ImportReport, now: float, progress: Progress
 ) -> None:
     total = manifest.items_count
     progress("items", 0, total)
     done = 0
     batch: list[dict[str, Any]] = []
+    size = max(1, target.batch)
     for item in _items(zf):
         batch.append(item)
-        if len(batch) == BATCH_WRITE:
-            _import_batch(ddb, table, batch, report, now)
+        if len(batch) == size:
+            _import_batch(target, batch, report, now)
             done += len(batch)
             batch = []
             progress("items", done, total)
     if batch:
-        _import_batch(ddb, table, batch, report, now)
+        _import_batch(target, batch, report, now)
         done += len(batch)
     progress("items", done, total)
 
 
-def _import_batch(ddb: BaseClient, table: str, batch: list[dict[str, Any]], report: ImportReport, now: float) -> None:
+def _import_batch(target: Items, batch: list[dict[str, Any]], report: ImportReport, now: float) -> None:
     live = []
     for item in batch:
         if expired(item, now):
             report.items_expired += 1
         else:
             live.append(item)
-    current = _batch_get(ddb, table, [item_key(i) for i in live])
+    current = target.get_many([item_key(i) for i in live]) if live else {}
     puts: list[dict[str, Any]] = []
     for item in live:
         key = item_key(item)
@@ -793,142 +821,57 @@ def _import_batch(ddb: BaseClient, table: str, batch: list[dict[str, Any]], repo
         if existing is not None and same_item(existing, item):
             report.items_unchanged += 1
         elif keys.item_kind(*key) in MERGED_BY_MAX and _counter_value(item) is not None:
-            if _put_counter(ddb, table, item):
+            if target.put_counter(item):
                 report.items_written += 1
             else:
                 report.items_kept += 1
         else:
             puts.append(item)
-    _batch_write(ddb, table, puts)
+    if puts:
+        target.put_many(puts)
     report.items_written += len(puts)
 
 
-def _batch_get(ddb: BaseClient, table: str, wanted: list[tuple[str, str]]) -> dict[tuple[str, str], dict[str, Any]]:
-    found: dict[tuple[str, str], dict[str, Any]] = {}
-    if not wanted:
-        return found
-    request: dict[str, Any] = {
-        table: {"Keys": [{"PK": {"S": pk}, "SK": {"S": sk}} for pk, sk in wanted], "ConsistentRead": True}
-    }
-    for attempt in range(BATCH_ATTEMPTS):
-        resp = ddb.batch_get_item(RequestItems=request)
-        for item in resp.get("Responses", {}).get(table, []):
-            found[item_key(item)] = item
-        request = resp.get("UnprocessedKeys") or {}
-        if not request:
-            return found
-        _backoff(attempt)
-    raise PortableError("DynamoDB kept refusing reads (throttled): nothing is lost, run the import again")
-
-
-def _batch_write(ddb: BaseClient, table: str, items: list[dict[str, Any]]) -> None:
-    if not items:
-        return
-    pending: dict[str, Any] = {table: [{"PutRequest": {"Item": item}} for item in items]}
-    for attempt in range(BATCH_ATTEMPTS):
-        resp = ddb.batch_write_item(RequestItems=pending)
-        pending = resp.get("UnprocessedItems") or {}
-        if not pending:
-            return
-        _backoff(attempt)
-    raise PortableError("DynamoDB kept refusing writes (throttled): nothing is lost, run the import again")
-
-
-def _put_counter(ddb: BaseClient, table: str, item: dict[str, Any]) -> bool:
-    """Write a counter unless the target's is already as large. True if written."""
-    try:
-        ddb.put_item(
-            TableName=table,
-            Item=item,
-            ConditionExpression="attribute_not_exists(PK) OR #n < :n",
-            ExpressionAttributeNames={"#n": "n"},
-            ExpressionAttributeValues={":n": item["n"]},
-        )
-    except ddb.exceptions.ConditionalCheckFailedException:
-        return False
-    return True
-
-
-def _backoff(attempt: int) -> None:
-    delay = min(BACKOFF_MAX_SECONDS, BACKOFF_BASE_SECONDS * 2**attempt)
-    time.sleep(delay * (0.5 + random.random() / 2))  # jitter: concurrent importers do not retry in step
-
-
 def _import_objects(
-    zf: zipfile.ZipFile,
-    s3: BaseClient,
-    bucket: str,
-    manifest: Manifest,
-    report: ImportReport,
-    progress: Progress,
+    zf: zipfile.ZipFile, target: Objects, manifest: Manifest, report: ImportReport, progress: Progress
 ) -> None:
     total = len(manifest.objects)
     progress("objects", 0, total)
     for done, entry in enumerate(manifest.objects, 1):
         body = b"".join(_read_member(zf, entry.file))
-        if _holds(s3, bucket, entry, body):
+        if _holds(target, entry, body):
             report.objects_unchanged += 1
         else:
-            kwargs: dict[str, Any] = {
-                "Bucket": bucket,
-                "Key": entry.key,
-                "Body": body,
-                "ChecksumSHA256": base64.b64encode(bytes.fromhex(entry.sha256)).decode("ascii"),
-                "Metadata": dict(entry.metadata),
-                **entry.headers,
-            }
-            s3.put_object(**kwargs)
+            target.write(entry.key, body, entry)
             report.objects_written += 1
         progress("objects", done, total)
 
 
-def _holds(s3: BaseClient, bucket: str, entry: ObjectEntry, body: bytes) -> bool:
+def _holds(target: Objects, entry: ObjectEntry, body: bytes) -> bool:
     """Whether the target already holds `entry`: same headers, metadata and bytes."""
-    try:
-        head = s3.head_object(Bucket=bucket, Key=entry.key, ChecksumMode="ENABLED")
-    except Exception as exc:
-        if _missing(exc):
-            return False
-        raise
-    if int(head.get("ContentLength", -1)) != entry.size:
+    stored = target.head(entry.key)
+    if stored is None or stored.size != entry.size:
         return False
-    if any((head.get(param) or None) != entry.headers.get(param) for param in HEADERS.values()):
+    if any((stored.headers.get(param) or None) != entry.headers.get(param) for param in HEADERS.values()):
         return False
-    if {str(k).lower(): v for k, v in (head.get("Metadata") or {}).items()} != {
-        k.lower(): v for k, v in entry.metadata.items()
-    }:
+    if {k.lower(): v for k, v in stored.metadata.items()} != {k.lower(): v for k, v in entry.metadata.items()}:
         return False
-    checksum = head.get("ChecksumSHA256")
-    if isinstance(checksum, str) and "-" not in checksum:
-        return bool(checksum == base64.b64encode(bytes.fromhex(entry.sha256)).decode("ascii"))
-    etag = str(head.get("ETag") or "").strip('"')
-    if etag and etag == hashlib.md5(body, usedforsecurity=False).hexdigest():
+    if stored.sha256 is not None:
+        return stored.sha256 == entry.sha256
+    if stored.etag and stored.etag == hashlib.md5(body, usedforsecurity=False).hexdigest():
         return True
     # an ETag that is no MD5 (multipart upload, KMS encryption): compare the bytes themselves
-    got = s3.get_object(Bucket=bucket, Key=entry.key)
+    opened = target.read(entry.key)
+    if opened is None:
+        return False
+    stream, _ = opened
     digest = hashlib.sha256()
-    with got["Body"] as stream:
+    try:
         for chunk in iter(lambda: stream.read(CHUNK), b""):
             digest.update(chunk)
+    finally:
+        stream.close()
     return digest.hexdigest() == entry.sha256
-
-
-# --- deployed stacks -----------------------------------------------------------------------------------------------
-
-TABLE_OUTPUT = "StateTableName"
-BUCKET_OUTPUT = "WorkspaceBucketName"
-
-
-def stack_resources(cloudformation: BaseClient, stack: str) -> tuple[str, str]:
-    """The table and bucket of a deployed Orbital stack, from its outputs `StateTableName` / `WorkspaceBucketName`."""
-    stacks = cloudformation.describe_stacks(StackName=stack).get("Stacks") or []
-    if not stacks:
-        raise PortableError(f"stack {stack} not found")
-    outputs = {o.get("OutputKey"): o.get("OutputValue") for o in stacks[0].get("Outputs") or []}
-    missing = [name for name in (TABLE_OUTPUT, BUCKET_OUTPUT) if not outputs.get(name)]
-    if missing:
-        raise PortableError(f"stack {stack} has no {' or '.join(missing)} output: is it an Orbital stack?")
-    return str(outputs[TABLE_OUTPUT]), str(outputs[BUCKET_OUTPUT])
 
 
 def _no_progress(kind: str, done: int, total: int | None) -> None:

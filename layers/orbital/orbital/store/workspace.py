@@ -4,7 +4,9 @@ Keys are built by `orbital.store.keys`; a workspace only moves bytes. `Workspace
 `S3Workspace` keeps the objects in an S3 bucket (AWS), `orbital.local.files.FileWorkspace` in plain files (the local
 gateway). Both keep S3's semantics: any key may hold an object whatever other keys exist (`a` and `a/b` both), keys
 list in the order of their UTF-8 bytes, with a delimiter a listing folds deeper keys into common prefixes, an object
-has a size, an ETag (the quoted MD5 of its bytes), a content type, metadata (lowercase names) and a time of change.
+has a size, an ETag (the quoted MD5 of its bytes), a content type, metadata (lowercase names), a time of change and,
+when they were given, the HTTP headers S3 keeps with it (Content-Encoding, Content-Disposition, Content-Language,
+Cache-Control).
 
 With `cache=True` (the one-process local gateway, where every write goes through this object, as for the table in
 ADR 0005) `S3Workspace` keeps listings in memory and every put, copy or delete drops the listings it could change. A
@@ -17,7 +19,7 @@ from __future__ import annotations
 import threading
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from botocore.client import BaseClient
@@ -34,6 +36,19 @@ class ObjectInfo:
     """From `head` and `get` (a listing does not carry it)."""
     etag: str | None = None
     """The quoted MD5 of the bytes, as S3 gives it for an object written in one request."""
+    content_encoding: str | None = None
+    """From `head` and `get`, when the object has one (as the next three)."""
+    content_disposition: str | None = None
+    content_language: str | None = None
+    cache_control: str | None = None
+
+
+class ByteStream(Protocol):
+    """The bytes of an object as they are read (`Workspace.stream`)."""
+
+    def read(self, size: int = -1, /) -> bytes: ...
+
+    def close(self) -> None: ...
 
 
 @dataclass
@@ -58,6 +73,11 @@ class Workspace(ABC):
         """The object's bytes and description, None when nothing is stored at `key`."""
 
     @abstractmethod
+    def stream(self, key: str) -> tuple[ByteStream, ObjectInfo] | None:
+        """The object's bytes to read in parts (the caller closes the stream) and its description, None when nothing is
+        stored at `key`. The bytes are those of the object as it was when this was called."""
+
+    @abstractmethod
     def read_range(self, key: str, start: int, end: int) -> bytes | None:
         """Bytes `start` to `end` (exclusive) of the object, fewer at its end, b"" from `start` past it; None when
         nothing is stored at `key`."""
@@ -71,8 +91,11 @@ class Workspace(ABC):
         content_type: str = "application/octet-stream",
         metadata: dict[str, str] | None = None,
         content_encoding: str | None = None,
+        content_disposition: str | None = None,
+        content_language: str | None = None,
+        cache_control: str | None = None,
     ) -> None:
-        """Store `body` at `key` (replacing what was there)."""
+        """Store `body` at `key` (replacing what was there, headers and metadata too)."""
 
     @abstractmethod
     def copy(self, source: str, destination: str, *, content_type: str) -> None:
@@ -153,6 +176,10 @@ class S3Workspace(Workspace):
             content_type=resp.get("ContentType"),
             metadata=resp.get("Metadata") or {},
             etag=resp.get("ETag"),
+            content_encoding=resp.get("ContentEncoding") or None,
+            content_disposition=resp.get("ContentDisposition") or None,
+            content_language=resp.get("ContentLanguage") or None,
+            cache_control=resp.get("CacheControl") or None,
         )
 
     def head(self, key: str) -> ObjectInfo | None:
@@ -176,6 +203,18 @@ class S3Workspace(Workspace):
         body = resp["Body"].read()
         return body, self._info(key, resp, len(body))
 
+    def stream(self, key: str) -> tuple[ByteStream, ObjectInfo] | None:
+        try:
+            resp = self.client.get_object(Bucket=self.bucket, Key=key)
+        except self.client.exceptions.NoSuchKey:
+            return None
+        except self.client.exceptions.ClientError as exc:
+            if self._missing(exc):
+                return None
+            raise
+        body: ByteStream = resp["Body"]
+        return body, self._info(key, resp)
+
     def read_range(self, key: str, start: int, end: int) -> bytes | None:
         check_range(start, end)
         try:
@@ -198,12 +237,21 @@ class S3Workspace(Workspace):
         content_type: str = "application/octet-stream",
         metadata: dict[str, str] | None = None,
         content_encoding: str | None = None,
+        content_disposition: str | None = None,
+        content_language: str | None = None,
+        cache_control: str | None = None,
     ) -> None:
         kwargs: dict[str, Any] = {"Bucket": self.bucket, "Key": key, "Body": body, "ContentType": content_type}
         if metadata:
             kwargs["Metadata"] = metadata
-        if content_encoding:
-            kwargs["ContentEncoding"] = content_encoding
+        for param, value in (
+            ("ContentEncoding", content_encoding),
+            ("ContentDisposition", content_disposition),
+            ("ContentLanguage", content_language),
+            ("CacheControl", cache_control),
+        ):
+            if value:
+                kwargs[param] = value
         try:
             self.client.put_object(**kwargs)
         finally:
