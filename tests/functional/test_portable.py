@@ -133,13 +133,10 @@ def _table_kwargs() -> dict[str, Any]:
 
 
 def _services(store: LocalStore) -> Any:
-    from orbital.runtime.services import Services
+    from orbital.runtime.services import build_services
     from orbital.settings import get_settings
 
-    services = Services(get_settings(), sender=FakeSender())
-    services.__dict__["table"] = store.table
-    services.__dict__["workspace"] = store.workspace
-    return services
+    return build_services(get_settings(), sender=FakeSender(), table=store.table, workspace=store.workspace)
 
 
 # --- a realistic local data directory -----------------------------------------------------------------------------

@@ -115,6 +115,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
+    # lazy: only this command needs it (boto3, the archive, the local store)
     from orbital.store.portable import export_state
 
     name = f"orbital-export-{time.strftime('%Y%m%d-%H%M%S')}.zip"
@@ -157,6 +158,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
 
 def _cmd_import(args: argparse.Namespace) -> int:
+    # lazy: only this command needs it (boto3, the archive, the local store)
     from orbital.store.portable import import_state, read_manifest
 
     archive = Path(args.archive)
@@ -220,6 +222,7 @@ def _target(args: argparse.Namespace) -> Iterator[Store]:
 
 
 def _aws_store(args: argparse.Namespace) -> Store:
+    # lazy: only this command needs it (boto3, the archive, the local store)
     from orbital.aws.clients import explicit_client
     from orbital.store.portable_aws import DynamoItems, S3Objects, stack_resources
 
@@ -239,6 +242,7 @@ def _aws_store(args: argparse.Namespace) -> Store:
 def _local(data_dir: Path, *, writing: bool) -> Iterator[Store]:
     """A local data directory: taken by this process while no gateway runs on it; else, to read, opened beside the
     gateway (which goes on serving)."""
+    # lazy: only this command needs it (boto3, the archive, the local store)
     from orbital.local.portable import TableItems, WorkspaceObjects
     from orbital.local.server import StartupError, local_state
 
@@ -352,6 +356,7 @@ def _describe(exc: BaseException) -> str:
         return f"{error.get('Code', 'Error')}: {error.get('Message', '')}{where}".strip()
     from botocore.exceptions import BotoCoreError, NoCredentialsError
 
+    # lazy: only this command needs it (boto3, the archive, the local store)
     from orbital.store.portable import PortableError
 
     if isinstance(exc, NoCredentialsError):

@@ -477,6 +477,7 @@ def local_state(data_dir: Path, *, exclusive: bool = True) -> Iterator[LocalStor
     taken (StartupError when a gateway or another tool has it), created or tightened to its owner as the gateway does
     it; off: opened beside the gateway running on it, to read. What is written is on disk when it returns, and
     readable by its owner only."""
+    # lazy: every `orbital` command loads this module; the gateway's parts load when one starts
     from orbital.local.store import DataDirLocked, LocalStore
 
     data_dir = data_dir.expanduser()
