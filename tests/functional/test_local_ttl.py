@@ -46,7 +46,7 @@ def test_expired_items_are_deleted_and_leave_the_cache(services: Any, monkeypatc
 
     # listed as expired, then written again with a later ttl before its delete: kept
     table.put(rewritten, {"x": 4}, ttl=int(now) + 3600)
-    monkeypatch.setattr(table, "_expired_keys", lambda *_: [rewritten])
+    monkeypatch.setattr(ttl, "expired_keys", lambda *_: [rewritten])
     assert ttl.sweep(table, "ttl", now) == 0
     assert table.get(rewritten).data == {"x": 4}
 
