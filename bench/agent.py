@@ -7,17 +7,25 @@ model call (a plain reply) and of several (each reply asks for a cheap native to
 - the time spent inside the model call (`complete`, measured around it in process), which is the model's, not ours;
 - gateway overhead per iteration = (wall - model time) / model calls;
 - AWS API calls per single-iteration turn (counted at the boto3 client factory: DynamoDB, S3, Step Functions,
-  management API), with and without the PostToConnection pushes to clients.
+  management API), with and without the PostToConnection pushes to clients;
+- with `--long N` (default 200; 0 leaves it out), one session of N turns alternating a plain turn and a turn with
+  one tool call (two model calls): the overhead of a turn around its 10th turn and around its Nth, their ratio, and
+  the DynamoDB calls per turn in both windows (local calls answered without botocore are counted too:
+  `orbital.local.direct` counts them at the same factory counter). A turn's cost that grows with the session's
+  length shows as a ratio above 1. Here the overhead is the wall time less the model server's own time (from a
+  request's arrival to its answer's last byte), so building the request from the history and sending it count as
+  the gateway's; the turn's overhead outside `complete` (as above) is shown too. `--long-only` skips the rest.
 
 `config.get` p50 in the same run is the yardstick (this machine is shared and noisy: compare ratios, not
 milliseconds across runs).
 
-    python bench/agent.py [--runs 20] [--iterations 3]
+    python bench/agent.py [--runs 20] [--iterations 3] [--long 200] [--long-only]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 import tempfile
@@ -25,12 +33,17 @@ import threading
 import time
 import uuid
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "layers" / "orbital"))
 sys.path.insert(0, str(ROOT))
+
+PLAIN = "plain"
+ONE_TOOL = "one tool call"
+TOOL_MESSAGE = "bench: use a tool"
 
 
 class ModelClock:
@@ -78,11 +91,11 @@ def wait_idle(client: Any, key: str, timeout: float = 30.0) -> None:
         time.sleep(0.005)
 
 
-def run_turn(client: Any, key: str) -> float:
+def run_turn(client: Any, key: str, message: str = "bench") -> float:
     from tests.support.agent import follow_run
 
     start = time.perf_counter()
-    started = client.call("chat.send", {"sessionKey": key, "message": "bench"})
+    started = client.call("chat.send", {"sessionKey": key, "message": message})
     events = follow_run(client, started["runId"], timeout=60)
     elapsed = time.perf_counter() - start
     if events[-1]["state"] != "final":
@@ -99,69 +112,163 @@ def config_get_p50(client: Any, n: int = 200) -> float:
     return statistics.median(samples)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=20, help="runs per scenario")
-    parser.add_argument("--iterations", type=int, default=3, help="model calls in the multi-iteration scenario")
-    args = parser.parse_args()
+class ServerClock:
+    """Accumulates the time the scripted model server spends on requests, from a request's arrival (its headers
+    read) to the last byte of its answer: reading and parsing the request is the model's part of sending it."""
 
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self._lock = threading.Lock()
+
+    def install(self, llm: Any) -> None:
+        handler = llm._server.RequestHandlerClass  # this server's own handler class
+        original = handler.do_POST
+
+        def timed(request_handler: Any) -> None:
+            start = time.perf_counter()
+            try:
+                original(request_handler)
+            finally:
+                with self._lock:
+                    self.seconds += time.perf_counter() - start
+
+        handler.do_POST = timed
+
+    def take(self) -> float:
+        with self._lock:
+            taken, self.seconds = self.seconds, 0.0
+        return taken
+
+
+@dataclass
+class LongTurn:
+    number: int
+    kind: str
+    overhead: float
+    """Wall time less the model server's time."""
+    outside: float
+    """Wall time less the time inside `complete`."""
+    dynamodb_calls: int
+
+
+def long_session(client: Any, llm: Any, clock: ModelClock, server: ServerClock, turns: int) -> list[LongTurn]:
+    """One session of `turns` turns, a plain one then one with a tool call, and so on: each turn's overhead and the
+    DynamoDB calls counted while it ran (from `chat.send` until the session is idle again)."""
     from orbital.aws import clients
-    from orbital.client import GatewayClient
-    from orbital.local.server import GatewayOptions, LocalGateway
 
-    from tests.support.agent import configure_fake_model
-    from tests.support.fake_llm import FakeLLM, call, reply
+    from tests.support.fake_llm import call, reply
 
-    clock = ModelClock()
-    with tempfile.TemporaryDirectory() as tmp, FakeLLM() as llm:
-        gateway = LocalGateway(GatewayOptions(port=0, data_dir=Path(tmp), project=ROOT, quiet=True)).start()
-        clock.install()
-        try:
-            with GatewayClient(gateway.ws_url, timeout=60) as c:
-                c.connect("client", "bench-agent")
-                configure_fake_model(c, llm.base_url)
-                rounds = args.iterations
+    def respond(request: Any) -> Any:
+        messages = request.body["messages"]
+        last_user = max(i for i, m in enumerate(messages) if m["role"] == "user")
+        asks_tool = TOOL_MESSAGE in json.dumps(messages[last_user])
+        if asks_tool and not any(m["role"] == "tool" for m in messages[last_user:]):
+            return reply(tool_calls=[call("gsv__ConfigGet", {"path": "model"})])
+        return reply("done")
 
-                def respond(request: Any) -> Any:
-                    messages = request.body["messages"]
-                    last_user = max(i for i, m in enumerate(messages) if m["role"] == "user")
-                    tools = sum(1 for m in messages[last_user:] if m["role"] == "tool")
-                    if tools < rounds - 1:
-                        return reply(tool_calls=[call("gsv__ConfigGet", {"path": "model"})])
-                    return reply("done")
+    key = f"agent:main:bench-long-{uuid.uuid4().hex[:6]}"
+    done: list[LongTurn] = []
+    for number in range(1, turns + 1):
+        kind = PLAIN if number % 2 else ONE_TOOL
+        llm.reset()  # the model server keeps every request it got: the bench's own memory must not grow
+        llm.responder = respond
+        clock.take()
+        server.take()
+        clients.reset_call_counts()
+        wall = run_turn(client, key, TOOL_MESSAGE if kind == ONE_TOOL else "bench")
+        model_s, _ = clock.take()
+        served_s = server.take()
+        wait_idle(client, key)
+        dynamodb = sum(n for name, n in clients.call_counts().items() if name.startswith("dynamodb."))
+        done.append(LongTurn(number, kind, wall - served_s, wall - model_s, dynamodb))
+    return done
 
-                scenarios = {}
-                for label, iterations in (("1 model call", 1), (f"{rounds} model calls", rounds)):
-                    llm.responder = (lambda request: reply("done")) if iterations == 1 else respond
-                    key = f"agent:main:bench-{uuid.uuid4().hex[:6]}"
-                    run_turn(c, key)  # warm-up: imports, caches, first execution
-                    wait_idle(c, key)
-                    clock.take()
-                    walls, overheads = [], []
-                    for _ in range(args.runs):
-                        wall = run_turn(c, key)
-                        model_s, model_calls = clock.take()
-                        walls.append(wall)
-                        overheads.append((wall - model_s) / max(1, model_calls))
-                        wait_idle(c, key)
-                    scenarios[label] = (walls, overheads)
 
-                base = config_get_p50(c)
+def window(done: list[LongTurn], kind: str, around: int, width: int) -> list[LongTurn]:
+    """The turns of `kind` among the `width` turns around turn `around` (kept inside the session)."""
+    last = len(done)
+    start = max(1, min(around - width // 2 + 1, last - width + 1))
+    return [t for t in done if t.kind == kind and start <= t.number < start + width]
 
-                key = f"agent:main:bench-{uuid.uuid4().hex[:6]}"
-                llm.responder = lambda request: reply("done")
-                run_turn(c, key)
-                wait_idle(c, key)
-                time.sleep(0.2)  # let the warm-up execution finish its last transition
-                clients.reset_call_counts()
-                run_turn(c, key)
-                wait_idle(c, key)
-                time.sleep(0.2)
-                counts = Counter(clients.call_counts())
-        finally:
-            gateway.stop()
 
-    print(f"config.get p50: {base * 1000:.2f} ms (yardstick, same run)")
+def report_long(done: list[LongTurn], base: float, width: int) -> None:
+    early_at, late_at = min(10, len(done)), len(done)
+    early_turns = window(done, PLAIN, early_at, width) + window(done, ONE_TOOL, early_at, width)
+    late_turns = window(done, PLAIN, late_at, width) + window(done, ONE_TOOL, late_at, width)
+    span = (
+        f"turns {min(t.number for t in early_turns)}-{max(t.number for t in early_turns)}",
+        f"turns {min(t.number for t in late_turns)}-{max(t.number for t in late_turns)}",
+    )
+    print(f"\nOne session of {len(done)} turns, a plain turn and a turn with one tool call in turn:")
+    heading = f"{'overhead / turn p50':<34}{span[0]:>14}{'x config.get':>14}{span[1]:>16}{'x config.get':>14}"
+    print(f"{heading}{'late/early':>12}")
+    for label, measure in (("", lambda t: t.overhead), (" (outside complete)", lambda t: t.outside)):
+        for kind in (PLAIN, ONE_TOOL):
+            early = statistics.median(measure(t) for t in window(done, kind, early_at, width))
+            late = statistics.median(measure(t) for t in window(done, kind, late_at, width))
+            print(
+                f"{kind + label:<34}{early * 1000:>11.1f} ms{early / base:>14.1f}{late * 1000:>13.1f} ms"
+                f"{late / base:>14.1f}{late / early:>12.2f}"
+            )
+    print(f"{'DynamoDB calls / turn':<34}{span[0]:>14}{'':>14}{span[1]:>16}")
+    for kind in (PLAIN, ONE_TOOL):
+        early_calls = [t.dynamodb_calls for t in window(done, kind, early_at, width)]
+        late_calls = [t.dynamodb_calls for t in window(done, kind, late_at, width)]
+        print(
+            f"{kind + ' (median, max)':<34}{f'{statistics.median(early_calls):g}, {max(early_calls)}':>14}{'':>14}"
+            f"{f'{statistics.median(late_calls):g}, {max(late_calls)}':>16}"
+        )
+
+
+def short_scenarios(c: Any, llm: Any, clock: ModelClock, runs: int, rounds: int) -> dict[str, Any]:
+    """Runs of 1 and of `rounds` model calls, each in a session of its own: (walls, overheads per iteration)."""
+    from tests.support.fake_llm import call, reply
+
+    def respond(request: Any) -> Any:
+        messages = request.body["messages"]
+        last_user = max(i for i, m in enumerate(messages) if m["role"] == "user")
+        tools = sum(1 for m in messages[last_user:] if m["role"] == "tool")
+        if tools < rounds - 1:
+            return reply(tool_calls=[call("gsv__ConfigGet", {"path": "model"})])
+        return reply("done")
+
+    scenarios = {}
+    for label, iterations in (("1 model call", 1), (f"{rounds} model calls", rounds)):
+        llm.responder = (lambda request: reply("done")) if iterations == 1 else respond
+        key = f"agent:main:bench-{uuid.uuid4().hex[:6]}"
+        run_turn(c, key)  # warm-up: imports, caches, first execution
+        wait_idle(c, key)
+        clock.take()
+        walls, overheads = [], []
+        for _ in range(runs):
+            wall = run_turn(c, key)
+            model_s, model_calls = clock.take()
+            walls.append(wall)
+            overheads.append((wall - model_s) / max(1, model_calls))
+            wait_idle(c, key)
+        scenarios[label] = (walls, overheads)
+    return scenarios
+
+
+def turn_calls(c: Any, llm: Any) -> Counter[str]:
+    """The AWS calls of one single-iteration turn (its session's second)."""
+    from orbital.aws import clients
+
+    from tests.support.fake_llm import reply
+
+    key = f"agent:main:bench-{uuid.uuid4().hex[:6]}"
+    llm.responder = lambda request: reply("done")
+    run_turn(c, key)
+    wait_idle(c, key)
+    time.sleep(0.2)  # let the warm-up execution finish its last transition
+    clients.reset_call_counts()
+    run_turn(c, key)
+    wait_idle(c, key)
+    time.sleep(0.2)
+    return Counter(clients.call_counts())
+
+
+def report_short(scenarios: dict[str, Any], counts: Counter[str], base: float) -> None:
     print(
         f"{'scenario':<20}{'wall p50 ms':>12}{'wall p99 ms':>12}"
         f"{'overhead/iter p50 ms':>22}{'p99':>8}{'x config.get':>14}"
@@ -178,6 +285,50 @@ def main() -> None:
     print(f"the {pushes} PostToConnection pushes to clients")
     for name, n in sorted(counts.items()):
         print(f"  {name:<42}{n:>4}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=20, help="runs per scenario")
+    parser.add_argument("--iterations", type=int, default=3, help="model calls in the multi-iteration scenario")
+    parser.add_argument("--long", type=int, default=200, help="turns of the long session (0: leave it out)")
+    parser.add_argument("--window", type=int, default=20, help="turns around turn 10 and around the last one")
+    parser.add_argument("--long-only", action="store_true", help="only the long session (and the yardstick)")
+    args = parser.parse_args()
+
+    from orbital.client import GatewayClient
+    from orbital.local.server import GatewayOptions, LocalGateway
+
+    from tests.support.agent import configure_fake_model
+    from tests.support.fake_llm import FakeLLM
+
+    clock, server = ModelClock(), ServerClock()
+    scenarios: dict[str, Any] = {}
+    counts: Counter[str] = Counter()
+    long_done: list[LongTurn] = []
+    with tempfile.TemporaryDirectory() as tmp, FakeLLM() as llm:
+        gateway = LocalGateway(GatewayOptions(port=0, data_dir=Path(tmp), project=ROOT, quiet=True)).start()
+        clock.install()
+        server.install(llm)
+        try:
+            with GatewayClient(gateway.ws_url, timeout=60) as c:
+                c.connect("client", "bench-agent")
+                configure_fake_model(c, llm.base_url)
+                if not args.long_only:
+                    scenarios = short_scenarios(c, llm, clock, args.runs, args.iterations)
+                base = config_get_p50(c)
+                if not args.long_only:
+                    counts = turn_calls(c, llm)
+                if args.long > 0:
+                    long_done = long_session(c, llm, clock, server, args.long)
+        finally:
+            gateway.stop()
+
+    print(f"config.get p50: {base * 1000:.2f} ms (yardstick, same run)")
+    if scenarios:
+        report_short(scenarios, counts, base)
+    if long_done:
+        report_long(long_done, base, args.window)
 
 
 if __name__ == "__main__":
