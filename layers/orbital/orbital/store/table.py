@@ -55,6 +55,10 @@ _compact_json = compact(ensure_ascii=False)
 """`json.dumps(value, separators=(",", ":"), ensure_ascii=False)` without building an encoder for every item."""
 
 
+def _sort_key(item: Mapping[str, Any]) -> str:
+    return str(item["SK"]["S"])
+
+
 def _to_attr(value: Any) -> dict[str, Any]:
     if type(value) is str:
         return {"S": value}
@@ -179,9 +183,8 @@ class Table:
             part = self._parts.get(pk)
             if part is None:
                 return
-            sks = [i["SK"]["S"] for i in part]
-            at = bisect.bisect_left(sks, sk)
-            present = at < len(part) and sks[at] == sk
+            at = bisect.bisect_left(part, sk, key=_sort_key)
+            present = at < len(part) and part[at]["SK"]["S"] == sk
             if item is None:
                 if present:
                     del part[at]
@@ -294,11 +297,17 @@ class Table:
         pk: str,
         *,
         sk_prefix: str | None = None,
+        sk_between: tuple[str, str] | None = None,
         forward: bool = True,
         limit: int | None = None,
     ) -> list[Record]:
+        """Items of a partition in sort-key order (reversed with `forward=False`): all, those whose sort key starts
+        with `sk_prefix`, or those whose sort key lies between the two bounds of `sk_between` (inclusive); at most
+        `limit` of them."""
+        if sk_prefix is not None and sk_between is not None:
+            raise ValueError("sk_prefix and sk_between exclude each other")
         if not self._cache_on:
-            items = self._query_items(pk, sk_prefix=sk_prefix, forward=forward, limit=limit)
+            items = self._query_items(pk, sk_prefix=sk_prefix, sk_between=sk_between, forward=forward, limit=limit)
             return [r for r in (self._decode(i) for i in items) if r]
         with self._lock:
             cached = self._parts.get(pk)
@@ -314,10 +323,20 @@ class Table:
             cached = list(cached)
         if sk_prefix is not None:
             cached = [i for i in cached if i["SK"]["S"].startswith(sk_prefix)]
+        elif sk_between is not None:
+            low, high = sk_between
+            start = bisect.bisect_left(cached, low, key=_sort_key)
+            cached = cached[start : bisect.bisect_right(cached, high, lo=start, key=_sort_key)]
         if not forward:
             cached = cached[::-1]
-        recs = [r for r in (self._decode(i) for i in cached) if r]
-        return recs[:limit] if limit is not None else recs
+        recs: list[Record] = []
+        for item in cached:  # decoded only up to `limit`
+            if limit is not None and len(recs) >= limit:
+                break
+            rec = self._decode(item)
+            if rec:
+                recs.append(rec)
+        return recs
 
     def _query_items(
         self,
@@ -328,6 +347,7 @@ class Table:
         limit: int | None,
         index: str | None = None,
         sk_max: str | None = None,
+        sk_between: tuple[str, str] | None = None,
     ) -> list[dict[str, Any]]:
         pk_name, sk_name = ("GSI1PK", "GSI1SK") if index else ("PK", "SK")
         expr = "#pk = :pk"
@@ -336,6 +356,11 @@ class Table:
         if sk_prefix is not None:
             expr += " AND begins_with(#sk, :sk)"
             values[":sk"] = {"S": sk_prefix}
+            names["#sk"] = sk_name
+        elif sk_between is not None:
+            expr += " AND #sk BETWEEN :sklow AND :skhigh"
+            values[":sklow"] = {"S": sk_between[0]}
+            values[":skhigh"] = {"S": sk_between[1]}
             names["#sk"] = sk_name
         elif sk_max is not None:
             expr += " AND #sk <= :skmax"
