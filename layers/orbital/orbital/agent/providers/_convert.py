@@ -6,12 +6,24 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from orbital.agent.providers._errors import EmptyResponse
 
+if TYPE_CHECKING:
+    from orbital.agent.providers._types import ModelRequest
+
+T = TypeVar("T")
+
 NO_RESULT = "No result provided"
 EMPTY_USER = "[Empty message]"
+
+
+def made(request: ModelRequest, kind: str, message: dict[str, Any], make: Callable[[dict[str, Any]], T]) -> T:
+    """`make(message)`: a message's wire form (`kind` names the form and whatever else it depends on), kept in the
+    request's memo for the session's next call. What it returns is shared: never change it."""
+    memo = request.memo
+    return make(message) if memo is None else memo.get(kind, message, make)
 
 
 def user_blocks(message: dict[str, Any]) -> list[dict[str, Any]]:

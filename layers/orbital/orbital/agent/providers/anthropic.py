@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from orbital.agent.providers._convert import (
     EMPTY_USER,
     Assembler,
+    made,
     prepare,
     same_origin,
     usage,
@@ -99,21 +100,36 @@ def wire_messages(request: ModelRequest) -> list[dict[str, Any]]:
     for message in prepare(request.messages, keep_tools=bool(request.tools)):
         role = message["role"]
         if role == "user":
-            _append(out, "user", _content(user_blocks(message)) or [{"type": "text", "text": EMPTY_USER}])
+            _append(out, "user", made(request, "anthropic.user", message, _user))
         elif role == "toolResult":
-            result: dict[str, Any] = {"type": "tool_result", "tool_use_id": safe_id(message["toolCallId"])}
-            content = _content(user_blocks(message))
-            if content:
-                result["content"] = content
-            if message.get("isError"):
-                result["is_error"] = True
-            _append(out, "user", [result])
+            _append(out, "user", made(request, "anthropic.result", message, _tool_result))
+        elif same_origin(message, API, request.provider):
+            _append(out, "assistant", made(request, "anthropic.assistant.own", message, _own_assistant))
         else:
-            _append(out, "assistant", _assistant(message, same_origin(message, API, request.provider)))
+            _append(out, "assistant", made(request, "anthropic.assistant", message, _assistant))
     return out
 
 
-def _assistant(message: dict[str, Any], same: bool) -> list[dict[str, Any]]:
+def _user(message: dict[str, Any]) -> list[dict[str, Any]]:
+    return _content(user_blocks(message)) or [{"type": "text", "text": EMPTY_USER}]
+
+
+def _tool_result(message: dict[str, Any]) -> list[dict[str, Any]]:
+    result: dict[str, Any] = {"type": "tool_result", "tool_use_id": safe_id(message["toolCallId"])}
+    content = _content(user_blocks(message))
+    if content:
+        result["content"] = content
+    if message.get("isError"):
+        result["is_error"] = True
+    return [result]
+
+
+def _own_assistant(message: dict[str, Any]) -> list[dict[str, Any]]:
+    """An assistant message of this API and provider: its signed thinking goes back."""
+    return _assistant(message, True)
+
+
+def _assistant(message: dict[str, Any], same: bool = False) -> list[dict[str, Any]]:
     blocks: list[dict[str, Any]] = []
     for block in message.get("content") or []:
         if not isinstance(block, dict):
