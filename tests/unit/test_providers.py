@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import importlib
 import json
 import subprocess
 import sys
@@ -565,6 +566,62 @@ def test_wire_forms_kept_for_the_next_call_change_nothing_sent(llm: FakeLLM, wir
     assert made > 0 and memo.made == made  # the third call made nothing again
     sent = [r.body for r in llm.requests]
     assert sent[0] == sent[1] == sent[2]
+
+
+@pytest.mark.parametrize("wire", WIRES)
+def test_a_growing_history_sends_what_it_would_send_without_the_memo(
+    llm: FakeLLM, wire: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Call after call, as a session grows (a reply, a tool round, a user message right after tool results, two
+    user messages in a row, an image the turn hydrated), what is sent with the kept wire forms is what is sent
+    without them."""
+    from orbital.store.history import MessageMemo
+
+    memo = MessageMemo()
+    history: list[dict[str, Any]] = []
+    hydrated_image = user([{"type": "text", "text": "see"}, {"type": "image", "data": PNG, "mimeType": "image/png"}])
+    steps: list[list[dict[str, Any]]] = [
+        rich_history(wire),
+        [reply_message(wire, "Sure."), user("next")],
+        [assistant_with_call(wire, "call-3", "laptop__Bash", {"command": "pwd"})],
+        [tool_result("call-3", "laptop__Bash", "/home")],
+        [user("after the tools")],
+        [user("and again")],
+        [reply_message(wire, "Fine."), user("one more")],
+    ]
+    module = importlib.import_module(f"orbital.agent.providers.{wire}")
+    converted: list[int] = []
+    convert = module._history
+
+    def counted(request: ModelRequest, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        converted.append(len(messages))
+        return convert(request, messages)
+
+    monkeypatch.setattr(module, "_history", counted)
+    llm.responder = lambda request: reply("ok")
+    for added in steps:
+        memo.own(added)
+        history = [*history, *added]
+        for messages in (history, [*history, hydrated_image]):  # the copy of a hydrated message is not kept
+            complete(request(llm, wire, messages))
+            converted.clear()
+            complete(request(llm, wire, messages, memo=memo))
+            without, with_memo = (r.body for r in llm.requests[-2:])
+            assert with_memo == without
+    assert sum(converted) <= 4 < len(history)  # the last call converted its last turn and the image, no more
+
+
+def reply_message(wire: str, text: str) -> dict[str, Any]:
+    return {
+        "role": "assistant",
+        "content": [{"type": "text", "text": text}],
+        "api": API_NAMES[wire],
+        "provider": wire,
+        "model": MODELS[wire],
+        "usage": {},
+        "stopReason": "stop",
+        "timestamp": 1,
+    }
 
 
 # --- retries, budget, cancel -----------------------------------------------------------------------------------------

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -42,16 +42,42 @@ REWRITES = "rewrites"
 
 class MessageMemo:
     """What callers made of a history's messages, one value per (kind, message), e.g. a provider's wire form of
-    it. Only messages of the history are remembered (it holds them, so their ids stay theirs); anything else is made
-    afresh each time. The values are shared: nobody may change them."""
+    it, and what they made of its leading messages as a whole (`prefix`: e.g. the wire form of everything up to the
+    last turn). Only messages of the history are remembered (it holds them, so their ids stay theirs); anything else
+    is made afresh each time. The values are shared: nobody may change them.
+
+    The histories that share a memo are extensions of one another (`History.extended`), so a list of their messages
+    that holds a kept prefix's last message at the same place holds the whole prefix."""
 
     def __init__(self) -> None:
         self._owned: dict[int, Mapping[str, Any]] = {}
         self._made: dict[tuple[str, int], Any] = {}
+        self._prefixes: dict[str, tuple[int, Mapping[str, Any], Any]] = {}
 
     def own(self, messages: Iterable[Mapping[str, Any]]) -> None:
         for message in messages:
             self._owned[id(message)] = message
+
+    def owns(self, message: Mapping[str, Any]) -> bool:
+        """Whether `message` is one of the history's own messages (not a copy of one)."""
+        return self._owned.get(id(message)) is message
+
+    def prefix(self, kind: str, messages: Sequence[Mapping[str, Any]]) -> tuple[int, Any]:
+        """`(count, state)` kept for `kind` (`keep_prefix`) when `messages` begins with the `count` messages it was
+        kept for; else `(0, None)`."""
+        kept = self._prefixes.get(kind)
+        if kept is None:
+            return 0, None
+        count, last, state = kept
+        if count <= len(messages) and messages[count - 1] is last:
+            return count, state
+        return 0, None
+
+    def keep_prefix(self, kind: str, messages: Sequence[Mapping[str, Any]], count: int, state: Any) -> None:
+        """Keep `state`, what was made of `messages[:count]`, for the next call's `prefix` (the history's own
+        messages only)."""
+        if 0 < count <= len(messages) and all(self.owns(m) for m in messages[count - 1 : count]):
+            self._prefixes[kind] = (count, messages[count - 1], state)
 
     def get(self, kind: str, message: Mapping[str, Any], make: Callable[[Any], T]) -> T:
         """`make(message)`, made once per `kind` for a message of the history."""

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from orbital.agent.providers._convert import (
     EMPTY_USER,
     Assembler,
+    incremental,
     made,
     prepare,
     same_origin,
@@ -96,8 +97,16 @@ def _append(out: list[dict[str, Any]], role: str, blocks: list[dict[str, Any]]) 
 
 
 def wire_messages(request: ModelRequest) -> list[dict[str, Any]]:
+    return incremental(request, API, lambda part: _history(request, part), starts_after=_assistant_entry)
+
+
+def _assistant_entry(entry: dict[str, Any]) -> bool:
+    return bool(entry["role"] == "assistant")
+
+
+def _history(request: ModelRequest, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
-    for message in prepare(request.messages, keep_tools=bool(request.tools)):
+    for message in prepare(messages, keep_tools=bool(request.tools)):
         role = message["role"]
         if role == "user":
             _append(out, "user", made(request, "anthropic.user", message, _user))
@@ -205,9 +214,11 @@ def build_params(request: ModelRequest, info: ProviderInfo) -> dict[str, Any]:
             system["cache_control"] = {"type": "ephemeral"}
         params["system"] = [system]
     if caching and messages and messages[-1]["role"] == "user" and messages[-1]["content"]:
-        last = dict(messages[-1]["content"][-1])
-        last["cache_control"] = {"type": "ephemeral"}
-        messages[-1]["content"][-1] = last
+        content = messages[-1]["content"]  # a copy: the entries before it may be kept for the next call
+        messages[-1] = {
+            **messages[-1],
+            "content": [*content[:-1], {**content[-1], "cache_control": {"type": "ephemeral"}}],
+        }
     if request.tools:
         params["tools"] = wire_tools(request.tools)
     if thinking:

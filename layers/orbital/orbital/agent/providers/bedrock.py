@@ -13,7 +13,16 @@ import base64
 import re
 from typing import TYPE_CHECKING, Any
 
-from orbital.agent.providers._convert import EMPTY_USER, Assembler, made, prepare, same_origin, usage, user_blocks
+from orbital.agent.providers._convert import (
+    EMPTY_USER,
+    Assembler,
+    incremental,
+    made,
+    prepare,
+    same_origin,
+    usage,
+    user_blocks,
+)
 from orbital.agent.providers._errors import IncompleteStream
 from orbital.agent.providers._resolve import max_tokens
 from orbital.agent.providers._types import ModelRequest, ProviderInfo
@@ -73,8 +82,16 @@ def _append(out: list[dict[str, Any]], role: str, blocks: list[dict[str, Any]]) 
 
 
 def wire_messages(request: ModelRequest) -> list[dict[str, Any]]:
+    return incremental(request, API, lambda part: _history(request, part), starts_after=_assistant_entry)
+
+
+def _assistant_entry(entry: dict[str, Any]) -> bool:
+    return bool(entry["role"] == "assistant")
+
+
+def _history(request: ModelRequest, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
-    for message in prepare(request.messages, keep_tools=bool(request.tools)):
+    for message in prepare(messages, keep_tools=bool(request.tools)):
         role = message["role"]
         if role == "user":
             _append(out, "user", made(request, "bedrock.user", message, _user))

@@ -21,7 +21,16 @@ import threading
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from orbital.agent.providers._convert import EMPTY_USER, Assembler, made, prepare, same_origin, usage, user_blocks
+from orbital.agent.providers._convert import (
+    EMPTY_USER,
+    Assembler,
+    incremental,
+    made,
+    prepare,
+    same_origin,
+    usage,
+    user_blocks,
+)
 from orbital.agent.providers._errors import IncompleteStream
 from orbital.agent.providers._resolve import bare_model, max_tokens
 from orbital.agent.providers._types import THINKING_BUDGETS, ModelRequest, ProviderInfo
@@ -96,9 +105,17 @@ def _part(block: dict[str, Any]) -> dict[str, Any]:
 
 def wire_contents(request: ModelRequest) -> list[dict[str, Any]]:
     """The `contents` of the request body (its JSON form)."""
+    return incremental(request, API, lambda part: _history(request, part), starts_after=_model_entry)
+
+
+def _model_entry(entry: dict[str, Any]) -> bool:
+    return bool(entry["role"] == "model")
+
+
+def _history(request: ModelRequest, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     gemini3 = _gemini3(request.model)
-    for message in prepare(request.messages, keep_tools=bool(request.tools)):
+    for message in prepare(messages, keep_tools=bool(request.tools)):
         role = message["role"]
         if role == "user":
             _append(out, "user", made(request, "google.user", message, _user))

@@ -15,7 +15,16 @@ import threading
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from orbital.agent.providers._convert import EMPTY_USER, Assembler, data_url, made, prepare, usage, user_blocks
+from orbital.agent.providers._convert import (
+    EMPTY_USER,
+    Assembler,
+    data_url,
+    incremental,
+    made,
+    prepare,
+    usage,
+    user_blocks,
+)
 from orbital.agent.providers._errors import IncompleteStream
 from orbital.agent.providers._resolve import bare_model, max_tokens
 from orbital.agent.providers._types import THINKING_BUDGETS, ModelRequest, ProviderInfo
@@ -88,9 +97,12 @@ def _parts(blocks: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
 
 
 def wire_messages(request: ModelRequest, system_role: str = "system") -> list[dict[str, Any]]:
+    system = [{"role": system_role, "content": request.system}] if request.system else []
+    return [*system, *incremental(request, API, lambda part: _history(request, part))]
+
+
+def _history(request: ModelRequest, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
-    if request.system:
-        out.append({"role": system_role, "content": request.system})
     images: list[dict[str, Any]] = []
 
     def flush_images() -> None:
@@ -98,7 +110,7 @@ def wire_messages(request: ModelRequest, system_role: str = "system") -> list[di
             out.append({"role": "user", "content": [{"type": "text", "text": TOOL_IMAGES_NOTE}, *images]})
             images.clear()
 
-    for message in prepare(request.messages, keep_tools=bool(request.tools)):
+    for message in prepare(messages, keep_tools=bool(request.tools)):
         role = message["role"]
         if role != "toolResult":
             flush_images()
