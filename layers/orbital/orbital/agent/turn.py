@@ -444,7 +444,7 @@ def _call_model(r: _Run, meta: dict[str, Any], call: _Call) -> tuple[dict[str, A
             provider=model["provider"],
             model=model["id"],
             system=system,
-            messages=media.hydrate(services, history.messages),
+            messages=media.hydrate(services, history.messages, history.memo),
             tools=[
                 {"name": t["name"], "description": t.get("description"), "inputSchema": t.get("inputSchema")}
                 for t in call.tool_defs
