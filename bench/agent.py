@@ -9,12 +9,15 @@ model call (a plain reply) and of several (each reply asks for a cheap native to
 - AWS API calls per single-iteration turn (counted at the boto3 client factory: DynamoDB, S3, Step Functions,
   management API), with and without the PostToConnection pushes to clients;
 - with `--long N` (default 200; 0 leaves it out), one session of N turns alternating a plain turn and a turn with
-  one tool call (two model calls): the overhead of a turn around its 10th turn and around its Nth, their ratio, and
-  the DynamoDB calls per turn in both windows (local calls answered without botocore are counted too:
-  `orbital.local.direct` counts them at the same factory counter). A turn's cost that grows with the session's
-  length shows as a ratio above 1. Here the overhead is the wall time less the model server's own time (from a
-  request's arrival to its answer's last byte), so building the request from the history and sending it count as
-  the gateway's; the turn's overhead outside `complete` (as above) is shown too. `--long-only` skips the rest.
+  one tool call (two model calls): the overhead of a turn in its first 20 turns (around turn 10) and in its last
+  20 (around turn N), their ratio, and the DynamoDB calls per turn (local calls answered without botocore are
+  counted too: `orbital.local.direct` counts them at the same factory counter). A turn's cost that grows with the
+  session's length shows as a ratio above 1. The first and the last turns are minutes apart, and this machine's
+  load moves meanwhile: so each of the last 20 turns is also followed by the same kind of turn in a second session
+  reset every 20 turns, and the late turns are compared with those too (same moments, same load). Here the
+  overhead is the wall time less the model server's own time (from a request's arrival to its answer's last byte),
+  so building the request from the history and sending it count as the gateway's; the overhead outside `complete`
+  (as above) is shown too. `--long-only` skips the other scenarios.
 
 `config.get` p50 in the same run is the yardstick (this machine is shared and noisy: compare ratios, not
 milliseconds across runs).
@@ -143,6 +146,7 @@ class ServerClock:
 @dataclass
 class LongTurn:
     number: int
+    """The turn's place in its session (in the reference session: since its last reset)."""
     kind: str
     overhead: float
     """Wall time less the model server's time."""
@@ -151,73 +155,83 @@ class LongTurn:
     dynamodb_calls: int
 
 
-def long_session(client: Any, llm: Any, clock: ModelClock, server: ServerClock, turns: int) -> list[LongTurn]:
-    """One session of `turns` turns, a plain one then one with a tool call, and so on: each turn's overhead and the
-    DynamoDB calls counted while it ran (from `chat.send` until the session is idle again)."""
-    from orbital.aws import clients
+class LongSession:
+    """One session of `turns` turns, a plain one then one with a tool call, and so on; each turn's overhead and the
+    DynamoDB calls counted while it ran (from `chat.send` until the session is idle again). Alongside its last
+    `width` turns, a turn of the same kind in a reference session kept short (reset every `width` turns), so the
+    late turns have early ones measured at the same moment, under the same load."""
 
+    def __init__(self, client: Any, llm: Any, clock: ModelClock, server: ServerClock) -> None:
+        self.client, self.llm, self.clock, self.server = client, llm, clock, server
+        self.long: list[LongTurn] = []
+        self.reference: list[LongTurn] = []
+
+    def run(self, turns: int, width: int) -> None:
+        key = f"agent:main:bench-long-{uuid.uuid4().hex[:6]}"
+        reference = f"agent:main:bench-short-{uuid.uuid4().hex[:6]}"
+        for number in range(1, turns + 1):
+            kind = PLAIN if number % 2 else ONE_TOOL
+            self.long.append(self.turn(key, number, kind))
+            if number > turns - width:
+                place = len(self.reference) % width + 1
+                if place == 1 and self.reference:
+                    self.client.call("session.reset", {"sessionKey": reference})
+                self.reference.append(self.turn(reference, place, kind))
+
+    def turn(self, key: str, number: int, kind: str) -> LongTurn:
+        from orbital.aws import clients
+
+        self.llm.reset()  # the model server keeps every request it got: the bench's own memory must not grow
+        self.llm.responder = _respond_long
+        self.clock.take()
+        self.server.take()
+        clients.reset_call_counts()
+        wall = run_turn(self.client, key, TOOL_MESSAGE if kind == ONE_TOOL else "bench")
+        model_s, _ = self.clock.take()
+        served_s = self.server.take()
+        wait_idle(self.client, key)
+        dynamodb = sum(n for name, n in clients.call_counts().items() if name.startswith("dynamodb."))
+        return LongTurn(number, kind, wall - served_s, wall - model_s, dynamodb)
+
+
+def _respond_long(request: Any) -> Any:
     from tests.support.fake_llm import call, reply
 
-    def respond(request: Any) -> Any:
-        messages = request.body["messages"]
-        last_user = max(i for i, m in enumerate(messages) if m["role"] == "user")
-        asks_tool = TOOL_MESSAGE in json.dumps(messages[last_user])
-        if asks_tool and not any(m["role"] == "tool" for m in messages[last_user:]):
-            return reply(tool_calls=[call("gsv__ConfigGet", {"path": "model"})])
-        return reply("done")
-
-    key = f"agent:main:bench-long-{uuid.uuid4().hex[:6]}"
-    done: list[LongTurn] = []
-    for number in range(1, turns + 1):
-        kind = PLAIN if number % 2 else ONE_TOOL
-        llm.reset()  # the model server keeps every request it got: the bench's own memory must not grow
-        llm.responder = respond
-        clock.take()
-        server.take()
-        clients.reset_call_counts()
-        wall = run_turn(client, key, TOOL_MESSAGE if kind == ONE_TOOL else "bench")
-        model_s, _ = clock.take()
-        served_s = server.take()
-        wait_idle(client, key)
-        dynamodb = sum(n for name, n in clients.call_counts().items() if name.startswith("dynamodb."))
-        done.append(LongTurn(number, kind, wall - served_s, wall - model_s, dynamodb))
-    return done
+    messages = request.body["messages"]
+    last_user = max(i for i, m in enumerate(messages) if m["role"] == "user")
+    asks_tool = TOOL_MESSAGE in json.dumps(messages[last_user])
+    if asks_tool and not any(m["role"] == "tool" for m in messages[last_user:]):
+        return reply(tool_calls=[call("gsv__ConfigGet", {"path": "model"})])
+    return reply("done")
 
 
-def window(done: list[LongTurn], kind: str, around: int, width: int) -> list[LongTurn]:
-    """The turns of `kind` among the `width` turns around turn `around` (kept inside the session)."""
-    last = len(done)
-    start = max(1, min(around - width // 2 + 1, last - width + 1))
-    return [t for t in done if t.kind == kind and start <= t.number < start + width]
-
-
-def report_long(done: list[LongTurn], base: float, width: int) -> None:
-    early_at, late_at = min(10, len(done)), len(done)
-    early_turns = window(done, PLAIN, early_at, width) + window(done, ONE_TOOL, early_at, width)
-    late_turns = window(done, PLAIN, late_at, width) + window(done, ONE_TOOL, late_at, width)
-    span = (
-        f"turns {min(t.number for t in early_turns)}-{max(t.number for t in early_turns)}",
-        f"turns {min(t.number for t in late_turns)}-{max(t.number for t in late_turns)}",
+def report_long(session: LongSession, base: float, width: int) -> None:
+    done = session.long
+    early = done[:width]
+    late = done[-width:]
+    columns = (
+        (f"turns {early[0].number}-{early[-1].number}", early),
+        (f"turns {late[0].number}-{late[-1].number}", late),
+        ("alongside: 1-" + str(width), session.reference),
     )
-    print(f"\nOne session of {len(done)} turns, a plain turn and a turn with one tool call in turn:")
-    heading = f"{'overhead / turn p50':<34}{span[0]:>14}{'x config.get':>14}{span[1]:>16}{'x config.get':>14}"
-    print(f"{heading}{'late/early':>12}")
+    print(f"\nOne session of {len(done)} turns, a plain turn and a turn with one tool call in turn; alongside its last")
+    print(f"{width} turns, the same turns in a session reset every {width} turns (measured at the same moments).")
+    print("Overhead / turn p50, ms (x config.get); the ratios: the late turns over the early ones, and over those")
+    print("alongside:")
+    heading = "".join(f"{label:>22}" for label, _ in columns)
+    print(f"{'':<34}{heading}{'late/early':>12}{'late/along':>12}")
     for label, measure in (("", lambda t: t.overhead), (" (outside complete)", lambda t: t.outside)):
         for kind in (PLAIN, ONE_TOOL):
-            early = statistics.median(measure(t) for t in window(done, kind, early_at, width))
-            late = statistics.median(measure(t) for t in window(done, kind, late_at, width))
-            print(
-                f"{kind + label:<34}{early * 1000:>11.1f} ms{early / base:>14.1f}{late * 1000:>13.1f} ms"
-                f"{late / base:>14.1f}{late / early:>12.2f}"
-            )
-    print(f"{'DynamoDB calls / turn':<34}{span[0]:>14}{'':>14}{span[1]:>16}")
+            p50s = [statistics.median(measure(t) for t in turns if t.kind == kind) for _, turns in columns]
+            cells = "".join(f"{f'{v * 1000:.1f} ({v / base:.0f})':>22}" for v in p50s)
+            print(f"{kind + label:<34}{cells}{p50s[1] / p50s[0]:>12.2f}{p50s[1] / p50s[2]:>12.2f}")
+    print(f"{'DynamoDB calls / turn (median, max)':<34}")
     for kind in (PLAIN, ONE_TOOL):
-        early_calls = [t.dynamodb_calls for t in window(done, kind, early_at, width)]
-        late_calls = [t.dynamodb_calls for t in window(done, kind, late_at, width)]
-        print(
-            f"{kind + ' (median, max)':<34}{f'{statistics.median(early_calls):g}, {max(early_calls)}':>14}{'':>14}"
-            f"{f'{statistics.median(late_calls):g}, {max(late_calls)}':>16}"
-        )
+        cells = ""
+        for _, turns in columns:
+            calls = [t.dynamodb_calls for t in turns if t.kind == kind]
+            cells += f"{f'{statistics.median(calls):g}, {max(calls)}':>22}"
+        print(f"{kind:<34}{cells}")
 
 
 def short_scenarios(c: Any, llm: Any, clock: ModelClock, runs: int, rounds: int) -> dict[str, Any]:
@@ -292,7 +306,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=20, help="runs per scenario")
     parser.add_argument("--iterations", type=int, default=3, help="model calls in the multi-iteration scenario")
     parser.add_argument("--long", type=int, default=200, help="turns of the long session (0: leave it out)")
-    parser.add_argument("--window", type=int, default=20, help="turns around turn 10 and around the last one")
+    parser.add_argument("--window", type=int, default=20, help="turns at the start, at the end, and alongside")
     parser.add_argument("--long-only", action="store_true", help="only the long session (and the yardstick)")
     args = parser.parse_args()
 
@@ -305,7 +319,7 @@ def main() -> None:
     clock, server = ModelClock(), ServerClock()
     scenarios: dict[str, Any] = {}
     counts: Counter[str] = Counter()
-    long_done: list[LongTurn] = []
+    long_session: LongSession | None = None
     with tempfile.TemporaryDirectory() as tmp, FakeLLM() as llm:
         gateway = LocalGateway(GatewayOptions(port=0, data_dir=Path(tmp), project=ROOT, quiet=True)).start()
         clock.install()
@@ -320,15 +334,16 @@ def main() -> None:
                 if not args.long_only:
                     counts = turn_calls(c, llm)
                 if args.long > 0:
-                    long_done = long_session(c, llm, clock, server, args.long)
+                    long_session = LongSession(c, llm, clock, server)
+                    long_session.run(args.long, min(args.window, args.long))
         finally:
             gateway.stop()
 
     print(f"config.get p50: {base * 1000:.2f} ms (yardstick, same run)")
     if scenarios:
         report_short(scenarios, counts, base)
-    if long_done:
-        report_long(long_done, base, args.window)
+    if long_session is not None:
+        report_long(long_session, base, min(args.window, args.long))
 
 
 if __name__ == "__main__":
