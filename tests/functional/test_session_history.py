@@ -159,6 +159,20 @@ def test_an_append_not_landed_yet_is_read_once_it_has(services: Any) -> None:
     assert texts(repo.history(KEY, meta).messages) == ["m0", "m1", "m2"]
 
 
+def test_a_meta_earlier_than_the_kept_history_is_read_again(services: Any, reads: Reads) -> None:
+    """E.g. a session restored to an earlier state under a running gateway (an import): its meta is behind what the
+    process kept, so what it holds is read again."""
+    repo = services.sessions
+    before = repo.append_messages(KEY, [user("m0"), user("m1")])
+    assert before is not None
+    now = repo.append_messages(KEY, [user("m2")])
+    assert now is not None
+    assert texts(repo.history(KEY, now).messages) == ["m0", "m1", "m2"]
+    reads.reset()
+    assert texts(repo.history(KEY, before).messages) == ["m0", "m1"]
+    assert reads.calls["Query"] == 1
+
+
 def test_a_message_too_large_for_an_item_is_kept_whole(services: Any, reads: Reads) -> None:
     repo = services.sessions
     big = "x" * (INLINE_MESSAGE_BYTES + 10)

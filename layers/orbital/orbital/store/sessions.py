@@ -292,12 +292,13 @@ class SessionRepo:
         """The current session's messages as of `meta` (the meta just read or written), for a model call: a
         shared snapshot nobody may change (`orbital.store.history`). Reads nothing when the history kept from the
         last call is complete for `meta`, only the messages stored since when it is not, and everything when there
-        is none or it no longer fits (another sessionId, messages removed or replaced, a count that disagrees)."""
+        is none or it no longer fits (another sessionId, messages removed or replaced, a count that disagrees, a
+        history later than the meta)."""
         session_id = str(meta["sessionId"])
         next_seq = _int(meta.get("nextSeq"))
         kept = self.histories.get(session_key)
-        if kept is not None and kept.fits(meta):
-            if kept.next_seq >= next_seq:
+        if kept is not None and kept.fits(meta) and kept.next_seq <= next_seq:  # (later than the meta: read again)
+            if kept.next_seq == next_seq:
                 return kept
             first, last = keys.messages_from(session_key, session_id, kept.next_seq)
             added = self._messages_below(session_key, next_seq, sk_between=(first, last))
