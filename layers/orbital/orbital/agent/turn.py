@@ -357,6 +357,9 @@ def _end_with_note(r: _Run, note: dict[str, Any]) -> dict[str, Any]:
 
 
 def _prepare_call(r: _Run, meta: dict[str, Any], run: dict[str, Any]) -> _Call:
+    """The model and thinking level (the message's overrides, the session's, the configured), the tools on offer
+    (narrowed for a socket with tools of its own), the system prompt (a guest's has nothing of the workspace) and
+    the session's history as of `meta`."""
     services, config = r.services, r.config
     overrides = run.get("overrides") or {}
     model = context.effective_model(config, meta, overrides)
