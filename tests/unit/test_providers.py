@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import importlib
 import json
 import subprocess
 import sys
@@ -494,6 +495,140 @@ def test_foreign_or_unsigned_thinking_is_not_sent(llm: FakeLLM, wire: str) -> No
     sent = json.dumps(body(llm))
     assert "musings" not in sent
     assert "Answer." in sent and "Again." in sent
+
+
+# --- wire forms kept with a session's history ------------------------------------------------------------------------
+
+
+def rich_history(wire: str) -> list[dict[str, Any]]:
+    """A history with every kind of message a provider converts: text and image users, signed thinking of this
+    provider and of another, tool calls with results (one with an image, one missing), an errored reply."""
+    signature = base64.b64encode(b"signature-" + wire.encode()).decode()
+    own = {
+        "role": "assistant",
+        "content": [
+            {"type": "thinking", "thinking": "plan", "thinkingSignature": signature},
+            {"type": "text", "text": "Looking."},
+            {"type": "toolCall", "id": "call-1", "name": "laptop__Bash", "arguments": {"command": "ls"}},
+        ],
+        "api": API_NAMES[wire],
+        "provider": wire,
+        "model": MODELS[wire],
+        "stopReason": "toolUse",
+        "timestamp": 1,
+    }
+    foreign = {
+        "role": "assistant",
+        "content": [
+            {"type": "thinking", "thinking": "elsewhere", "thinkingSignature": "c2lnbmVk"},
+            {"type": "text", "text": "From another model."},
+        ],
+        "api": "other-api",
+        "provider": "other",
+        "model": "m",
+        "stopReason": "stop",
+        "timestamp": 1,
+    }
+    errored = {"role": "assistant", "content": [{"type": "text", "text": "x"}], "stopReason": "error"}
+    return [
+        user("first"),
+        user([{"type": "text", "text": "look at this"}, {"type": "image", "data": PNG, "mimeType": "image/png"}]),
+        own,
+        tool_result("call-1", "laptop__Bash", "a.txt", image=True),
+        foreign,
+        errored,
+        user("again"),
+        assistant_with_call(wire, "call-2", "gsv__ReadFile", {"path": "a"}),
+        user("last"),
+    ]
+
+
+@pytest.mark.parametrize("with_tools", [True, False])
+@pytest.mark.parametrize("wire", WIRES)
+def test_wire_forms_kept_for_the_next_call_change_nothing_sent(llm: FakeLLM, wire: str, with_tools: bool) -> None:
+    """A call whose messages' wire forms come from the history's memo sends exactly what a call without it sends,
+    and the memo is not changed by what a provider does to the request (e.g. Anthropic's cache marks)."""
+    from orbital.store.history import MessageMemo
+
+    history = rich_history(wire)
+
+    class Counting(MessageMemo):
+        made = 0  # wire forms made of the history's own messages (a result filled in for a missing one is not)
+
+        def get(self, kind: str, message: Any, make: Any) -> Any:
+            def counted(m: Any) -> Any:
+                self.made += any(m is kept for kept in history)
+                return make(m)
+
+            return super().get(kind, message, counted)
+
+    memo = Counting()
+    memo.own(history)
+    llm.responder = lambda request: reply("ok")
+    tools = TOOLS if with_tools else []
+    complete(request(llm, wire, history, tools=tools))
+    complete(request(llm, wire, history, tools=tools, memo=memo))
+    made = memo.made
+    complete(request(llm, wire, history, tools=tools, memo=memo))
+    assert made > 0 and memo.made == made  # the third call made nothing again
+    sent = [r.body for r in llm.requests]
+    assert sent[0] == sent[1] == sent[2]
+
+
+@pytest.mark.parametrize("wire", WIRES)
+def test_a_growing_history_sends_what_it_would_send_without_the_memo(
+    llm: FakeLLM, wire: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Call after call, as a session grows (a reply, a tool round, a user message right after tool results, two
+    user messages in a row, an image the turn hydrated), what is sent with the kept wire forms is what is sent
+    without them."""
+    from orbital.store.history import MessageMemo
+
+    memo = MessageMemo()
+    history: list[dict[str, Any]] = []
+    hydrated_image = user([{"type": "text", "text": "see"}, {"type": "image", "data": PNG, "mimeType": "image/png"}])
+    steps: list[list[dict[str, Any]]] = [
+        rich_history(wire),
+        [reply_message(wire, "Sure."), user("next")],
+        [assistant_with_call(wire, "call-3", "laptop__Bash", {"command": "pwd"})],
+        [tool_result("call-3", "laptop__Bash", "/home")],
+        [user("after the tools")],
+        [user("and again")],
+        [reply_message(wire, "Fine."), user("one more")],
+    ]
+    module = importlib.import_module(f"orbital.agent.providers.{wire}")
+    converted: list[int] = []
+    convert = module._history
+
+    def counted(request: ModelRequest, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        converted.append(len(messages))
+        return convert(request, messages)
+
+    monkeypatch.setattr(module, "_history", counted)
+    llm.responder = lambda request: reply("ok")
+    for added in steps:
+        memo.own(added)
+        history = [*history, *added]
+        for messages in (history, [*history, hydrated_image]):  # the copy of a hydrated message is not kept
+            complete(request(llm, wire, messages))
+            converted.clear()
+            complete(request(llm, wire, messages, memo=memo))
+            without, with_memo = (r.body for r in llm.requests[-2:])
+            assert with_memo == without
+    assert sum(converted) <= 4 < len(history)  # the last call converted its last turn and the image, no more
+
+
+def reply_message(wire: str, text: str) -> dict[str, Any]:
+    return {
+        "role": "assistant",
+        "content": [{"type": "text", "text": text}],
+        "api": API_NAMES[wire],
+        "provider": wire,
+        "model": MODELS[wire],
+        "usage": {},
+        "stopReason": "stop",
+        "timestamp": 1,
+    }
 
 
 # --- retries, budget, cancel -----------------------------------------------------------------------------------------

@@ -164,10 +164,12 @@ def maybe_compact(
     force: bool = False,
     deadline: float | None = None,
     strict: bool = False,
+    messages_estimate: int | None = None,
 ) -> list[dict[str, Any]] | None:
     """Compact when due (or `force`d after an overflow). Returns the new message list, or None when nothing was
     done (disabled, no credentials for the model, nothing old enough to summarize). `deadline`
-    (`time.monotonic()`): raises `OutOfTime`, the session unchanged, when the summary cannot be made before it."""
+    (`time.monotonic()`): raises `OutOfTime`, the session unchanged, when the summary cannot be made before it.
+    `messages_estimate`: the messages' estimated tokens when the caller keeps them (else they are counted)."""
     rule_settings = rules.compaction_settings(config)
     if not rule_settings.enabled or not has_credentials(config, model["provider"]):
         return None
@@ -180,6 +182,7 @@ def maybe_compact(
             rule_settings,
             int(last) if isinstance(last, int | float) else None,
             rules.estimate_text_tokens(system),
+            messages_estimate,
         )
         if not due:
             return None
@@ -200,4 +203,5 @@ def maybe_compact(
     )
     if not done.get("replaced"):  # the session was reset meanwhile: its new history is left as it is
         return None
-    return services.sessions.messages(session_key)
+    after = services.sessions.load_meta(session_key)
+    return services.sessions.history(session_key, after).messages if after is not None else []

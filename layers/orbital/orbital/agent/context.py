@@ -20,6 +20,7 @@ from orbital.domain.config import DEFAULT_HEARTBEAT_PROMPT, as_dict
 from orbital.domain.session_keys import is_main_session_key
 from orbital.domain.skills import build_node_inventory, parse_skill, select_prompt_skills, skill_dir_name
 from orbital.store import keys
+from orbital.store.history import History
 from orbital.store.skills import is_skill_file
 from orbital.tools.catalog import all_tools
 
@@ -80,8 +81,10 @@ def model_tools(services: Services, nodes: list[NodeEntry]) -> list[dict[str, An
     return all_tools(services, nodes)
 
 
-def estimate_request_tokens(system: str, messages: list[dict[str, Any]]) -> int:
-    return estimate_text_tokens(system) + estimate_context_tokens(messages)
+def estimate_request_tokens(system: str, messages: list[dict[str, Any]] | History) -> int:
+    """The estimated tokens of a request: the system prompt's and the messages' (a `History` keeps its own)."""
+    counted = messages.tokens if isinstance(messages, History) else estimate_context_tokens(messages)
+    return estimate_text_tokens(system) + counted
 
 
 # --- workspace files ---------------------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from orbital.ports.services import Services
+    from orbital.store.history import MessageMemo
 
 log = logging.getLogger("orbital.agent.media")
 
@@ -62,28 +63,43 @@ def _load(services: Services, key: str) -> str | None:
     return data
 
 
-def hydrate(services: Services, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """A copy of `messages` with every referenced image inlined (user and toolResult messages)."""
-    out = []
-    for message in messages:
-        content = message.get("content")
-        if message.get("role") not in ("user", "toolResult") or not isinstance(content, list):
-            out.append(message)
-            continue
-        if not any(isinstance(b, dict) and b.get("type") == "image" and b.get("r2Key") for b in content):
-            out.append(message)
-            continue
-        blocks = []
-        for block in content:
-            if isinstance(block, dict) and block.get("type") == "image" and block.get("r2Key"):
-                data = _load(services, str(block["r2Key"]))
-                if data is None:
-                    blocks.append({"type": "text", "text": MISSING})
-                else:
-                    blocks.append({"type": "image", "data": data, "mimeType": block.get("mimeType") or "image/png"})
-            else:
-                blocks.append(block)
-        copied = copy.copy(message)
-        copied["content"] = blocks
-        out.append(copied)
+def _references(message: dict[str, Any]) -> bool:
+    """Whether a stored message refers to an image object (user and toolResult messages)."""
+    content = message.get("content")
+    if message.get("role") not in ("user", "toolResult") or not isinstance(content, list):
+        return False
+    return any(isinstance(b, dict) and b.get("type") == "image" and b.get("r2Key") for b in content)
+
+
+def hydrate(
+    services: Services, messages: list[dict[str, Any]], memo: MessageMemo | None = None
+) -> list[dict[str, Any]]:
+    """A copy of `messages` with every referenced image inlined (user and toolResult messages). With the memo of
+    the session's history, only the messages added since its last call are looked through for references (where
+    the earlier ones refer to images is kept; their bytes are not)."""
+    if memo is None:
+        positions = [i for i, m in enumerate(messages) if _references(m)]
+    else:
+        count, kept = memo.prefix("media", messages)
+        positions = [*(kept or ()), *(i for i in range(count, len(messages)) if _references(messages[i]))]
+        memo.keep_prefix("media", messages, len(messages), tuple(positions))
+    out = list(messages)
+    for index in positions:
+        out[index] = _hydrated(services, messages[index])
     return out
+
+
+def _hydrated(services: Services, message: dict[str, Any]) -> dict[str, Any]:
+    blocks = []
+    for block in message["content"]:
+        if isinstance(block, dict) and block.get("type") == "image" and block.get("r2Key"):
+            data = _load(services, str(block["r2Key"]))
+            if data is None:
+                blocks.append({"type": "text", "text": MISSING})
+            else:
+                blocks.append({"type": "image", "data": data, "mimeType": block.get("mimeType") or "image/png"})
+        else:
+            blocks.append(block)
+    copied = copy.copy(message)
+    copied["content"] = blocks
+    return copied

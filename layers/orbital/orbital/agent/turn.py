@@ -22,6 +22,7 @@ import json
 import logging
 import threading
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from orbital.agent import budgets, client_tools, compaction, context, events, media, notify, runs, settings, tools
@@ -32,6 +33,7 @@ from orbital.domain.messages import text_of
 from orbital.domain.reset_policy import initial_policy, should_auto_reset
 from orbital.domain.session_keys import session_agent_id
 from orbital.engines import waitgroup
+from orbital.store.history import History
 
 if TYPE_CHECKING:
     from orbital.ports.services import Services
@@ -298,25 +300,69 @@ def _resume(r: _Run, meta: dict[str, Any], run: dict[str, Any]) -> dict[str, Any
     return _run_tools(r, run, reply, calls)
 
 
+@dataclass
+class _Call:
+    """What one model call of a turn is made of besides the run: the session's history (a shared snapshot, read
+    only what is new since the last call: `orbital.store.history`), the model, thinking level, tools and prompt."""
+
+    history: History
+    model: dict[str, str]
+    thinking: str | None
+    tool_defs: list[dict[str, Any]]
+    system: str
+
+    def estimate(self) -> int:
+        return context.estimate_request_tokens(self.system, self.history)
+
+
 def _model_turn(r: _Run, meta: dict[str, Any]) -> dict[str, Any]:
+    """One model call of the run, within its budgets, then its reply stored (`_store_reply`)."""
     services, config = r.services, r.config
     run = meta.get("currentRun") or {}
     if run.get("replyFor") == r.iteration:
         return _resume(r, meta, run)
     cap = settings.max_iterations(config)
     if r.iteration >= cap:
-        note = note_message(
-            f"Stopped after {cap} rounds of tool calls, the limit for one run (agents.maxIterations). "
-            "Send another message to continue from here.",
-            "iteration-cap",
+        return _end_with_note(
+            r,
+            note_message(
+                f"Stopped after {cap} rounds of tool calls, the limit for one run (agents.maxIterations). "
+                "Send another message to continue from here.",
+                "iteration-cap",
+            ),
         )
-        stored = r.append([note])
-        return r.end("final", message=note) if stored is not None else _state(r.event, r.iteration, "done")
+    call = _prepare_call(r, meta, run)
+    try:
+        spend = budgets.reserve(services, config, meta, call.estimate() if budgets.limits(config, meta).any else 0)
+    except budgets.BudgetExceeded as exc:
+        return _end_with_note(r, note_message(exc.note(), budgets.NOTE_REASON))
+    try:
+        reply, failure, cause = _call_model(r, meta, call)
+    except BaseException:
+        spend.release()
+        raise
+    if reply is None:  # no reply: the call failed (the run ends with `failure`) or the run was stopped
+        spend.release()
+        if failure is None:
+            return _state(r.event, r.iteration, "done")
+        return r.end("error", error=failure, cause=cause)
+    spend.settle(int(as_dict(reply.get("usage")).get("totalTokens") or 0))
+    return _store_reply(r, run, reply)
 
-    data_overrides = run.get("overrides") or {}
-    model = context.effective_model(config, meta, data_overrides)
-    thinking = context.effective_thinking(meta, data_overrides)
-    messages = services.sessions.messages(r.key, meta=meta)
+
+def _end_with_note(r: _Run, note: dict[str, Any]) -> dict[str, Any]:
+    """End the run with a note of the gateway's (stored first) instead of a model call."""
+    stored = r.append([note])
+    return r.end("final", message=note) if stored is not None else _state(r.event, r.iteration, "done")
+
+
+def _prepare_call(r: _Run, meta: dict[str, Any], run: dict[str, Any]) -> _Call:
+    """The model and thinking level (the message's overrides, the session's, the configured), the tools on offer
+    (narrowed for a socket with tools of its own), the system prompt (a guest's has nothing of the workspace) and
+    the session's history as of `meta`."""
+    services, config = r.services, r.config
+    overrides = run.get("overrides") or {}
+    model = context.effective_model(config, meta, overrides)
     nodes = services.connections.nodes()
     tool_defs = context.model_tools(services, nodes)
     client = r.own_tools(run)
@@ -328,26 +374,14 @@ def _model_turn(r: _Run, meta: dict[str, Any]) -> dict[str, Any]:
         system = context.guest_system_prompt(tool_defs, model)
     else:
         system = context.system_prompt(services, config, meta, r.key, r.agent_id, tool_defs, model, hosts)
+    history = services.sessions.history(r.key, meta)
+    return _Call(history, model, context.effective_thinking(meta, overrides), tool_defs, system)
 
-    upcoming = context.estimate_request_tokens(system, messages) if budgets.limits(config, meta).any else 0
-    try:
-        spend = budgets.reserve(services, config, meta, upcoming)
-    except budgets.BudgetExceeded as exc:
-        note = note_message(exc.note(), budgets.NOTE_REASON)
-        stored = r.append([note])
-        return r.end("final", message=note) if stored is not None else _state(r.event, r.iteration, "done")
-    try:
-        reply, failure, cause = _call_model(r, meta, messages, model, thinking, system, tool_defs)
-    except BaseException:
-        spend.release()
-        raise
-    if reply is None:  # no reply: the call failed (the run ends with `failure`) or the run was stopped
-        spend.release()
-        if failure is None:
-            return _state(r.event, r.iteration, "done")
-        return r.end("error", error=failure, cause=cause)
-    spend.settle(int(as_dict(reply.get("usage")).get("totalTokens") or 0))
 
+def _store_reply(r: _Run, run: dict[str, Any], reply: dict[str, Any]) -> dict[str, Any]:
+    """Store the model's reply with the call's token accounting; then end the run (no tool calls: the session is
+    released in the same write) or run the tools."""
+    services, config = r.services, r.config
     calls = tool_calls_of(reply)
     usage = as_dict(reply.get("usage"))
     freed: dict[str, Any] = {}
@@ -390,23 +424,19 @@ def _model_turn(r: _Run, meta: dict[str, Any]) -> dict[str, Any]:
     return _run_tools(r, run, reply, calls)
 
 
-def _call_model(
-    r: _Run,
-    meta: dict[str, Any],
-    messages: list[dict[str, Any]],
-    model: dict[str, str],
-    thinking: Any,
-    system: str,
-    tool_defs: list[dict[str, Any]],
-) -> tuple[dict[str, Any] | None, str | None, str | None]:
+def _call_model(r: _Run, meta: dict[str, Any], call: _Call) -> tuple[dict[str, Any] | None, str | None, str | None]:
     """Compact when due, then call the model, streaming `delta` events (a reply a provider did not stream is sent as
     one delta after the call); after a context overflow, compact once and call again. `(reply, None, None)`; without
     a reply, `(None, the error the run ends with, its cause)`, or `(None, None, None)` when the run was stopped
     meanwhile."""
     services, config = r.services, r.config
-    compacted = compaction.maybe_compact(services, config, r.key, meta, messages, model, system)
+    model, system = call.model, call.system
+    history = call.history
+    compacted = compaction.maybe_compact(
+        services, config, r.key, meta, history.messages, model, system, messages_estimate=history.tokens
+    )
     if compacted is not None:
-        messages = compacted
+        history = _history_now(r, compacted)
 
     reply = None
     attempt_overflow = True
@@ -417,15 +447,16 @@ def _call_model(
             provider=model["provider"],
             model=model["id"],
             system=system,
-            messages=media.hydrate(services, messages),
+            messages=media.hydrate(services, history.messages, history.memo),
             tools=[
                 {"name": t["name"], "description": t.get("description"), "inputSchema": t.get("inputSchema")}
-                for t in tool_defs
+                for t in call.tool_defs
             ],
-            thinking=thinking,
+            thinking=call.thinking,
             timeout_s=settings.llm_timeout_ms(config) / 1000,
             config=config,
             cancel=watch.cancel,
+            memo=history.memo,
         )
         try:
             with watch:
@@ -440,14 +471,14 @@ def _call_model(
                 attempt_overflow = False
                 try:
                     forced = compaction.maybe_compact(
-                        services, config, r.key, meta, messages, model, system, force=True
+                        services, config, r.key, meta, history.messages, model, system, force=True
                     )
                 except Exception:
                     log.exception("compaction after a context overflow failed")
                     failed = "Context window exceeded and automatic compaction failed."
                     return None, f"{failed} Try resetting the session with /reset.", None
                 if forced is not None:
-                    messages = forced
+                    history = _history_now(r, forced)
                     continue
                 return None, exc.message, events.PROVIDER_FAILED
             if exc.kind == "overflow" and not attempt_overflow:
@@ -459,6 +490,15 @@ def _call_model(
 
     assert reply is not None
     return reply, None, None
+
+
+def _history_now(r: _Run, compacted: list[dict[str, Any]]) -> History:
+    """The session's history after a compaction (kept by the store, so this reads only the meta), or the
+    compacted messages as they came when the meta is gone."""
+    meta = r.services.sessions.load_meta(r.key)
+    if meta is None:
+        return History.of("", 0, 0, compacted)
+    return r.services.sessions.history(r.key, meta)
 
 
 def _run_tools(r: _Run, run: dict[str, Any], reply: dict[str, Any], calls: list[dict[str, Any]]) -> dict[str, Any]:

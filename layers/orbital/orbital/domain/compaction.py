@@ -170,16 +170,19 @@ def should_compact(
     settings: CompactionSettings,
     last_input_tokens: int | None = None,
     system_estimate: int = 0,
+    messages_estimate: int | None = None,
 ) -> bool:
     """Whether the context exceeds `window - reserveTokens`. The provider's last reported input token count is
-    trusted when there is one; otherwise the messages (plus the system prompt estimate) are estimated. Two messages
-    or fewer are never compacted."""
+    trusted when there is one; otherwise the messages (plus the system prompt estimate) are estimated, or their
+    estimate is taken as given (`messages_estimate`: `estimate_context_tokens(messages)` kept by the caller). Two
+    messages or fewer are never compacted."""
     if not settings.enabled or len(messages) <= 2:
         return False
     threshold = window - settings.reserve_tokens
     if last_input_tokens is not None and last_input_tokens > 0:
         return last_input_tokens > threshold
-    return estimate_context_tokens(messages) + system_estimate > threshold
+    counted = estimate_context_tokens(messages) if messages_estimate is None else messages_estimate
+    return counted + system_estimate > threshold
 
 
 # --- splitting and chunking ----------------------------------------------------------------------------------------

@@ -198,12 +198,17 @@ class SqliteTable(Table):
         pk: str,
         *,
         sk_prefix: str | None = None,
+        sk_between: tuple[str, str] | None = None,
         forward: bool = True,
         limit: int | None = None,
     ) -> list[Record]:
-        sk_prefix = check_query(sk_prefix, None, limit)
+        sk_prefix = check_query(sk_prefix, None, limit, sk_between)
         now = time.time()
-        where, params = self._range("sk", sk_prefix, None)
+        params: tuple[str, ...]
+        if sk_between is not None:
+            where, params = " AND sk BETWEEN ? AND ?", tuple(sk_between)
+        else:
+            where, params = self._range("sk", sk_prefix, None)
         sql = (
             f"SELECT sk, d, a, ttl FROM items WHERE pk = ?{where} AND {_LIVE}"
             f" ORDER BY sk {'ASC' if forward else 'DESC'} LIMIT ?"

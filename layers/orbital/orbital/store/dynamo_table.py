@@ -91,6 +91,10 @@ def _with_condition(kwargs: dict[str, Any], condition: cond.Condition | None) ->
         }
 
 
+def _sort_key(item: Mapping[str, Any]) -> str:
+    return str(item["SK"]["S"])
+
+
 class DynamoTable(Table):
     def __init__(self, client: BaseClient, name: str, *, cache: bool = False) -> None:
         self.client = client
@@ -312,12 +316,13 @@ class DynamoTable(Table):
         pk: str,
         *,
         sk_prefix: str | None = None,
+        sk_between: tuple[str, str] | None = None,
         forward: bool = True,
         limit: int | None = None,
     ) -> list[Record]:
-        sk_prefix = check_query(sk_prefix, None, limit)
+        sk_prefix = check_query(sk_prefix, None, limit, sk_between)
         if not self._cache_on:
-            items = self._query_items(pk, sk_prefix=sk_prefix, forward=forward, limit=limit)
+            items = self._query_items(pk, sk_prefix=sk_prefix, sk_between=sk_between, forward=forward, limit=limit)
             return [r for r in (self._decode(i) for i in items) if r][:limit]
         with self._lock:
             cached = self._parts.get(pk)
@@ -333,10 +338,20 @@ class DynamoTable(Table):
             cached = list(cached)
         if sk_prefix is not None:
             cached = [i for i in cached if i["SK"]["S"].startswith(sk_prefix)]
+        elif sk_between is not None:
+            low, high = sk_between
+            start = bisect.bisect_left(cached, low, key=_sort_key)
+            cached = cached[start : bisect.bisect_right(cached, high, lo=start, key=_sort_key)]
         if not forward:
             cached = cached[::-1]
-        recs = [r for r in (self._decode(i) for i in cached) if r]
-        return recs[:limit] if limit is not None else recs
+        recs: list[Record] = []
+        for item in cached:  # decoded only up to `limit`
+            if limit is not None and len(recs) >= limit:
+                break
+            rec = self._decode(item)
+            if rec:
+                recs.append(rec)
+        return recs
 
     def _query_items(
         self,
@@ -347,6 +362,7 @@ class DynamoTable(Table):
         limit: int | None,
         index: str | None = None,
         sk_max: str | None = None,
+        sk_between: tuple[str, str] | None = None,
     ) -> list[dict[str, Any]]:
         """The stored items of a (table or index) partition. With `limit`, pages until that many live items are
         found (expired ones still stored count for DynamoDB's `Limit`, not for ours)."""
@@ -357,6 +373,11 @@ class DynamoTable(Table):
         if sk_prefix is not None:
             expr += " AND begins_with(#sk, :sk)"
             values[":sk"] = {"S": sk_prefix}
+            names["#sk"] = sk_name
+        elif sk_between is not None:
+            expr += " AND #sk BETWEEN :sklow AND :skhigh"
+            values[":sklow"] = {"S": sk_between[0]}
+            values[":skhigh"] = {"S": sk_between[1]}
             names["#sk"] = sk_name
         elif sk_max is not None:
             expr += " AND #sk <= :skmax"

@@ -112,8 +112,22 @@ def message_prefix(session_id: str) -> str:
     return f"MSG#{session_id}#"
 
 
+MESSAGE_SEQ_MAX = 10**12 - 1
+"""The largest message sequence number (twelve digits in the sort key)."""
+
+
 def message(session_key: str, session_id: str, seq: int) -> tuple[str, str]:
     return session_pk(session_key), f"{message_prefix(session_id)}{seq:012d}"
+
+
+def messages_from(session_key: str, session_id: str, seq: int) -> tuple[str, str]:
+    """The sort-key bounds (inclusive) of a session's messages from sequence number `seq` on."""
+    return message(session_key, session_id, seq)[1], message(session_key, session_id, MESSAGE_SEQ_MAX)[1]
+
+
+def message_seq(sk: str) -> int:
+    """The sequence number in a message's sort key."""
+    return int(sk.rsplit("#", 1)[1])
 
 
 def session_registry(session_key: str) -> tuple[str, str]:

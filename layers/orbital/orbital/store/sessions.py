@@ -7,6 +7,8 @@ plus bookkeeping of its own:
 
 * `messageCount`: messages stored under the current `sessionId`;
 * `nextSeq`: the next message sequence number (strictly increasing within a sessionId);
+* `rewrites`: how many times stored messages of the current `sessionId` were removed or replaced (compaction), so
+  a history kept in memory (`orbital.store.history`) knows it is stale;
 * `currentRun` (truthy while a run is in progress) and `queue` (messages waiting for it), read by `session.stats`.
 
 Every meta write is conditional on the item's version (`v`), so concurrent writers retry instead of losing updates.
@@ -33,9 +35,11 @@ from typing import TYPE_CHECKING, Any
 from orbital.domain.reset_policy import merge_policy
 from orbital.domain.session_keys import session_agent_id
 from orbital.errors import ConflictError
+from orbital.protocol.jsontext import loads
 from orbital.store import conditions as cond
 from orbital.store import keys
 from orbital.store.contention import retrying
+from orbital.store.history import REWRITES, History, HistoryCache, rewrites_of
 from orbital.store.table import Record, Table
 
 if TYPE_CHECKING:
@@ -71,6 +75,10 @@ def _metadata(values: Mapping[str, Any]) -> dict[str, str]:
         text = str(value)
         out[name] = text if text.isascii() else urllib.parse.quote(text, safe="")
     return out
+
+
+def _json(message: Mapping[str, Any]) -> str:
+    return json.dumps(message, separators=(",", ":"), ensure_ascii=False)
 
 
 def _empty_meta(now: int) -> dict[str, Any]:
@@ -118,6 +126,8 @@ class SessionRepo:
     def __init__(self, table: Table, workspace: Workspace) -> None:
         self.table = table
         self.workspace = workspace
+        self.histories = HistoryCache()
+        """The last history the turn read of each session (`history`), kept for the process's lifetime."""
 
     # --- meta ------------------------------------------------------------------------------------------------
 
@@ -278,9 +288,53 @@ class SessionRepo:
             return [self._with_body(r).data for r in reversed(newest)]
         return [self._with_body(r).data for r in self.table.query(pk, sk_prefix=prefix)]
 
+    def history(self, session_key: str, meta: Mapping[str, Any]) -> History:
+        """The current session's messages as of `meta` (the meta just read or written), for a model call: a
+        shared snapshot nobody may change (`orbital.store.history`). Reads nothing when the history kept from the
+        last call is complete for `meta`, only the messages stored since when it is not, and everything when there
+        is none or it no longer fits (another sessionId, messages removed or replaced, a count that disagrees, a
+        history later than the meta)."""
+        session_id = str(meta["sessionId"])
+        next_seq = _int(meta.get("nextSeq"))
+        kept = self.histories.get(session_key)
+        if kept is not None and kept.fits(meta) and kept.next_seq <= next_seq:  # (later than the meta: read again)
+            if kept.next_seq == next_seq:
+                return kept
+            first, last = keys.messages_from(session_key, session_id, kept.next_seq)
+            added = self._messages_below(session_key, next_seq, sk_between=(first, last))
+            extended = kept.extended(added, next_seq)
+            if len(extended.messages) == message_count(meta):
+                self.histories.put(session_key, extended, replacing=kept)
+                return extended
+        messages = self._messages_below(session_key, next_seq, sk_prefix=keys.message_prefix(session_id))
+        fresh = History.of(session_id, rewrites_of(meta), next_seq, messages)
+        if len(messages) == message_count(meta):  # else an append is under way or failed half-way: not kept
+            self.histories.put(session_key, fresh)
+        else:
+            self.histories.forget(session_key)
+        return fresh
+
+    def _messages_below(self, session_key: str, next_seq: int, **bounds: Any) -> list[dict[str, Any]]:
+        """The messages a query of the session's partition finds (`bounds`: its sort-key condition) whose sequence
+        number is below `next_seq` (any later one was reserved after the meta the caller holds)."""
+        records = self.table.query(keys.session_pk(session_key), **bounds)
+        return [self._with_body(r).data for r in records if keys.message_seq(r.sk) < next_seq]
+
+    def _remember_appended(
+        self, session_key: str, meta: Mapping[str, Any], start: int, stored: list[dict[str, Any]]
+    ) -> None:
+        """Write-through: messages just stored from `start` on extend the kept history if it ends right there."""
+        kept = self.histories.get(session_key)
+        if kept is None:
+            return
+        if kept.fits(meta) and kept.next_seq == start:
+            self.histories.put(session_key, kept.extended(stored, start + len(stored)), replacing=kept)
+        elif not kept.fits(meta):
+            self.histories.forget(session_key)
+
     def _item(self, session_key: str, session_id: str, seq: int, message: dict[str, Any]) -> dict[str, Any]:
         """What is stored for a message: itself, or (too large for an item) a reference to its body in S3."""
-        text = json.dumps(message, separators=(",", ":"), ensure_ascii=False)
+        text = _json(message)
         if len(text.encode("utf-8")) <= INLINE_MESSAGE_BYTES:
             return message
         ref = keys.message_body(session_key, session_id, seq)
@@ -332,8 +386,11 @@ class SessionRepo:
             ]
             self.table.write_batch(puts=puts)
         except Exception:
+            self.histories.forget(session_key)
             self._adjust_count(session_key, session_id, -len(batch))
             raise
+        # what a read would return: the stored JSON decoded again (no object the caller keeps is shared)
+        self._remember_appended(session_key, meta, start, [loads(_json(m)) for m in batch])
         return meta
 
     def replace_oldest(
@@ -375,11 +432,13 @@ class SessionRepo:
         last = older[-1]
         summary = dict(replacement)
         summary.setdefault("timestamp", stamp)
+        self.histories.forget(session_key)
         self.table.write_batch(puts=[((last.pk, last.sk), summary)], deletes=[(r.pk, r.sk) for r in older[:-1]])
 
         def shrink(current: dict[str, Any]) -> bool:
             if current.get("sessionId") == session_id:
                 current["messageCount"] = max(0, message_count(current) - (len(older) - 1))
+                current[REWRITES] = rewrites_of(current) + 1
             current["compactionCount"] = _int(current.get("compactionCount")) + 1
             current["lastCompactedAt"] = stamp
             current["updatedAt"] = stamp
@@ -458,6 +517,7 @@ class SessionRepo:
             return meta, old_id, records, tokens, archived_to
 
         meta, old_id, records, tokens, archived_to = retrying("session", attempt)
+        self.histories.forget(session_key)
         new_id = str(meta["sessionId"])
 
         media_deleted = 0
@@ -504,11 +564,13 @@ class SessionRepo:
                 "archivedAt": stamp,
             },
         )
+        self.histories.forget(session_key)
         self.table.write_batch(deletes=[(r.pk, r.sk) for r in older])
 
         def shrink(current: dict[str, Any]) -> bool:
             if current.get("sessionId") == session_id:
                 current["messageCount"] = max(0, message_count(current) - len(older))
+                current[REWRITES] = rewrites_of(current) + 1
             current["updatedAt"] = stamp
             return True
 

@@ -148,10 +148,16 @@ def check_batch(
     return put_list, delete_list
 
 
-def check_query(sk_prefix: str | None, sk_max: str | None, limit: int | None) -> str | None:
+def check_query(
+    sk_prefix: str | None, sk_max: str | None, limit: int | None, sk_between: tuple[str, str] | None = None
+) -> str | None:
     """Checks a query's options; returns its sort-key prefix (None for none: an empty prefix matches everything)."""
-    if sk_prefix is not None and sk_max is not None:
-        raise ValueError("a query takes a sort-key prefix or a maximum, not both")
+    if sum(option is not None for option in (sk_prefix, sk_max, sk_between)) > 1:
+        raise ValueError("a query takes one of a sort-key prefix, a maximum or a range")
+    if sk_between is not None and (
+        len(sk_between) != 2 or not all(isinstance(b, str) for b in sk_between) or sk_between[0] > sk_between[1]
+    ):
+        raise ValueError(f"a sort-key range is two strings, the lower first, not {sk_between!r}")
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
         raise ValueError(f"a limit is a whole number, 0 or more, not {limit!r}")
     return sk_prefix or None
@@ -183,11 +189,13 @@ class Table(ABC):
         pk: str,
         *,
         sk_prefix: str | None = None,
+        sk_between: tuple[str, str] | None = None,
         forward: bool = True,
         limit: int | None = None,
     ) -> list[Record]:
-        """The items of partition `pk` (those whose sort key starts with `sk_prefix`), in sort-key order, or reversed
-        (`forward=False`); at most `limit` of them."""
+        """The items of partition `pk` (those whose sort key starts with `sk_prefix`, or lies between the two bounds
+        of `sk_between`, both included), in sort-key order, or reversed (`forward=False`); at most `limit` of
+        them."""
 
     @abstractmethod
     def query_index(

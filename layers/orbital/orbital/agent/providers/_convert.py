@@ -6,12 +6,65 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from orbital.agent.providers._errors import EmptyResponse
 
+if TYPE_CHECKING:
+    from orbital.agent.providers._types import ModelRequest
+
+T = TypeVar("T")
+
 NO_RESULT = "No result provided"
 EMPTY_USER = "[Empty message]"
+
+
+def made(request: ModelRequest, kind: str, message: dict[str, Any], make: Callable[[dict[str, Any]], T]) -> T:
+    """`make(message)`: a message's wire form (`kind` names the form and whatever else it depends on), kept in the
+    request's memo for the session's next call. What it returns is shared: never change it."""
+    memo = request.memo
+    return make(message) if memo is None else memo.get(kind, message, make)
+
+
+def incremental(
+    request: ModelRequest,
+    api: str,
+    convert: Callable[[list[dict[str, Any]]], list[dict[str, Any]]],
+    *,
+    starts_after: Callable[[dict[str, Any]], bool] = lambda entry: True,
+) -> list[dict[str, Any]]:
+    """`convert(request.messages)`, where the leading messages converted for the session's previous call are not
+    converted again (their wire entries are kept in the request's memo).
+
+    `convert` is a provider's conversion of a run of messages (`prepare`, then its own loop). The history is cut
+    before its last user message: `prepare` starts afresh there (the tool results before it are complete), so the
+    conversion of the whole is the conversion of the part before the cut followed by that of the rest, provided the
+    rest's first entry does not merge into the last entry before the cut (`starts_after(entry)`: a new user entry
+    may follow it; for formats that merge consecutive entries of one role, an assistant's). Only the history's own
+    messages are kept: the cut is never after a copy (an image's bytes hydrated into it), so image bytes are not
+    held with the history. The kept entries are shared, never changed."""
+    messages = request.messages
+    memo = request.memo
+    if memo is None:
+        return convert(messages)
+    kind = f"prefix:{api}:{request.provider}:{request.model}:{bool(request.tools)}"
+    start, kept = memo.prefix(kind, messages)
+    entries: list[dict[str, Any]] = list(kept) if kept else []
+    cut = start
+    for index in range(start, len(messages)):
+        message = messages[index]
+        if not memo.owns(message):
+            break
+        if index > start and message.get("role") == "user":
+            cut = index
+    if cut == start:
+        return [*entries, *convert(messages[start:])]
+    head = convert(messages[start:cut])
+    if head and not starts_after(head[-1]):  # the part after the cut would merge into it: no cut here
+        return [*entries, *convert(messages[start:])]
+    before = [*entries, *head]
+    memo.keep_prefix(kind, messages, cut, before)
+    return [*before, *convert(messages[cut:])]
 
 
 def user_blocks(message: dict[str, Any]) -> list[dict[str, Any]]:

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
+
+T = TypeVar("T")
 
 THINKING_LEVELS = ("minimal", "low", "medium", "high", "xhigh")
 
@@ -14,6 +17,18 @@ THINKING_BUDGETS = {"minimal": 1024, "low": 4096, "medium": 10000, "high": 20000
 DEFAULT_MAX_TOKENS = 8192
 
 ERROR_KINDS = ("auth", "not_found", "overflow", "transient", "bad_request", "cancelled", "other")
+
+
+class Memo(Protocol):
+    """What was made of a session's history for earlier calls (`orbital.store.history.MessageMemo`)."""
+
+    def get(self, kind: str, message: Any, make: Callable[[Any], T]) -> T: ...
+
+    def owns(self, message: Any) -> bool: ...
+
+    def prefix(self, kind: str, messages: Sequence[Any]) -> tuple[int, Any]: ...
+
+    def keep_prefix(self, kind: str, messages: Sequence[Any], count: int, state: Any) -> None: ...
 
 
 @dataclass
@@ -31,6 +46,9 @@ class ModelRequest:
     config: dict[str, Any] | None = None
     cancel: threading.Event | None = None
     """Set it (e.g. on /stop) to end the call at once with ModelError(kind="cancelled")."""
+    memo: Memo | None = None
+    """Where a provider keeps the wire form of `messages` for the next call of the session (the history grows by a
+    few messages a call: only those are converted, `_convert.incremental`); its values are shared, never changed."""
 
     def thinking_level(self) -> str | None:
         level = (self.thinking or "").strip().lower()

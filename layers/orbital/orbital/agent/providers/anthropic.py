@@ -16,6 +16,8 @@ from orbital.agent.providers._clients import sdk_client
 from orbital.agent.providers._convert import (
     EMPTY_USER,
     Assembler,
+    incremental,
+    made,
     prepare,
     same_origin,
     usage,
@@ -84,25 +86,48 @@ def _append(out: list[dict[str, Any]], role: str, blocks: list[dict[str, Any]]) 
 
 
 def wire_messages(request: ModelRequest) -> list[dict[str, Any]]:
+    return incremental(request, API, lambda part: _history(request, part), starts_after=_assistant_entry)
+
+
+def _assistant_entry(entry: dict[str, Any]) -> bool:
+    return bool(entry["role"] == "assistant")
+
+
+def _history(request: ModelRequest, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
-    for message in prepare(request.messages, keep_tools=bool(request.tools)):
+    for message in prepare(messages, keep_tools=bool(request.tools)):
         role = message["role"]
         if role == "user":
-            _append(out, "user", _content(user_blocks(message)) or [{"type": "text", "text": EMPTY_USER}])
+            _append(out, "user", made(request, "anthropic.user", message, _user))
         elif role == "toolResult":
-            result: dict[str, Any] = {"type": "tool_result", "tool_use_id": safe_id(message["toolCallId"])}
-            content = _content(user_blocks(message))
-            if content:
-                result["content"] = content
-            if message.get("isError"):
-                result["is_error"] = True
-            _append(out, "user", [result])
+            _append(out, "user", made(request, "anthropic.result", message, _tool_result))
+        elif same_origin(message, API, request.provider):
+            _append(out, "assistant", made(request, "anthropic.assistant.own", message, _own_assistant))
         else:
-            _append(out, "assistant", _assistant(message, same_origin(message, API, request.provider)))
+            _append(out, "assistant", made(request, "anthropic.assistant", message, _assistant))
     return out
 
 
-def _assistant(message: dict[str, Any], same: bool) -> list[dict[str, Any]]:
+def _user(message: dict[str, Any]) -> list[dict[str, Any]]:
+    return _content(user_blocks(message)) or [{"type": "text", "text": EMPTY_USER}]
+
+
+def _tool_result(message: dict[str, Any]) -> list[dict[str, Any]]:
+    result: dict[str, Any] = {"type": "tool_result", "tool_use_id": safe_id(message["toolCallId"])}
+    content = _content(user_blocks(message))
+    if content:
+        result["content"] = content
+    if message.get("isError"):
+        result["is_error"] = True
+    return [result]
+
+
+def _own_assistant(message: dict[str, Any]) -> list[dict[str, Any]]:
+    """An assistant message of this API and provider: its signed thinking goes back."""
+    return _assistant(message, True)
+
+
+def _assistant(message: dict[str, Any], same: bool = False) -> list[dict[str, Any]]:
     blocks: list[dict[str, Any]] = []
     for block in message.get("content") or []:
         if not isinstance(block, dict):
@@ -178,9 +203,11 @@ def build_params(request: ModelRequest, info: ProviderInfo) -> dict[str, Any]:
             system["cache_control"] = {"type": "ephemeral"}
         params["system"] = [system]
     if caching and messages and messages[-1]["role"] == "user" and messages[-1]["content"]:
-        last = dict(messages[-1]["content"][-1])
-        last["cache_control"] = {"type": "ephemeral"}
-        messages[-1]["content"][-1] = last
+        content = messages[-1]["content"]  # a copy: the entries before it may be kept for the next call
+        messages[-1] = {
+            **messages[-1],
+            "content": [*content[:-1], {**content[-1], "cache_control": {"type": "ephemeral"}}],
+        }
     if request.tools:
         params["tools"] = wire_tools(request.tools)
     if thinking:

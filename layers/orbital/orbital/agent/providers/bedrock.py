@@ -13,7 +13,16 @@ import base64
 import re
 from typing import TYPE_CHECKING, Any
 
-from orbital.agent.providers._convert import EMPTY_USER, Assembler, prepare, same_origin, usage, user_blocks
+from orbital.agent.providers._convert import (
+    EMPTY_USER,
+    Assembler,
+    incremental,
+    made,
+    prepare,
+    same_origin,
+    usage,
+    user_blocks,
+)
 from orbital.agent.providers._errors import IncompleteStream
 from orbital.agent.providers._resolve import max_tokens
 from orbital.agent.providers._types import ModelRequest, ProviderInfo
@@ -74,25 +83,48 @@ def _append(out: list[dict[str, Any]], role: str, blocks: list[dict[str, Any]]) 
 
 
 def wire_messages(request: ModelRequest) -> list[dict[str, Any]]:
+    return incremental(request, API, lambda part: _history(request, part), starts_after=_assistant_entry)
+
+
+def _assistant_entry(entry: dict[str, Any]) -> bool:
+    return bool(entry["role"] == "assistant")
+
+
+def _history(request: ModelRequest, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
-    for message in prepare(request.messages, keep_tools=bool(request.tools)):
+    for message in prepare(messages, keep_tools=bool(request.tools)):
         role = message["role"]
         if role == "user":
-            _append(out, "user", [_block(b) for b in user_blocks(message)] or [{"text": EMPTY_USER}])
+            _append(out, "user", made(request, "bedrock.user", message, _user))
         elif role == "toolResult":
-            content = [_block(b) for b in user_blocks(message)] or [{"text": EMPTY_RESULT}]
-            result = {
-                "toolUseId": safe_id(message["toolCallId"]),
-                "content": content,
-                "status": "error" if message.get("isError") else "success",
-            }
-            _append(out, "user", [{"toolResult": result}])
+            _append(out, "user", made(request, "bedrock.result", message, _tool_result))
+        elif same_origin(message, API, request.provider):
+            _append(out, "assistant", made(request, "bedrock.assistant.own", message, _own_assistant))
         else:
-            _append(out, "assistant", _assistant(message, same_origin(message, API, request.provider)))
+            _append(out, "assistant", made(request, "bedrock.assistant", message, _assistant))
     return out
 
 
-def _assistant(message: dict[str, Any], same: bool) -> list[dict[str, Any]]:
+def _user(message: dict[str, Any]) -> list[dict[str, Any]]:
+    return [_block(b) for b in user_blocks(message)] or [{"text": EMPTY_USER}]
+
+
+def _tool_result(message: dict[str, Any]) -> list[dict[str, Any]]:
+    content = [_block(b) for b in user_blocks(message)] or [{"text": EMPTY_RESULT}]
+    result = {
+        "toolUseId": safe_id(message["toolCallId"]),
+        "content": content,
+        "status": "error" if message.get("isError") else "success",
+    }
+    return [{"toolResult": result}]
+
+
+def _own_assistant(message: dict[str, Any]) -> list[dict[str, Any]]:
+    """An assistant message of this API and provider: its signed reasoning goes back."""
+    return _assistant(message, True)
+
+
+def _assistant(message: dict[str, Any], same: bool = False) -> list[dict[str, Any]]:
     blocks: list[dict[str, Any]] = []
     for block in message.get("content") or []:
         if not isinstance(block, dict):
