@@ -124,6 +124,21 @@ def test_a_partition_reads_in_sort_key_order(table: Any) -> None:
     assert table.query("Q", limit=1)[0] == Record("Q", "a", {"sk": "a"})
 
 
+def test_a_partition_reads_a_sort_key_range(table: Any) -> None:
+    for sk in reversed(SKS):
+        table.put(("R", sk), {"sk": sk})
+    table.put(("R", "a#9"), {}, ttl=gone())
+    assert [r.sk for r in table.query("R", sk_between=("a#1", "ab"))] == ["a#1", "a#2", "ab"]  # both bounds in
+    assert [r.sk for r in table.query("R", sk_between=("a#", "a#~"))] == ["a#1", "a#2"]  # the expired one left out
+    assert [r.sk for r in table.query("R", sk_between=("a#1", "ab"), forward=False, limit=2)] == ["ab", "a#2"]
+    assert [r.sk for r in table.query("R", sk_between=("a#1", "ab"), limit=1)] == ["a#1"]
+    assert table.query("R", sk_between=("x", "y")) == []
+    with pytest.raises(ValueError, match="the lower first"):
+        table.query("R", sk_between=("b", "a"))
+    with pytest.raises(ValueError, match="one of"):
+        table.query("R", sk_prefix="a", sk_between=("a", "b"))
+
+
 def test_a_limit_counts_only_live_items(table: Any) -> None:
     for n in range(6):
         table.put(("L", f"{n}"), {"n": n}, ttl=gone() if n in (1, 2, 5) else soon())
