@@ -114,11 +114,21 @@ def sender() -> FakeSender:
 
 
 @pytest.fixture
-def services(aws: None, sender: FakeSender) -> Any:
+def services(aws: None, sender: FakeSender, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+    """Services on moto's DynamoDB and S3 (the AWS path). A test marked `atomic_table` keeps its items in the local
+    runtime's SQLite table instead: one whose outcome rests on conditional writes racing atomically, as DynamoDB's
+    do and plain moto's do not (two racing updates can both pass their condition there)."""
     from orbital.runtime.services import build_services
     from orbital.settings import get_settings
 
-    return build_services(get_settings(), sender=sender)
+    if request.node.get_closest_marker("atomic_table") is None:
+        yield build_services(get_settings(), sender=sender)
+        return
+    from orbital.local.database import Database
+    from orbital.local.sqlite_table import SqliteTable
+
+    with Database(tmp_path / "atomic-table.sqlite3") as db:
+        yield build_services(get_settings(), sender=sender, table=SqliteTable(db))
 
 
 _ids = itertools.count(1)

@@ -43,26 +43,6 @@ def _usage_key(params: dict[str, Any]) -> bool:
     return sent.get("Key", {}).get("PK", {}).get("S") == keys.TOKEN_USAGE_PK
 
 
-def hold_usage_writes(services: Any, parties: int) -> None:
-    """Hold the next `parties` writes to the usage counters (botocore's before-call) until every one of them is
-    about to be sent: they reach the table together, each computed from the counters as they stood before any of
-    them, the worst case of parallel runs on different Lambdas. Later writes pass at once."""
-    barrier = threading.Barrier(parties, timeout=30)
-    lock = threading.Lock()
-    arrived = [0]
-
-    def hold(params: dict[str, Any], **_: Any) -> None:
-        if not _usage_key(params):
-            return
-        with lock:
-            if arrived[0] >= parties:
-                return
-            arrived[0] += 1
-        barrier.wait()
-
-    services.table.client.meta.events.register("before-call.dynamodb.UpdateItem", hold)
-
-
 def daily(limit: int) -> dict[str, Any]:
     return {"budgets": {"daily": limit}}
 
@@ -114,11 +94,34 @@ def test_dynamodb_calls_per_model_call(services: Any) -> None:
     assert counted(services) == (150, 150)
 
 
+def hold_usage_updates(services: Any, parties: int) -> None:
+    """Hold the next `parties` updates of the usage counters until every one of them is about to be written (the
+    table port's `update`): they reach the table together, each computed from the counters as they stood before
+    any of them, the worst case of parallel runs on different Lambdas. Later updates pass at once."""
+    barrier = threading.Barrier(parties, timeout=30)
+    lock = threading.Lock()
+    arrived = [0]
+    table = services.table
+    update = table.update
+
+    def held(key: tuple[str, str], **kwargs: Any) -> Any:
+        if key[0] == keys.TOKEN_USAGE_PK:
+            with lock:
+                hold = arrived[0] < parties
+                arrived[0] += 1
+            if hold:
+                barrier.wait()
+        return update(key, **kwargs)
+
+    table.update = held
+
+
+@pytest.mark.atomic_table
 def test_simultaneous_reservations_cannot_share_the_last_tokens(services: Any) -> None:
     """Eight model calls reserve at the same moment, each sent before any other has landed, against a daily budget
     that fits two: two get their tokens, six are refused, and the counter never passes the limit."""
     limit, estimate, error_per_call, threads = 250, 100, 7, 8
-    hold_usage_writes(services, threads)
+    hold_usage_updates(services, threads)
     spends: list[budgets.Spend] = []
     refusals: list[budgets.BudgetExceeded] = []
     lock = threading.Lock()
@@ -305,6 +308,7 @@ def test_a_channel_message_is_refused_before_the_run_and_told_why(
     assert len(llm.requests) == 1
 
 
+@pytest.mark.atomic_table
 def test_parallel_runs_share_one_daily_budget(
     agent: Any, sender: Any, llm: FakeLLM, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -316,7 +320,7 @@ def test_parallel_runs_share_one_daily_budget(
     limit, error_per_call = 250, 7
     agent.call("config.set", {"path": "budgets.daily", "value": limit})
     llm.responder = lambda request: hang(30, then=reply("done", usage={"input": 100, "output": error_per_call}))
-    hold_usage_writes(agent.services, 4)  # the four reservations reach the table together
+    hold_usage_updates(agent.services, 4)  # the four reservations reach the table together
     keys_ = [f"agent:main:parallel-{i}" for i in range(4)]
     runs = {agent.call("chat.send", {"sessionKey": k, "message": "go"})["runId"]: k for k in keys_}
 
