@@ -8,7 +8,8 @@ mean much):
   used meanwhile (a server near 100% of a core is the bottleneck, not the clients);
 - the gateway's resident memory after all that;
 - the AWS API calls each method makes, counted at the boto3 client factory: once as the local gateway runs (its
-  per-process cache on) and once as a Lambda container would run (no cache).
+  table and workspace are in its data directory: only Step Functions calls remain) and once as a Lambda container
+  would run (DynamoDB and S3, here moto's, no cache).
 
     python bench/rpc.py [--requests 2000] [--clients 50] [--seconds 10] [--generators 3] [--handshakes 100]
 """
@@ -130,8 +131,8 @@ def count_calls(gateway: Any) -> tuple[dict[str, dict[str, int]], dict[str, dict
     from orbital.aws import clients
     from orbital.client import GatewayClient
     from orbital.methods import registry
+    from orbital.ports.services import Services
     from orbital.protocol.dispatch import Dispatcher
-    from orbital.runtime.services import Services
     from orbital.settings import get_settings
 
     steps: list[tuple[str, dict[str, Any]]] = [
@@ -158,26 +159,46 @@ def count_calls(gateway: Any) -> tuple[dict[str, dict[str, int]], dict[str, dict
         def close(self, *_: Any) -> None:
             pass
 
-    settings = get_settings().model_copy(update={"local": False})
-    lam = Services(settings, sender=Quiet())
-    dispatcher = Dispatcher(registry())
+    # as a Lambda container would run: DynamoDB and S3 (moto here), no cache
+    import os
+
+    import boto3
+    from moto import mock_aws
+    from orbital.local.template import load_template, table_definition
+    from orbital.settings import reset_settings
+
+    for name in [n for n in os.environ if n.startswith("ORBITAL_")]:  # what the local gateway set for itself
+        del os.environ[name]
+    reset_settings()
+    clients.serve_in_process(None)
+    settings = get_settings()
     cold: dict[str, dict[str, int]] = {}
-    frame = {
-        "type": "req",
-        "id": "1",
-        "method": "connect",
-        "params": {"minProtocol": 1, "client": {"mode": "client", "id": "bench-lambda"}},
-    }
-    clients.reset_call_counts()
-    dispatcher.dispatch(lam, "bench-lambda-conn", frame)
-    cold["connect"] = clients.call_counts()
-    for method, params in steps:
-        clients.reset_call_counts()
-        out = dispatcher.dispatch(
-            lam, "bench-lambda-conn", {"type": "req", "id": "2", "method": method, "params": params}
+    with mock_aws():
+        _, table_kwargs = table_definition(load_template(ROOT / "template.yaml"))
+        boto3.client("dynamodb", region_name=settings.region).create_table(
+            TableName=settings.table_name, **table_kwargs
         )
-        assert out.response and out.response["ok"], out.response
-        cold[method] = clients.call_counts()
+        boto3.client("s3", region_name=settings.region).create_bucket(Bucket=settings.bucket_name)
+        clients.reset_clients()
+        lam = Services(settings, sender=Quiet(), registry=registry())
+        dispatcher = Dispatcher(registry())
+        frame = {
+            "type": "req",
+            "id": "1",
+            "method": "connect",
+            "params": {"minProtocol": 1, "client": {"mode": "client", "id": "bench-lambda"}},
+        }
+        clients.reset_call_counts()
+        dispatcher.dispatch(lam, "bench-lambda-conn", frame)
+        cold["connect"] = clients.call_counts()
+        for method, params in steps:
+            clients.reset_call_counts()
+            out = dispatcher.dispatch(
+                lam, "bench-lambda-conn", {"type": "req", "id": "2", "method": method, "params": params}
+            )
+            assert out.response and out.response["ok"], out.response
+            cold[method] = clients.call_counts()
+        clients.reset_clients()
     return local, cold
 
 
@@ -241,7 +262,7 @@ def main() -> None:
         finally:
             local_gateway.stop()
     print("\nAWS API calls per method (second call; connect is the first frame)")
-    print(f"{'method':<18}{'local gateway':<40}{'Lambda (no cache)'}")
+    print(f"{'method':<18}{'local gateway':<40}{'Lambda (moto, no cache)'}")
 
     def fmt(counts: dict[str, int]) -> str:
         return ", ".join(f"{k.split('.', 1)[1]} x{v}" for k, v in sorted(counts.items())) or "none"
