@@ -63,9 +63,8 @@ def process_bound(pk: str, sk: str) -> bool:
     """Items that matter only while the process that wrote them runs: a socket's connection record, the registries
     of connected clients, nodes and channel sockets (not the channel registry, nor the keys a client used, which
     outlive them), the pending calls and wait groups of deferred calls (their callers are sockets and runs), and
-    the answers HTTP requests wait for (the request ends with the process). A
-    restart of the local gateway closes the sockets it finds and ends the runs, so it journals these without
-    waiting for the disk."""
+    the answers HTTP requests wait for (the request ends with the process). A restart of the local gateway closes
+    the sockets it finds and ends the runs, so its table writes these without waiting for the disk."""
     if pk == CLIENTS_PK:
         return not sk.startswith(CLIENT_ALIAS_PREFIX)
     return pk.startswith(_PROCESS_BOUND_PREFIXES) or pk in (NODES_PK, CHANNEL_SOCKETS_PK)
