@@ -152,7 +152,7 @@ def scale_and_restart(messages: int, files: int) -> None:
                 )
             crashed = Path(tmp) / "crashed"
             # a crash's view: the database with its WAL, as the killed process left them
-            shutil.copytree(data_dir, crashed, ignore=shutil.ignore_patterns("lock"))
+            shutil.copytree(data_dir, crashed, ignore=shutil.ignore_patterns("lock", ".xeno"))
         finally:
             began = time.perf_counter()
             gw.stop()
