@@ -1,10 +1,17 @@
 """Many writers of one item at once, as parallel Lambdas are on AWS: each socket has its own Services (its own
-container), all start together. Writers of different parts of the item must all succeed."""
+container), all start together. Writers of different parts of the item must all succeed.
+
+The items are in the local runtime's SQLite table, one table object per Services over one database: its
+conditional writes are atomic, as DynamoDB's are (plain moto's are not, and would lose updates here)."""
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 from tests.conftest import Rpc
 
@@ -32,20 +39,30 @@ def _together(count: int, work: Any) -> list[Any]:
     return results
 
 
-def _sockets(aws: None, sender: Any, count: int) -> list[Rpc]:
+@pytest.fixture
+def database(tmp_path: Path) -> Iterator[Any]:
+    from orbital.local.database import Database
+
+    with Database(tmp_path / "contention.sqlite3") as db:
+        yield db
+
+
+def _sockets(database: Any, sender: Any, count: int) -> list[Rpc]:
+    from orbital.local.sqlite_table import SqliteTable
     from orbital.runtime.services import build_services
     from orbital.settings import get_settings
 
     sockets = []
     for i in range(count):
-        rpc = Rpc(build_services(get_settings(), sender=sender), f"conn-contention-{i}")
+        services = build_services(get_settings(), sender=sender, table=SqliteTable(database))
+        rpc = Rpc(services, f"conn-contention-{i}")
         rpc.call("connect", {"minProtocol": 1, "client": {"mode": "client", "id": f"writer-{i}"}})
         sockets.append(rpc)
     return sockets
 
 
-def test_writers_of_different_config_paths_all_succeed(aws: None, sender: Any) -> None:
-    sockets = _sockets(aws, sender, WRITERS)
+def test_writers_of_different_config_paths_all_succeed(database: Any, aws: None, sender: Any) -> None:
+    sockets = _sockets(database, sender, WRITERS)
     results = _together(WRITERS, lambda i: sockets[i].frame("config.set", {"path": f"team.p{i}", "value": i}))
     failed = [r for r in results if not (isinstance(r, dict) and r.get("ok"))]
     assert failed == []
@@ -53,8 +70,8 @@ def test_writers_of_different_config_paths_all_succeed(aws: None, sender: Any) -
     assert stored["value"] == {f"p{i}": i for i in range(WRITERS)}
 
 
-def test_writers_of_one_session_all_succeed(aws: None, sender: Any) -> None:
-    sockets = _sockets(aws, sender, WRITERS)
+def test_writers_of_one_session_all_succeed(database: Any, aws: None, sender: Any) -> None:
+    sockets = _sockets(database, sender, WRITERS)
     key = "agent:main:shared"
     sockets[0].call("session.patch", {"sessionKey": key, "label": "start"})
     results = _together(
