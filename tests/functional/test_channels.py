@@ -107,6 +107,7 @@ def test_an_owner_opened_channel_lets_unknown_senders_in(
     wait_for(lambda: "hello stranger" in texts(sender, socket))
 
 
+@pytest.mark.atomic_table
 def test_a_repeated_delivery_runs_once(agent: Any, bridge: Any, sender: Any, llm: FakeLLM) -> None:
     llm.script(reply("once"))
     results: list[dict[str, Any]] = []

@@ -686,6 +686,7 @@ def test_a_lost_claim_is_not_executed(services: Any, monkeypatch: pytest.MonkeyP
     assert stored(services, job["id"])["state"]["runningAtMs"] == NOW
 
 
+@pytest.mark.atomic_table
 def test_concurrent_runs_execute_a_due_job_once(services: Any) -> None:
     seed(services, name="once")
     barrier = threading.Barrier(2)

@@ -313,6 +313,7 @@ def _parallel(*works: Any) -> list[Any]:
     return results
 
 
+@pytest.mark.atomic_table
 def test_two_overlapping_ticks_run_a_heartbeat_once(
     services: Any, submits: Submits, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -326,6 +327,7 @@ def test_two_overlapping_ticks_run_a_heartbeat_once(
     assert state(services)["nextHeartbeatAt"] == NOON + EVERY
 
 
+@pytest.mark.atomic_table
 def test_many_ticks_without_rendezvous_still_run_it_once(services: Any, submits: Submits) -> None:
     write_file(services, CHECKLIST)
     engine.schedule(services, T0)
@@ -500,6 +502,7 @@ def test_an_agent_without_state_gets_one_on_its_first_alert(services: Any) -> No
     assert engine.filter_delivery(services, "ops", "Queue stuck.", NOON + 1) is None
 
 
+@pytest.mark.atomic_table
 def test_the_same_alert_delivered_in_parallel_goes_out_once(services: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     engine.schedule(services, T0)
     _rendezvous(monkeypatch, services, 2)
@@ -508,6 +511,7 @@ def test_the_same_alert_delivered_in_parallel_goes_out_once(services: Any, monke
     assert state(services)["lastHeartbeatText"] == "Disk full!"
 
 
+@pytest.mark.atomic_table
 def test_a_claim_and_a_delivery_racing_both_land(
     services: Any, submits: Submits, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -153,6 +153,7 @@ def test_cron_run_answers_ok_for_a_run_it_started_and_the_record_keeps_the_outco
     assert record["status"] == "ok" and record["summary"] == "Plants watered."
 
 
+@pytest.mark.atomic_table
 def test_racing_ticks_run_a_job_once(agent: Any, services: Any, llm: FakeLLM) -> None:
     job_id = add_job(services, {"mode": "task", "message": "once only", "deliver": False})
     llm.script(reply("done"))

@@ -290,6 +290,7 @@ def test_a_relay_tells_the_destination_the_end_only_after_the_last_chunk(parties
     assert _received_bytes(sender, dst.connection_id, tid) == data
 
 
+@pytest.mark.atomic_table
 def test_chunks_and_complete_handled_at_once_finish_exactly_once(parties, sender, services):
     import random
     import threading
