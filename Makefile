@@ -5,6 +5,10 @@ HOST ?= 127.0.0.1
 DATA_DIR ?= ~/.orbital
 TOKEN ?=
 
+# pytest's workers and how tests are shared among them (ADR 0036); PYTEST_WORKERS=0 runs the tests in this process
+PYTEST_WORKERS ?= 6
+PYTEST_DIST ?= loadfile
+
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
@@ -55,7 +59,7 @@ docs-check: $(STAMP)
 	  || { echo "docs/protocol.md is out of date: run 'make docs'"; exit 1; }
 
 pytest: $(STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist $(PYTEST_DIST)
 
 test: lint typecheck docs-check validate pytest
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import functools
 import itertools
 import json
 import os
@@ -19,6 +21,19 @@ BUCKET = "orbital-test-workspace"
 
 def load_event(name: str) -> dict[str, Any]:
     return json.loads((EVENTS / name).read_text())
+
+
+@functools.cache
+def _parsed_template() -> dict[str, Any]:
+    from orbital.local.template import load_template
+
+    return load_template(ROOT / "template.yaml")
+
+
+def template() -> dict[str, Any]:
+    """template.yaml as `load_template` reads it, parsed once per test process (50 ms of CPU with PyYAML's loader,
+    and hundreds of tests start from it); each caller gets its own copy to change."""
+    return copy.deepcopy(_parsed_template())
 
 
 @pytest.fixture(autouse=True)
@@ -73,13 +88,13 @@ def token(monkeypatch: pytest.MonkeyPatch) -> str:
 def aws() -> Iterator[None]:
     """moto with the table and bucket of template.yaml."""
     from moto import mock_aws
-    from orbital.local.template import load_template, table_definition
+    from orbital.local.template import table_definition
 
     with mock_aws(config={"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}):
         import boto3
 
         reset_caches()
-        _, kwargs = table_definition(load_template(ROOT / "template.yaml"))
+        _, kwargs = table_definition(template())
         ddb = boto3.client("dynamodb", region_name="us-east-1")
         ddb.create_table(TableName=TABLE, **kwargs)
         boto3.client("s3", region_name="us-east-1").create_bucket(Bucket=BUCKET)
@@ -207,6 +222,39 @@ def rpc(connect: Any) -> Any:
 
 def pytest_configure(config: pytest.Config) -> None:
     os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+    _share_botocore_data()
+
+
+def _share_botocore_data() -> None:
+    """One botocore data loader per test process instead of one per session. `orbital.aws.clients` makes a session
+    for every client, as a Lambda container does once; tests reset the clients hundreds of times, and each new
+    session would parse botocore's JSON service models (S3's alone is megabytes) again: about half the CPU time of a
+    test on moto. The files do not change while the tests run and botocore does not change what it loaded (a
+    session already hands the same loaded model to every client it makes). boto3 adds its own data directory to
+    the loader of every session it makes: the shared loader's search paths take each directory once."""
+    import botocore.loaders
+    import botocore.session
+
+    class SearchPaths(list[str]):
+        def append(self, path: str) -> None:
+            if path not in self:
+                super().append(path)
+
+    loaders: dict[str | None, botocore.loaders.Loader] = {}
+
+    def loader(data_path: str | None) -> botocore.loaders.Loader:
+        if data_path not in loaders:
+            extra = (
+                [os.path.expanduser(os.path.expandvars(p)) for p in data_path.split(os.pathsep)] if data_path else []
+            )
+            loaders[data_path] = botocore.loaders.Loader(extra_search_paths=SearchPaths(extra))
+        return loaders[data_path]
+
+    def register(session: botocore.session.Session) -> None:
+        components = session._components  # type: ignore[attr-defined]
+        components.lazy_register_component("data_loader", lambda: loader(session.get_config_variable("data_path")))
+
+    botocore.session.Session._register_data_loader = register  # type: ignore[method-assign]
 
 
 @pytest.fixture
@@ -217,17 +265,16 @@ def flows(aws: None, services: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
 
     import boto3
     from orbital.local import stack, step_functions
-    from orbital.local.template import load_template
     from orbital.runtime.services import use_services
 
-    template = load_template(ROOT / "template.yaml")
+    cfn = template()
 
     def client(service: str) -> Any:
         return boto3.client(service, region_name="us-east-1")
 
     step_functions.index_executions()  # before the state machines exist: each gets the indexed list
-    arns = stack.create_state_machines(client, ROOT, template)
-    host = stack.FunctionHost(ROOT, template)
+    arns = stack.create_state_machines(client, ROOT, cfn)
+    host = stack.FunctionHost(ROOT, cfn)
     step_functions.use_functions(set(host.specs), functools.partial(stack.run_function, host))
     step_functions.cache_state_machine_parsing()  # and Lambda tasks call the handlers in `host`
     monkeypatch.setenv("ORBITAL_DEFERRED_CALL_ARN", arns["DeferredCallStateMachine"])

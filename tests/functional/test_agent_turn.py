@@ -3,6 +3,7 @@ a scripted model over HTTP on loopback → chat events to the client socket."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -187,7 +188,21 @@ def test_only_a_queued_message_carries_queued(agent: Any, sender: Any, llm: Fake
 def test_stop_cancels_the_run_and_the_next_message_runs(agent: Any, sender: Any, llm: FakeLLM) -> None:
     from tests.support.fake_llm import hang
 
-    llm.script(hang(20), reply("fresh"))
+    hung: list[Any] = []
+
+    def respond(request: Any) -> Any:
+        """By the message asked about, not in turn: the stopped run retries its call when the hang is released if
+        it has not noticed the stop yet (it looks every few seconds), and that retry must not take the next run's
+        reply. Its late reply is dropped (below)."""
+        last = [m for m in request.body["messages"] if m["role"] == "user"][-1]["content"]
+        if "think forever" in json.dumps(last):
+            if not hung:
+                hung.append(request)
+                return hang(20)
+            return reply("late")
+        return reply("fresh")
+
+    llm.responder = respond
     first = agent.call("chat.send", {"sessionKey": "main", "message": "think forever"})
     llm.wait_for_requests(1)
     stopped = agent.call("chat.send", {"sessionKey": "main", "message": "/stop"})
