@@ -607,14 +607,11 @@ class DynamoTable(Table):
             kwargs["ExclusiveStartKey"] = last
         return found[:limit] if limit is not None else found
 
-    def delete_expired(
-        self, now: float, *, limit: int | None = None, candidates: Iterable[tuple[str, str]] | None = None
-    ) -> int:
-        """As the port's; `candidates` are the keys to try (default: what a scan finds), e.g. from a faster listing
-        of the stored items where the table is at hand (the local moto stack)."""
-        keys = self._expired_keys(now, limit) if candidates is None else list(candidates)[:limit]
+    def delete_expired(self, now: float, *, limit: int | None = None) -> int:
+        """As the port's: the expired items a scan finds, each deleted on the condition that it is still expired (on
+        AWS, DynamoDB's own TTL process does this; the sweep is for tooling and tests)."""
         deleted = 0
-        for key in keys:
+        for key in self._expired_keys(now, limit):
             try:
                 self.delete(key, condition=cond.lt("ttl", now))
             except ConflictError:
