@@ -149,6 +149,7 @@ def test_simultaneous_reservations_cannot_share_the_last_tokens(services: Any) -
     assert counted(services)[0] == 2 * (estimate + error_per_call) <= limit + error_per_call
 
 
+@pytest.mark.atomic_table
 def test_parallel_reservations_never_take_a_counter_past_its_limit(services: Any) -> None:
     """Eight threads reserve and settle against one daily budget until it refuses them: no reservation ever sees
     the counter past the limit, and the counter ends at exactly what was settled."""
