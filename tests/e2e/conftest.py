@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -78,8 +79,9 @@ class GatewayProcess:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self, timeout: float = 60.0, *, port: int | None = None) -> GatewayProcess:
-        """Start on a free port, or on `port` (a restart on the port it had)."""
-        self.port = port or free_port()
+        """Start on a port the gateway binds itself (`--port 0`, read back from its runtime.json), or on `port` (a
+        restart on the port it had)."""
+        self.port = port or 0
         args = [
             sys.executable,
             "-m",
@@ -104,6 +106,11 @@ class GatewayProcess:
             if self.proc.poll() is not None:
                 out = self.proc.stdout.read() if self.proc.stdout else ""
                 raise RuntimeError(f"gateway exited early ({self.proc.returncode}):\n{out}")
+            if self.port == 0:
+                self.port = self._bound_port()
+                if self.port == 0:
+                    time.sleep(0.05)
+                    continue
             try:
                 with urllib.request.urlopen(f"{self.http}/health", timeout=1) as resp:
                     if resp.status == 200:
@@ -112,6 +119,18 @@ class GatewayProcess:
                 time.sleep(0.05)
         self.stop()
         raise RuntimeError("gateway did not become healthy in time")
+
+    def _bound_port(self) -> int:
+        """The port this process wrote into runtime.json once it listens (0 while it has not: a file left by an
+        earlier gateway on the same data directory names another pid)."""
+        assert self.proc is not None
+        try:
+            info = self.runtime()
+        except (OSError, ValueError):
+            return 0
+        if info.get("pid") != self.proc.pid:
+            return 0
+        return int(urllib.parse.urlsplit(info["httpUrl"]).port or 0)
 
     def runtime(self) -> dict[str, Any]:
         return json.loads((self.data_dir / "runtime.json").read_text())

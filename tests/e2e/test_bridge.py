@@ -17,12 +17,6 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 class SlowHandlers:
     """Route handlers: `{"type": "slow"}` blocks until released; every other frame is answered with its own body."""
 
@@ -54,7 +48,8 @@ ROUTES = {
 @contextlib.contextmanager
 def serving(bridge: Bridge) -> Iterator[tuple[str, threading.Thread]]:
     """The bridge under uvicorn in a thread (keepalive every 0.2 s, 1 s to answer); its URL and the server thread."""
-    port = _free_port()
+    sock = socket.create_server(("127.0.0.1", 0))  # bound before uvicorn runs: no other process can take the port
+    port = int(sock.getsockname()[1])
     config = uvicorn.Config(
         bridge.app(),
         host="127.0.0.1",
@@ -66,7 +61,7 @@ def serving(bridge: Bridge) -> Iterator[tuple[str, threading.Thread]]:
         lifespan="off",
     )
     server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 20
     while not server.started:
@@ -77,6 +72,7 @@ def serving(bridge: Bridge) -> Iterator[tuple[str, threading.Thread]]:
     finally:
         server.should_exit = True
         thread.join(timeout=20)
+        sock.close()
         bridge.close()
 
 

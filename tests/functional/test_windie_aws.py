@@ -144,6 +144,7 @@ def test_a_query_streams_through_the_management_api(token, flows, sender, servic
     assert "final" in {e["state"] for e in chat_events(sender, agent.connection_id)}
 
 
+@pytest.mark.atomic_table  # an answer races the turn's wait registering its task token
 def test_a_client_tool_round_trip_and_a_client_that_leaves(token, flows, sender, services, agent, llm: FakeLLM):
     llm.responder = rules.respond
     cid = _connected([READ_FILE])
@@ -592,6 +593,7 @@ def test_nothing_of_a_stopped_turn_follows_the_ack(token, flows, sender, service
 PNG = bytes.fromhex("89504e470d0a1a0a0000000d4948445200000001000000010806000000") + b"\x00" * 16
 
 
+@pytest.mark.atomic_table  # an answer races the turn's wait registering its task token
 def test_a_tool_results_screenshot_is_an_artifact_reference_with_a_size_cap(token, flows, sender, services, agent, llm):
     import base64
 

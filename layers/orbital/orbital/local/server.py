@@ -99,6 +99,7 @@ class LocalGateway:
         self._thread: threading.Thread | None = None
         self.ticker: Ticker | None = None
         self.port = options.port
+        self._socket: socket.socket | None = None
         self._umask: int | None = None
         self._refusals_logged: set[str] = set()
         self.xeno: Any = None
@@ -123,8 +124,9 @@ class LocalGateway:
         from orbital.local.store import DataDirLocked, LocalStore
         from orbital.local.template import websocket_routes
 
-        if self.port == 0:
-            self.port = _free_port(self.options.host)
+        if self.port == 0:  # bound here and handed to uvicorn, so no other process can take it in between
+            self._socket = _listen(self.options.host)
+            self.port = int(self._socket.getsockname()[1])
         self._umask = os.umask(0o077)  # every file this gateway writes is its owner's alone (restored at shutdown)
         tightened = private.make_private(self.data_dir)
         if tightened:
@@ -356,7 +358,7 @@ class LocalGateway:
         started = threading.Thread(target=self._announce, daemon=True)
         started.start()
         try:
-            self._server.run()
+            self._server.run(sockets=self._sockets())
         finally:
             self.shutdown()
 
@@ -373,7 +375,9 @@ class LocalGateway:
         self.prepare()
         self._server = self._uvicorn()
         self._server.install_signal_handlers = lambda: None
-        self._thread = threading.Thread(target=self._server.run, name="orbital-uvicorn", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.run, kwargs={"sockets": self._sockets()}, name="orbital-uvicorn", daemon=True
+        )
         self._thread.start()
         deadline = time.monotonic() + 30
         while not self._server.started:
@@ -381,6 +385,10 @@ class LocalGateway:
                 raise StartupError("local gateway did not start")
             time.sleep(0.01)
         return self
+
+    def _sockets(self) -> list[socket.socket] | None:
+        """The listening socket bound for `--port 0`; None lets uvicorn bind host and port itself."""
+        return [self._socket] if self._socket is not None else None
 
     def stop(self) -> None:
         if self._server is not None:
@@ -415,6 +423,9 @@ class LocalGateway:
                 self.store.close()
             finally:
                 self.store = None
+        if self._socket is not None:
+            self._socket.close()
+            self._socket = None
         if self._umask is not None:
             os.umask(self._umask)
             self._umask = None
@@ -499,7 +510,7 @@ def local_state(data_dir: Path, *, exclusive: bool = True) -> Iterator[LocalStor
         os.umask(umask)
 
 
-def _free_port(host: str) -> int:
-    with socket.socket() as s:
-        s.bind((host if host not in ("0.0.0.0", "::") else "127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def _listen(host: str) -> socket.socket:
+    """A socket listening on a port the system picks on `host`."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    return socket.create_server((host, 0), family=family, backlog=2048)
