@@ -220,6 +220,7 @@ class NodeProcess:
             str(self.workspace),
             "--log-file",
             str(self.log_file),
+            *(["--token", self.gateway.token] if self.gateway.token else []),
             *self.extra,
         ]
         env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "ORBITAL_"))}
@@ -228,7 +229,7 @@ class NodeProcess:
         )
         deadline = time.monotonic() + timeout
         with GatewayClient(self.gateway.url, timeout=10) as c:
-            c.connect("client")
+            c.connect("client", token=self.gateway.token)
             while time.monotonic() < deadline:
                 if self.proc.poll() is not None:
                     raise RuntimeError(f"node exited: {self.proc.stderr.read() if self.proc.stderr else ''}")

@@ -277,6 +277,11 @@ _HELP_SECTIONS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
 )
 
 
+def help_sections() -> tuple[tuple[str, tuple[tuple[str, str], ...]], ...]:
+    """The commands and directives `/help` lists: (group title, ((usage, what it does), ...)), in order."""
+    return _HELP_SECTIONS
+
+
 def help_text(channel: bool = False) -> str:
     """The `/help` answer: every command and directive, grouped. Channels get plain bullets instead of code
     spans, since not every chat app renders them."""

@@ -41,7 +41,7 @@ def create_app() -> FastAPI:
 
     # lazy, as FastAPI above: the app and its routes are built at the first request (ADR 0029)
     from orbital.methods import registry
-    from orbital.rest import admin, core, windie
+    from orbital.rest import admin, console, core, windie
 
     app = FastAPI(
         title="Orbital",
@@ -52,6 +52,7 @@ def create_app() -> FastAPI:
         openapi_url="/openapi.json",
     )
     app.include_router(core.router)
+    app.include_router(console.router)
     app.include_router(windie.router)
     app.include_router(admin.router(registry()))
 

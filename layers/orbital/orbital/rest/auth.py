@@ -47,6 +47,9 @@ PUBLIC: dict[tuple[str, str], str] = {
     ("GET", "/openapi.json"): "describes the routes, acts on nothing",
     ("GET", "/docs"): "the page that shows /openapi.json",
     ("GET", "/docs/oauth2-redirect"): "part of the docs page",
+    ("GET", "/"): "the console's page: the same for everyone; it asks for the token itself",
+    ("GET", "/console/config.json"): "the console's settings: the WebSocket URL and whether a token is needed",
+    ("GET", "/console/{name:path}"): "the console's scripts, style sheet and icon",
 }
 """(method, path) -> why the route needs no gateway bearer. Any route not here must refuse a request without one
 (tests/functional/test_rest_app.py walks them all). The console's page and static files will join it."""

@@ -1,0 +1,219 @@
+// The console's shell: reads the gateway's console settings, asks for the token when the gateway wants one (kept in
+// memory, and in this tab's sessionStorage if the user allows: never localStorage, never a URL), connects, and
+// shows one view at a time by the address's hash (#/chat/<session>, #/nodes, #/workspace/<path>, #/schedules,
+// #/channels, #/settings). Views are modules with `mount(container, ctx)` returning a cleanup function.
+
+import { Gateway } from "./gsv.js";
+import { dialog, field, h, icon, toast } from "./ui.js";
+import chat from "./views/chat.js";
+import nodes from "./views/nodes.js";
+import workspace from "./views/workspace.js";
+import schedules from "./views/schedules.js";
+import channels from "./views/channels.js";
+import settings from "./views/settings.js";
+
+const VIEWS = [chat, nodes, workspace, schedules, channels, settings];
+const TOKEN_KEY = "orbital.console.token";
+const CLIENT_KEY = "orbital.console.client";
+const THEME_KEY = "orbital.console.theme";
+
+const state = { gw: null, config: null, view: null, cleanup: null, path: null };
+
+function clientId() {
+  let id = sessionStorage.getItem(CLIENT_KEY);
+  if (!id) {
+    const bytes = crypto.getRandomValues(new Uint8Array(6));
+    id = `console-${[...bytes].map((b) => b.toString(16).padStart(2, "0")).join("")}`;
+    sessionStorage.setItem(CLIENT_KEY, id);
+  }
+  return id;
+}
+
+// --- theme -----------------------------------------------------------------------------------------------------
+
+function applyTheme(theme) {
+  const dark = theme === "dark" || (theme !== "light" && matchMedia("(prefers-color-scheme: dark)").matches);
+  document.documentElement.dataset.theme = dark ? "dark" : "light";
+  const button = document.getElementById("theme");
+  if (button) {
+    button.setAttribute("aria-label", dark ? "Use the light theme" : "Use the dark theme");
+    button.title = button.getAttribute("aria-label");
+    button.replaceChildren(icon(dark ? "sun" : "moon"));
+  }
+}
+
+function toggleTheme() {
+  const next = document.documentElement.dataset.theme === "dark" ? "light" : "dark";
+  localStorage.setItem(THEME_KEY, next); // a preference, not a secret
+  applyTheme(next);
+}
+
+// --- the token -------------------------------------------------------------------------------------------------
+
+async function askToken(message) {
+  const input = h("input", { type: "password", name: "token", autocomplete: "current-password", required: true, spellcheck: "false" });
+  const remember = h("input", { type: "checkbox", name: "remember", checked: true });
+  const body = [
+    message ? h("p.error", { role: "alert" }, message) : null,
+    h("p", "This gateway needs its token. It stays in this tab and is sent only to the gateway."),
+    field("Gateway token", input),
+    h("label.check", remember, " Keep it until this tab closes"),
+  ];
+  const ok = await dialog("Connect to Orbital", body, [{ label: "Connect", value: true, kind: "primary" }], () => Boolean(input.value.trim()));
+  if (!ok) return null;
+  const token = input.value.trim();
+  if (remember.checked) sessionStorage.setItem(TOKEN_KEY, token);
+  else sessionStorage.removeItem(TOKEN_KEY);
+  return token;
+}
+
+async function connect() {
+  let token = state.config.tokenRequired ? sessionStorage.getItem(TOKEN_KEY) : null;
+  let message = null;
+  for (;;) {
+    if (state.config.tokenRequired && !token) {
+      token = await askToken(message);
+      if (!token) {
+        showStatus("closed", "Not connected: the gateway needs its token.");
+        return false;
+      }
+    }
+    try {
+      await state.gw.open(token);
+      return true;
+    } catch (err) {
+      if (err.code !== 401) {
+        showStatus("closed", err.message);
+        return state.gw.state !== "closed" || false;
+      }
+      sessionStorage.removeItem(TOKEN_KEY);
+      state.config.tokenRequired = true;
+      token = null;
+      message = "That token was not accepted.";
+    }
+  }
+}
+
+function signOut() {
+  sessionStorage.removeItem(TOKEN_KEY);
+  state.gw.close();
+  location.reload();
+}
+
+// --- status ----------------------------------------------------------------------------------------------------
+
+const STATUS_TEXT = { open: "Connected", connecting: "Connecting…", reconnecting: "Reconnecting…", closed: "Disconnected", idle: "" };
+
+function showStatus(stateName, detail) {
+  const el = document.getElementById("status");
+  el.dataset.state = stateName;
+  el.textContent = STATUS_TEXT[stateName] || stateName;
+  el.title = detail || STATUS_TEXT[stateName] || "";
+  document.body.dataset.connection = stateName;
+}
+
+// --- routing ---------------------------------------------------------------------------------------------------
+
+function parseHash() {
+  const raw = location.hash.replace(/^#\/?/, "");
+  const [id, ...rest] = raw.split("/");
+  return { id: id || "chat", params: rest.map((p) => decodeURIComponent(p)) };
+}
+
+export function navigate(id, ...params) {
+  const hash = `#/${[id, ...params.map((p) => encodeURIComponent(p))].join("/")}`;
+  if (location.hash !== hash) location.hash = hash;
+}
+
+function route() {
+  const { id, params } = parseHash();
+  const view = VIEWS.find((v) => v.id === id) || chat;
+  const container = document.getElementById("view");
+  const key = `${view.id}/${params.join("/")}`;
+  if (state.path === key) return;
+  // a view that handles its own sub-paths gets them without being mounted again
+  if (state.view === view && typeof state.cleanup?.update === "function") {
+    state.path = key;
+    state.cleanup.update(params);
+    return;
+  }
+  if (state.cleanup) {
+    try {
+      (typeof state.cleanup === "function" ? state.cleanup : state.cleanup.destroy)?.();
+    } catch (err) {
+      console.error(err);
+    }
+  }
+  state.view = view;
+  state.path = key;
+  container.replaceChildren();
+  container.dataset.view = view.id;
+  for (const link of document.querySelectorAll("nav a[data-view]")) {
+    if (link.dataset.view === view.id) link.setAttribute("aria-current", "page");
+    else link.removeAttribute("aria-current");
+  }
+  document.title = `${view.title} · Orbital`;
+  state.cleanup = view.mount(container, {
+    gw: state.gw,
+    config: state.config,
+    params,
+    navigate,
+  });
+  container.querySelector("[autofocus]")?.focus();
+}
+
+// --- start -----------------------------------------------------------------------------------------------------
+
+function buildNav() {
+  for (const v of VIEWS) document.head.append(h("link", { rel: "stylesheet", href: `console/views/${v.id}.css` }));
+  const nav = document.getElementById("nav");
+  nav.replaceChildren(
+    ...VIEWS.map((v) =>
+      h("a", { href: `#/${v.id}`, dataset: { view: v.id } }, h("span.nav-icon", icon(v.icon)), h("span.nav-label", v.title)),
+    ),
+  );
+}
+
+async function start() {
+  applyTheme(localStorage.getItem(THEME_KEY));
+  matchMedia("(prefers-color-scheme: dark)").addEventListener("change", () => applyTheme(localStorage.getItem(THEME_KEY)));
+  document.getElementById("theme").addEventListener("click", toggleTheme);
+  document.getElementById("signout").addEventListener("click", signOut);
+  buildNav();
+  try {
+    const res = await fetch("console/config.json", { cache: "no-store", credentials: "omit" });
+    state.config = await res.json();
+  } catch (err) {
+    showStatus("closed", `Could not read the console's settings: ${err.message}`);
+    return;
+  }
+  const wsUrl = state.config.wsUrl || `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/ws`;
+  document.getElementById("version").textContent = `v${state.config.version}`;
+  state.gw = new Gateway({ wsUrl, httpBase: location.origin, clientId: clientId(), version: state.config.version });
+  state.gw.on("status", ({ state: s, error }) => showStatus(s, error));
+  state.gw.on("connection.closing", (p) => {
+    if (p && p.code === 4001) toast("The gateway closed the connection: unauthorized.", "error");
+  });
+  window.addEventListener("keydown", (ev) => {
+    // Alt+1…6 switch views
+    if (ev.altKey && !ev.ctrlKey && !ev.metaKey && /^[1-9]$/.test(ev.key)) {
+      const view = VIEWS[Number(ev.key) - 1];
+      if (view) {
+        ev.preventDefault();
+        navigate(view.id);
+      }
+    }
+  });
+  document.getElementById("signout").hidden = !state.config.tokenRequired;
+  const connected = await connect();
+  document.getElementById("signout").hidden = !state.config.tokenRequired;
+  if (!connected) {
+    const retry = h("button.primary", { type: "button", onclick: () => location.reload() }, "Try again");
+    document.getElementById("view").replaceChildren(h("section.notice", h("h1", "Not connected"), h("p", document.getElementById("status").title), retry));
+    return;
+  }
+  window.addEventListener("hashchange", route);
+  route();
+}
+
+start();

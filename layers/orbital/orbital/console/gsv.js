@@ -1,0 +1,202 @@
+// The console's GSV client: one WebSocket to the gateway, requests matched to their responses, events fanned out
+// to listeners, and a reconnect with backoff when the socket drops. It speaks only the public protocol
+// (docs/protocol.md). A request too large for one WebSocket frame (a browser cannot fragment a message, and the
+// gateway closes a socket whose frame passes 32 KB) goes to the same method on the HTTP API instead.
+
+const PROTOCOL = 1;
+const MAX_FRAME_BYTES = 32 * 1024;
+const RECONNECT_MS = [500, 1000, 2000, 4000, 8000, 15000];
+
+export class GatewayError extends Error {
+  constructor(code, message) {
+    super(message);
+    this.code = code;
+  }
+}
+
+export class Gateway {
+  /**
+   * @param {object} options
+   * @param {string} options.wsUrl - the WebSocket to connect to
+   * @param {string} options.httpBase - the HTTP API's origin (for requests too large for a frame)
+   * @param {string} options.clientId - this tab's client id (a newer socket of the same id replaces an older one)
+   * @param {string} options.version - the console's version, sent in `connect`
+   */
+  constructor({ wsUrl, httpBase, clientId, version }) {
+    this.wsUrl = wsUrl;
+    this.httpBase = httpBase;
+    this.clientId = clientId;
+    this.version = version;
+    this.token = null;
+    this.hello = null;
+    this.state = "idle";
+    this._ws = null;
+    this._next = 1;
+    this._pending = new Map();
+    this._listeners = new Map();
+    this._attempt = 0;
+    this._timer = null;
+    this._wanted = false;
+  }
+
+  /** Listen to an event (`chat`, ...) or to `status` ({state, error}); returns the function that stops it. */
+  on(event, fn) {
+    if (!this._listeners.has(event)) this._listeners.set(event, new Set());
+    this._listeners.get(event).add(fn);
+    return () => this._listeners.get(event)?.delete(fn);
+  }
+
+  _emit(event, payload) {
+    for (const fn of [...(this._listeners.get(event) || [])]) {
+      try {
+        fn(payload);
+      } catch (err) {
+        console.error(`listener of ${event} failed`, err);
+      }
+    }
+  }
+
+  _status(state, error = null) {
+    this.state = state;
+    this._emit("status", { state, error });
+  }
+
+  /** Open the socket and send `connect`; resolves with `hello-ok`, rejects with a GatewayError (401: the token). */
+  open(token) {
+    this.token = token || null;
+    this._wanted = true;
+    return this._open();
+  }
+
+  _open() {
+    clearTimeout(this._timer);
+    this._status("connecting");
+    return new Promise((resolve, reject) => {
+      let ws;
+      try {
+        ws = new WebSocket(this.wsUrl);
+      } catch (err) {
+        this._status("closed", String(err));
+        reject(new GatewayError(0, `Cannot open ${this.wsUrl}: ${err.message || err}`));
+        return;
+      }
+      this._ws = ws;
+      let settled = false;
+      ws.onopen = () => {
+        const params = {
+          minProtocol: PROTOCOL,
+          maxProtocol: PROTOCOL,
+          client: { id: this.clientId, version: this.version, platform: "browser", mode: "client" },
+        };
+        if (this.token) params.auth = { token: this.token };
+        this._request("connect", params, 15000).then(
+          (hello) => {
+            settled = true;
+            this.hello = hello;
+            this._attempt = 0;
+            this._status("open");
+            resolve(hello);
+          },
+          (err) => {
+            settled = true;
+            if (err.code === 401) this._wanted = false; // a wrong token does not get better by trying again
+            this._status("closed", err.message);
+            reject(err);
+            ws.close();
+          },
+        );
+      };
+      ws.onmessage = (msg) => this._frame(msg.data);
+      ws.onclose = (ev) => {
+        if (this._ws === ws) this._ws = null;
+        for (const [, waiter] of this._pending) waiter.reject(new GatewayError(503, "Disconnected from the gateway"));
+        this._pending.clear();
+        if (!settled) {
+          settled = true;
+          reject(new GatewayError(ev.code === 4001 ? 401 : 503, ev.reason || "Could not reach the gateway"));
+        }
+        if (this._wanted) {
+          this._status("reconnecting", ev.reason || null);
+          const delay = RECONNECT_MS[Math.min(this._attempt++, RECONNECT_MS.length - 1)];
+          this._timer = setTimeout(() => this._open().catch(() => {}), delay);
+        } else {
+          this._status("closed", ev.reason || null);
+        }
+      };
+    });
+  }
+
+  close() {
+    this._wanted = false;
+    clearTimeout(this._timer);
+    this._ws?.close(1000, "closed by the user");
+  }
+
+  _frame(data) {
+    let frame;
+    try {
+      frame = JSON.parse(data);
+    } catch {
+      return;
+    }
+    if (frame.type === "res") {
+      const waiter = this._pending.get(frame.id);
+      if (!waiter) return;
+      this._pending.delete(frame.id);
+      if (frame.ok) waiter.resolve(frame.payload);
+      else waiter.reject(new GatewayError(frame.error?.code ?? 500, frame.error?.message || "Request failed"));
+    } else if (frame.type === "evt") {
+      this._emit(frame.event, frame.payload);
+    }
+  }
+
+  _request(method, params, timeoutMs) {
+    const id = `c${this._next++}`;
+    const text = JSON.stringify(params === undefined ? { type: "req", id, method } : { type: "req", id, method, params });
+    if (new TextEncoder().encode(text).length > MAX_FRAME_BYTES) return this._http(method, params, timeoutMs);
+    return new Promise((resolve, reject) => {
+      if (!this._ws || this._ws.readyState !== WebSocket.OPEN) {
+        reject(new GatewayError(503, "Not connected to the gateway"));
+        return;
+      }
+      const timer = setTimeout(() => {
+        this._pending.delete(id);
+        reject(new GatewayError(504, `${method}: no answer within ${Math.round(timeoutMs / 1000)} s`));
+      }, timeoutMs);
+      this._pending.set(id, {
+        resolve: (v) => (clearTimeout(timer), resolve(v)),
+        reject: (e) => (clearTimeout(timer), reject(e)),
+      });
+      this._ws.send(text);
+    });
+  }
+
+  async _http(method, params, timeoutMs) {
+    const headers = { "Content-Type": "application/json" };
+    if (this.token) headers.Authorization = `Bearer ${this.token}`;
+    const abort = new AbortController();
+    const timer = setTimeout(() => abort.abort(), timeoutMs);
+    try {
+      const res = await fetch(`${this.httpBase}/api/v1/${method}`, {
+        method: "POST",
+        headers,
+        body: JSON.stringify(params ?? {}),
+        signal: abort.signal,
+        credentials: "omit",
+      });
+      const body = await res.json().catch(() => ({}));
+      if (!res.ok) throw new GatewayError(body.code ?? res.status, body.detail || res.statusText);
+      return body;
+    } catch (err) {
+      if (err instanceof GatewayError) throw err;
+      throw new GatewayError(err.name === "AbortError" ? 504 : 503, `${method}: ${err.message || err}`);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** Call a method; resolves with its payload, rejects with a GatewayError. */
+  call(method, params, { timeoutMs = 30000 } = {}) {
+    return this._request(method, params, timeoutMs);
+  }
+}

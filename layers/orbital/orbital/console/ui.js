@@ -1,0 +1,323 @@
+// Small helpers every view uses: building elements, notices, dialogs, markdown and formatting. Text always goes
+// in as text (textContent), never as HTML, so nothing a model, a node or a file says can run as script here.
+
+/**
+ * An element: h("button.primary", {onclick, type: "button"}, "Save"). The tag may carry `.class`es and one `#id`;
+ * attributes: `class`, `dataset`, `on…` handlers, boolean `true`/`false`, anything else as an attribute.
+ * Children: nodes, strings (as text), arrays of either, null/false (skipped).
+ */
+export function h(spec, attrs = {}, ...children) {
+  const [tagAndId, ...classes] = spec.split(".");
+  const [tag, id] = tagAndId.split("#");
+  const el = document.createElement(tag || "div");
+  if (id) el.id = id;
+  if (classes.length) el.classList.add(...classes);
+  if (attrs && (typeof attrs !== "object" || attrs instanceof Node || Array.isArray(attrs))) {
+    children.unshift(attrs);
+    attrs = {};
+  }
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (value === undefined || value === null || value === false) continue;
+    if (key === "class") el.classList.add(...String(value).split(/\s+/).filter(Boolean));
+    else if (key === "dataset") Object.assign(el.dataset, value);
+    else if (key.startsWith("on") && typeof value === "function") el.addEventListener(key.slice(2), value);
+    else if (key === "value") el.value = value;
+    else if (key === "checked") el.checked = Boolean(value);
+    else el.setAttribute(key, value === true ? "" : String(value));
+  }
+  append(el, children);
+  return el;
+}
+
+function append(el, children) {
+  for (const child of children) {
+    if (child === null || child === undefined || child === false) continue;
+    if (Array.isArray(child)) append(el, child);
+    else el.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+}
+
+/** Replace an element's children. */
+export function fill(el, ...children) {
+  el.replaceChildren();
+  append(el, children);
+  return el;
+}
+
+// --- notices and dialogs ---------------------------------------------------------------------------------------
+
+/** A short notice at the bottom of the screen (`kind`: info, ok, error); errors stay until dismissed. */
+export function toast(message, kind = "info") {
+  const region = document.getElementById("toasts");
+  const close = h("button.icon", { type: "button", "aria-label": "Dismiss" }, "×");
+  const item = h(`div.toast.${kind}`, { role: kind === "error" ? "alert" : "status" }, h("span", message), close);
+  close.addEventListener("click", () => item.remove());
+  region.append(item);
+  if (kind !== "error") setTimeout(() => item.remove(), 4000);
+  return item;
+}
+
+/** An error from a gateway call, as a notice that says which action failed. */
+export function failed(action, err) {
+  const code = err && err.code ? ` (${err.code})` : "";
+  return toast(`${action} failed${code}: ${err && err.message ? err.message : err}`, "error");
+}
+
+/**
+ * A modal dialog: `body` (nodes) and buttons [{label, value, kind}]; resolves with the pressed button's value
+ * (null for Escape). `onsubmit(value)` may return false to keep the dialog open (a form that did not validate).
+ */
+export function dialog(title, body, buttons = [{ label: "OK", value: true, kind: "primary" }], onsubmit = null) {
+  return new Promise((resolve) => {
+    const box = h("dialog.modal", { "aria-label": title });
+    const form = h("form", { method: "dialog" });
+    const row = h("div.actions");
+    for (const b of buttons) {
+      row.append(h(`button.${b.kind || "plain"}`, { type: b.kind === "primary" ? "submit" : "button", dataset: { v: JSON.stringify(b.value) } }, b.label));
+    }
+    form.append(h("h2", title), h("div.dialog-body", body), row);
+    box.append(form);
+    document.body.append(box);
+    const done = (value) => {
+      box.close();
+      box.remove();
+      resolve(value);
+    };
+    row.addEventListener("click", async (ev) => {
+      const button = ev.target.closest("button");
+      if (!button || button.type === "submit") return;
+      done(JSON.parse(button.dataset.v));
+    });
+    form.addEventListener("submit", async (ev) => {
+      ev.preventDefault();
+      const value = JSON.parse((ev.submitter || row.querySelector("[type=submit]")).dataset.v);
+      if (onsubmit && (await onsubmit(value)) === false) return;
+      done(value);
+    });
+    box.addEventListener("cancel", (ev) => {
+      ev.preventDefault();
+      done(null);
+    });
+    box.showModal();
+    const first = box.querySelector("input, textarea, select") || box.querySelector("button.primary");
+    first?.focus();
+  });
+}
+
+/** Ask before something that cannot be undone. */
+export function confirmAction(title, message, label = "Delete") {
+  return dialog(title, [h("p", message)], [
+    { label: "Cancel", value: false },
+    { label, value: true, kind: "primary danger" },
+  ]).then(Boolean);
+}
+
+// --- formatting ------------------------------------------------------------------------------------------------
+
+export function formatTime(ms) {
+  if (!ms && ms !== 0) return "—";
+  const d = new Date(ms);
+  const today = new Date();
+  const sameDay = d.toDateString() === today.toDateString();
+  return sameDay ? d.toLocaleTimeString() : d.toLocaleString();
+}
+
+export function formatDuration(ms) {
+  if (ms === null || ms === undefined || Number.isNaN(ms)) return "—";
+  if (ms < 1000) return `${Math.round(ms)} ms`;
+  if (ms < 60000) return `${(ms / 1000).toFixed(ms < 10000 ? 1 : 0)} s`;
+  const m = Math.floor(ms / 60000);
+  const s = Math.round((ms % 60000) / 1000);
+  return m < 60 ? `${m} min ${s} s` : `${Math.floor(m / 60)} h ${m % 60} min`;
+}
+
+export function formatBytes(n) {
+  if (n === null || n === undefined) return "—";
+  const units = ["B", "KB", "MB", "GB"];
+  let i = 0;
+  while (n >= 1024 && i < units.length - 1) {
+    n /= 1024;
+    i += 1;
+  }
+  return `${i ? n.toFixed(1) : n} ${units[i]}`;
+}
+
+export function formatNumber(n) {
+  return n === null || n === undefined ? "—" : Number(n).toLocaleString();
+}
+
+/** Text that may be long, cut to `max` characters with a note of how much was left out. */
+export function clip(text, max) {
+  const s = String(text ?? "");
+  return s.length <= max ? [s, false] : [s.slice(0, max), true];
+}
+
+// --- markdown --------------------------------------------------------------------------------------------------
+
+const SAFE_LINK = /^(https?:|mailto:|#)/i;
+
+/** Markdown as elements: headings, paragraphs, lists, quotes, code blocks, rules, tables, and inline emphasis,
+ * code and links (http, https and mailto only). Anything else stays text. */
+export function markdown(source) {
+  const root = h("div.md");
+  const lines = String(source ?? "").replace(/\r\n?/g, "\n").split("\n");
+  let i = 0;
+  while (i < lines.length) {
+    const line = lines[i];
+    const fence = line.match(/^\s*(```|~~~)\s*([\w+-]*)/);
+    if (fence) {
+      const body = [];
+      i += 1;
+      while (i < lines.length && !lines[i].trim().startsWith(fence[1])) body.push(lines[i++]);
+      i += 1;
+      root.append(h("pre", h("code", fence[2] ? { "data-lang": fence[2] } : {}, body.join("\n"))));
+      continue;
+    }
+    if (!line.trim()) {
+      i += 1;
+      continue;
+    }
+    const heading = line.match(/^(#{1,6})\s+(.*)$/);
+    if (heading) {
+      root.append(h(`h${heading[1].length}`, inline(heading[2])));
+      i += 1;
+      continue;
+    }
+    if (/^\s*([-*_])(\s*\1){2,}\s*$/.test(line)) {
+      root.append(h("hr"));
+      i += 1;
+      continue;
+    }
+    if (/^\s*>/.test(line)) {
+      const body = [];
+      while (i < lines.length && /^\s*>/.test(lines[i])) body.push(lines[i++].replace(/^\s*>\s?/, ""));
+      root.append(h("blockquote", markdown(body.join("\n"))));
+      continue;
+    }
+    if (/^\s*([-*+]|\d+[.)])\s+/.test(line)) {
+      const ordered = /^\s*\d+[.)]/.test(line);
+      const list = h(ordered ? "ol" : "ul");
+      while (i < lines.length && /^\s*([-*+]|\d+[.)])\s+/.test(lines[i])) {
+        let item = lines[i++].replace(/^\s*([-*+]|\d+[.)])\s+/, "");
+        while (i < lines.length && /^\s{2,}\S/.test(lines[i]) && !/^\s*([-*+]|\d+[.)])\s+/.test(lines[i])) {
+          item += " " + lines[i++].trim();
+        }
+        const task = item.match(/^\[([ xX])\]\s+(.*)$/);
+        if (task) list.append(h("li.task", h("input", { type: "checkbox", disabled: true, checked: task[1] !== " " }), " ", inline(task[2])));
+        else list.append(h("li", inline(item)));
+      }
+      root.append(list);
+      continue;
+    }
+    if (line.includes("|") && i + 1 < lines.length && /^\s*\|?\s*:?-{3,}/.test(lines[i + 1])) {
+      const cells = (row) => row.trim().replace(/^\||\|$/g, "").split("|").map((c) => c.trim());
+      const head = cells(line);
+      i += 2;
+      const body = [];
+      while (i < lines.length && lines[i].includes("|") && lines[i].trim()) body.push(cells(lines[i++]));
+      root.append(
+        h("div.table-wrap", h("table", h("thead", h("tr", head.map((c) => h("th", inline(c))))), h("tbody", body.map((r) => h("tr", r.map((c) => h("td", inline(c)))))))),
+      );
+      continue;
+    }
+    const para = [];
+    while (i < lines.length && lines[i].trim() && !/^(#{1,6}\s|\s*```|\s*~~~|\s*>|\s*([-*+]|\d+[.)])\s+)/.test(lines[i])) {
+      para.push(lines[i++]);
+    }
+    if (!para.length) para.push(lines[i++]);
+    root.append(h("p", inline(para.join("\n"))));
+  }
+  return root;
+}
+
+const INLINE = /(`+)([\s\S]*?)\1|\*\*([\s\S]+?)\*\*|__([\s\S]+?)__|\*([^*\s][^*]*?)\*|_([^_\s][^_]*?)_|~~([\s\S]+?)~~|\[([^\]]+)\]\(([^)\s]+)\)|(https?:\/\/[^\s<>()]+[^\s<>().,;:!?'"])|\n/g;
+
+/** Inline markdown as nodes. */
+export function inline(text) {
+  const out = [];
+  let last = 0;
+  const s = String(text ?? "");
+  for (const m of s.matchAll(INLINE)) {
+    if (m.index > last) out.push(document.createTextNode(s.slice(last, m.index)));
+    if (m[1]) out.push(h("code", m[2]));
+    else if (m[3] || m[4]) out.push(h("strong", inline(m[3] || m[4])));
+    else if (m[5] || m[6]) out.push(h("em", inline(m[5] || m[6])));
+    else if (m[7]) out.push(h("del", inline(m[7])));
+    else if (m[8]) out.push(SAFE_LINK.test(m[9]) ? h("a", { href: m[9], target: "_blank", rel: "noopener noreferrer" }, inline(m[8])) : document.createTextNode(m[0]));
+    else if (m[10]) out.push(h("a", { href: m[10], target: "_blank", rel: "noopener noreferrer" }, m[10]));
+    else out.push(h("br"));
+    last = m.index + m[0].length;
+  }
+  if (last < s.length) out.push(document.createTextNode(s.slice(last)));
+  return out;
+}
+
+// --- misc ------------------------------------------------------------------------------------------------------
+
+export function debounce(fn, ms) {
+  let timer = null;
+  return (...args) => {
+    clearTimeout(timer);
+    timer = setTimeout(() => fn(...args), ms);
+  };
+}
+
+/** A labelled form field: label text, the control, and an optional hint under it. */
+export function field(label, control, hint = null) {
+  const id = control.id || `f-${Math.random().toString(36).slice(2, 9)}`;
+  control.id = id;
+  return h("div.field", h("label", { for: id }, label), control, hint ? h("small.hint", hint) : null);
+}
+
+/** A section's header: a title and the actions beside it. */
+export function header(title, ...actions) {
+  return h("header.view-head", h("h1", title), h("div.view-actions", actions));
+}
+
+/** A placeholder for an empty list. */
+export function empty(message) {
+  return h("p.empty", message);
+}
+
+// --- icons -----------------------------------------------------------------------------------------------------
+
+const ICONS = {
+  chat: "M4 5h16v11H10l-6 4z",
+  nodes: "M3 4h18v12H3z M8 20h8 M12 16v4",
+  workspace: "M6 3h9l4 4v14H6z M14 3v5h5 M9 13h6 M9 17h6",
+  schedules: "M12 3a9 9 0 1 0 0.01 0z M12 7v5l3 2",
+  channels: "M3 11l18-8-7 18-3-7z M11 14l10-11",
+  settings: "M4 6h16 M4 12h16 M4 18h16 M9 4v4 M15 10v4 M7 16v4",
+  sun: "M12 8a4 4 0 1 0 0.01 0z M12 2v2 M12 20v2 M4.9 4.9l1.4 1.4 M17.7 17.7l1.4 1.4 M2 12h2 M20 12h2 M4.9 19.1l1.4-1.4 M17.7 6.3l1.4-1.4",
+  moon: "M20 14.5A8 8 0 0 1 9.5 4a8 8 0 1 0 10.5 10.5z",
+  stop: "M6 6h12v12H6z",
+  send: "M4 12l16-8-6 16-2-6z",
+  plus: "M12 5v14 M5 12h14",
+  refresh: "M20 11a8 8 0 1 0-2.3 5.7 M20 4v7h-7",
+  close: "M6 6l12 12 M18 6L6 18",
+};
+
+/** A small line icon (`name` of ICONS), drawn in the text's colour; decorative unless given a `label`. */
+export function icon(name, label = null) {
+  const ns = "http://www.w3.org/2000/svg";
+  const svg = document.createElementNS(ns, "svg");
+  svg.setAttribute("viewBox", "0 0 24 24");
+  svg.setAttribute("width", "18");
+  svg.setAttribute("height", "18");
+  svg.setAttribute("fill", "none");
+  svg.setAttribute("stroke", "currentColor");
+  svg.setAttribute("stroke-width", "2");
+  svg.setAttribute("stroke-linecap", "round");
+  svg.setAttribute("stroke-linejoin", "round");
+  svg.classList.add("icon-svg");
+  if (label) {
+    svg.setAttribute("role", "img");
+    svg.setAttribute("aria-label", label);
+  } else {
+    svg.setAttribute("aria-hidden", "true");
+  }
+  const path = document.createElementNS(ns, "path");
+  path.setAttribute("d", ICONS[name] || ICONS.plus);
+  svg.append(path);
+  return svg;
+}

@@ -1,0 +1,116 @@
+"""The console: Orbital's web UI (ADR 0037), served by the HTTP API at `/`, on the local gateway's port and by the
+`rest_api` function on AWS alike.
+
+- `GET /` → the page; `GET /console/{file}` → its modules, style sheet and icon (the files of `orbital/console`,
+  nothing else: a name that is not one of them is 404, so no path can reach outside).
+- `GET /console/config.json` → what the page needs before it connects: `wsUrl` (the WebSocket to use; null means
+  this origin's `/ws`, as on the local gateway), `tokenRequired`, the gateway's `version` and the slash `commands`
+  for completion (the rows of `/help`).
+
+None of them needs a credential: they are the same for everyone and act on nothing; the page asks for the token and
+presents it in `connect` (and as a bearer on the HTTP API). Every answer carries a Content-Security-Policy that lets
+the page load only its own files and talk only to its own gateway, and `no-cache`, so an upgraded gateway serves
+the new console at once.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any
+
+from fastapi import APIRouter, HTTPException
+from fastapi.responses import JSONResponse, Response
+
+from orbital import __version__
+from orbital.domain import commands
+from orbital.settings import Settings, get_settings
+
+router = APIRouter(include_in_schema=False)
+
+STATIC = Path(__file__).resolve().parent.parent / "console"
+"""The console's files (package data of `orbital`)."""
+
+TYPES = {
+    ".html": "text/html; charset=utf-8",
+    ".js": "text/javascript; charset=utf-8",
+    ".css": "text/css; charset=utf-8",
+    ".svg": "image/svg+xml",
+    ".png": "image/png",
+}
+
+
+@functools.cache
+def files() -> dict[str, Path]:
+    """Every file the console has, by its path under `/console/` (read once per process)."""
+    found: dict[str, Path] = {}
+    for path in sorted(STATIC.rglob("*")):
+        if path.is_file() and path.suffix in TYPES:
+            found[path.relative_to(STATIC).as_posix()] = path
+    return found
+
+
+def websocket_url(settings: Settings) -> str | None:
+    """The WebSocket the page connects to: on AWS the WebSocket API's `wss://` URL (its management endpoint with
+    the other scheme); None on the local gateway, whose WebSocket is `/ws` on the page's own origin."""
+    endpoint = settings.mgmt_endpoint
+    if settings.local or not endpoint or not endpoint.startswith("https://"):
+        return None
+    return "wss://" + endpoint.removeprefix("https://").rstrip("/")
+
+
+def headers(settings: Settings) -> dict[str, str]:
+    """The headers of every console answer."""
+    connect = "'self'"
+    ws = websocket_url(settings)
+    if ws:
+        connect += " " + ws.split("/", 3)[0] + "//" + ws.split("/", 3)[2]
+    policy = (
+        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data: blob: https:; "
+        f"connect-src {connect}; manifest-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+    )
+    return {
+        "Content-Security-Policy": policy,
+        "Cache-Control": "no-cache",
+        "X-Content-Type-Options": "nosniff",
+        "Referrer-Policy": "no-referrer",
+        "X-Frame-Options": "DENY",
+    }
+
+
+def command_rows() -> list[dict[str, str]]:
+    """The slash commands and directives, as `/help` lists them: `{usage, description, group}`."""
+    return [
+        {"usage": usage, "description": what, "group": title}
+        for title, rows in commands.help_sections()
+        for usage, what in rows
+    ]
+
+
+@router.get("/")
+def page() -> Response:
+    return _file("index.html")
+
+
+@router.get("/console/config.json")
+def config() -> JSONResponse:
+    settings = get_settings()
+    body: dict[str, Any] = {
+        "wsUrl": websocket_url(settings),
+        "tokenRequired": bool(settings.require_token or settings.auth_token or settings.auth_token_secret),
+        "version": __version__,
+        "commands": command_rows(),
+    }
+    return JSONResponse(body, headers=headers(settings))
+
+
+@router.get("/console/{name:path}")
+def asset(name: str) -> Response:
+    return _file(name)
+
+
+def _file(name: str) -> Response:
+    path = files().get(name)
+    if path is None:
+        raise HTTPException(status_code=404, detail="Not Found")
+    return Response(path.read_bytes(), media_type=TYPES[path.suffix], headers=headers(get_settings()))

@@ -1,0 +1,155 @@
+"""The console in a real browser: headless Chromium (the system's, Debian's `chromium` package) driven by Playwright,
+against a real `orbital dev` in a subprocess with a token, the scripted model on loopback and a real `orbital node`.
+
+A machine without Chromium fails these tests with how to install it (`.ci/run` installs it): they never skip.
+`ORBITAL_CHROMIUM` names another Chromium binary."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from orbital.client import GatewayClient
+
+from tests.e2e.conftest import GatewayProcess, NodeProcess
+from tests.support.agent import configure_fake_model
+from tests.support.fake_llm import FakeLLM
+
+TOKEN = "console-test-token-0123456789abcdef"
+"""The token of the module's gateway."""
+
+CHROMIUM_ARGS = [
+    "--headless=new",
+    "--no-sandbox",  # CI runs as root, where Chromium's sandbox cannot start
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",  # no calls home: this machine's network is closed, and tests stay local
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+]
+
+PHONE = {"width": 390, "height": 844}
+DESKTOP = {"width": 1280, "height": 860}
+
+
+def chromium_executable() -> str:
+    given = os.environ.get("ORBITAL_CHROMIUM")
+    if given:
+        return given
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        found = shutil.which(name)
+        if found:
+            return found
+    pytest.fail(
+        "Chromium is not installed, and the console's tests need it: `apt-get install chromium` (Debian; .ci/run "
+        "does it), or set ORBITAL_CHROMIUM to a Chromium binary",
+        pytrace=False,
+    )
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    executable = chromium_executable()
+    with sync_playwright() as pw:
+        chromium = pw.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS, headless=True)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture(scope="module")
+def llm() -> Iterator[FakeLLM]:
+    with FakeLLM() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def gateway(tmp_path_factory: pytest.TempPathFactory, llm: FakeLLM) -> Iterator[GatewayProcess]:
+    """One gateway with a token per test module, its model the scripted one."""
+    gw = GatewayProcess(tmp_path_factory.mktemp("console") / "data", token=TOKEN).start()
+    try:
+        with GatewayClient(gw.url, timeout=15) as admin:
+            admin.connect("client", "console-admin", token=TOKEN)
+            configure_fake_model(admin, llm.base_url)
+        yield gw
+    finally:
+        gw.stop()
+
+
+@pytest.fixture
+def fake(llm: FakeLLM) -> Iterator[FakeLLM]:
+    llm.reset()
+    yield llm
+    llm.reset()
+
+
+@pytest.fixture
+def admin(gateway: GatewayProcess) -> Iterator[GatewayClient]:
+    """A plain GSV client on the same gateway, to set things up and to check what the console did."""
+    with GatewayClient(gateway.url, timeout=20) as c:
+        c.connect("client", f"admin-{uuid.uuid4().hex[:6]}", token=TOKEN)
+        yield c
+
+
+@pytest.fixture(scope="module")
+def node(gateway: GatewayProcess, tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeProcess]:
+    """A real `orbital node` connected to the module's gateway."""
+    started = NodeProcess(gateway, "laptop", tmp_path_factory.mktemp("node") / "ws").start()
+    yield started
+    started.stop()
+
+
+class Console:
+    """One browser tab on the console, with every request it made recorded (to prove nothing left the gateway)."""
+
+    def __init__(self, page: Any, base: str) -> None:
+        self.page = page
+        self.base = base
+        self.requests: list[str] = []
+        self.errors: list[str] = []
+        page.on("request", lambda request: self.requests.append(request.url))
+        page.on("pageerror", lambda exc: self.errors.append(str(exc)))
+        page.on("console", lambda msg: self.errors.append(msg.text) if msg.type == "error" else None)
+
+    def open(self, hash_path: str = "", *, token: str | None = TOKEN) -> Console:
+        """Open the console (at `#/…` if given) and, when it asks, give it `token`; returns once it is connected."""
+        from playwright.sync_api import expect
+
+        self.page.goto(f"{self.base}/{hash_path}")
+        if token is not None:
+            dialog = self.page.get_by_role("dialog", name="Connect to Orbital")
+            dialog.get_by_label("Gateway token").fill(token)
+            dialog.get_by_role("button", name="Connect").click()
+        expect(self.page.locator("#status")).to_have_attribute("data-state", "open")
+        return self
+
+    def go(self, view: str) -> None:
+        """Switch views with the side bar (or the tab bar on a phone)."""
+        self.page.locator(f'nav a[data-view="{view}"]').click()
+
+
+@pytest.fixture
+def console(browser: Any, gateway: GatewayProcess) -> Iterator[Console]:
+    """A fresh tab (its own sessionStorage) on a desktop-sized window, not yet opened."""
+    context = browser.new_context(viewport=DESKTOP)
+    context.set_default_timeout(15_000)
+    page = context.new_page()
+    tab = Console(page, gateway.http)
+    try:
+        yield tab
+    finally:
+        context.close()
+    foreign = [url for url in tab.requests if not url.startswith((gateway.http, "ws://127.0.0.1", "data:", "blob:"))]
+    assert not foreign, f"the console loaded from elsewhere: {foreign}"
+
+
+def screenshot_path(name: str) -> Path:
+    return Path(__file__).resolve().parents[2] / "docs" / "images" / name
