@@ -3,6 +3,7 @@ executor and a controlled clock, claims under concurrency, backoff."""
 
 from __future__ import annotations
 
+import itertools
 import threading
 import uuid
 from datetime import UTC, datetime
@@ -905,3 +906,36 @@ def test_pages_too_large_for_one_message_are_cut_short_and_marked(rpc: Any, serv
     names = [job["name"] for job in page["jobs"] + rest.get("jobs", [])]
     assert len(set(names)) == len(names)
     assert "truncated" not in rpc.call("cron.list", {"limit": 5})
+
+
+def test_preview_gives_the_next_runs_add_would_compute(rpc: Any, now: int) -> None:
+    hourly = {"kind": "cron", "expr": "0 * * * *", "tz": "UTC"}
+    runs = rpc.call("cron.preview", {"schedule": hourly, "count": 3})["nextRunsMs"]
+    assert len(runs) == 3 and runs[0] > NOW
+    assert [b - a for a, b in itertools.pairwise(runs)] == [3_600_000] * 2
+    job = rpc.call("cron.add", {"name": "x", "schedule": hourly, "spec": event()})["job"]
+    assert job["state"]["nextRunAtMs"] == runs[0]
+    minutes = rpc.call("cron.preview", {"schedule": every(60_000)})["nextRunsMs"]
+    assert minutes == [NOW + 60_000 * i for i in range(1, 6)]
+    anchored = rpc.call("cron.preview", {"schedule": every(60_000, anchor=NOW - 1_000), "count": 2})["nextRunsMs"]
+    assert anchored == [NOW + 59_000, NOW + 119_000]
+    assert rpc.call("cron.preview", {"schedule": {"kind": "at", "atMs": NOW + 5}})["nextRunsMs"] == [NOW + 5]
+    assert rpc.call("cron.preview", {"schedule": {"kind": "at", "atMs": NOW - 5}})["nextRunsMs"] == []
+    assert len(rpc.call("cron.preview", {"schedule": every(1), "count": 500})["nextRunsMs"]) == engine.PREVIEW_MAX
+    assert rpc.call("cron.preview", {"schedule": {"kind": "cron", "expr": "0 0 31 2 *"}})["nextRunsMs"] == []
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({}, "schedule is required"),
+        ({"schedule": "daily"}, "schedule must be an object"),
+        ({"schedule": {"kind": "cron", "expr": "* *"}}, "cron expression must contain exactly 5 fields"),
+        ({"schedule": {"kind": "cron", "expr": "0 9 * * *", "tz": "Mars/Olympus"}}, "Invalid time zone specified"),
+        ({"schedule": {"kind": "every", "everyMs": -1}}, "schedule.everyMs must be a positive number"),
+    ],
+)
+def test_preview_refuses_what_add_refuses(rpc: Any, now: int, params: dict[str, Any], message: str) -> None:
+    error = rpc.error("cron.preview", params)
+    assert error["code"] == 400 and error["message"].startswith(message)
+    assert rpc.call("cron.list")["count"] == 0

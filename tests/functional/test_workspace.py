@@ -20,11 +20,8 @@ def _content_type(services: Any, key: str) -> str:
 
 
 def test_write_read_list_delete(rpc: Any, services: Any) -> None:
-    assert rpc.call("workspace.write", {"path": "SOUL.md", "content": "be kind"}) == {
-        "path": "SOUL.md",
-        "size": 7,
-        "written": True,
-    }
+    written = rpc.call("workspace.write", {"path": "SOUL.md", "content": "be kind"})
+    assert written == {"path": "SOUL.md", "size": 7, "written": True, "etag": workspace_ops.version_of(b"be kind")}
     rpc.call("workspace.write", {"path": "memory/2026-01-01.md", "content": "day one"})
     rpc.call("workspace.write", {"path": "memory/deep/x.md", "content": "x"})
 
@@ -32,6 +29,7 @@ def test_write_read_list_delete(rpc: Any, services: Any) -> None:
     assert read["path"] == "SOUL.md"
     assert read["content"] == "be kind"
     assert read["size"] == 7
+    assert read["etag"] == written["etag"]
     assert read["lastModified"].endswith("Z") and "T" in read["lastModified"]
     assert "resolvedSource" not in read
 
@@ -266,6 +264,7 @@ def test_reads_in_parts_cut_at_character_boundaries(rpc: Any) -> None:
     assert rpc.call("workspace.read", {"path": "parts.md", "limit": 3}) == {
         "path": "parts.md",
         "size": 20,
+        "etag": workspace_ops.version_of("é".encode() * 10),  # the whole file's, whatever part was read
         "content": "é",
         "truncated": True,
         "nextOffset": 2,
@@ -305,3 +304,29 @@ def test_read_file_tool_reads_a_part_of_a_large_file(services: Any) -> None:
     for bad in ({"offset": -1}, {"limit": 0}, {"limit": "ten"}, {"offset": True}):
         with pytest.raises(native.ToolError, match="must be a number of bytes"):
             native.run_sync(env, "gsv__ReadFile", {"path": "tool-results/x.txt", **bad})
+
+
+def test_an_editor_cannot_overwrite_a_change_it_has_not_seen(rpc: Any) -> None:
+    first = rpc.call("workspace.write", {"path": "MEMORY.md", "content": "one", "ifNoneMatch": "*"})
+    error = rpc.error("workspace.write", {"path": "MEMORY.md", "content": "again", "ifNoneMatch": "*"})
+    assert error == {"code": 409, "message": "File already exists: MEMORY.md"}
+    seen = rpc.call("workspace.read", {"path": "MEMORY.md"})["etag"]
+    assert seen == first["etag"]
+    theirs = rpc.call("workspace.write", {"path": "MEMORY.md", "content": "two"})  # someone else, meanwhile
+    error = rpc.error("workspace.write", {"path": "MEMORY.md", "content": "mine", "ifMatch": seen})
+    assert error == {"code": 409, "message": "File changed since it was read: MEMORY.md"}
+    assert rpc.call("workspace.read", {"path": "MEMORY.md"})["content"] == "two"  # nothing was written
+    mine = rpc.call("workspace.write", {"path": "MEMORY.md", "content": "mine", "ifMatch": theirs["etag"]})
+    assert mine["written"] and rpc.call("workspace.read", {"path": "MEMORY.md"})["etag"] == mine["etag"]
+    rpc.call("workspace.delete", {"path": "MEMORY.md"})
+    error = rpc.error("workspace.write", {"path": "MEMORY.md", "content": "x", "ifMatch": mine["etag"]})
+    assert error == {"code": 409, "message": "File was deleted since it was read: MEMORY.md"}
+    assert rpc.error("workspace.write", {"path": "a.md", "content": "x", "ifNoneMatch": "abc"})["code"] == 400
+
+
+def test_a_skill_override_is_checked_against_the_copy_that_was_read(rpc: Any, services: Any) -> None:
+    _put(services, keys.global_skill_object("tidy/SKILL.md"), "global text")
+    read = rpc.call("workspace.read", {"path": "skills/tidy/SKILL.md"})
+    assert read["resolvedSource"] == "global" and read["etag"] == workspace_ops.version_of(b"global text")
+    rpc.call("workspace.write", {"path": "skills/tidy/SKILL.md", "content": "mine", "ifMatch": read["etag"]})
+    assert rpc.call("workspace.read", {"path": "skills/tidy/SKILL.md"})["resolvedSource"] == "agent"

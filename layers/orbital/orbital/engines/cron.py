@@ -289,6 +289,33 @@ def add(services: Services, job_input: Mapping[str, Any], now_ms: int) -> dict[s
     return job
 
 
+PREVIEW_DEFAULT = 5
+PREVIEW_MAX = 20
+
+
+@_cron_errors
+def preview(schedule: Any, now_ms: int, count: int = PREVIEW_DEFAULT) -> list[int]:
+    """The next `count` times a job with `schedule` would run, seen from `now_ms`, as `add` would compute them: an
+    `at` schedule gives its one instant (none once it has passed), a cron pattern stops where it has no match within
+    366 days. Raises CronError with `add`'s message for a schedule `add` refuses."""
+    validate_schedule(schedule)
+    stored = _stored_schedule(schedule)
+    if stored["kind"] == "at":
+        at = compute_next_run_ms(stored, now_ms)
+        return [at] if at is not None and at > now_ms else []
+    if stored["kind"] == "every" and stored.get("anchorMs") is None:
+        stored["anchorMs"] = now_ms  # a job made now counts its intervals from now
+    runs: list[int] = []
+    after = now_ms
+    while len(runs) < count:
+        following = compute_next_run_ms(stored, after)
+        if following is None:
+            break
+        runs.append(following)
+        after = following
+    return runs
+
+
 def _apply_patch(job: dict[str, Any], patch: Mapping[str, Any], now_ms: int) -> dict[str, Any]:
     updated = copy.deepcopy(job)
     state = updated.setdefault("state", {})

@@ -218,6 +218,30 @@ def cron_runs(ctx: CallContext, params: CronRunsParams) -> dict[str, Any]:
     return _page(engine.runs(ctx.services, job_id=params.jobId, limit=params.limit, offset=params.offset), "runs")
 
 
+class CronPreviewParams(Params):
+    schedule: GivenObject = None
+    count: GivenCount = None
+
+
+class CronPreviewResult(Result):
+    nextRunsMs: list[int]
+
+
+@router.method("cron.preview", params=CronPreviewParams, result=CronPreviewResult, reads_only=True, modes=CLIENT)
+def cron_preview(ctx: CallContext, params: CronPreviewParams) -> dict[str, Any]:
+    """When a job with `schedule` would run (Orbital; a schedule builder's preview): its next `count` run times
+    (1-20, default 5) from now, in ms, as `cron.add` would compute them. An `at` schedule gives its one instant (none
+    once it has passed); a cron pattern with no match within 366 days gives none. A schedule `cron.add` would refuse
+    fails with the same message (400)."""
+    if params.schedule is None:
+        raise RpcError("schedule is required", code=400)
+    count = int_param(params.count, engine.PREVIEW_DEFAULT, 1, engine.PREVIEW_MAX)
+    try:
+        return {"nextRunsMs": engine.preview(params.schedule, ctx.now_ms(), count)}
+    except engine.CronError as exc:
+        raise _service_error(exc) from None
+
+
 class CronRunParams(Params):
     id: GivenText = None
     mode: Annotated[Any, WithJsonSchema({"type": "string", "enum": ["due", "force"]})] = None

@@ -17,7 +17,7 @@ from orbital.domain.session_keys import DEFAULT_AGENT_ID
 from orbital.domain.workspace_paths import validate_agent_id
 from orbital.errors import BadRequestError
 from orbital.protocol.frames import REPLY_BUDGET_BYTES, fit
-from orbital.protocol.params import GivenText
+from orbital.protocol.params import GivenText, Text
 from orbital.protocol.registry import CLIENT, Params, Result, Router
 from orbital.store import workspace_ops
 
@@ -38,6 +38,8 @@ class WorkspaceParams(Params):
 
 class WorkspaceWriteParams(WorkspaceParams):
     content: GivenText = None
+    ifMatch: Text = None
+    ifNoneMatch: Text = None
 
 
 class WorkspaceReadParams(WorkspaceParams):
@@ -56,6 +58,7 @@ class WorkspaceReadResult(Result):
     path: str
     content: str
     size: int
+    etag: str
     lastModified: str | None = None
     resolvedPath: str | None = None
     resolvedSource: str | None = None
@@ -67,6 +70,7 @@ class WorkspaceWriteResult(Result):
     path: str
     size: int
     written: bool
+    etag: str
 
 
 class WorkspaceDeleteResult(Result):
@@ -104,9 +108,10 @@ def workspace_list(ctx: CallContext, params: WorkspaceParams) -> dict[str, Any]:
 @router.method("workspace.read", params=WorkspaceReadParams, result=WorkspaceReadResult, modes=CLIENT)
 def workspace_read(ctx: CallContext, params: WorkspaceReadParams) -> dict[str, Any]:
     """Read a file (`size` in bytes). `skills/...` paths read the agent's override, else the global skill, and say
-    which in `resolvedPath` / `resolvedSource`. At most `limit` bytes (default and cap 96,000, so the reply fits a
-    WebSocket message) from byte `offset` (default 0) come back; a longer file is cut at a character boundary with
-    `truncated: true` and `nextOffset`, where the next read goes on."""
+    which in `resolvedPath` / `resolvedSource`; `etag` is the whole file's version (Orbital: see `workspace.write`).
+    At most `limit` bytes (default and cap 96,000, so the reply fits a WebSocket message) from byte `offset`
+    (default 0) come back; a longer file is cut at a character boundary with `truncated: true` and `nextOffset`,
+    where the next read goes on."""
     agent_id = _agent(ctx, params)
     return workspace_ops.read_file(
         ctx.services.workspace, agent_id, params.path, offset=params.offset, limit=params.limit
@@ -115,9 +120,21 @@ def workspace_read(ctx: CallContext, params: WorkspaceReadParams) -> dict[str, A
 
 @router.method("workspace.write", params=WorkspaceWriteParams, result=WorkspaceWriteResult, modes=CLIENT)
 def workspace_write(ctx: CallContext, params: WorkspaceWriteParams) -> dict[str, Any]:
-    """Create or replace a file (`size` = characters written). `skills/...` paths write the agent's own override."""
+    """Create or replace a file (`size` = characters written; `etag` = its new version). `skills/...` paths write
+    the agent's own override. Orbital: `ifMatch` (an `etag` from `workspace.read`) writes only if the file is still
+    that version, `ifNoneMatch: "*"` only if it does not exist; otherwise `409 File changed since it was read: …`
+    (or `File already exists: …`) and nothing is written."""
     agent_id = _agent(ctx, params)
-    return workspace_ops.write_file(ctx.services.workspace, agent_id, params.path, params.content)
+    if params.ifNoneMatch is not None and params.ifNoneMatch != "*":
+        raise BadRequestError('ifNoneMatch must be "*"')
+    return workspace_ops.write_file(
+        ctx.services.workspace,
+        agent_id,
+        params.path,
+        params.content,
+        if_match=params.ifMatch,
+        if_none_match=params.ifNoneMatch == "*",
+    )
 
 
 @router.method("workspace.delete", params=WorkspaceParams, result=WorkspaceDeleteResult, modes=CLIENT)

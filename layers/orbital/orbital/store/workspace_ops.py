@@ -14,6 +14,7 @@ number of characters written (GSV reports UTF-16 code units; the two agree for t
 
 from __future__ import annotations
 
+import hashlib
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +24,7 @@ from orbital.domain.workspace_paths import (
     normalize_relative_path,
     skills_suffix,
 )
-from orbital.errors import BadRequestError, NotFoundError
+from orbital.errors import BadRequestError, ConflictError, NotFoundError
 from orbital.store import keys
 
 if TYPE_CHECKING:
@@ -87,6 +88,12 @@ def _candidates(agent_id: str, relative: str) -> list[tuple[str, str]]:
     return [(keys.workspace_object(agent_id, relative), SOURCE_WORKSPACE)]
 
 
+def version_of(body: bytes) -> str:
+    """A file's version as `workspace.read` gives it (`etag`) and `workspace.write` checks it (`ifMatch`): a hash of
+    its whole content, the same on S3 and on files, whichever copy (agent override or global skill) was read."""
+    return hashlib.sha256(body).hexdigest()[:32]
+
+
 def _load(store: Workspace, agent_id: str, relative: str) -> tuple[bytes, ObjectInfo, str] | None:
     """The first existing candidate: (body, info, source)."""
     for key, source in _candidates(agent_id, relative):
@@ -138,8 +145,9 @@ def list_files(store: Workspace, agent_id: str, path: str | None = None) -> dict
 def read_file(
     store: Workspace, agent_id: str, path: Any, *, offset: int = 0, limit: int | None = None
 ) -> dict[str, Any]:
-    """`{path, content, size, lastModified?}`; `skills/...` paths add `resolvedPath` (the key read) and
-    `resolvedSource` (`agent` or `global`). `size` is the stored object's size in bytes. With `offset` / `limit`
+    """`{path, content, size, etag, lastModified?}`; `skills/...` paths add `resolvedPath` (the key read) and
+    `resolvedSource` (`agent` or `global`). `size` is the stored object's size in bytes, `etag` the whole file's
+    version (`version_of`). With `offset` / `limit`
     (bytes), only that part is returned, cut at a character boundary; when more follows, `truncated: true` and
     `nextOffset` say where to go on."""
     path = _require_path(path)
@@ -149,7 +157,7 @@ def read_file(
     if found is None:
         raise NotFoundError(f"File not found: {path}")
     body, info, source = found
-    result: dict[str, Any] = {"path": path, "size": info.size}
+    result: dict[str, Any] = {"path": path, "size": info.size, "etag": version_of(body)}
     if offset or (limit is not None and len(body) > limit):
         start = _char_start(body, min(offset, len(body)))
         end = len(body) if limit is None else _char_start(body, min(start + limit, len(body)))
@@ -178,19 +186,41 @@ def _store_text(store: Workspace, agent_id: str, relative: str, content: str) ->
     return key
 
 
-def write_file(store: Workspace, agent_id: str, path: Any, content: Any) -> dict[str, Any]:
-    """Create or replace a file: `{path, size, written: true}`, where `size` is `len(content)` (characters).
+def write_file(
+    store: Workspace,
+    agent_id: str,
+    path: Any,
+    content: Any,
+    *,
+    if_match: str | None = None,
+    if_none_match: bool = False,
+) -> dict[str, Any]:
+    """Create or replace a file: `{path, size, written: true, etag}`, where `size` is `len(content)` (characters)
+    and `etag` the new version.
 
     The Content-Type follows the extension (`.md` text/markdown, `.json` application/json, `.yaml`/`.yml`
-    text/yaml, otherwise text/plain). A `skills/...` path writes the agent's own override."""
+    text/yaml, otherwise text/plain). A `skills/...` path writes the agent's own override.
+
+    An editor's guard against overwriting a change it has not seen: with `if_match` the file must still be that
+    version (`etag` of a read), with `if_none_match` it must not exist; otherwise ConflictError (409) and nothing is
+    written. The check and the write are two steps: a write landing between them is not caught (two people editing
+    the same file within the same moment)."""
     path = _require_path(path)
     if content is None:
         raise BadRequestError("content is required")
     if not isinstance(content, str):
         raise BadRequestError("content must be a string")
     relative = _file_path(path)
+    if if_match is not None or if_none_match:
+        current = _load(store, agent_id, relative)
+        if if_none_match and current is not None:
+            raise ConflictError(f"File already exists: {path}")
+        if if_match is not None and (current is None or version_of(current[0]) != if_match):
+            state = "was deleted" if current is None else "changed"
+            raise ConflictError(f"File {state} since it was read: {path}")
+    body = content.encode("utf-8")
     _store_text(store, agent_id, relative, content)
-    return {"path": path, "size": len(content), "written": True}
+    return {"path": path, "size": len(content), "written": True, "etag": version_of(body)}
 
 
 def delete_file(store: Workspace, agent_id: str, path: Any) -> dict[str, Any]:

@@ -73,17 +73,29 @@ def read_file(env: ToolEnv, args: dict[str, Any]) -> dict[str, Any]:
     follows)."""
     offset = _bytes_arg(args, "offset", 0) or 0
     limit = _bytes_arg(args, "limit", 1)
-    return _workspace(
-        lambda: workspace_ops.read_file(
-            env.services.workspace, env.agent_id, args.get("path"), offset=offset, limit=limit
+    return _without_version(
+        _workspace(
+            lambda: workspace_ops.read_file(
+                env.services.workspace, env.agent_id, args.get("path"), offset=offset, limit=limit
+            )
         )
     )
 
 
 def write_file(env: ToolEnv, args: dict[str, Any]) -> dict[str, Any]:
-    return _workspace(
-        lambda: workspace_ops.write_file(env.services.workspace, env.agent_id, args.get("path"), args.get("content"))
+    return _without_version(
+        _workspace(
+            lambda: workspace_ops.write_file(
+                env.services.workspace, env.agent_id, args.get("path"), args.get("content")
+            )
+        )
     )
+
+
+def _without_version(result: dict[str, Any]) -> dict[str, Any]:
+    """A file tool's result as GSV's tools give it: the `etag` editors use is no use to the model."""
+    result.pop("etag", None)
+    return result
 
 
 def edit_file(env: ToolEnv, args: dict[str, Any]) -> dict[str, Any]:
