@@ -413,6 +413,27 @@ def test_http_media_is_served_with_its_type_and_cache_headers(workspace: Any) ->
     assert headers["content-security-policy"] == "sandbox"
 
 
+def test_the_console_is_served_on_aws_and_told_the_websocket_apis_url(token: str, workspace: Any) -> None:
+    """`HttpApiUrl` opens the console: the page and its files need no bearer, and it learns the WebSocket API's
+    `wss://` URL (the HTTP API is another host), which its policy lets it connect to and nothing else."""
+    page = http(http_event("http-media.json", "GET", "/"))
+    assert page["statusCode"] == 200 and page["headers"]["content-type"].startswith("text/html")
+    assert b'<meta name="viewport"' in body_of(page)
+    policy = page["headers"]["content-security-policy"]
+    assert "connect-src 'self' wss://abc123.execute-api.us-east-1.amazonaws.com;" in policy
+    assert "script-src 'self';" in policy and "default-src 'none'" in policy
+    script = http(http_event("http-media.json", "GET", "/console/app.js"))
+    assert script["statusCode"] == 200 and script["headers"]["content-type"].startswith("text/javascript")
+    tag = script["headers"]["etag"]
+    again = http(http_event("http-media.json", "GET", "/console/app.js", headers={"if-none-match": tag}))
+    assert again["statusCode"] == 304 and not body_of(again)
+    config = json.loads(body_of(http(http_event("http-media.json", "GET", "/console/config.json"))))
+    assert config["wsUrl"] == "wss://abc123.execute-api.us-east-1.amazonaws.com/test"
+    assert config["tokenRequired"] is True  # a deployment always has its token
+    for path in ("/console/nothing.js", "/console/../template.yaml", "/console/%2e%2e/README.md"):
+        assert http(http_event("http-media.json", "GET", path))["statusCode"] == 404, path
+
+
 @pytest.mark.parametrize("name", ["nothing-here", "0b7e4c6a.PNG.exe", "..%2Fsecret.txt", "ab_cd.png"])
 def test_http_media_with_a_name_out_of_pattern_is_404(workspace: Any, name: str) -> None:
     response = http(http_event("http-media.json", "GET", f"/media/{name}"))

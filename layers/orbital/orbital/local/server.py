@@ -338,6 +338,7 @@ class LocalGateway:
         return "\n".join(
             [
                 "Orbital gateway is running",
+                f"  Console    {self.http_url}/   (open it in a browser)",
                 f"  WebSocket  {self.ws_url}   ({auth})",
                 f"  HTTP API   {self.http_url}/docs",
                 f"  Data       {self.data_dir}",

@@ -9,17 +9,18 @@
 
 None of them needs a credential: they are the same for everyone and act on nothing; the page asks for the token and
 presents it in `connect` (and as a bearer on the HTTP API). Every answer carries a Content-Security-Policy that lets
-the page load only its own files and talk only to its own gateway, and `no-cache`, so an upgraded gateway serves
-the new console at once.
+the page load only its own files and talk only to its own gateway, and `no-cache` with an `ETag`, so a browser
+asks again each time (a 304 when nothing changed) and an upgraded gateway serves the new console at once.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 from pathlib import Path
 from typing import Any
 
-from fastapi import APIRouter, HTTPException
+from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import JSONResponse, Response
 
 from orbital import __version__
@@ -41,12 +42,15 @@ TYPES = {
 
 
 @functools.cache
-def files() -> dict[str, Path]:
-    """Every file the console has, by its path under `/console/` (read once per process)."""
-    found: dict[str, Path] = {}
+def files() -> dict[str, tuple[bytes, str, str]]:
+    """Every file the console has, by its path under `/console/`: (content, media type, ETag), read once per
+    process (about 100 KB)."""
+    found: dict[str, tuple[bytes, str, str]] = {}
     for path in sorted(STATIC.rglob("*")):
         if path.is_file() and path.suffix in TYPES:
-            found[path.relative_to(STATIC).as_posix()] = path
+            body = path.read_bytes()
+            tag = '"' + hashlib.sha256(body).hexdigest()[:20] + '"'
+            found[path.relative_to(STATIC).as_posix()] = (body, TYPES[path.suffix], tag)
     return found
 
 
@@ -88,8 +92,8 @@ def command_rows() -> list[dict[str, str]]:
 
 
 @router.get("/")
-def page() -> Response:
-    return _file("index.html")
+def page(request: Request) -> Response:
+    return _file("index.html", request)
 
 
 @router.get("/console/config.json")
@@ -105,12 +109,16 @@ def config() -> JSONResponse:
 
 
 @router.get("/console/{name:path}")
-def asset(name: str) -> Response:
-    return _file(name)
+def asset(name: str, request: Request) -> Response:
+    return _file(name, request)
 
 
-def _file(name: str) -> Response:
-    path = files().get(name)
-    if path is None:
+def _file(name: str, request: Request) -> Response:
+    found = files().get(name)
+    if found is None:
         raise HTTPException(status_code=404, detail="Not Found")
-    return Response(path.read_bytes(), media_type=TYPES[path.suffix], headers=headers(get_settings()))
+    body, media_type, tag = found
+    answer = {**headers(get_settings()), "ETag": tag}
+    if request.headers.get("if-none-match") == tag:
+        return Response(status_code=304, headers=answer)
+    return Response(body, media_type=media_type, headers=answer)
