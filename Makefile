@@ -14,7 +14,8 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
 .DEFAULT_GOAL := help
-.PHONY: help install dev test pytest lint format typecheck docs docs-check clean bench fuzz hot-modules
+.PHONY: help install dev test pytest lint format typecheck docs docs-check clean bench fuzz hot-modules chromium \
+	screenshot
 
 help:
 	@echo "make dev    start the local gateway on ws://$(HOST):$(PORT)/ws (PORT=, HOST=, DATA_DIR=, TOKEN=)"
@@ -23,6 +24,8 @@ help:
 	@echo "make build  sam build (layer for python3.13/arm64)      make bench  run the benchmarks"
 	@echo "make fuzz   10,000 generated frames per fuzz test (slow)"
 	@echo "make hot-modules  list the files the layer ships bytecode for (after a dependency change)"
+	@echo "make chromium     install Chromium for the console's browser tests (Debian's package) if it is missing"
+	@echo "make screenshot   regenerate the README's picture of the console (docs/images/console-chat.png)"
 
 $(STAMP): pyproject.toml requirements/dev.lock
 	@py="$$(sh scripts/find-python.sh)" && echo "using $$py" && \
@@ -58,7 +61,7 @@ docs-check: $(STAMP)
 	@$(BIN)/python -m orbital.methods.docs | diff -u docs/protocol.md - \
 	  || { echo "docs/protocol.md is out of date: run 'make docs'"; exit 1; }
 
-pytest: $(STAMP)
+pytest: $(STAMP) chromium
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist $(PYTEST_DIST)
 
 test: lint typecheck docs-check validate pytest
@@ -68,6 +71,12 @@ bench: $(STAMP)
 
 fuzz: $(STAMP)  # 10,000 generated frames per fuzz test (make test runs 100)
 	ORBITAL_FUZZ_FRAMES=10000 $(BIN)/python -m pytest --timeout=0 tests/functional/test_fuzz_frames.py
+
+chromium:
+	sh scripts/install-chromium.sh
+
+screenshot: $(STAMP) chromium  # the console's chat view, driven by the browser the tests use
+	$(BIN)/python scripts/console_screenshot.py docs/images/console-chat.png
 
 clean:
 	rm -rf $(VENV) .venv-sam .aws-sam .pytest_cache .mypy_cache .ruff_cache

@@ -31,7 +31,7 @@ LAYER = PACKAGE.parents[0]
 ROOT = LAYER.parents[1]
 ROOT_MODULES = {"__init__.py", "settings.py", "errors.py", "observability.py", "client.py"}
 NOQA_E402 = re.compile(r"noqa\s*:[^\n]*\bE402\b", re.IGNORECASE)
-DATA_DIRS = {"seed"}
+DATA_DIRS = {"seed", "console"}
 """Folders of the package that hold data, not modules (no layer)."""
 
 
