@@ -73,7 +73,9 @@ export function dialog(title, body, buttons = [{ label: "OK", value: true, kind:
     const form = h("form", { method: "dialog" });
     const row = h("div.actions");
     for (const b of buttons) {
-      row.append(h(`button.${b.kind || "plain"}`, { type: b.kind === "primary" ? "submit" : "button", dataset: { v: JSON.stringify(b.value) } }, b.label));
+      const kinds = (b.kind || "plain").split(/\s+/).filter(Boolean);
+      const type = kinds.includes("primary") ? "submit" : "button";
+      row.append(h(`button.${kinds.join(".")}`, { type, dataset: { v: JSON.stringify(b.value) } }, b.label));
     }
     form.append(h("h2", title), h("div.dialog-body", body), row);
     box.append(form);

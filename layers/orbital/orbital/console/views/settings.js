@@ -1,12 +1,553 @@
-// PLACEHOLDER: replaced by the real view.
-import { header } from "../ui.js";
+// Settings: the gateway's configuration, read with config.get and written one dotted path at a time with config.set.
+// - The model (`model` = {provider, id}): the provider from those the configuration names, the id free text.
+// - API keys (`apiKeys.<provider>`): write-only. config.get shows a stored key as "***"; the page only says whether
+//   one is set, and a key typed here leaves its input as soon as it is stored.
+// - Typed fields for timeouts, token budgets, session policies and compaction, each with its current value and
+//   default; a refused or invalid value is explained next to its field and the input is kept.
+// - Advanced: any path set to a JSON value, and the whole configuration as read-only JSON (masked by the gateway).
+
+import { clip, confirmAction, debounce, empty, failed, field, fill, h, header, icon, toast } from "../ui.js";
 
 export default {
   id: "settings",
   title: "Settings",
   icon: "settings",
-  mount(container) {
-    container.append(header("Settings"));
-    return () => {};
+  mount(container, { gw }) {
+    const view = new SettingsView(container, gw);
+    return () => view.destroy();
   },
 };
+
+// --- what the typed sections hold --------------------------------------------------------------------------------
+
+const int = (path, label, opts = {}) => ({ kind: "int", path, label, ...opts });
+const choice = (path, label, options, opts = {}) => ({ kind: "select", path, label, options, ...opts });
+const text = (path, label, opts = {}) => ({ kind: "text", path, label, ...opts });
+const flag = (path, label, opts = {}) => ({ kind: "bool", path, label, ...opts });
+
+const LIMITS = [
+  { heading: "Timeouts" },
+  int("timeouts.llmMs", "Model call timeout (ms)", { def: 300000, min: 1000, hint: "One model call, retries included." }),
+  int("timeouts.toolMs", "Tool call timeout (ms)", { def: 60000, min: 1000, hint: "A tool call on a node." }),
+  int("timeouts.logsMs", "Log fetch timeout (ms)", { def: 20000, min: 1000, max: 120000, hint: "Reading a node's logs (at most 120000)." }),
+  int("agents.maxIterations", "Model calls per run", { def: 25, min: 1, hint: "Model calls with tools in one run before it ends with a note." }),
+  { heading: "Token budgets" },
+  int("budgets.session", "Tokens per session", { min: 1, optional: true, hint: "A session without a budget of its own. Empty: no limit." }),
+  int("budgets.daily", "Tokens per day", { min: 1, optional: true, hint: "Every session together, per UTC day. Empty: no limit." }),
+  int("budgets.monthly", "Tokens per month", { min: 1, optional: true, hint: "Every session together, per UTC month. Empty: no limit." }),
+];
+
+const SESSIONS = [
+  { heading: "Reset policy of new sessions" },
+  choice("session.defaultResetPolicy.mode", "Reset", [
+    ["manual", "Manual: never by itself"],
+    ["daily", "Daily, at a set hour (UTC)"],
+    ["idle", "After a time without activity"],
+  ], { def: "daily" }),
+  int("session.defaultResetPolicy.atHour", "Hour of the daily reset (UTC)", { def: 4, min: 0, max: 23, when: ["session.defaultResetPolicy.mode", "daily"] }),
+  int("session.defaultResetPolicy.idleMinutes", "Idle minutes before a reset", { def: 60, min: 1, when: ["session.defaultResetPolicy.mode", "idle"] }),
+  { heading: "Direct messages" },
+  choice("session.dmScope", "Session of a direct message", [
+    ["main", "The main session, whoever writes"],
+    ["per-peer", "One per sender"],
+    ["per-channel-peer", "One per sender and channel"],
+    ["per-account-channel-peer", "One per sender, channel and account"],
+  ], { def: "main" }),
+  text("session.mainKey", "Main session's key", { def: "main", required: true, pattern: /^[^\s:]+$/, patternText: "One word, without spaces or colons." }),
+  text("userTimezone", "Your time zone", { def: "UTC", required: true, timezone: true, hint: "An IANA name, e.g. Europe/Paris: times the agent reads are in it." }),
+  { heading: "Compaction" },
+  flag("compaction.enabled", "Compact long sessions", { def: true }),
+  int("compaction.reserveTokens", "Tokens kept free for the reply", { def: 20000, min: 0 }),
+  int("compaction.keepRecentTokens", "Recent tokens kept as they are", { def: 20000, min: 0 }),
+];
+
+const BUILT_IN_PROVIDERS = ["anthropic", "openai", "google", "bedrock", "openrouter", "groq", "ollama", "lmstudio", "vllm"];
+const PROVIDER_NAME = /^[A-Za-z0-9_-]{1,64}$/;
+const PATH_HINT = "Dotted, e.g. channels.discord.dmPolicy.";
+
+// --- small helpers -----------------------------------------------------------------------------------------------
+
+function getPath(obj, path) {
+  return path.split(".").reduce((node, key) => (node && typeof node === "object" ? node[key] : undefined), obj);
+}
+
+function isObject(v) {
+  return v !== null && typeof v === "object" && !Array.isArray(v);
+}
+
+function card(id, title, ...body) {
+  const heading = h("h2", { id: `settings-${id}-title` }, title);
+  return h(`section.card.settings-${id}`, { "aria-labelledby": heading.id }, heading, body);
+}
+
+/** A field's error line, tied to its control for assistive technology. */
+function errorSlot(control) {
+  const slot = h("p.field-error.error", { id: `${control.id || (control.id = `s-${Math.random().toString(36).slice(2, 9)}`)}-error`, role: "alert", hidden: true });
+  control.setAttribute("aria-describedby", slot.id);
+  return {
+    el: slot,
+    show(message) {
+      slot.textContent = message;
+      slot.hidden = false;
+      control.setAttribute("aria-invalid", "true");
+    },
+    clear() {
+      slot.textContent = "";
+      slot.hidden = true;
+      control.removeAttribute("aria-invalid");
+    },
+  };
+}
+
+function gatewayMessage(err) {
+  return `${err.message || err}${err.code ? ` (${err.code})` : ""}`;
+}
+
+// --- the view ----------------------------------------------------------------------------------------------------
+
+class SettingsView {
+  constructor(container, gw) {
+    this.gw = gw;
+    this.alive = true;
+    this.config = null;
+    this.refreshButton = h("button", { type: "button", onclick: () => this.load() }, icon("refresh"), " Refresh");
+    this.body = h("div.settings-body", h("p.muted", "Loading…"));
+    container.append(header("Settings", this.refreshButton), this.body);
+    this.stop = gw.on("status", (s) => {
+      if (s.state === "open") this.load();
+    });
+    this.load();
+  }
+
+  destroy() {
+    this.alive = false;
+    this.stop();
+  }
+
+  async load() {
+    this.refreshButton.disabled = true;
+    try {
+      const res = await this.gw.call("config.get", {});
+      if (!this.alive) return;
+      this.config = res.config || {};
+      this.render();
+    } catch (err) {
+      if (this.alive) fill(this.body, h("p.error", { role: "alert" }, `Could not read the configuration: ${err.message}`), h("button", { type: "button", onclick: () => this.load() }, "Try again"));
+    } finally {
+      this.refreshButton.disabled = false;
+    }
+  }
+
+  /** Read the configuration again without redrawing the forms (after a save: inputs keep what the user typed). */
+  async reread() {
+    try {
+      const res = await this.gw.call("config.get", {});
+      if (!this.alive) return;
+      this.config = res.config || {};
+      fill(this.raw, JSON.stringify(this.config, null, 2));
+    } catch {
+      // the saved value stands; the raw view is refreshed next time
+    }
+  }
+
+  render() {
+    const config = this.config;
+    this.raw = h("pre.settings-raw", { tabindex: "0", "aria-label": "Configuration as JSON" }, JSON.stringify(config, null, 2));
+    fill(
+      this.body,
+      h("div.settings-grid",
+        this.modelCard(config),
+        this.keysCard(config),
+        card("limits", "Limits", new TypedForm(this, LIMITS, config).el),
+        card("sessions", "Sessions", new TypedForm(this, SESSIONS, config).el),
+        this.advancedCard(),
+      ),
+    );
+  }
+
+  async set(path, value, remove = false) {
+    await this.gw.call("config.set", remove ? { path } : { path, value });
+  }
+
+  // --- model ---------------------------------------------------------------------------------------------------
+
+  modelCard(config) {
+    const model = isObject(config.model) ? config.model : {};
+    const configured = providersOf(config);
+    const provider = h("select", { name: "provider" },
+      h("optgroup", { label: "Configured" }, configured.map((p) => h("option", { value: p }, p))),
+      h("optgroup", { label: "Built in" }, BUILT_IN_PROVIDERS.filter((p) => !configured.includes(p)).map((p) => h("option", { value: p }, p))),
+    );
+    provider.value = model.provider || configured[0] || "anthropic";
+    const list = h("datalist", { id: "settings-model-ids" });
+    const id = h("input", { name: "modelId", value: model.id || "", list: list.id, autocomplete: "off", spellcheck: "false", required: true });
+    const fillIds = () => fill(list, modelIds(config, provider.value).map((m) => h("option", { value: m })));
+    provider.addEventListener("change", fillIds);
+    fillIds();
+    const error = errorSlot(id);
+    const current = h("p.hint", "Now: ", h("code", `${model.provider || "?"}/${model.id || "?"}`));
+    const save = h("button.primary", { type: "submit" }, "Save model");
+    const form = h("form.settings-form", { novalidate: true },
+      h("div.pair-fields", field("Provider", provider, "Providers named in the configuration first."), h("div", field("Model id", id, "Any id the provider knows, e.g. claude-sonnet-4-5."), error.el), list),
+      current,
+      h("div.row", save),
+    );
+    form.addEventListener("submit", async (ev) => {
+      ev.preventDefault();
+      error.clear();
+      const value = { ...model, provider: provider.value, id: id.value.trim() };
+      if (!value.id) return error.show("Enter the model's id.");
+      save.disabled = true;
+      try {
+        await this.set("model", value);
+        Object.assign(model, value);
+        fill(current, "Now: ", h("code", `${value.provider}/${value.id}`));
+        toast(`Model set to ${value.provider}/${value.id}.`, "ok");
+        await this.reread();
+      } catch (err) {
+        error.show(gatewayMessage(err));
+      } finally {
+        save.disabled = false;
+      }
+    });
+    return card("model", "Model", h("p.hint", "The model every session uses unless it chooses its own."), form);
+  }
+
+  // --- API keys ------------------------------------------------------------------------------------------------
+
+  keysCard(config) {
+    const keys = isObject(config.apiKeys) ? config.apiKeys : {};
+    const names = providersOf(config);
+    const rows = names.map((name) => this.keyRow(name, Boolean(keys[name]), getPath(config, `providers.${name}.baseUrl`)));
+    return card(
+      "keys",
+      "API keys",
+      h("p.hint", "Keys are write-only: the gateway never sends one back, and this page only shows whether one is set."),
+      rows.length ? h("ul.key-list", rows) : empty("No provider is configured yet."),
+      this.addKeyForm(),
+    );
+  }
+
+  keyRow(name, isSet, baseUrl) {
+    const input = h("input", { type: "password", name: `key-${name}`, autocomplete: "new-password", spellcheck: "false", placeholder: isSet ? "New key" : "Key" });
+    const error = errorSlot(input);
+    const save = h("button.small", { type: "submit", "aria-label": `Save the ${name} key` }, isSet ? "Replace" : "Save");
+    const remove = isSet ? h("button.small.danger", { type: "button", "aria-label": `Remove the ${name} key` }, "Remove") : null;
+    const form = h("form.key-form", { novalidate: true },
+      h("div.key-head", h("strong", name), " ", isSet ? h("span.badge.ok", "key set ••••") : h("span.badge", "no key"), baseUrl ? h("span.muted.key-url", ` ${baseUrl}`) : null),
+      h("div.key-edit", field(isSet ? `Replace the ${name} key` : `Set the ${name} key`, input), h("div.row", save, remove)),
+      error.el,
+    );
+    form.addEventListener("submit", async (ev) => {
+      ev.preventDefault();
+      error.clear();
+      const key = input.value.trim();
+      if (!key) return error.show("Paste the key first.");
+      await this.keyChange(name, key, [save, remove], error, input);
+    });
+    remove?.addEventListener("click", async () => {
+      if (!(await confirmAction(`Remove the ${name} key?`, `Calls to ${name} fail until a key is set again (unless the gateway's environment has one).`, "Remove"))) return;
+      error.clear();
+      await this.keyChange(name, null, [save, remove], error, input);
+    });
+    return h("li.key", { dataset: { provider: name } }, form);
+  }
+
+  /** Store (or, with `key` null, remove) a provider's key, then redraw the keys: the input never keeps it. */
+  async keyChange(name, key, buttons, error, input) {
+    for (const b of buttons) if (b) b.disabled = true;
+    try {
+      await this.set(`apiKeys.${name}`, key, key === null);
+      input.value = "";
+      toast(key === null ? `The ${name} key is removed.` : `The ${name} key is stored.`, "ok");
+      await this.reread();
+      this.body.querySelector(".settings-keys")?.replaceWith(this.keysCard(this.config));
+    } catch (err) {
+      error.show(gatewayMessage(err));
+      for (const b of buttons) if (b) b.disabled = false;
+    }
+  }
+
+  addKeyForm() {
+    const name = h("input", { name: "provider", autocomplete: "off", spellcheck: "false", placeholder: "e.g. openrouter", list: "settings-provider-names" });
+    const key = h("input", { type: "password", name: "key", autocomplete: "new-password", spellcheck: "false" });
+    const error = errorSlot(key);
+    const add = h("button", { type: "submit" }, "Add key");
+    const names = h("datalist", { id: "settings-provider-names" }, BUILT_IN_PROVIDERS.map((p) => h("option", { value: p })));
+    const form = h("form.add-key", { novalidate: true },
+      h("h3", "Another provider"),
+      h("div.pair-fields", field("Provider name", name), field("Its API key", key)),
+      names,
+      error.el,
+      h("div.row", add),
+    );
+    form.addEventListener("submit", async (ev) => {
+      ev.preventDefault();
+      error.clear();
+      const provider = name.value.trim();
+      if (!PROVIDER_NAME.test(provider)) return error.show("A provider name holds only letters, digits, _ and - (e.g. openrouter).");
+      if (!key.value.trim()) return error.show("Paste the key first.");
+      await this.keyChange(provider, key.value.trim(), [add], error, key);
+    });
+    return form;
+  }
+
+  // --- advanced ------------------------------------------------------------------------------------------------
+
+  /** Under the path field: what is stored there now (masked by the gateway). */
+  async showCurrent(p, hint) {
+    if (!p || p.split(".").some((seg) => !seg)) {
+      hint.textContent = PATH_HINT;
+      return;
+    }
+    try {
+      const res = await this.gw.call("config.get", { path: p });
+      const [shown, cut] = clip(JSON.stringify(res.value), 200);
+      hint.textContent = "value" in res ? `Now: ${shown}${cut ? "…" : ""}` : "Not set.";
+    } catch {
+      hint.textContent = PATH_HINT;
+    }
+  }
+
+  advancedCard() {
+    const path = h("input", { name: "path", autocomplete: "off", spellcheck: "false", placeholder: "channels.telegram.publicBaseUrl" });
+    const value = h("textarea.code", { name: "value", rows: 3, spellcheck: "false", placeholder: '"https://bot.example.org"' });
+    const error = errorSlot(value);
+    const save = h("button.primary", { type: "submit" }, "Set");
+    const remove = h("button.danger", { type: "button" }, "Delete path");
+    const now = h("span", PATH_HINT);
+    const form = h("form.settings-form", { novalidate: true },
+      field("Path", path, now),
+      field("Value (JSON)", value, 'A JSON value: "text" in quotes, 42, true, ["a"], {"k": 1}.'),
+      error.el,
+      h("div.row", save, remove),
+    );
+    path.addEventListener("input", debounce(() => this.showCurrent(path.value.trim(), now), 400));
+    const run = async (deleting) => {
+      error.clear();
+      const p = path.value.trim();
+      if (!p) return error.show("Enter a path.");
+      let parsed;
+      if (!deleting) {
+        try {
+          parsed = JSON.parse(value.value);
+        } catch {
+          return error.show('Not JSON: put text in double quotes ("like this").');
+        }
+      } else if (!(await confirmAction(`Delete ${p}?`, "The setting goes back to its default (or away, if it has none).", "Delete"))) {
+        return;
+      }
+      save.disabled = remove.disabled = true;
+      try {
+        await this.set(p, parsed, deleting);
+        value.value = ""; // it may have been a secret
+        toast(deleting ? `${p} deleted.` : `${p} set.`, "ok");
+        await this.load();
+      } catch (err) {
+        error.show(gatewayMessage(err));
+      } finally {
+        save.disabled = remove.disabled = false;
+      }
+    };
+    form.addEventListener("submit", (ev) => {
+      ev.preventDefault();
+      run(false);
+    });
+    remove.addEventListener("click", () => run(true));
+    return card(
+      "advanced",
+      "Advanced",
+      h("p.hint", "Set any configuration path. The gateway stores what it is given; secrets are shown masked everywhere."),
+      form,
+      h("details.settings-raw-wrap", h("summary", "Whole configuration (read-only JSON)"), this.raw),
+    );
+  }
+}
+
+/** The providers the configuration names: the model's, `providers.<name>`, `apiKeys.<name>`; each once. */
+function providersOf(config) {
+  const names = [];
+  if (isObject(config.model) && config.model.provider) names.push(String(config.model.provider));
+  if (isObject(config.providers)) names.push(...Object.keys(config.providers));
+  if (isObject(config.apiKeys)) names.push(...Object.keys(config.apiKeys));
+  return [...new Set(names)];
+}
+
+/** Model ids to suggest for a provider: `providers.<name>.models` and the current model's. */
+function modelIds(config, provider) {
+  const listed = getPath(config, `providers.${provider}.models`);
+  const ids = Array.isArray(listed) ? listed.map((m) => (isObject(m) ? m.id : m)).filter((m) => typeof m === "string") : [];
+  if (isObject(config.model) && config.model.provider === provider && config.model.id) ids.unshift(config.model.id);
+  return [...new Set(ids)];
+}
+
+// --- typed forms -------------------------------------------------------------------------------------------------
+
+/** A form of typed fields; Save writes each changed one with config.set and shows each refusal beside its field. */
+class TypedForm {
+  constructor(view, specs, config) {
+    this.view = view;
+    this.fields = [];
+    const parts = specs.map((spec) => {
+      if (spec.heading) return h("h3", spec.heading);
+      const f = new TypedField(spec, getPath(config, spec.path));
+      this.fields.push(f);
+      return f.el;
+    });
+    this.save = h("button.primary", { type: "submit" }, "Save");
+    this.el = h("form.settings-form.typed", { novalidate: true }, parts, h("div.row", this.save));
+    this.el.addEventListener("input", () => this.applyConditions());
+    this.el.addEventListener("change", () => this.applyConditions());
+    this.el.addEventListener("submit", (ev) => {
+      ev.preventDefault();
+      this.submit();
+    });
+    this.applyConditions();
+  }
+
+  applyConditions() {
+    for (const f of this.fields) {
+      if (!f.spec.when) continue;
+      const [path, wanted] = f.spec.when;
+      const other = this.fields.find((o) => o.spec.path === path);
+      f.el.hidden = other ? other.control.value !== wanted : false;
+    }
+  }
+
+  async submit() {
+    const changes = [];
+    let invalid = false;
+    for (const f of this.fields) {
+      f.error.clear();
+      if (f.el.hidden) continue;
+      const change = f.read();
+      if (change.error) {
+        f.error.show(change.error);
+        invalid = true;
+      } else if (change.changed) {
+        changes.push([f, change]);
+      }
+    }
+    if (invalid) return;
+    if (!changes.length) return toast("Nothing to save: no field was changed.");
+    this.save.disabled = true;
+    let saved = 0;
+    for (const [f, change] of changes) {
+      try {
+        await this.view.set(f.spec.path, change.value, change.remove);
+        f.saved(change);
+        saved += 1;
+      } catch (err) {
+        f.error.show(gatewayMessage(err)); // the input keeps what the user typed
+      }
+    }
+    this.save.disabled = false;
+    const what = changes.filter(([f]) => !f.error.el.textContent).map(([f, c]) => `${f.spec.label}${c.remove ? (f.spec.optional ? " (no limit)" : " (default)") : ""}`);
+    if (saved === changes.length) toast(`Saved: ${what.join(", ")}.`, "ok");
+    else failed("Saving", { message: `${changes.length - saved} of ${changes.length} settings were refused: see the fields.` });
+    if (saved) await this.view.reread();
+  }
+}
+
+class TypedField {
+  constructor(spec, current) {
+    this.spec = spec;
+    // what the field shows when nothing is set: a select or a switch shows its default, a number stays empty
+    this.current = (current === undefined || current === null) && (spec.kind === "select" || spec.kind === "bool") ? spec.def : current;
+    this.zones = spec.timezone ? timezoneList() : null;
+    this.control = this.makeControl();
+    this.error = errorSlot(this.control);
+    const hint = [spec.hint, defaultText(spec)].filter(Boolean).join(" ");
+    this.el =
+      spec.kind === "bool"
+        ? h("div.field.check-field", h("label.check", this.control, " ", spec.label), hint ? h("small.hint", hint) : null, this.error.el)
+        : h("div.typed-field", field(spec.label, this.control, hint || null), this.error.el, this.zones);
+    this.show(current);
+  }
+
+  makeControl() {
+    const { kind, options, min, max, def, optional } = this.spec;
+    if (kind === "select") {
+      const known = options.map(([value, label]) => h("option", { value }, label));
+      return h("select", { name: this.spec.path }, known);
+    }
+    if (kind === "bool") return h("input", { type: "checkbox", name: this.spec.path });
+    if (kind === "int") return h("input", { type: "number", name: this.spec.path, inputmode: "numeric", step: 1, min, max, placeholder: optional ? "No limit" : def !== undefined ? `${def} (default)` : null });
+    return h("input", { name: this.spec.path, autocomplete: "off", spellcheck: "false", list: this.zones ? this.zones.id : null });
+  }
+
+  show(value) {
+    const { kind, def } = this.spec;
+    if (kind === "bool") this.control.checked = value === undefined ? Boolean(def) : value === true;
+    else if (kind === "select") {
+      const shown = value === undefined || value === null ? def : String(value);
+      if (![...this.control.options].some((o) => o.value === shown)) this.control.append(h("option", { value: shown }, `${shown} (set elsewhere)`));
+      this.control.value = shown;
+    } else this.control.value = value === undefined || value === null ? "" : String(value);
+  }
+
+  /** What Save should do with this field: `{changed, value | remove}` or `{error}`. */
+  read() {
+    const { kind } = this.spec;
+    if (kind === "bool") return this.changeTo(this.control.checked);
+    if (kind === "select") return this.changeTo(this.control.value);
+    if (kind === "int") return this.readInt();
+    return this.readText();
+  }
+
+  changeTo(value) {
+    return value === this.current ? { changed: false } : { changed: true, value };
+  }
+
+  readInt() {
+    const { min, max } = this.spec;
+    const raw = this.control.value.trim();
+    if (this.control.validity.badInput) return { error: "Enter a whole number." };
+    if (raw === "") return this.current === undefined || this.current === null ? { changed: false } : { changed: true, remove: true };
+    const n = Number(raw);
+    if (!Number.isInteger(n)) return { error: "Enter a whole number." };
+    if (min !== undefined && n < min) return { error: `At least ${min}.` };
+    if (max !== undefined && n > max) return { error: `At most ${max}.` };
+    return this.changeTo(n);
+  }
+
+  readText() {
+    const { required, pattern, patternText, timezone } = this.spec;
+    const value = this.control.value.trim();
+    if (!value) return required ? { error: "This cannot be empty." } : this.current ? { changed: true, remove: true } : { changed: false };
+    if (pattern && !pattern.test(value)) return { error: patternText };
+    if (timezone && !validZone(value)) return { error: `${value} is not a time zone this browser knows (e.g. Europe/Paris).` };
+    return this.changeTo(value);
+  }
+
+  saved(change) {
+    this.current = change.remove ? undefined : change.value;
+    if (change.remove && this.spec.def !== undefined) {
+      this.current = this.spec.def; // the default applies again
+      this.show(this.current);
+    }
+  }
+}
+
+function defaultText({ def, kind, optional }) {
+  if (optional) return null;
+  if (def === undefined) return null;
+  if (kind === "bool") return `Default: ${def ? "on" : "off"}.`;
+  if (kind === "select") return null;
+  return `Default: ${typeof def === "number" ? def.toLocaleString() : def}.`;
+}
+
+function validZone(name) {
+  try {
+    new Intl.DateTimeFormat("en", { timeZone: name });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Time zone names to suggest (the browser's list). */
+function timezoneList() {
+  const names = typeof Intl.supportedValuesOf === "function" ? Intl.supportedValuesOf("timeZone") : [];
+  return h("datalist", { id: `s-zones-${Math.random().toString(36).slice(2, 9)}` }, [...new Set(["UTC", ...names])].map((z) => h("option", { value: z })));
+}

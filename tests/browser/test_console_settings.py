@@ -1,0 +1,126 @@
+"""The console's Settings view in a real browser: the model changed, an API key stored and removed without the page
+ever holding it, typed limits stored (and refused with a reason next to the field), the gateway's own refusal shown
+beside the value that caused it, and the raw configuration shown masked."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from orbital.client import GatewayClient
+from playwright.sync_api import expect
+
+from tests.browser.conftest import Console
+
+
+@pytest.fixture
+def restore(admin: GatewayClient) -> Iterator[GatewayClient]:
+    """Put back what the tests change on the module's gateway."""
+    model = admin.call("config.get", {"path": "model"})["value"]
+    yield admin
+    admin.call("config.set", {"path": "model", "value": model})
+    for path in ("budgets", "apiKeys.groq", "session.defaultResetPolicy"):
+        admin.call("config.set", {"path": path})
+
+
+def test_the_model_is_chosen_from_the_configured_providers(console: Console, restore: GatewayClient) -> None:
+    page = console.open("#/settings").page
+    model = page.get_by_role("region", name="Model")
+    provider = model.get_by_label("Provider", exact=True)
+    expect(provider).to_have_value("openai")  # the fake model's, set by the fixture
+    expect(model.get_by_label("Model id")).to_have_value("gpt-test")
+    model.get_by_label("Model id").fill("gpt-test-large")
+    model.get_by_role("button", name="Save model").click()
+    expect(model).to_contain_text("Now: openai/gpt-test-large")
+    assert restore.call("config.get", {"path": "model"})["value"] == {"provider": "openai", "id": "gpt-test-large"}
+
+    model.get_by_label("Model id").fill("  ")
+    model.get_by_role("button", name="Save model").click()
+    expect(model.get_by_role("alert")).to_have_text("Enter the model's id.")
+    assert restore.call("config.get", {"path": "model.id"})["value"] == "gpt-test-large"
+
+
+def test_an_api_key_is_write_only(console: Console, restore: GatewayClient) -> None:
+    secret = "gsk-console-secret-6f1d2c9a"
+    page = console.open("#/settings").page
+    keys = page.get_by_role("region", name="API keys")
+    expect(keys.get_by_role("listitem").filter(has_text="openai")).to_contain_text("key set")
+    keys.get_by_label("Provider name").fill("groq")
+    keys.get_by_label("Its API key").fill(secret)
+    keys.get_by_role("button", name="Add key").click()
+    groq = keys.get_by_role("listitem").filter(has_text="groq")
+    expect(groq).to_contain_text("key set")
+    assert restore.call("config.get", {"path": "apiKeys.groq"})["value"] == "***"
+    page.get_by_role("region", name="Advanced").get_by_text("Whole configuration").click()
+    expect(page.get_by_label("Configuration as JSON")).to_contain_text('"groq": "***"')
+    assert secret not in page.content()
+    typed = page.evaluate("[...document.querySelectorAll('input, textarea')].map(i => i.value)")
+    assert not any(secret in value for value in typed)
+
+    groq.get_by_role("button", name="Remove the groq key").click()
+    page.get_by_role("dialog", name="Remove the groq key?").get_by_role("button", name="Remove").click()
+    expect(keys.get_by_role("listitem").filter(has_text="groq")).to_have_count(0)
+    assert "value" not in restore.call("config.get", {"path": "apiKeys.groq"})
+    assert secret not in page.content()
+
+
+def test_budgets_and_session_policies_are_stored(console: Console, restore: GatewayClient) -> None:
+    page = console.open("#/settings").page
+    limits = page.get_by_role("region", name="Limits")
+    expect(limits.get_by_label("Model call timeout (ms)")).to_have_value("300000")
+    limits.get_by_label("Tokens per day").fill("50000")
+    limits.get_by_label("Tokens per month").fill("1000000")
+    limits.get_by_role("button", name="Save").click()
+    expect(page.get_by_role("status").filter(has_text="Saved: Tokens per day, Tokens per month.")).to_be_visible()
+    assert restore.call("config.get", {"path": "budgets"})["value"] == {"daily": 50000, "monthly": 1000000}
+
+    limits.get_by_label("Tokens per day").fill("")  # no limit again
+    limits.get_by_role("button", name="Save").click()
+    expect(page.get_by_role("status").filter(has_text="Saved: Tokens per day (no limit).")).to_be_visible()
+    assert restore.call("config.get", {"path": "budgets"})["value"] == {"monthly": 1000000}
+
+    sessions = page.get_by_role("region", name="Sessions")
+    expect(sessions.get_by_label("Idle minutes before a reset")).to_be_hidden()
+    sessions.get_by_label("Reset", exact=True).select_option("idle")
+    sessions.get_by_label("Idle minutes before a reset").fill("90")
+    sessions.get_by_role("button", name="Save").click()
+    expect(page.get_by_role("status").filter(has_text="Saved: Reset, Idle minutes before a reset.")).to_be_visible()
+    policy = restore.call("config.get", {"path": "session.defaultResetPolicy"})["value"]
+    assert policy["mode"] == "idle" and policy["idleMinutes"] == 90
+
+
+def test_invalid_values_are_explained_next_to_their_field(console: Console, restore: GatewayClient) -> None:
+    page = console.open("#/settings").page
+    limits = page.get_by_role("region", name="Limits")
+    limits.get_by_label("Tokens per day").fill("-5")
+    limits.get_by_role("button", name="Save").click()
+    expect(limits.get_by_role("alert")).to_have_text("At least 1.")
+    expect(limits.get_by_label("Tokens per day")).to_have_value("-5")
+    expect(limits.get_by_label("Tokens per day")).to_have_attribute("aria-invalid", "true")
+    assert "value" not in restore.call("config.get", {"path": "budgets.daily"})
+
+    # the gateway's own refusals: a path it does not take, and a value it will not store
+    advanced = page.get_by_role("region", name="Advanced")
+    advanced.get_by_label("Path").fill("budgets..daily")
+    advanced.get_by_label("Value (JSON)").fill("1000")
+    advanced.get_by_role("button", name="Set", exact=True).click()
+    expect(advanced.get_by_role("alert")).to_contain_text("Invalid config path: budgets..daily")
+    advanced.get_by_label("Path").fill("compaction.reserveTokens")
+    expect(advanced).to_contain_text("Now: 20000")
+    advanced.get_by_label("Path").fill("auth.token")
+    advanced.get_by_label("Value (JSON)").fill('"my-own-token"')
+    advanced.get_by_role("button", name="Set", exact=True).click()
+    expect(advanced.get_by_role("alert")).to_contain_text("auth.token is not used by this gateway")
+    expect(advanced.get_by_label("Value (JSON)")).to_have_value('"my-own-token"')  # kept for the user to fix
+    assert "value" not in restore.call("config.get", {"path": "auth.token"})
+
+    advanced.get_by_label("Path").fill("budgets.session")
+    expect(advanced).to_contain_text("Not set.")  # what the path holds now
+    advanced.get_by_label("Value (JSON)").fill("not json")
+    advanced.get_by_role("button", name="Set", exact=True).click()
+    expect(advanced.get_by_role("alert")).to_contain_text("Not JSON")
+    advanced.get_by_label("Value (JSON)").fill("12345")
+    advanced.get_by_role("button", name="Set", exact=True).click()
+    expect(page.get_by_role("region", name="Limits").get_by_label("Tokens per session")).to_have_value("12345")
+    assert restore.call("config.get", {"path": "budgets.session"})["value"] == 12345
+    assert not console.errors, console.errors
