@@ -106,12 +106,14 @@ export function dialog(title, body, buttons = [{ label: "OK", value: true, kind:
   });
 }
 
-/** Ask before something that cannot be undone. */
+/** Ask before something that cannot be undone; Cancel has the focus, so Enter alone does nothing harmful. */
 export function confirmAction(title, message, label = "Delete") {
-  return dialog(title, [h("p", message)], [
+  const answer = dialog(title, [h("p", message)], [
     { label: "Cancel", value: false },
     { label, value: true, kind: "primary danger" },
   ]).then(Boolean);
+  document.querySelector("dialog.modal[open] .actions button")?.focus();
+  return answer;
 }
 
 // --- formatting ------------------------------------------------------------------------------------------------
