@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import quote
 
 from orbital.client import GatewayClient
 from playwright.sync_api import expect
@@ -148,6 +149,8 @@ def test_runs_a_job_now_and_shows_the_run_in_its_history(console: Console, admin
     recorded = admin.call("cron.runs", {"jobId": job["id"]})
     assert recorded["count"] == 1 and recorded["runs"][0]["status"] == "ok"
     expect(runs.first.locator(f'time[datetime="{iso(recorded["runs"][0]["ts"])}"]')).to_be_visible()
+    opened = runs.first.get_by_role("link", name="Open session")  # the record names the session it ran in
+    expect(opened).to_have_attribute("href", f"#/chat/{quote(recorded['runs'][0]['sessionKey'], safe='')}")
     assert len(fake.requests) == 1
     assert "Do Say done" in str(fake.requests[0].body)
     # the job's own line shows the outcome too

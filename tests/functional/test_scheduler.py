@@ -99,6 +99,7 @@ def test_a_task_runs_in_a_fresh_session_each_time_with_its_model(agent: Any, ser
     keys_used = [r["summary"].removeprefix("running in ") for r in first + second]
     assert len(set(keys_used)) == 2 and all(k.startswith(f"agent:main:cron:{job_id}:") for k in keys_used)
     assert [r["status"] for r in records(agent, job_id)] == ["ok", "ok"]
+    assert sorted(r["sessionKey"] for r in records(agent, job_id)) == sorted(keys_used)  # each links its transcript
     assert {r.body["model"] for r in llm.requests} == {"gpt-other"}
     for key in keys_used:  # each run's session holds only its own exchange
         history = agent.call("session.preview", {"sessionKey": key})["messages"]
@@ -238,6 +239,7 @@ def test_a_run_that_never_started_is_recorded_as_failed(
     assert scheduler.tick(services, now_ms=T + 6 * MINUTE)["cronEnded"] == 1
     (record,) = records(agent, job_id)
     assert record["status"] == "error" and record["error"] == cron_runs.VANISHED
+    assert record["sessionKey"] == "agent:main:main"  # a systemEvent runs in the main session
     assert "runningAtMs" not in services.gateway.get_cron_job(job_id)["state"]
 
 

@@ -110,7 +110,13 @@ def executor(services: Services, now_ms: int) -> Callable[[dict[str, Any]], cron
             data["overrides"] = overrides
         timeout = spec.get("timeoutSeconds") if spec.get("mode") == "task" else None
         timed = isinstance(timeout, int | float) and not isinstance(timeout, bool) and timeout > 0
-        marker: dict[str, Any] = {"jobId": job_id, "startedAt": started, "runId": run_id, "watched": True}
+        marker: dict[str, Any] = {
+            "jobId": job_id,
+            "startedAt": started,
+            "runId": run_id,
+            "watched": True,
+            "sessionKey": key,
+        }
         watch: dict[str, Any] = {"jobId": job_id, "sessionKey": key, "runId": run_id, "startedAt": started}
         if timed:
             assert isinstance(timeout, int | float)
@@ -178,7 +184,11 @@ def finished(services: Services, marker: dict[str, Any], *, reply: str | None, e
     if watched and services.table.delete(keys.cron_active(job_id, str(marker["runId"])), return_old=True) is None:
         return
     summary = " ".join((reply or "").split())[:SUMMARY_CHARS] or None
-    outcome = cron.RunOutcome("error", error=error) if error is not None else cron.RunOutcome("ok", summary=summary)
+    session = marker.get("sessionKey") if isinstance(marker.get("sessionKey"), str) else None
+    if error is not None:
+        outcome = cron.RunOutcome("error", error=error, session_key=session)
+    else:
+        outcome = cron.RunOutcome("ok", summary=summary, session_key=session)
     _record(services, job_id, outcome, int(marker.get("startedAt") or services.now_ms()))
 
 
@@ -232,7 +242,7 @@ def expire(services: Services, now_ms: int) -> int:
             started_at = watch.get("startedAt")
             if not isinstance(started_at, int):  # a record written before runs carried their start
                 started_at = int(deadline or now_ms) - int(float(watch.get("seconds") or 0) * 1000)
-            _record(services, job_id, cron.RunOutcome("error", error=reason), started_at)
+            _record(services, job_id, cron.RunOutcome("error", error=reason, session_key=key), started_at)
             ended += 1
     return ended
 

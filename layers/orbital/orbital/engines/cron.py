@@ -169,6 +169,8 @@ class RunOutcome:
     status: RunStatus
     error: str | None = None
     summary: str | None = None
+    session_key: str | None = None
+    """The session the run's agent turn ran in (Orbital: a run's record links to its transcript)."""
 
 
 Executor = Callable[[dict[str, Any]], RunOutcome]
@@ -575,6 +577,8 @@ def _finish(
         result["error"] = outcome.error
     if outcome.summary is not None:
         result["summary"] = outcome.summary
+    if outcome.session_key is not None:
+        result["sessionKey"] = outcome.session_key
     result["durationMs"] = duration_ms
 
     def attempt() -> tuple[bool, int | None]:  # edited during the run: finish on top of the edit

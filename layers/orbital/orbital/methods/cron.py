@@ -168,6 +168,7 @@ class CronRun(Result):
     status: str
     error: str | None = None
     summary: str | None = None
+    sessionKey: str | None = None
     durationMs: int | float | None = None
     nextRunAtMs: int | float | None = None
 
@@ -214,7 +215,8 @@ def cron_remove(ctx: CallContext, params: CronRemoveParams) -> dict[str, Any]:
 @router.method("cron.runs", params=CronRunsParams, result=CronRunsResult, modes=CLIENT)
 def cron_runs(ctx: CallContext, params: CronRunsParams) -> dict[str, Any]:
     """Run records, newest first, optionally of one `jobId`. Paging: `limit` 1-2000 (default 200), `offset`. A page
-    that would not fit one WebSocket message is cut short with `truncated: true`, like `cron.list`."""
+    that would not fit one WebSocket message is cut short with `truncated: true`, like `cron.list`. A run of the
+    agent names the session it ran in (`sessionKey`, Orbital)."""
     return _page(engine.runs(ctx.services, job_id=params.jobId, limit=params.limit, offset=params.offset), "runs")
 
 

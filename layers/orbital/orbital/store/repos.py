@@ -280,8 +280,8 @@ class GatewayRepo:
         return self.table.next_counter(keys.gateway_flag(keys.CRON_RUN_SEQ_FLAG))  # one atomic ADD, never a race
 
     def append_cron_run(self, run: dict[str, Any], *, keep: int | None = None) -> dict[str, Any]:
-        """Record a `CronRun` `{jobId, ts, status, error?, summary?, durationMs?, nextRunAtMs?}`; assigns its `id`.
-        With `keep`, the job's history is trimmed to its `keep` newest runs."""
+        """Record a `CronRun` `{jobId, ts, status, error?, summary?, sessionKey?, durationMs?, nextRunAtMs?}`;
+        assigns its `id`. With `keep`, the job's history is trimmed to its `keep` newest runs."""
         job_id = str(run["jobId"])
         ts = int(run["ts"])
         run_id = self.next_cron_run_id()
