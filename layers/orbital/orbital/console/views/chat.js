@@ -1,12 +1,1192 @@
-// PLACEHOLDER: replaced by the real view.
-import { header } from "../ui.js";
+// Chat: talk to an agent in one session and watch the reply stream in. `#/chat` is the default agent's main session
+// (agent:main:main), `#/chat/<sessionKey>` any other. Beside the conversation: the sessions (a toggle on a phone);
+// above it: the session's model, thinking level and token use. Tool calls show as cards (arguments, result,
+// duration), thinking folded away, slash commands complete as you type, a Stop button ends the run in progress, and
+// messages sent while a run is going show as queued until their own run starts.
+// Methods: sessions.list, session.preview, session.get, session.stats, config.get (the default model), chat.send.
+// Events: chat (delta, tool, partial, final, error) and status (reload after a reconnect).
+//
+// GSV clients get no tool-result events: a card starts as "running" from the `tool` event, and the run's next event
+// re-reads the transcript (session.preview), whose stored toolResult messages fill the cards.
+
+import { clip, debounce, failed, fill, formatDuration, formatNumber, formatTime, h, icon, markdown } from "../ui.js";
+
+const MAIN_KEY = "agent:main:main";
+const PAGE = 100; // messages per session.preview page
+const RESULT_CLIP = 2000; // characters of a tool result shown before "Show all"
+const STICK_PX = 48; // this close to the bottom counts as "at the bottom": new text keeps it there
+const GSV_MEDIA = /^media\/[a-f0-9-]+\.[a-z0-9]+$/i; // what GET /media/{name} serves
 
 export default {
   id: "chat",
   title: "Chat",
   icon: "chat",
-  mount(container) {
-    container.append(header("Chat"));
-    return () => {};
+  mount(container, ctx) {
+    const view = new ChatView(container, ctx);
+    view.start(ctx.params);
+    return { destroy: () => view.destroy(), update: (params) => view.open(keyOf(params)) };
   },
 };
+
+/** A run on its way: text streamed so far, the message sent before its tool calls, the calls, the final message. */
+function newRun() {
+  return { text: "", partial: null, tools: [], unanswered: new Set(), final: null, ended: false, el: null };
+}
+
+function keyOf(params) {
+  const key = (params && params[0] ? String(params[0]) : "").trim();
+  return key || MAIN_KEY;
+}
+
+// --- what a session key says about a session -------------------------------------------------------------------
+
+const cap = (s) => (s ? s[0].toUpperCase() + s.slice(1) : s);
+
+/**
+ * A session's name, where it came from, and whether it is read-only here, from its key's shape
+ * (orbital/domain/session_keys.py: `agent:{agent}:{main}`, `agent:{agent}:{channel}:dm:{peer}`,
+ * `agent:{agent}:{channel}:{kind}:{peer}`, `agent:{agent}:cron:{job}:{run}`, `agent:{agent}:heartbeat:…`).
+ *
+ * Read-only: cron runs and heartbeats (each run is a finished task of the scheduler: a message there would start a
+ * run nobody scheduled), and channel conversations. A message sent from here into a channel session would run the
+ * agent, but its reply comes back to this console only, never to the person on the channel, while it still becomes
+ * part of their conversation's history: confusing for both sides. Answer on the channel itself instead.
+ */
+export function describeSession(key) {
+  const parts = String(key).split(":");
+  if (parts[0] !== "agent" || parts.length < 3) return { title: key, source: "Client", kind: "client" };
+  const [, agent, ...rest] = parts;
+  const of = agent === "main" ? "" : ` (agent ${agent})`;
+  const head = rest[0];
+  if (rest.length === 1) {
+    if (head === "main") return { title: `Main session${of}`, source: "Main", kind: "main" };
+    if (head.startsWith("console-")) return { title: `Console ${head.slice(8)}${of}`, source: "Console", kind: "console" };
+    return { title: `${head}${of}`, source: "Client", kind: "client" };
+  }
+  if (head === "cron") {
+    return {
+      title: `Cron run of job ${rest[1] || "?"}${of}`,
+      source: "Schedule",
+      kind: "cron",
+      readOnly: "This is a scheduled job's run: it is shown as it happened, and cannot be answered here.",
+    };
+  }
+  if (head === "heartbeat") {
+    return { title: `Heartbeat${of}`, source: "Heartbeat", kind: "heartbeat", readOnly: "Heartbeat runs are the agent's own: they cannot be answered here." };
+  }
+  const dm = rest.indexOf("dm");
+  const readOnly = (channel) =>
+    `A ${channel ? cap(channel) : "channel"} conversation: a reply from here would not reach it. Answer on ${channel ? cap(channel) : "the channel"} instead.`;
+  if (dm >= 0 && dm < rest.length - 1) {
+    const channel = dm > 0 ? rest[0] : null;
+    const peer = rest.slice(dm + 1).join(":");
+    return { title: `${peer}${of}`, source: channel ? `${cap(channel)} · direct` : "Direct message", kind: "channel", readOnly: readOnly(channel) };
+  }
+  if (rest.length >= 3) {
+    return { title: `${rest.slice(2).join(":")}${of}`, source: `${cap(rest[0])} · ${rest[1]}`, kind: "channel", readOnly: readOnly(rest[0]) };
+  }
+  return { title: `${rest.join(":")}${of}`, source: "Client", kind: "client" };
+}
+
+/** A fresh key for a session of this console. */
+function newSessionKey() {
+  const bytes = crypto.getRandomValues(new Uint8Array(4));
+  return `agent:main:console-${[...bytes].map((b) => b.toString(16).padStart(2, "0")).join("")}`;
+}
+
+// --- slash commands --------------------------------------------------------------------------------------------
+
+/** The completion choices from the console's config (`/help` rows): "/new or /reset" is two choices; what gets
+ * inserted is the command itself ("/compact "), a directive up to its placeholder ("/m:"). */
+export function commandChoices(rows) {
+  const out = [];
+  for (const row of rows || []) {
+    for (const alt of String(row.usage || "").split(/\s+or\s+/)) {
+      const [token, ...args] = alt.trim().split(/\s+/);
+      if (!token || !token.startsWith("/")) continue;
+      const colon = token.indexOf(":");
+      let insert = token;
+      if (colon > 0 && /-/.test(token.slice(colon + 1))) insert = token.slice(0, colon + 1); // "/m:model-id" → "/m:"
+      else if (args.length) insert = `${token} `;
+      out.push({ insert, usage: alt.trim(), description: row.description || "", group: row.group || "" });
+    }
+  }
+  return out;
+}
+
+// --- reading stored messages -----------------------------------------------------------------------------------
+
+function blocksOf(message) {
+  const c = message && message.content;
+  if (typeof c === "string") return [{ type: "text", text: c }];
+  return Array.isArray(c) ? c.filter((b) => b && typeof b === "object") : [];
+}
+
+function textOf(message) {
+  return blocksOf(message)
+    .filter((b) => b.type === "text")
+    .map((b) => b.text || "")
+    .join("\n");
+}
+
+function pretty(value) {
+  if (typeof value === "string") {
+    const t = value.trim();
+    if (/^[[{]/.test(t)) {
+      try {
+        return JSON.stringify(JSON.parse(t), null, 2);
+      } catch {
+        /* not JSON: as it is */
+      }
+    }
+    return value;
+  }
+  try {
+    return JSON.stringify(value ?? {}, null, 2);
+  } catch {
+    return String(value);
+  }
+}
+
+const OUTPUT_FIELDS = ["output", "stdout", "content", "text"];
+
+/** A result's text to show: a JSON object with an `output` (a command's), `content` (a file's) or `text` string
+ * shows that string as it is, and its other fields (as JSON) under "Details"; anything else pretty-printed. */
+function splitResult(text) {
+  const t = String(text ?? "").trim();
+  if (t.startsWith("{")) {
+    try {
+      const value = JSON.parse(t);
+      const name = OUTPUT_FIELDS.find((k) => typeof value[k] === "string");
+      if (name) {
+        const rest = { ...value };
+        delete rest[name];
+        if (rest.tail === value[name]) delete rest.tail; // a command's tail repeats a short output
+        return { main: value[name], label: cap(name), rest: Object.keys(rest).length ? JSON.stringify(rest, null, 2) : "" };
+      }
+    } catch {
+      /* not JSON: as it is */
+    }
+  }
+  return { main: pretty(String(text ?? "")), label: "Result", rest: "" };
+}
+
+/** A one-line hint of a call's arguments for its folded card (a command, a path, …). */
+function argumentHint(args) {
+  let value = args;
+  if (typeof args === "string") {
+    try {
+      value = JSON.parse(args);
+    } catch {
+      return args.slice(0, 80);
+    }
+  }
+  if (!value || typeof value !== "object") return "";
+  const first = Object.values(value).find((v) => typeof v === "string" && v.trim());
+  return first ? first.replace(/\s+/g, " ").slice(0, 80) : "";
+}
+
+function splitToolName(name) {
+  const n = String(name || "tool");
+  const at = n.indexOf("__");
+  if (at < 0) return { tool: n, where: "" };
+  const where = n.slice(0, at);
+  return { tool: n.slice(at + 2), where: where === "gsv" ? "gateway" : where };
+}
+
+function modelLabel(model, fallback) {
+  if (!model) return fallback ? modelLabel(fallback) : "";
+  if (typeof model === "string") return model;
+  const provider = model.provider || (fallback && fallback.provider) || "";
+  return model.id ? (provider ? `${provider}/${model.id}` : model.id) : "";
+}
+
+// --- the view --------------------------------------------------------------------------------------------------
+
+/** One session's state: what is stored, what is on its way, and what only this tab said (notes). */
+function sessionState(key) {
+  return {
+    key,
+    info: describeSession(key),
+    canonical: "",
+    sessionId: null,
+    label: null,
+    messages: [],
+    messageCount: 0,
+    truncated: false,
+    limit: PAGE,
+    loaded: false,
+    loadError: null,
+    notes: [], // {kind: command|error|small, title, body, anchor (a message count), sessionId, after}
+    pending: [], // user messages not stored yet: {text, runId, state: sending|queued|running, position}
+    runs: new Map(), // runId → newRun()
+    seen: new Set(), // runs that sent an event: their user message is stored
+    stats: null,
+    meta: null,
+    tick: 0,
+    loading: false,
+    again: false,
+  };
+}
+
+class ChatView {
+  constructor(container, ctx) {
+    this.container = container;
+    this.gw = ctx.gw;
+    this.ctx = ctx;
+    this.choices = commandChoices(ctx.config && ctx.config.commands);
+    this.open_ = new Set(); // tool cards the user unfolded (kept across re-renders)
+    this.full = new Set(); // tool results shown whole
+    this.drafts = new Map(); // unsent text per session
+    this.defaultModel = undefined;
+    this.stick = true;
+    this.sending = false;
+    this.stopping = false;
+    this.offs = [];
+    this.s = null;
+    this.wasOpen = true;
+    this.refreshListSoon = debounce(() => this.loadList(), 400);
+  }
+
+  start(params) {
+    this.build();
+    this.offs.push(this.gw.on("chat", (ev) => this.onChat(ev)));
+    this.offs.push(
+      this.gw.on("status", ({ state }) => {
+        if (state === "open" && !this.wasOpen) this.reconnected();
+        this.wasOpen = state === "open";
+        this.updateComposer();
+      }),
+    );
+    this.open(keyOf(params));
+    this.loadList();
+  }
+
+  destroy() {
+    for (const off of this.offs) off();
+    this.offs = [];
+    this.resized?.disconnect();
+    this.s = null;
+  }
+
+  // --- building the page -------------------------------------------------------------------------------------
+
+  build() {
+    const listId = "chat-sessions";
+    this.list = h("ul.session-list");
+    this.listNote = h("p.hint.list-note");
+    this.sessionsPanel = h(
+      `aside#${listId}.sessions`,
+      { "aria-label": "Sessions" },
+      h(
+        "div.sessions-head",
+        h("h2", "Sessions"),
+        h("button.icon.small", { type: "button", "aria-label": "Refresh the sessions", title: "Refresh the sessions", onclick: () => this.loadList() }, icon("refresh")),
+        h("button.icon.small.sessions-close", { type: "button", "aria-label": "Close the sessions", title: "Close the sessions", onclick: () => (this.showSessions(false), this.toggle.focus()) }, icon("close")),
+      ),
+      this.list,
+      this.listNote,
+    );
+    this.toggle = h(
+      "button.sessions-toggle.small",
+      { type: "button", "aria-expanded": "false", "aria-controls": listId, onclick: () => this.showSessions(this.toggle.getAttribute("aria-expanded") !== "true") },
+      "Sessions",
+    );
+    this.title = h("h1#chat-title");
+    this.source = h("span.badge");
+    this.keyText = h("code.chat-key");
+    const newButton = h("button.small", { type: "button", onclick: () => this.newSession() }, icon("plus"), " New session");
+    const head = h("header.chat-head", this.toggle, h("div.chat-titles", this.title, h("div.chat-sub", this.source, " ", this.keyText)), newButton);
+
+    this.metaStrip = h("div.meta-strip", { "aria-label": "Session settings and token use" });
+
+    this.earlier = h("div.earlier");
+    this.stored = h("div.stored");
+    this.tail = h("div.tail");
+    this.transcript = h(
+      "div.transcript",
+      { role: "region", "aria-label": "Conversation", tabindex: "0" },
+      this.earlier,
+      this.stored,
+      this.tail,
+    );
+    this.transcript.addEventListener("scroll", () => {
+      this.stick = this.transcript.scrollHeight - this.transcript.scrollTop - this.transcript.clientHeight < STICK_PX;
+      if (this.stick) this.jump.hidden = true;
+    });
+    // the transcript's own height changes (the settings strip arrives, the composer grows): keep the newest in view
+    this.resized = new ResizeObserver(() => this.stick && this.toBottom());
+    this.resized.observe(this.transcript);
+    this.jump = h("button.jump.small", { type: "button", hidden: true, onclick: () => this.toBottom() }, h("span", { "aria-hidden": "true" }, "↓ "), "Jump to the latest");
+    this.announce = h("div.sr-only", { role: "status", "aria-live": "polite" });
+
+    this.runText = h("span.run-text");
+    this.stopButton = h("button.danger.small.stop", { type: "button", onclick: () => this.stop() }, icon("stop"), " Stop");
+    this.runbar = h("div.runbar", { hidden: true }, h("span.spinner", { "aria-hidden": "true" }), this.runText, this.stopButton);
+
+    this.buildComposer();
+    this.readonly = h("p.readonly-note", { hidden: true });
+
+    const conversation = h(
+      "section.conversation",
+      { "aria-labelledby": "chat-title" },
+      head,
+      this.metaStrip,
+      h("div.transcript-wrap", this.transcript, this.jump),
+      this.runbar,
+      this.composer,
+      this.readonly,
+      this.announce,
+    );
+    this.root = h("div.chat", this.sessionsPanel, conversation);
+    this.root.addEventListener("keydown", (ev) => {
+      if (ev.key === "Escape" && this.root.classList.contains("sessions-open")) {
+        this.showSessions(false);
+        this.toggle.focus();
+      }
+    });
+    this.container.append(this.root);
+  }
+
+  buildComposer() {
+    this.input = h("textarea#chat-input", {
+      rows: "2",
+      autofocus: true,
+      placeholder: "Message the agent… (/ for commands)",
+      "aria-autocomplete": "list",
+      "aria-controls": "chat-commands",
+      "aria-describedby": "chat-input-hint",
+      spellcheck: "true",
+    });
+    this.listbox = h("ul#chat-commands.completions", { role: "listbox", "aria-label": "Commands", hidden: true });
+    this.sendButton = h("button.primary.send", { type: "submit" }, icon("send"), " Send");
+    this.composer = h(
+      "form.composer",
+      { "aria-label": "Send a message" },
+      h("div.composer-label", h("label", { for: "chat-input" }, "Message"), h("span#chat-input-hint.hint", "Enter sends · Shift+Enter for a new line · / for commands")),
+      h("div.composer-row", h("div.input-wrap", this.listbox, this.input), this.sendButton),
+    );
+    this.composer.addEventListener("submit", (ev) => {
+      ev.preventDefault();
+      this.submit();
+    });
+    this.input.addEventListener("keydown", (ev) => this.onKey(ev));
+    this.input.addEventListener("input", () => {
+      this.dismissed = null;
+      this.complete();
+      this.updateComposer();
+      this.autosize();
+    });
+    this.input.addEventListener("blur", () => setTimeout(() => document.activeElement !== this.input && this.closeCompletion(), 150));
+  }
+
+  autosize() {
+    this.input.style.height = "auto";
+    this.input.style.height = `${Math.min(this.input.scrollHeight + 2, 220)}px`;
+  }
+
+  showSessions(show) {
+    this.root.classList.toggle("sessions-open", show);
+    this.toggle.setAttribute("aria-expanded", show ? "true" : "false");
+    if (show) (this.list.querySelector("[aria-current]") || this.list.querySelector("a"))?.focus();
+  }
+
+  // --- switching sessions --------------------------------------------------------------------------------------
+
+  open(key) {
+    if (this.s && this.s.key === key) return;
+    if (this.s) this.drafts.set(this.s.key, this.input.value);
+    this.s = sessionState(key);
+    this.input.value = this.drafts.get(key) || "";
+    this.closeCompletion();
+    this.autosize();
+    this.stick = true;
+    this.jump.hidden = true;
+    this.showSessions(false);
+    this.showHeader();
+    this.renderAll();
+    this.updateComposer();
+    if (this.sessions || this.listError) this.renderList(); // it lists the new current one, even without messages
+    this.reload();
+    this.refreshMeta();
+  }
+
+  newSession() {
+    this.ctx.navigate("chat", newSessionKey());
+    this.input.focus();
+  }
+
+  reconnected() {
+    const s = this.s;
+    if (!s) return;
+    s.runs.clear(); // whatever ran meanwhile is in the transcript now, or still going (session.stats says)
+    this.reload();
+    this.refreshMeta();
+    this.loadList();
+  }
+
+  showHeader() {
+    const s = this.s;
+    this.title.textContent = s.label || s.info.title;
+    this.source.textContent = s.info.source;
+    this.keyText.textContent = s.key;
+    this.keyText.title = s.key;
+  }
+
+  // --- loading -------------------------------------------------------------------------------------------------
+
+  /** Re-read the transcript; calls that overlap are folded into one more read after the current one. */
+  async reload() {
+    const s = this.s;
+    if (!s) return;
+    if (s.loading) {
+      s.again = true;
+      return;
+    }
+    s.loading = true;
+    const startTick = ++s.tick;
+    const seenBefore = new Set(s.seen);
+    const endedBefore = [...s.runs].filter(([, r]) => r.ended).map(([id]) => id);
+    try {
+      const res = await this.gw.call("session.preview", { sessionKey: s.key, limit: s.limit });
+      if (s !== this.s) return;
+      s.loadError = null;
+      s.loaded = true;
+      s.canonical = res.sessionKey || s.canonical;
+      s.sessionId = res.sessionId;
+      s.messages = Array.isArray(res.messages) ? res.messages : [];
+      s.messageCount = res.messageCount ?? s.messages.length;
+      s.truncated = Boolean(res.truncated);
+      this.settle(s, seenBefore, endedBefore, startTick);
+    } catch (err) {
+      if (s !== this.s) return;
+      s.loadError = err;
+    } finally {
+      if (s === this.s) {
+        s.loading = false;
+        this.renderAll();
+        if (s.again) {
+          s.again = false;
+          this.reload();
+        }
+      }
+    }
+  }
+
+  /** After a read: what it now holds leaves the live part (user messages of runs that had started, runs that had
+   * ended, tool calls stored with their results), and notes without a place get one. */
+  settle(s, seenBefore, endedBefore, startTick) {
+    s.pending = s.pending.filter((p) => !(p.runId && seenBefore.has(p.runId)));
+    for (const id of endedBefore) s.runs.delete(id);
+    const stored = new Set();
+    const answered = new Set();
+    for (const m of s.messages) {
+      if (m.role === "toolResult") answered.add(m.toolCallId);
+      for (const b of blocksOf(m)) if (b.type === "toolCall" && b.id) stored.add(b.id);
+    }
+    for (const run of s.runs.values()) {
+      for (const id of [...run.unanswered]) if (answered.has(id)) run.unanswered.delete(id);
+      const ids = [...run.tools.map((t) => t.id), ...blocksOf(run.partial).filter((b) => b.type === "toolCall").map((b) => b.id)];
+      if (ids.length && ids.every((id) => stored.has(id))) {
+        run.partial = null;
+        run.tools = [];
+      }
+    }
+    for (const note of s.notes) {
+      if (note.anchor === null && note.after < startTick) {
+        note.anchor = s.messageCount;
+        note.sessionId = s.sessionId;
+      }
+    }
+  }
+
+  async refreshMeta() {
+    const s = this.s;
+    if (!s) return;
+    try {
+      if (this.defaultModel === undefined) {
+        this.defaultModel = await this.gw.call("config.get", { path: "model" }).then((r) => r.value ?? null, () => null);
+      }
+      const asked = performance.now();
+      const [meta, stats] = await Promise.all([
+        this.gw.call("session.get", { sessionKey: s.key }),
+        this.gw.call("session.stats", { sessionKey: s.key }),
+      ]);
+      if (s !== this.s) return;
+      s.meta = meta;
+      s.stats = stats;
+      this.dequeued(s, stats, asked);
+      s.label = meta.label || null;
+      this.showHeader();
+      this.renderMeta();
+      this.updateRunbar();
+    } catch (err) {
+      if (s !== this.s) return;
+      fill(this.metaStrip, h("span.error", `Could not read the session's settings: ${err.message || err}`));
+    }
+  }
+
+  async loadList() {
+    try {
+      const res = await this.gw.call("sessions.list", { limit: 100 });
+      this.sessions = Array.isArray(res.sessions) ? res.sessions : [];
+      this.listCount = res.count ?? this.sessions.length;
+      this.listError = null;
+    } catch (err) {
+      this.listError = err;
+    }
+    if (this.s) this.renderList();
+  }
+
+  // --- the session list ----------------------------------------------------------------------------------------
+
+  renderList() {
+    const s = this.s;
+    const entries = [...(this.sessions || [])];
+    const current = (key) => key === s.key || (s.canonical && key === s.canonical);
+    if (!entries.some((e) => current(e.sessionKey))) entries.unshift({ sessionKey: s.key, fresh: true });
+    if (!entries.some((e) => e.sessionKey === MAIN_KEY)) entries.push({ sessionKey: MAIN_KEY, fresh: true });
+    fill(
+      this.list,
+      entries.map((e) => {
+        const info = describeSession(e.sessionKey);
+        const when = !e.fresh ? formatTime(e.lastActiveAt) : info.kind === "console" ? "no messages yet" : "";
+        return h(
+          "li",
+          h(
+            "a",
+            {
+              href: `#/chat/${encodeURIComponent(e.sessionKey)}`,
+              dataset: { key: e.sessionKey },
+              title: e.sessionKey,
+              onclick: () => this.showSessions(false),
+            },
+            h("span.session-name", e.label || info.title),
+            h("span.session-meta", h("span.session-source", info.source), when ? ` · ${when}` : null),
+          ),
+        );
+      }),
+    );
+    if (this.listError) {
+      fill(this.listNote, h("span.error", `Could not list the sessions: ${this.listError.message || this.listError}`), " ", h("button.small", { type: "button", onclick: () => this.loadList() }, "Try again"));
+    } else {
+      fill(this.listNote, this.listCount > (this.sessions || []).length ? `Showing the ${this.sessions.length} most recent of ${formatNumber(this.listCount)}.` : "");
+    }
+    this.markCurrent();
+  }
+
+  markCurrent() {
+    const s = this.s;
+    for (const a of this.list.querySelectorAll("a[data-key]")) {
+      const on = a.dataset.key === s.key || (s.canonical && a.dataset.key === s.canonical);
+      if (on) a.setAttribute("aria-current", "page");
+      else a.removeAttribute("aria-current");
+    }
+  }
+
+  // --- the header strip: model, thinking, tokens ---------------------------------------------------------------
+
+  renderMeta() {
+    const { meta, stats } = this.s;
+    const settings = (meta && meta.settings) || {};
+    const model = modelLabel(settings.model, this.defaultModel) || modelLabel(this.defaultModel) || "the gateway's default";
+    const thinking = settings.thinkingLevel && settings.thinkingLevel !== "none" ? settings.thinkingLevel : "off";
+    const tokens = (stats && stats.tokens) || (meta && meta.tokens) || { input: 0, output: 0, total: 0 };
+    const budget = (stats && stats.budget) || {};
+    const items = [
+      metaItem("Model", h("code", model), "Change it with /model provider/model-id"),
+      metaItem("Thinking", thinking, "Change it with /think level"),
+      metaItem("Tokens", tokenUse(tokens, budget.session), `${formatNumber(tokens.input)} in, ${formatNumber(tokens.output)} out`),
+    ];
+    for (const [name, label] of [["daily", "Today"], ["monthly", "This month"]]) {
+      const b = budget[name];
+      if (b && b.limit) items.push(metaItem(label, tokenUse(null, b), `All sessions of the gateway, ${b.period || ""}`));
+    }
+    fill(this.metaStrip, items);
+  }
+
+  // --- rendering the transcript --------------------------------------------------------------------------------
+
+  renderAll() {
+    this.keepBottom(() => {
+      this.renderEarlier();
+      fill(this.stored, this.storedNodes());
+      this.renderTail();
+    });
+    this.updateRunbar();
+  }
+
+  renderEarlier() {
+    const s = this.s;
+    const hidden = s.messageCount - s.messages.length;
+    if (s.truncated) {
+      fill(this.earlier, h("p.hint", "Older messages are too large to show here."));
+    } else if (hidden > 0) {
+      const more = h("button.small", { type: "button", onclick: () => this.loadEarlier(more) }, `Show earlier messages (${formatNumber(hidden)} more)`);
+      fill(this.earlier, more);
+    } else {
+      fill(this.earlier);
+    }
+  }
+
+  async loadEarlier(button) {
+    const s = this.s;
+    button.disabled = true;
+    s.limit += PAGE;
+    const before = this.transcript.scrollHeight - this.transcript.scrollTop;
+    await this.reload();
+    this.transcript.scrollTop = this.transcript.scrollHeight - before; // the same message stays in view
+  }
+
+  storedNodes() {
+    const s = this.s;
+    if (s.loadError && !s.loaded) {
+      return h("div.load-error", { role: "alert" }, h("p.error", `Could not read this session: ${s.loadError.message || s.loadError}`), h("button.small", { type: "button", onclick: () => this.reload() }, "Try again"));
+    }
+    if (!s.loaded) return h("p.hint.loading", "Loading the conversation…");
+    const results = new Map();
+    for (const m of s.messages) if (m.role === "toolResult" && m.toolCallId) results.set(m.toolCallId, m);
+    const calls = new Set();
+    for (const m of s.messages) for (const b of blocksOf(m)) if (b.type === "toolCall") calls.add(b.id);
+    const base = s.messageCount - s.messages.length;
+    const notes = s.notes.filter((n) => n.anchor !== null && n.sessionId === s.sessionId).sort((a, b) => a.anchor - b.anchor);
+    const out = [];
+    let n = 0;
+    s.messages.forEach((m, i) => {
+      while (n < notes.length && notes[n].anchor <= base + i) out.push(this.noteNode(notes[n++]));
+      if (m.role === "toolResult" && calls.has(m.toolCallId)) return; // shown in its call's card
+      out.push(this.messageNode(m, results));
+    });
+    while (n < notes.length) out.push(this.noteNode(notes[n++]));
+    for (const note of s.notes.filter((x) => x.anchor === null)) out.push(this.noteNode(note));
+    if (!out.length && !s.pending.length && !s.runs.size) {
+      out.push(h("div.chat-empty", h("p", "No messages yet."), h("p.hint", s.info.readOnly ? "Nothing was said in this session." : "Say hello, or type / to see the commands.")));
+    }
+    return out;
+  }
+
+  messageNode(m, results) {
+    if (m.role === "user") return userNode(m.content, m.timestamp);
+    if (m.role === "assistant") return this.assistantNode(m, results);
+    if (m.role === "toolResult") {
+      return h("div.msg.assistant", this.toolCard({ id: m.toolCallId, name: m.toolName, args: undefined, result: m, started: null }));
+    }
+    return h("div.note.small", h("span.note-title", m.role || "message"), h("div", textOf(m)));
+  }
+
+  assistantNode(m, results) {
+    const body = this.blockNodes(blocksOf(m), m.timestamp, results, false);
+    if (m.stopReason === "error" || m.errorMessage) body.push(h("p.error", m.errorMessage || "The model call failed."));
+    else if (m.stopReason === "length") body.push(h("p.hint", "The reply was cut off: it reached the model's output limit."));
+    return h("div.msg.assistant", messageHead("Assistant", m.timestamp, modelLabel(m.provider && m.model ? { provider: m.provider, id: m.model } : m.model)), body);
+  }
+
+  /** The blocks of an assistant message: thinking folded, text as markdown, tool calls as cards, images. */
+  blockNodes(blocks, startedAt, results, live) {
+    const out = [];
+    for (const b of blocks) {
+      if (b.type === "text" && b.text && b.text.trim()) out.push(markdown(b.text));
+      else if (b.type === "thinking" || b.type === "redacted_thinking") out.push(thinkingNode(b));
+      else if (b.type === "toolCall") {
+        out.push(this.toolCard({ id: b.id, name: b.name, args: b.arguments, result: results && results.get(b.id), started: startedAt, live }));
+      } else if (b.type === "image") out.push(imageNode(b));
+    }
+    return out;
+  }
+
+  noteNode(note) {
+    const kind = note.kind === "error" ? "error" : note.kind === "small" ? "small" : "command";
+    return h(
+      `div.note.${kind}`, // announced once when it happens (say()), not on every re-render
+      note.title ? h("span.note-title", note.title) : null,
+      note.markdown ? markdown(note.body) : h("div", note.body),
+    );
+  }
+
+  // --- tool cards ----------------------------------------------------------------------------------------------
+
+  toolCard({ id, name, args, result, started, live }) {
+    const { tool, where } = splitToolName(name);
+    const busy = !result && (live || this.busy());
+    const status = result ? (result.isError ? "error" : "done") : busy ? "running" : "no result";
+    const duration = result && started && result.timestamp ? formatDuration(result.timestamp - started) : null;
+    const hint = args !== undefined ? argumentHint(args) : "";
+    const card = h(`details.tool.${status.replace(" ", "-")}`, { dataset: { id: id || "" } });
+    card.open = Boolean(id && this.open_.has(id));
+    card.addEventListener("toggle", () => {
+      if (!id) return;
+      if (card.open) this.open_.add(id);
+      else this.open_.delete(id);
+    });
+    const badge = { done: "ok", error: "error", running: "warn" }[status];
+    card.append(
+      h(
+        "summary",
+        h("span.tool-name", tool),
+        where ? h("span.tool-where", `on ${where}`) : null,
+        hint ? h("code.tool-hint", hint) : null,
+        h(`span.badge${badge ? `.${badge}` : ""}.tool-status`, status === "done" ? "done" : status),
+        duration ? h("span.tool-duration", { title: "From the model's call to the stored result" }, duration) : null,
+      ),
+    );
+    const body = h("div.tool-body", h("div.tool-full-name", "Tool ", h("code", name || "?"), id ? h("span.hint", ` · call ${id}`) : null));
+    if (args !== undefined) body.append(h("h4", "Arguments"), h("pre.tool-args", pretty(args)));
+    if (result) body.append(this.resultNode(id, result));
+    else body.append(h("p.hint", busy ? "Running…" : "No result was stored for this call."));
+    card.append(body);
+    return card;
+  }
+
+  resultNode(id, result) {
+    const { main, label, rest } = splitResult(textOf(result));
+    const wrap = h("div.tool-result", h("h4", result.isError ? "Error" : label));
+    const whole = this.full.has(id);
+    const [shown, cut] = whole ? [main, false] : clip(main, RESULT_CLIP);
+    wrap.append(h(`pre.tool-output${result.isError ? ".error" : ""}`, shown || "(empty)"));
+    if (cut) wrap.append(h("p.hint", `Cut at ${formatNumber(RESULT_CLIP)} of ${formatNumber(main.length)} characters.`));
+    if (main.length > RESULT_CLIP) {
+      const more = h("button.small.show-all", { type: "button", "aria-expanded": whole ? "true" : "false" }, whole ? "Show less" : "Show all");
+      more.addEventListener("click", () => {
+        if (this.full.has(id)) this.full.delete(id);
+        else this.full.add(id);
+        const again = this.resultNode(id, result);
+        wrap.replaceWith(again);
+        again.querySelector(".show-all")?.focus();
+      });
+      wrap.append(more);
+    }
+    if (rest) wrap.append(h("details.tool-details", h("summary", "Details"), h("pre", rest)));
+    for (const b of blocksOf(result)) if (b.type === "image") wrap.append(imageNode(b));
+    return wrap;
+  }
+
+  // --- the live part: messages on their way, runs streaming ----------------------------------------------------
+
+  renderTail() {
+    const s = this.s;
+    const nodes = [];
+    const shown = new Set();
+    for (const p of s.pending.filter((x) => x.state !== "queued")) {
+      nodes.push(pendingNode(p));
+      const run = p.runId && s.runs.get(p.runId);
+      if (run) {
+        nodes.push(this.runElement(run));
+        shown.add(p.runId);
+      }
+    }
+    for (const [id, run] of s.runs) if (!shown.has(id)) nodes.push(this.runElement(run));
+    for (const p of s.pending.filter((x) => x.state === "queued")) nodes.push(pendingNode(p));
+    fill(this.tail, nodes);
+  }
+
+  runElement(run) {
+    if (!run.el) {
+      run.textEl = h("div.live-text");
+      run.partsEl = h("div.live-parts");
+      run.stateEl = h("span.msg-extra");
+      run.el = h("div.msg.assistant.live", h("div.msg-head", h("span.who", "Assistant"), run.stateEl), run.partsEl, run.textEl);
+    }
+    this.paintParts(run);
+    this.paintText(run);
+    return run.el;
+  }
+
+  paintParts(run) {
+    if (!run.el) return;
+    const parts = [];
+    if (run.final) {
+      parts.push(...this.blockNodes(blocksOf(run.final), run.final.timestamp, null, false));
+    } else {
+      if (run.partial) parts.push(...this.blockNodes(blocksOf(run.partial), run.partial.timestamp, null, true));
+      const inPartial = new Set(blocksOf(run.partial).map((b) => b.id));
+      for (const t of run.tools) {
+        if (!inPartial.has(t.id)) parts.push(this.toolCard({ id: t.id, name: t.name, args: t.arguments, result: null, started: null, live: true }));
+      }
+    }
+    fill(run.partsEl, parts);
+    run.el.setAttribute("aria-busy", run.ended ? "false" : "true");
+    run.stateEl.textContent = run.ended ? "" : "writing…";
+  }
+
+  paintText(run) {
+    if (!run.el) return;
+    if (run.final) fill(run.textEl);
+    else if (run.text) fill(run.textEl, markdown(run.text));
+    else if (!run.partial && !run.tools.length && !run.ended) fill(run.textEl, h("p.typing", h("span.dots", { "aria-hidden": "true" }), " Thinking…"));
+    else fill(run.textEl);
+  }
+
+  // --- events --------------------------------------------------------------------------------------------------
+
+  mine(key) {
+    const s = this.s;
+    return Boolean(s && key && (key === s.key || (s.canonical && key === s.canonical)));
+  }
+
+  onChat(ev) {
+    if (!ev || typeof ev !== "object") return;
+    if (ev.state === "final" || ev.state === "error") this.refreshListSoon();
+    if (!this.mine(ev.sessionKey) || !ev.runId) return;
+    const s = this.s;
+    const id = ev.runId;
+    const first = !s.seen.has(id);
+    s.seen.add(id);
+    if (first) this.runStarted(id);
+    let run = s.runs.get(id);
+    if (!run) {
+      run = newRun();
+      s.runs.set(id, run);
+    }
+    const waitingForResults = run.unanswered.size > 0; // calls whose results the transcript did not show yet
+    let structural = !run.el;
+    if (ev.state === "delta") {
+      run.text += ev.text || "";
+    } else if (ev.state === "partial") {
+      run.partial = ev.message || null;
+      run.text = "";
+      for (const b of blocksOf(run.partial)) if (b.type === "toolCall" && b.id) run.unanswered.add(b.id);
+      structural = true;
+    } else if (ev.state === "tool") {
+      run.tools = Array.isArray(ev.tools) ? ev.tools : [];
+      for (const t of run.tools) if (t && t.id) run.unanswered.add(t.id);
+      structural = true;
+    } else if (ev.state === "final") {
+      run.final = ev.message || { content: [{ type: "text", text: run.text }] };
+      run.ended = true;
+      structural = true;
+      this.say("The agent replied.");
+    } else if (ev.state === "error") {
+      s.runs.delete(id); // what it streamed was not stored: the error says why
+      s.notes.push({ kind: "error", title: "The run ended", body: ev.error || "The run failed.", anchor: null, after: s.tick });
+      structural = true;
+      this.say(`The run ended: ${ev.error || "it failed"}`);
+    } else {
+      return;
+    }
+    const ended = ev.state === "final" || ev.state === "error";
+    const hasPending = s.pending.some((p) => p.runId === id);
+    if (ended || (waitingForResults && ev.state !== "tool") || (first && !hasPending)) this.reload();
+    if (ended) this.refreshMeta();
+    if (ev.state === "error") {
+      this.renderAll();
+      return;
+    }
+    this.keepBottom(() => {
+      if (structural) {
+        this.paintParts(run);
+        this.renderTail();
+      } else {
+        this.paintText(run);
+      }
+    });
+    this.updateRunbar();
+  }
+
+  /** Queued messages the gateway no longer holds in its queue (asked after they were queued) have started, even if
+   * this tab missed their events (a reconnect): their user message is stored now. */
+  dequeued(s, stats, asked) {
+    const waiting = new Set((stats.queue || []).map((q) => q.runId));
+    const started = s.pending.filter((p) => p.state === "queued" && p.since < asked && !waiting.has(p.runId));
+    for (const p of started) {
+      s.seen.add(p.runId);
+      this.runStarted(p.runId);
+    }
+    if (started.length) this.reload();
+  }
+
+  /** A queued message's run started: it is no longer queued, and those behind it move up. */
+  runStarted(runId) {
+    const s = this.s;
+    const p = s.pending.find((x) => x.runId === runId);
+    if (!p) return;
+    if (p.state === "queued") {
+      for (const q of s.pending) if (q.state === "queued" && q !== p && q.position > 1) q.position -= 1;
+    }
+    p.state = "running";
+  }
+
+  say(text) {
+    this.announce.textContent = text;
+  }
+
+  // --- sending -------------------------------------------------------------------------------------------------
+
+  submit() {
+    const text = this.input.value;
+    if (!text.trim() || this.sending || this.s.info.readOnly) return;
+    this.input.value = "";
+    this.drafts.delete(this.s.key);
+    this.autosize();
+    this.closeCompletion();
+    this.send(text);
+  }
+
+  async send(text) {
+    const s = this.s;
+    const item = { text, runId: null, state: "sending", position: 0 };
+    s.pending.push(item);
+    this.sending = true;
+    this.updateComposer();
+    this.renderTail();
+    this.toBottom();
+    try {
+      const res = await this.gw.call("chat.send", { sessionKey: s.key, message: text });
+      if (s !== this.s) return;
+      if (res.status === "command" || res.status === "directive-only") {
+        s.pending = s.pending.filter((p) => p !== item);
+        this.commandNote(s, text, res);
+        this.reload();
+        this.refreshMeta();
+      } else {
+        item.runId = res.runId || null;
+        item.state = res.queued ? "queued" : "running";
+        item.position = res.queuePosition || 1;
+        item.since = performance.now();
+        if (item.runId && s.seen.has(item.runId)) item.state = "running";
+        if (item.runId && !res.queued && !s.runs.has(item.runId)) {
+          s.runs.set(item.runId, newRun());
+        }
+        this.refreshListSoon();
+      }
+    } catch (err) {
+      if (s !== this.s) return;
+      s.pending = s.pending.filter((p) => p !== item);
+      if (!this.input.value) {
+        this.input.value = text;
+        this.autosize();
+      }
+      failed("Sending the message", err);
+    } finally {
+      this.sending = false;
+      if (s === this.s) {
+        this.renderAll();
+        this.updateComposer();
+      }
+    }
+  }
+
+  commandNote(s, text, res) {
+    const command = text.trim().split(/\s+/)[0];
+    if (res.status === "directive-only") {
+      s.notes.push({ kind: "small", title: command, body: res.response || "Noted for the next message.", markdown: true, anchor: null, after: s.tick });
+    } else if (res.error) {
+      s.notes.push({ kind: "error", title: text.trim(), body: res.error, markdown: true, anchor: null, after: s.tick });
+    } else {
+      s.notes.push({ kind: "command", title: text.trim(), body: res.response || "Done.", markdown: true, anchor: null, after: s.tick });
+    }
+  }
+
+  async stop() {
+    const s = this.s;
+    if (this.stopping) return;
+    this.stopping = true;
+    this.stopButton.disabled = true;
+    try {
+      const res = await this.gw.call("chat.send", { sessionKey: s.key, message: "/stop" });
+      if (s !== this.s) return;
+      if (res.error) s.notes.push({ kind: "error", title: "/stop", body: res.error, anchor: null, after: s.tick });
+      this.refreshMeta();
+    } catch (err) {
+      failed("Stopping the run", err);
+    } finally {
+      this.stopping = false;
+      this.stopButton.disabled = false;
+      if (s === this.s) this.renderAll();
+    }
+  }
+
+  // --- the composer's state, the run bar -----------------------------------------------------------------------
+
+  busy() {
+    const s = this.s;
+    if (!s) return false;
+    if ([...s.runs.values()].some((r) => !r.ended)) return true;
+    if (s.pending.some((p) => p.state === "queued")) return true;
+    return Boolean(s.stats && s.stats.isProcessing); // a run this tab did not see start (another client, a reload)
+  }
+
+  updateRunbar() {
+    const s = this.s;
+    const busy = this.busy();
+    this.runbar.hidden = !busy;
+    const queued = s.pending.filter((p) => p.state === "queued").length;
+    this.runText.textContent = queued ? `The agent is working · ${queued} queued` : "The agent is working…";
+  }
+
+  updateComposer() {
+    const s = this.s;
+    if (!s) return;
+    const ro = s.info.readOnly;
+    this.composer.hidden = Boolean(ro);
+    this.readonly.hidden = !ro;
+    this.readonly.textContent = ro || "";
+    const online = this.gw.state === "open";
+    this.sendButton.disabled = this.sending || !online || !this.input.value.trim();
+    this.sendButton.title = online ? "" : "Not connected to the gateway";
+  }
+
+  // --- scrolling -----------------------------------------------------------------------------------------------
+
+  /** Change the transcript, then keep it at the bottom if it was there (else offer to jump there). */
+  keepBottom(change) {
+    const stick = this.stick;
+    change();
+    if (stick) this.toBottom();
+    else if (this.transcript.scrollHeight > this.transcript.clientHeight) this.jump.hidden = false;
+  }
+
+  toBottom() {
+    this.transcript.scrollTop = this.transcript.scrollHeight;
+    this.stick = true;
+    this.jump.hidden = true;
+  }
+
+  // --- slash-command completion --------------------------------------------------------------------------------
+
+  complete() {
+    const value = this.input.value;
+    if (!/^\/\S*$/.test(value) || this.dismissed === value) {
+      this.closeCompletion();
+      return;
+    }
+    const typed = value.toLowerCase();
+    this.matches = this.choices.filter((c) => c.insert.toLowerCase().startsWith(typed) || c.usage.toLowerCase().startsWith(typed));
+    if (!this.matches.length) {
+      this.closeCompletion();
+      return;
+    }
+    this.active = 0;
+    fill(
+      this.listbox,
+      this.matches.map((c, i) => {
+        const option = h(
+          "li",
+          { role: "option", id: `chat-command-${i}`, "aria-selected": "false" },
+          h("code", c.usage),
+          h("span.hint", c.description),
+        );
+        option.addEventListener("mousedown", (ev) => ev.preventDefault()); // keep the focus in the textarea
+        option.addEventListener("click", () => this.pick(c));
+        return option;
+      }),
+    );
+    this.listbox.hidden = false;
+    this.setActive(0);
+  }
+
+  setActive(i) {
+    const options = [...this.listbox.children];
+    this.active = (i + options.length) % options.length;
+    options.forEach((o, k) => o.setAttribute("aria-selected", k === this.active ? "true" : "false"));
+    const current = options[this.active];
+    this.input.setAttribute("aria-activedescendant", current.id);
+    current.scrollIntoView({ block: "nearest" });
+  }
+
+  closeCompletion() {
+    if (!this.listbox) return;
+    this.listbox.hidden = true;
+    this.matches = [];
+    this.input.removeAttribute("aria-activedescendant");
+  }
+
+  pick(choice) {
+    this.input.value = choice.insert;
+    this.dismissed = choice.insert;
+    this.closeCompletion();
+    this.input.focus();
+    this.input.setSelectionRange(choice.insert.length, choice.insert.length);
+    this.updateComposer();
+  }
+
+  onKey(ev) {
+    const open = !this.listbox.hidden && this.matches && this.matches.length;
+    if (open) {
+      if (ev.key === "ArrowDown" || ev.key === "ArrowUp") {
+        ev.preventDefault();
+        this.setActive(this.active + (ev.key === "ArrowDown" ? 1 : -1));
+        return;
+      }
+      if (ev.key === "Escape") {
+        ev.preventDefault();
+        ev.stopPropagation();
+        this.dismissed = this.input.value;
+        this.closeCompletion();
+        return;
+      }
+      const choice = this.matches[this.active];
+      const complete = choice && choice.insert.trim() === this.input.value.trim(); // already typed in full
+      if (ev.key === "Tab" && !ev.shiftKey) {
+        ev.preventDefault();
+        this.pick(choice);
+        return;
+      }
+      if (ev.key === "Enter" && !ev.shiftKey && !ev.isComposing && !complete) {
+        ev.preventDefault();
+        this.pick(choice);
+        return;
+      }
+    }
+    if (ev.key === "Enter" && !ev.shiftKey && !ev.isComposing) {
+      ev.preventDefault();
+      this.submit();
+    }
+  }
+}
+
+// --- small pieces of the transcript ----------------------------------------------------------------------------
+
+function messageHead(who, timestamp, extra) {
+  return h(
+    "div.msg-head",
+    h("span.who", who),
+    extra ? h("span.msg-extra", extra) : null,
+    timestamp ? h("time", { datetime: new Date(timestamp).toISOString() }, formatTime(timestamp)) : null,
+  );
+}
+
+function userNode(content, timestamp) {
+  const blocks = typeof content === "string" ? [{ type: "text", text: content }] : Array.isArray(content) ? content : [];
+  const body = [];
+  for (const b of blocks) {
+    if (!b || typeof b !== "object") continue;
+    if (b.type === "text") body.push(h("div.user-text", b.text || ""));
+    else if (b.type === "image") body.push(imageNode(b));
+  }
+  return h("div.msg.user", messageHead("You", timestamp), body);
+}
+
+function pendingNode(p) {
+  const badge =
+    p.state === "queued"
+      ? h("span.badge.warn", `Queued (#${p.position})`)
+      : p.state === "sending"
+        ? h("span.badge", "Sending…")
+        : null;
+  return h("div.msg.user.pending", { dataset: { state: p.state } }, messageHead("You", null, badge), h("div.user-text", p.text));
+}
+
+function thinkingNode(b) {
+  const text = b.thinking || b.text || "";
+  return h("details.thinking", h("summary", text ? "Thinking" : "Thinking (hidden by the provider)"), text ? h("div.thinking-text", text) : null);
+}
+
+function imageNode(b) {
+  const mime = b.mimeType || "image";
+  let src = null;
+  if (typeof b.data === "string" && /^image\//.test(mime)) src = `data:${mime};base64,${b.data}`;
+  else if (typeof b.r2Key === "string" && GSV_MEDIA.test(b.r2Key)) src = b.r2Key; // relative: the gateway's /media/
+  if (!src) return h("p.hint.image-missing", `[An image (${mime}) that this page cannot show]`);
+  return h("a.msg-image", { href: src, target: "_blank", rel: "noopener" }, h("img", { src, alt: `An image (${mime})`, loading: "lazy" }));
+}
+
+function metaItem(label, value, title) {
+  return h("span.meta-item", { title }, h("span.meta-label", label), " ", h("span.meta-value", value));
+}
+
+function tokenUse(tokens, use) {
+  const used = use ? use.used : tokens ? tokens.total : 0;
+  if (!use || !use.limit) return [formatNumber(used), h("span.hint", " · no budget")];
+  const meter = h("meter", { min: "0", max: String(use.limit), value: String(Math.min(used, use.limit)), high: String(use.limit * 0.8), optimum: "0", "aria-label": "Share of the token budget used" });
+  return [`${formatNumber(used)} / ${formatNumber(use.limit)} `, meter];
+}
