@@ -47,6 +47,7 @@ def main(out: Path) -> None:
             with GatewayClient(gateway.url, timeout=15) as admin:
                 admin.connect("client", "screenshot-admin", token=TOKEN)
                 configure_fake_model(admin, llm.base_url)
+                admin.call("config.set", {"path": "model", "value": {"provider": "openai", "id": "gpt-4.1"}})
             llm.script(
                 reply(tool_calls=[call("laptop__Bash", {"command": "wc -l *.md | sort -rn | head -4"})]),
                 reply(ANSWER, chunks=6),
@@ -62,7 +63,7 @@ def shoot(gateway: GatewayProcess, out: Path) -> None:
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=chromium_executable(), args=CHROMIUM_ARGS, headless=True)
         try:
-            page = browser.new_page(viewport={"width": 1280, "height": 760}, color_scheme="light")
+            page = browser.new_page(viewport={"width": 1280, "height": 940}, color_scheme="light")
             page.set_default_timeout(30_000)
             page.goto(f"{gateway.http}/")
             dialog = page.get_by_role("dialog", name="Connect to Orbital")
@@ -73,6 +74,11 @@ def shoot(gateway: GatewayProcess, out: Path) -> None:
             composer.fill(QUESTION)
             composer.press("Enter")
             expect(page.get_by_text("The trip plan has grown the most")).to_be_visible()
+            card = page.locator('[data-view="chat"] details.tool').first
+            card.locator("summary").first.click()  # open, to show its result
+            expect(card).to_contain_text("trip-plan.md")
+            page.get_by_text("The trip plan has grown the most").scroll_into_view_if_needed()
+            composer.blur()
             page.wait_for_load_state("networkidle")
             out.parent.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=str(out))
