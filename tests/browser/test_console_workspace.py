@@ -208,7 +208,9 @@ def test_unsaved_changes_are_not_lost_by_leaving(console: Console, admin: Gatewa
     assert not console.errors, console.errors
 
 
-def test_back_keeps_the_editor_or_the_text_left_behind(console: Console, admin: GatewayClient) -> None:
+def test_leaving_the_editor_asks_however_the_address_changes_and_a_reload_keeps_the_text(
+    console: Console, admin: GatewayClient
+) -> None:
     admin.call("workspace.write", {"path": "notes/back.md", "content": "on disk"})
     page = console.open("#/workspace/notes/").page
     page.get_by_role("region", name="Folder notes/").get_by_role("link", name="back.md").click()
@@ -220,14 +222,23 @@ def test_back_keeps_the_editor_or_the_text_left_behind(console: Console, admin: 
     expect(page).to_have_url(re.compile(r"#/workspace/notes/back\.md$"))
     expect(editor).to_have_value("typed, not saved")
 
-    # leaving the view with Back cannot be stopped: the text is offered again on the file
+    # leaving the view is asked about too, however the address changes (here: typed)
     page.evaluate("location.hash = '#/nodes'")
+    page.get_by_role("dialog", name="Discard your changes?").get_by_role("button", name="Cancel").click()
+    expect(page).to_have_url(re.compile(r"#/workspace/notes/back\.md$"))
+    expect(editor).to_have_value("typed, not saved")
+    page.evaluate("location.hash = '#/nodes'")
+    page.get_by_role("dialog", name="Discard your changes?").get_by_role("button", name="Discard changes").click()
+    expect(page.locator("#view")).to_have_attribute("data-view", "nodes")
+    assert read(admin, "notes/back.md") == "on disk"
+
+    # a reload the page cannot stop: the text is offered again on the file
     page.evaluate("location.hash = '#/workspace/notes/back.md'")
     page.get_by_role("button", name="Edit").click()
     page.get_by_label("Content of notes/back.md").fill("typed again, not saved")
-    page.go_back()
-    expect(page.locator("#view")).to_have_attribute("data-view", "nodes")
-    page.go_forward()
+    page.on("dialog", lambda question: question.accept())  # the browser's own "leave the page?"
+    page.reload()
+    expect(page.locator("#status")).to_have_attribute("data-state", "open")  # the tab kept its token
     offer = page.get_by_role("note").filter(has_text="unsaved changes to notes/back.md")
     offer.get_by_role("button", name="Restore them").click()
     expect(page.get_by_label("Content of notes/back.md")).to_have_value("typed again, not saved")

@@ -1,7 +1,10 @@
 // The console's shell: reads the gateway's console settings, asks for the token when the gateway wants one (kept in
 // memory, and in this tab's sessionStorage if the user allows: never localStorage, never a URL), connects, and
 // shows one view at a time by the address's hash (#/chat/<session>, #/nodes, #/workspace/<path>, #/schedules,
-// #/channels, #/settings). Views are modules with `mount(container, ctx)` returning a cleanup function.
+// #/channels, #/settings). Views are modules with `mount(container, ctx)` returning a cleanup function, or an
+// object {destroy(), update(params)?, canLeave()?}: `update` takes a new sub-path without mounting again,
+// `canLeave` (true, false or a Promise of either) is asked before the address leaves the view's current one (unsaved
+// edits), however it changes: a link, Alt+digit, Back, or typing.
 
 import { Gateway } from "./gsv.js";
 import { dialog, field, h, icon, toast } from "./ui.js";
@@ -17,7 +20,7 @@ const TOKEN_KEY = "orbital.console.token";
 const CLIENT_KEY = "orbital.console.client";
 const THEME_KEY = "orbital.console.theme";
 
-const state = { gw: null, config: null, view: null, cleanup: null, path: null };
+const state = { gw: null, config: null, view: null, cleanup: null, path: null, hash: "", leaving: false };
 
 function clientId() {
   let id = sessionStorage.getItem(CLIENT_KEY);
@@ -125,12 +128,14 @@ export function navigate(id, ...params) {
   if (location.hash !== hash) location.hash = hash;
 }
 
-function route() {
+async function route() {
   const { id, params } = parseHash();
   const view = VIEWS.find((v) => v.id === id) || chat;
   const container = document.getElementById("view");
   const key = `${view.id}/${params.join("/")}`;
   if (state.path === key) return;
+  if (!(await mayLeave())) return;
+  state.hash = location.hash;
   // a view that handles its own sub-paths gets them without being mounted again
   if (state.view === view && typeof state.cleanup?.update === "function") {
     state.path = key;
@@ -160,6 +165,24 @@ function route() {
     navigate,
   });
   container.querySelector("[autofocus]")?.focus();
+}
+
+/** Whether the shown view lets the address change (its `canLeave`). While it asks, the address shows the view's
+ * own again; once it agrees, the new address is taken again (once, without asking twice). */
+async function mayLeave() {
+  const ask = state.cleanup && typeof state.cleanup.canLeave === "function" ? state.cleanup.canLeave : null;
+  if (!ask || state.leaving) {
+    state.leaving = false;
+    return true;
+  }
+  const answer = ask();
+  if (answer === true) return true;
+  const wanted = location.hash;
+  history.replaceState(history.state, "", state.hash || "#/chat");
+  if (!(await answer)) return false;
+  state.leaving = true;
+  location.hash = wanted;
+  return false;
 }
 
 // --- start -----------------------------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ export default {
   mount(container, ctx) {
     const view = new WorkspaceView(container, ctx);
     view.start(ctx.params);
-    return { destroy: () => view.destroy(), update: (params) => view.show(params) };
+    return { destroy: () => view.destroy(), update: (params) => view.show(params), canLeave: () => view.canLeave() };
   },
 };
 
@@ -56,6 +56,7 @@ class WorkspaceView {
     this.seq = 0; // the latest load; older answers are ignored
     this.showSource = false;
     this.alive = true;
+    this.asking = null; // the open "discard your changes?" question, if any
     this.off = [];
   }
 
@@ -70,8 +71,6 @@ class WorkspaceView {
     this.crumbs = h("nav.ws-crumbs", { "aria-label": "Breadcrumbs" });
     this.body = h("div.ws-body");
     this.container.append(header("Workspace", this.newButton, this.refreshButton), this.crumbs, this.body);
-    this.listen(document, "click", (ev) => this.guardLink(ev), true);
-    this.listen(window, "keydown", (ev) => this.guardShortcut(ev), true);
     this.listen(window, "beforeunload", (ev) => {
       if (this.dirty()) {
         this.stashDraft(); // if the page does go, the text is offered again when it comes back
@@ -96,17 +95,13 @@ class WorkspaceView {
 
   destroy() {
     this.alive = false;
-    if (this.dirty()) this.stashDraft(); // left by the browser's Back button: keep the text for next time
+    if (this.dirty()) this.stashDraft(); // never lose typed text, however the view went away
     for (const off of this.off) off();
   }
 
   show(params) {
     const path = params.join("/");
-    if (this.edit && path === this.edit.path) return; // the address put back while asking (below)
-    if (this.dirty()) {
-      this.holdAddress(path);
-      return;
-    }
+    if (this.edit && path === this.edit.path) return;
     this.path = path;
     this.edit = null;
     this.reload();
@@ -119,50 +114,28 @@ class WorkspaceView {
   }
 
   // --- leaving with unsaved changes ------------------------------------------------------------------------------
-  // The shell routes on `hashchange`, which cannot be cancelled, so links and the Alt+digit shortcuts are caught
-  // before they change the address; an address changed some other way (Back, typing) within this view is put back.
+  // The shell asks `canLeave` before the address changes, whatever changes it; leaving the page asks the browser's
+  // own question (`beforeunload`), and a draft left anyway is offered again on the same file.
 
   dirty() {
     return Boolean(this.edit && (this.edit.isNew ? this.edit.textarea.value !== "" : this.edit.textarea.value !== this.edit.base));
   }
 
-  guardLink(ev) {
-    const link = ev.target instanceof Element ? ev.target.closest("a[href^='#/']") : null;
-    if (!link || ev.button !== 0 || ev.ctrlKey || ev.metaKey || ev.shiftKey || ev.altKey || !this.dirty()) return;
-    if (link.getAttribute("href") === location.hash) return;
-    ev.preventDefault();
-    ev.stopPropagation();
-    this.leaveTo(link.getAttribute("href"));
-  }
-
-  guardShortcut(ev) {
-    if (!ev.altKey || ev.ctrlKey || ev.metaKey || !/^[1-9]$/.test(ev.key) || !this.dirty()) return;
-    const link = document.querySelectorAll("nav a[data-view]")[Number(ev.key) - 1];
-    if (!link) return;
-    ev.preventDefault();
-    ev.stopImmediatePropagation();
-    this.leaveTo(link.getAttribute("href"));
-  }
-
-  /** Someone changed the address to `path` while the edit is unsaved: put the editor's address back, then ask. */
-  holdAddress(path) {
-    const target = href(path);
-    history.replaceState(history.state, "", href(this.edit.path));
-    window.dispatchEvent(new HashChangeEvent("hashchange")); // the shell's router follows the address put back
-    this.leaveTo(target);
-  }
-
-  async leaveTo(hash) {
-    if (this.asking) return;
-    this.asking = true;
-    try {
-      if (!(await this.confirmDiscard())) return;
-      this.edit = null;
-      this.dropDraft();
-      location.hash = hash;
-    } finally {
-      this.asking = false;
+  /** Asked by the shell before the address changes: true at once without unsaved changes, else the user's answer
+   * (one question, however many times the address changes meanwhile). */
+  canLeave() {
+    if (!this.dirty()) return true;
+    if (!this.asking) {
+      this.asking = this.confirmDiscard().then((discard) => {
+        this.asking = null;
+        if (discard) {
+          this.edit = null;
+          this.dropDraft();
+        }
+        return discard;
+      });
     }
+    return this.asking;
   }
 
   // a draft left behind by leaving the page's view without being asked, offered again on the same file
