@@ -263,3 +263,19 @@ def test_without_a_node_it_says_how_to_connect_one_and_fits_a_phone(browser: Any
         assert not tab.errors, tab.errors
     finally:
         context.close()
+
+
+def test_a_node_that_comes_and_goes_shows_without_a_refresh(console: Console, gateway: GatewayProcess) -> None:
+    page = console.open("#/nodes").page
+    arrived = page.get_by_role("article", name="Node gadget")
+    expect(arrived).to_have_count(0)
+    with GatewayClient(gateway.url, timeout=20) as c:
+        c.connect("node", "gadget", token=TOKEN, tools=GADGET_TOOLS, nodeRuntime=GADGET_RUNTIME)
+        page.evaluate("window.dispatchEvent(new Event('focus'))")  # back to the tab (else: the next 15 s look)
+        expect(arrived).to_be_visible()
+
+    def gone() -> bool:  # the gateway handles the socket's close on its own time: look until it has
+        page.evaluate("window.dispatchEvent(new Event('focus'))")
+        return arrived.count() == 0
+
+    wait_for(gone, "gadget gone from the page")

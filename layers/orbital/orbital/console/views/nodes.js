@@ -1,6 +1,9 @@
 // Nodes: the machines connected in node mode, their tools, host facts and probed binaries, a form to run any of
 // their tools by hand (generated from the tool's JSON Schema), and each node's recent log. `#/nodes` lists the
-// nodes (and, folded away, the gateway's own gsv__* tools); `#/nodes/<nodeId>` is one node.
+// nodes (and, folded away, the gateway's own gsv__* tools); `#/nodes/<nodeId>` is one node. The gateway sends no
+// event when a node comes or goes, so the tool list is asked for again every 15 s while the tab is visible (and when
+// the window gets the focus back), and the page is drawn again only when the set of tools changed (a form being
+// filled in keeps its focus otherwise).
 // Methods: tools.list, skills.status, skills.update (probe again), tool.invoke, logs.get, config.get (timeouts).
 
 import { empty, failed, field, formatDuration, formatTime, h, header, icon, toast } from "../ui.js";
@@ -11,6 +14,7 @@ const DEFAULT_TIMEOUTS = { toolMs: 60000, logsMs: 20000 };
 const SLACK_MS = 5000; // wait a little longer than the gateway, so its own timeout message is what we show
 const PROBE_POLLS = 8;
 const PROBE_POLL_MS = 1500;
+const WATCH_MS = 15000;
 const MULTILINE = /^(content|text|body|data|command|script|code|message|prompt|oldstring|newstring|input|patch|query)$/i;
 const IMAGE_MIME = /^image\/(png|jpeg|gif|webp)$/;
 
@@ -47,6 +51,10 @@ class NodesView {
     this.body = h("div.nodes-body", { "aria-live": "polite", "aria-busy": "true" }, h("p.muted", "Loading nodes…"));
     this.container.append(header("Nodes", this.refreshButton, this.probeButton), this.body);
     this.unsubscribe.push(this.gw.on("status", (s) => s.state === "open" && this.load()));
+    const watch = setInterval(() => this.watch(), WATCH_MS);
+    const back = () => this.watch(); // coming back to the tab: look at once
+    window.addEventListener("focus", back);
+    this.unsubscribe.push(() => clearInterval(watch), () => window.removeEventListener("focus", back));
     this.loadTimeouts();
     this.load();
   }
@@ -54,6 +62,18 @@ class NodesView {
   destroy() {
     this.alive = false;
     for (const off of this.unsubscribe) off();
+  }
+
+  /** Load again when a node came or went (its tools appeared or vanished). */
+  async watch() {
+    if (this.loading || !this.loaded || document.visibilityState !== "visible" || this.gw.state !== "open") return;
+    try {
+      const res = await this.gw.call("tools.list", {});
+      const names = (list) => list.map((t) => t.name).join("\n");
+      if (this.alive && !this.loading && names(res.tools || []) !== names(this.tools)) await this.load();
+    } catch {
+      // the next look, or Refresh, tries again
+    }
   }
 
   show(params) {
