@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from orbital.client import GatewayClient
+from playwright.sync_api import expect
 
 from tests.e2e.conftest import GatewayProcess, NodeProcess
 from tests.support.agent import configure_fake_model
@@ -35,6 +36,29 @@ CHROMIUM_ARGS = [
     "--disable-dev-shm-usage",
 ]
 
+SOCKET_SPY = """
+window.__sockets = [];
+window.__sent = [];
+const Native = window.WebSocket;
+window.WebSocket = class extends Native {
+  constructor(...args) {
+    super(...args);
+    window.__sockets.push(this);
+  }
+  send(data) {
+    window.__sent.push(data);
+    super.send(data);
+  }
+};
+"""
+"""An init script that keeps every WebSocket the page opens in `window.__sockets` (so a test can drop one) and
+every text it sends in `window.__sent`."""
+
+WAIT_MS = 20_000
+"""How long an action or an `expect` waits for the page (a deadline, not a measure: an agent run on a loaded CI
+machine takes seconds). Playwright's own default for `expect` is 5 s."""
+expect.set_options(timeout=WAIT_MS)
+
 PHONE = {"width": 390, "height": 844}
 DESKTOP = {"width": 1280, "height": 860}
 
@@ -54,8 +78,11 @@ def chromium_executable() -> str:
     )
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
+    """Chromium for one test module. Not for the session: Playwright's synchronous API keeps an asyncio loop
+    running on this thread while it is started, which would break every later test in this worker that runs a loop
+    of its own (Mangum, asyncio.run)."""
     from playwright.sync_api import sync_playwright
 
     executable = chromium_executable()
@@ -121,8 +148,6 @@ class Console:
 
     def open(self, hash_path: str = "", *, token: str | None = TOKEN) -> Console:
         """Open the console (at `#/…` if given) and, when it asks, give it `token`; returns once it is connected."""
-        from playwright.sync_api import expect
-
         self.page.goto(f"{self.base}/{hash_path}")
         if token is not None:
             dialog = self.page.get_by_role("dialog", name="Connect to Orbital")
@@ -140,7 +165,7 @@ class Console:
 def console(browser: Any, gateway: GatewayProcess) -> Iterator[Console]:
     """A fresh tab (its own sessionStorage) on a desktop-sized window, not yet opened."""
     context = browser.new_context(viewport=DESKTOP)
-    context.set_default_timeout(15_000)
+    context.set_default_timeout(WAIT_MS)
     page = context.new_page()
     tab = Console(page, gateway.http)
     try:

@@ -5,6 +5,7 @@ and nothing loaded from anywhere but the gateway."""
 from __future__ import annotations
 
 import json
+import re
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,7 +14,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.conftest import PHONE, TOKEN, Console
+from tests.browser.conftest import PHONE, SOCKET_SPY, TOKEN, Console
 from tests.e2e.conftest import GatewayProcess
 
 
@@ -99,3 +100,28 @@ def test_switches_between_a_light_and_a_dark_theme_and_remembers_it(console: Con
     page.reload()
     expect(page.locator("html")).to_have_attribute("data-theme", other)
     assert page.evaluate("getComputedStyle(document.body).backgroundColor") == background
+
+
+def test_a_page_replaced_by_a_newer_socket_of_its_client_says_so_and_stays_off(
+    console: Console, gateway: GatewayProcess
+) -> None:
+    from orbital.client import GatewayClient
+
+    console.page.add_init_script(SOCKET_SPY)
+    page = console.open().page
+    first = connect_id(page)
+    page.reload()
+    expect(page.locator("#status")).to_have_attribute("data-state", "open")
+    current = connect_id(page)
+    assert first.startswith("console-") and current != first  # every page load has an id of its own
+    with GatewayClient(gateway.url, timeout=10) as intruder:
+        intruder.connect("client", current, token=TOKEN)
+        expect(page.locator("#status")).to_have_attribute("data-state", "closed")
+    expect(page.locator("#status")).to_have_attribute("title", re.compile("[Rr]eplaced"))
+    assert page.evaluate("window.__sockets.length") == 1  # it did not take the id back
+
+
+def connect_id(page: Any) -> str:
+    """The client id this page load sent in `connect`."""
+    sent = [json.loads(text) for text in page.evaluate("window.__sent")]
+    return str(next(f for f in sent if f.get("method") == "connect")["params"]["client"]["id"])

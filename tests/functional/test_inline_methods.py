@@ -16,6 +16,10 @@ class NoPushing:
         raise AssertionError(f"an inline method closed {connection_id}")
 
 
+PARAMS: dict[str, dict[str, Any]] = {"cron.preview": {"schedule": {"kind": "every", "everyMs": 60_000}}}
+"""Params for the inline methods that need some to answer."""
+
+
 def test_the_inline_methods_answer_without_pushing(connect: Any, services: Any, sender: Any) -> None:
     inline = registry().event_loop_methods()
     assert {"config.get", "tools.list"} <= inline
@@ -25,4 +29,4 @@ def test_the_inline_methods_answer_without_pushing(connect: Any, services: Any, 
     for name in sorted(inline):
         spec = registry().get(name)
         assert spec is not None and not spec.deferred
-        rpc.call(name, {})
+        rpc.call(name, PARAMS.get(name, {}))

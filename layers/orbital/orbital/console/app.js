@@ -7,7 +7,7 @@
 // edits), however it changes: a link, Alt+digit, Back, or typing.
 
 import { Gateway } from "./gsv.js";
-import { dialog, field, h, icon, toast } from "./ui.js";
+import { dialog, field, h, icon, randomId } from "./ui.js";
 import chat from "./views/chat.js";
 import nodes from "./views/nodes.js";
 import workspace from "./views/workspace.js";
@@ -17,20 +17,9 @@ import settings from "./views/settings.js";
 
 const VIEWS = [chat, nodes, workspace, schedules, channels, settings];
 const TOKEN_KEY = "orbital.console.token";
-const CLIENT_KEY = "orbital.console.client";
 const THEME_KEY = "orbital.console.theme";
 
-const state = { gw: null, config: null, view: null, cleanup: null, path: null, hash: "", leaving: false };
-
-function clientId() {
-  let id = sessionStorage.getItem(CLIENT_KEY);
-  if (!id) {
-    const bytes = crypto.getRandomValues(new Uint8Array(6));
-    id = `console-${[...bytes].map((b) => b.toString(16).padStart(2, "0")).join("")}`;
-    sessionStorage.setItem(CLIENT_KEY, id);
-  }
-  return id;
-}
+const state = { gw: null, config: null, view: null, cleanup: null, path: null, hash: "", leaving: false, routed: false };
 
 // --- theme -----------------------------------------------------------------------------------------------------
 
@@ -70,9 +59,10 @@ async function askToken(message) {
   return token;
 }
 
-async function connect() {
+/** Connect, asking for the token as long as the gateway refuses it. True once connected, or while the socket
+ * tries again by itself after a passing failure; false when the user gave up or the gateway refused for good. */
+async function connect(message = null) {
   let token = state.config.tokenRequired ? sessionStorage.getItem(TOKEN_KEY) : null;
-  let message = null;
   for (;;) {
     if (state.config.tokenRequired && !token) {
       token = await askToken(message);
@@ -85,16 +75,21 @@ async function connect() {
       await state.gw.open(token);
       return true;
     } catch (err) {
-      if (err.code !== 401) {
-        showStatus("closed", err.message);
-        return state.gw.state !== "closed" || false;
-      }
+      if (err.code !== 401) return state.gw.state === "reconnecting";
       sessionStorage.removeItem(TOKEN_KEY);
       state.config.tokenRequired = true;
       token = null;
       message = "That token was not accepted.";
     }
   }
+}
+
+/** The gateway stopped accepting the token after the page connected (it was changed): ask for the new one. */
+async function tokenRefused() {
+  sessionStorage.removeItem(TOKEN_KEY);
+  state.config.tokenRequired = true;
+  if (await connect("The gateway no longer accepts the token: it may have been changed.")) showViews();
+  else notConnected();
 }
 
 function signOut() {
@@ -117,10 +112,18 @@ function showStatus(stateName, detail) {
 
 // --- routing ---------------------------------------------------------------------------------------------------
 
+function decodePart(part) {
+  try {
+    return decodeURIComponent(part);
+  } catch {
+    return part; // a malformed escape: taken as it is
+  }
+}
+
 function parseHash() {
   const raw = location.hash.replace(/^#\/?/, "");
   const [id, ...rest] = raw.split("/");
-  return { id: id || "chat", params: rest.map((p) => decodeURIComponent(p)) };
+  return { id: id || "chat", params: rest.map(decodePart) };
 }
 
 export function navigate(id, ...params) {
@@ -165,6 +168,15 @@ async function route() {
     navigate,
   });
   container.querySelector("[autofocus]")?.focus();
+  if (state.routed && !container.contains(document.activeElement)) focusHeading(container);
+  state.routed = true;
+}
+
+/** After a switch of view, the keyboard starts at the view's heading (which a screen reader reads out). */
+function focusHeading(container) {
+  const heading = container.querySelector("h1") || container;
+  if (!heading.hasAttribute("tabindex")) heading.setAttribute("tabindex", "-1");
+  heading.focus({ preventScroll: true });
 }
 
 /** Whether the shown view lets the address change (its `canLeave`). While it asks, the address shows the view's
@@ -202,21 +214,25 @@ async function start() {
   matchMedia("(prefers-color-scheme: dark)").addEventListener("change", () => applyTheme(localStorage.getItem(THEME_KEY)));
   document.getElementById("theme").addEventListener("click", toggleTheme);
   document.getElementById("signout").addEventListener("click", signOut);
+  document.querySelector("a.skip").addEventListener("click", (ev) => {
+    ev.preventDefault(); // the address stays the view's
+    focusHeading(document.getElementById("view"));
+  });
   buildNav();
   try {
     const res = await fetch("console/config.json", { cache: "no-store", credentials: "omit" });
     state.config = await res.json();
   } catch (err) {
     showStatus("closed", `Could not read the console's settings: ${err.message}`);
+    notConnected();
     return;
   }
   const wsUrl = state.config.wsUrl || `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/ws`;
   document.getElementById("version").textContent = `v${state.config.version}`;
-  state.gw = new Gateway({ wsUrl, httpBase: location.origin, clientId: clientId(), version: state.config.version });
+  // a client id of this page's own: two tabs (or a duplicated one) never replace each other's socket
+  state.gw = new Gateway({ wsUrl, httpBase: location.origin, clientId: `console-${randomId(6)}`, version: state.config.version });
   state.gw.on("status", ({ state: s, error }) => showStatus(s, error));
-  state.gw.on("connection.closing", (p) => {
-    if (p && p.code === 4001) toast("The gateway closed the connection: unauthorized.", "error");
-  });
+  state.gw.on("unauthorized", tokenRefused);
   window.addEventListener("keydown", (ev) => {
     // Alt+1…6 switch views
     if (ev.altKey && !ev.ctrlKey && !ev.metaKey && /^[1-9]$/.test(ev.key)) {
@@ -228,15 +244,23 @@ async function start() {
     }
   });
   document.getElementById("signout").hidden = !state.config.tokenRequired;
-  const connected = await connect();
+  if (await connect()) showViews();
+  else notConnected();
+}
+
+/** Connected (or connecting again by itself): show the view the address names, and follow the address. */
+function showViews() {
   document.getElementById("signout").hidden = !state.config.tokenRequired;
-  if (!connected) {
-    const retry = h("button.primary", { type: "button", onclick: () => location.reload() }, "Try again");
-    document.getElementById("view").replaceChildren(h("section.notice", h("h1", "Not connected"), h("p", document.getElementById("status").title), retry));
-    return;
-  }
+  if (state.routed) return;
   window.addEventListener("hashchange", route);
   route();
+}
+
+function notConnected() {
+  if (state.routed) return; // the view stays; the status line says what is wrong
+  const retry = h("button.primary", { type: "button", onclick: () => location.reload() }, "Try again");
+  const why = document.getElementById("status").title;
+  document.getElementById("view").replaceChildren(h("section.notice", h("h1", "Not connected"), h("p", why), retry));
 }
 
 start();

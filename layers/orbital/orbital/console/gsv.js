@@ -5,7 +5,9 @@
 
 const PROTOCOL = 1;
 const MAX_FRAME_BYTES = 32 * 1024;
+const FRAME_MARGIN_BYTES = 2 * 1024;
 const RECONNECT_MS = [500, 1000, 2000, 4000, 8000, 15000];
+const TRANSIENT = new Set([503, 504]); // a connect that failed for these may work the next time
 
 export class GatewayError extends Error {
   constructor(code, message) {
@@ -37,6 +39,7 @@ export class Gateway {
     this._attempt = 0;
     this._timer = null;
     this._wanted = false;
+    this._why = null;
   }
 
   /** Listen to an event (`chat`, ...) or to `status` ({state, error}); returns the function that stops it. */
@@ -61,21 +64,29 @@ export class Gateway {
     this._emit("status", { state, error });
   }
 
-  /** Open the socket and send `connect`; resolves with `hello-ok`, rejects with a GatewayError (401: the token). */
+  /** Open the socket and send `connect`; resolves with `hello-ok`, rejects with a GatewayError (401: the token).
+   * After a drop it connects again by itself, with backoff; a refusal that trying again cannot fix (the token, the
+   * protocol version, being replaced by a newer socket of this client) stops that, and a refused token on a later
+   * connect is told as an `unauthorized` event. */
   open(token) {
     this.token = token || null;
     this._wanted = true;
-    return this._open();
+    this._why = null;
+    return this._open(true);
   }
 
-  _open() {
+  _open(first = false) {
     clearTimeout(this._timer);
+    const previous = this._ws;
+    this._ws = null;
+    previous?.close(1000, "reconnecting");
     this._status("connecting");
     return new Promise((resolve, reject) => {
       let ws;
       try {
         ws = new WebSocket(this.wsUrl);
       } catch (err) {
+        this._wanted = false;
         this._status("closed", String(err));
         reject(new GatewayError(0, `Cannot open ${this.wsUrl}: ${err.message || err}`));
         return;
@@ -83,6 +94,7 @@ export class Gateway {
       this._ws = ws;
       let settled = false;
       ws.onopen = () => {
+        if (this._ws !== ws) return;
         const params = {
           minProtocol: PROTOCOL,
           maxProtocol: PROTOCOL,
@@ -99,28 +111,36 @@ export class Gateway {
           },
           (err) => {
             settled = true;
-            if (err.code === 401) this._wanted = false; // a wrong token does not get better by trying again
-            this._status("closed", err.message);
+            if (!TRANSIENT.has(err.code)) {
+              this._wanted = false; // trying again would meet the same refusal
+              this._why = err.message;
+            }
+            if (err.code === 401 && !first) this._emit("unauthorized", err);
             reject(err);
             ws.close();
           },
         );
       };
-      ws.onmessage = (msg) => this._frame(msg.data);
+      ws.onmessage = (msg) => {
+        if (this._ws === ws) this._frame(msg.data);
+      };
       ws.onclose = (ev) => {
-        if (this._ws === ws) this._ws = null;
+        if (this._ws !== ws) return; // an earlier socket, already replaced
+        this._ws = null;
         for (const [, waiter] of this._pending) waiter.reject(new GatewayError(503, "Disconnected from the gateway"));
         this._pending.clear();
         if (!settled) {
           settled = true;
-          reject(new GatewayError(ev.code === 4001 ? 401 : 503, ev.reason || "Could not reach the gateway"));
+          const code = ev.code === 4001 ? 401 : 503;
+          if (code === 401) this._wanted = false;
+          reject(new GatewayError(code, ev.reason || "Could not reach the gateway"));
         }
         if (this._wanted) {
           this._status("reconnecting", ev.reason || null);
           const delay = RECONNECT_MS[Math.min(this._attempt++, RECONNECT_MS.length - 1)];
           this._timer = setTimeout(() => this._open().catch(() => {}), delay);
         } else {
-          this._status("closed", ev.reason || null);
+          this._status("closed", this._why || ev.reason || null);
         }
       };
     });
@@ -130,6 +150,12 @@ export class Gateway {
     this._wanted = false;
     clearTimeout(this._timer);
     this._ws?.close(1000, "closed by the user");
+  }
+
+  /** The most one frame may carry: what the gateway said in `hello-ok`, less a margin. */
+  _frameBudget() {
+    const told = this.hello?.features?.limits?.maxFrameBytes;
+    return Math.min(Number.isFinite(told) ? told : MAX_FRAME_BYTES, MAX_FRAME_BYTES) - FRAME_MARGIN_BYTES;
   }
 
   _frame(data) {
@@ -146,14 +172,24 @@ export class Gateway {
       if (frame.ok) waiter.resolve(frame.payload);
       else waiter.reject(new GatewayError(frame.error?.code ?? 500, frame.error?.message || "Request failed"));
     } else if (frame.type === "evt") {
+      if (frame.event === "connection.closing") this._closing(frame.payload || {});
       this._emit(frame.event, frame.payload);
+    }
+  }
+
+  /** The gateway is about to close this socket: replaced by a newer one of this client (another tab with its id) or
+   * refused. Neither is fixed by connecting again. */
+  _closing({ code, reason }) {
+    if (code === 4001 || /replaced/i.test(reason || "")) {
+      this._wanted = false;
+      this._why = reason || "Closed by the gateway";
     }
   }
 
   _request(method, params, timeoutMs) {
     const id = `c${this._next++}`;
     const text = JSON.stringify(params === undefined ? { type: "req", id, method } : { type: "req", id, method, params });
-    if (new TextEncoder().encode(text).length > MAX_FRAME_BYTES) return this._http(method, params, timeoutMs);
+    if (new TextEncoder().encode(text).length > this._frameBudget()) return this._http(method, params, timeoutMs);
     return new Promise((resolve, reject) => {
       if (!this._ws || this._ws.readyState !== WebSocket.OPEN) {
         reject(new GatewayError(503, "Not connected to the gateway"));

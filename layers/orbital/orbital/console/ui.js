@@ -21,6 +21,7 @@ export function h(spec, attrs = {}, ...children) {
     if (key === "class") el.classList.add(...String(value).split(/\s+/).filter(Boolean));
     else if (key === "dataset") Object.assign(el.dataset, value);
     else if (key.startsWith("on") && typeof value === "function") el.addEventListener(key.slice(2), value);
+    else if (URL_ATTRIBUTES.has(key) && !safeUrl(String(value), key === "src")) continue; // never javascript: etc.
     else if (key === "value") el.value = value;
     else if (key === "checked") el.checked = Boolean(value);
     else el.setAttribute(key, value === true ? "" : String(value));
@@ -28,6 +29,20 @@ export function h(spec, attrs = {}, ...children) {
   append(el, children);
   return el;
 }
+
+const URL_ATTRIBUTES = new Set(["href", "src", "action", "formaction", "xlink:href"]);
+const SAFE_URL = /^(https?:|mailto:|#|\/|\.{0,2}\/|[^:]*$)/i;
+
+/** Whether a URL may go into an `href`/`src`: web and mail addresses, this page's own (relative, `#…`), and for
+ * images `blob:` and `data:` images of the types `IMAGE_TYPES` names. */
+export function safeUrl(url, image = false) {
+  if (image && /^blob:/i.test(url)) return true;
+  if (image && /^data:/i.test(url)) return IMAGE_TYPES.test(url.slice(5).split(/[;,]/)[0]);
+  return SAFE_URL.test(url.trim());
+}
+
+/** The image types the console shows (never SVG: it can carry script and links). */
+export const IMAGE_TYPES = /^image\/(png|jpeg|gif|webp)$/i;
 
 function append(el, children) {
   for (const child of children) {
@@ -57,10 +72,15 @@ export function toast(message, kind = "info") {
   return item;
 }
 
+/** An error from a gateway call as one line: its message, then its code. */
+export function errorText(err) {
+  const message = err && err.message ? err.message : String(err);
+  return err && err.code ? `${message} (${err.code})` : message;
+}
+
 /** An error from a gateway call, as a notice that says which action failed. */
 export function failed(action, err) {
-  const code = err && err.code ? ` (${err.code})` : "";
-  return toast(`${action} failed${code}: ${err && err.message ? err.message : err}`, "error");
+  return toast(`${action} failed: ${errorText(err)}`, "error");
 }
 
 /**
@@ -150,7 +170,7 @@ export function formatNumber(n) {
   return n === null || n === undefined ? "—" : Number(n).toLocaleString();
 }
 
-/** Text that may be long, cut to `max` characters with a note of how much was left out. */
+/** Text that may be long, cut to `max` characters: [the text, whether it was cut]. */
 export function clip(text, max) {
   const s = String(text ?? "");
   return s.length <= max ? [s, false] : [s.slice(0, max), true];
@@ -161,7 +181,7 @@ export function clip(text, max) {
 const SAFE_LINK = /^(https?:|mailto:|#)/i;
 
 /** Markdown as elements: headings, paragraphs, lists, quotes, code blocks, rules, tables, and inline emphasis,
- * code and links (http, https and mailto only). Anything else stays text. */
+ * code and links (http, https, mailto, and `#…` within the console). Anything else stays text. */
 export function markdown(source) {
   const root = h("div.md");
   const lines = String(source ?? "").replace(/\r\n?/g, "\n").split("\n");
@@ -256,7 +276,42 @@ export function inline(text) {
   return out;
 }
 
+// --- keeping the keyboard's place --------------------------------------------------------------------------------
+// A control that is drawn again carries `data-key` (stable across redraws), so the focus can follow it.
+
+/** Re-render `box` with `nodes`, keeping keyboard focus on the control (by data-key) that had it. */
+export function rerender(box, nodes) {
+  const key = box.contains(document.activeElement) ? document.activeElement.dataset.key : null;
+  fill(box, nodes);
+  if (key) box.querySelector(`[data-key="${CSS.escape(key)}"]`)?.focus();
+}
+
+/** Disable a button while its call is in flight; the returned function undoes it, and gives the keyboard focus
+ * back to it (or to the control drawn in its place) if disabling it had dropped the focus. */
+export function busy(button, text) {
+  const before = button.textContent;
+  const focused = document.activeElement === button;
+  button.disabled = true;
+  button.setAttribute("aria-busy", "true");
+  if (text) button.textContent = text;
+  return () => {
+    button.disabled = false;
+    button.removeAttribute("aria-busy");
+    if (text) button.textContent = before;
+    if (focused && (!document.activeElement || document.activeElement === document.body)) {
+      const key = button.dataset.key;
+      const target = button.isConnected || !key ? button : document.querySelector(`[data-key="${CSS.escape(key)}"]`);
+      target?.focus();
+    }
+  };
+}
+
 // --- misc ------------------------------------------------------------------------------------------------------
+
+/** A random hex string of `bytes` bytes (ids of elements, sessions, clients). */
+export function randomId(bytes = 4) {
+  return [...crypto.getRandomValues(new Uint8Array(bytes))].map((b) => b.toString(16).padStart(2, "0")).join("");
+}
 
 export function debounce(fn, ms) {
   let timer = null;
@@ -268,7 +323,7 @@ export function debounce(fn, ms) {
 
 /** A labelled form field: label text, the control, and an optional hint under it. */
 export function field(label, control, hint = null) {
-  const id = control.id || `f-${Math.random().toString(36).slice(2, 9)}`;
+  const id = control.id || `f-${randomId()}`;
   control.id = id;
   return h("div.field", h("label", { for: id }, label), control, hint ? h("small.hint", hint) : null);
 }

@@ -9,7 +9,7 @@
 // cron.update and shows the gateway's validation message beside the form, keeping what was typed.
 // There are no cron events: what is shown is reloaded every 30 s, every 3 s while a job runs, and on reconnect.
 
-import { clip, confirmAction, debounce, failed, field, fill, formatDuration, h, header, icon, toast } from "../ui.js";
+import { busy, clip, confirmAction, debounce, failed, field, fill, formatDuration, h, header, icon, rerender, toast } from "../ui.js";
 
 const SECOND = 1000;
 const MINUTE = 60 * SECOND;
@@ -230,33 +230,6 @@ function poller(load) {
       stopped = true;
       clearTimeout(timer);
     },
-  };
-}
-
-/** Re-render `box` with `nodes`, keeping keyboard focus on the control (by data-key) that had it. */
-function rerender(box, nodes) {
-  const key = box.contains(document.activeElement) ? document.activeElement.dataset.key : null;
-  fill(box, nodes);
-  if (key) box.querySelector(`[data-key="${CSS.escape(key)}"]`)?.focus();
-}
-
-/** Disable a button while its call is in flight; the returned function undoes it, and gives the keyboard focus
- * back to it (or to the control drawn in its place) if disabling it had dropped the focus. */
-function busy(button, text) {
-  const before = button.textContent;
-  const focused = document.activeElement === button;
-  button.disabled = true;
-  button.setAttribute("aria-busy", "true");
-  if (text) button.textContent = text;
-  return () => {
-    button.disabled = false;
-    button.removeAttribute("aria-busy");
-    if (text) button.textContent = before;
-    if (focused && (!document.activeElement || document.activeElement === document.body)) {
-      const key = button.dataset.key;
-      const target = button.isConnected || !key ? button : document.querySelector(`[data-key="${CSS.escape(key)}"]`);
-      target?.focus();
-    }
   };
 }
 
