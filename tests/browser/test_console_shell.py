@@ -23,7 +23,8 @@ def test_the_page_and_its_files_need_no_token_and_forbid_anything_foreign(gatewa
         page = resp.read().decode()
         policy = resp.headers["Content-Security-Policy"]
     assert '<meta name="viewport"' in page and 'src="console/app.js"' in page
-    assert "default-src 'none'" in policy and "script-src 'self'" in policy and "connect-src 'self'" in policy
+    assert "default-src 'none'" in policy and "script-src 'self'" in policy and "connect-src 'self';" in policy
+    assert "img-src 'self' data: blob:;" in policy and "frame-ancestors 'none'" in policy
     with urllib.request.urlopen(f"{gateway.http}/console/config.json") as resp:
         config = json.loads(resp.read())
     assert config["tokenRequired"] is True and config["wsUrl"] is None

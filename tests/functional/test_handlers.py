@@ -421,6 +421,7 @@ def test_the_console_is_served_on_aws_and_told_the_websocket_apis_url(token: str
     assert b'<meta name="viewport"' in body_of(page)
     policy = page["headers"]["content-security-policy"]
     assert "connect-src 'self' wss://abc123.execute-api.us-east-1.amazonaws.com;" in policy
+    assert "img-src 'self' data: blob: https://*.amazonaws.com;" in policy  # large media redirect to S3
     assert "script-src 'self';" in policy and "default-src 'none'" in policy
     script = http(http_event("http-media.json", "GET", "/console/app.js"))
     assert script["statusCode"] == 200 and script["headers"]["content-type"].startswith("text/javascript")

@@ -63,15 +63,22 @@ def websocket_url(settings: Settings) -> str | None:
     return "wss://" + endpoint.removeprefix("https://").rstrip("/")
 
 
+S3_IMAGES = "https://*.amazonaws.com"
+"""Where `/media/{name}` sends an object too large for a Lambda response on AWS (a presigned S3 URL)."""
+
+
 def headers(settings: Settings) -> dict[str, str]:
-    """The headers of every console answer."""
-    connect = "'self'"
+    """The headers of every console answer: the page may load its own files only, connect to its own origin (and
+    on AWS to the WebSocket API), and show images from its own origin (and on AWS from S3, where large media
+    redirect)."""
+    connect, images = "'self'", "'self' data: blob:"
     ws = websocket_url(settings)
     if ws:
         connect += " " + ws.split("/", 3)[0] + "//" + ws.split("/", 3)[2]
+        images += " " + S3_IMAGES
     policy = (
-        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data: blob: https:; "
-        f"connect-src {connect}; manifest-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+        f"default-src 'none'; script-src 'self'; style-src 'self'; img-src {images}; connect-src {connect}; "
+        "manifest-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
     )
     return {
         "Content-Security-Policy": policy,
