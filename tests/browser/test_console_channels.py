@@ -67,17 +67,19 @@ def test_denying_a_pairing_request_drops_it_and_a_stale_one_says_why(
     bob = requests.get_by_role("listitem").filter(has_text="+15550202")
     bob.get_by_role("button", name="Deny Bob").click()
     expect(bob).to_have_count(0)
+    cy = requests.get_by_role("listitem").filter(has_text="+15550303")
+    expect(cy.get_by_role("button", name="Approve Cy")).to_be_focused()  # the keyboard goes on with the next one
     pairs = admin.call("pair.list")["pairs"]
     assert f"{channel}:+15550202" not in pairs and f"{channel}:+15550303" in pairs
     assert admin.call("config.get", {"path": f"channels.{channel}.allowFrom"}).get("value") in (None, [])
 
     # decided elsewhere meanwhile: the gateway's refusal is shown and the list catches up
     admin.call("pair.reject", {"channel": channel, "senderId": "+15550303"})
-    cy = requests.get_by_role("listitem").filter(has_text="+15550303")
     cy.get_by_role("button", name="Approve Cy").click()
     expect(page.get_by_role("alert").filter(has_text="No pending pairing")).to_be_visible()
     expect(cy).to_have_count(0)
     expect(requests).to_contain_text("No one is waiting")
+    expect(requests.get_by_role("heading", name="Pairing requests")).to_be_focused()  # none left: the section's heading
 
 
 def test_a_bridge_account_is_listed_and_stopped_through_its_socket(console: Console, bridge: Any) -> None:
@@ -94,6 +96,7 @@ def test_a_bridge_account_is_listed_and_stopped_through_its_socket(console: Cons
     socket.call("channel.control.result", {"callId": control["callId"], "ok": True})
     expect(page.get_by_role("status").filter(has_text=f"Stopped: {channel} main")).to_be_visible()
     expect(row.get_by_role("button", name=f"Start {channel} main")).to_be_enabled()
+    expect(row.get_by_role("button", name=f"Stop {channel} main")).to_be_focused()  # drawn again, focus kept
 
 
 def test_telegram_setup_stores_the_token_write_only_and_shows_the_gateway_s_answer(

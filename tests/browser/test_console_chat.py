@@ -4,6 +4,7 @@ read-only cron runs, the session list, a phone-sized window and a reconnect."""
 
 from __future__ import annotations
 
+import json
 import re
 import time
 import uuid
@@ -125,8 +126,11 @@ def test_a_tool_call_is_a_card_with_its_arguments_result_and_duration(
     cards = log.locator("details.tool")
     # live: the `tool` event shows the calls running before any result exists
     expect(cards.first.locator(".tool-status")).to_have_text("running")
+    cards.first.locator("> summary").focus()  # the keyboard on the running card, which is drawn again as it ends
     expect(log.locator(".msg.assistant").last).to_contain_text("The laptop said hi")
     expect(cards).to_have_count(2)
+    expect(cards.first.locator(".tool-status")).to_have_text("done")
+    expect(cards.first.locator("> summary")).to_be_focused()
 
     card = cards.first
     expect(card.locator("> summary")).to_contain_text("Bash")
@@ -208,10 +212,13 @@ def test_slash_commands_complete_by_keyboard_and_answer_in_the_transcript(
     expect(strip).to_contain_text("Thinking off")
     expect(strip).to_contain_text("0 / 5,000")  # its tokens against its budget
     expect(strip.get_by_role("meter")).to_have_attribute("max", "5000")
-    box = composer(page)
+    box = page.get_by_role("textbox", name="Message")  # the composer pops up the commands
+    expect(box).to_have_attribute("aria-autocomplete", "list")
+    expect(box).to_have_attribute("aria-controls", "chat-commands")
     box.press_sequentially("/st")
     commands = page.get_by_role("listbox", name="Commands")
     expect(commands).to_be_visible()
+    expect(page.get_by_role("status").filter(has_text="2 commands")).to_have_count(1)  # said, for a screen reader
     options = commands.get_by_role("option")
     expect(options).to_have_count(2)
     expect(options.first).to_contain_text("/stop")
@@ -222,6 +229,7 @@ def test_slash_commands_complete_by_keyboard_and_answer_in_the_transcript(
     expect(box).to_have_attribute("aria-activedescendant", status.get_attribute("id") or "?")
     box.press("Enter")  # picks it
     expect(commands).to_be_hidden()
+    expect(box).not_to_have_attribute("aria-activedescendant", re.compile("."))
     expect(box).to_have_value("/status")
     box.press("Enter")  # sends it
     note = transcript(page).locator(".note.command")
@@ -381,6 +389,70 @@ def test_after_a_reconnect_the_transcript_is_read_again(
         expect(stop).to_be_hidden()
     finally:
         fake.release()
+
+
+class HeldSocket:
+    """Routes the page's socket through the test. `hold()` drops it; the page's next socket then waits for its
+    `connect` answer (the page shows "connecting") and every other request is refused as while not connected, until
+    `release()` passes everything through to the gateway again."""
+
+    def __init__(self, page: Page) -> None:
+        self.current: Any = None
+        self.server: Any = None
+        self.held: list[str | bytes] = []
+        self.holding = False
+        page.route_web_socket(re.compile(r"/ws$"), self.route)
+
+    def route(self, ws: Any) -> None:
+        self.current = ws
+        self.server = None if self.holding else ws.connect_to_server()
+        ws.on_message(self.from_page)
+        if self.server:
+            self.server.on_message(ws.send)
+
+    def from_page(self, message: str | bytes) -> None:
+        if self.server:
+            self.server.send(message)
+            return
+        frame = json.loads(message)
+        if frame.get("method") == "connect":
+            self.held.append(message)
+        else:
+            error = {"code": 503, "message": "Not connected to the gateway"}
+            self.current.send(json.dumps({"type": "res", "id": frame["id"], "ok": False, "error": error}))
+
+    def hold(self) -> None:
+        self.holding = True
+        self.current.close()
+
+    def release(self) -> None:
+        self.holding = False
+        ws = self.current
+        self.server = ws.connect_to_server()
+        self.server.on_message(ws.send)
+        for message in self.held:
+            self.server.send(message)
+        self.held.clear()
+
+
+def test_a_chat_opened_while_connecting_reads_its_session_once_connected(
+    console: Console, fake: FakeLLM, admin: GatewayClient
+) -> None:
+    key = fresh_key()
+    scripted(fake, key, reply("stored before the console looked"))
+    admin.call("chat.send", {"sessionKey": key, "message": "hello from elsewhere"})
+    wait_for(lambda: admin.call("session.stats", {"sessionKey": key})["messageCount"] == 2)
+    socket = HeldSocket(console.page)
+    page = console.open("#/nodes").page
+    socket.hold()
+    expect(page.locator("#status")).to_have_attribute("data-state", "connecting")
+    page.evaluate(f"location.hash = '#/chat/{key}'")  # the chat starts while the socket is still connecting
+    log = transcript(page)
+    expect(log).to_contain_text("Could not read this session")
+    socket.release()
+    expect(page.locator("#status")).to_have_attribute("data-state", "open")
+    expect(log).to_contain_text("hello from elsewhere")  # read again once connected
+    expect(log).to_contain_text("stored before the console looked")
 
 
 def test_the_transcript_follows_the_reply_unless_the_reader_scrolled_up(

@@ -24,6 +24,8 @@ PIXEL = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
 )
 
+SVG = b'<svg xmlns="http://www.w3.org/2000/svg"><a href="javascript:alert(1)"><rect width="9" height="9"/></a></svg>'
+
 GADGET_TOOLS = [
     {
         "name": "Shape",
@@ -223,12 +225,17 @@ def test_the_form_sends_typed_arguments_and_shows_images(console: Console, gadge
     content = [
         {"type": "text", "text": "A tiny picture"},
         {"type": "image", "mimeType": "image/png", "data": base64.b64encode(PIXEL).decode()},
+        {"type": "image", "mimeType": "image/svg+xml", "data": base64.b64encode(SVG).decode()},
     ]
     gadget.call("tool.result", {"callId": call["callId"], "result": {"content": content}})
-    image = snap.get_by_role("img", name="returned by the tool")
+    image = snap.get_by_role("img", name="image/png")
     expect(image).to_be_visible()
     assert image.evaluate("el => el.naturalWidth") == 1
     expect(snap.locator(".tool-result")).to_contain_text("A tiny picture")
+    # an SVG (it can carry script and links) is never shown, and inline image data is never a link to open
+    expect(snap.locator(".tool-result")).to_contain_text("An image (image/svg+xml) that this page cannot show")
+    expect(snap.locator(".tool-result img")).to_have_count(1)
+    expect(snap.locator(".tool-result a")).to_have_count(0)
 
     # the node's own error message
     snap.get_by_role("button", name="Run Snap").click()

@@ -5,6 +5,7 @@ through the protocol, as another client sees it."""
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections.abc import Callable
@@ -290,3 +291,94 @@ def test_fits_a_phone(browser: Any, gateway: GatewayProcess, admin: GatewayClien
         assert not tab.errors
     finally:
         context.close()
+
+
+def test_leaving_a_job_form_with_unsaved_changes_asks_first(console: Console, admin: GatewayClient) -> None:
+    page = console.open("#/schedules/new").page
+    expect(page.get_by_role("heading", name="New job")).to_be_visible()
+    console.go("nodes")  # nothing typed: it leaves without asking
+    expect(page.get_by_role("heading", name="Nodes", level=1)).to_be_visible()
+    page.go_back()
+    name = page.get_by_label("Name", exact=True)
+    name.fill("Half-typed job")
+
+    console.go("chat")
+    question = page.get_by_role("dialog", name="Discard your changes?")
+    expect(question).to_be_visible()
+    expect(page).to_have_url(re.compile(r"#/schedules/new$"))  # the address stays the form's while it asks
+    question.get_by_role("button", name="Cancel").click()
+    expect(question).to_have_count(0)
+    expect(name).to_have_value("Half-typed job")
+    expect(page).to_have_url(re.compile(r"#/schedules/new$"))
+
+    page.get_by_role("button", name="Cancel").click()  # the form's own Cancel asks too
+    question.get_by_role("button", name="Discard changes").click()
+    expect(page.get_by_role("heading", name="Schedules", level=1)).to_be_visible()
+    expect(page).to_have_url(re.compile(r"#/schedules$"))
+    assert job_named(admin, "Half-typed job") is None
+
+    # an edit that is saved leaves without a question
+    add_job(admin, "Rename me")
+    page.get_by_role("button", name="Refresh").click()
+    page.get_by_role("button", name="Edit: Rename me").click()
+    page.get_by_label("Name", exact=True).fill("Renamed")
+    page.get_by_role("button", name="Save changes").click()
+    expect(row_of(page, "Renamed")).to_have_count(1)
+    expect(question).to_have_count(0)
+
+
+def route_cutting_run_pages(page: Any, per_page: int) -> list[int]:
+    """Route the page's socket through the test: an answer to `cron.runs` holding more than `per_page` runs is cut to
+    that many and marked `truncated`, as the gateway does with a page too large for one message. Returns the offsets
+    the page asked for, as they come."""
+    asked: dict[str, int] = {}
+    offsets: list[int] = []
+
+    def route(ws: Any) -> None:
+        server = ws.connect_to_server()
+
+        def from_page(message: str | bytes) -> None:
+            frame = json.loads(message)
+            if frame.get("method") == "cron.runs":
+                asked[frame["id"]] = frame["params"].get("offset", 0)
+                offsets.append(asked[frame["id"]])
+            server.send(message)
+
+        def from_server(message: str | bytes) -> None:
+            frame = json.loads(message)
+            if frame.get("type") == "res" and frame.get("id") in asked and frame.get("ok"):
+                runs = frame["payload"]["runs"]
+                if len(runs) > per_page:
+                    frame["payload"] = {**frame["payload"], "runs": runs[:per_page], "truncated": True}
+                    message = json.dumps(frame)
+            ws.send(message)
+
+        ws.on_message(from_page)
+        server.on_message(from_server)
+
+    page.route_web_socket(re.compile(r"/ws$"), route)
+    return offsets
+
+
+def test_a_run_history_cut_short_by_the_gateway_is_read_page_after_page(
+    console: Console, admin: GatewayClient, fake: FakeLLM
+) -> None:
+    job = add_job(admin, "Runs a lot")
+    fake.responder = lambda request: reply("done")
+
+    def recorded() -> int:
+        return int(admin.call("cron.runs", {"jobId": job["id"]})["count"])
+
+    for n in range(1, 6):
+        admin.call("cron.run", {"id": job["id"], "mode": "force"})
+        wait_for(lambda: recorded() >= n, f"run {n} recorded")
+    offsets = route_cutting_run_pages(console.page, per_page=2)
+    page = console.open(f"#/schedules/job/{job['id']}").page
+    runs = page.locator("table.runs tbody tr")
+    expect(runs).to_have_count(5)  # 2 + 2 + 1: each cut page followed from where it ended
+    expect(page.locator(".count")).to_have_text("5 of 5")
+    expect(page.get_by_role("button", name="Show older runs")).to_be_hidden()  # nothing older: no idle button
+    assert offsets[:3] == [0, 2, 4]
+    newest = admin.call("cron.runs", {"jobId": job["id"]})["runs"]
+    for n, run in enumerate(newest):
+        expect(runs.nth(n).locator(f'time[datetime="{iso(run["ts"])}"]')).to_be_visible()

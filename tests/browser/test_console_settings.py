@@ -10,7 +10,7 @@ import pytest
 from orbital.client import GatewayClient
 from playwright.sync_api import expect
 
-from tests.browser.conftest import Console
+from tests.browser.conftest import SOCKET_SPY, Console
 
 
 @pytest.fixture
@@ -19,7 +19,7 @@ def restore(admin: GatewayClient) -> Iterator[GatewayClient]:
     model = admin.call("config.get", {"path": "model"})["value"]
     yield admin
     admin.call("config.set", {"path": "model", "value": model})
-    for path in ("budgets", "apiKeys.groq", "session.defaultResetPolicy"):
+    for path in ("budgets", "apiKeys.groq", "session.defaultResetPolicy", "timeouts.toolMs"):
         admin.call("config.set", {"path": path})
 
 
@@ -124,3 +124,51 @@ def test_invalid_values_are_explained_next_to_their_field(console: Console, rest
     expect(page.get_by_role("region", name="Limits").get_by_label("Tokens per session")).to_have_value("12345")
     assert restore.call("config.get", {"path": "budgets.session"})["value"] == 12345
     assert not console.errors, console.errors
+
+
+def test_what_is_typed_survives_a_reconnect_and_a_save_elsewhere(console: Console, restore: GatewayClient) -> None:
+    console.page.add_init_script(SOCKET_SPY)
+    page = console.open("#/settings").page
+    limits = page.get_by_role("region", name="Limits")
+    daily = limits.get_by_label("Tokens per day")
+    expect(limits.get_by_label("Tool call timeout (ms)")).to_have_value("60000")
+    daily.fill("4242")  # typed, not saved
+    keys = page.get_by_role("region", name="API keys")
+    keys.get_by_label("Provider name").fill("half-typed")
+
+    # a save in Advanced: the other cards show the new value where nothing was typed, and keep what was
+    advanced = page.get_by_role("region", name="Advanced")
+    advanced.get_by_label("Path").fill("timeouts.toolMs")
+    advanced.get_by_label("Value (JSON)").fill("45000")
+    advanced.get_by_role("button", name="Set", exact=True).click()
+    expect(limits.get_by_label("Tool call timeout (ms)")).to_have_value("45000")
+    expect(advanced).to_contain_text("Now: 45000")
+    expect(daily).to_have_value("4242")
+    expect(keys.get_by_label("Provider name")).to_have_value("half-typed")
+
+    # another client changes a setting, then the connection drops: the page reads it again, keeping what is typed
+    restore.call("config.set", {"path": "budgets.monthly", "value": 999000})
+    daily.focus()
+    page.evaluate("window.__sockets.at(-1).close()")
+    expect(limits.get_by_label("Tokens per month")).to_have_value("999000")
+    expect(page.locator("#status")).to_have_attribute("data-state", "open")
+    expect(daily).to_have_value("4242")
+    expect(daily).to_be_focused()
+    assert "value" not in restore.call("config.get", {"path": "budgets.daily"})
+
+
+def test_the_keyboard_stays_in_the_keys_as_they_are_drawn_again(console: Console, restore: GatewayClient) -> None:
+    page = console.open("#/settings").page
+    keys = page.get_by_role("region", name="API keys")
+    keys.get_by_label("Provider name").fill("groq")
+    keys.get_by_label("Its API key").fill("gsk-focus-test")
+    keys.get_by_label("Its API key").press("Enter")
+    groq = keys.get_by_role("listitem").filter(has_text="groq")
+    expect(groq).to_contain_text("key set")
+    expect(keys.get_by_label("Its API key")).to_be_focused()  # the form drawn again, the focus where it was
+    expect(keys.get_by_label("Provider name")).to_have_value("")
+
+    groq.get_by_role("button", name="Remove the groq key").click()
+    page.get_by_role("dialog", name="Remove the groq key?").get_by_role("button", name="Remove").click()
+    expect(groq).to_have_count(0)
+    expect(keys.get_by_label("Provider name")).to_be_focused()  # its row is gone: on to the form to add one

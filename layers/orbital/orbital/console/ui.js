@@ -43,6 +43,7 @@ export function safeUrl(url, image = false) {
 
 /** The image types the console shows (never SVG: it can carry script and links). */
 export const IMAGE_TYPES = /^image\/(png|jpeg|gif|webp)$/i;
+const GSV_MEDIA = /^media\/[a-f0-9-]+\.(png|jpe?g|gif|webp)$/i; // what GET /media/{name} serves, of IMAGE_TYPES
 
 function append(el, children) {
   for (const child of children) {
@@ -306,6 +307,26 @@ export function busy(button, text) {
   };
 }
 
+// --- images ----------------------------------------------------------------------------------------------------
+
+/**
+ * An image block ({type: "image", data (base64) + mimeType, or r2Key: a GSV media name}) as an <img>: only the types
+ * of IMAGE_TYPES (never SVG). A stored media file opens whole in a new tab from a link (the gateway serves it inert);
+ * inline data never becomes a link (the chat transcript, and a tool's image results in the Nodes view).
+ */
+export function imageNode(b, alt = null) {
+  const mime = typeof b.mimeType === "string" ? b.mimeType : "";
+  const shown = alt || `An image${mime ? ` (${mime})` : ""}`;
+  if (typeof b.data === "string" && IMAGE_TYPES.test(mime)) {
+    return h("span.msg-image", h("img", { src: `data:${mime};base64,${b.data}`, alt: shown })); // in memory already: not lazy
+  }
+  if (typeof b.r2Key === "string" && GSV_MEDIA.test(b.r2Key) && (!mime || IMAGE_TYPES.test(mime))) {
+    const src = b.r2Key; // relative: the gateway's /media/
+    return h("a.msg-image", { href: src, target: "_blank", rel: "noopener noreferrer" }, h("img", { src, alt: shown, loading: "lazy" }));
+  }
+  return h("p.hint.image-missing", `[An image${mime ? ` (${mime})` : ""} that this page cannot show]`);
+}
+
 // --- misc ------------------------------------------------------------------------------------------------------
 
 /** A random hex string of `bytes` bytes (ids of elements, sessions, clients). */
@@ -315,10 +336,12 @@ export function randomId(bytes = 4) {
 
 export function debounce(fn, ms) {
   let timer = null;
-  return (...args) => {
+  const later = (...args) => {
     clearTimeout(timer);
     timer = setTimeout(() => fn(...args), ms);
   };
+  later.cancel = () => clearTimeout(timer); // a view's destroy: no call after it is gone
+  return later;
 }
 
 /** A labelled form field: label text, the control, and an optional hint under it. */

@@ -7,7 +7,7 @@
 //   config: {webhookUrl?}}; its status (channel.status) and removal (channel.stop).
 // The pairing list is read again every 20 s while the tab is visible (the gateway sends no event for new requests).
 
-import { clip, confirmAction, empty, failed, field, fill, formatTime, h, header, icon, toast } from "../ui.js";
+import { busy, clip, confirmAction, empty, errorText, failed, field, fill, formatTime, h, header, icon, rerender, toast } from "../ui.js";
 
 const CONTROL_TIMEOUT_MS = 40000; // a socket channel has 30 s to answer a control call
 const POLL_MS = 20000;
@@ -76,7 +76,7 @@ class ChannelsView {
     try {
       pairs = Object.values((await this.gw.call("pair.list", {})).pairs || {});
     } catch (err) {
-      if (!quiet && this.alive) fill(this.pairsBody, h("p.error", { role: "alert" }, `Could not read the pairing requests: ${err.message}`));
+      if (!quiet && this.alive) fill(this.pairsBody, h("p.error", { role: "alert" }, `Could not read the pairing requests: ${errorText(err)}`));
       return;
     }
     if (!this.alive) return;
@@ -87,32 +87,48 @@ class ChannelsView {
     this.pairsCount.textContent = String(pairs.length);
     this.pairsCount.classList.toggle("warn", pairs.length > 0);
     this.pairsCount.setAttribute("aria-label", `${pairs.length} pending`);
-    fill(this.pairsBody, pairs.length ? h("ul.pair-list", pairs.map((p) => this.pairItem(p))) : empty("No one is waiting for approval."));
+    rerender(this.pairsBody, pairs.length ? h("ul.pair-list", pairs.map((p) => this.pairItem(p))) : empty("No one is waiting for approval."));
+  }
+
+  /** After a request was decided (and left the list): the keyboard goes on with the request now in its place, the
+   * one before it, or the section's heading when none is left. */
+  focusPairAfter(index) {
+    if (this.pairsBody.contains(document.activeElement)) return;
+    const buttons = [...this.pairsBody.querySelectorAll("li.pair .pair-actions button:first-child")];
+    const next = buttons[Math.min(index, buttons.length - 1)];
+    if (next) return next.focus();
+    const heading = document.getElementById("channels-pairs-title");
+    heading?.setAttribute("tabindex", "-1");
+    heading?.focus();
   }
 
   pairItem(pair) {
     const who = pair.senderName ? `${pair.senderName} (${pair.senderId})` : pair.senderId;
     const [text, cut] = clip(pair.firstMessage || "", 280);
-    const approve = h("button.primary.small", { type: "button", "aria-label": `Approve ${who} on ${pair.channel}` }, "Approve");
-    const deny = h("button.danger.small", { type: "button", "aria-label": `Deny ${who} on ${pair.channel}` }, "Deny");
+    const id = `${pair.channel}:${pair.senderId}`;
+    const approve = h("button.primary.small", { type: "button", dataset: { key: `approve:${id}` }, "aria-label": `Approve ${who} on ${pair.channel}` }, "Approve");
+    const deny = h("button.danger.small", { type: "button", dataset: { key: `deny:${id}` }, "aria-label": `Deny ${who} on ${pair.channel}` }, "Deny");
     const item = h(
       "li.pair",
       { dataset: { channel: pair.channel, sender: pair.senderId } },
-      h("div.pair-who", h("strong", pair.senderName || pair.senderId), pair.senderName ? h("span.muted", ` ${pair.senderId}`) : null, " ", h("span.badge", pair.channel)),
+      h("div.pair-who", h("strong", String(pair.senderName || pair.senderId)), pair.senderName ? h("span.muted", ` ${pair.senderId}`) : null, " ", h("span.badge", String(pair.channel))),
       h("div.pair-when.muted", `Asked ${formatTime(pair.requestedAt)}`),
       text ? h("blockquote.pair-message", text, cut ? "…" : "") : h("p.muted.pair-message", "(no text)"),
       h("div.row.pair-actions", approve, deny),
     );
-    const decide = async (method, done) => {
-      approve.disabled = deny.disabled = true;
+    const decide = async (method, message) => {
+      const focused = item.contains(document.activeElement);
+      const index = [...item.parentNode.children].indexOf(item);
+      const done = [busy(approve), busy(deny)];
       try {
         await this.gw.call(method, { channel: pair.channel, senderId: pair.senderId });
-        toast(done, "ok");
+        toast(message, "ok");
       } catch (err) {
         failed(method === "pair.approve" ? "Approve" : "Deny", err);
       } finally {
-        approve.disabled = deny.disabled = false;
         if (this.alive) await this.loadPairs(false);
+        for (const undo of done) undo(); // the focus goes back to this request's button if it is still listed
+        if (focused && this.alive) this.focusPairAfter(index);
       }
     };
     approve.addEventListener("click", () => decide("pair.approve", `${who} may now talk to the agent on ${pair.channel}.`));
@@ -127,7 +143,7 @@ class ChannelsView {
     try {
       listed = (await this.gw.call("channels.list", {})).channels || [];
     } catch (err) {
-      if (this.alive) fill(this.accountsBody, h("p.error", { role: "alert" }, `Could not read the channels: ${err.message}`));
+      if (this.alive) fill(this.accountsBody, h("p.error", { role: "alert" }, `Could not read the channels: ${errorText(err)}`));
       return;
     }
     // channels seen before stay asked: a stopped account leaves the registry while its bridge may still be connected
@@ -137,26 +153,26 @@ class ChannelsView {
       names.map((channel) =>
         this.gw.call("channel.status", { channel }).then(
           (res) => ({ channel, accounts: res.accounts || [] }),
-          (err) => ({ channel, accounts: [], error: err.message }),
+          (err) => ({ channel, accounts: [], error: errorText(err) }),
         ),
       ),
     );
     if (!this.alive) return;
     const rows = mergeAccounts(listed, statuses);
     const problems = statuses.filter((s) => s.error).map((s) => h("p.error", { role: "alert" }, `${s.channel}: ${s.error}`));
-    fill(
-      this.accountsBody,
+    rerender(this.accountsBody, [
       problems,
       rows.length
         ? h("ul.account-list", rows.map((row) => this.accountItem(row)))
         : empty("No channel account yet. Set up a Telegram bot below, or connect a channel bridge to the gateway."),
-    );
+    ]);
   }
 
   accountItem(row) {
     const name = `${row.channel} ${row.accountId}`;
-    const start = h("button.small", { type: "button", "aria-label": `Start ${name}` }, "Start");
-    const stop = h("button.small.danger", { type: "button", "aria-label": `Stop ${name}` }, "Stop");
+    const id = `${row.channel}:${row.accountId}`;
+    const start = h("button.small", { type: "button", dataset: { key: `start:${id}` }, "aria-label": `Start ${name}` }, "Start");
+    const stop = h("button.small.danger", { type: "button", dataset: { key: `stop:${id}` }, "aria-label": `Stop ${name}` }, "Stop");
     const extra = row.extra || {};
     const details = [
       row.mode ? `mode ${row.mode}` : null,
@@ -169,24 +185,24 @@ class ChannelsView {
     const item = h(
       "li.account",
       { dataset: { channel: row.channel, account: row.accountId } },
-      h("div.account-name", h("strong", row.channel), h("span.muted", ` · ${row.accountId}`), " ", statusBadges(row)),
+      h("div.account-name", h("strong", String(row.channel)), h("span.muted", ` · ${row.accountId}`), " ", statusBadges(row)),
       details.length ? h("div.account-details.muted", details.join(" · ")) : null,
-      row.error ? h("p.account-error.error", row.error) : null,
+      row.error ? h("p.account-error.error", String(row.error)) : null,
       h("div.row.account-actions", start, stop),
     );
     const control = async (method, button, label) => {
       if (method === "channel.stop" && !(await confirmAction(`Stop ${name}?`, stopWarning(row), "Stop"))) return;
-      start.disabled = stop.disabled = true;
+      button.focus(); // back from the question: the keyboard is on the button pressed
+      const done = [busy(start), busy(stop)];
       try {
         const res = await this.gw.call(method, { channel: row.channel, accountId: row.accountId, config: {} }, { timeoutMs: CONTROL_TIMEOUT_MS });
         toast(`${label}: ${row.channel} ${res.accountId || row.accountId}`, "ok");
       } catch (err) {
         failed(`${label} ${name}`, err);
       } finally {
-        start.disabled = stop.disabled = false;
         if (this.alive) await this.loadAccounts();
+        for (const undo of done) undo(); // the focus goes to the same button of the account as drawn again
       }
-      button.focus?.();
     };
     start.addEventListener("click", () => control("channel.start", start, "Started"));
     stop.addEventListener("click", () => control("channel.stop", stop, "Stopped"));
@@ -341,7 +357,7 @@ class TelegramSetup {
       const bot = res.botUser?.username ? `@${res.botUser.username}` : "the bot";
       this.show("ok", `Telegram ${accountId} is set up.`, `Telegram now delivers ${bot}'s messages to ${res.webhookUrl || "the webhook"}.`, stored ? "The bot token is stored." : null);
     } catch (err) {
-      this.show("error", stored ? "The bot token is stored, but starting the bot failed:" : "Setting up the bot failed:", `${err.message}${err.code ? ` (${err.code})` : ""}`, explain(err.message, accountId));
+      this.show("error", stored ? "The bot token is stored, but starting the bot failed:" : "Setting up the bot failed:", errorText(err), explain(err.message, accountId));
     } finally {
       this.busy(false);
       await this.load();
@@ -363,11 +379,11 @@ class TelegramSetup {
         extra.webhookUrl ? `Webhook: ${extra.webhookUrl}` : null,
         typeof extra.pendingUpdates === "number" ? `Updates waiting at Telegram: ${extra.pendingUpdates}` : null,
         a.lastActivity ? `Last message: ${formatTime(a.lastActivity)}` : null,
-        a.error ? h("p.error", a.error) : null,
+        a.error ? h("p.error", String(a.error)) : null,
       ];
       this.show(a.connected ? "ok" : a.error ? "error" : "pending", `Telegram ${accountId}: ${a.connected ? "connected" : "not connected"}`, ...lines);
     } catch (err) {
-      this.show("error", "Reading the status failed:", `${err.message}${err.code ? ` (${err.code})` : ""}`);
+      this.show("error", "Reading the status failed:", errorText(err));
     } finally {
       this.busy(false);
     }
@@ -382,7 +398,7 @@ class TelegramSetup {
       await this.gw.call("channel.stop", { channel: "telegram", accountId }, { timeoutMs: CONTROL_TIMEOUT_MS });
       this.show("ok", `Telegram ${accountId} removed.`, "Its webhook is deleted; set it up again to bring it back.");
     } catch (err) {
-      this.show("error", "Removing the bot failed:", `${err.message}${err.code ? ` (${err.code})` : ""}`);
+      this.show("error", "Removing the bot failed:", errorText(err));
     } finally {
       this.busy(false);
       this.onChange();

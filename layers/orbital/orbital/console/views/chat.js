@@ -9,13 +9,13 @@
 // GSV clients get no tool-result events: a card starts as "running" from the `tool` event, and the run's next event
 // re-reads the transcript (session.preview), whose stored toolResult messages fill the cards.
 
-import { clip, debounce, failed, fill, formatDuration, formatNumber, formatTime, h, icon, markdown } from "../ui.js";
+import { busy as markBusy, clip, errorText, failed, fill, formatDuration, formatNumber, formatTime, h, icon, imageNode, markdown, randomId, rerender } from "../ui.js";
 
 const MAIN_KEY = "agent:main:main";
 const PAGE = 100; // messages per session.preview page
 const RESULT_CLIP = 2000; // characters of a tool result shown before "Show all"
 const STICK_PX = 48; // this close to the bottom counts as "at the bottom": new text keeps it there
-const GSV_MEDIA = /^media\/[a-f0-9-]+\.[a-z0-9]+$/i; // what GET /media/{name} serves
+const LIST_DELAY_MS = 400; // a burst of run ends reads the session list once
 
 export default {
   id: "chat",
@@ -90,8 +90,7 @@ export function describeSession(key) {
 
 /** A fresh key for a session of this console. */
 function newSessionKey() {
-  const bytes = crypto.getRandomValues(new Uint8Array(4));
-  return `agent:main:console-${[...bytes].map((b) => b.toString(16).padStart(2, "0")).join("")}`;
+  return `agent:main:console-${randomId(4)}`;
 }
 
 // --- slash commands --------------------------------------------------------------------------------------------
@@ -108,7 +107,7 @@ export function commandChoices(rows) {
       let insert = token;
       if (colon > 0 && /-/.test(token.slice(colon + 1))) insert = token.slice(0, colon + 1); // "/m:model-id" → "/m:"
       else if (args.length) insert = `${token} `;
-      out.push({ insert, usage: alt.trim(), description: row.description || "", group: row.group || "" });
+      out.push({ insert, usage: alt.trim(), description: String(row.description || ""), group: String(row.group || "") });
     }
   }
   return out;
@@ -198,7 +197,7 @@ function modelLabel(model, fallback) {
   if (!model) return fallback ? modelLabel(fallback) : "";
   if (typeof model === "string") return model;
   const provider = model.provider || (fallback && fallback.provider) || "";
-  return model.id ? (provider ? `${provider}/${model.id}` : model.id) : "";
+  return model.id ? (provider ? `${provider}/${model.id}` : String(model.id)) : "";
 }
 
 // --- the view --------------------------------------------------------------------------------------------------
@@ -226,6 +225,8 @@ function sessionState(key) {
     tick: 0,
     loading: false,
     again: false,
+    next: null, // {promise, done}: ends once the read folded into `again` has ended
+    loadingEarlier: false,
   };
 }
 
@@ -243,9 +244,34 @@ class ChatView {
     this.sending = false;
     this.stopping = false;
     this.offs = [];
+    this.timers = new Set(); // timeouts still to come: cleared when the view goes
     this.s = null;
-    this.wasOpen = true;
-    this.refreshListSoon = debounce(() => this.loadList(), 400);
+    this.wasOpen = this.gw.state === "open"; // mounted while connecting: the first "open" reads everything again
+    this.metaSeq = 0; // the latest session.get/stats read and sessions.list read: older answers are dropped
+    this.listSeq = 0;
+    this.listTimer = null;
+  }
+
+  /** A timeout that destroy() cancels. */
+  later(fn, ms) {
+    const timer = setTimeout(() => {
+      this.timers.delete(timer);
+      fn();
+    }, ms);
+    this.timers.add(timer);
+    return timer;
+  }
+
+  /** Read the session list soon: one read for a burst of asks. */
+  refreshListSoon() {
+    if (this.listTimer) {
+      clearTimeout(this.listTimer);
+      this.timers.delete(this.listTimer);
+    }
+    this.listTimer = this.later(() => {
+      this.listTimer = null;
+      this.loadList();
+    }, LIST_DELAY_MS);
   }
 
   start(params) {
@@ -265,6 +291,8 @@ class ChatView {
   destroy() {
     for (const off of this.offs) off();
     this.offs = [];
+    for (const timer of this.timers) clearTimeout(timer);
+    this.timers.clear();
     this.resized?.disconnect();
     this.s = null;
   }
@@ -349,6 +377,8 @@ class ChatView {
   }
 
   buildComposer() {
+    // typing "/" pops up the commands (a listbox), the arrows move through them (aria-activedescendant); a
+    // textarea may not take the combobox role, so how many there are is said in the live region instead
     this.input = h("textarea#chat-input", {
       rows: "2",
       autofocus: true,
@@ -377,7 +407,7 @@ class ChatView {
       this.updateComposer();
       this.autosize();
     });
-    this.input.addEventListener("blur", () => setTimeout(() => document.activeElement !== this.input && this.closeCompletion(), 150));
+    this.input.addEventListener("blur", () => this.later(() => document.activeElement !== this.input && this.closeCompletion(), 150));
   }
 
   autosize() {
@@ -435,14 +465,23 @@ class ChatView {
 
   // --- loading -------------------------------------------------------------------------------------------------
 
-  /** Re-read the transcript; calls that overlap are folded into one more read after the current one. */
-  async reload() {
+  /** Re-read the transcript; calls that overlap are folded into one more read after the current one. The promise
+   * ends once a read that started after the call has ended (or the session is no longer shown). */
+  reload() {
     const s = this.s;
-    if (!s) return;
+    if (!s) return Promise.resolve();
     if (s.loading) {
       s.again = true;
-      return;
+      if (!s.next) {
+        let done;
+        s.next = { promise: new Promise((resolve) => (done = resolve)), done };
+      }
+      return s.next.promise;
     }
+    return this.read(s);
+  }
+
+  async read(s) {
     s.loading = true;
     const startTick = ++s.tick;
     const seenBefore = new Set(s.seen);
@@ -462,14 +501,14 @@ class ChatView {
       if (s !== this.s) return;
       s.loadError = err;
     } finally {
-      if (s === this.s) {
-        s.loading = false;
-        this.renderAll();
-        if (s.again) {
-          s.again = false;
-          this.reload();
-        }
-      }
+      s.loading = false;
+      const next = s.next; // callers waiting for a read that started after their call: the one that starts now
+      s.next = null;
+      const again = s === this.s && s.again;
+      s.again = false;
+      if (s === this.s) this.renderAll();
+      if (again) this.read(s).then(next?.done);
+      else next?.done();
     }
   }
 
@@ -503,6 +542,8 @@ class ChatView {
   async refreshMeta() {
     const s = this.s;
     if (!s) return;
+    const mine = ++this.metaSeq; // an older read answering last must not undo a newer one (a run bar left up)
+    const stale = () => s !== this.s || mine !== this.metaSeq;
     try {
       if (this.defaultModel === undefined) {
         this.defaultModel = await this.gw.call("config.get", { path: "model" }).then((r) => r.value ?? null, () => null);
@@ -512,7 +553,7 @@ class ChatView {
         this.gw.call("session.get", { sessionKey: s.key }),
         this.gw.call("session.stats", { sessionKey: s.key }),
       ]);
-      if (s !== this.s) return;
+      if (stale()) return;
       s.meta = meta;
       s.stats = stats;
       this.dequeued(s, stats, asked);
@@ -521,18 +562,21 @@ class ChatView {
       this.renderMeta();
       this.updateRunbar();
     } catch (err) {
-      if (s !== this.s) return;
-      fill(this.metaStrip, h("span.error", `Could not read the session's settings: ${err.message || err}`));
+      if (stale()) return;
+      fill(this.metaStrip, h("span.error", `Could not read the session's settings: ${errorText(err)}`));
     }
   }
 
   async loadList() {
+    const mine = ++this.listSeq;
     try {
       const res = await this.gw.call("sessions.list", { limit: 100 });
+      if (mine !== this.listSeq) return;
       this.sessions = Array.isArray(res.sessions) ? res.sessions : [];
       this.listCount = res.count ?? this.sessions.length;
       this.listError = null;
     } catch (err) {
+      if (mine !== this.listSeq) return;
       this.listError = err;
     }
     if (this.s) this.renderList();
@@ -546,7 +590,7 @@ class ChatView {
     const current = (key) => key === s.key || (s.canonical && key === s.canonical);
     if (!entries.some((e) => current(e.sessionKey))) entries.unshift({ sessionKey: s.key, fresh: true });
     if (!entries.some((e) => e.sessionKey === MAIN_KEY)) entries.push({ sessionKey: MAIN_KEY, fresh: true });
-    fill(
+    rerender(
       this.list,
       entries.map((e) => {
         const info = describeSession(e.sessionKey);
@@ -561,14 +605,15 @@ class ChatView {
               title: e.sessionKey,
               onclick: () => this.showSessions(false),
             },
-            h("span.session-name", e.label || info.title),
+            h("span.session-name", String(e.label || info.title)),
             h("span.session-meta", h("span.session-source", info.source), when ? ` · ${when}` : null),
           ),
         );
       }),
     );
     if (this.listError) {
-      fill(this.listNote, h("span.error", `Could not list the sessions: ${this.listError.message || this.listError}`), " ", h("button.small", { type: "button", onclick: () => this.loadList() }, "Try again"));
+      const retry = h("button.small", { type: "button", dataset: { key: "retry-list" }, onclick: () => this.loadList() }, "Try again");
+      rerender(this.listNote, [h("span.error", `Could not list the sessions: ${errorText(this.listError)}`), " ", retry]);
     } else {
       fill(this.listNote, this.listCount > (this.sessions || []).length ? `Showing the ${this.sessions.length} most recent of ${formatNumber(this.listCount)}.` : "");
     }
@@ -590,7 +635,7 @@ class ChatView {
     const { meta, stats } = this.s;
     const settings = (meta && meta.settings) || {};
     const model = modelLabel(settings.model, this.defaultModel) || modelLabel(this.defaultModel) || "the gateway's default";
-    const thinking = settings.thinkingLevel && settings.thinkingLevel !== "none" ? settings.thinkingLevel : "off";
+    const thinking = settings.thinkingLevel && settings.thinkingLevel !== "none" ? String(settings.thinkingLevel) : "off";
     const tokens = (stats && stats.tokens) || (meta && meta.tokens) || { input: 0, output: 0, total: 0 };
     const budget = (stats && stats.budget) || {};
     const items = [
@@ -607,6 +652,7 @@ class ChatView {
 
   // --- rendering the transcript --------------------------------------------------------------------------------
 
+  /** Draw the transcript again; the keyboard stays on the control it was on (tool cards, buttons: by data-key). */
   renderAll() {
     this.keepBottom(() => {
       this.renderEarlier();
@@ -620,28 +666,41 @@ class ChatView {
     const s = this.s;
     const hidden = s.messageCount - s.messages.length;
     if (s.truncated) {
-      fill(this.earlier, h("p.hint", "Older messages are too large to show here."));
+      rerender(this.earlier, h("p.hint", "Older messages are too large to show here."));
     } else if (hidden > 0) {
-      const more = h("button.small", { type: "button", onclick: () => this.loadEarlier(more) }, `Show earlier messages (${formatNumber(hidden)} more)`);
-      fill(this.earlier, more);
+      const label = `Show earlier messages (${formatNumber(hidden)} more)`;
+      const more = h("button.small", { type: "button", dataset: { key: "earlier" }, disabled: s.loadingEarlier }, s.loadingEarlier ? "Loading…" : label);
+      more.addEventListener("click", () => this.loadEarlier(more));
+      rerender(this.earlier, more);
     } else {
-      fill(this.earlier);
+      rerender(this.earlier, []);
     }
   }
 
+  /** One more page of older messages; the message at the top stays where it is once they are in. */
   async loadEarlier(button) {
     const s = this.s;
-    button.disabled = true;
+    if (s.loadingEarlier) return;
+    s.loadingEarlier = true;
+    const focused = document.activeElement === button;
+    const done = markBusy(button, "Loading…");
     s.limit += PAGE;
     const before = this.transcript.scrollHeight - this.transcript.scrollTop;
-    await this.reload();
+    await this.reload(); // the read that asks for the larger page, even if another one was running
+    s.loadingEarlier = false;
+    if (s !== this.s) return;
+    this.renderEarlier();
     this.transcript.scrollTop = this.transcript.scrollHeight - before; // the same message stays in view
+    done();
+    // no earlier messages left, so no button: the keyboard goes on in the conversation
+    if (focused && (!document.activeElement || document.activeElement === document.body)) this.transcript.focus({ preventScroll: true });
   }
 
   storedNodes() {
     const s = this.s;
     if (s.loadError && !s.loaded) {
-      return h("div.load-error", { role: "alert" }, h("p.error", `Could not read this session: ${s.loadError.message || s.loadError}`), h("button.small", { type: "button", onclick: () => this.reload() }, "Try again"));
+      const retry = h("button.small", { type: "button", dataset: { key: "retry-load" }, onclick: () => this.reload() }, "Try again");
+      return h("div.load-error", { role: "alert" }, h("p.error", `Could not read this session: ${errorText(s.loadError)}`), retry);
     }
     if (!s.loaded) return h("p.hint.loading", "Loading the conversation…");
     const results = new Map();
@@ -671,12 +730,12 @@ class ChatView {
     if (m.role === "toolResult") {
       return h("div.msg.assistant", this.toolCard({ id: m.toolCallId, name: m.toolName, args: undefined, result: m, started: null }));
     }
-    return h("div.note.small", h("span.note-title", m.role || "message"), h("div", textOf(m)));
+    return h("div.note.small", h("span.note-title", String(m.role || "message")), h("div", textOf(m)));
   }
 
   assistantNode(m, results) {
     const body = this.blockNodes(blocksOf(m), m.timestamp, results, false);
-    if (m.stopReason === "error" || m.errorMessage) body.push(h("p.error", m.errorMessage || "The model call failed."));
+    if (m.stopReason === "error" || m.errorMessage) body.push(h("p.error", String(m.errorMessage || "The model call failed.")));
     else if (m.stopReason === "length") body.push(h("p.hint", "The reply was cut off: it reached the model's output limit."));
     return h("div.msg.assistant", messageHead("Assistant", m.timestamp, modelLabel(m.provider && m.model ? { provider: m.provider, id: m.model } : m.model)), body);
   }
@@ -699,7 +758,7 @@ class ChatView {
     return h(
       `div.note.${kind}`, // announced once when it happens (say()), not on every re-render
       note.title ? h("span.note-title", note.title) : null,
-      note.markdown ? markdown(note.body) : h("div", note.body),
+      note.markdown ? markdown(note.body) : h("div", String(note.body ?? "")),
     );
   }
 
@@ -722,6 +781,7 @@ class ChatView {
     card.append(
       h(
         "summary",
+        id ? { dataset: { key: `tool:${id}` } } : {},
         h("span.tool-name", tool),
         where ? h("span.tool-where", `on ${where}`) : null,
         hint ? h("code.tool-hint", hint) : null,
@@ -729,7 +789,7 @@ class ChatView {
         duration ? h("span.tool-duration", { title: "From the model's call to the stored result" }, duration) : null,
       ),
     );
-    const body = h("div.tool-body", h("div.tool-full-name", "Tool ", h("code", name || "?"), id ? h("span.hint", ` · call ${id}`) : null));
+    const body = h("div.tool-body", h("div.tool-full-name", "Tool ", h("code", String(name || "?")), id ? h("span.hint", ` · call ${id}`) : null));
     if (args !== undefined) body.append(h("h4", "Arguments"), h("pre.tool-args", pretty(args)));
     if (result) body.append(this.resultNode(id, result));
     else body.append(h("p.hint", busy ? "Running…" : "No result was stored for this call."));
@@ -745,7 +805,7 @@ class ChatView {
     wrap.append(h(`pre.tool-output${result.isError ? ".error" : ""}`, shown || "(empty)"));
     if (cut) wrap.append(h("p.hint", `Cut at ${formatNumber(RESULT_CLIP)} of ${formatNumber(main.length)} characters.`));
     if (main.length > RESULT_CLIP) {
-      const more = h("button.small.show-all", { type: "button", "aria-expanded": whole ? "true" : "false" }, whole ? "Show less" : "Show all");
+      const more = h("button.small.show-all", { type: "button", "aria-expanded": whole ? "true" : "false", dataset: { key: `all:${id}` } }, whole ? "Show less" : "Show all");
       more.addEventListener("click", () => {
         if (this.full.has(id)) this.full.delete(id);
         else this.full.add(id);
@@ -755,7 +815,7 @@ class ChatView {
       });
       wrap.append(more);
     }
-    if (rest) wrap.append(h("details.tool-details", h("summary", "Details"), h("pre", rest)));
+    if (rest) wrap.append(h("details.tool-details", h("summary", { dataset: { key: `details:${id}` } }, "Details"), h("pre", rest)));
     for (const b of blocksOf(result)) if (b.type === "image") wrap.append(imageNode(b));
     return wrap;
   }
@@ -1027,10 +1087,17 @@ class ChatView {
 
   // --- scrolling -----------------------------------------------------------------------------------------------
 
-  /** Change the transcript, then keep it at the bottom if it was there (else offer to jump there). */
+  /** Change the transcript, then keep it at the bottom if it was there (else offer to jump there). The keyboard stays
+   * on the control it was on, drawn again (by its data-key: a tool card, "Show all", …), even if it moved from the
+   * live part to the stored one. */
   keepBottom(change) {
     const stick = this.stick;
+    const active = document.activeElement;
+    const key = active && this.transcript.contains(active) ? active.dataset.key : null;
     change();
+    if (key && !this.transcript.contains(document.activeElement)) {
+      this.transcript.querySelector(`[data-key="${CSS.escape(key)}"]`)?.focus({ preventScroll: true });
+    }
     if (stick) this.toBottom();
     else if (this.transcript.scrollHeight > this.transcript.clientHeight) this.jump.hidden = false;
   }
@@ -1070,7 +1137,9 @@ class ChatView {
         return option;
       }),
     );
+    const said = `${this.matches.length} commands: the arrow keys choose, Enter or Tab picks, Escape closes`;
     this.listbox.hidden = false;
+    if (this.announce.textContent !== said) this.say(said); // on opening, and when typing changes how many
     this.setActive(0);
   }
 
@@ -1150,7 +1219,7 @@ function userNode(content, timestamp) {
   const body = [];
   for (const b of blocks) {
     if (!b || typeof b !== "object") continue;
-    if (b.type === "text") body.push(h("div.user-text", b.text || ""));
+    if (b.type === "text") body.push(h("div.user-text", String(b.text ?? "")));
     else if (b.type === "image") body.push(imageNode(b));
   }
   return h("div.msg.user", messageHead("You", timestamp), body);
@@ -1163,21 +1232,12 @@ function pendingNode(p) {
       : p.state === "sending"
         ? h("span.badge", "Sending…")
         : null;
-  return h("div.msg.user.pending", { dataset: { state: p.state } }, messageHead("You", null, badge), h("div.user-text", p.text));
+  return h("div.msg.user.pending", { dataset: { state: p.state } }, messageHead("You", null, badge), h("div.user-text", String(p.text)));
 }
 
 function thinkingNode(b) {
-  const text = b.thinking || b.text || "";
+  const text = String(b.thinking || b.text || "");
   return h("details.thinking", h("summary", text ? "Thinking" : "Thinking (hidden by the provider)"), text ? h("div.thinking-text", text) : null);
-}
-
-function imageNode(b) {
-  const mime = b.mimeType || "image";
-  let src = null;
-  if (typeof b.data === "string" && /^image\//.test(mime)) src = `data:${mime};base64,${b.data}`;
-  else if (typeof b.r2Key === "string" && GSV_MEDIA.test(b.r2Key)) src = b.r2Key; // relative: the gateway's /media/
-  if (!src) return h("p.hint.image-missing", `[An image (${mime}) that this page cannot show]`);
-  return h("a.msg-image", { href: src, target: "_blank", rel: "noopener" }, h("img", { src, alt: `An image (${mime})`, loading: "lazy" }));
 }
 
 function metaItem(label, value, title) {

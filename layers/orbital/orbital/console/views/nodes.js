@@ -6,7 +6,7 @@
 // filled in keeps its focus otherwise).
 // Methods: tools.list, skills.status, skills.update (probe again), tool.invoke, logs.get, config.get (timeouts).
 
-import { empty, failed, field, formatDuration, formatTime, h, header, icon, toast } from "../ui.js";
+import { empty, errorText, failed, field, formatDuration, formatTime, h, header, icon, imageNode, toast } from "../ui.js";
 
 const NATIVE_PREFIX = "gsv__";
 const LOG_LINE_CHOICES = [50, 100, 200, 500, 1000, 5000];
@@ -16,7 +16,6 @@ const PROBE_POLLS = 8;
 const PROBE_POLL_MS = 1500;
 const WATCH_MS = 15000;
 const MULTILINE = /^(content|text|body|data|command|script|code|message|prompt|oldstring|newstring|input|patch|query)$/i;
-const IMAGE_MIME = /^image\/(png|jpeg|gif|webp)$/;
 
 export default {
   id: "nodes",
@@ -108,7 +107,7 @@ class NodesView {
       } catch (err) {
         if (!this.alive) return;
         failed("Loading the nodes", err);
-        if (!this.loaded) this.body.replaceChildren(h("p.error", `Could not load the nodes: ${err.message}`));
+        if (!this.loaded) this.body.replaceChildren(h("p.error", `Could not load the nodes: ${errorText(err)}`));
       } finally {
         this.loading = null;
         this.refreshButton.disabled = false;
@@ -208,11 +207,11 @@ class NodesView {
       h(
         "dl.facts",
         h("dt", "System"),
-        h("dd", f.hostOs || "unknown"),
+        h("dd", String(f.hostOs || "unknown")),
         h("dt", "Role"),
-        h("dd", f.hostRole || "—"),
+        h("dd", String(f.hostRole || "—")),
         h("dt", "Capabilities"),
-        h("dd", f.hostCapabilities?.length ? f.hostCapabilities.map((c) => h("span.badge", c)) : "none"),
+        h("dd", f.hostCapabilities?.length ? f.hostCapabilities.map((c) => h("span.badge", String(c))) : "none"),
         h("dt", "Binaries"),
         h("dd", binaries(f, required)),
       ),
@@ -264,6 +263,7 @@ class NodesView {
   async awaitProbe(before) {
     for (let i = 0; i < PROBE_POLLS && this.alive; i += 1) {
       await new Promise((r) => setTimeout(r, PROBE_POLL_MS));
+      if (!this.alive) return; // left meanwhile: ask nothing more
       const status = await this.gw.call("skills.status", {});
       if (!this.alive) return;
       this.status = status;
@@ -274,7 +274,7 @@ class NodesView {
         return;
       }
     }
-    toast("Some nodes have not answered the probe yet; Refresh later to see their binaries.");
+    if (this.alive) toast("Some nodes have not answered the probe yet; Refresh later to see their binaries.");
   }
 }
 
@@ -352,7 +352,7 @@ class ToolRunner {
   showResult(result, err, ms) {
     const took = h("span.muted", `${formatDuration(ms)} · ${new Date().toLocaleTimeString()}`);
     const head = h("div.result-head", h("h3", "Result"), err ? h("span.badge.error", "failed") : outcomeBadge(result), took);
-    const body = err ? h("p.error", { role: "alert" }, `${err.code ? `${err.code}: ` : ""}${err.message}`) : renderResult(result);
+    const body = err ? h("p.error", { role: "alert" }, errorText(err)) : renderResult(result);
     this.result.replaceChildren(head, body);
   }
 }
@@ -525,9 +525,7 @@ function renderResult(result) {
 
 function renderBlock(block) {
   if (block.type === "text") return h("pre.output", String(block.text ?? ""));
-  if (block.type === "image" && typeof block.data === "string" && IMAGE_MIME.test(block.mimeType || "")) {
-    return h("img.result-image", { src: `data:${block.mimeType};base64,${block.data}`, alt: `Image (${block.mimeType}) returned by the tool` });
-  }
+  if (block.type === "image") return imageNode(block, `Image (${block.mimeType || "unknown type"}) returned by the tool`);
   return h("pre.output.json", JSON.stringify(block, stripImages, 2));
 }
 
@@ -570,7 +568,7 @@ class LogViewer {
       const res = await this.view.gw.call("logs.get", { nodeId: this.nodeId, lines: Number(this.lines.value) }, { timeoutMs: this.view.timeouts.logsMs + SLACK_MS });
       this.show(res);
     } catch (err) {
-      this.block.replaceChildren(h("span.error", `Could not read the log: ${err.code ? `${err.code}: ` : ""}${err.message}`));
+      this.block.replaceChildren(h("span.error", `Could not read the log: ${errorText(err)}`));
       this.note.textContent = "";
     } finally {
       this.button.disabled = false;
@@ -635,8 +633,8 @@ function hostBadges(f) {
   if (!f) return h("p.muted", "No host facts reported.");
   return h(
     "p.row.host-badges",
-    h("span.badge", f.hostOs || "unknown system"),
-    f.hostRole ? h("span.badge", f.hostRole) : null,
+    h("span.badge", String(f.hostOs || "unknown system")),
+    f.hostRole ? h("span.badge", String(f.hostRole)) : null,
     f.hostBins?.length ? h("span.badge.ok", `${f.hostBins.length} binaries found`) : null,
   );
 }
@@ -666,7 +664,7 @@ function nativeTools(tools) {
           "tbody",
           tools.map((t) => {
             const props = Object.keys(objectSchema(t.inputSchema).properties || {});
-            return h("tr", h("td", h("code", t.name)), h("td.args", props.join(", ") || "—"), h("td", String(t.description || "")));
+            return h("tr", h("td", h("code", String(t.name))), h("td.args", props.join(", ") || "—"), h("td", String(t.description || "")));
           }),
         ),
       ),

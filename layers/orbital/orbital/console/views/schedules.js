@@ -8,6 +8,7 @@
 // spec (task or system event) and previews the next runs as it is typed (cron.preview); it saves with cron.add or
 // cron.update and shows the gateway's validation message beside the form, keeping what was typed.
 // There are no cron events: what is shown is reloaded every 30 s, every 3 s while a job runs, and on reconnect.
+// A job form with unsaved changes asks before the address leaves it (the shell's `canLeave`) or the page closes.
 
 import { busy, clip, confirmAction, debounce, failed, field, fill, formatDuration, h, header, icon, rerender, toast } from "../ui.js";
 
@@ -38,6 +39,7 @@ const FAST_POLL_MS = 3000;
 const SLOW_POLL_MS = 30000;
 const READ_MS = 15000;
 const HISTORY_PAGE = 50;
+const HISTORY_MAX = 2000; // the most runs cron.runs gives at once
 const BROWSER_TZ = Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC";
 
 // --- time and words ----------------------------------------------------------------------------------------------
@@ -147,7 +149,7 @@ function describeSchedule(schedule) {
     return { text: describeEvery(s.everyMs), detail: s.anchorMs != null ? h("span", `counted from ${when(s.anchorMs)}`) : null };
   }
   if (s.kind === "cron") {
-    return { text: describeCron(s.expr) || "Custom cron schedule", detail: h("span", h("code", s.expr || ""), ` · ${s.tz || "UTC"}`) };
+    return { text: describeCron(s.expr) || "Custom cron schedule", detail: h("span", h("code", String(s.expr || "")), ` · ${s.tz || "UTC"}`) };
   }
   return { text: `Unknown schedule (${s.kind})`, detail: null };
 }
@@ -155,8 +157,8 @@ function describeSchedule(schedule) {
 /** What a job does, in a line. */
 function describeSpec(spec) {
   const s = spec || {};
-  if (s.mode === "systemEvent") return { kind: "Event to the main session", text: s.text || "" };
-  if (s.mode === "task") return { kind: "Task in its own session", text: s.message || "" };
+  if (s.mode === "systemEvent") return { kind: "Event to the main session", text: String(s.text || "") };
+  if (s.mode === "task") return { kind: "Task in its own session", text: String(s.message || "") };
   return { kind: `Unknown mode (${s.mode})`, text: "" };
 }
 
@@ -196,6 +198,27 @@ async function loadJobs(gw) {
 async function loadJob(gw, id) {
   const { jobs } = await loadJobs(gw);
   return jobs.find((j) => j.id === id) || null;
+}
+
+/**
+ * A job's newest `limit` runs. A page the gateway cut short (`truncated`: it did not fit one message) is followed by
+ * the next one from where it ended; `stuck` when a page came back empty though cut (a run too large for a message).
+ */
+async function loadRuns(gw, jobId, limit) {
+  const runs = [];
+  let count = 0;
+  let stuck = false;
+  while (runs.length < limit) {
+    const page = await gw.call("cron.runs", { jobId, limit: limit - runs.length, offset: runs.length }, { timeoutMs: READ_MS });
+    count = page.count;
+    runs.push(...page.runs);
+    if (!page.truncated || runs.length >= count) break;
+    if (!page.runs.length) {
+      stuck = true;
+      break;
+    }
+  }
+  return { runs, count, stuck };
 }
 
 /**
@@ -352,7 +375,7 @@ function jobRow(view, job, actions) {
     cell(
       "Job",
       h("a.job-name", { href: `#/schedules/job/${encodeURIComponent(job.id)}`, dataset: { key: `${job.id}:open` } }, job.name),
-      job.description ? h("small.muted.block", job.description) : null,
+      job.description ? h("small.muted.block", String(job.description)) : null,
       h("small.muted.block", spec.kind, job.agentId && job.agentId !== "main" ? ` · agent ${job.agentId}` : ""),
     ),
     cell("Schedule", h("span", sched.text), sched.detail ? h("small.muted.block", sched.detail) : null),
@@ -434,7 +457,7 @@ function heartbeatRows(agents) {
     const [text, cut] = clip(a.lastHeartbeatText || "", 200);
     return h(
       "tr",
-      cell("Agent", h("strong", a.agentId)),
+      cell("Agent", h("strong", String(a.agentId))),
       cell("Next", a.nextHeartbeatAt != null ? moment(a.nextHeartbeatAt) : h("span.muted", "Not scheduled")),
       cell("Last", moment(a.lastHeartbeatAt)),
       cell("Last reply", text ? h("span.clip", { title: a.lastHeartbeatText }, cut ? `${text}…` : text) : h("span.muted", "—")),
@@ -471,7 +494,7 @@ function heartbeatPanel(view) {
     const head = ["Agent", "Next", "Last", "Last reply", "Last delivered", "Last talked to"];
     fill(table, h("div.table-wrap", h("table.stack.agents", h("thead", h("tr", head.map((t) => h("th", { scope: "col" }, t)))), h("tbody", heartbeatRows(agents)))));
   };
-  const say = (text, kind, extra = null) => fill(result, h(`p.${kind}`, text), extra);
+  const say = (text, kind, extra = null) => fill(result, h(`p.${kind}`, String(text ?? "")), extra);
 
   async function refresh() {
     try {
@@ -570,13 +593,15 @@ function jobScreen(root, view, id) {
   const started = h("div.run-note", { role: "status" });
   const historyBox = h("div", h("p.muted", "Loading its runs…"));
   const historyCount = h("span.muted.count");
-  const more = h("button.small", { type: "button", hidden: true }, "Show older runs");
+  const more = h("button.small", { type: "button", hidden: true, dataset: { key: "older-runs" } }, "Show older runs");
+  const tooLarge = h("p.hint", { hidden: true }, "Older runs are too large to show here.");
   const history = h(
     "section.card",
     { "aria-labelledby": "sched-runs-title", hidden: true },
     h("div.row", h("h2#sched-runs-title.grow", "Run history"), historyCount),
     historyBox,
     more,
+    tooLarge,
   );
   fill(root, h("a.back", { href: "#/schedules" }, "← All schedules"), h("header.view-head", title, actionsBox), problem, body, started, history);
 
@@ -590,7 +615,7 @@ function jobScreen(root, view, id) {
     let job;
     let runs;
     try {
-      [job, runs] = await Promise.all([loadJob(view.gw, id), view.gw.call("cron.runs", { jobId: id, limit }, { timeoutMs: READ_MS })]);
+      [job, runs] = await Promise.all([loadJob(view.gw, id), loadRuns(view.gw, id, limit)]);
       problem.hidden = true;
     } catch (err) {
       problem.hidden = false;
@@ -609,15 +634,23 @@ function jobScreen(root, view, id) {
     rerender(body, h("section.card", facts(job)));
     history.hidden = false;
     historyCount.textContent = runs.count ? `${runs.runs.length} of ${runs.count}` : "";
-    more.hidden = runs.runs.length >= runs.count;
+    const older = runs.runs.length < runs.count;
+    more.hidden = !older || runs.stuck || limit >= HISTORY_MAX;
+    tooLarge.hidden = !(older && runs.stuck);
     rerender(historyBox, historyTable(runs));
     return job.state?.runningAtMs != null ? FAST_POLL_MS : SLOW_POLL_MS;
   });
   more.addEventListener("click", async () => {
     const done = busy(more, "Loading…");
-    limit = Math.min(limit + HISTORY_PAGE, 2000);
+    limit = Math.min(limit + HISTORY_PAGE, HISTORY_MAX);
     await poll.refresh();
     done();
+    if (more.hidden && document.activeElement === document.body) {
+      // all runs are shown: no button any more, the keyboard goes on from the history's heading
+      const heading = history.querySelector("h2");
+      heading.setAttribute("tabindex", "-1");
+      heading.focus();
+    }
   });
   poll.refresh();
   return { refresh: () => poll.refresh(), destroy: () => poll.stop() };
@@ -823,6 +856,7 @@ function layout(c, previewBox) {
 
 function editorForm(view, job, onSaved, onCancel) {
   const c = controls(job);
+  let saved = false; // once saved (or given up), leaving does not ask
   const previewBox = h("div.preview", { "aria-live": "polite" });
   const parts = layout(c, previewBox);
   const error = h("p.form-error.error", { role: "alert", hidden: true });
@@ -880,6 +914,7 @@ function editorForm(view, job, onSaved, onCancel) {
     try {
       const res = job ? await view.gw.call("cron.update", { id: job.id, patch: fields }) : await view.gw.call("cron.add", fields);
       toast(job ? `Saved “${res.job.name}”.` : `Created “${res.job.name}”.`, "ok");
+      saved = true;
       onSaved(res.job);
     } catch (err) {
       showError(`${job ? "Saving" : "Creating"} the job failed: ${err.message}`);
@@ -889,7 +924,17 @@ function editorForm(view, job, onSaved, onCancel) {
   });
   sync();
   preview.now();
-  return { el: form, refresh: () => preview.now(), stop: () => preview.stop() };
+  // unsaved changes: what the form holds differs from what it was filled with, and was not saved
+  const snapshot = () => JSON.stringify([...form.elements].map((el) => (el.type === "checkbox" || el.type === "radio" ? el.checked : el.value)));
+  const initial = snapshot();
+  const dirty = () => !saved && snapshot() !== initial;
+  return {
+    el: form,
+    refresh: () => preview.now(),
+    stop: () => preview.stop(),
+    dirty,
+    saved: () => (saved = true),
+  };
 }
 
 function editorScreen(root, view, id) {
@@ -899,6 +944,14 @@ function editorScreen(root, view, id) {
   fill(root, h("a.back", { href: `#/${["schedules", ...back.map(encodeURIComponent)].join("/")}` }, "← Back"), header(id ? "Edit job" : "New job"), body);
   let form = null;
   let alive = true;
+  let asking = null; // the open "discard your changes?" question, if any
+  const unload = (ev) => {
+    if (form?.dirty()) {
+      ev.preventDefault();
+      ev.returnValue = "";
+    }
+  };
+  window.addEventListener("beforeunload", unload);
   const build = (job) => {
     form = editorForm(view, job, () => view.navigate("schedules", ...back), leave);
     fill(body, form.el);
@@ -911,6 +964,7 @@ function editorScreen(root, view, id) {
       if (job) build(job);
       else fill(body, h("p.empty", "This job does not exist (any more)."), h("p", h("a", { href: "#/schedules" }, "Back to the schedules")));
     } catch (err) {
+      if (!alive) return;
       const retry = h("button", { type: "button", onclick: () => load() }, "Try again");
       fill(body, h("p.error", `Could not load the job: ${err.message}`), retry);
     }
@@ -919,8 +973,19 @@ function editorScreen(root, view, id) {
   return {
     // after a reconnect: a form being filled in is kept, only its preview is asked again
     refresh: () => (form ? form.refresh() : load()),
+    // asked by the shell before the address changes: one question, however often it changes meanwhile
+    canLeave: () => {
+      if (!form?.dirty()) return true;
+      asking ||= confirmAction("Discard your changes?", `The ${id ? "job's changes are" : "new job is"} not saved. Leave and lose ${id ? "them" : "it"}?`, "Discard changes").then((discard) => {
+        asking = null;
+        if (discard) form.saved(); // not asked again on the way out
+        return discard;
+      });
+      return asking;
+    },
     destroy: () => {
       alive = false;
+      window.removeEventListener("beforeunload", unload);
       form?.stop();
     },
   };
@@ -959,6 +1024,7 @@ export default {
     });
     return {
       update: (params) => show(params, true),
+      canLeave: () => screen?.canLeave?.() ?? true,
       destroy() {
         off();
         screen?.destroy();

@@ -5,8 +5,10 @@
 // - Typed fields for timeouts, token budgets, session policies and compaction, each with its current value and
 //   default; a refused or invalid value is explained next to its field and the input is kept.
 // - Advanced: any path set to a JSON value, and the whole configuration as read-only JSON (masked by the gateway).
+// The forms are drawn once; a reconnect, Refresh or a save reads the configuration again and shows the new values in
+// every field the user has not changed (what is typed stays).
 
-import { clip, confirmAction, debounce, empty, failed, field, fill, h, header, icon, toast } from "../ui.js";
+import { busy, clip, confirmAction, debounce, empty, errorText, failed, field, fill, h, header, icon, randomId, rerender, toast } from "../ui.js";
 
 export default {
   id: "settings",
@@ -82,7 +84,7 @@ function card(id, title, ...body) {
 
 /** A field's error line, tied to its control for assistive technology. */
 function errorSlot(control) {
-  const slot = h("p.field-error.error", { id: `${control.id || (control.id = `s-${Math.random().toString(36).slice(2, 9)}`)}-error`, role: "alert", hidden: true });
+  const slot = h("p.field-error.error", { id: `${control.id || (control.id = `s-${randomId()}`)}-error`, role: "alert", hidden: true });
   control.setAttribute("aria-describedby", slot.id);
   return {
     el: slot,
@@ -99,8 +101,14 @@ function errorSlot(control) {
   };
 }
 
-function gatewayMessage(err) {
-  return `${err.message || err}${err.code ? ` (${err.code})` : ""}`;
+/** Draw `box` again, keeping the keyboard's place and what was typed in the controls that carry a `data-key`. */
+function redraw(box, nodes) {
+  const typed = [...box.querySelectorAll("input[data-key], textarea[data-key]")].filter((c) => c.value).map((c) => [c.dataset.key, c.value]);
+  rerender(box, nodes);
+  for (const [key, value] of typed) {
+    const control = box.querySelector(`[data-key="${CSS.escape(key)}"]`);
+    if (control) control.value = value;
+  }
 }
 
 // --- the view ----------------------------------------------------------------------------------------------------
@@ -110,6 +118,10 @@ class SettingsView {
     this.gw = gw;
     this.alive = true;
     this.config = null;
+    this.rendered = false;
+    this.syncs = []; // (config) => void: each card shows new values where the user has not typed
+    this.readSeq = 0; // the latest config.get of the whole configuration, and of the Advanced path
+    this.pathSeq = 0;
     this.refreshButton = h("button", { type: "button", onclick: () => this.load() }, icon("refresh"), " Refresh");
     this.body = h("div.settings-body", h("p.muted", "Loading…"));
     container.append(header("Settings", this.refreshButton), this.body);
@@ -124,42 +136,55 @@ class SettingsView {
     this.stop();
   }
 
+  /** Read the configuration: the first time the forms are drawn, later only their values change (reread). */
   async load() {
-    this.refreshButton.disabled = true;
+    if (this.rendered) return this.reread(true);
+    const done = busy(this.refreshButton);
     try {
       const res = await this.gw.call("config.get", {});
       if (!this.alive) return;
       this.config = res.config || {};
       this.render();
     } catch (err) {
-      if (this.alive) fill(this.body, h("p.error", { role: "alert" }, `Could not read the configuration: ${err.message}`), h("button", { type: "button", onclick: () => this.load() }, "Try again"));
+      if (this.alive) fill(this.body, h("p.error", { role: "alert" }, `Could not read the configuration: ${errorText(err)}`), h("button", { type: "button", onclick: () => this.load() }, "Try again"));
     } finally {
-      this.refreshButton.disabled = false;
+      done();
     }
   }
 
-  /** Read the configuration again without redrawing the forms (after a save: inputs keep what the user typed). */
-  async reread() {
+  /** Read the configuration again without redrawing the forms: each field the user has not changed shows the new
+   * value, what is typed stays. `loud`: say so when it fails (a Refresh). */
+  async reread(loud = false) {
+    const mine = ++this.readSeq;
+    const done = busy(this.refreshButton);
     try {
       const res = await this.gw.call("config.get", {});
-      if (!this.alive) return;
+      if (!this.alive || mine !== this.readSeq) return;
       this.config = res.config || {};
       fill(this.raw, JSON.stringify(this.config, null, 2));
-    } catch {
-      // the saved value stands; the raw view is refreshed next time
+      for (const sync of this.syncs) sync(this.config);
+    } catch (err) {
+      if (loud && this.alive) failed("Reading the configuration", err); // the fields keep what they show
+    } finally {
+      done();
     }
   }
 
   render() {
     const config = this.config;
+    this.rendered = true;
+    this.syncs = [];
     this.raw = h("pre.settings-raw", { tabindex: "0", "aria-label": "Configuration as JSON" }, JSON.stringify(config, null, 2));
+    const limits = new TypedForm(this, LIMITS, config);
+    const sessions = new TypedForm(this, SESSIONS, config);
+    this.syncs.push((c) => limits.sync(c), (c) => sessions.sync(c));
     fill(
       this.body,
       h("div.settings-grid",
         this.modelCard(config),
         this.keysCard(config),
-        card("limits", "Limits", new TypedForm(this, LIMITS, config).el),
-        card("sessions", "Sessions", new TypedForm(this, SESSIONS, config).el),
+        card("limits", "Limits", limits.el),
+        card("sessions", "Sessions", sessions.el),
         this.advancedCard(),
       ),
     );
@@ -172,20 +197,33 @@ class SettingsView {
   // --- model ---------------------------------------------------------------------------------------------------
 
   modelCard(config) {
-    const model = isObject(config.model) ? config.model : {};
-    const configured = providersOf(config);
-    const provider = h("select", { name: "provider" },
-      h("optgroup", { label: "Configured" }, configured.map((p) => h("option", { value: p }, p))),
-      h("optgroup", { label: "Built in" }, BUILT_IN_PROVIDERS.filter((p) => !configured.includes(p)).map((p) => h("option", { value: p }, p))),
-    );
-    provider.value = model.provider || configured[0] || "anthropic";
+    let model = {};
+    const provider = h("select", { name: "provider" });
     const list = h("datalist", { id: "settings-model-ids" });
-    const id = h("input", { name: "modelId", value: model.id || "", list: list.id, autocomplete: "off", spellcheck: "false", required: true });
+    const id = h("input", { name: "modelId", list: list.id, autocomplete: "off", spellcheck: "false", required: true });
     const fillIds = () => fill(list, modelIds(config, provider.value).map((m) => h("option", { value: m })));
     provider.addEventListener("change", fillIds);
-    fillIds();
+    const current = h("p.hint");
+    // what the fields show when they are as read (so a new read may replace them)
+    let shown = { provider: null, id: null };
+    const sync = (c) => {
+      config = c;
+      model = isObject(c.model) ? { ...c.model } : {};
+      fill(current, "Now: ", h("code", `${model.provider || "?"}/${model.id || "?"}`));
+      if (shown.provider !== null && (provider.value !== shown.provider || id.value.trim() !== shown.id)) return; // being edited
+      const configured = providersOf(c);
+      fill(provider,
+        h("optgroup", { label: "Configured" }, configured.map((p) => h("option", { value: p }, p))),
+        h("optgroup", { label: "Built in" }, BUILT_IN_PROVIDERS.filter((p) => !configured.includes(p)).map((p) => h("option", { value: p }, p))),
+      );
+      provider.value = String(model.provider || configured[0] || "anthropic");
+      id.value = String(model.id || "");
+      shown = { provider: provider.value, id: id.value.trim() };
+      fillIds();
+    };
+    sync(config);
+    this.syncs.push(sync);
     const error = errorSlot(id);
-    const current = h("p.hint", "Now: ", h("code", `${model.provider || "?"}/${model.id || "?"}`));
     const save = h("button.primary", { type: "submit" }, "Save model");
     const form = h("form.settings-form", { novalidate: true },
       h("div.pair-fields", field("Provider", provider, "Providers named in the configuration first."), h("div", field("Model id", id, "Any id the provider knows, e.g. claude-sonnet-4-5."), error.el), list),
@@ -197,17 +235,18 @@ class SettingsView {
       error.clear();
       const value = { ...model, provider: provider.value, id: id.value.trim() };
       if (!value.id) return error.show("Enter the model's id.");
-      save.disabled = true;
+      const done = busy(save);
       try {
         await this.set("model", value);
-        Object.assign(model, value);
+        model = value;
+        shown = { provider: value.provider, id: value.id }; // saved: as read from now on
         fill(current, "Now: ", h("code", `${value.provider}/${value.id}`));
         toast(`Model set to ${value.provider}/${value.id}.`, "ok");
         await this.reread();
       } catch (err) {
-        error.show(gatewayMessage(err));
+        error.show(errorText(err));
       } finally {
-        save.disabled = false;
+        done();
       }
     });
     return card("model", "Model", h("p.hint", "The model every session uses unless it chooses its own."), form);
@@ -215,24 +254,27 @@ class SettingsView {
 
   // --- API keys ------------------------------------------------------------------------------------------------
 
+  /** The keys card: drawn again (keys(), keeping the focus and anything typed) after each read. */
   keysCard(config) {
+    this.keysBox = h("div.keys-body");
+    const keys = (c) => redraw(this.keysBox, this.keysContent(c));
+    keys(config);
+    this.syncs.push(keys);
+    return card("keys", "API keys", h("p.hint", "Keys are write-only: the gateway never sends one back, and this page only shows whether one is set."), this.keysBox);
+  }
+
+  keysContent(config) {
     const keys = isObject(config.apiKeys) ? config.apiKeys : {};
     const names = providersOf(config);
     const rows = names.map((name) => this.keyRow(name, Boolean(keys[name]), getPath(config, `providers.${name}.baseUrl`)));
-    return card(
-      "keys",
-      "API keys",
-      h("p.hint", "Keys are write-only: the gateway never sends one back, and this page only shows whether one is set."),
-      rows.length ? h("ul.key-list", rows) : empty("No provider is configured yet."),
-      this.addKeyForm(),
-    );
+    return [rows.length ? h("ul.key-list", rows) : empty("No provider is configured yet."), this.addKeyForm()];
   }
 
   keyRow(name, isSet, baseUrl) {
-    const input = h("input", { type: "password", name: `key-${name}`, autocomplete: "new-password", spellcheck: "false", placeholder: isSet ? "New key" : "Key" });
+    const input = h("input", { type: "password", name: `key-${name}`, autocomplete: "new-password", spellcheck: "false", placeholder: isSet ? "New key" : "Key", dataset: { key: `key-input:${name}` } });
     const error = errorSlot(input);
-    const save = h("button.small", { type: "submit", "aria-label": `Save the ${name} key` }, isSet ? "Replace" : "Save");
-    const remove = isSet ? h("button.small.danger", { type: "button", "aria-label": `Remove the ${name} key` }, "Remove") : null;
+    const save = h("button.small", { type: "submit", "aria-label": `Save the ${name} key`, dataset: { key: `key-save:${name}` } }, isSet ? "Replace" : "Save");
+    const remove = isSet ? h("button.small.danger", { type: "button", "aria-label": `Remove the ${name} key`, dataset: { key: `key-remove:${name}` } }, "Remove") : null;
     const form = h("form.key-form", { novalidate: true },
       h("div.key-head", h("strong", name), " ", isSet ? h("span.badge.ok", "key set ••••") : h("span.badge", "no key"), baseUrl ? h("span.muted.key-url", ` ${baseUrl}`) : null),
       h("div.key-edit", field(isSet ? `Replace the ${name} key` : `Set the ${name} key`, input), h("div.row", save, remove)),
@@ -243,36 +285,44 @@ class SettingsView {
       error.clear();
       const key = input.value.trim();
       if (!key) return error.show("Paste the key first.");
-      await this.keyChange(name, key, [save, remove], error, input);
+      await this.keyChange(name, key, [save, remove], error, [input]);
     });
     remove?.addEventListener("click", async () => {
       if (!(await confirmAction(`Remove the ${name} key?`, `Calls to ${name} fail until a key is set again (unless the gateway's environment has one).`, "Remove"))) return;
+      remove.focus(); // back from the question
       error.clear();
-      await this.keyChange(name, null, [save, remove], error, input);
+      await this.keyChange(name, null, [save, remove], error, [input]);
     });
     return h("li.key", { dataset: { provider: name } }, form);
   }
 
-  /** Store (or, with `key` null, remove) a provider's key, then redraw the keys: the input never keeps it. */
-  async keyChange(name, key, buttons, error, input) {
-    for (const b of buttons) if (b) b.disabled = true;
+  /** Store (or, with `key` null, remove) a provider's key, then read the configuration again, which redraws the
+   * keys: the inputs in `clear` never keep a key, and the keyboard stays on the provider's row. */
+  async keyChange(name, key, buttons, error, clear) {
+    const focused = this.keysBox.contains(document.activeElement);
+    const done = buttons.filter(Boolean).map((b) => busy(b));
     try {
       await this.set(`apiKeys.${name}`, key, key === null);
-      input.value = "";
+      for (const input of clear) input.value = "";
       toast(key === null ? `The ${name} key is removed.` : `The ${name} key is stored.`, "ok");
       await this.reread();
-      this.body.querySelector(".settings-keys")?.replaceWith(this.keysCard(this.config));
     } catch (err) {
-      error.show(gatewayMessage(err));
-      for (const b of buttons) if (b) b.disabled = false;
+      error.show(errorText(err));
+    } finally {
+      for (const undo of done) undo();
+    }
+    // the button pressed may be gone (Remove, once there is no key): the row's input, else the form to add one
+    if (focused && this.alive && !this.keysBox.contains(document.activeElement)) {
+      const row = this.keysBox.querySelector(`[data-key="${CSS.escape(`key-input:${name}`)}"]`);
+      (row || this.keysBox.querySelector('[data-key="add-name"]'))?.focus();
     }
   }
 
   addKeyForm() {
-    const name = h("input", { name: "provider", autocomplete: "off", spellcheck: "false", placeholder: "e.g. openrouter", list: "settings-provider-names" });
-    const key = h("input", { type: "password", name: "key", autocomplete: "new-password", spellcheck: "false" });
+    const name = h("input", { name: "provider", autocomplete: "off", spellcheck: "false", placeholder: "e.g. openrouter", list: "settings-provider-names", dataset: { key: "add-name" } });
+    const key = h("input", { type: "password", name: "key", autocomplete: "new-password", spellcheck: "false", dataset: { key: "add-key" } });
     const error = errorSlot(key);
-    const add = h("button", { type: "submit" }, "Add key");
+    const add = h("button", { type: "submit", dataset: { key: "add" } }, "Add key");
     const names = h("datalist", { id: "settings-provider-names" }, BUILT_IN_PROVIDERS.map((p) => h("option", { value: p })));
     const form = h("form.add-key", { novalidate: true },
       h("h3", "Another provider"),
@@ -287,7 +337,7 @@ class SettingsView {
       const provider = name.value.trim();
       if (!PROVIDER_NAME.test(provider)) return error.show("A provider name holds only letters, digits, _ and - (e.g. openrouter).");
       if (!key.value.trim()) return error.show("Paste the key first.");
-      await this.keyChange(provider, key.value.trim(), [add], error, key);
+      await this.keyChange(provider, key.value.trim(), [add], error, [key, name]);
     });
     return form;
   }
@@ -296,16 +346,19 @@ class SettingsView {
 
   /** Under the path field: what is stored there now (masked by the gateway). */
   async showCurrent(p, hint) {
+    const mine = ++this.pathSeq; // an answer about a path typed before must not replace this one's
+    if (!this.alive) return;
     if (!p || p.split(".").some((seg) => !seg)) {
       hint.textContent = PATH_HINT;
       return;
     }
     try {
       const res = await this.gw.call("config.get", { path: p });
+      if (mine !== this.pathSeq) return;
       const [shown, cut] = clip(JSON.stringify(res.value), 200);
       hint.textContent = "value" in res ? `Now: ${shown}${cut ? "…" : ""}` : "Not set.";
     } catch {
-      hint.textContent = PATH_HINT;
+      if (mine === this.pathSeq) hint.textContent = PATH_HINT;
     }
   }
 
@@ -337,16 +390,18 @@ class SettingsView {
       } else if (!(await confirmAction(`Delete ${p}?`, "The setting goes back to its default (or away, if it has none).", "Delete"))) {
         return;
       }
-      save.disabled = remove.disabled = true;
+      if (deleting) remove.focus(); // back from the question
+      const done = [busy(save), busy(remove)];
       try {
         await this.set(p, parsed, deleting);
         value.value = ""; // it may have been a secret
         toast(deleting ? `${p} deleted.` : `${p} set.`, "ok");
-        await this.load();
+        this.showCurrent(p, now);
+        await this.reread(); // the other cards show it, unless they are being edited
       } catch (err) {
-        error.show(gatewayMessage(err));
+        error.show(errorText(err));
       } finally {
-        save.disabled = remove.disabled = false;
+        for (const undo of done) undo();
       }
     };
     form.addEventListener("submit", (ev) => {
@@ -405,6 +460,12 @@ class TypedForm {
     this.applyConditions();
   }
 
+  /** Show a new read of the configuration in the fields the user has not changed. */
+  sync(config) {
+    for (const f of this.fields) f.sync(getPath(config, f.spec.path));
+    this.applyConditions();
+  }
+
   applyConditions() {
     for (const f of this.fields) {
       if (!f.spec.when) continue;
@@ -430,7 +491,7 @@ class TypedForm {
     }
     if (invalid) return;
     if (!changes.length) return toast("Nothing to save: no field was changed.");
-    this.save.disabled = true;
+    const done = busy(this.save);
     let saved = 0;
     for (const [f, change] of changes) {
       try {
@@ -438,10 +499,10 @@ class TypedForm {
         f.saved(change);
         saved += 1;
       } catch (err) {
-        f.error.show(gatewayMessage(err)); // the input keeps what the user typed
+        f.error.show(errorText(err)); // the input keeps what the user typed
       }
     }
-    this.save.disabled = false;
+    done();
     const what = changes.filter(([f]) => !f.error.el.textContent).map(([f, c]) => `${f.spec.label}${c.remove ? (f.spec.optional ? " (no limit)" : " (default)") : ""}`);
     if (saved === changes.length) toast(`Saved: ${what.join(", ")}.`, "ok");
     else failed("Saving", { message: `${changes.length - saved} of ${changes.length} settings were refused: see the fields.` });
@@ -452,8 +513,7 @@ class TypedForm {
 class TypedField {
   constructor(spec, current) {
     this.spec = spec;
-    // what the field shows when nothing is set: a select or a switch shows its default, a number stays empty
-    this.current = (current === undefined || current === null) && (spec.kind === "select" || spec.kind === "bool") ? spec.def : current;
+    this.setCurrent(current);
     this.zones = spec.timezone ? timezoneList() : null;
     this.control = this.makeControl();
     this.error = errorSlot(this.control);
@@ -463,6 +523,20 @@ class TypedField {
         ? h("div.field.check-field", h("label.check", this.control, " ", spec.label), hint ? h("small.hint", hint) : null, this.error.el)
         : h("div.typed-field", field(spec.label, this.control, hint || null), this.error.el, this.zones);
     this.show(current);
+  }
+
+  /** What is stored: what the field shows when nothing is set is the default for a select or a switch, empty else. */
+  setCurrent(value) {
+    const { kind, def } = this.spec;
+    this.current = (value === undefined || value === null) && (kind === "select" || kind === "bool") ? def : value;
+  }
+
+  /** A new read: shown unless the field holds a change of the user's (or something invalid they are fixing). */
+  sync(value) {
+    const now = this.read();
+    if (now.error || now.changed) return;
+    this.setCurrent(value);
+    this.show(value);
   }
 
   makeControl() {
@@ -549,5 +623,5 @@ function validZone(name) {
 /** Time zone names to suggest (the browser's list). */
 function timezoneList() {
   const names = typeof Intl.supportedValuesOf === "function" ? Intl.supportedValuesOf("timeZone") : [];
-  return h("datalist", { id: `s-zones-${Math.random().toString(36).slice(2, 9)}` }, [...new Set(["UTC", ...names])].map((z) => h("option", { value: z })));
+  return h("datalist", { id: `s-zones-${randomId()}` }, [...new Set(["UTC", ...names])].map((z) => h("option", { value: z })));
 }

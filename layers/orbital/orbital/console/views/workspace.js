@@ -251,7 +251,7 @@ class WorkspaceView {
   async notFound(path, seq) {
     try {
       const res = await this.gw.call("workspace.list", { path: `${path}/` });
-      if (seq !== this.seq) return;
+      if (seq !== this.seq || !this.alive) return; // left meanwhile: never drag the user back
       if (res.files.length || res.directories.length) {
         location.replace(href(`${path}/`));
         return;
@@ -259,6 +259,7 @@ class WorkspaceView {
     } catch {
       // fall through to the message
     }
+    if (seq !== this.seq || !this.alive) return;
     const up = parentDir(path);
     this.body.replaceChildren(
       h("section.card", h("h2", "Not found"), h("p", `There is no file ${path} in the workspace.`), h("p", h("a", { href: href(up) }, `Back to ${up || "the workspace"}`))),
@@ -287,7 +288,7 @@ class WorkspaceView {
         f.truncated ? h("p.ws-note", { role: "note" }, `This file is ${formatBytes(f.size)}: only its first ${formatBytes(f.nextOffset || f.content.length)} are shown, read-only (the console reads at most 96 KB of a file).`) : null,
         this.draftOfferFor(f),
         f.resolvedSource === "global" ? h("p.ws-note", { role: "note" }, "This is the shared skill: saving it writes this agent's own copy, which then takes its place.") : null,
-        h("div.ws-content", isMd && !this.showSource ? markdown(f.content) : h("pre.ws-text", f.content || " ")),
+        h("div.ws-content", isMd && !this.showSource ? markdown(f.content) : h("pre.ws-text", String(f.content || " "))),
       ),
     );
   }
