@@ -14,7 +14,7 @@ from urllib.parse import unquote
 from orbital.client import GatewayClient
 from playwright.sync_api import Locator, Page, expect
 
-from tests.browser.conftest import PHONE, SOCKET_SPY, Console
+from tests.browser.conftest import PHONE, SOCKET_SPY, TOKEN, Console
 from tests.conftest import wait_for
 from tests.e2e.conftest import GatewayProcess, NodeProcess
 from tests.support.fake_llm import FakeLLM, call, hang, reply
@@ -478,3 +478,43 @@ def test_the_transcript_follows_the_reply_unless_the_reader_scrolled_up(
     jump.click()
     expect(jump).to_be_hidden()
     wait_for(lambda: page.evaluate(BELOW) < 2)
+
+
+def _png(width: int, height: int) -> bytes:
+    """A real PNG of one colour (the browser decodes it)."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    rows = b"".join(b"\x00" + b"\x30\x60\xc0" * width for _ in range(height))
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b"")
+
+
+def test_an_image_a_tool_returned_shows_in_its_card(console: Console, fake: FakeLLM, gateway: GatewayProcess) -> None:
+    import base64
+
+    key = fresh_key()
+    scripted(fake, key, reply(tool_calls=[call("camera__Snap", {})]), reply("That is the view."))
+    tools = [{"name": "Snap", "description": "A picture.", "inputSchema": {"type": "object", "properties": {}}}]
+    runtime = {
+        "hostRole": "execution",
+        "hostCapabilities": ["filesystem.list", "filesystem.read", "filesystem.write", "shell.exec"],
+        "toolCapabilities": {"Snap": ["shell.exec"]},
+    }
+    with GatewayClient(gateway.url, timeout=20) as camera:
+        camera.connect("node", "camera", token=TOKEN, tools=tools, nodeRuntime=runtime)
+        page = console.open(f"#/chat/{key}").page
+        send(page, "take a picture")
+        invoke = camera.next_event("tool.invoke", timeout=20)["payload"]
+        picture = {"type": "image", "data": base64.b64encode(_png(24, 16)).decode(), "mimeType": "image/png"}
+        camera.call("tool.result", {"callId": invoke["callId"], "result": {"content": [picture]}})
+        expect(transcript(page)).to_contain_text("That is the view.")
+    card = transcript(page).locator("details.tool").first
+    card.locator("summary").first.click()
+    image = card.locator(".msg-image img")
+    expect(image).to_have_attribute("src", re.compile(r"^blob:"))  # fetched with the token, not a public URL
+    wait_for(lambda: image.evaluate("img => img.complete && img.naturalWidth") == 24)
+    assert not console.errors, console.errors

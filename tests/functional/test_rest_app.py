@@ -336,3 +336,30 @@ def test_a_private_object_is_no_public_media(gateway: Any, token: str) -> None:
     assert _client().get(f"/media/{kept.artifact_id}").status_code == 404
     assert _client(token).get(f"/media/{kept.artifact_id}").status_code == 200
     assert _client().get(f"/media/{shown.artifact_id}").status_code == 200  # GSV media: public by its name
+
+
+def test_a_tools_image_in_a_session_is_served_with_the_gateway_token_only(
+    gateway: Any, services: Any, token: str
+) -> None:
+    session = "agent:main:web:dm:local"
+    name = "0b7e4c6a-5d1f-4e1a-9c3b-2f6d8a9e0c11.png"
+    png = b"\x89PNG\r\n\x1a\n" + bytes(range(64))
+    services.workspace.put(keys.session_media(session, name), png, content_type="image/png")
+    services.workspace.put(keys.session_media(session, "1b7e4c6a.png"), b"<svg/>", content_type="image/svg+xml")
+    services.workspace.put(keys.message_body(session, "s1", 1), b"{}", content_type="application/json")
+    path = f"/api/session-media/{session}/{name}"
+    assert _client().get(path).status_code == 401
+    assert _client("not-the-gateway-token-0123456789").get(path).status_code == 401
+    answer = _client(token).get(path)
+    assert answer.status_code == 200 and answer.content == png
+    assert answer.headers["content-type"] == "image/png"
+    assert answer.headers["content-security-policy"] == "sandbox" and answer.headers["x-content-type-options"] == "nosniff"
+    assert answer.headers["cache-control"] == "private, max-age=3600"
+    for other in (
+        f"/api/session-media/{session}/1b7e4c6a.png",  # never SVG, whatever the name says
+        f"/api/session-media/{session}/1b7e4c6a.svg",
+        f"/api/session-media/{session}/messages/s1/000000000001.json",  # the session's own records are no media
+        f"/api/session-media/agent:main:other/{name}",  # another session's name
+        f"/api/session-media/{name}",
+    ):
+        assert _client(token).get(other).status_code == 404, other

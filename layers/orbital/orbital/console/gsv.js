@@ -36,6 +36,7 @@ export class Gateway {
     this._next = 1;
     this._pending = new Map();
     this._listeners = new Map();
+    this._blobs = new Map();
     this._attempt = 0;
     this._timer = null;
     this._wanted = false;
@@ -229,6 +230,22 @@ export class Gateway {
     } finally {
       clearTimeout(timer);
     }
+  }
+
+  /** An object of the HTTP API that needs the gateway token (`path` under its origin) as a `blob:` URL, fetched
+   * once per page (the URLs live as long as the page). Rejects with a GatewayError. */
+  blobUrl(path) {
+    if (!this._blobs.has(path)) {
+      const loading = (async () => {
+        const headers = this.token ? { Authorization: `Bearer ${this.token}` } : {};
+        const res = await fetch(`${this.httpBase}${path}`, { headers, credentials: "omit" });
+        if (!res.ok) throw new GatewayError(res.status, `${path}: ${res.status} ${res.statusText}`);
+        return URL.createObjectURL(await res.blob());
+      })();
+      loading.catch(() => this._blobs.delete(path)); // a failure is tried again the next time
+      this._blobs.set(path, loading);
+    }
+    return this._blobs.get(path);
   }
 
   /** Call a method; resolves with its payload, rejects with a GatewayError. */

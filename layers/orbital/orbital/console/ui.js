@@ -309,12 +309,15 @@ export function busy(button, text) {
 
 // --- images ----------------------------------------------------------------------------------------------------
 
+const SESSION_IMAGE = /^media\/(.+)\/([0-9a-f-]{8,64}\.(png|jpe?g|gif|webp))$/i; // a tool's image, kept by the session
+
 /**
  * An image block ({type: "image", data (base64) + mimeType, or r2Key: a GSV media name}) as an <img>: only the types
  * of IMAGE_TYPES (never SVG). A stored media file opens whole in a new tab from a link (the gateway serves it inert);
- * inline data never becomes a link (the chat transcript, and a tool's image results in the Nodes view).
+ * inline data never becomes a link (the chat transcript, and a tool's image results in the Nodes view). An image a
+ * tool returned in a session (`media/<session>/<name>`) needs the gateway token: with `gw` it is fetched as a blob.
  */
-export function imageNode(b, alt = null) {
+export function imageNode(b, alt = null, gw = null) {
   const mime = typeof b.mimeType === "string" ? b.mimeType : "";
   const shown = alt || `An image${mime ? ` (${mime})` : ""}`;
   if (typeof b.data === "string" && IMAGE_TYPES.test(mime)) {
@@ -323,6 +326,17 @@ export function imageNode(b, alt = null) {
   if (typeof b.r2Key === "string" && GSV_MEDIA.test(b.r2Key) && (!mime || IMAGE_TYPES.test(mime))) {
     const src = b.r2Key; // relative: the gateway's /media/
     return h("a.msg-image", { href: src, target: "_blank", rel: "noopener noreferrer" }, h("img", { src, alt: shown, loading: "lazy" }));
+  }
+  const kept = typeof b.r2Key === "string" ? b.r2Key.match(SESSION_IMAGE) : null;
+  if (kept && gw && (!mime || IMAGE_TYPES.test(mime))) {
+    const img = h("img", { alt: shown });
+    const box = h("span.msg-image", img);
+    const path = `/api/session-media/${encodeURIComponent(kept[1])}/${kept[2]}`;
+    gw.blobUrl(path).then(
+      (url) => img.setAttribute("src", url),
+      () => box.replaceChildren(h("span.hint.image-missing", `[${shown}: could not be loaded]`)),
+    );
+    return box;
   }
   return h("p.hint.image-missing", `[An image${mime ? ` (${mime})` : ""} that this page cannot show]`);
 }

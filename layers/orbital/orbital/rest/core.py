@@ -6,6 +6,9 @@
   else its bytes with its content type, `Cache-Control: private, max-age=3600` and `Access-Control-Allow-Origin: *`.
   No credential: the names are random UUIDs. On Lambda an object too large for a response is a 302 to a presigned
   S3 URL instead.
+- `GET /api/session-media/{sessionKey}/{name}` (Orbital): an image a tool returned in a session, stored beside the
+  session (`media/{sessionKey}/{uuid}.{ext}`, which GSV's media route never serves); only with the gateway token,
+  only PNG, JPEG, GIF or WebP, inert like media. The console fetches it with its bearer to show a tool card's image.
 - `POST /channels/telegram/{account}/webhook`: only a request carrying the account's webhook secret is looked at,
   before its body is read. An update that cannot be used is answered 200 so Telegram does not redeliver it; one
   that failed for a passing reason is answered 503, and Telegram delivers it again.
@@ -16,13 +19,14 @@ from __future__ import annotations
 import hmac
 import json
 import logging
-from typing import Any
+import re
+from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException, Request
+from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 
-from orbital.rest.auth import identify
+from orbital.rest.auth import Caller, gateway_only, identify
 from orbital.rest.limits import LAMBDA_BODY_BYTES
 from orbital.runtime.services import get_services
 from orbital.store import artifacts, keys
@@ -72,6 +76,40 @@ def media(name: str, request: Request) -> Response:
     data, info = loaded
     kind = info.content_type or "application/octet-stream"
     return Response(data, media_type=kind, headers={**MEDIA_HEADERS, **INERT})
+
+
+SESSION_IMAGE = re.compile(r"^[0-9a-f-]{8,64}\.(png|jpe?g|gif|webp)$")
+"""The name of an image a tool returned (`agent.tools` stores it under the session as `{uuid}.{ext}`)."""
+SHOWN_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
+
+
+@router.get(
+    "/api/session-media/{key:path}",
+    tags=["gateway"],
+    summary="An image a tool returned in a session (the gateway token)",
+    response_class=Response,
+    responses={
+        200: {"description": "The image", "content": {"image/png": {}, "image/jpeg": {}}},
+        404: {"description": "`Not Found`: no such image of that session"},
+        413: {"description": "On AWS, an image larger than a Lambda response"},
+    },
+)
+def session_media(key: str, _caller: Annotated[Caller, Depends(gateway_only)]) -> Response:
+    session_key, _, name = key.rpartition("/")
+    if not session_key or not SESSION_IMAGE.match(name):
+        return PlainTextResponse("Not Found", 404)
+    services = get_services()
+    object_key = keys.session_media(session_key, name)
+    info = services.workspace.head(object_key)
+    if info is None or (info.content_type or "").split(";")[0].strip().lower() not in SHOWN_TYPES:
+        return PlainTextResponse("Not Found", 404)
+    if not services.settings.local and info.size > LAMBDA_BODY_BYTES:
+        return PlainTextResponse("Too large to show here", 413)
+    loaded = services.workspace.get(object_key)
+    if loaded is None:
+        return PlainTextResponse("Not Found", 404)
+    data, found = loaded
+    return Response(data, media_type=found.content_type, headers={"Cache-Control": "private, max-age=3600", **INERT})
 
 
 def _may_read(request: Request, found: artifacts.Artifact) -> bool:

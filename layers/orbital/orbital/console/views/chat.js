@@ -748,7 +748,7 @@ class ChatView {
       else if (b.type === "thinking" || b.type === "redacted_thinking") out.push(thinkingNode(b));
       else if (b.type === "toolCall") {
         out.push(this.toolCard({ id: b.id, name: b.name, args: b.arguments, result: results && results.get(b.id), started: startedAt, live }));
-      } else if (b.type === "image") out.push(imageNode(b));
+      } else if (b.type === "image") out.push(imageNode(b, null, this.gw));
     }
     return out;
   }
@@ -816,7 +816,7 @@ class ChatView {
       wrap.append(more);
     }
     if (rest) wrap.append(h("details.tool-details", h("summary", { dataset: { key: `details:${id}` } }, "Details"), h("pre", rest)));
-    for (const b of blocksOf(result)) if (b.type === "image") wrap.append(imageNode(b));
+    for (const b of blocksOf(result)) if (b.type === "image") wrap.append(imageNode(b, null, this.gw));
     return wrap;
   }
 
