@@ -35,6 +35,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
+from orbital.local import private
 from orbital.local.signed_urls import ObjectUrls
 from orbital.store.workspace import Listing, MissingObject, ObjectInfo, Workspace, check_range
 
@@ -346,17 +347,10 @@ class FileWorkspace(Workspace):
             _fsync_dir(path.parent)
 
     def _take_lock(self) -> int:
-        fd = os.open(self.root / "lock", os.O_RDWR | os.O_CREAT, 0o600)
         try:
-            import fcntl
-        except ImportError:  # pragma: no cover - not a POSIX system: no lock
-            return fd
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
+            return private.lock_exclusively(self.root / "lock")
+        except private.LockHeld:
             raise WorkspaceInUse(f"{self.root} is open in another workspace (close that one first)") from None
-        return fd
 
     def _recover(self) -> None:
         """Remove what a crash may have left: writes under way, blobs no key names."""

@@ -51,3 +51,29 @@ def write_private(path: Path, data: bytes) -> None:
     finally:
         os.close(fd)
     tmp.replace(path)
+
+
+class LockHeld(Exception):
+    """Another process holds the lock; `holder` is what it wrote in the lock file (its pid), or ""."""
+
+    def __init__(self, holder: str) -> None:
+        super().__init__(holder or "another process")
+        self.holder = holder
+
+
+def lock_exclusively(path: Path) -> int:
+    """Open the lock file `path` (owner-only) and lock it for this process without waiting; the open descriptor
+    holds the lock until it is closed. LockHeld when another process has it. Without `flock` (not POSIX) there is
+    no lock, and the file is only opened."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, FILE_MODE)
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not a POSIX system: no lock
+        return fd
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        holder = os.pread(fd, 32, 0).decode(errors="replace").strip()
+        os.close(fd)
+        raise LockHeld(holder) from None
+    return fd

@@ -138,14 +138,18 @@ class SqliteTable(Table):
         finally:
             db.give_back(conn)
 
-    def get(self, key: tuple[str, str]) -> Record | None:
-        pk, sk = key
+    def _row(self, pk: str, sk: str) -> Any:
+        """The stored row of one item (expired or not), None when there is none."""
         db = self.db
         conn = db.reader()
         try:
-            row = conn.execute(_GET, (pk, sk)).fetchone()
+            return conn.execute(_GET, (pk, sk)).fetchone()
         finally:
             db.give_back(conn)
+
+    def get(self, key: tuple[str, str]) -> Record | None:
+        pk, sk = key
+        row = self._row(pk, sk)
         if row is None:
             return None
         return _record(pk, sk, row[0], row[1], row[2], time.time())
@@ -154,12 +158,7 @@ class SqliteTable(Table):
         """`make(record)` of the item at `key`, None if there is none; the same object again while the stored item
         is the same (callers share it and must not change it)."""
         pk, sk = key
-        db = self.db
-        conn = db.reader()
-        try:
-            row = conn.execute(_GET, (pk, sk)).fetchone()
-        finally:
-            db.give_back(conn)
+        row = self._row(pk, sk)
         if row is None:
             self._views.pop(key, None)
             return None

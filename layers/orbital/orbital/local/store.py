@@ -20,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from orbital.local import private
 from orbital.local.database import Database
 from orbital.local.files import FileWorkspace
 from orbital.local.sqlite_table import SqliteTable
@@ -36,16 +37,10 @@ class DataDirLocked(RuntimeError):
 def _lock(data_dir: Path) -> int | None:
     """Take the data directory for this process; DataDirLocked if another one has it."""
     data_dir.mkdir(parents=True, exist_ok=True)
-    fd = os.open(data_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
     try:
-        import fcntl
-    except ImportError:  # pragma: no cover - not a POSIX system: no lock
-        return fd
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "another process"
-        os.close(fd)
+        fd = private.lock_exclusively(data_dir / LOCK_FILE)
+    except private.LockHeld as held:
+        holder = held.holder or "another process"
         raise DataDirLocked(
             f"{data_dir} is in use by another Orbital gateway (pid {holder}); stop it first, or use another data "
             "directory (--data-dir)"

@@ -191,27 +191,28 @@ class S3Workspace(Workspace):
             raise
         return self._info(key, resp)
 
-    def get(self, key: str) -> tuple[bytes, ObjectInfo] | None:
+    def _get_object(self, key: str) -> dict[str, Any] | None:
+        """GetObject's answer, None when the object does not exist."""
         try:
-            resp = self.client.get_object(Bucket=self.bucket, Key=key)
+            return self.client.get_object(Bucket=self.bucket, Key=key)
         except self.client.exceptions.NoSuchKey:
             return None
         except self.client.exceptions.ClientError as exc:
             if self._missing(exc):
                 return None
             raise
+
+    def get(self, key: str) -> tuple[bytes, ObjectInfo] | None:
+        resp = self._get_object(key)
+        if resp is None:
+            return None
         body = resp["Body"].read()
         return body, self._info(key, resp, len(body))
 
     def stream(self, key: str) -> tuple[ByteStream, ObjectInfo] | None:
-        try:
-            resp = self.client.get_object(Bucket=self.bucket, Key=key)
-        except self.client.exceptions.NoSuchKey:
+        resp = self._get_object(key)
+        if resp is None:
             return None
-        except self.client.exceptions.ClientError as exc:
-            if self._missing(exc):
-                return None
-            raise
         body: ByteStream = resp["Body"]
         return body, self._info(key, resp)
 
