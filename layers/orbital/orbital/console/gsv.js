@@ -209,8 +209,7 @@ export class Gateway {
   }
 
   async _http(method, params, timeoutMs) {
-    const headers = { "Content-Type": "application/json" };
-    if (this.token) headers.Authorization = `Bearer ${this.token}`;
+    const headers = { "Content-Type": "application/json", ...this._bearer() };
     const abort = new AbortController();
     const timer = setTimeout(() => abort.abort(), timeoutMs);
     try {
@@ -232,13 +231,17 @@ export class Gateway {
     }
   }
 
+  /** The HTTP API's credential: the gateway token as a bearer (nothing on a gateway without one). */
+  _bearer() {
+    return this.token ? { Authorization: `Bearer ${this.token}` } : {};
+  }
+
   /** An object of the HTTP API that needs the gateway token (`path` under its origin) as a `blob:` URL, fetched
    * once per page (the URLs live as long as the page). Rejects with a GatewayError. */
   blobUrl(path) {
     if (!this._blobs.has(path)) {
       const loading = (async () => {
-        const headers = this.token ? { Authorization: `Bearer ${this.token}` } : {};
-        const res = await fetch(`${this.httpBase}${path}`, { headers, credentials: "omit" });
+        const res = await fetch(`${this.httpBase}${path}`, { headers: this._bearer(), credentials: "omit" });
         if (!res.ok) throw new GatewayError(res.status, `${path}: ${res.status} ${res.statusText}`);
         return URL.createObjectURL(await res.blob());
       })();

@@ -167,7 +167,7 @@ class NodesView {
   }
 
   connectHelp(title) {
-    const url = this.config.wsUrl || `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/ws`;
+    const url = this.gw.wsUrl; // the address this page connected to
     const command = `orbital node --url ${url} --id laptop${this.config.tokenRequired ? " --token <gateway token>" : ""}`;
     return h(
       "section.card.connect-help",
