@@ -528,7 +528,30 @@ def test_14_new_session_starts_a_new_main_session(xeno: Xeno, gsv: GatewayClient
 # --- what xeno's protocol leaves to the gateway: attachments, partial streams -------------------------------------
 
 
-def test_attachments_are_read_from_the_clients_disk(xeno: Xeno, fake: FakeLLM, gsv: GatewayClient) -> None:
+@pytest.fixture
+def unix_xeno(local: GatewayProcess, fake: FakeLLM) -> Iterator[UnixXeno]:
+    """A client of the gateway's Unix socket (its peer is the gateway's own user: this test's)."""
+    client = UnixXeno(socket_of(local.data_dir))
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+def refused_query(client: Xeno, rpc_id: Any, attachments: list[dict[str, Any]]) -> str:
+    """Send a query with `attachments` that must be refused: its `gateway.error` text (then `gateway.done`)."""
+    request_id = f"refused-{uuid.uuid4().hex[:6]}"
+    client.query(rpc_id, request_id, "look", attachments=attachments)
+    assert client.recv()["result"] == {"accepted": True}
+    messages = client.until_done(request_id)
+    assert [m["method"] for m in messages] == ["gateway.error", "gateway.done"], messages
+    return str(messages[0]["params"]["error"])
+
+
+def test_attachments_are_read_from_the_clients_disk(
+    unix_xeno: UnixXeno, fake: FakeLLM, gsv: GatewayClient
+) -> None:
+    xeno = unix_xeno
     files = short_dir()
     try:
         picture = files / "dot.png"
@@ -561,6 +584,70 @@ def test_attachments_are_read_from_the_clients_disk(xeno: Xeno, fake: FakeLLM, g
             assert [m["method"] for m in messages] == ["gateway.error", "gateway.done"]
             assert str(path) in messages[0]["params"]["error"] and why in messages[0]["params"]["error"]
         assert xeno.call(5, "gateway.initialize")["id"] == 5
+    finally:
+        shutil.rmtree(files, ignore_errors=True)
+
+
+def test_a_path_over_ws_is_refused_with_a_clear_error(local: GatewayProcess, fake: FakeLLM) -> None:
+    """A loopback TCP socket may be any user of the machine: over /ws no path is read, whatever it names."""
+    files = short_dir()
+    client = WsXeno(local.url, forced=True)
+    try:
+        picture = files / "dot.png"
+        picture.write_bytes(PNG)
+        for rpc_id, path in ((1, str(picture)), (2, "/etc/shadow")):
+            error = refused_query(client, rpc_id, [{"type": "image", "path": path, "mimeType": "image/png"}])
+            assert path in error and "Unix socket" in error and "artifact:" in error, error
+        assert not fake.requests  # no run started
+        assert client.call(3, "gateway.initialize")["id"] == 3  # and the socket goes on
+    finally:
+        client.close()
+        shutil.rmtree(files, ignore_errors=True)
+
+
+def test_a_file_in_the_data_directory_is_never_read(local: GatewayProcess, unix_xeno: UnixXeno, fake: FakeLLM) -> None:
+    files = short_dir()
+    try:
+        data = local.data_dir.resolve()
+        inside = next(p for p in sorted(data.iterdir()) if p.is_file())  # the database, the token, …
+        link = files / "innocent.png"
+        link.symlink_to(inside)
+        linked_dir = files / "elsewhere"
+        linked_dir.symlink_to(data)
+        for rpc_id, path in (
+            (1, str(inside)),
+            (2, str(link)),  # a link to a file in it
+            (3, str(linked_dir / inside.name)),  # a path through a link to it
+            (4, str(files) + "/.." * (len(files.parts) - 1) + f"{data}/{inside.name}"),  # with `..` in it
+        ):
+            error = refused_query(unix_xeno, rpc_id, [{"type": "document", "path": path}])
+            assert path in error and "data directory" in error, error
+        assert not fake.requests
+    finally:
+        shutil.rmtree(files, ignore_errors=True)
+
+
+def test_bytes_declared_an_image_that_are_none_are_never_served_as_one(
+    local: GatewayProcess, unix_xeno: UnixXeno, fake: FakeLLM, gsv: GatewayClient
+) -> None:
+    files = short_dir()
+    try:
+        secret = files / "shadow"
+        secret.write_bytes(b"root:$6$not-a-picture:19000:0:99999:7:::\n")
+        unix_xeno.query(
+            1,
+            "fake-image",
+            "reply with exactly: NOT_A_PICTURE",
+            attachments=[{"type": "image", "path": str(secret), "mimeType": "image/png"}],
+        )
+        assert unix_xeno.recv()["result"] == {"accepted": True}
+        assert unix_xeno.until_done("fake-image")[-1]["method"] == "gateway.done"
+        seen = requested(fake, "NOT_A_PICTURE").body["messages"]
+        user = [m for m in seen if m["role"] == "user"][-1]["content"]
+        assert "image_url" not in json.dumps(user)  # the model is not shown it as a picture
+        stored = gsv.call("session.preview", {"sessionKey": "main", "limit": 2})["messages"][0]["content"]
+        assert not [b for b in stored if isinstance(b, dict) and b.get("type") == "image"], stored
+        assert "[Document attached: shadow (0KB), type: application/octet-stream]" in json.dumps(stored)
     finally:
         shutil.rmtree(files, ignore_errors=True)
 

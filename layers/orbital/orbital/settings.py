@@ -25,6 +25,7 @@ ENV_REGION = "AWS_REGION"
 ENV_DEFERRED_SFN = "ORBITAL_DEFERRED_CALL_ARN"
 ENV_AGENT_TURN_SFN = "ORBITAL_AGENT_TURN_ARN"
 ENV_DEFAULT_MODEL = "ORBITAL_DEFAULT_MODEL"
+ENV_DATA_DIR = "ORBITAL_DATA_DIR"
 
 
 class Settings(BaseModel):
@@ -49,6 +50,8 @@ class Settings(BaseModel):
     agent_turn_arn: str | None = None
     default_model: str | None = None
     """`provider/model-id` used while the configuration sets no `model` (the template sets a Bedrock model)."""
+    data_dir: str | None = None
+    """The local gateway's data directory (its database, token and objects): no client may have a file read from it."""
     connection_ttl_seconds: int = 2 * 3600 + 600
     max_frame_bytes: int = MAX_MESSAGE_BYTES
     """The largest message handled or posted (API Gateway's cap; a reply over it becomes a 413 error)."""
@@ -75,6 +78,7 @@ def get_settings() -> Settings:
         deferred_call_arn=env.get(ENV_DEFERRED_SFN) or None,
         agent_turn_arn=env.get(ENV_AGENT_TURN_SFN) or None,
         default_model=env.get(ENV_DEFAULT_MODEL) or None,
+        data_dir=env.get(ENV_DATA_DIR) or None,
     )
 
 

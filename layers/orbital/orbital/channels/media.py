@@ -7,7 +7,9 @@ duration?, transcription?, error?}`. Each one that carries `data` is written to 
 comes back as a reference, `{type, mimeType, r2Key, filename?, size, duration?, transcription?}`, so a run input
 never carries the bytes. Attachments over 25 MB are not stored and come back with `error: "Media file too large
 (X.XMB > 25MB limit)"`; one that cannot be decoded or stored comes back without its data and with an `error` note.
-Video is passed on without its data and never stored: the model is never shown video (§5.3). Entries without data
+A stored attachment takes the type its bytes show (`sniff.stored_kind`): one declared as an image whose bytes are
+none is stored as a document of type `application/octet-stream`. Video is passed on without its data and never
+stored: the model is never shown video (§5.3). Entries without data
 (already stored, or reported broken by the channel) are passed on unchanged.
 """
 
@@ -21,6 +23,7 @@ import uuid
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from orbital.domain import sniff
 from orbital.domain.media_types import content_type, extension, metadata_text
 from orbital.store import keys
 
@@ -61,6 +64,10 @@ def _decode(data: str) -> bytes:
     return base64.b64decode("".join(data.split()), validate=True)
 
 
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value.strip() else None
+
+
 def _without_data(entry: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in entry.items() if k != "data"}
 
@@ -93,12 +100,13 @@ def _store_one(services: Services, session_key: str, entry: dict[str, Any]) -> d
     if len(body) > MAX_MEDIA_BYTES:
         return _refused(entry, too_large_error(len(body)), len(body))
 
+    filename = entry.get("filename")
+    kind, mime = sniff.stored_kind(str(entry.get("type")), body[: sniff.HEAD_BYTES], _text(mime), _text(filename))
     key = keys.session_media(session_key, f"{uuid.uuid4()}.{extension(mime)}")
     metadata = {
         "uploadedAt": datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
         "sessionKey": metadata_text(session_key),
     }
-    filename = entry.get("filename")
     if isinstance(filename, str) and filename:
         metadata["originalFilename"] = metadata_text(filename)
     try:
@@ -107,7 +115,7 @@ def _store_one(services: Services, session_key: str, entry: dict[str, Any]) -> d
         log.warning("storing a %s attachment of %s failed: %s", entry.get("type"), session_key, type(exc).__name__)
         return _refused(entry, NOT_STORED, len(body))
 
-    stored: dict[str, Any] = {"type": entry.get("type"), "mimeType": mime, "r2Key": key}
+    stored: dict[str, Any] = {"type": kind, "mimeType": mime, "r2Key": key}
     for name in KEPT_FIELDS:
         if entry.get(name) is not None:
             stored[name] = entry[name]

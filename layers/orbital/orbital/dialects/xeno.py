@@ -9,11 +9,13 @@ invalid JSON, `jsonrpc` other than "2.0", batches and client notifications get n
 JSON type. The socket must have authenticated at its upgrade (a bearer, or the loopback rule of a gateway without
 a token); the local Unix socket is its owner's (file permissions).
 
-A query's `attachments` are files on the client's machine: a local gateway reads each one (a regular file, at most
-the channels' media limit) for a client on its own machine and gives it to the run as a channel's media; a file it
-cannot read ends that query with `gateway.error`. A gateway that is not local never reads a path; the model is told
-a file was attached. A path `artifact:{id}` names a file uploaded to `POST /api/artifacts/` first (`orbital
-xeno-bridge` uploads and rewrites each path so): the stored artifact is the run's media, on any gateway.
+A query's `attachments` are files on the client's machine. A local gateway reads one (a regular file, at most the
+channels' media limit) only for a client on its Unix socket, whose peer is the gateway's own user (checked at accept,
+`orbital.local.xeno_socket`), and never a file in the gateway's data directory (the path resolved, symlinks too); it
+is then the run's media, stored with the type its bytes show (an "image" whose bytes are no PNG, JPEG, GIF or WebP is
+kept as a document, never served as an image). Over `/ws`, on any gateway, a path is refused: the query ends with
+`gateway.error` saying to upload the file, as `orbital xeno-bridge` does. A path `artifact:{id}` names a file
+uploaded to `POST /api/artifacts/` first: the stored artifact is the run's media, on any gateway.
 With `xeno.partials: true` in the configuration a query also gets the reply's text so far as `gateway.stream
 {isPartial: true}`, at most every half second (off by default, as in xeno).
 """
@@ -261,17 +263,21 @@ class _Unreadable(Exception):
 
 
 def _media(services: Services, conn: Connection, attachments: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """A query's attachments as a run's media (the entries `chat.send` stores as a channel's are): each file read
-    from its `path` when the client is on the gateway's own machine (the local gateway's Unix socket, or a
-    loopback socket), its bytes then stored in the session's media like a channel's attachment; a gateway that is
-    not local cannot read the client's disk, and the model is told a file was attached that it cannot see.
-    Raises `_Unreadable` for a file that cannot be read."""
+    """A query's attachments as a run's media (the entries `chat.send` stores as a channel's are): an uploaded
+    artifact as it is; a file named by its path read only for a client of the local gateway's Unix socket (see the
+    module docstring), its bytes then stored in the session's media like a channel's attachment. Raises
+    `_Unreadable` for a path that is refused or a file that cannot be read."""
     if not attachments:
         return []
-    local = services.settings.local and bool(
-        conn.extra.get("local") or not secrets.token_configured(services.settings)
-    )  # without a token a local gateway serves this machine only (the front door)
+    local = services.settings.local and bool(conn.extra.get("local"))  # the Unix socket, its peer the gateway's user
     return [_attachment(services, item, local) for item in attachments]
+
+
+NOT_HERE = (
+    "Cannot read attachment {path}: this gateway reads a file named by its path only for a client on its own Unix "
+    "socket; upload the file first (POST /api/artifacts/) and attach it as artifact:{{id}}, as orbital xeno-bridge does"
+)
+IN_DATA_DIR = "Cannot read attachment {path}: it is in the gateway's data directory"
 
 
 def _attachment(services: Services, item: dict[str, Any], local: bool) -> dict[str, Any]:
@@ -285,19 +291,18 @@ def _attachment(services: Services, item: dict[str, Any], local: bool) -> dict[s
     if path.startswith(artifacts.REFERENCE):
         return _uploaded(services, entry, path[len(artifacts.REFERENCE) :], mime)
     if not local:
-        entry["mimeType"] = mime or _mime_of(name, b"")
-        entry["error"] = f"{name} is a file on the client's machine, which this gateway cannot read"
-        return entry
+        raise _Unreadable(NOT_HERE.format(path=path))
     if kind == "video":  # never shown to a model (the stored message keeps only the fact)
         entry["mimeType"] = mime or _mime_of(name, b"")
         return entry
-    body, size = _read(path)
-    entry["mimeType"] = mime or _mime_of(name, body or b"")
+    body, size = _read(path, services.settings.data_dir)
     entry["size"] = size
     if body is None:
+        entry["mimeType"] = mime or _mime_of(name, b"")
         entry["error"] = media_store.too_large_error(size)
-    else:
-        entry["data"] = base64.b64encode(body).decode("ascii")
+        return entry
+    entry["type"], entry["mimeType"] = sniff.stored_kind(kind, body[:64], mime, name)
+    entry["data"] = base64.b64encode(body).decode("ascii")
     return entry
 
 
@@ -317,14 +322,22 @@ def _uploaded(services: Services, entry: dict[str, Any], artifact_id: str, mime:
     return entry
 
 
-def _read(text: str) -> tuple[bytes | None, int]:
+def _read(text: str, data_dir: str | None) -> tuple[bytes | None, int]:
     """The bytes of the regular file at `text` and its size (None for the bytes of a file over the media limit,
-    which is not read). Raises `_Unreadable`."""
+    which is not read). A path that resolves into `data_dir` is refused. Raises `_Unreadable`."""
     path = Path(text)
     if not path.is_absolute():
         raise _Unreadable(f"Cannot read attachment {text}: the path is not absolute")
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))  # a FIFO must not block
+        resolved = path.resolve(strict=True)
+    except (OSError, RuntimeError) as exc:
+        raise _Unreadable(f"Cannot read attachment {text}: {getattr(exc, 'strerror', None) or 'not found'}") from None
+    if data_dir and _inside(resolved, Path(data_dir)):
+        raise _Unreadable(IN_DATA_DIR.format(path=text))
+    try:
+        # the resolved path, its last part not a link (one swapped in since): a FIFO must not block either
+        flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0)
+        fd = os.open(resolved, flags)
     except OSError as exc:
         raise _Unreadable(f"Cannot read attachment {text}: {exc.strerror or type(exc).__name__}") from None
     try:
@@ -348,6 +361,15 @@ def _read(text: str) -> tuple[bytes | None, int]:
     if size > media_store.MAX_MEDIA_BYTES:  # it grew while being read
         return None, size
     return b"".join(chunks), size
+
+
+def _inside(path: Path, directory: Path) -> bool:
+    """Whether the resolved `path` is `directory` (resolved too) or under it."""
+    try:
+        root = directory.resolve()
+    except (OSError, RuntimeError):
+        root = directory
+    return path == root or root in path.parents
 
 
 def _mime_of(name: str, body: bytes) -> str:

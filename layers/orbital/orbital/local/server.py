@@ -230,6 +230,7 @@ class LocalGateway:
             "ORBITAL_BUCKET": LOCAL_BUCKET,
             "ORBITAL_STAGE": STAGE,
             "ORBITAL_LOCAL": "1",
+            "ORBITAL_DATA_DIR": str(self.data_dir),
             "ORBITAL_AWS_ENDPOINT": endpoint,
             "ORBITAL_WS_MGMT_ENDPOINT": mgmt,
             "AWS_ACCESS_KEY_ID": "local",

@@ -1,8 +1,10 @@
 """xeno's Unix socket, served by the local gateway: `<xeno home>/.xeno/gateway.sock`, one JSON-RPC message per line.
 
 Each connection is one more socket of the bridge (`Bridge.serve_lines`): the same `$connect`, the same xeno
-translator over `/ws` frames, posts written back as lines. The socket is its owner's (0600, in a 0700 directory):
-that is its only guard, as in xeno, so its connections come in with the gateway's token as their bearer. At start
+translator over `/ws` frames, posts written back as lines. The socket is its owner's (0600, in a 0700 directory),
+and a connection whose peer (`SO_PEERCRED`) is not the gateway's own user is closed at once: what comes in is the
+gateway's user, so its connections come in with the gateway's token as their bearer, and they are the only ones whose
+attachments may name files on this machine (`sourceIp` "unix", see `orbital.dialects.xeno`). At start
 an existing socket file is probed as xeno does (a live one means another gateway serves it: refuse to start; a stale
 one is removed); it is removed at stop. Those rules live in `orbital.xeno.unix_socket`, shared with
 `orbital xeno-bridge`.
@@ -16,7 +18,7 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from orbital.xeno.unix_socket import XenoSocketInUse, claim, listener, remove, socket_path
+from orbital.xeno.unix_socket import XenoSocketInUse, claim, listener, remove, same_user, socket_path
 
 if TYPE_CHECKING:
     from orbital.local.bridge import Bridge
@@ -54,6 +56,12 @@ class XenoSocket:
         remove(self.path)
 
     async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if not same_user(writer.get_extra_info("socket")):
+            log.warning("xeno socket: closed a connection from another user")
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+            return
         try:
             await self.bridge.serve_lines(reader, writer, headers=dict(self._headers), query={"dialect": "xeno"})
         except Exception:

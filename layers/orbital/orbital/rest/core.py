@@ -3,12 +3,14 @@
 - `GET /health` → `{"status": "healthy"}`.
 - `GET /media/{name}` (GSV): `name` must match `^[a-f0-9-]+\\.[a-z0-9]+$` (any case), else 404. The object
   `media/{name}`: 404 `Not Found` when absent; past its `expires-at` it is deleted and the answer is 410 `Expired`;
-  else its bytes with its content type, `Cache-Control: private, max-age=3600` and `Access-Control-Allow-Origin: *`.
-  No credential: the names are random UUIDs. On Lambda an object too large for a response is a 302 to a presigned
-  S3 URL instead.
+  else its bytes with its content type (one stored as an image whose bytes are no image is sent as
+  `application/octet-stream`, `Content-Disposition: attachment`), `Cache-Control: private, max-age=3600` and
+  `Access-Control-Allow-Origin: *`. No credential: the names are random UUIDs. On Lambda an object too large for a
+  response is a 302 to a presigned S3 URL instead.
 - `GET /api/session-media/{sessionKey}/{name}` (Orbital): an image a tool returned in a session, stored beside the
   session (`media/{sessionKey}/{uuid}.{ext}`, which GSV's media route never serves); only with the gateway token,
-  only PNG, JPEG, GIF or WebP, inert like media. The console fetches it with its bearer to show a tool card's image.
+  only PNG, JPEG, GIF or WebP as its bytes show (whatever type it was stored with), inert like media. The console
+  fetches it with its bearer to show a tool card's image.
 - `POST /channels/telegram/{account}/webhook`: only a request carrying the account's webhook secret is looked at,
   before its body is read. An update that cannot be used is answered 200 so Telegram does not redeliver it; one
   that failed for a passing reason is answered 503, and Telegram delivers it again.
@@ -26,6 +28,8 @@ from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 
+from orbital.domain import sniff
+from orbital.domain.media_types import base_type
 from orbital.rest.auth import Caller, gateway_only, identify
 from orbital.rest.limits import LAMBDA_BODY_BYTES
 from orbital.runtime.services import get_services
@@ -40,6 +44,7 @@ MEDIA_HEADERS = {"Cache-Control": "private, max-age=3600", "Access-Control-Allow
 INERT = {"X-Content-Type-Options": "nosniff", "Content-Security-Policy": "sandbox"}
 """Beside them: a stored object is never run as a page of the gateway's origin (an uploaded HTML or SVG file would
 otherwise run script where the console lives)."""
+DOWNLOAD = {"Content-Disposition": "attachment"}
 
 
 @router.get("/health", tags=["gateway"], summary="Whether the gateway is up")
@@ -74,7 +79,10 @@ def media(name: str, request: Request) -> Response:
     if loaded is None:
         return PlainTextResponse("Not Found", 404)
     data, info = loaded
-    kind = info.content_type or "application/octet-stream"
+    kind = info.content_type or sniff.OCTET_STREAM
+    if base_type(kind).startswith("image/") and sniff.image_type(data[: sniff.HEAD_BYTES]) is None:
+        # stored as an image, but its bytes are none: never shown as one (a download, not a picture)
+        return Response(data, media_type=sniff.OCTET_STREAM, headers={**MEDIA_HEADERS, **INERT, **DOWNLOAD})
     return Response(data, media_type=kind, headers={**MEDIA_HEADERS, **INERT})
 
 
@@ -108,8 +116,11 @@ def session_media(key: str, _caller: Annotated[Caller, Depends(gateway_only)]) -
     loaded = services.workspace.get(object_key)
     if loaded is None:
         return PlainTextResponse("Not Found", 404)
-    data, found = loaded
-    return Response(data, media_type=found.content_type, headers={"Cache-Control": "private, max-age=3600", **INERT})
+    data, _found = loaded
+    shown = sniff.image_type(data[: sniff.HEAD_BYTES])  # the bytes decide, not the type they were stored with
+    if shown is None:
+        return PlainTextResponse("Not Found", 404)
+    return Response(data, media_type=shown, headers={"Cache-Control": "private, max-age=3600", **INERT})
 
 
 def _may_read(request: Request, found: artifacts.Artifact) -> bool:

@@ -45,10 +45,10 @@ from orbital.agent import client_tools, embeddings, model_catalog, semantic
 from orbital.agent.budgets import BudgetExceeded
 from orbital.agent.providers import ModelError
 from orbital.dialects import windie as dialect
+from orbital.domain import sniff
 from orbital.domain.compaction import estimate_context_tokens, estimate_text_tokens
 from orbital.domain.config import as_dict
 from orbital.domain.media_types import EXTENSIONS, base_type
-from orbital.domain.sniff import guess_mime
 from orbital.ports.services import Services
 from orbital.rest.auth import Caller, gateway_only, identify
 from orbital.rest.core import INERT
@@ -214,12 +214,11 @@ def _file_name(raw: str | None) -> str | None:
 
 
 def _kept_type(declared: str | None, head: bytes, filename: str | None) -> str:
-    """The media type an upload is stored with: the declared one when it is one the media store serves, else what
-    the bytes or the name say, else `application/octet-stream`."""
-    for candidate in (base_type(declared), guess_mime(head, filename or "") or ""):
-        if candidate in SERVED_TYPES:
-            return candidate
-    return "application/octet-stream"
+    """The media type an upload is stored with: what the bytes show, else the declared one (or the name's) when it
+    is one the media store serves, else `application/octet-stream`; never an image type for bytes that are no
+    image (`sniff.checked_type`)."""
+    checked = base_type(sniff.checked_type(base_type(declared) or None, head, filename))
+    return checked if checked in SERVED_TYPES else sniff.OCTET_STREAM
 
 
 @router.post(

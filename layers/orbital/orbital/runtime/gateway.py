@@ -22,7 +22,7 @@ from orbital.ports.lifecycle import disconnect
 from orbital.ports.services import Services
 from orbital.protocol.dispatch import DIALECT_ONLY, Dispatcher, Outcome
 from orbital.protocol.frames import encode_sendable
-from orbital.protocol.peers import is_proxy_header, loopback_address
+from orbital.protocol.peers import is_proxy_header
 from orbital.protocol.registry import DialectClose, DialectInbound
 from orbital.runtime import credentials
 from orbital.runtime.services import get_services
@@ -102,10 +102,10 @@ def _bearer(event: dict[str, Any]) -> str | None:
 
 
 def _on_this_machine(event: dict[str, Any]) -> bool:
-    """The upgrade came from this machine directly: the local gateway's Unix socket (`sourceIp` "unix"), or a
-    loopback address without a proxy's headers (a tunnel connects from loopback too, but adds them)."""
+    """The upgrade came through the local gateway's Unix socket (`sourceIp` "unix"), whose peers are the gateway's
+    own user (checked at accept): a loopback TCP socket may be any user of the machine."""
     source = ((event.get("requestContext") or {}).get("identity") or {}).get("sourceIp")
-    if source != "unix" and not loopback_address(source if isinstance(source, str) else None):
+    if source != "unix":
         return False
     return not any(is_proxy_header(str(name)) for name in event.get("headers") or {})
 

@@ -48,7 +48,7 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidSta
 
 from orbital import __version__
 from orbital.protocol.frames import FRAGMENT_BYTES, MAX_MESSAGE_BYTES, fragments
-from orbital.xeno.unix_socket import listener, remove, socket_path
+from orbital.xeno.unix_socket import listener, remove, same_user, socket_path
 from orbital.xeno.uploads import Uploader, http_base
 
 log = logging.getLogger("orbital.xeno.bridge")
@@ -581,6 +581,12 @@ class XenoBridge:
             log.info("stopped; %s removed", self.path)
 
     async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if not same_user(writer.get_extra_info("socket")):  # it reads and uploads the files its clients name
+            log.warning("closed a connection from another user")
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+            return
         relay = _Relay(self, reader, writer, next(self._numbers))
         task = asyncio.current_task()
         assert task is not None

@@ -3,6 +3,10 @@ xeno's check before serving (an existing socket file is probed: a live one means
 to start; a stale one is removed) and its removal at stop. Used by the local gateway (`orbital.local.xeno_socket`)
 and by `orbital xeno-bridge` (`orbital.xeno.bridge`).
 
+Only the socket's own user may use it: beside the file's modes, each accepted connection's peer (`SO_PEERCRED`) must
+be the serving process's user (`same_user`), else it is closed at once (root passes the modes, not this check). On a
+platform that cannot tell a peer's user, nobody is let in.
+
 AF_UNIX paths are limited to about 108 bytes: a longer one is reached through its directory's descriptor
 (`/proc/self/fd/N/gateway.sock`), where there is a /proc.
 """
@@ -13,8 +17,10 @@ import contextlib
 import os
 import socket
 import stat
+import struct
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 SOCKET_NAME = "gateway.sock"
 PROBE_TIMEOUT_S = 0.25
@@ -80,6 +86,29 @@ def listener(path: Path) -> socket.socket:
         bound.close()
         raise
     return bound
+
+
+def peer_uid(sock: Any) -> int | None:
+    """The user id of the process at the other end of a connected Unix socket (`SO_PEERCRED`, Linux), None where the
+    platform cannot tell."""
+    option = getattr(socket, "SO_PEERCRED", None)
+    if option is None:
+        return None
+    try:
+        raw = sock.getsockopt(socket.SOL_SOCKET, option, struct.calcsize("3i"))
+    except OSError:
+        return None
+    _pid, uid, _gid = struct.unpack("3i", raw)
+    return uid
+
+
+def same_user(sock: Any, uid: int | None = None) -> bool:
+    """Whether the peer of `sock` (a socket, or the transport's socket of an asyncio stream) runs as `uid` (by default
+    this process's user)."""
+    if sock is None:
+        return False
+    found = peer_uid(sock)
+    return found is not None and found == (os.getuid() if uid is None else uid)
 
 
 def remove(path: Path) -> None:
