@@ -409,6 +409,25 @@ def test_urls_are_bound_to_method_key_and_expiry(served: tuple[FileWorkspace, st
         other.close()
 
 
+def test_a_get_is_a_download_never_sniffed(served: tuple[FileWorkspace, str]) -> None:
+    """These URLs are on the console's origin: an object is never shown as a page there, whatever its type."""
+    store, _ = served
+    store.put("page", b"<script>alert(1)</script>", content_type="text/html")
+    store.put("named", b"%PDF-1.4", content_type="application/pdf", content_disposition='attachment; filename="a.pdf"')
+    store.put("inline", b"GIF89a", content_type="image/gif", content_disposition="inline")
+    for key, disposition in (
+        ("page", "attachment"),
+        ("named", 'attachment; filename="a.pdf"'),
+        ("inline", "attachment"),
+    ):
+        got = requests.get(store.presign_get(key))
+        assert got.status_code == 200, key
+        assert got.headers["X-Content-Type-Options"] == "nosniff", key
+        assert got.headers["Content-Disposition"] == disposition, key
+    ranged = requests.get(store.presign_get("page"), headers={"Range": "bytes=0-3"})
+    assert ranged.status_code == 206 and ranged.headers["Content-Disposition"] == "attachment"
+
+
 def test_an_expired_url_is_refused(served: tuple[FileWorkspace, str]) -> None:
     store, _ = served
     store.put("k", b"bytes")

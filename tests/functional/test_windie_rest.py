@@ -170,7 +170,7 @@ def test_an_install_token_does_not_reach_gateway_only_routes(http: Any, gateway:
 
 
 def test_artifact_round_trip_of_a_few_megabytes(http: Any, gateway: Any, with_token: str) -> None:
-    data = os.urandom(3 * 1024 * 1024 + 17)
+    data = b"\xff\xd8\xff\xe0" + os.urandom(3 * 1024 * 1024 + 17)  # a JPEG's first bytes: its type is kept
     answer = upload(http, data, bearer(with_token), "screen.jpg", "image/jpeg")
     assert answer.status_code == 200, answer.text
     made = answer.json()
@@ -184,10 +184,94 @@ def test_artifact_round_trip_of_a_few_megabytes(http: Any, gateway: Any, with_to
     assert got.content == data
     assert got.headers["content-type"] == "image/jpeg"
     assert got.headers["x-content-type-options"] == "nosniff"
-    # no bearer → 401 (§3.9 check 14); GSV's media route serves it by its unguessable name
+    # no bearer → 401 (§3.9 check 14); an upload with the gateway's token is private: no public media link
     assert http.get(f"/api/artifacts/{made['artifact_id']}").status_code == 401
-    media = http.get(f"/media/{made['artifact_id']}")
+    assert "public_url" not in made
+    assert http.get(f"/media/{made['artifact_id']}").status_code == 404
+    media = http.get(f"/media/{made['artifact_id']}", headers=bearer(with_token))
     assert media.status_code == 200 and media.content == data
+
+
+def test_a_public_upload_is_media_until_its_link_expires(
+    http: Any, gateway: Any, with_token: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    before = gateway.now_ms()
+    answer = http.post(
+        "/api/artifacts/",
+        files={"file": ("a.png", PNG, "image/png")},
+        data={"public": "true"},
+        headers=bearer(with_token),
+    )
+    assert answer.status_code == 200, answer.text
+    made = answer.json()
+    week = 7 * 24 * 3600 * 1000
+    assert before + week <= made["expires_at"] <= gateway.now_ms() + week  # 7 days by default
+    assert made["public_url"] == f"http://testserver/media/{made['artifact_id']}"
+    assert http.get(f"/media/{made['artifact_id']}").content == PNG  # no credential needed
+    # an older public object without an expiry of its own: its link ends its upload time plus the configured life
+    old = artifacts.save(
+        gateway.workspace,
+        PNG,
+        owner=artifacts.GATEWAY_OWNER,
+        mime_type="image/png",
+        now_ms=gateway.now_ms() - 2 * 24 * 3600 * 1000,
+    )
+    assert http.get(f"/media/{old.artifact_id}").status_code == 200
+    gateway.config.set_path("media.publicLinkDays", 1)
+    assert http.get(f"/media/{old.artifact_id}").status_code == 410
+    assert artifacts.head(gateway.workspace, old.artifact_id) is None  # deleted
+    # past its own expiry, the uploaded one is gone too
+    later = made["expires_at"] + 1
+    monkeypatch.setattr(gateway, "now_ms", lambda: later)
+    assert http.get(f"/media/{made['artifact_id']}").status_code == 410
+    # an install may not publish
+    alice = register(http, gateway, bearer(with_token))["install_token"]
+    refused = http.post(
+        "/api/artifacts/", files={"file": ("a.png", PNG, "image/png")}, data={"public": "1"}, headers=bearer(alice)
+    )
+    assert refused.status_code == 403
+
+
+def test_an_install_has_a_daily_upload_quota(http: Any, gateway: Any, with_token: str) -> None:
+    alice = register(http, gateway, bearer(with_token))["install_token"]
+    bob = register(http, gateway, bearer(with_token))["install_token"]
+    gateway.config.set_path("windie.dailyUploads", 2)
+    assert [upload(http, PNG, bearer(alice)).status_code for _ in range(2)] == [200, 200]
+    over = upload(http, PNG, bearer(alice))
+    assert over.status_code == 429 and "2 files a day" in over.json()["detail"]
+    assert int(over.headers["retry-after"]) > 0
+    assert upload(http, PNG, bearer(bob)).status_code == 200  # per install
+    assert upload(http, PNG, bearer(with_token)).status_code == 200  # the gateway's own credential has none
+    gateway.config.set_path("windie.dailyUploads", 100)
+    gateway.config.set_path("windie.dailyUploadBytes", len(PNG) * 3 + 10)
+    too_much = upload(http, PNG, bearer(alice))  # alice has 2 uploads: a third fits, a fourth would not
+    assert too_much.status_code == 200
+    refused = upload(http, PNG, bearer(alice))
+    assert refused.status_code == 429 and f"{len(PNG) * 3 + 10} bytes a day" in refused.json()["detail"]
+    assert upload(http, b"x", bearer(alice)).status_code == 200  # what was refused was not counted
+
+
+def test_bytes_stored_as_an_image_are_served_as_one_only_when_they_are(
+    http: Any, gateway: Any, with_token: str
+) -> None:
+    secret = b"root:$6$salted:19000:0:99999:7:::\n"
+    session = "agent:main:main"
+    name = "0b7e4c6a-5d1f-4e1a-9c3b-2f6d8a9e0c11.png"
+    gateway.workspace.put(keys.session_media(session, name), secret, content_type="image/png")
+    gateway.workspace.put(keys.session_media(session, "1b7e4c6a.png"), PNG, content_type="image/jpeg")
+    assert http.get(f"/api/session-media/{session}/{name}", headers=bearer(with_token)).status_code == 404
+    real = http.get(f"/api/session-media/{session}/1b7e4c6a.png", headers=bearer(with_token))
+    assert real.status_code == 200 and real.headers["content-type"] == "image/png"  # what the bytes are
+    # GSV's media route: an object stored as an image whose bytes are none is a download, never a picture
+    fake = artifacts.save(gateway.workspace, secret, owner=artifacts.GATEWAY_OWNER, mime_type="image/png")
+    served = http.get(f"/media/{fake.artifact_id}")
+    assert served.status_code == 200 and served.content == secret
+    assert served.headers["content-type"] == "application/octet-stream"
+    assert served.headers["content-disposition"] == "attachment"
+    assert served.headers["x-content-type-options"] == "nosniff"
+    # and an upload declared as an image is stored as what its bytes are
+    declared = upload(http, secret, bearer(with_token), "shadow.png", "image/png").json()
+    assert declared["content_type"] == "application/octet-stream" and declared["artifact_id"].endswith(".bin")
 
 
 def test_artifacts_are_their_owners(http: Any, gateway: Any, with_token: str) -> None:

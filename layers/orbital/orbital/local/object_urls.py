@@ -10,7 +10,9 @@ another key and an expired URL are all answered 403; an unknown key 404.
 `/_objects/`. GET sends the object (one `Range: bytes=…` range may be asked, as of S3); PUT streams the body to a
 temporary file and makes it the object only once the whole body has arrived (Content-Type, Content-Encoding,
 Content-Disposition, Content-Language and Cache-Control kept, and sent back by GET, as S3 does), with 413 for a
-body over the workspace's `max_put_bytes` (said by Content-Length, or counted while it streams in).
+body over the workspace's `max_put_bytes` (said by Content-Length, or counted while it streams in). Unlike S3, a GET
+always carries `X-Content-Type-Options: nosniff` and `Content-Disposition: attachment` (a stored `attachment; …`
+kept): these URLs are on the console's own origin, where an object shown as a page could run script.
 """
 
 from __future__ import annotations
@@ -53,6 +55,14 @@ async def _answer(
     head = [(b"content-type", b"text/plain; charset=utf-8"), (b"content-length", str(len(body)).encode())]
     await send({"type": "http.response.start", "status": status, "headers": head + (headers or [])})
     await send({"type": "http.response.body", "body": body})
+
+
+def _download(disposition: str | None) -> str:
+    """The Content-Disposition a GET sends: always a download (`attachment`, keeping a stored one's file name), so an
+    object is never shown as a page of the gateway's origin, whatever its type."""
+    if disposition and disposition.strip().lower().startswith("attachment"):
+        return disposition
+    return "attachment"
 
 
 def _byte_range(header: str | None, size: int) -> tuple[int, int] | bool | None:
@@ -126,10 +136,11 @@ class ObjectRoute:
                 (b"etag", entry.etag.encode()),
                 (b"last-modified", formatdate(entry.modified_ns / 1e9, usegmt=True).encode()),
                 (b"accept-ranges", b"bytes"),
+                (b"x-content-type-options", b"nosniff"),
             ]
             for name, value in (
                 (b"content-encoding", entry.content_encoding),
-                (b"content-disposition", entry.content_disposition),
+                (b"content-disposition", _download(entry.content_disposition)),
                 (b"content-language", entry.content_language),
                 (b"cache-control", entry.cache_control),
             ):

@@ -2,11 +2,13 @@
 
 - `GET /health` → `{"status": "healthy"}`.
 - `GET /media/{name}` (GSV): `name` must match `^[a-f0-9-]+\\.[a-z0-9]+$` (any case), else 404. The object
-  `media/{name}`: 404 `Not Found` when absent; past its `expires-at` it is deleted and the answer is 410 `Expired`;
-  else its bytes with its content type (one stored as an image whose bytes are no image is sent as
-  `application/octet-stream`, `Content-Disposition: attachment`), `Cache-Control: private, max-age=3600` and
-  `Access-Control-Allow-Origin: *`. No credential: the names are random UUIDs. On Lambda an object too large for a
-  response is a 302 to a presigned S3 URL instead.
+  `media/{name}`: 404 `Not Found` when absent, or private (an upload made with the gateway token that did not ask
+  to be public, an install's artifact) and asked for without the credential that reads it; past its `expires-at`, or
+  a public one past its link's lifetime (`media.publicLinkDays`, 7 by default, from its upload), it is deleted and
+  the answer is 410 `Expired`; else its bytes with its content type (one stored as an image whose bytes are no image
+  is sent as `application/octet-stream`, `Content-Disposition: attachment`), `Cache-Control: private, max-age=3600`
+  and `Access-Control-Allow-Origin: *`. A public object needs no credential: the names are random UUIDs. On Lambda
+  an object too large for a response is a 302 to a presigned S3 URL instead.
 - `GET /api/session-media/{sessionKey}/{name}` (Orbital): an image a tool returned in a session, stored beside the
   session (`media/{sessionKey}/{uuid}.{ext}`, which GSV's media route never serves); only with the gateway token,
   only PNG, JPEG, GIF or WebP as its bytes show (whatever type it was stored with), inert like media. The console
@@ -22,7 +24,7 @@ import hmac
 import json
 import logging
 import re
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
@@ -34,6 +36,9 @@ from orbital.rest.auth import Caller, gateway_only, identify
 from orbital.rest.limits import LAMBDA_BODY_BYTES
 from orbital.runtime.services import get_services
 from orbital.store import artifacts, keys
+
+if TYPE_CHECKING:
+    from orbital.ports.services import Services
 
 log = logging.getLogger("orbital.rest")
 
@@ -70,7 +75,7 @@ def media(name: str, request: Request) -> Response:
     if found is None or not _may_read(request, found):
         return PlainTextResponse("Not Found", 404)
     key = keys.media_object(name)
-    if found.expired(services.now_ms()):
+    if _ended(services, found):
         services.workspace.delete(key)
         return PlainTextResponse("Expired", 410)
     if not services.settings.local and found.size_bytes > LAMBDA_BODY_BYTES:
@@ -123,9 +128,31 @@ def session_media(key: str, _caller: Annotated[Caller, Depends(gateway_only)]) -
     return Response(data, media_type=shown, headers={"Cache-Control": "private, max-age=3600", **INERT})
 
 
+def public_link_ms(services: Services) -> int:
+    """How long a public media link lives: `media.publicLinkDays` in the configuration (a positive number of days,
+    fractions allowed), else `artifacts.PUBLIC_LINK_DAYS`."""
+    section = services.config.effective().get("media")
+    days = section.get("publicLinkDays") if isinstance(section, dict) else None
+    if isinstance(days, bool) or not isinstance(days, int | float) or not 0 < days <= 3650:
+        days = artifacts.PUBLIC_LINK_DAYS
+    return int(days * artifacts.DAY_MS)
+
+
+def _ended(services: Services, found: artifacts.Artifact) -> bool:
+    """Past its own `expires-at`, or a public object whose link has expired."""
+    now = services.now_ms()
+    if found.expired(now):
+        return True
+    if found.owner != artifacts.GATEWAY_OWNER:
+        return False
+    ends = found.public_expiry_ms(public_link_ms(services))
+    return ends is not None and ends < now
+
+
 def _may_read(request: Request, found: artifacts.Artifact) -> bool:
-    """The gateway's own objects are GSV media: public by their unguessable names. An install's artifact is its
-    owner's (and the gateway credential's) only, and to anyone else as absent as a missing one."""
+    """A public object (GSV's media, an upload that asked to be public) is served to anyone by its unguessable name.
+    Any other (the gateway credential's private uploads, an install's artifacts) is its owner's and the gateway
+    credential's only, and to anyone else as absent as a missing one."""
     if found.owner == artifacts.GATEWAY_OWNER:
         return True
     try:

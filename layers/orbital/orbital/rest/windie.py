@@ -3,7 +3,7 @@
 Who may call them (`rest.auth`): the gateway's own credential, or an install token (`wnd_install_…`), which names a
 user. With an install token a caller sees only its own user's artifacts and previews; cross-user requests are
 refused (403). Errors are `{"detail": …}`: 401 credential, 403 not this caller's, 404 missing, 409 conflict, 413 too
-large, 422 invalid, 503 not configured or provider unavailable.
+large, 422 invalid, 429 over an install's upload quota, 503 not configured or provider unavailable.
 
 - `POST /api/install/register` `{operating_system}` → `{success, user_id, install_id, install_token}`. Off unless
   `windie.registration` is true (403 otherwise), and always with the gateway's own credential, so on a gateway with
@@ -11,7 +11,11 @@ large, 422 invalid, 503 not configured or provider unavailable.
   the calling install (404 for the gateway's own credential, which is no install).
 - `POST /api/artifacts/` (multipart, field `file`) → `{artifact_id, content_type, size_bytes, sha256, url}`;
   `GET /api/artifacts/{id}`: the owner's (or the gateway's) only, else 404; the bytes locally, a 302 to a presigned
-  S3 URL on AWS. Artifacts are GSV media too (`GET /media/{id}`).
+  S3 URL on AWS. An upload made with the gateway's credential is private (the xeno bridge's attachments): only that
+  credential reads it. With the form field `public=true` it is GSV media instead, served to anyone at `GET
+  /media/{id}` (`public_url`) until `expires_at` (epoch ms; `media.publicLinkDays`, 7 by default). An install's
+  uploads are its user's, at most `windie.dailyUploads` files (200) and `windie.dailyUploadBytes` bytes (512 MiB)
+  per UTC day: over either, 429 with `Retry-After`.
 - `GET /api/sdk/{models,tool-schemas,tool-capabilities/{name},system-prompt}`, `POST /api/sdk/{prompt-preview,
   query-plan}`: what a `/ws` query by the same caller would be given, computed by the dialect's own functions
   (`dialects.windie.query_preview`, `config_snapshot`; the models of `list-models`): an install's previews are
@@ -51,7 +55,7 @@ from orbital.domain.config import as_dict
 from orbital.domain.media_types import EXTENSIONS, base_type
 from orbital.ports.services import Services
 from orbital.rest.auth import Caller, gateway_only, identify
-from orbital.rest.core import INERT
+from orbital.rest.core import INERT, public_link_ms
 from orbital.runtime import credentials
 from orbital.runtime.services import get_services
 from orbital.store import artifacts, installs, keys
@@ -75,6 +79,10 @@ SERVED_TYPES = frozenset(EXTENSIONS) - {"image/svg+xml"}
 """Media types an upload keeps; anything else (HTML, SVG: pages that could run script from the gateway's origin) is
 stored as `application/octet-stream`."""
 ARTIFACT_HEADERS = {"Cache-Control": "private, max-age=3600", **INERT}
+DAILY_UPLOADS = 200
+"""How many artifacts one install may upload per UTC day by default (`windie.dailyUploads`)."""
+DAILY_UPLOAD_BYTES = 512 * 1024 * 1024
+"""How many bytes one install may upload per UTC day by default (`windie.dailyUploadBytes`)."""
 
 REGISTRATION_OFF = "Install registration is off on this gateway (set windie.registration to true to allow it)"
 NOT_AN_INSTALL = "No install identity: this request carries the gateway's own credential, not an install token"
@@ -246,20 +254,66 @@ async def upload_artifact(request: Request, caller: AnyCaller) -> dict[str, Any]
             raise HTTPException(422, "The file is empty")
         filename = _file_name(upload.filename)
         kind = _kept_type(upload.content_type, data[:64], filename)
+        public = _asked_public(form.get("public"))
     finally:
         await form.close()
     services = get_services()
-    owner = caller.user_id or artifacts.GATEWAY_OWNER
+    base = str(request.base_url).rstrip("/")
+    if caller.user_id is None:  # the gateway's credential: private unless asked, a public link expires
+        owner = artifacts.GATEWAY_OWNER if public else artifacts.PRIVATE_OWNER
+        expires = services.now_ms() + public_link_ms(services) if public else None
+    else:
+        if public:
+            raise HTTPException(403, "Only the gateway's own credential may publish an artifact")
+        owner, expires = caller.user_id, None
+        await run_in_threadpool(_charge, services, caller, len(data))
     saved = await run_in_threadpool(
-        artifacts.save, services.workspace, data, owner=owner, mime_type=kind, filename=filename
+        artifacts.save, services.workspace, data, owner=owner, mime_type=kind, filename=filename, expires_at_ms=expires
     )
-    return {
+    answer: dict[str, Any] = {
         "artifact_id": saved.artifact_id,
         "content_type": saved.content_type,
         "size_bytes": saved.size_bytes,
         "sha256": saved.sha256,
-        "url": f"{str(request.base_url).rstrip('/')}/api/artifacts/{saved.artifact_id}",
+        "url": f"{base}/api/artifacts/{saved.artifact_id}",
     }
+    if public:
+        answer["public_url"] = f"{base}/media/{saved.artifact_id}"
+        answer["expires_at"] = expires
+    return answer
+
+
+def _asked_public(value: Any) -> bool:
+    return isinstance(value, str) and value.strip().lower() in ("1", "true", "yes")
+
+
+def _quota(services: Services) -> tuple[int, int]:
+    """An install's daily upload caps: `windie.dailyUploads` (count) and `windie.dailyUploadBytes`."""
+    section = services.config.effective().get("windie")
+    section = section if isinstance(section, dict) else {}
+    return (
+        _positive(section.get("dailyUploads"), DAILY_UPLOADS),
+        _positive(section.get("dailyUploadBytes"), DAILY_UPLOAD_BYTES),
+    )
+
+
+def _positive(value: Any, default: int) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else default
+
+
+def _charge(services: Services, caller: Caller, size: int) -> None:
+    max_count, max_bytes = _quota(services)
+    try:
+        artifacts.charge_upload(
+            services.table,
+            caller.install_id or str(caller.user_id),
+            size,
+            now_ms=services.now_ms(),
+            max_count=max_count,
+            max_bytes=max_bytes,
+        )
+    except artifacts.QuotaExceeded as exc:
+        raise HTTPException(429, str(exc), headers={"Retry-After": str(exc.retry_after_s)}) from None
 
 
 @router.get(

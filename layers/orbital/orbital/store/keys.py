@@ -188,6 +188,14 @@ def install(token_hash: str) -> tuple[str, str]:
     return INSTALLS_PK, token_hash
 
 
+UPLOAD_QUOTA_PK = "UPLOADQUOTA"
+
+
+def upload_quota(install_id: str, day: str) -> tuple[str, str]:
+    """What one WindieOS install uploaded on one UTC day (`YYYY-MM-DD`): counters `count` and `bytes`."""
+    return UPLOAD_QUOTA_PK, f"{install_id}#{day}"
+
+
 WINDIE_SETTINGS_PK = "WINDIESETTINGS"
 
 
@@ -464,6 +472,7 @@ _PK_KINDS = {
     COUNTER_PK: "counter",
     TOKEN_USAGE_PK: "token-usage",
     INSTALLS_PK: "install",
+    UPLOAD_QUOTA_PK: "upload-quota",
     WINDIE_SETTINGS_PK: "windie-settings",
 }
 _PK_PREFIX_KINDS = (
