@@ -548,9 +548,7 @@ def refused_query(client: Xeno, rpc_id: Any, attachments: list[dict[str, Any]]) 
     return str(messages[0]["params"]["error"])
 
 
-def test_attachments_are_read_from_the_clients_disk(
-    unix_xeno: UnixXeno, fake: FakeLLM, gsv: GatewayClient
-) -> None:
+def test_attachments_are_read_from_the_clients_disk(unix_xeno: UnixXeno, fake: FakeLLM, gsv: GatewayClient) -> None:
     xeno = unix_xeno
     files = short_dir()
     try:

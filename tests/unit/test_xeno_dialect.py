@@ -1,5 +1,5 @@
-"""The parts of the xeno dialect that no socket shows deterministically: the pacing of partial streams, what a
-gateway that is not local does with attachment paths, and which sockets count as this machine's."""
+"""The parts of the xeno dialect that no socket shows deterministically: the pacing of partial streams, which
+attachment paths a gateway reads and as what, and which sockets count as this machine's."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
 from orbital.dialects import xeno
 from orbital.runtime import gateway
 from orbital.settings import Settings
@@ -53,39 +54,67 @@ def test_the_subscription_scratch_is_never_stored() -> None:
     assert "scratch" not in sub.to_data() and "secret text" not in repr(sub.to_data())
 
 
-def test_a_gateway_that_is_not_local_does_not_read_paths(tmp_path: Path) -> None:
+def test_a_path_is_refused_unless_the_socket_is_the_local_gateways_unix_socket(tmp_path: Path) -> None:
     picture = tmp_path / "dot.png"
     picture.write_bytes(b"\x89PNG\r\n\x1a\n")
-    conn = Connection("conn-1", "client", 0, dialect="xeno", extra={"bearer": True, "local": True})
-    attachments = [{"type": "image", "path": str(picture)}, {"type": "voice", "path": "/nowhere/v.ogg"}]
-    for where in (services(local=False), services(local=True, auth_token="t")):
-        if where.settings.local:  # a local gateway with a token: a socket not known to be on this machine
-            conn = Connection("conn-2", "client", 0, dialect="xeno", extra={"bearer": True})
-        media = xeno._media(where, conn, attachments)
-        assert [m["type"] for m in media] == ["image", "audio"]
-        assert all("data" not in m and "cannot read" in m["error"] for m in media)
-        assert media[0]["filename"] == "dot.png" and media[0]["mimeType"] == "image/png"
+    on_unix = Connection("conn-1", "client", 0, dialect="xeno", extra={"bearer": True, "local": True})
+    over_ws = Connection("conn-2", "client", 0, dialect="xeno", extra={"bearer": True})
+    attachments = [{"type": "image", "path": str(picture)}]
+    for where, conn in (
+        (services(local=False), on_unix),  # a deployment never reads a path
+        (services(local=True, auth_token="t"), over_ws),  # a local gateway: only for its Unix socket
+        (services(local=True), over_ws),  # with or without a token
+    ):
+        with pytest.raises(xeno._Unreadable) as refused:
+            xeno._media(where, conn, attachments)
+        assert str(picture) in str(refused.value) and "Unix socket" in str(refused.value)
 
 
 def test_a_local_socket_reads_paths(tmp_path: Path) -> None:
     picture = tmp_path / "dot"
     picture.write_bytes(b"\x89PNG\r\n\x1a\nrest")
-    conn = Connection("conn-1", "client", 0, dialect="xeno")
+    conn = Connection("conn-1", "client", 0, dialect="xeno", extra={"local": True})
     (entry,) = xeno._media(services(local=True), conn, [{"type": "sticker", "path": str(picture)}])
     data = "iVBORw0KGgpyZXN0"  # the file's bytes
     assert entry == {"type": "image", "filename": "dot", "mimeType": "image/png", "size": 12, "data": data}
+
+
+def test_the_type_stored_is_what_the_bytes_are(tmp_path: Path) -> None:
+    conn = Connection("conn-1", "client", 0, dialect="xeno", extra={"local": True})
+    text = tmp_path / "notes"
+    text.write_bytes(b"root:x:0:0")
+    gif = tmp_path / "said-png.png"
+    gif.write_bytes(b"GIF89a....")
+    attachments = [
+        {"type": "image", "path": str(text), "mimeType": "image/png"},
+        {"type": "image", "path": str(gif), "mimeType": "image/png"},
+    ]
+    stored, real = xeno._media(services(local=True), conn, attachments)
+    assert (stored["type"], stored["mimeType"]) == ("document", "application/octet-stream")
+    assert (real["type"], real["mimeType"]) == ("image", "image/gif")
+
+
+def test_a_path_into_the_data_directory_is_refused(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    (data_dir / "token").write_text("secret")
+    (tmp_path / "link").symlink_to(data_dir / "token")
+    conn = Connection("conn-1", "client", 0, dialect="xeno", extra={"local": True})
+    where = services(local=True, data_dir=str(data_dir))
+    for path in (data_dir / "token", tmp_path / "link", tmp_path / "data" / ".." / "data" / "token"):
+        with pytest.raises(xeno._Unreadable, match="data directory"):
+            xeno._media(where, conn, [{"type": "document", "path": str(path)}])
 
 
 def test_which_upgrades_come_from_this_machine() -> None:
     def event(source: str, **headers: str) -> dict[str, Any]:
         return {"requestContext": {"identity": {"sourceIp": source}}, "headers": headers}
 
-    assert gateway._on_this_machine(event("unix"))
-    assert gateway._on_this_machine(event("127.0.0.1", host="127.0.0.1:8765"))
-    assert gateway._on_this_machine(event("::1"))
+    assert gateway._on_this_machine(event("unix"))  # the Unix socket: its peers are the gateway's user
+    assert not gateway._on_this_machine(event("127.0.0.1", host="127.0.0.1:8765"))  # any user of the machine
+    assert not gateway._on_this_machine(event("::1"))
     assert not gateway._on_this_machine(event("203.0.113.7"))
-    assert not gateway._on_this_machine(event("127.0.0.1", **{"X-Forwarded-For": "203.0.113.7"}))
-    assert not gateway._on_this_machine(event("127.0.0.1", Via="1.1 tunnel"))
+    assert not gateway._on_this_machine(event("unix", **{"X-Forwarded-For": "203.0.113.7"}))
     assert not gateway._on_this_machine({"requestContext": {}})
 
 

@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import stat
 from pathlib import Path
 
 import pytest
-from orbital.xeno.unix_socket import XenoSocketInUse, address, claim, listener, probe, remove, socket_path
+from orbital.xeno.unix_socket import (
+    XenoSocketInUse,
+    address,
+    claim,
+    listener,
+    peer_uid,
+    probe,
+    remove,
+    same_user,
+    socket_path,
+)
 
 
 def test_a_long_path_is_bound_probed_claimed_and_removed(tmp_path: Path) -> None:
@@ -41,3 +52,16 @@ def test_only_a_socket_is_removed(tmp_path: Path) -> None:
     path.write_text("not a socket")
     remove(path)
     assert path.read_text() == "not a socket"
+
+
+def test_a_peer_is_known_by_its_user() -> None:
+    """`SO_PEERCRED` of a connected pair: this process's user; any other user id is not the socket's own."""
+    left, right = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        assert peer_uid(left) == os.getuid()
+        assert same_user(left)
+        assert not same_user(left, uid=os.getuid() + 1)
+        assert not same_user(None)
+    finally:
+        left.close()
+        right.close()
