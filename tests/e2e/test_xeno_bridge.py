@@ -17,6 +17,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.error
 import urllib.request
 import uuid
 from collections import deque
@@ -333,8 +334,12 @@ def test_an_attachment_is_uploaded_and_sent_as_an_artifact(
     keys = re.findall(r'"r2Key": ?"([^"]+)"', json.dumps(preview))
     assert keys and re.fullmatch(r"media/[0-9a-f-]{36}\.png", keys[-1]), preview
     artifact_id = keys[-1].removeprefix("media/")
-    with urllib.request.urlopen(f"http://127.0.0.1:{upstream.port}/media/{artifact_id}", timeout=10) as got:
-        assert got.read() == png  # GSV's media route serves it, no token needed
+    media = f"http://127.0.0.1:{upstream.port}/media/{artifact_id}"
+    with pytest.raises(urllib.error.HTTPError) as private:
+        urllib.request.urlopen(media, timeout=10)  # an upload with the gateway token is private: no public link
+    assert private.value.code == 404
+    with urllib.request.urlopen(urllib.request.Request(media, headers={"Authorization": f"Bearer {TOKEN}"})) as got:
+        assert got.read() == png  # the token reads it
 
 
 def test_several_clients_at_once_each_get_their_own_frames(clients: Any) -> None:

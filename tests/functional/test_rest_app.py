@@ -322,9 +322,30 @@ def test_the_document_is_valid_and_lists_every_admin_method(http: TestClient) ->
     assert doc["paths"]["/health"]["get"].get("security") is None  # public routes ask for nothing
 
 
-def test_the_docs_page_offers_the_bearer(http: TestClient) -> None:
+def test_the_docs_page_loads_only_its_own_files_under_the_consoles_policy(http: TestClient) -> None:
+    """`/docs` works offline: Swagger UI comes from the gateway itself (never a CDN), under the console's CSP."""
+    import re
+
+    from orbital.rest import console
+    from orbital.settings import get_settings
+
     page = http.get("/docs")
-    assert page.status_code == 200 and "swagger-ui" in page.text and "/openapi.json" in page.text
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    policy = page.headers["content-security-policy"]
+    assert policy == console.headers(get_settings())["Content-Security-Policy"]
+    assert "script-src 'self';" in policy and "frame-ancestors 'none'" in policy and "default-src 'none'" in policy
+    assert page.headers["x-frame-options"] == "DENY"
+    loaded = re.findall(r'<(?:script|link)[^>]*(?:src|href)="([^"]+)"', page.text)
+    assert any(src.endswith("swagger-ui-bundle.js") for src in loaded) and "<script>" not in page.text
+    for src in loaded:
+        assert "//" not in src and ":" not in src, src  # relative: this origin only
+        asset = http.get("/" + src)
+        assert asset.status_code == 200 and asset.content, src
+        assert asset.headers["content-security-policy"] == policy
+    started = http.get("/console/docs/start.js").text
+    assert "openapi.json" in started and "validatorUrl: null" in started  # no badge fetched from elsewhere
+    assert http.get("/console/docs/swagger-ui/swagger-ui-bundle.js.map").status_code == 404
+    assert http.get("/docs/oauth2-redirect").status_code == 404
 
 
 def test_a_private_object_is_no_public_media(gateway: Any, token: str) -> None:

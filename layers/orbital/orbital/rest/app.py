@@ -47,7 +47,7 @@ def create_app() -> FastAPI:
         title="Orbital",
         version=__version__,
         description=DESCRIPTION,
-        docs_url="/docs",
+        docs_url=None,  # `/docs` is the console's (`rest.console`): Swagger UI from the gateway's own files
         redoc_url=None,
         openapi_url="/openapi.json",
     )

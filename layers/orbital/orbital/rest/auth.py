@@ -46,7 +46,6 @@ PUBLIC: dict[tuple[str, str], str] = {
     ("POST", "/channels/telegram/{account}/webhook"): "checked against the account's own webhook secret",
     ("GET", "/openapi.json"): "describes the routes, acts on nothing",
     ("GET", "/docs"): "the page that shows /openapi.json",
-    ("GET", "/docs/oauth2-redirect"): "part of the docs page",
     ("GET", "/"): "the console's page: the same for everyone; it asks for the token itself",
     ("GET", "/console/config.json"): "the console's settings: the WebSocket URL and whether a token is needed",
     ("GET", "/console/{name:path}"): "the console's scripts, style sheet and icon",

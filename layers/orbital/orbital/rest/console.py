@@ -7,16 +7,22 @@
   this origin's `/ws`, as on the local gateway), `tokenRequired`, the gateway's `version` and the slash `commands`
   for completion (the rows of `/help`).
 
+- `GET /docs` → the HTTP API's description in Swagger UI, whose files the gateway serves itself under
+  `/console/docs/swagger-ui/` (Swagger UI 5 as the `fastapi-offline` package on PyPI ships it): the page works
+  offline and runs no script from another origin, under the console's policy.
+
 None of them needs a credential: they are the same for everyone and act on nothing; the page asks for the token and
 presents it in `connect` (and as a bearer on the HTTP API). Every answer carries a Content-Security-Policy that lets
-the page load only its own files and talk only to its own gateway, and `no-cache` with an `ETag`, so a browser
-asks again each time (a 304 when nothing changed) and an upgraded gateway serves the new console at once.
+the page load only its own files and talk only to its own gateway (and `frame-ancestors 'none'`), and `no-cache`
+with an `ETag`, so a browser asks again each time (a 304 when nothing changed) and an upgraded gateway serves the
+new console at once.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import importlib.resources
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -52,6 +58,24 @@ def files() -> dict[str, tuple[bytes, str, str]]:
             body = path.read_bytes()
             tag = '"' + hashlib.sha256(body).hexdigest()[:20] + '"'
             found[path.relative_to(STATIC).as_posix()] = (body, TYPES[path.suffix], tag)
+    return found
+
+
+VIEWER = "docs/swagger-ui/"
+"""Where under `/console/` Swagger UI's files are served."""
+VIEWER_FILES = ("swagger-ui-bundle.js", "swagger-ui.css")
+"""The files of Swagger UI the docs page loads (nothing else of the package is served)."""
+
+
+@functools.cache
+def viewer_files() -> dict[str, tuple[bytes, str, str]]:
+    """Swagger UI's files by their path under `/console/`, read at the first request for one (about 1.2 MB)."""
+    static = importlib.resources.files("fastapi_offline") / "static"  # imported here: only the docs page needs it
+    found: dict[str, tuple[bytes, str, str]] = {}
+    for name in VIEWER_FILES:
+        body = (static / name).read_bytes()
+        tag = '"' + hashlib.sha256(body).hexdigest()[:20] + '"'
+        found[VIEWER + name] = (body, TYPES[Path(name).suffix], tag)
     return found
 
 
@@ -105,6 +129,12 @@ def page(request: Request) -> Response:
     return _file("index.html", request)
 
 
+@router.get("/docs")
+def docs(request: Request) -> Response:
+    """The HTTP API's description in Swagger UI, from the gateway's own files only."""
+    return _file("docs/docs.html", request)
+
+
 @router.get("/console/config.json")
 def config() -> JSONResponse:
     settings = get_settings()
@@ -123,7 +153,7 @@ def asset(name: str, request: Request) -> Response:
 
 
 def _file(name: str, request: Request) -> Response:
-    found = files().get(name)
+    found = viewer_files().get(name) if name.startswith(VIEWER) else files().get(name)
     if found is None:
         raise HTTPException(status_code=404, detail="Not Found")
     body, media_type, tag = found

@@ -25,7 +25,10 @@ client writes is one text frame to the gateway, each frame the gateway sends bac
 - Attachments: before a `gateway.query` is relayed, each `attachments[].path` is uploaded to the gateway's
   `POST /api/artifacts/` and rewritten to `artifact:{id}` (`orbital.xeno.uploads`), so a gateway that cannot read
   this machine's disk still gets the file. The HTTP API's address is `http_url`, or the WebSocket URL's host when
-  it serves both; without one the paths are relayed as they are.
+  it serves both; without one the paths are relayed as they are (and the gateway refuses them: it reads a path only
+  for a client of its own Unix socket).
+- The socket is its user's: a connection whose peer (`SO_PEERCRED`) is another user is closed at once, since the
+  bridge reads and uploads the files its clients name.
 """
 
 from __future__ import annotations

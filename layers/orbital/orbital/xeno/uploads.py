@@ -2,9 +2,10 @@
 relayed each attachment's file is uploaded to the gateway's `POST /api/artifacts/` and its `path` rewritten to
 `artifact:{id}`, which the gateway reads from its media store (`orbital.dialects.xeno`).
 
-Only absolute paths to regular files are uploaded, at most `MAX_UPLOAD_BYTES` each. An attachment that cannot be
-uploaded (unreadable, too large, the HTTP API refusing it or unreachable) keeps its path: the gateway then tells the
-model a file was attached that it cannot see, and the bridge logs why (never the token).
+Only absolute paths to regular files are uploaded, at most `MAX_UPLOAD_BYTES` each; the uploads are private (only
+the gateway token reads them). An attachment that cannot be uploaded (unreadable, too large, the HTTP API refusing it
+or unreachable) keeps its path, which the gateway refuses over its WebSocket (the query ends with `gateway.error`),
+and the bridge logs why (never the token).
 """
 
 from __future__ import annotations

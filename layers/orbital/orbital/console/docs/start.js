@@ -1,0 +1,13 @@
+// The /docs page: Swagger UI (served by the gateway itself, as the fastapi-offline package ships it) showing
+// /openapi.json. No validator badge: it would call a service elsewhere.
+/* global SwaggerUIBundle */
+"use strict";
+
+window.addEventListener("DOMContentLoaded", () => {
+  window.ui = SwaggerUIBundle({
+    url: new URL("openapi.json", document.baseURI).href,
+    dom_id: "#swagger-ui",
+    validatorUrl: null,
+    deepLinking: false,
+  });
+});
