@@ -10,6 +10,7 @@ import base64
 import json
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -18,7 +19,7 @@ from functions.rest_api.rest_api import lambda_handler as rest_handler
 from functions.ws_connect.ws_connect import lambda_handler as connect_handler
 from functions.ws_disconnect.ws_disconnect import lambda_handler as disconnect_handler
 from functions.ws_message.ws_message import lambda_handler as message_handler
-from tests.conftest import EVENTS, NODE_RUNTIME, NODE_TOOLS, load_event, reset_caches
+from tests.conftest import BUCKET, EVENTS, NODE_RUNTIME, NODE_TOOLS, load_event, reset_caches
 
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish")
 
@@ -421,7 +422,13 @@ def test_the_console_is_served_on_aws_and_told_the_websocket_apis_url(token: str
     assert b'<meta name="viewport"' in body_of(page)
     policy = page["headers"]["content-security-policy"]
     assert "connect-src 'self' wss://abc123.execute-api.us-east-1.amazonaws.com;" in policy
-    assert "img-src 'self' data: blob: https://*.amazonaws.com;" in policy  # large media redirect to S3
+    # large media redirect to the bucket's presigned URLs: its own origin, not every host of AWS
+    images = next(part for part in policy.split("; ") if part.startswith("img-src "))
+    assert "*" not in images and "https://*.amazonaws.com" not in policy
+    presigned = urlsplit(workspace.presign_get("media/some-object.png"))
+    assert f"{presigned.scheme}://{presigned.netloc}" in images.split(), (presigned, images)
+    assert images.split()[:4] == ["img-src", "'self'", "data:", "blob:"]
+    assert all(BUCKET in origin for origin in images.split()[4:]), images
     assert "script-src 'self';" in policy and "default-src 'none'" in policy
     script = http(http_event("http-media.json", "GET", "/console/app.js"))
     assert script["statusCode"] == 200 and script["headers"]["content-type"].startswith("text/javascript")

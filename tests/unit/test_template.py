@@ -532,3 +532,56 @@ def test_the_local_host_calls_each_handler_without_its_lambda_decorators(templat
         handler = host._load(logical_id)
         assert not hasattr(handler, "__wrapped__"), logical_id
         assert handler.__name__ == "lambda_handler" and handler.__module__.startswith("orbital_fn_")
+
+
+DATA_ACTIONS = {
+    # what each reaches (ports.lifecycle and the families' hooks; scheduler.tick; the inbound pipeline)
+    "WsDisconnectFunction": {
+        "dynamodb:GetItem",
+        "dynamodb:BatchGetItem",
+        "dynamodb:Query",
+        "dynamodb:PutItem",
+        "dynamodb:UpdateItem",
+        "dynamodb:DeleteItem",
+        "s3:DeleteObject",
+        "s3:ListBucket",
+    },
+    "SchedulerTickFunction": {
+        "dynamodb:GetItem",
+        "dynamodb:BatchGetItem",
+        "dynamodb:Query",
+        "dynamodb:PutItem",
+        "dynamodb:UpdateItem",
+        "dynamodb:DeleteItem",
+        "dynamodb:BatchWriteItem",
+        "s3:GetObject",
+        "s3:DeleteObject",
+        "s3:ListBucket",
+    },
+    "ChannelWebhookFunction": {
+        "dynamodb:GetItem",
+        "dynamodb:BatchGetItem",
+        "dynamodb:Query",
+        "dynamodb:PutItem",
+        "dynamodb:UpdateItem",
+        "dynamodb:DeleteItem",
+        "dynamodb:BatchWriteItem",
+        "s3:GetObject",
+        "s3:PutObject",
+        "s3:DeleteObject",
+        "s3:ListBucket",
+    },
+}
+
+
+@pytest.mark.parametrize("logical_id", sorted(DATA_ACTIONS))
+def test_functions_get_only_the_table_and_bucket_actions_they_use(template: dict[str, Any], logical_id: str) -> None:
+    """No transaction is ever written (ConditionCheckItem); `$disconnect` writes no message and no object, only
+    removes a failed transfer's staging objects; the tick reads and removes objects but writes none."""
+    granted = {
+        action
+        for st in statements(resource(template, logical_id))
+        for action in actions(st)
+        if action.startswith(("dynamodb:", "s3:"))
+    }
+    assert granted == DATA_ACTIONS[logical_id]

@@ -88,20 +88,27 @@ def websocket_url(settings: Settings) -> str | None:
     return "wss://" + endpoint.removeprefix("https://").rstrip("/")
 
 
-S3_IMAGES = "https://*.amazonaws.com"
-"""Where `/media/{name}` sends an object too large for a Lambda response on AWS (a presigned S3 URL)."""
+def bucket_origins(settings: Settings) -> list[str]:
+    """The origins of the workspace bucket's presigned URLs, where `/media/{name}` sends an object too large for a
+    Lambda response on AWS: virtual-hosted style (`https://{bucket}.s3.amazonaws.com`, as boto3 presigns, and the
+    regional host), or path style for a bucket name with dots (whose virtual host no certificate covers)."""
+    bucket, region = settings.bucket_name, settings.region
+    hosts = ["s3.amazonaws.com", f"s3.{region}.amazonaws.com"]
+    if "." not in bucket:
+        hosts = [f"{bucket}.{host}" for host in hosts]
+    return [f"https://{host}" for host in hosts]
 
 
 def headers(settings: Settings) -> dict[str, str]:
     """The headers of every console answer: the page may load its own files only, connect to its own origin (and
-    on AWS to the WebSocket API), and show images from its own origin (and on AWS from S3, where large media
-    redirect)."""
+    on AWS to the WebSocket API), and show images from its own origin (and on AWS from its own bucket, where large
+    media redirect)."""
     connect, images = "'self'", "'self' data: blob:"
     ws = websocket_url(settings)
     if ws:
         origin = urlsplit(ws)
         connect += f" {origin.scheme}://{origin.netloc}"
-        images += " " + S3_IMAGES
+        images += " " + " ".join(bucket_origins(settings))
     policy = (
         f"default-src 'none'; script-src 'self'; style-src 'self'; img-src {images}; connect-src {connect}; "
         "manifest-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
