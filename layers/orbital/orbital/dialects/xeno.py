@@ -7,7 +7,7 @@ session's run), `gateway.heartbeat` and `gateway.new_session` (answered when the
 is posted later with the request's id, nothing waits). Every handler error is code -32000 with xeno's exact message;
 invalid JSON, `jsonrpc` other than "2.0", batches and client notifications get no reply. Ids are echoed with their
 JSON type. The socket must have authenticated at its upgrade (a bearer, or the loopback rule of a gateway without
-a token); the local Unix socket is its owner's (file permissions).
+a token); the local Unix socket is its owner's (file permissions, and the peer's user checked at accept).
 
 A query's `attachments` are files on the client's machine. A local gateway reads one (a regular file, at most the
 channels' media limit) only for a client on its Unix socket, whose peer is the gateway's own user (checked at accept,
