@@ -64,9 +64,14 @@ def test_file_names_keep_their_last_part() -> None:
 
 def test_stored_types() -> None:
     png = b"\x89PNG\r\n\x1a\n"
-    assert windie._kept_type("image/png", b"", None) == "image/png"
-    assert windie._kept_type("IMAGE/JPEG; q=1", b"", None) == "image/jpeg"
+    jpeg = b"\xff\xd8\xff\xe0"
+    assert windie._kept_type("image/png", png, None) == "image/png"
+    assert windie._kept_type("IMAGE/JPEG; q=1", jpeg, None) == "image/jpeg"
+    assert windie._kept_type("image/png", jpeg, None) == "image/jpeg"  # what the bytes are
     assert windie._kept_type("application/octet-stream", png, "x") == "image/png"
+    # bytes that are no image are never kept as one, whatever was declared
+    assert windie._kept_type("image/png", b"root:x:0:0", "shadow.png") == "application/octet-stream"
+    assert windie._kept_type("IMAGE/JPEG; q=1", b"", None) == "application/octet-stream"
     assert windie._kept_type(None, b"", "cv.pdf") == "application/pdf"
     for dangerous in ("text/html", "image/svg+xml", "application/xhtml+xml", "text/javascript"):
         assert windie._kept_type(dangerous, b"<html>", "x.html") == "application/octet-stream"
