@@ -315,7 +315,8 @@ const SESSION_IMAGE = /^media\/(.+)\/([0-9a-f-]{8,64}\.(png|jpe?g|gif|webp))$/i;
  * An image block ({type: "image", data (base64) + mimeType, or r2Key: a GSV media name}) as an <img>: only the types
  * of IMAGE_TYPES (never SVG). A stored media file opens whole in a new tab from a link (the gateway serves it inert);
  * inline data never becomes a link (the chat transcript, and a tool's image results in the Nodes view). An image a
- * tool returned in a session (`media/<session>/<name>`) needs the gateway token: with `gw` it is fetched as a blob.
+ * tool returned in a session (`media/<session>/<name>`) and a private upload (`media/<name>`, the xeno bridge's) need
+ * the gateway token: with `gw` they are fetched as a blob.
  */
 export function imageNode(b, alt = null, gw = null) {
   const mime = typeof b.mimeType === "string" ? b.mimeType : "";
@@ -323,18 +324,21 @@ export function imageNode(b, alt = null, gw = null) {
   if (typeof b.data === "string" && IMAGE_TYPES.test(mime)) {
     return h("span.msg-image", h("img", { src: `data:${mime};base64,${b.data}`, alt: shown })); // in memory already: not lazy
   }
-  if (typeof b.r2Key === "string" && GSV_MEDIA.test(b.r2Key) && (!mime || IMAGE_TYPES.test(mime))) {
+  const gsv = typeof b.r2Key === "string" && GSV_MEDIA.test(b.r2Key) && (!mime || IMAGE_TYPES.test(mime));
+  if (gsv && !gw) {
     const src = b.r2Key; // relative: the gateway's /media/
     return h("a.msg-image", { href: src, target: "_blank", rel: "noopener noreferrer" }, h("img", { src, alt: shown, loading: "lazy" }));
   }
   const kept = typeof b.r2Key === "string" ? b.r2Key.match(SESSION_IMAGE) : null;
-  if (kept && gw && (!mime || IMAGE_TYPES.test(mime))) {
+  if ((gsv || kept) && gw && (!mime || IMAGE_TYPES.test(mime))) {
+    // with the token: an upload made with it (the xeno bridge's) is private, a tool's image is the session's
     const img = h("img", { alt: shown });
     const box = h("span.msg-image", img);
-    const path = `/api/session-media/${encodeURIComponent(kept[1])}/${kept[2]}`;
+    const path = gsv ? `/${b.r2Key}` : `/api/session-media/${encodeURIComponent(kept[1])}/${kept[2]}`;
     gw.blobUrl(path).then(
       (url) => img.setAttribute("src", url),
-      () => box.replaceChildren(h("span.hint.image-missing", `[${shown}: could not be loaded]`)),
+      // a public object too large for a Lambda answer redirects to the bucket, which the page shows but cannot fetch
+      () => (gsv ? img.setAttribute("src", b.r2Key) : box.replaceChildren(h("span.hint.image-missing", `[${shown}: could not be loaded]`))),
     );
     return box;
   }

@@ -725,7 +725,7 @@ class ChatView {
   }
 
   messageNode(m, results) {
-    if (m.role === "user") return userNode(m.content, m.timestamp);
+    if (m.role === "user") return userNode(m.content, m.timestamp, this.gw);
     if (m.role === "assistant") return this.assistantNode(m, results);
     if (m.role === "toolResult") {
       return h("div.msg.assistant", this.toolCard({ id: m.toolCallId, name: m.toolName, args: undefined, result: m, started: null }));
@@ -1214,13 +1214,13 @@ function messageHead(who, timestamp, extra) {
   );
 }
 
-function userNode(content, timestamp) {
+function userNode(content, timestamp, gw = null) {
   const blocks = typeof content === "string" ? [{ type: "text", text: content }] : Array.isArray(content) ? content : [];
   const body = [];
   for (const b of blocks) {
     if (!b || typeof b !== "object") continue;
     if (b.type === "text") body.push(h("div.user-text", String(b.text ?? "")));
-    else if (b.type === "image") body.push(imageNode(b));
+    else if (b.type === "image") body.push(imageNode(b, null, gw)); // a private upload needs the token
   }
   return h("div.msg.user", messageHead("You", timestamp), body);
 }
