@@ -9,6 +9,7 @@ import json
 from typing import Any
 
 import pytest
+
 config_schema = None
 
 

@@ -167,7 +167,7 @@ class Section(BaseModel):
 
 class ModelRef(Section):
     provider: Name | None = setting(
-        "The provider: a built-in one (" + ", ".join(BUILT_IN_PROVIDERS) + ") or one with providers.<name>.baseUrl.",
+        "The provider: a built-in one (" + ", ".join(BUILT_IN_PROVIDERS) + ") or one with `providers.<name>.baseUrl`.",
         default="anthropic",
     )
     id: Name | None = setting("The model's id at that provider.", default="claude-sonnet-4-20250514")
@@ -186,7 +186,7 @@ class ProviderSettings(Section):
         "built in."
     )
     api: Literal[WIRE_APIS] | None = setting("The wire API of a provider that is not native.", default="openai")  # type: ignore[valid-type]
-    headers: dict[str, str] | None = setting("Extra HTTP headers of each call (secrets: shown masked).")
+    headers: dict[str, str] | None = setting("Extra HTTP headers of each call.")
     models: list[Annotated[ListedModel, BeforeValidator(_listed_model)]] | None = setting(
         "The models a model picker offers: ids, or {id, name?, contextWindow?, vision?}."
     )
@@ -208,9 +208,7 @@ class Timeouts(Section):
 
 
 class Auth(Section):
-    token: str | None = setting(
-        "A gateway token for GSV clients (secret). Not used when the gateway has a token of its own."
-    )
+    token: str | None = setting("A gateway token for GSV clients. Not used when the gateway has a token of its own.")
 
 
 TranscriptionProvider = Literal[
@@ -231,8 +229,8 @@ class Transcription(Section):
 
 
 class ChannelAccount(Section):
-    botToken: str | None = setting("Telegram: the bot's token (secret).")
-    webhookSecret: str | None = setting("Telegram: the secret its webhook calls carry (secret).")
+    botToken: str | None = setting("Telegram: the bot's token.")
+    webhookSecret: str | None = setting("Telegram: the secret its webhook calls carry.")
     webhookUrl: HttpUrl | None = setting("Telegram: the webhook URL (else built from publicBaseUrl).")
 
 
@@ -368,7 +366,7 @@ class Configuration(Section):
     model: Annotated[ModelRef, BeforeValidator(_model_text)] | None = setting(
         f"The model every session uses unless it picks its own: {MODEL_FORM}."
     )
-    apiKeys: dict[str, str | None] | None = setting("API keys by provider name (secrets: shown masked).", default={})
+    apiKeys: dict[str, str | None] | None = setting("API keys by provider name.", default={})
     providers: dict[str, ProviderSettings] | None = setting("Providers by name: endpoints, headers, models.")
     timeouts: Timeouts | None = setting("Time limits.")
     auth: Auth | None = setting("GSV's own authentication.")
