@@ -9,8 +9,7 @@ import json
 from typing import Any
 
 import pytest
-
-config_schema = None
+from orbital.domain import config_schema
 
 
 @pytest.fixture
@@ -150,3 +149,19 @@ def test_the_schema_knows_every_built_in_provider_the_agent_resolves() -> None:
 
     assert set(config_schema.BUILT_IN_PROVIDERS) == set(_resolve.NATIVE) | set(_resolve.COMPATIBLE_DEFAULTS)
     assert config_schema.PROVIDER_ALIASES == _resolve.ALIASES
+
+
+def test_config_schema_lists_each_key_with_its_range_default_and_meaning(admin: Any) -> None:
+    fields = {f["path"]: f for f in admin.call("config.schema", {})["fields"]}
+    assert fields["timeouts.toolMs"] == {
+        "path": "timeouts.toolMs",
+        "type": "integer ≥ 1000",
+        "kind": "int",
+        "description": "A tool call on a node (ms).",
+        "secret": False,
+        "default": 60000,
+        "min": 1000,
+    }
+    assert fields["session.dmScope"]["options"] == ["main", "per-peer", "per-channel-peer", "per-account-channel-peer"]
+    assert fields["apiKeys"]["secret"] is True and fields["auth.token"]["secret"] is True
+    assert "channels.<name>.accounts.<name>.botToken" in fields

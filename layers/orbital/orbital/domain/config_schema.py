@@ -673,11 +673,72 @@ def refusal(problems: Sequence[Problem]) -> str:
 
 @dataclass(frozen=True)
 class Row:
+    """One key of the reference (and of the console's Settings fields, through `config.schema`)."""
+
     path: str
     type: str
     default: Any
     description: str
     secret: bool
+    kind: str = "object"
+    """What a form shows for it: int, number, bool, string, enum, list, object or any."""
+    minimum: float | None = None
+    maximum: float | None = None
+    options: tuple[str, ...] = ()
+    pattern: str | None = None
+
+    def to_wire(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "path": self.path,
+            "type": self.type,
+            "kind": self.kind,
+            "description": self.description,
+            "secret": self.secret,
+        }
+        if self.default is not None:
+            out["default"] = self.default
+        if self.minimum is not None:
+            out["min"] = self.minimum
+        if self.maximum is not None:
+            out["max"] = self.maximum
+        if self.options:
+            out["options"] = list(self.options)
+        if self.pattern:
+            out["pattern"] = self.pattern
+        return out
+
+
+def _bound(annotation: Any, info: FieldInfo | None, name: str) -> float | None:
+    for meta in (info.metadata if info is not None else []) or []:
+        found = getattr(meta, name, None)
+        if found is not None:
+            return float(found) if not isinstance(found, int) else found
+    found = _metadata(annotation, name)
+    return found if isinstance(found, int | float) else None
+
+
+def _form(annotation: Any, info: FieldInfo | None) -> dict[str, Any]:
+    """How a form edits a key: its kind and constraints."""
+    inner = _inner(annotation)
+    origin = get_origin(inner)
+    if inner is bool:
+        return {"kind": "bool"}
+    if inner in (int, float):
+        return {
+            "kind": "int" if inner is int else "number",
+            "minimum": _bound(annotation, info, "ge"),
+            "maximum": _bound(annotation, info, "le"),
+        }
+    if origin is Literal:
+        return {"kind": "enum", "options": tuple(str(a) for a in get_args(inner) if a != "")}
+    if inner is str:
+        pattern = _metadata(annotation, "pattern")
+        return {"kind": "string", "pattern": pattern if isinstance(pattern, str) else None}
+    if origin is list:
+        return {"kind": "list"}
+    if origin is dict or _section_of(annotation) is not None:
+        return {"kind": "object"}
+    return {"kind": "any"}
 
 
 def _rows(annotation: Any, prefix: list[str]) -> Iterator[Row]:
@@ -697,7 +758,14 @@ def _rows(annotation: Any, prefix: list[str]) -> Iterator[Row]:
             yield Row(".".join(path), "object", None, info.description or "", False)
             yield from _rows(nested, path)
             continue
-        yield Row(".".join(path), type_text(info.annotation, info), default, info.description or "", _secret(path))
+        yield Row(
+            ".".join(path),
+            type_text(info.annotation, info),
+            default,
+            info.description or "",
+            _secret(path),
+            **_form(info.annotation, info),
+        )
         if nested is ModelRef:
             yield from _rows(nested, path)
         elif origin is dict and _section_of(get_args(child)[1]) is not None:

@@ -40,6 +40,13 @@ class ConfigGetResult(Result):
     config: dict[str, Any] | None = None
 
 
+class ConfigSchemaResult(Result):
+    fields: list[dict[str, Any]]
+    """Every key the gateway reads, depth first (as docs/configuration.md lists them): `{path, type, kind,
+    description, secret, default?, min?, max?, options?, pattern?}`; `kind` is int, number, bool, string, enum,
+    list, object or any; `<name>` and `<n>` in a path stand for a name and a list position."""
+
+
 class ConfigSetResult(Result):
     ok: bool
     path: str
@@ -58,6 +65,13 @@ def config_get(ctx: CallContext, params: ConfigGetParams) -> dict[str, Any]:
             return {"path": params.path, "exists": False}
         return {"path": params.path, "value": value}
     return {"config": ctx.services.config.masked()}
+
+
+@router.method("config.schema", params=Params, result=ConfigSchemaResult, reads_only=True, modes=CLIENT)
+def config_schema(ctx: CallContext, params: Params) -> dict[str, Any]:
+    """The configuration's schema: each key's type, range, default and meaning (what `config.set` checks, and what
+    the console's Settings fields are made of)."""
+    return {"fields": [row.to_wire() for row in schema.reference_rows()]}
 
 
 @router.method("config.set", params=ConfigSetParams, result=ConfigSetResult, modes=CLIENT)
