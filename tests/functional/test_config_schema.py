@@ -165,3 +165,10 @@ def test_config_schema_lists_each_key_with_its_range_default_and_meaning(admin: 
     assert fields["session.dmScope"]["options"] == ["main", "per-peer", "per-channel-peer", "per-account-channel-peer"]
     assert fields["apiKeys"]["secret"] is True and fields["auth.token"]["secret"] is True
     assert "channels.<name>.accounts.<name>.botToken" in fields
+
+
+def test_an_inline_model_directive_of_an_unknown_provider_is_an_invalid_selector(admin: Any) -> None:
+    only = admin.call("chat.send", {"sessionKey": "main", "message": "/m:nosuchprovider/foo"})
+    assert only["status"] == "directive-only"
+    assert only["directives"] == {"thinkLevel": None, "model": None}
+    assert only["response"].startswith("_Invalid model selector: nosuchprovider/foo")
