@@ -172,3 +172,18 @@ def test_an_inline_model_directive_of_an_unknown_provider_is_an_invalid_selector
     assert only["status"] == "directive-only"
     assert only["directives"] == {"thinkLevel": None, "model": None}
     assert only["response"].startswith("_Invalid model selector: nosuchprovider/foo")
+
+
+@pytest.mark.parametrize(
+    ("path", "value"),
+    [
+        ("apiKeys", "sk-live-SECRETVALUE"),
+        ("providers.relay.headers", "Bearer SECRETVALUE"),
+        ("auth", "SECRETVALUE-token"),
+        ("channels", [{"botToken": "SECRETVALUE"}]),
+        ("channels.telegram.accounts", {"main": {"botToken": "SECRETVALUE", "webhookUrl": 5}}),
+    ],
+)
+def test_a_refusal_never_echoes_a_secret_given_in_the_wrong_place(admin: Any, path: str, value: Any) -> None:
+    error = refused(admin, {"path": path, "value": value})
+    assert "SECRETVALUE" not in json.dumps(error), error

@@ -24,7 +24,7 @@ from zoneinfo import ZoneInfo
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 from pydantic.fields import FieldInfo
 
-from orbital.domain.config import MASK, defaults, get_path, is_missing, is_secret
+from orbital.domain.config import MASK, defaults, get_path, is_missing, is_secret, masked_at
 
 # --- providers -------------------------------------------------------------------------------------------------------
 
@@ -537,11 +537,20 @@ def _kind(value: Any) -> str:
 
 
 def shown_value(value: Any, path: Sequence[str]) -> str:
-    """What was given, for a message: the JSON (clipped), or only its kind when the path holds a secret."""
-    if is_secret(path) and not (isinstance(value, str) and value == MASK):
+    """What was given, for a message: the JSON (clipped, secrets inside masked), or only its kind where a secret
+    belongs (the path is a secret, holds secrets by name as `apiKeys` and `headers` do, or is a section with a
+    secret key such as `auth`)."""
+    if _holds_secret(path) and not (isinstance(value, str) and value == MASK):
         return _kind(value)
-    text = json.dumps(value, ensure_ascii=False, default=str)
+    text = json.dumps(masked_at(value, list(path)), ensure_ascii=False, default=str)
     return text if len(text) <= 80 else text[:77] + "…"
+
+
+def _holds_secret(path: Sequence[str]) -> bool:
+    path = list(path)
+    if is_secret(path) or is_secret([*path, "x"]):
+        return True
+    return any(is_secret([*path, key]) for key in _known_keys(annotation_at(path)))
 
 
 def type_text(annotation: Any, info: FieldInfo | None = None) -> str:
