@@ -58,7 +58,8 @@ class ConfigSetResult(Result):
 @router.method("config.get", params=ConfigGetParams, result=ConfigGetResult, reads_only=True, modes=CLIENT)
 def config_get(ctx: CallContext, params: ConfigGetParams) -> dict[str, Any]:
     """The effective configuration (defaults deep-merged with overrides), or one dotted path of it. Secrets are
-    shown as "***" on every path."""
+    shown as "***" on every path. A path that holds nothing answers `{path, exists: false}` (GSV leaves `value`
+    out; so does this)."""
     if params.path:
         value = ctx.services.config.masked_get(params.path)
         if cfg.is_missing(value):
