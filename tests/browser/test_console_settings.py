@@ -19,7 +19,7 @@ def restore(admin: GatewayClient) -> Iterator[GatewayClient]:
     model = admin.call("config.get", {"path": "model"})["value"]
     yield admin
     admin.call("config.set", {"path": "model", "value": model})
-    for path in ("budgets", "apiKeys.groq", "session.defaultResetPolicy", "timeouts.toolMs", "modle"):
+    for path in ("budgets", "apiKeys.groq", "session.defaultResetPolicy", "timeouts.toolMs", "modle", "cron", "xeno"):
         admin.call("config.set", {"path": path})
 
 
@@ -217,3 +217,23 @@ def test_the_typed_fields_take_range_default_and_hint_from_the_schema(console: C
     expect(sessions.get_by_label("Hour of the daily reset (UTC)")).to_have_attribute("max", "23")
     expect(sessions).to_contain_text("Which session a direct message goes to.")
     assert restore.call("config.get", {"path": "timeouts.toolMs"})["value"] == 60000
+
+
+def test_every_other_setting_of_the_schema_has_a_field(console: Console, restore: GatewayClient) -> None:
+    page = console.open("#/settings").page
+    more = page.get_by_role("region", name="More settings")
+    jobs = more.get_by_label("cron.maxJobs")
+    expect(jobs).to_have_value("200")
+    expect(more).to_contain_text("Jobs at most.")  # the schema's description
+    for shown_elsewhere in ("timeouts.toolMs", "apiKeys", "model.provider"):
+        expect(more.get_by_label(shown_elsewhere, exact=True)).to_have_count(0)
+    jobs.fill("0")
+    more.get_by_role("button", name="Save").click()
+    expect(more.get_by_role("alert")).to_have_text("At least 1.")
+    jobs.fill("50")
+    more.get_by_label("xeno.partials").check()
+    more.get_by_role("button", name="Save").click()
+    expect(page.get_by_role("status").filter(has_text="Saved: cron.maxJobs, xeno.partials.")).to_be_visible()
+    assert restore.call("config.get", {"path": "cron.maxJobs"})["value"] == 50
+    assert restore.call("config.get", {"path": "xeno.partials"})["value"] is True
+    assert not console.errors, console.errors

@@ -67,6 +67,29 @@ const SESSIONS = [
   int("compaction.keepRecentTokens", "Recent tokens kept as they are"),
 ];
 
+/** Every other setting the schema has a form field for (a number, a switch, a choice or a line of text; not a
+ * secret, not under a name of the user's, not on another card), as typed fields labelled by their path and grouped
+ * by their section. */
+function otherSpecs(schema, shown) {
+  const kinds = { int: "int", number: "number", bool: "bool", enum: "select", string: "text" };
+  const onCards = (path) => shown.has(path) || /^(model|apiKeys|providers|channels|auth)(\.|$)/.test(path);
+  const specs = [];
+  let section = null;
+  for (const f of schema.values()) {
+    if (!kinds[f.kind] || f.secret || f.path.includes("<") || onCards(f.path)) continue;
+    const top = f.path.split(".")[0];
+    if (top !== section) {
+      section = top;
+      specs.push({ heading: top });
+    }
+    const spec = { kind: kinds[f.kind], path: f.path, label: f.path };
+    if (f.kind === "enum") spec.options = f.options.map((value) => [value, value]);
+    if (f.default === undefined && (f.kind === "int" || f.kind === "number")) spec.optional = true;
+    specs.push(spec);
+  }
+  return specs;
+}
+
 /** A field's spec with what the gateway's schema says of its path: range, default, choices, pattern and hint. A
  * choice the page has no label for is offered by its value. */
 function withSchema(specs, schema) {
@@ -204,7 +227,11 @@ class SettingsView {
     this.raw = h("pre.settings-raw", { tabindex: "0", "aria-label": "Configuration as JSON" }, JSON.stringify(config, null, 2));
     const limits = new TypedForm(this, withSchema(LIMITS, this.schema), config);
     const sessions = new TypedForm(this, withSchema(SESSIONS, this.schema), config);
+    const shown = new Set([...LIMITS, ...SESSIONS].map((spec) => spec.path).filter(Boolean));
+    const others = otherSpecs(this.schema, shown);
+    const more = others.length ? new TypedForm(this, withSchema(others, this.schema), config) : null;
     this.syncs.push((c) => limits.sync(c), (c) => sessions.sync(c));
+    if (more) this.syncs.push((c) => more.sync(c));
     fill(
       this.body,
       h("div.settings-grid",
@@ -212,6 +239,7 @@ class SettingsView {
         this.keysCard(config),
         card("limits", "Limits", limits.el),
         card("sessions", "Sessions", sessions.el),
+        more ? card("more", "More settings", h("p.hint", "Every other setting the gateway reads (docs/configuration.md)."), more.el) : null,
         this.advancedCard(),
       ),
     );
@@ -581,7 +609,10 @@ class TypedField {
       return h("select", { name: this.spec.path }, known);
     }
     if (kind === "bool") return h("input", { type: "checkbox", name: this.spec.path });
-    if (kind === "int") return h("input", { type: "number", name: this.spec.path, inputmode: "numeric", step: 1, min, max, placeholder: optional ? "No limit" : def !== undefined ? `${def} (default)` : null });
+    if (kind === "int" || kind === "number") {
+      const step = kind === "int" ? 1 : "any";
+      return h("input", { type: "number", name: this.spec.path, inputmode: kind === "int" ? "numeric" : "decimal", step, min, max, placeholder: optional ? "No limit" : def !== undefined ? `${def} (default)` : null });
+    }
     return h("input", { name: this.spec.path, autocomplete: "off", spellcheck: "false", list: this.zones ? this.zones.id : null });
   }
 
@@ -600,7 +631,7 @@ class TypedField {
     const { kind } = this.spec;
     if (kind === "bool") return this.changeTo(this.control.checked);
     if (kind === "select") return this.changeTo(this.control.value);
-    if (kind === "int") return this.readInt();
+    if (kind === "int" || kind === "number") return this.readInt();
     return this.readText();
   }
 
@@ -609,12 +640,13 @@ class TypedField {
   }
 
   readInt() {
-    const { min, max } = this.spec;
+    const { min, max, kind } = this.spec;
+    const whole = kind === "int";
     const raw = this.control.value.trim();
-    if (this.control.validity.badInput) return { error: "Enter a whole number." };
+    if (this.control.validity.badInput) return { error: whole ? "Enter a whole number." : "Enter a number." };
     if (raw === "") return this.current === undefined || this.current === null ? { changed: false } : { changed: true, remove: true };
     const n = Number(raw);
-    if (!Number.isInteger(n)) return { error: "Enter a whole number." };
+    if (whole ? !Number.isInteger(n) : !Number.isFinite(n)) return { error: whole ? "Enter a whole number." : "Enter a number." };
     if (min !== undefined && n < min) return { error: `At least ${min}.` };
     if (max !== undefined && n > max) return { error: `At most ${max}.` };
     return this.changeTo(n);
