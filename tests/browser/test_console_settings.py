@@ -222,6 +222,7 @@ def test_the_typed_fields_take_range_default_and_hint_from_the_schema(console: C
 def test_every_other_setting_of_the_schema_has_a_field(console: Console, restore: GatewayClient) -> None:
     page = console.open("#/settings").page
     more = page.get_by_role("region", name="More settings")
+    more.get_by_text("Every other setting the gateway reads").click()  # folded until asked for
     jobs = more.get_by_label("cron.maxJobs")
     expect(jobs).to_have_value("200")
     expect(more).to_contain_text("Jobs at most.")  # the schema's description

@@ -38,9 +38,9 @@ const LIMITS = [
   int("timeouts.logsMs", "Log fetch timeout (ms)"),
   int("agents.maxIterations", "Model calls per run"),
   { heading: "Token budgets" },
-  int("budgets.session", "Tokens per session", { optional: true, note: "Empty: no limit." }),
-  int("budgets.daily", "Tokens per day", { optional: true, note: "Empty: no limit." }),
-  int("budgets.monthly", "Tokens per month", { optional: true, note: "Empty: no limit." }),
+  int("budgets.session", "Tokens per session", { optional: true }),
+  int("budgets.daily", "Tokens per day", { optional: true }),
+  int("budgets.monthly", "Tokens per month", { optional: true }),
 ];
 
 const SESSIONS = [
@@ -84,7 +84,7 @@ function otherSpecs(schema, shown) {
     }
     const spec = { kind: kinds[f.kind], path: f.path, label: f.path };
     if (f.kind === "enum") spec.options = f.options.map((value) => [value, value]);
-    if (f.default === undefined && (f.kind === "int" || f.kind === "number")) spec.optional = true;
+    if (f.default === undefined && (f.kind === "int" || f.kind === "number")) Object.assign(spec, { optional: true, unset: "Not set" });
     specs.push(spec);
   }
   return specs;
@@ -239,7 +239,7 @@ class SettingsView {
         this.keysCard(config),
         card("limits", "Limits", limits.el),
         card("sessions", "Sessions", sessions.el),
-        more ? card("more", "More settings", h("p.hint", "Every other setting the gateway reads (docs/configuration.md)."), more.el) : null,
+        more ? card("more", "More settings", h("details.settings-more-wrap", h("summary", "Every other setting the gateway reads"), more.el)) : null,
         this.advancedCard(),
       ),
     );
@@ -566,7 +566,7 @@ class TypedForm {
       }
     }
     done();
-    const what = changes.filter(([f]) => !f.error.el.textContent).map(([f, c]) => `${f.spec.label}${c.remove ? (f.spec.optional ? " (no limit)" : " (default)") : ""}`);
+    const what = changes.filter(([f]) => !f.error.el.textContent).map(([f, c]) => `${f.spec.label}${c.remove ? (f.spec.optional ? ` (${(f.spec.unset || "no limit").toLowerCase()})` : " (default)") : ""}`);
     if (saved === changes.length) toast(`Saved: ${what.join(", ")}.`, "ok");
     else failed("Saving", { message: `${changes.length - saved} of ${changes.length} settings were refused: see the fields.` });
     if (saved) await this.view.reread();
@@ -611,7 +611,7 @@ class TypedField {
     if (kind === "bool") return h("input", { type: "checkbox", name: this.spec.path });
     if (kind === "int" || kind === "number") {
       const step = kind === "int" ? 1 : "any";
-      return h("input", { type: "number", name: this.spec.path, inputmode: kind === "int" ? "numeric" : "decimal", step, min, max, placeholder: optional ? "No limit" : def !== undefined ? `${def} (default)` : null });
+      return h("input", { type: "number", name: this.spec.path, inputmode: kind === "int" ? "numeric" : "decimal", step, min, max, placeholder: optional ? this.spec.unset || "No limit" : def !== undefined ? `${def} (default)` : null });
     }
     return h("input", { name: this.spec.path, autocomplete: "off", spellcheck: "false", list: this.zones ? this.zones.id : null });
   }
