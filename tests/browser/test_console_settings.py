@@ -19,7 +19,7 @@ def restore(admin: GatewayClient) -> Iterator[GatewayClient]:
     model = admin.call("config.get", {"path": "model"})["value"]
     yield admin
     admin.call("config.set", {"path": "model", "value": model})
-    for path in ("budgets", "apiKeys.groq", "session.defaultResetPolicy", "timeouts.toolMs"):
+    for path in ("budgets", "apiKeys.groq", "session.defaultResetPolicy", "timeouts.toolMs", "modle", "cron", "xeno"):
         admin.call("config.set", {"path": path})
 
 
@@ -94,7 +94,7 @@ def test_invalid_values_are_explained_next_to_their_field(console: Console, rest
     limits = page.get_by_role("region", name="Limits")
     limits.get_by_label("Tokens per day").fill("-5")
     limits.get_by_role("button", name="Save").click()
-    expect(limits.get_by_role("alert")).to_have_text("At least 1.")
+    expect(limits.get_by_role("alert")).to_have_text("At least 0.")  # the schema's range
     expect(limits.get_by_label("Tokens per day")).to_have_value("-5")
     expect(limits.get_by_label("Tokens per day")).to_have_attribute("aria-invalid", "true")
     assert "value" not in restore.call("config.get", {"path": "budgets.daily"})
@@ -172,3 +172,69 @@ def test_the_keyboard_stays_in_the_keys_as_they_are_drawn_again(console: Console
     page.get_by_role("dialog", name="Remove the groq key?").get_by_role("button", name="Remove").click()
     expect(groq).to_have_count(0)
     expect(keys.get_by_label("Provider name")).to_be_focused()  # its row is gone: on to the form to add one
+
+
+def test_the_gateways_refusal_and_warning_show_next_to_the_value(console: Console, restore: GatewayClient) -> None:
+    page = console.open("#/settings").page
+    advanced = page.get_by_role("region", name="Advanced")
+    advanced.get_by_label("Path").fill("timeouts.toolMs")
+    advanced.get_by_label("Value (JSON)").fill('"fast"')
+    advanced.get_by_role("button", name="Set", exact=True).click()
+    expect(advanced.get_by_role("alert")).to_contain_text(
+        'timeouts.toolMs: expected integer ≥ 1000, got "fast" (nothing was stored)'
+    )
+    expect(advanced.get_by_label("Value (JSON)")).to_have_value('"fast"')  # kept for the user to fix
+    assert restore.call("config.get", {"path": "timeouts.toolMs"})["value"] == 60000
+
+    advanced.get_by_label("Path").fill("model")
+    advanced.get_by_label("Value (JSON)").fill('"bogus"')
+    advanced.get_by_role("button", name="Set", exact=True).click()
+    expect(advanced.get_by_role("alert")).to_contain_text("model: expected `provider/model-id` or {provider, id}")
+    assert restore.call("config.get", {"path": "model"})["value"] == {"provider": "openai", "id": "gpt-test"}
+
+    advanced.get_by_label("Path").fill("modle")
+    advanced.get_by_label("Value (JSON)").fill('"openai/gpt-test"')
+    advanced.get_by_role("button", name="Set", exact=True).click()
+    expect(advanced.get_by_role("status").filter(has_text="did you mean")).to_have_text(
+        "Stored, but: unknown key `modle` — did you mean `model`?"
+    )
+    expect(advanced.get_by_role("alert")).to_be_hidden()
+    assert restore.call("config.get", {"path": "modle"})["value"] == "openai/gpt-test"
+    assert not console.errors, console.errors
+
+
+def test_the_typed_fields_take_range_default_and_hint_from_the_schema(console: Console, restore: GatewayClient) -> None:
+    page = console.open("#/settings").page
+    limits = page.get_by_role("region", name="Limits")
+    tool = limits.get_by_label("Tool call timeout (ms)")
+    expect(tool).to_have_attribute("min", "1000")
+    expect(tool).to_have_attribute("placeholder", "60000 (default)")
+    expect(limits).to_contain_text("A tool call on a node (ms).")  # the schema's description
+    tool.fill("999")
+    limits.get_by_role("button", name="Save").click()
+    expect(limits.get_by_role("alert")).to_have_text("At least 1000.")
+    sessions = page.get_by_role("region", name="Sessions")
+    expect(sessions.get_by_label("Hour of the daily reset (UTC)")).to_have_attribute("max", "23")
+    expect(sessions).to_contain_text("Which session a direct message goes to.")
+    assert restore.call("config.get", {"path": "timeouts.toolMs"})["value"] == 60000
+
+
+def test_every_other_setting_of_the_schema_has_a_field(console: Console, restore: GatewayClient) -> None:
+    page = console.open("#/settings").page
+    more = page.get_by_role("region", name="More settings")
+    more.get_by_text("Every other setting the gateway reads").click()  # folded until asked for
+    jobs = more.get_by_label("cron.maxJobs")
+    expect(jobs).to_have_value("200")
+    expect(more).to_contain_text("Jobs at most.")  # the schema's description
+    for shown_elsewhere in ("timeouts.toolMs", "apiKeys", "model.provider"):
+        expect(more.get_by_label(shown_elsewhere, exact=True)).to_have_count(0)
+    jobs.fill("0")
+    more.get_by_role("button", name="Save").click()
+    expect(more.get_by_role("alert")).to_have_text("At least 1.")
+    jobs.fill("50")
+    more.get_by_label("xeno.partials").check()
+    more.get_by_role("button", name="Save").click()
+    expect(page.get_by_role("status").filter(has_text="Saved: cron.maxJobs, xeno.partials.")).to_be_visible()
+    assert restore.call("config.get", {"path": "cron.maxJobs"})["value"] == 50
+    assert restore.call("config.get", {"path": "xeno.partials"})["value"] is True
+    assert not console.errors, console.errors

@@ -176,7 +176,7 @@ def test_a_message_over_128_kb_closes_the_socket_as_api_gateway_does(gateway, cl
     assert (closed.value.rcvd.code, closed.value.rcvd.reason) == (1009, "Message too big")
     with GatewayClient(gateway.url) as fresh:
         fresh.connect("client")
-        assert fresh.call("config.get", {"path": "notes"}) == {"path": "notes"}
+        assert fresh.call("config.get", {"path": "notes"}) == {"path": "notes", "exists": False}
         medium = "y" * 100_000  # under the cap, over a frame: fragmented, accepted
         fresh.call("config.set", {"path": "notes", "value": medium})
         assert fresh.call("config.get", {"path": "notes"})["value"] == medium
@@ -200,7 +200,7 @@ def test_a_frame_over_32_kb_closes_the_socket_as_api_gateway_does(gateway):
     assert (closed.value.rcvd.code, closed.value.rcvd.reason) == (1009, "Frame too big")
     with GatewayClient(gateway.url) as fresh:  # fragments of at most 30,000 bytes
         fresh.connect("client")
-        assert fresh.call("config.get", {"path": "notes"}) == {"path": "notes"}
+        assert fresh.call("config.get", {"path": "notes"}) == {"path": "notes", "exists": False}
         fresh.call("config.set", {"path": "notes", "value": value})
         assert fresh.call("config.get", {"path": "notes"})["value"] == value
         fresh.call("config.set", {"path": "notes"})

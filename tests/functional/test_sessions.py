@@ -192,7 +192,7 @@ def test_a_patched_policy_is_not_overwritten_by_the_default(rpc):
 
 def test_no_policy_when_the_default_has_no_mode(rpc):
     rpc.call("config.set", {"path": "session.defaultResetPolicy", "value": {"atHour": 3}})
-    rpc.call("config.set", {"path": "session.defaultResetPolicy.mode", "value": ""})
+    rpc.call("config.set", {"path": "session.defaultResetPolicy.mode", "value": None})
     assert "resetPolicy" not in rpc.call("session.get", {"sessionKey": "s1"})
 
 

@@ -366,7 +366,9 @@ def test_cron_status_counts_due_and_running_jobs(rpc, services):
 
 
 def test_cron_status_reflects_settings(rpc, services):
-    rpc.call("config.set", {"path": "cron", "value": {"enabled": False, "maxJobs": 7.9, "maxConcurrentRuns": 0}})
+    # values config.set refuses (stored before it checked them) still read as GSV reads them: floored, at least 1
+    assert rpc.frame("config.set", {"path": "cron.maxJobs", "value": 7.9})["error"]["code"] == 400
+    services.config.set_path("cron", {"enabled": False, "maxJobs": 7.9, "maxConcurrentRuns": 0})
     services.gateway.put_cron_job(job("later", next_run=FUTURE), create=True)
     status = rpc.call("cron.status")
     assert status == {
@@ -378,7 +380,7 @@ def test_cron_status_reflects_settings(rpc, services):
         "maxJobs": 7,
         "maxConcurrentRuns": 1,
     }
-    rpc.call("config.set", {"path": "cron.maxJobs", "value": "many"})
+    services.config.set_path("cron.maxJobs", "many")
     assert rpc.call("cron.status")["maxJobs"] == 200
 
 

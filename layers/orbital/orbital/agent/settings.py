@@ -1,5 +1,6 @@
-"""Agent settings read from the effective configuration, each tolerant of junk values (config is unvalidated, as in
-GSV): a value that is not a usable number falls back to its default.
+"""Agent settings read from the effective configuration, each tolerant of junk values: `config.set` checks what it
+stores (`orbital.domain.config_schema`, docs/configuration.md), but a value stored before it did, or written
+straight to the table, still reads: a value that is not a usable number falls back to its default.
 
 | path                          | default | meaning                                                         |
 |-------------------------------|---------|-----------------------------------------------------------------|

@@ -6,10 +6,11 @@ answers for chat apps (spec §6.1 in brackets). Directives apply to one message 
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from orbital.agent import context, events, runs
-from orbital.domain import commands
+from orbital.domain import commands, config_schema
 from orbital.domain.config import as_dict
 from orbital.domain.reset_policy import initial_policy
 from orbital.errors import BadRequestError, RpcError
@@ -84,7 +85,7 @@ def _execute(
             )
         )
     if name == "model":
-        reply = commands.model_command(command.args, model, channel=channel)
+        reply = commands.model_command(command.args, model, channel=channel, config=config)
     elif name == "think":
         reply = commands.think_command(command.args, settings.get("thinkingLevel"), channel=channel)
     else:  # pragma: no cover - parse_command only yields the names above
@@ -95,11 +96,14 @@ def _execute(
 
 
 def directives(services: Services, config: dict[str, Any], key: str, text: str) -> commands.Directives:
-    """The message's directives; a model given without a provider keeps the session's current provider."""
+    """The message's directives; a model given without a provider keeps the session's current provider, and a model
+    of a provider the configuration does not know is an invalid selector (acknowledged as such, not used)."""
     found = commands.parse_directives(text)
     if found.has_model and found.raw_model and "/" not in found.raw_model:
         meta = services.sessions.load_meta(key) or {}
         found = commands.parse_directives(text, context.effective_model(config, meta, {})["provider"])
+    if found.model is not None and config_schema.model_problem(config, found.model) is not None:
+        found = dataclasses.replace(found, model=None)
     return found
 
 

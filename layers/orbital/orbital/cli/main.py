@@ -76,6 +76,8 @@ def _cmd_call(args: argparse.Namespace) -> int:
         print(f"orbital call: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
     print(json.dumps(payload, indent=2, ensure_ascii=False) if payload is not None else "null")
+    if isinstance(payload, dict) and isinstance(payload.get("warning"), str):  # e.g. config.set of an unknown key
+        print(f"orbital call: warning: {payload['warning']}", file=sys.stderr)
     return 0
 
 

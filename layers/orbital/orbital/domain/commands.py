@@ -17,6 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from orbital.domain import config_schema
+
 # --- thinking levels and model selectors --------------------------------------------------------------------------
 
 THINK_LEVEL_NAMES = ("none", "minimal", "low", "medium", "high", "xhigh")
@@ -214,14 +216,24 @@ def model_set(model: Mapping[str, Any] | str) -> str:
     return f"Model set to {format_model(model)}"
 
 
-def model_command(args: str, effective_model: Mapping[str, Any], channel: bool = False) -> CommandReply:
+def model_unknown(problem: config_schema.Problem) -> str:
+    return f"Invalid model: {problem.message()}\n{MODEL_HELP}"
+
+
+def model_command(
+    args: str, effective_model: Mapping[str, Any], channel: bool = False, *, config: dict[str, Any] | None = None
+) -> CommandReply:
     """`/model [selector]`: report the effective model, or select one for the session (bare ids keep the current
-    provider). Whether the model exists is not checked here."""
+    provider). With `config`, a provider it does not know (neither built in nor with `providers.<name>.baseUrl`) is
+    refused as `config.set` refuses it; whether the model id exists at the provider is not checked here."""
     if not args:
         return CommandReply(response=model_current(effective_model, channel))
     selected = parse_model_selection(args, str(effective_model.get("provider") or ""))
     if selected is None:
         return CommandReply(error=model_invalid(args))
+    problem = config_schema.model_problem(config, selected) if config is not None else None
+    if problem is not None:
+        return CommandReply(error=model_unknown(problem))
     return CommandReply(response=model_set(selected), settings_patch={"model": selected})
 
 

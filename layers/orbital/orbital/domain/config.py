@@ -1,4 +1,5 @@
-"""Configuration: defaults (spec §9.1), deep merge of user overrides, dotted paths, secret masking (fix F6)."""
+"""Configuration: defaults (spec §9.1), deep merge of user overrides, dotted paths, secret masking (fix F6). The
+types and ranges of the keys are in `orbital.domain.config_schema`."""
 
 from __future__ import annotations
 
@@ -86,7 +87,8 @@ def effective(overrides: dict[str, Any], base: dict[str, Any] | None = None) -> 
 
 
 def as_dict(value: Any) -> dict[str, Any]:
-    """`value` when it is an object, else an empty one (configuration and session meta are unvalidated JSON)."""
+    """`value` when it is an object, else an empty one (session meta is unvalidated JSON, and configuration stored
+    before `config.set` checked it may hold anything)."""
     return value if isinstance(value, dict) else {}
 
 

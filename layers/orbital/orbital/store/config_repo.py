@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from orbital.domain import config as cfg
@@ -54,14 +55,21 @@ class ConfigRepo:
         else:
             self.table.put(keys.CONFIG, overrides, attrs={"v": version + 1}, condition=cond.eq("v", version))
 
-    def set_path(self, path: str, value: Any, *, delete: bool = False) -> None:
-        """Set (or delete) one path; writers of other paths at the same time are retried onto each other's result."""
+    def set_path(
+        self, path: str, value: Any, *, delete: bool = False, check: Callable[[dict[str, Any]], None] | None = None
+    ) -> None:
+        """Set (or delete) one path; writers of other paths at the same time are retried onto each other's result.
+        `check` is given the effective configuration the write would make, before it is stored: what it raises
+        refuses the write (nothing is stored)."""
 
         def attempt() -> None:
             current, version = self.load()
             # the mask written back keeps the stored secret (with none stored, the key is not set)
             wanted = None if delete else cfg.restore_masked(value, cfg.get_path(current, path), cfg.split_path(path))
             gone = delete or cfg.is_missing(wanted)
-            self.save(cfg.set_path(current, path, None if gone else wanted, delete=gone), version)
+            updated = cfg.set_path(current, path, None if gone else wanted, delete=gone)
+            if check is not None:
+                check(cfg.effective(updated, self.base))
+            self.save(updated, version)
 
         retrying("config", attempt)

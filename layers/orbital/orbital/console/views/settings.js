@@ -3,8 +3,12 @@
 // - API keys (`apiKeys.<provider>`): write-only. config.get shows a stored key as "***"; the page only says whether
 //   one is set, and a key typed here leaves its input as soon as it is stored.
 // - Typed fields for timeouts, token budgets, session policies and compaction, each with its current value and
-//   default; a refused or invalid value is explained next to its field and the input is kept.
+//   default; a refused or invalid value is explained next to its field and the input is kept. Their range, default,
+//   choices and hint come from the gateway's schema (`config.schema`, the one config.set checks against); the page
+//   only names and groups them.
 // - Advanced: any path set to a JSON value, and the whole configuration as read-only JSON (masked by the gateway).
+//   The gateway's refusal ("timeouts.toolMs: expected integer ≥ 1000, got …") shows next to the value, and its
+//   warning about a key it does not read ("unknown key `modle` — did you mean `model`?") next to the path.
 // The forms are drawn once; a reconnect, Refresh or a save reads the configuration again and shows the new values in
 // every field the user has not changed (what is typed stays).
 
@@ -29,14 +33,14 @@ const flag = (path, label, opts = {}) => ({ kind: "bool", path, label, ...opts }
 
 const LIMITS = [
   { heading: "Timeouts" },
-  int("timeouts.llmMs", "Model call timeout (ms)", { def: 300000, min: 1000, hint: "One model call, retries included." }),
-  int("timeouts.toolMs", "Tool call timeout (ms)", { def: 60000, min: 1000, hint: "A tool call on a node." }),
-  int("timeouts.logsMs", "Log fetch timeout (ms)", { def: 20000, min: 1000, max: 120000, hint: "Reading a node's logs (at most 120000)." }),
-  int("agents.maxIterations", "Model calls per run", { def: 25, min: 1, hint: "Model calls with tools in one run before it ends with a note." }),
+  int("timeouts.llmMs", "Model call timeout (ms)"),
+  int("timeouts.toolMs", "Tool call timeout (ms)"),
+  int("timeouts.logsMs", "Log fetch timeout (ms)"),
+  int("agents.maxIterations", "Model calls per run"),
   { heading: "Token budgets" },
-  int("budgets.session", "Tokens per session", { min: 1, optional: true, hint: "A session without a budget of its own. Empty: no limit." }),
-  int("budgets.daily", "Tokens per day", { min: 1, optional: true, hint: "Every session together, per UTC day. Empty: no limit." }),
-  int("budgets.monthly", "Tokens per month", { min: 1, optional: true, hint: "Every session together, per UTC month. Empty: no limit." }),
+  int("budgets.session", "Tokens per session", { optional: true }),
+  int("budgets.daily", "Tokens per day", { optional: true }),
+  int("budgets.monthly", "Tokens per month", { optional: true }),
 ];
 
 const SESSIONS = [
@@ -45,23 +49,65 @@ const SESSIONS = [
     ["manual", "Manual: never by itself"],
     ["daily", "Daily, at a set hour (UTC)"],
     ["idle", "After a time without activity"],
-  ], { def: "daily" }),
-  int("session.defaultResetPolicy.atHour", "Hour of the daily reset (UTC)", { def: 4, min: 0, max: 23, when: ["session.defaultResetPolicy.mode", "daily"] }),
-  int("session.defaultResetPolicy.idleMinutes", "Idle minutes before a reset", { def: 60, min: 1, when: ["session.defaultResetPolicy.mode", "idle"] }),
+  ]),
+  int("session.defaultResetPolicy.atHour", "Hour of the daily reset (UTC)", { when: ["session.defaultResetPolicy.mode", "daily"] }),
+  int("session.defaultResetPolicy.idleMinutes", "Idle minutes before a reset", { when: ["session.defaultResetPolicy.mode", "idle"] }),
   { heading: "Direct messages" },
   choice("session.dmScope", "Session of a direct message", [
     ["main", "The main session, whoever writes"],
     ["per-peer", "One per sender"],
     ["per-channel-peer", "One per sender and channel"],
     ["per-account-channel-peer", "One per sender, channel and account"],
-  ], { def: "main" }),
-  text("session.mainKey", "Main session's key", { def: "main", required: true, pattern: /^[^\s:]+$/, patternText: "One word, without spaces or colons." }),
-  text("userTimezone", "Your time zone", { def: "UTC", required: true, timezone: true, hint: "An IANA name, e.g. Europe/Paris: times the agent reads are in it." }),
+  ]),
+  text("session.mainKey", "Main session's key", { required: true, patternText: "One word, without spaces or colons." }),
+  text("userTimezone", "Your time zone", { required: true, timezone: true, note: "An IANA name, e.g. Europe/Paris." }),
   { heading: "Compaction" },
-  flag("compaction.enabled", "Compact long sessions", { def: true }),
-  int("compaction.reserveTokens", "Tokens kept free for the reply", { def: 20000, min: 0 }),
-  int("compaction.keepRecentTokens", "Recent tokens kept as they are", { def: 20000, min: 0 }),
+  flag("compaction.enabled", "Compact long sessions"),
+  int("compaction.reserveTokens", "Tokens kept free for the reply"),
+  int("compaction.keepRecentTokens", "Recent tokens kept as they are"),
 ];
+
+/** Every other setting the schema has a form field for (a number, a switch, a choice or a line of text; not a
+ * secret, not under a name of the user's, not on another card), as typed fields labelled by their path and grouped
+ * by their section. */
+function otherSpecs(schema, shown) {
+  const kinds = { int: "int", number: "number", bool: "bool", enum: "select", string: "text" };
+  const onCards = (path) => shown.has(path) || /^(model|apiKeys|providers|channels|auth)(\.|$)/.test(path);
+  const specs = [];
+  let section = null;
+  for (const f of schema.values()) {
+    if (!kinds[f.kind] || f.secret || f.path.includes("<") || onCards(f.path)) continue;
+    const top = f.path.split(".")[0];
+    if (top !== section) {
+      section = top;
+      specs.push({ heading: top });
+    }
+    const spec = { kind: kinds[f.kind], path: f.path, label: f.path };
+    if (f.kind === "enum") spec.options = f.options.map((value) => [value, value]);
+    if (f.default === undefined && (f.kind === "int" || f.kind === "number")) Object.assign(spec, { optional: true, unset: "Not set" });
+    specs.push(spec);
+  }
+  return specs;
+}
+
+/** A field's spec with what the gateway's schema says of its path: range, default, choices, pattern and hint. A
+ * choice the page has no label for is offered by its value. */
+function withSchema(specs, schema) {
+  return specs.map((spec) => {
+    const f = spec.path && schema.get(spec.path);
+    if (!f) return spec;
+    const merged = { ...spec, hint: [f.description, spec.note].filter(Boolean).join(" ") };
+    if (f.min !== undefined) merged.min = f.min;
+    if (f.max !== undefined) merged.max = f.max;
+    if (f.default !== undefined) merged.def = f.default;
+    if (f.pattern) merged.pattern = new RegExp(f.pattern);
+    if (spec.kind === "select" && Array.isArray(f.options)) {
+      const labels = new Map(spec.options);
+      merged.options = f.options.map((value) => [value, labels.get(value) || value]);
+    }
+    return merged;
+  });
+}
 
 const BUILT_IN_PROVIDERS = ["anthropic", "openai", "google", "bedrock", "openrouter", "groq", "ollama", "lmstudio", "vllm"];
 const PROVIDER_NAME = /^[A-Za-z0-9_-]{1,64}$/;
@@ -141,9 +187,13 @@ class SettingsView {
     if (this.rendered) return this.reread(true);
     const done = busy(this.refreshButton);
     try {
-      const res = await this.gw.call("config.get", {});
+      const [res, schema] = await Promise.all([
+        this.gw.call("config.get", {}),
+        this.gw.call("config.schema", {}).catch(() => ({ fields: [] })), // an older gateway: the page's own specs
+      ]);
       if (!this.alive) return;
       this.config = res.config || {};
+      this.schema = new Map((schema.fields || []).map((f) => [f.path, f]));
       this.render();
     } catch (err) {
       if (this.alive) fill(this.body, h("p.error", { role: "alert" }, `Could not read the configuration: ${errorText(err)}`), h("button", { type: "button", onclick: () => this.load() }, "Try again"));
@@ -175,9 +225,13 @@ class SettingsView {
     this.rendered = true;
     this.syncs = [];
     this.raw = h("pre.settings-raw", { tabindex: "0", "aria-label": "Configuration as JSON" }, JSON.stringify(config, null, 2));
-    const limits = new TypedForm(this, LIMITS, config);
-    const sessions = new TypedForm(this, SESSIONS, config);
+    const limits = new TypedForm(this, withSchema(LIMITS, this.schema), config);
+    const sessions = new TypedForm(this, withSchema(SESSIONS, this.schema), config);
+    const shown = new Set([...LIMITS, ...SESSIONS].map((spec) => spec.path).filter(Boolean));
+    const others = otherSpecs(this.schema, shown);
+    const more = others.length ? new TypedForm(this, withSchema(others, this.schema), config) : null;
     this.syncs.push((c) => limits.sync(c), (c) => sessions.sync(c));
+    if (more) this.syncs.push((c) => more.sync(c));
     fill(
       this.body,
       h("div.settings-grid",
@@ -185,13 +239,15 @@ class SettingsView {
         this.keysCard(config),
         card("limits", "Limits", limits.el),
         card("sessions", "Sessions", sessions.el),
+        more ? card("more", "More settings", h("details.settings-more-wrap", h("summary", "Every other setting the gateway reads"), more.el)) : null,
         this.advancedCard(),
       ),
     );
   }
 
+  /** config.set; resolves with its answer (`warning` when the gateway does not read the key). */
   async set(path, value, remove = false) {
-    await this.gw.call("config.set", remove ? { path } : { path, value });
+    return this.gw.call("config.set", remove ? { path } : { path, value });
   }
 
   // --- model ---------------------------------------------------------------------------------------------------
@@ -366,11 +422,13 @@ class SettingsView {
     const path = h("input", { name: "path", autocomplete: "off", spellcheck: "false", placeholder: "channels.telegram.publicBaseUrl" });
     const value = h("textarea.code", { name: "value", rows: 3, spellcheck: "false", placeholder: '"https://bot.example.org"' });
     const error = errorSlot(value);
+    const warning = h("p.field-warning", { role: "status", hidden: true });
     const save = h("button.primary", { type: "submit" }, "Set");
     const remove = h("button.danger", { type: "button" }, "Delete path");
     const now = h("span", PATH_HINT);
     const form = h("form.settings-form", { novalidate: true },
       field("Path", path, now),
+      warning,
       field("Value (JSON)", value, 'A JSON value: "text" in quotes, 42, true, ["a"], {"k": 1}.'),
       error.el,
       h("div.row", save, remove),
@@ -378,6 +436,7 @@ class SettingsView {
     path.addEventListener("input", debounce(() => this.showCurrent(path.value.trim(), now), 400));
     const run = async (deleting) => {
       error.clear();
+      warning.hidden = true;
       const p = path.value.trim();
       if (!p) return error.show("Enter a path.");
       let parsed;
@@ -393,8 +452,12 @@ class SettingsView {
       if (deleting) remove.focus(); // back from the question
       const done = [busy(save), busy(remove)];
       try {
-        await this.set(p, parsed, deleting);
+        const res = await this.set(p, parsed, deleting);
         value.value = ""; // it may have been a secret
+        if (res && res.warning) {
+          warning.textContent = `Stored, but: ${res.warning}`;
+          warning.hidden = false;
+        }
         toast(deleting ? `${p} deleted.` : `${p} set.`, "ok");
         this.showCurrent(p, now);
         await this.reread(); // the other cards show it, unless they are being edited
@@ -412,7 +475,7 @@ class SettingsView {
     return card(
       "advanced",
       "Advanced",
-      h("p.hint", "Set any configuration path. The gateway stores what it is given; secrets are shown masked everywhere."),
+      h("p.hint", "Set any configuration path. The gateway checks the keys it reads (docs/configuration.md) and stores keys it does not read with a warning; secrets are shown masked everywhere."),
       form,
       h("details.settings-raw-wrap", h("summary", "Whole configuration (read-only JSON)"), this.raw),
     );
@@ -503,7 +566,7 @@ class TypedForm {
       }
     }
     done();
-    const what = changes.filter(([f]) => !f.error.el.textContent).map(([f, c]) => `${f.spec.label}${c.remove ? (f.spec.optional ? " (no limit)" : " (default)") : ""}`);
+    const what = changes.filter(([f]) => !f.error.el.textContent).map(([f, c]) => `${f.spec.label}${c.remove ? (f.spec.optional ? ` (${(f.spec.unset || "no limit").toLowerCase()})` : " (default)") : ""}`);
     if (saved === changes.length) toast(`Saved: ${what.join(", ")}.`, "ok");
     else failed("Saving", { message: `${changes.length - saved} of ${changes.length} settings were refused: see the fields.` });
     if (saved) await this.view.reread();
@@ -546,7 +609,10 @@ class TypedField {
       return h("select", { name: this.spec.path }, known);
     }
     if (kind === "bool") return h("input", { type: "checkbox", name: this.spec.path });
-    if (kind === "int") return h("input", { type: "number", name: this.spec.path, inputmode: "numeric", step: 1, min, max, placeholder: optional ? "No limit" : def !== undefined ? `${def} (default)` : null });
+    if (kind === "int" || kind === "number") {
+      const step = kind === "int" ? 1 : "any";
+      return h("input", { type: "number", name: this.spec.path, inputmode: kind === "int" ? "numeric" : "decimal", step, min, max, placeholder: optional ? this.spec.unset || "No limit" : def !== undefined ? `${def} (default)` : null });
+    }
     return h("input", { name: this.spec.path, autocomplete: "off", spellcheck: "false", list: this.zones ? this.zones.id : null });
   }
 
@@ -565,7 +631,7 @@ class TypedField {
     const { kind } = this.spec;
     if (kind === "bool") return this.changeTo(this.control.checked);
     if (kind === "select") return this.changeTo(this.control.value);
-    if (kind === "int") return this.readInt();
+    if (kind === "int" || kind === "number") return this.readInt();
     return this.readText();
   }
 
@@ -574,12 +640,13 @@ class TypedField {
   }
 
   readInt() {
-    const { min, max } = this.spec;
+    const { min, max, kind } = this.spec;
+    const whole = kind === "int";
     const raw = this.control.value.trim();
-    if (this.control.validity.badInput) return { error: "Enter a whole number." };
+    if (this.control.validity.badInput) return { error: whole ? "Enter a whole number." : "Enter a number." };
     if (raw === "") return this.current === undefined || this.current === null ? { changed: false } : { changed: true, remove: true };
     const n = Number(raw);
-    if (!Number.isInteger(n)) return { error: "Enter a whole number." };
+    if (whole ? !Number.isInteger(n) : !Number.isFinite(n)) return { error: whole ? "Enter a whole number." : "Enter a number." };
     if (min !== undefined && n < min) return { error: `At least ${min}.` };
     if (max !== undefined && n > max) return { error: `At most ${max}.` };
     return this.changeTo(n);

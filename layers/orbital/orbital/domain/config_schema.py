@@ -1,0 +1,799 @@
+"""The configuration's schema: every key the gateway reads, its type, its range and what it means, in one place.
+
+`config.set` checks each write against it (`problems_at`): a wrong type, a value out of range or a model whose
+provider is neither built in nor configured is refused with the path, what was expected and what was given, and
+nothing is stored. A key the schema does not know is stored as before (GSV clients keep keys of their own), with a
+warning that names the nearest known key (`unknown_keys`). `reference_rows` is what docs/configuration.md is made
+of (`python -m orbital.methods.config_reference`).
+
+The readers of each setting keep their own fallbacks (a value stored before this schema existed still reads as its
+default); the defaults themselves are `orbital.domain.config.defaults()`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+import types
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
+from zoneinfo import ZoneInfo
+
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic.fields import FieldInfo
+
+from orbital.domain.config import MASK, defaults, get_path, is_missing, is_secret, masked_at
+
+# --- providers -------------------------------------------------------------------------------------------------------
+
+BUILT_IN_PROVIDERS = ("anthropic", "openai", "google", "bedrock", "openrouter", "groq", "ollama", "lmstudio", "vllm")
+"""The providers a model may name without a `providers.<name>.baseUrl` (`agent.providers._resolve` knows each)."""
+PROVIDER_ALIASES = {"amazon-bedrock": "bedrock", "gemini": "google"}
+WIRE_APIS = ("openai", "anthropic", "google", "openai-completions", "anthropic-messages", "google-generative-ai")
+
+
+def _canonical(provider: str) -> str:
+    name = provider.strip().lower()
+    return PROVIDER_ALIASES.get(name, name)
+
+
+def provider_problem(config: dict[str, Any], provider: Any) -> str | None:
+    """Why `provider` cannot be a model's provider in `config` (None when it can): a built-in name or alias, or a
+    name with `providers.<name>.baseUrl` set."""
+    if not isinstance(provider, str) or not provider.strip():
+        return "a provider name"
+    if _canonical(provider) in BUILT_IN_PROVIDERS:
+        return None
+    found = config.get("providers")
+    sections: dict[str, Any] = found if isinstance(found, dict) else {}
+    for name in dict.fromkeys((provider, provider.strip().lower(), _canonical(provider))):
+        section = sections.get(name)
+        if isinstance(section, dict) and isinstance(section.get("baseUrl"), str) and section["baseUrl"].strip():
+            return None
+    known = ", ".join(BUILT_IN_PROVIDERS)
+    return f"a known provider ({known}) or one configured with providers.{provider.strip()}.baseUrl"
+
+
+MODEL_FORM = "`provider/model-id` or {provider, id}"
+
+
+def parse_model(value: Any) -> dict[str, str] | None:
+    """`provider/model-id` as `{provider, id}` (provider lowercased); None when the text is not of that form."""
+    if not isinstance(value, str):
+        return None
+    text = value.strip()
+    if "/" not in text or re.search(r"\s", text):
+        return None
+    provider, model_id = text.split("/", 1)
+    if not provider or not model_id:
+        return None
+    return {"provider": provider.lower(), "id": model_id}
+
+
+def normalize(path: str, value: Any) -> Any:
+    """The value `config.set` stores: a model written as `provider/model-id` is stored as `{provider, id}` (what
+    every reader takes); anything else as given."""
+    if path == "model" and isinstance(value, str):
+        parsed = parse_model(value)
+        return parsed if parsed is not None else value
+    return value
+
+
+# --- value types -----------------------------------------------------------------------------------------------------
+
+
+def _zone(value: str) -> str:
+    try:
+        ZoneInfo(value.strip())
+    except (ValueError, KeyError, OSError):
+        raise ValueError("an IANA time zone this machine knows (e.g. Europe/Paris)") from None
+    return value
+
+
+def _http_url(value: str) -> str:
+    if not re.match(r"^https?://[^\s/]+", value.strip()):
+        raise ValueError("an http:// or https:// URL")
+    return value
+
+
+_DURATION = re.compile(r"^(?:0|(?=\d)(?:\d+h)?(?:\d+m)?(?:\d+s)?)?$")
+
+
+def _duration(value: str) -> str:
+    if not _DURATION.match(value.strip()):
+        raise ValueError('a duration such as "30m", "1h30m" or "45s" ("0" or "" turns it off)')
+    return value
+
+
+def _clock(value: str) -> str:
+    if not re.match(r"^([01]\d|2[0-3]):[0-5]\d$|^24:00$", value):
+        raise ValueError('a time of day "HH:MM"')
+    return value
+
+
+def _as_text(value: Any) -> Any:
+    """A number where a sender id is expected is taken as its digits (ids are compared as text)."""
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+def _model_text(value: Any) -> Any:
+    """A model written as `provider/model-id` is checked as `{provider, id}`; other text is refused."""
+    if isinstance(value, str):
+        parsed = parse_model(value)
+        if parsed is None:
+            raise ValueError(MODEL_FORM)
+        return parsed
+    return value
+
+
+def _listed_model(value: Any) -> Any:
+    return {"id": value} if isinstance(value, str) else value
+
+
+Zone = Annotated[str, AfterValidator(_zone)]
+HttpUrl = Annotated[str, AfterValidator(_http_url)]
+Duration = Annotated[str, AfterValidator(_duration)]
+Clock = Annotated[str, AfterValidator(_clock)]
+SenderId = Annotated[str, BeforeValidator(_as_text)]
+Name = Annotated[str, Field(min_length=1)]
+
+_TYPE_TEXT: dict[Any, str] = {
+    Zone: "IANA time zone",
+    HttpUrl: "http(s) URL",
+    Duration: 'duration ("30m", "1h30m", "45s"; "0" is off)',
+    Clock: '"HH:MM"',
+    SenderId: "string",
+    Name: "non-empty string",
+}
+
+
+def setting(description: str, *, default: Any = None, **constraints: Any) -> Any:
+    """A field of the schema: optional in a stored configuration, documented, `default` as the reader applies it
+    when nothing is set (shown in the reference; `orbital.domain.config.defaults()` is what fills the effective
+    configuration)."""
+    return Field(None, description=description, json_schema_extra={"default": default}, **constraints)
+
+
+class Section(BaseModel):
+    """A section: its known keys are typed; keys it does not know are kept (and warned about by `config.set`)."""
+
+    model_config = ConfigDict(extra="allow", strict=True, populate_by_name=True)
+
+
+# --- the sections ----------------------------------------------------------------------------------------------------
+
+
+class ModelRef(Section):
+    provider: Name | None = setting(
+        "The provider: a built-in one (" + ", ".join(BUILT_IN_PROVIDERS) + ") or one with `providers.<name>.baseUrl`.",
+        default="anthropic",
+    )
+    id: Name | None = setting("The model's id at that provider.", default="claude-sonnet-4-20250514")
+
+
+class ListedModel(Section):
+    id: Name | None = setting("The model's id.")
+    name: str | None = setting("What a model picker shows.")
+    contextWindow: int | None = setting("Its context window in tokens.", ge=1)
+    vision: bool | None = setting("Whether it takes images (else guessed from the id).")
+
+
+class ProviderSettings(Section):
+    baseUrl: HttpUrl | None = setting(
+        "The endpoint (an OpenAI-compatible API unless `api` says otherwise); required for a provider that is not "
+        "built in."
+    )
+    api: Literal[WIRE_APIS] | None = setting("The wire API of a provider that is not native.", default="openai")  # type: ignore[valid-type]
+    headers: dict[str, str] | None = setting("Extra HTTP headers of each call.")
+    models: list[Annotated[ListedModel, BeforeValidator(_listed_model)]] | None = setting(
+        "The models a model picker offers: ids, or {id, name?, contextWindow?, vision?}."
+    )
+    contextWindow: int | None = setting("The context window of its models, in tokens.", ge=1)
+    maxTokens: int | None = setting("The output budget of a call, in tokens.", default=8192, ge=1)
+    region: str | None = setting("Bedrock only: the AWS region (else the environment's).")
+
+
+class Timeouts(Section):
+    llmMs: int | None = setting("One model call, retries included (ms).", default=300000, ge=1000)
+    toolMs: int | None = setting("A tool call on a node (ms).", default=60000, ge=1000)
+    logsMs: int | None = setting(
+        "Reading a node's logs (ms); the agent's log reads wait at most 120000.", default=20000, ge=1000
+    )
+    transferMs: int | None = setting("A file transfer between nodes (ms).", default=600000, ge=1000)
+    skillProbeMaxAgeMs: int | None = setting(
+        "How long a skill probe's answer counts (ms).", default=600000, ge=1000, le=86_400_000
+    )
+
+
+class Auth(Section):
+    token: str | None = setting("A gateway token for GSV clients. Not used when the gateway has a token of its own.")
+
+
+TranscriptionProvider = Literal[
+    "", "auto", "default", "workers-ai", "openai", "aws", "amazon", "transcribe", "amazon-transcribe",
+    "none", "off", "disabled", "false",
+]  # fmt: skip
+
+
+class Transcription(Section):
+    provider: TranscriptionProvider | None = setting(
+        "Who transcribes voice messages: openai, aws, none, or auto (workers-ai: OpenAI with a key, else AWS on AWS).",
+        default="workers-ai",
+    )
+    model: str | None = setting("The OpenAI transcription model.")
+    timeoutSeconds: float | None = setting("One transcription (s).", default=120, ge=5, le=600)
+    languageCode: str | None = setting("AWS: the spoken language (e.g. en-US); else it is identified.")
+    languageOptions: list[str] | None = setting("AWS: the languages to identify among.")
+
+
+class ChannelAccount(Section):
+    botToken: str | None = setting("Telegram: the bot's token.")
+    webhookSecret: str | None = setting("Telegram: the secret its webhook calls carry.")
+    webhookUrl: HttpUrl | None = setting("Telegram: the webhook URL (else built from publicBaseUrl).")
+
+
+class Channel(Section):
+    dmPolicy: Literal["open", "allowlist", "pairing"] | None = setting(
+        "Who may write in a direct message: anyone, allowFrom only, or allowFrom plus senders the owner pairs.",
+        default="pairing",
+    )
+    allowFrom: list[SenderId] | None = setting("The senders let in (ids).", default=[])
+    requireMention: bool | None = setting("In groups, answer only messages that mention the agent.", default=False)
+    accounts: dict[str, ChannelAccount] | None = setting("Telegram: the bot accounts, by account id.")
+    apiBaseUrl: HttpUrl | None = setting("Telegram: the Bot API server.", default="https://api.telegram.org")
+    publicBaseUrl: HttpUrl | None = setting("Telegram: where the REST API is reachable, for the webhook URL.")
+
+
+class ResetPolicy(Section):
+    mode: Literal["manual", "daily", "idle"] | None = setting("When a session starts afresh.", default="daily")
+    atHour: int | None = setting("daily: the hour (UTC) of the reset.", default=4, ge=0, le=23)
+    idleMinutes: int | None = setting("idle: minutes without activity before a reset.", default=60, ge=1)
+
+
+class SessionBudget(Section):
+    maxTokens: int | None = setting("Read as budgets.session when that is not set (0 or null: none).", ge=0)
+
+
+class Session(Section):
+    defaultResetPolicy: ResetPolicy | None = setting("The reset policy a new session adopts.")
+    mainKey: Annotated[str, Field(pattern=r"^[^\s:]+$")] | None = setting(
+        "The main session's key (one word, no colons).", default="main"
+    )
+    dmScope: Literal["main", "per-peer", "per-channel-peer", "per-account-channel-peer"] | None = setting(
+        "Which session a direct message goes to.", default="main"
+    )
+    identityLinks: dict[str, list[str]] | None = setting(
+        "One person's ids on several channels (`channel:id`), by name: they share a session.", default={}
+    )
+    defaultBudget: SessionBudget | None = setting("An older place of the session token budget.")
+
+
+class SkillEntry(Section):
+    enabled: bool | None = setting("false turns the skill off.", default=True)
+    always: bool | None = setting("Always in the prompt (else when its requirements are met).")
+    requires: dict[str, Any] | None = setting("Requirements added to the skill's own (bins, env, config, os…).")
+
+
+class Skills(Section):
+    entries: dict[str, SkillEntry] | None = setting("Per-skill settings, by skill name.", default={})
+
+
+class ActiveHours(Section):
+    start: Clock | None = setting("From (HH:MM).", default="08:00")
+    end: Clock | None = setting("Until (HH:MM).", default="23:00")
+    timezone: Zone | None = setting("Their time zone (else userTimezone).")
+
+
+class Heartbeat(Section):
+    every: Duration | None = setting("How often the agent is woken.", default="30m")
+    prompt: str | None = setting("What it is told.", default="(reads HEARTBEAT.md)")
+    target: str | None = setting("Where its reply goes: last (the last channel), none, or a channel.", default="last")
+    activeHours: ActiveHours | None = setting("When heartbeats run.")
+
+
+class AgentEntry(Section):
+    id: Name | None = setting("The agent's id.")
+    default: bool | None = setting("The agent of the main session.")
+    heartbeat: Heartbeat | None = setting("Its heartbeat, over agents.defaultHeartbeat.")
+
+
+class PeerMatch(Section):
+    kind: str | None = setting("dm, group or channel.")
+    id: str | None = setting("The peer's id.")
+
+
+class BindingMatch(Section):
+    channel: str | None = setting("The channel.")
+    accountId: str | None = setting("The channel account.")
+    peer: PeerMatch | None = setting("The peer.")
+
+
+class Binding(Section):
+    agentId: Name | None = setting("The agent that answers.")
+    match: BindingMatch | None = setting("What a message must match.")
+
+
+class Agents(Section):
+    agents: list[AgentEntry] | None = setting("The agents besides main.", default=[], alias="list")
+    bindings: list[Binding] | None = setting("Which agent answers which channel, account or peer.", default=[])
+    defaultHeartbeat: Heartbeat | None = setting("The heartbeat of every agent.")
+    maxIterations: int | None = setting(
+        "Model calls with tools in one run before it ends with a note.", default=25, ge=1
+    )
+
+
+class Compaction(Section):
+    enabled: bool | None = setting("Summarize long sessions.", default=True)
+    reserveTokens: int | None = setting("Tokens kept free for the reply.", default=20000, ge=0)
+    keepRecentTokens: int | None = setting("Recent tokens kept as they are.", default=20000, ge=0)
+    extractMemories: bool | None = setting("Keep facts from archived sessions in memory.", default=True)
+
+
+class Cron(Section):
+    enabled: bool | None = setting("Run scheduled jobs.", default=True)
+    maxJobs: int | None = setting("Jobs at most.", default=200, ge=1)
+    maxRunsPerJobHistory: int | None = setting("Runs kept per job.", default=200, ge=1)
+    maxConcurrentRuns: int | None = setting("Jobs running at once.", default=4, ge=1)
+
+
+class Budgets(Section):
+    session: int | None = setting("Tokens per session without a budget of its own (0 or null: no limit).", ge=0)
+    daily: int | None = setting("Tokens per UTC day, every session together (0 or null: no limit).", ge=0)
+    monthly: int | None = setting("Tokens per UTC month, every session together (0 or null: no limit).", ge=0)
+
+
+class Windie(Section):
+    registration: bool | None = setting("WindieOS clients may register accounts.", default=False)
+
+
+class Xeno(Section):
+    partials: bool | None = setting("xeno queries also get the reply's text so far.", default=False)
+    newSessionPrompt: str | None = setting("What a new xeno session is told first.")
+
+
+class Embeddings(Section):
+    provider: str | None = setting("The embeddings provider (with a key or an endpoint).")
+    model: str | None = setting("The embeddings model.")
+    dimensions: int | None = setting("The vectors' size.", ge=1)
+    timeoutMs: int | None = setting("One call (ms).", default=20000, ge=1)
+
+
+class Configuration(Section):
+    """The whole configuration."""
+
+    model: Annotated[ModelRef, BeforeValidator(_model_text)] | None = setting(
+        f"The model every session uses unless it picks its own: {MODEL_FORM}."
+    )
+    apiKeys: dict[str, str | None] | None = setting("API keys by provider name.", default={})
+    providers: dict[str, ProviderSettings] | None = setting("Providers by name: endpoints, headers, models.")
+    timeouts: Timeouts | None = setting("Time limits.")
+    auth: Auth | None = setting("GSV's own authentication.")
+    transcription: Transcription | None = setting("Voice messages.")
+    channels: dict[str, Channel] | None = setting("Messengers by name (whatsapp, discord, telegram…).")
+    session: Session | None = setting("Sessions.")
+    skills: Skills | None = setting("Skills.")
+    agents: Agents | None = setting("Agents, bindings and heartbeats.")
+    compaction: Compaction | None = setting("Compaction of long sessions.")
+    cron: Cron | None = setting("Scheduled jobs.")
+    budgets: Budgets | None = setting("Token budgets (ADR 0026).")
+    userTimezone: Zone | None = setting("Your time zone: times the agent reads are in it.", default="UTC")
+    systemPrompt: str | None = setting("The agent's base prompt (else the built-in one).")
+    windie: Windie | None = setting("WindieOS clients.")
+    xeno: Xeno | None = setting("xeno clients.")
+    embeddings: Embeddings | None = setting("Embeddings (semantic search).")
+
+
+# --- walking the schema ----------------------------------------------------------------------------------------------
+
+
+def _strip(annotation: Any) -> Any:
+    """The annotation without `| None`."""
+    origin = get_origin(annotation)
+    if origin in (Union, types.UnionType):
+        args = [a for a in get_args(annotation) if a is not type(None)]
+        if len(args) == 1:
+            return args[0]
+    return annotation
+
+
+def _inner(annotation: Any) -> Any:
+    """The annotation without `| None` and without `Annotated`'s validators."""
+    annotation = _strip(annotation)
+    while get_origin(annotation) is Annotated:
+        annotation = get_args(annotation)[0]
+    return _strip(annotation)
+
+
+def _fields(model: type[BaseModel]) -> dict[str, FieldInfo]:
+    """The fields of a section by the key they have in the configuration."""
+    return {info.alias or name: info for name, info in model.model_fields.items()}
+
+
+def _section_of(annotation: Any) -> type[BaseModel] | None:
+    inner = _inner(annotation)
+    return inner if isinstance(inner, type) and issubclass(inner, BaseModel) else None
+
+
+def _child(annotation: Any, segment: str) -> tuple[Any, bool] | None:
+    """The annotation of `segment` under a value of type `annotation`, and whether the segment is a key the schema
+    names; None when the schema says nothing below (a free-form value)."""
+    section = _section_of(annotation)
+    if section is not None:
+        found = _fields(section).get(segment)
+        return (found.annotation, True) if found is not None else None
+    inner = _inner(annotation)
+    origin = get_origin(inner)
+    if origin is dict:
+        return get_args(inner)[1], True
+    if origin is list:
+        return (get_args(inner)[0], True) if segment.isdigit() else None
+    return None
+
+
+def annotation_at(path: Sequence[str | int]) -> Any:
+    """The schema's type at `path` (`Any` where it says nothing)."""
+    annotation: Any = Configuration
+    for segment in path:
+        found = _child(annotation, str(segment))
+        if found is None:
+            return Any
+        annotation = found[0]
+    return annotation
+
+
+def _known_keys(annotation: Any) -> list[str]:
+    section = _section_of(annotation)
+    return list(_fields(section)) if section is not None else []
+
+
+def _suggest(key: str, known: Sequence[str]) -> str:
+    close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+    if not close:
+        lowered = {k.lower(): k for k in known}
+        close = [lowered[key.lower()]] if key.lower() in lowered else []
+    return close[0] if close else ""
+
+
+def unknown_keys(path: str, value: Any, *, deleting: bool = False) -> list[str]:
+    """The keys written at `path` (the path's own segments, and the keys inside `value`) that the schema does not
+    know, each as a sentence with the nearest known key: "unknown key `modle` — did you mean `model`?"."""
+    found: list[str] = []
+    annotation: Any = Configuration
+    segments = path.split(".")
+    for index, segment in enumerate(segments):
+        known = _known_keys(annotation)
+        step = _child(annotation, segment)
+        if step is None:
+            if known:
+                found.append(_unknown(segments[: index + 1], known))
+            return found
+        annotation = step[0]
+    if not deleting:
+        found += _unknown_inside(annotation, value, segments)
+    return found
+
+
+def _unknown_inside(annotation: Any, value: Any, prefix: list[str]) -> list[str]:
+    found: list[str] = []
+    if isinstance(value, dict):
+        known = _known_keys(annotation)
+        for key, item in value.items():
+            step = _child(annotation, str(key))
+            if step is None:
+                if known:
+                    found.append(_unknown([*prefix, str(key)], known))
+                continue
+            found += _unknown_inside(step[0], item, [*prefix, str(key)])
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            step = _child(annotation, str(index))
+            if step is not None:
+                found += _unknown_inside(step[0], item, [*prefix, str(index)])
+    return found
+
+
+def _unknown(segments: list[str], known: Sequence[str]) -> str:
+    key = ".".join(segments)
+    near = _suggest(segments[-1], known)
+    if near:
+        return f"unknown key `{key}` — did you mean `{'.'.join([*segments[:-1], near])}`?"
+    return f"unknown key `{key}` (stored; this gateway does not read it)"
+
+
+# --- checking --------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One refused value: where, what the schema expects there, and what was given (masked when secret)."""
+
+    path: str
+    expected: str
+    got: str
+
+    def message(self) -> str:
+        return f"{self.path}: expected {self.expected}, got {self.got}"
+
+    def to_wire(self) -> dict[str, str]:
+        return {"path": self.path, "expected": self.expected, "got": self.got}
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
+
+
+def shown_value(value: Any, path: Sequence[str]) -> str:
+    """What was given, for a message: the JSON (clipped, secrets inside masked), or only its kind where a secret
+    belongs (the path is a secret, holds secrets by name as `apiKeys` and `headers` do, or is a section with a
+    secret key such as `auth`)."""
+    if _holds_secret(path) and not (isinstance(value, str) and value == MASK):
+        return _kind(value)
+    text = json.dumps(masked_at(value, list(path)), ensure_ascii=False, default=str)
+    return text if len(text) <= 80 else text[:77] + "…"
+
+
+def _holds_secret(path: Sequence[str]) -> bool:
+    path = list(path)
+    if is_secret(path) or is_secret([*path, "x"]):
+        return True
+    return any(is_secret([*path, key]) for key in _known_keys(annotation_at(path)))
+
+
+def type_text(annotation: Any, info: FieldInfo | None = None) -> str:
+    """A type as the reference and the refusals name it: "integer ≥ 1000", "one of `a`, `b`", "object"…"""
+    stripped = _strip(annotation)
+    if stripped in _TYPE_TEXT:
+        return _TYPE_TEXT[stripped]
+    inner = _inner(annotation)
+    origin = get_origin(inner)
+    bounds = _bounds(annotation, info)
+    if inner is bool:
+        return "boolean"
+    if inner is int:
+        return "integer" + bounds
+    if inner is float:
+        return "number" + bounds
+    if inner is str:
+        pattern = _metadata(annotation, "pattern")
+        return "string" + (f" matching `{pattern}`" if pattern else "")
+    if origin is Literal:
+        return "one of " + ", ".join(f"`{a}`" for a in get_args(inner) if a != "")
+    if origin is list:
+        return f"list of {type_text(get_args(inner)[0])}"
+    if origin is dict:
+        return f"object of {type_text(get_args(inner)[1])} by name"
+    if _section_of(annotation) is ModelRef:
+        return MODEL_FORM
+    if _section_of(annotation) is not None:
+        return "object"
+    return "any JSON value"
+
+
+def _metadata(annotation: Any, name: str) -> Any:
+    """A constraint (`ge`, `le`, `pattern`…) given in `Annotated` metadata at any depth."""
+    node = _strip(annotation)
+    while get_origin(node) is Annotated:
+        for meta in get_args(node)[1:]:
+            found = getattr(meta, name, None)
+            if found is not None:
+                return found
+            for inner in getattr(meta, "metadata", []) or []:
+                found = getattr(inner, name, None)
+                if found is not None:
+                    return found
+        node = _strip(get_args(node)[0])
+    return None
+
+
+def _bounds(annotation: Any, info: FieldInfo | None) -> str:
+    ge = le = None
+    for meta in (info.metadata if info is not None else []) or []:
+        ge = getattr(meta, "ge", ge)
+        le = getattr(meta, "le", le)
+    ge = ge if ge is not None else _metadata(annotation, "ge")
+    le = le if le is not None else _metadata(annotation, "le")
+    if ge is not None and le is not None:
+        return f" from {ge} to {le}"
+    if ge is not None:
+        return f" ≥ {ge}"
+    if le is not None:
+        return f" ≤ {le}"
+    return ""
+
+
+def field_at(path: Sequence[str | int]) -> tuple[Any, FieldInfo | None]:
+    """The annotation and (for a section's key) the field at `path`."""
+    if not path:
+        return Configuration, None
+    parent = annotation_at(path[:-1])
+    section = _section_of(parent)
+    if section is not None:
+        info = _fields(section).get(str(path[-1]))
+        if info is not None:
+            return info.annotation, info
+    return annotation_at(path), None
+
+
+def expected_at(path: Sequence[str | int]) -> str:
+    annotation, info = field_at(path)
+    return type_text(annotation, info)
+
+
+def _problems(config: dict[str, Any]) -> list[Problem]:
+    problems: list[Problem] = []
+    try:
+        Configuration.model_validate(config)
+    except ValidationError as exc:
+        for error in exc.errors(include_url=False):
+            loc = [str(part) for part in error["loc"]]
+            expected = expected_at(loc)
+            if error["type"] == "value_error":
+                expected = str(error.get("ctx", {}).get("error") or error["msg"])
+            problems.append(Problem(".".join(loc), expected, shown_value(error.get("input"), loc)))
+    model = config.get("model")
+    if isinstance(model, dict) and isinstance(model.get("provider"), str) and model["provider"]:
+        why = provider_problem(config, model["provider"])
+        if why is not None:
+            problems.append(Problem("model.provider", why, shown_value(model["provider"], ["model", "provider"])))
+    return problems
+
+
+def problems_at(config: dict[str, Any], path: str) -> list[Problem]:
+    """What is wrong in the effective `config` at, under or above `path` (the path just written): a value stored
+    elsewhere before does not refuse this write."""
+    wanted = path.split(".")
+    found = []
+    for problem in _problems(config):
+        at = problem.path.split(".") if problem.path else []
+        if at[: len(wanted)] == wanted or wanted[: len(at)] == at:
+            found.append(problem)
+    return found
+
+
+def model_problem(config: dict[str, Any], model: dict[str, str]) -> Problem | None:
+    """Why a model chosen for a session (`/model`) cannot be called: its provider is unknown."""
+    why = provider_problem(config, model.get("provider"))
+    if why is None:
+        return None
+    return Problem("model.provider", why, shown_value(model.get("provider"), ["model", "provider"]))
+
+
+def refusal(problems: Sequence[Problem]) -> str:
+    """The message of a refused write: each problem, "path: expected …, got …"; nothing was stored."""
+    return "; ".join(p.message() for p in problems) + " (nothing was stored)"
+
+
+# --- the reference ---------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Row:
+    """One key of the reference (and of the console's Settings fields, through `config.schema`)."""
+
+    path: str
+    type: str
+    default: Any
+    description: str
+    secret: bool
+    kind: str = "object"
+    """What a form shows for it: int, number, bool, string, enum, list, object or any."""
+    minimum: float | None = None
+    maximum: float | None = None
+    options: tuple[str, ...] = ()
+    pattern: str | None = None
+
+    def to_wire(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "path": self.path,
+            "type": self.type,
+            "kind": self.kind,
+            "description": self.description,
+            "secret": self.secret,
+        }
+        if self.default is not None:
+            out["default"] = self.default
+        if self.minimum is not None:
+            out["min"] = self.minimum
+        if self.maximum is not None:
+            out["max"] = self.maximum
+        if self.options:
+            out["options"] = list(self.options)
+        if self.pattern:
+            out["pattern"] = self.pattern
+        return out
+
+
+def _bound(annotation: Any, info: FieldInfo | None, name: str) -> float | None:
+    for meta in (info.metadata if info is not None else []) or []:
+        found = getattr(meta, name, None)
+        if found is not None:
+            return float(found) if not isinstance(found, int) else found
+    found = _metadata(annotation, name)
+    return found if isinstance(found, int | float) else None
+
+
+def _form(annotation: Any, info: FieldInfo | None) -> dict[str, Any]:
+    """How a form edits a key: its kind and constraints."""
+    inner = _inner(annotation)
+    origin = get_origin(inner)
+    if inner is bool:
+        return {"kind": "bool"}
+    if inner in (int, float):
+        return {
+            "kind": "int" if inner is int else "number",
+            "minimum": _bound(annotation, info, "ge"),
+            "maximum": _bound(annotation, info, "le"),
+        }
+    if origin is Literal:
+        return {"kind": "enum", "options": tuple(str(a) for a in get_args(inner) if a != "")}
+    if inner is str:
+        pattern = _metadata(annotation, "pattern")
+        return {"kind": "string", "pattern": pattern if isinstance(pattern, str) else None}
+    if origin is list:
+        return {"kind": "list"}
+    if origin is dict or _section_of(annotation) is not None:
+        return {"kind": "object"}
+    return {"kind": "any"}
+
+
+def _rows(annotation: Any, prefix: list[str]) -> Iterator[Row]:
+    section = _section_of(annotation)
+    if section is None:
+        return
+    for key, info in _fields(section).items():
+        path = [*prefix, key]
+        extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
+        default = get_path(defaults(), ".".join(path))
+        if is_missing(default) or (isinstance(default, dict | list) and not default and extra.get("default")):
+            default = extra.get("default")
+        child = _inner(info.annotation)
+        origin = get_origin(child)
+        nested = _section_of(info.annotation)
+        if nested is not None and nested is not ModelRef:
+            yield Row(".".join(path), "object", None, info.description or "", False)
+            yield from _rows(nested, path)
+            continue
+        yield Row(
+            ".".join(path),
+            type_text(info.annotation, info),
+            default,
+            info.description or "",
+            _secret(path),
+            **_form(info.annotation, info),
+        )
+        if nested is ModelRef:
+            yield from _rows(nested, path)
+        elif origin is dict and _section_of(get_args(child)[1]) is not None:
+            yield from _rows(get_args(child)[1], [*path, "<name>"])
+        elif origin is list and _section_of(get_args(child)[0]) is not None:
+            yield from _rows(get_args(child)[0], [*path, "<n>"])
+
+
+def _secret(path: list[str]) -> bool:
+    probe = [seg if not seg.startswith("<") else "x" for seg in path]
+    return is_secret(probe) or (is_secret([*probe, "x"]) and path[-1] in ("apiKeys", "headers"))
+
+
+def reference_rows() -> list[Row]:
+    """Every key of the schema, depth first, as the configuration reference lists it."""
+    return list(_rows(Configuration, []))
+
+
+def default_text(value: Any) -> str:
+    if value is None:
+        return "—"
+    return json.dumps(value, ensure_ascii=False)
