@@ -37,9 +37,10 @@ service's message.
 
 Over HTTP: every method a client socket may call, but `connect`, is also `POST /api/v1/{method}` on the gateway's
 HTTP API (ADR 0029; "HTTP" below), with the params as the JSON body (an empty body is `{}`) and the payload as the
-answer. It needs `Authorization: Bearer <gateway token>` where the gateway has one (401 without it). Errors are
-`{"detail": message, "code": code}` with the HTTP status of the code (1xx codes are 400). A deferred method's
-request waits for the answer at most 25 s, then answers 504. `/openapi.json` and `/docs` describe them all.
+answer. It needs `Authorization: Bearer <gateway token>` where the gateway has one (401 without it, before the body
+is read). Errors are `{"detail": message, "code": code}` with the HTTP status of the code (1xx codes are 400). A
+deferred method's request waits for the answer at most 25 s, then answers 504. `/openapi.json` and `/docs` describe
+them all.
 """
 
 CODES = [
