@@ -119,6 +119,7 @@ def lambda_handler() -> Callable[[dict[str, Any], Any], dict[str, Any]]:
 
 def _refused_admin_call(path: str, headers: dict[str, Any]) -> dict[str, Any] | None:
     """An admin API call whose bearer may not call, answered as API Gateway expects; None for any other event."""
+    # lazy, as in create_app: Starlette and FastAPI load with the app, not with this module
     from starlette.requests import HTTPConnection
 
     from orbital.rest import admin
