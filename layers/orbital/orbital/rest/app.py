@@ -122,7 +122,7 @@ def _refused_admin_call(path: str, headers: dict[str, Any]) -> dict[str, Any] | 
     # lazy, as in create_app: Starlette and FastAPI load with the app, not with this module
     from starlette.requests import HTTPConnection
 
-    from orbital.rest import admin
+    from orbital.rest import admin  # lazy: it imports FastAPI
 
     if not path.startswith(admin.PREFIX + "/"):
         return None
