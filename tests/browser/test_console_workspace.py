@@ -257,3 +257,34 @@ def test_a_file_too_large_to_edit_is_shown_read_only(console: Console, admin: Ga
     expect(file.get_by_role("button", name="Edit")).to_be_disabled()
     expect(file.locator("pre.ws-text")).to_contain_text("line of the big file")
     assert not console.errors, console.errors
+
+
+def test_the_workspace_root_shows_no_stray_null(console: Console, admin: GatewayClient) -> None:
+    page = console.open("#/workspace").page
+    listing = page.get_by_role("region", name="Workspace")
+    expect(listing.get_by_role("link", name="SOUL.md")).to_be_visible()
+    main = page.locator("main")
+    expect(main).not_to_contain_text("null")
+    expect(main).not_to_contain_text("undefined")
+    page.get_by_role("button", name="Refresh").click()
+    expect(listing.get_by_role("link", name="SOUL.md")).to_be_visible()
+    expect(main).not_to_contain_text("null")
+    assert not console.errors, console.errors
+
+
+def test_underscores_inside_words_stay_literal_in_markdown(console: Console, admin: GatewayClient) -> None:
+    text = (
+        "Call snake_case_names and laptop__Bash as they are; a file_name.md too.\n\n"
+        "But _this_ is emphasis, __this__ is strong, and in*side*word stars still work."
+    )
+    admin.call("workspace.write", {"path": "notes/underscores.md", "content": text})
+    page = console.open("#/workspace/notes/underscores.md").page
+    file = page.get_by_role("region", name="File notes/underscores.md")
+    first = file.locator(".md p").nth(0)
+    expect(first).to_have_text("Call snake_case_names and laptop__Bash as they are; a file_name.md too.")
+    expect(first.locator("em, strong")).to_have_count(0)
+    second = file.locator(".md p").nth(1)
+    expect(second.locator("em")).to_have_text(["this", "side"])
+    expect(second.locator("strong")).to_have_text("this")
+    expect(second).to_have_text("But this is emphasis, this is strong, and insideword stars still work.")
+    assert not console.errors, console.errors

@@ -446,3 +446,62 @@ def test_interactive_reports_tool_calls_and_errors(fake, chat_gateway, terminal)
     term.expect(r"pty-3 │")
     term.send("\x04")  # Ctrl-D
     assert term.wait() == 0
+
+
+def test_interactive_chat_survives_a_gateway_restart(llm, tmp_path):
+    """The gateway stops and comes back on the same port and data dir: the next message reconnects (retrying with
+    backoff while it is down) and goes to the same session, as `orbital node` reconnects by itself."""
+    if sys.platform == "win32":
+        pytest.skip("needs a POSIX pseudo-terminal")
+    gw = GatewayProcess(tmp_path / "data").start()
+    term: Terminal | None = None
+    try:
+        configure(gw, llm)
+        llm.reset()
+        env = _env(tmp_path / "home")
+        env.update(TERM="xterm-256color", COLUMNS="120", LINES="40")
+        args = [sys.executable, "-m", "orbital.cli.main", "chat", "--url", gw.url, "--session", "restart-1"]
+        term = Terminal(args, env)
+        term.expect(r"restart-1 │ Enter send")
+        llm.script(reply("Before the restart", chunks=2))
+        term.send("first\r")
+        term.expect(r"Before the restart")
+        term.expect(r"restart-1 │")
+        session_before = session_id(gw, "restart-1")
+
+        port = gw.port
+        gw.stop()
+        term.send("second\r")
+        term.expect(r"Connection lost")
+        term.expect(r"next try in", timeout=30)  # the gateway is still down: it keeps trying
+        term.send("\x03")  # Ctrl-C: stop trying for now, back to the prompt
+        term.expect(r"stopped reconnecting")
+        term.expect(r"restart-1 │")
+        assert term.proc.poll() is None
+
+        term.send("second\r")
+        term.expect(r"Connection lost")
+        term.expect(r"next try in", timeout=30)
+
+        llm.script(reply("After the restart", chunks=2))
+        gw.start(port=port)
+        term.expect(r"Reconnected", timeout=60)
+        term.expect(r"After the restart")
+        term.expect(r"restart-1 │")
+        assert session_id(gw, "restart-1") == session_before
+        users = [m["content"] for m in preview(gw, "restart-1") if m["role"] == "user"]
+        assert users == ["first", "second"]
+
+        term.send("exit\r")
+        assert term.wait() == 0
+    finally:
+        if term is not None:
+            term.close()
+        gw.stop()
+        llm.reset()
+
+
+def session_id(gw: GatewayProcess, session: str) -> str:
+    with GatewayClient(gw.url, timeout=15) as c:
+        c.connect("client")
+        return str(c.call("session.get", {"sessionKey": session})["sessionId"])

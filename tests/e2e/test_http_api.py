@@ -37,7 +37,7 @@ def _request(gw: GatewayProcess, method: str, path: str, body: Any = None, token
 
 def test_config_get_needs_the_token(guarded: GatewayProcess) -> None:
     status, body = _request(guarded, "POST", "/api/v1/config.get", {})
-    assert (status, body) == (401, {"detail": "Not authenticated"})
+    assert (status, body) == (401, {"detail": "Not authenticated", "code": 401})
     status, _ = _request(guarded, "POST", "/api/v1/config.get", {}, token="wrong-token-0123456789")
     assert status == 401
     status, body = _request(guarded, "POST", "/api/v1/config.get", {}, token=TOKEN)
@@ -74,3 +74,22 @@ def test_a_node_tool_call_over_http_waits_for_the_node(gateway: GatewayProcess, 
     assert "over-http" in json.dumps(answer["result"])
     status, answer = _request(gateway, "POST", "/api/v1/tool.invoke", {"tool": "nobody__Bash"})
     assert (status, answer) == (404, {"detail": "No node provides tool: nobody__Bash", "code": 404})
+
+
+def test_a_workspace_path_over_the_limit_is_a_400_not_a_500(guarded: GatewayProcess) -> None:
+    """The local file workspace refuses a key over 1024 bytes: the method says so as a bad request, over HTTP and on
+    the socket alike."""
+    from orbital.client import GatewayClient, RpcFailed
+
+    long_path = "notes/" + "a" * 2000 + ".md"
+    calls = [("workspace.write", {"path": long_path, "content": "x"}), ("workspace.read", {"path": long_path})]
+    for method, params in calls:
+        status, body = _request(guarded, "POST", f"/api/v1/{method}", params, token=TOKEN)
+        assert status == 400, (method, body)
+        assert body["code"] == 400 and body["detail"].startswith("Path too long"), body
+    with GatewayClient(guarded.url, timeout=15) as client:
+        client.connect("client", token=TOKEN)
+        for method, params in calls:
+            with pytest.raises(RpcFailed) as refused:
+                client.call(method, params)
+            assert refused.value.code == 400 and refused.value.message.startswith("Path too long"), method

@@ -385,3 +385,123 @@ def test_a_tools_image_in_a_session_is_served_with_the_gateway_token_only(
         f"/api/session-media/{name}",
     ):
         assert _client(token).get(other).status_code == 404, other
+
+
+# --- one error shape ---------------------------------------------------------------------------------------------
+
+
+def _one_shape(answer: Any, status: int) -> dict[str, Any]:
+    assert answer.status_code == status, answer.text
+    body = answer.json()
+    assert set(body) >= {"detail", "code"}, body
+    assert isinstance(body["detail"], str) and body["detail"], body
+    assert body["code"] == status, body
+    return dict(body)
+
+
+def test_a_401_has_the_one_error_shape_and_says_bearer(gateway: Any) -> None:
+    for client in (_client(), _client("not-the-gateway-token-0123456789")):
+        for method, path in [("POST", "/api/v1/config.get"), ("GET", "/api/install/me"), ("GET", "/api/artifacts/x")]:
+            answer = client.request(method, path)
+            assert _one_shape(answer, 401)["detail"] == auth.UNAUTHORIZED, path
+            assert answer.headers["www-authenticate"] == "Bearer", path
+
+
+def test_framework_errors_have_the_one_error_shape(http: TestClient) -> None:
+    assert _one_shape(http.get("/no/such/route"), 404)["detail"] == "Not Found"
+    assert _one_shape(http.get("/api/v1/config.get"), 405)["detail"] == "Method Not Allowed"
+    too_big = _one_shape(http.post("/api/v1/config.get", content=b"x" * (2 * 1024 * 1024)), 413)
+    assert "too large" in too_big["detail"]
+
+
+def test_a_routes_own_validation_error_is_a_sentence_not_a_list(http: TestClient) -> None:
+    # a query parameter of the wrong type on a non-admin route: FastAPI's own validation, not a method's params
+    from orbital.rest.app import create_app
+
+    app = create_app()
+
+    @app.get("/probe-validation")
+    def probe(count: int) -> dict[str, int]:
+        return {"count": count}
+
+    client = TestClient(app)
+    client.headers.update(http.headers)
+    body = _one_shape(client.get("/probe-validation", params={"count": "many"}), 422)
+    assert "count" in body["detail"], body
+
+
+def test_the_admin_api_checks_the_bearer_before_it_reads_the_body(gateway: Any) -> None:
+    anonymous = _client()
+    cases: list[dict[str, Any]] = [
+        {"content": b"{not json", "headers": {"Content-Type": "application/json"}},
+        {"content": b"[1, 2]", "headers": {"Content-Type": "application/json"}},
+        {"content": b"a=b", "headers": {"Content-Type": "application/x-www-form-urlencoded"}},
+        {"content": b"{" + b" " * (2 * 1024 * 1024) + b"}", "headers": {"Content-Type": "application/json"}},
+    ]
+    for path in ("/api/v1/config.get", "/api/v1/no.such.method"):
+        for case in cases:
+            answer = anonymous.post(path, **case)
+            assert _one_shape(answer, 401)["detail"] == auth.UNAUTHORIZED, (path, answer.text[:200])
+            assert answer.headers["www-authenticate"] == "Bearer"
+
+
+def test_a_workspace_path_over_the_limit_is_a_400_over_http_and_on_the_socket(http: TestClient, connect: Any) -> None:
+    socket = connect("client", "long-path")
+    long_path = "notes/" + "a" * 2000 + ".md"
+    for method, params in [
+        ("workspace.read", {"path": long_path}),
+        ("workspace.write", {"path": long_path, "content": "x"}),
+        ("workspace.list", {"path": long_path + "/"}),
+        ("workspace.delete", {"path": long_path}),
+    ]:
+        expected = socket.error(method, params)
+        assert expected["code"] == 400, (method, expected)
+        answer = http.post(f"/api/v1/{method}", json=params)
+        body = _one_shape(answer, 400)
+        assert body["detail"] == expected["message"], method
+        assert body["detail"].startswith("Path too long"), body
+
+
+def test_through_mangum_errors_have_the_one_shape_and_the_bearer_comes_first(gateway: Any, token: str) -> None:
+    """The `rest_api` Lambda's way in: API Gateway events through `lambda_handler()` (which measures a body before
+    Mangum decodes it)."""
+    import base64
+    import copy
+    import json
+
+    from orbital.rest import app as rest
+    from orbital.rest import limits
+
+    from tests.conftest import load_event
+
+    def event(path: str, body: bytes, bearer: str | None) -> dict[str, Any]:
+        made = copy.deepcopy(load_event("http-health.json"))
+        made["rawPath"] = path
+        made["requestContext"]["http"].update(method="POST", path=path)
+        headers = {**made["headers"], "content-type": "application/json", "content-length": str(len(body))}
+        if bearer is not None:
+            headers["authorization"] = f"Bearer {bearer}"
+        made["headers"] = headers
+        made["body"] = base64.b64encode(body).decode()
+        made["isBase64Encoded"] = True
+        return made
+
+    rest.lambda_handler.cache_clear()
+    try:
+        serve = rest.lambda_handler()
+        huge = b"{" + b" " * (limits.MAX_BODY_BYTES + 10) + b"}"
+        for body in (b"{not json", huge):
+            for bearer in (None, "not-the-gateway-token-0123456789"):
+                answer = serve(event("/api/v1/config.get", body, bearer), None)
+                assert answer["statusCode"] == 401, answer["body"][:200]
+                assert json.loads(answer["body"]) == {"detail": auth.UNAUTHORIZED, "code": 401}
+                assert {k.lower(): v for k, v in answer["headers"].items()}["www-authenticate"] == "Bearer"
+        too_big = serve(event("/api/v1/config.get", huge, token), None)
+        assert too_big["statusCode"] == 413
+        assert json.loads(too_big["body"])["code"] == 413
+        malformed = serve(event("/api/v1/config.get", b"{not json", token), None)
+        assert malformed["statusCode"] == 400 and json.loads(malformed["body"])["code"] == 400
+        missing = serve(event("/no/such/route", b"{}", token), None)
+        assert missing["statusCode"] == 404 and json.loads(missing["body"]) == {"detail": "Not Found", "code": 404}
+    finally:
+        rest.lambda_handler.cache_clear()

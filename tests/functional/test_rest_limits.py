@@ -43,7 +43,10 @@ def test_a_body_over_the_cap_is_refused_from_its_length(handled: list[Any]) -> N
     with TestClient(rest.create_app()) as http:
         answer = http.post("/echo", content=b"x" * BIG)
         assert answer.status_code == 413
-        assert answer.json() == {"detail": f"Request body too large (at most {limits.MAX_BODY_BYTES} bytes)"}
+        assert answer.json() == {
+            "detail": f"Request body too large (at most {limits.MAX_BODY_BYTES} bytes)",
+            "code": 413,
+        }
         assert http.post("/echo", content=b"x" * limits.MAX_BODY_BYTES).status_code == 200
     assert handled == [("POST", "/echo", limits.MAX_BODY_BYTES)]
 

@@ -106,7 +106,7 @@ def test_every_windie_route_refuses_a_caller_without_the_token(with_token: str, 
         for headers in ({}, bearer("wrong"), bearer("wnd_install_forged")):
             answer = http.request(method, path, headers=headers, json={})
             assert answer.status_code == 401, (method, path, headers, answer.text)
-            assert answer.json() == {"detail": "Not authenticated"}
+            assert answer.json() == {"detail": "Not authenticated", "code": 401}
             assert answer.headers["www-authenticate"] == "Bearer"
 
 
@@ -117,7 +117,7 @@ def test_registration_is_off_by_default(http: Any, gateway: Any) -> None:
     assert gateway.config.effective()["windie"]["registration"] is False
     answer = http.post("/api/install/register", json={"operating_system": "Windows"})
     assert answer.status_code == 403
-    assert answer.json() == {"detail": windie.REGISTRATION_OFF}
+    assert answer.json() == {"detail": windie.REGISTRATION_OFF, "code": 403}
     gateway.config.set_path("windie.registration", "yes")  # only true turns it on
     assert http.post("/api/install/register", json={"operating_system": "Windows"}).status_code == 403
 
@@ -132,7 +132,7 @@ def test_registration_when_configured_and_the_install_identity(http: Any, gatewa
     assert me.json() == {"success": True, "user_id": made["user_id"], "install_id": made["install_id"]}
     # the gateway's own credential is no install
     assert http.get("/api/install/me").status_code == 404
-    assert http.get("/api/install/me").json() == {"detail": windie.NOT_AN_INSTALL}
+    assert http.get("/api/install/me").json() == {"detail": windie.NOT_AN_INSTALL, "code": 404}
     # only a keyed hash of the token is stored
     (item,) = gateway.table.query("INSTALLS")
     stored = json.dumps({"sk": item.sk, **item.data})
@@ -282,7 +282,7 @@ def test_artifacts_are_their_owners(http: Any, gateway: Any, with_token: str) ->
     assert http.get(path, headers=bearer(alice)).content == PNG
     refused = http.get(path, headers=bearer(bob))
     assert refused.status_code == 404
-    assert refused.json() == {"detail": windie.ARTIFACT_MISSING}
+    assert refused.json() == {"detail": windie.ARTIFACT_MISSING, "code": 404}
     assert http.get(path, headers=bearer(with_token)).content == PNG  # the gateway reads every one
     stored = artifacts.head(gateway.workspace, made["artifact_id"])
     assert stored is not None and stored.owner == http.get("/api/install/me", headers=bearer(alice)).json()["user_id"]
@@ -367,14 +367,14 @@ def test_runs_ocr_and_vision_answer_not_configured(http: Any, gateway: Any, with
     auth = bearer(with_token)
     for method, path in (("POST", "/api/runs/"), ("GET", "/api/runs/run-1/events"), ("POST", "/api/runs")):
         answer = http.request(method, path, headers={**auth, "x-windie-runs-key": "k"}, json={})
-        assert answer.status_code == 503 and answer.json() == {"detail": windie.RUNS_OFF}, path
+        assert answer.status_code == 503 and answer.json() == {"detail": windie.RUNS_OFF, "code": 503}, path
     body = {"image": {"artifact_id": "shot.png"}, "text": "Search"}
     for op in windie.OCR_OPERATIONS:
         answer = http.post(f"/api/sdk/ocr/{op}", headers=auth, json=body)
-        assert answer.status_code == 503 and answer.json() == {"detail": "OCR not configured"}
+        assert answer.status_code == 503 and answer.json() == {"detail": "OCR not configured", "code": 503}
     for op in windie.VISION_OPERATIONS:
         answer = http.post(f"/api/sdk/vision/{op}", headers=auth, json=body)
-        assert answer.status_code == 503 and answer.json() == {"detail": "Vision not configured"}
+        assert answer.status_code == 503 and answer.json() == {"detail": "Vision not configured", "code": 503}
     assert http.post("/api/sdk/ocr/nope", headers=auth, json=body).status_code == 404
 
 
@@ -415,7 +415,7 @@ def test_tool_schemas_and_capabilities(http: Any, gateway: Any, connect: Any) ->
     native = http.get("/api/sdk/tool-capabilities/gsv__ReadFile").json()
     assert native["capability"]["execution_target"] == "backend"
     missing = http.get("/api/sdk/tool-capabilities/nope")
-    assert missing.status_code == 404 and missing.json() == {"detail": "Tool not found: nope"}
+    assert missing.status_code == 404 and missing.json() == {"detail": "Tool not found: nope", "code": 404}
 
 
 def test_models_and_system_prompt_come_from_the_configuration(http: Any, gateway: Any) -> None:
@@ -566,7 +566,7 @@ def test_previews_of_another_user_are_refused(http: Any, gateway: Any, with_toke
     assert mine.status_code == 200
     for path in ("/api/sdk/prompt-preview", "/api/sdk/query-plan"):
         answer = http.post(path, json={**PREVIEW, "user_id": "user_someone_else"}, headers=auth)
-        assert answer.status_code == 403 and answer.json() == {"detail": windie.CROSS_USER}
+        assert answer.status_code == 403 and answer.json() == {"detail": windie.CROSS_USER, "code": 403}
     for path in ("/api/sdk/system-prompt", "/api/sdk/models", "/api/sdk/tool-schemas"):
         assert http.get(path, params={"user_id": "user_someone_else"}, headers=auth).status_code == 403
     # the gateway's credential may look at any user's

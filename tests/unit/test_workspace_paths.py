@@ -112,3 +112,15 @@ def test_tool_result_paths() -> None:
     assert not is_tool_result_path(f"tool-results/{uuid}.exe", uuid)
     with pytest.raises(ValueError):
         tool_result_path(uuid, "exe")
+
+
+def test_a_path_over_the_limit_is_refused_once_normalized() -> None:
+    from orbital.domain.workspace_paths import MAX_PATH_BYTES, InvalidPathError, normalize_relative_path
+
+    longest = "a" * MAX_PATH_BYTES
+    assert normalize_relative_path(longest) == longest
+    assert normalize_relative_path("//" + longest + "/./") == longest  # measured after normalizing
+    with pytest.raises(InvalidPathError, match=r"Path too long: at most 900 bytes of UTF-8 \(901 given\)"):
+        normalize_relative_path(longest + "b")
+    with pytest.raises(InvalidPathError, match="902 given"):
+        normalize_relative_path("é" * 451)  # bytes, not characters

@@ -10,6 +10,10 @@ Three layers, so the protocol side can be tested without a terminal:
 - Views render a run: `RichView` (spinner, live tail of the streamed text, markdown at the end), `PlainView` (raw
   text as it arrives, for pipes and `--plain`) and `QuietView` (`--json`). They only receive callbacks.
 
+Interactively, a lost connection (a gateway restart) is opened again when the next message is sent, with the same
+client id and session, retrying with backoff and full jitter while the gateway is away, as `orbital node` does
+(Ctrl-C stops the retries; the next message starts them again). A one-shot message (`-m`, stdin) ends with exit 1.
+
 rich and prompt_toolkit are imported inside the functions that need them: other commands never load them.
 """
 
@@ -21,6 +25,7 @@ import itertools
 import json
 import os
 import queue
+import random
 import shutil
 import signal
 import sys
@@ -48,6 +53,10 @@ KEEPALIVE_S = 240.0
 STOP_GRACE_S = 10.0
 """After `/stop`, how long to wait for the gateway to end the run before giving up on it."""
 POLL_S = 0.1
+RECONNECT_BASE_S = 0.5
+RECONNECT_CAP_S = 10.0
+"""Reconnecting after a lost connection: exponential backoff with full jitter (a wait drawn from 0 to
+min(cap, base * 2**attempt)), as `orbital node` does, with a lower cap: someone is waiting at the prompt."""
 EXIT_WORDS = {"exit", "quit", "/exit", "/quit"}
 
 BANNER = (
@@ -59,6 +68,22 @@ TOOLBAR = "Enter send · Alt-Enter new line · Ctrl-C stop · Ctrl-D quit"
 
 class ChatError(Exception):
     """A failure this command reports in one line: unreachable gateway, lost connection, refused call."""
+
+
+class Unreachable(ChatError):
+    """The gateway could not be reached or the handshake did not complete: worth another try later."""
+
+
+class Refused(ChatError):
+    """The gateway refused the connection (a wrong token, a protocol it does not speak): another try would fail too."""
+
+
+class NotSent(ChatError):
+    """The socket was gone before the request was written: nothing reached the gateway."""
+
+
+REFUSING_CLOSE_CODES = frozenset({1008, 4001})
+"""A close during the handshake with one of these is a refusal (policy, unauthorized), not a passing failure."""
 
 
 class CallFailed(ChatError):
@@ -124,7 +149,8 @@ class Connection:
         self._gone = threading.Event()
         self._last_send = time.monotonic()
         self._closing = False
-        self._ws = self._open(token, client_id or f"chat-{uuid.uuid4().hex[:8]}")
+        self.client_id = client_id or f"chat-{uuid.uuid4().hex[:8]}"
+        self._ws = self._open(token, self.client_id)
         self._reader = threading.Thread(target=self._read, name="orbital-chat-reader", daemon=True)
         self._reader.start()
         self._keepalive: threading.Thread | None = None
@@ -142,15 +168,17 @@ class Connection:
         try:
             client = GatewayClient(self.url, timeout=self.timeout, open_timeout=self.timeout)
         except Exception as exc:  # refused, DNS, TLS, HTTP status, bad URL, timeout
-            raise ChatError(f"cannot reach {where}: {_describe(exc)}") from None
+            raise Unreachable(f"cannot reach {where}: {_describe(exc)}") from None
         try:
             client.connect("client", client_id, token=token, client={"version": __version__})
         except RpcFailed as exc:
             client.close()
-            raise ChatError(f"{where} refused the connection ({exc.code}): {exc.message}") from None
+            raise Refused(f"{where} refused the connection ({exc.code}): {exc.message}") from None
         except Exception as exc:  # closed during the handshake (e.g. a wrong token), timeout
             client.close()
-            raise ChatError(f"connecting to {where} failed: {_describe(exc)}") from None
+            code = getattr(getattr(exc, "rcvd", None), "code", None)
+            failed = Refused if code in REFUSING_CLOSE_CODES else Unreachable
+            raise failed(f"connecting to {where} failed: {_describe(exc)}") from None
         self.hello = client.hello or {}
         while client.events:  # anything that arrived during the handshake
             frame = client.events.popleft()
@@ -203,7 +231,7 @@ class Connection:
 
     def _send(self, frame: dict[str, Any]) -> None:
         if self._gone.is_set():
-            raise ChatError(f"connection to {redact_url(self.url)} lost: {self.lost}")
+            raise NotSent(f"connection to {redact_url(self.url)} lost: {self.lost}")
         try:
             text = json.dumps(frame)
             with self._send_lock:
@@ -939,7 +967,8 @@ def one_shot(
 
 
 class _Session:
-    """The interactive loop's state: the connection (reopened once if it was lost) and the console."""
+    """The interactive loop's state: the connection and the console. A connection found lost is opened again, with
+    the same client id and session, retrying with backoff while the gateway is away (a restart)."""
 
     def __init__(self, url: str, token: str | None, session: str, console: Console, plain: bool) -> None:
         self.url = url
@@ -948,15 +977,51 @@ class _Session:
         self.console = console
         self.plain = plain
         self.conn: Connection | None = None
+        self.lost: str | None = None
+        """Why the last connection was lost, until a new one is open."""
+        self.client_id = f"chat-{uuid.uuid4().hex[:8]}"
 
-    def driver(self) -> ChatDriver:
+    def _connect(self) -> Connection:
+        return Connection(self.url, token=self.token, client_id=self.client_id)
+
+    def driver(self, stop: threading.Event | None = None) -> ChatDriver:
+        """The driver of a live connection: `Refused` when the gateway will not take this client, `GaveUp` when
+        Ctrl-C ended the retries (a KeyboardInterrupt, or `stop` set where Ctrl-C sets it instead)."""
         if self.conn is not None and self.conn.is_lost:
+            self.lost = self.conn.lost or "the connection closed"
             self.conn.close()
             self.conn = None
-            self.console.print("[dim]reconnecting…[/dim]")
+        if self.conn is None and self.lost is not None:
+            self._note(f"Connection lost ({self.lost}). Reconnecting… (Ctrl-C stops trying)")
+            self.conn = self._reconnect(stop)
+            self.lost = None
+            self._note(f"Reconnected to {redact_url(self.url)} · session {self.session}")
         if self.conn is None:
-            self.conn = Connection(self.url, token=self.token)
+            self.conn = self._connect()
         return ChatDriver(self.conn, self.session)
+
+    def _reconnect(self, stop: threading.Event | None) -> Connection:
+        attempt = 0
+        stopped = stop or threading.Event()
+        gave_up = GaveUp("stopped reconnecting; the next message tries again")
+        try:
+            while True:
+                try:
+                    return self._connect()
+                except Unreachable as exc:
+                    delay = random.uniform(0, min(RECONNECT_CAP_S, RECONNECT_BASE_S * 2**attempt))
+                    attempt += 1
+                    self._note(f"{exc}; next try in {delay:.1f} s")
+                if stopped.wait(delay):
+                    stopped.clear()
+                    raise gave_up
+        except KeyboardInterrupt:
+            raise gave_up from None
+
+    def _note(self, text: str) -> None:
+        from rich.text import Text
+
+        self.console.print(Text(text, style="dim"))
 
     def view(self) -> RunView:
         if self.plain:
@@ -966,6 +1031,10 @@ class _Session:
     def close(self) -> None:
         if self.conn is not None:
             self.conn.close()
+
+
+class GaveUp(ChatError):
+    """Ctrl-C while reconnecting: back to the prompt, nothing sent."""
 
 
 def _show_command(console: Console, sent: Sent, plain: bool) -> None:
@@ -988,12 +1057,25 @@ def send_and_show(state: _Session, text: str, *, timeout: float | None) -> tuple
     console = state.console
     try:
         driver = state.driver()
+    except GaveUp as exc:
+        console.print(Text(str(exc), style="bold yellow"))
+        return False, False
     except ChatError as exc:
         console.print(Text(f"Error: {exc}", style="bold red"))
         return False, True
     with interrupt_flag() as interrupted:
         try:
-            sent = driver.send(text)
+            try:
+                sent = driver.send(text)
+            except NotSent:  # lost just now, before the message went out: reconnect and send it
+                driver = state.driver(interrupted)
+                sent = driver.send(text)
+        except GaveUp as exc:
+            console.print(Text(str(exc), style="bold yellow"))
+            return False, False
+        except Refused as exc:
+            console.print(Text(f"Error: {exc}", style="bold red"))
+            return False, True
         except CallFailed as exc:
             console.print(Text(f"Error: {exc.message}", style="bold red"))
             return False, False

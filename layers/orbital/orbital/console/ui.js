@@ -255,7 +255,10 @@ export function markdown(source) {
   return root;
 }
 
-const INLINE = /(`+)([\s\S]*?)\1|\*\*([\s\S]+?)\*\*|__([\s\S]+?)__|\*([^*\s][^*]*?)\*|_([^_\s][^_]*?)_|~~([\s\S]+?)~~|\[([^\]]+)\]\(([^)\s]+)\)|(https?:\/\/[^\s<>()]+[^\s<>().,;:!?'"])|\n/g;
+// `_` and `__` open only where no letter or digit is before them and close only where none follows (CommonMark's
+// rule: `snake_case_names` and `laptop__Bash` stay as they are); `*` and `**` also work inside a word.
+const INLINE =
+  /(`+)([\s\S]*?)\1|\*\*([\s\S]+?)\*\*|(?<![\p{L}\p{N}_])__(?!\s)([\s\S]+?)(?<!\s)__(?![\p{L}\p{N}_])|\*([^*\s][^*]*?)\*|(?<![\p{L}\p{N}_])_(?![\s_])([\s\S]*?[^\s_])_(?![\p{L}\p{N}_])|~~([\s\S]+?)~~|\[([^\]]+)\]\(([^)\s]+)\)|(https?:\/\/[^\s<>()]+[^\s<>().,;:!?'"])|\n/gu;
 
 /** Inline markdown as nodes. */
 export function inline(text) {

@@ -10,7 +10,8 @@ or a model typed into the canonical relative form:
 
 A `..` segment is refused wherever it appears, with either slash, so a path can never leave the agent root (S3
 would not resolve it, but a node or a later reader might). Names that merely contain two dots (`v1..2.md`) are
-fine. NUL characters are refused too.
+fine. NUL characters are refused too, and so is a path longer than `MAX_PATH_BYTES` once normalized (an object
+key, `agents/{agentId}/` and the path, is at most 1024 bytes on S3 and in the local file workspace alike).
 
 Virtual skills paths: `skills` and `skills/...` name the agent's skill overrides layered over the global
 `skills/` tree. Reads look at the agent copy first, then the global one; writes and deletes only ever touch the
@@ -30,6 +31,9 @@ from orbital.domain.session_keys import normalize_agent_id
 from orbital.errors import BadRequestError
 
 TRAVERSAL_MESSAGE = "Path traversal not allowed"
+MAX_PATH_BYTES = 900
+"""The longest workspace path, in bytes of UTF-8: with `agents/` and an agent id (at most 64 characters) in front,
+its key stays within the 1024 bytes S3 (and the local file workspace) allow."""
 SKILLS_DIR = "skills"
 
 _SEGMENT_SPLIT = re.compile(r"[/\\]")
@@ -63,7 +67,11 @@ def normalize_relative_path(path: str | None) -> str:
         raise InvalidPathError(TRAVERSAL_MESSAGE)
     # Only "/" separates segments in the stored key; a backslash inside a name is kept as written.
     parts = [seg for seg in text.split("/") if seg not in ("", ".")]
-    return "/".join(parts)
+    relative = "/".join(parts)
+    size = len(relative.encode("utf-8", errors="surrogatepass"))
+    if size > MAX_PATH_BYTES:
+        raise InvalidPathError(f"Path too long: at most {MAX_PATH_BYTES} bytes of UTF-8 ({size} given)")
+    return relative
 
 
 def is_virtual_skills_path(relative: str) -> bool:

@@ -37,9 +37,10 @@ service's message.
 
 Over HTTP: every method a client socket may call, but `connect`, is also `POST /api/v1/{method}` on the gateway's
 HTTP API (ADR 0029; "HTTP" below), with the params as the JSON body (an empty body is `{}`) and the payload as the
-answer. It needs `Authorization: Bearer <gateway token>` where the gateway has one (401 without it). Errors are
-`{"detail": message, "code": code}` with the HTTP status of the code (1xx codes are 400). A deferred method's
-request waits for the answer at most 25 s, then answers 504. `/openapi.json` and `/docs` describe them all.
+answer. It needs `Authorization: Bearer <gateway token>` where the gateway has one (401 without it, before the body
+is read). Errors are `{"detail": message, "code": code}` with the HTTP status of the code (1xx codes are 400). A
+deferred method's request waits for the answer at most 25 s, then answers 504. `/openapi.json` and `/docs` describe
+them all.
 """
 
 CODES = [
@@ -61,26 +62,66 @@ CODES = [
 ]
 
 
+PRIMITIVES = frozenset({"string", "integer", "number", "boolean", "object", "null", "any"})
+"""JSON types as the tables name them; every other name in a type column is a model with its own entry (Types)."""
+
+
 def _type_of(schema: dict[str, Any], defs: dict[str, Any]) -> str:
     if "$ref" in schema:
-        return schema["$ref"].rsplit("/", 1)[-1]
+        name = schema["$ref"].rsplit("/", 1)[-1]
+        return f"[{name}](#{name.lower()})"
     if "anyOf" in schema:
         parts = [_type_of(s, defs) for s in schema["anyOf"]]
         return " \\| ".join(p for p in parts if p != "null") or "null"
     kind = schema.get("type")
     if kind == "array":
         return f"{_type_of(schema.get('items', {}), defs)}[]"
+    if kind == "object" and isinstance(schema.get("additionalProperties"), dict):
+        value = _type_of(schema["additionalProperties"], defs)
+        return "object" if value == "any" else f"object of {value}"
     return str(kind) if kind else "any"
 
 
-def _fields(model: type[BaseModel]) -> list[tuple[str, str, str]]:
-    schema = model.model_json_schema()
-    defs = schema.get("$defs", {})
+def _rows(schema: dict[str, Any], defs: dict[str, Any]) -> list[tuple[str, str, str]]:
     required = set(schema.get("required", []))
     rows = []
     for name, prop in (schema.get("properties") or {}).items():
         rows.append((name, _type_of(prop, defs), "yes" if name in required else ""))
     return rows
+
+
+def _fields(model: type[BaseModel], types: dict[str, dict[str, Any]] | None = None) -> list[tuple[str, str, str]]:
+    """The rows of a model's table; the models its fields refer to are added to `types` (name -> schema)."""
+    schema = model.model_json_schema()
+    defs = schema.get("$defs", {})
+    if types is not None:
+        for name, definition in defs.items():
+            if types.setdefault(name, definition) != definition:  # two models of one name: rename one
+                raise ValueError(f"two different types are named {name} in the protocol's models")
+    return _rows(schema, defs)
+
+
+def _type_entries(types: dict[str, dict[str, Any]]) -> list[str]:
+    """`## Types`: one entry per model a table refers to, with its own fields (or its values)."""
+    lines = [
+        "## Types",
+        "",
+        "The objects the tables above refer to by name. Like params, they are lenient: unknown fields are ignored.",
+        "",
+    ]
+    for name in sorted(types):
+        definition = types[name]
+        lines += [f"### {name}", ""]
+        text = " ".join(str(definition.get("description") or "").split())
+        if text:
+            lines += [text, ""]
+        if "enum" in definition:
+            lines += ["One of: " + ", ".join(f"`{value}`" for value in definition["enum"]) + ".", ""]
+        elif definition.get("properties"):
+            lines += _table(_rows(definition, types), ("field", "type", "required"))
+        else:
+            lines += [f"A JSON {_type_of(definition, types)}.", ""]
+    return lines
 
 
 def _table(rows: list[tuple[str, str, str]], head: tuple[str, str, str]) -> list[str]:
@@ -93,6 +134,7 @@ def _table(rows: list[tuple[str, str, str]], head: tuple[str, str, str]) -> list
 
 def render() -> str:
     reg = registry()
+    types: dict[str, dict[str, Any]] = {}
     lines = [HEADER, "## Methods", ""]
     families = reg.families()
     for family, names in families.items():
@@ -112,9 +154,9 @@ def render() -> str:
             lines += [f"Modes: {who}." + (" The response is deferred." if spec.deferred else ""), ""]
             if spec.http:
                 lines += [f"HTTP: `POST /api/v1/{name}`.", ""]
-            lines += ["Params:", "", *_table(_fields(spec.params), ("field", "type", "required"))]
+            lines += ["Params:", "", *_table(_fields(spec.params, types), ("field", "type", "required"))]
             if spec.result is not None:
-                lines += ["Result:", "", *_table(_fields(spec.result), ("field", "type", "always"))]
+                lines += ["Result:", "", *_table(_fields(spec.result, types), ("field", "type", "always"))]
     lines += ["## Events", "", ", ".join(f"`{e}`" for e in EVENTS), ""]
     lines += [
         "`chat` events go to every client-mode socket as `{runId, sessionKey, state, ...}`; a client that sent",
@@ -131,6 +173,7 @@ def render() -> str:
         "reason. `orbital node` stops when it is replaced, instead of taking the id back.",
         "",
     ]
+    lines += _type_entries(types)
     lines += _dialect_pages(reg)
     lines += ["## Error codes", "", "| code | meaning |", "|---|---|"]
     lines += [f"| {code} | {text} |" for code, text in CODES]

@@ -4,7 +4,8 @@ from the one registry, never written route by route.
 - Body: the method's params as JSON (its params model in the OpenAPI document); an empty body is `{}`. Response:
   the method's payload (its result model where it has one).
 - Credential: the gateway's (`auth.gateway_only`): `Authorization: Bearer <gateway token>`, 401 without it, 403 for
-  a WindieOS install token; nothing on a loopback gateway without a token.
+  a WindieOS install token; nothing on a loopback gateway without a token. Judged before the body is read
+  (`AuthFirst`): without the token a malformed or huge body is a 401 too.
 - The call is a GSV request of a client socket: the same dispatcher, handlers, mode rules and errors. The socket is
   a record made for the request and never stored (`Connection`, mode client, its id a waiter id of
   `store.http_answers`), so a method cannot tell HTTP from a socket except that nothing is pushed to it.
@@ -24,14 +25,16 @@ import inspect
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from fastapi import APIRouter, Body, Depends, Request
+from fastapi import APIRouter, Body, Depends, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
+from starlette.requests import HTTPConnection
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from orbital.protocol.dispatch import Dispatcher
 from orbital.protocol.jsontext import compact
@@ -117,13 +120,48 @@ def status_for(code: int) -> int:
     return 500
 
 
-def error_response(code: int, message: str, details: Any = None, retryable: bool | None = None) -> JSONResponse:
+def error_response(
+    code: int,
+    message: str,
+    details: Any = None,
+    retryable: bool | None = None,
+    *,
+    headers: Mapping[str, str] | None = None,
+) -> JSONResponse:
+    """The one shape of an HTTP error, on every route: `{"detail": message, "code": code}`."""
     body: dict[str, Any] = {"detail": message, "code": code}
     if details is not None:
         body["details"] = details
     if retryable is not None:
         body["retryable"] = retryable
-    return JSONResponse(body, status_for(code))
+    return JSONResponse(body, status_for(code), headers=dict(headers) if headers else None)
+
+
+def refusal(connection: HTTPConnection) -> JSONResponse | None:
+    """The answer to an admin API request whose bearer does not let it call (401, 403, 503), before anything of
+    its body is read; None when it may call."""
+    try:
+        gateway_only(connection)
+    except HTTPException as exc:
+        return error_response(exc.status_code, str(exc.detail), headers=exc.headers)
+    return None
+
+
+class AuthFirst:
+    """ASGI middleware: an admin API request (`POST /api/v1/…`) is judged by its bearer before its body is read,
+    measured or parsed, so a caller without the token learns nothing from a malformed or huge body (401, not
+    400 or 413). The route's own dependency judges it again (and shows the scheme in the document)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and str(scope.get("path", "")).startswith(PREFIX + "/"):
+            refused = await run_in_threadpool(refusal, HTTPConnection(scope))
+            if refused is not None:
+                await refused(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
 
 
 def _wait_seconds(request: Request) -> float:
@@ -276,8 +314,13 @@ async def invalid_params(request: Request, exc: RequestValidationError) -> Respo
                 400, f"Invalid params: expected a JSON object (Content-Type: application/json, not {kind[:60]})"
             )
         return error_response(400, "Invalid params: expected an object")
+    return error_response(400, f"Invalid params for {method}: {describe_errors(errors)}")
+
+
+def describe_errors(errors: Sequence[Any]) -> str:
+    """Validation errors as one line: `where: what; …` (the first five)."""
     parts = []
-    for err in errors[:5]:
+    for err in list(errors)[:5]:
         loc = [str(p) for p in err.get("loc", ()) if p != "body"]
         parts.append(f"{'.'.join(loc) or 'params'}: {err.get('msg', 'invalid')}")
-    return error_response(400, f"Invalid params for {method}: {'; '.join(parts)}")
+    return "; ".join(parts) or "invalid"

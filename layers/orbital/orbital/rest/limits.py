@@ -34,8 +34,9 @@ def body_limit(method: str, path: str, *, on_lambda: bool = False) -> int:
     return MAX_BODY_BYTES
 
 
-def too_large(limit: int) -> dict[str, str]:
-    return {"detail": f"Request body too large (at most {limit} bytes)"}
+def too_large(limit: int) -> dict[str, Any]:
+    """The 413's body, in the one shape of every HTTP error."""
+    return {"detail": f"Request body too large (at most {limit} bytes)", "code": 413}
 
 
 Scope = MutableMapping[str, Any]

@@ -196,7 +196,7 @@ class WorkspaceView {
       this.renderDir(dir, res);
     } catch (err) {
       if (seq !== this.seq || !this.alive) return;
-      this.body.replaceChildren(h("p.error", { role: "alert" }, `Could not list ${dir || "the workspace"}: ${err.message}`));
+      fill(this.body, h("p.error", { role: "alert" }, `Could not list ${dir || "the workspace"}: ${err.message}`));
     } finally {
       if (seq === this.seq) this.busy(false);
     }
@@ -210,7 +210,8 @@ class WorkspaceView {
       ...files.map((f) => this.fileRow(f)),
     ];
     const draft = this.takeDraft();
-    this.body.replaceChildren(
+    fill(
+      this.body,
       draft && draft.isNew && parentDir(draft.path) === dir ? this.draftOffer(draft) : null,
       h(
         "section.card.ws-list",
@@ -241,7 +242,7 @@ class WorkspaceView {
     } catch (err) {
       if (seq !== this.seq || !this.alive) return;
       if (err.code === 404) await this.notFound(path, seq);
-      else this.body.replaceChildren(h("p.error", { role: "alert" }, `Could not read ${path}: ${err.message}`));
+      else fill(this.body, h("p.error", { role: "alert" }, `Could not read ${path}: ${err.message}`));
     } finally {
       if (seq === this.seq) this.busy(false);
     }
@@ -261,7 +262,8 @@ class WorkspaceView {
     }
     if (seq !== this.seq || !this.alive) return;
     const up = parentDir(path);
-    this.body.replaceChildren(
+    fill(
+      this.body,
       h("section.card", h("h2", "Not found"), h("p", `There is no file ${path} in the workspace.`), h("p", h("a", { href: href(up) }, `Back to ${up || "the workspace"}`))),
     );
   }
@@ -280,7 +282,8 @@ class WorkspaceView {
     const delButton = h("button.danger", { type: "button" }, "Delete");
     delButton.addEventListener("click", () => this.remove(f.path, delButton));
     const modified = f.lastModified ? ` · changed ${formatTime(Date.parse(f.lastModified))}` : "";
-    this.body.replaceChildren(
+    fill(
+      this.body,
       h(
         "section.card.ws-file",
         { "aria-label": `File ${f.path}` },
@@ -372,7 +375,8 @@ class WorkspaceView {
     e.cancelButton = h("button", { type: "button", onclick: () => this.cancelEdit() }, "Cancel");
     e.state = h("span.ws-dirty", { role: "status" });
     const panes = h("div.ws-panes", h("div.ws-pane.mine", e.conflict ? h("h3", "Your version (not saved)") : null, e.textarea), e.conflict ? this.theirsPane(e.conflict) : null);
-    this.body.replaceChildren(
+    fill(
+      this.body,
       h(
         "section.card.ws-file.editing",
         { "aria-label": `${e.isNew ? "New file" : "Editing"} ${e.path}` },
