@@ -346,6 +346,14 @@ class Budgets(Section):
 
 class Windie(Section):
     registration: bool | None = setting("WindieOS clients may register accounts.", default=False)
+    dailyUploads: int | None = setting("Files one WindieOS install may upload per UTC day.", default=200, ge=1)
+    dailyUploadBytes: int | None = setting(
+        "Bytes one WindieOS install may upload per UTC day.", default=512 * 1024 * 1024, ge=1
+    )
+
+
+class Media(Section):
+    publicLinkDays: float | None = setting("How long a public media link lives (days).", default=7, gt=0, le=3650)
 
 
 class Xeno(Section):
@@ -381,6 +389,7 @@ class Configuration(Section):
     userTimezone: Zone | None = setting("Your time zone: times the agent reads are in it.", default="UTC")
     systemPrompt: str | None = setting("The agent's base prompt (else the built-in one).")
     windie: Windie | None = setting("WindieOS clients.")
+    media: Media | None = setting("Media and uploads.")
     xeno: Xeno | None = setting("xeno clients.")
     embeddings: Embeddings | None = setting("Embeddings (semantic search).")
 
