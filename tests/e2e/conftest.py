@@ -241,6 +241,7 @@ class NodeProcess:
             *self.extra,
         ]
         env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "ORBITAL_"))}
+        env["ORBITAL_DATA_DIR"] = str(self.gateway.data_dir)  # where a command of this user finds the token
         if self.gateway.token:
             env["ORBITAL_TOKEN"] = self.gateway.token
         self.proc = subprocess.Popen(

@@ -23,9 +23,9 @@ TCP = """\
 
 # IPv6: ::1 is 00000000000000000000000001000000 on a little-endian machine; ::ffff:127.0.0.1 maps to IPv4
 TCP6 = """\
-  sl  local_address                         remote_address                        st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
-   0: 00000000000000000000000001000000:C352 00000000000000000000000001000000:223D 01 00000000:00000000 00:00000000 00000000  1001        0 105 1
-   1: 0000000000000000FFFF00000100007F:C353 0000000000000000FFFF00000100007F:223D 01 00000000:00000000 00:00000000 00000000  1003        0 106 1
+  sl  local_address                         remote_address                        st tx_queue rx_queue tr tm->when
+   0: 00000000000000000000000001000000:C352 00000000000000000000000001000000:223D 01 0:0 00:0 0  1001  0 105
+   1: 0000000000000000FFFF00000100007F:C353 0000000000000000FFFF00000100007F:223D 01 0:0 00:0 0  1003  0 106
 """
 
 LITTLE = sys.byteorder == "little"
