@@ -201,3 +201,39 @@ def test_with_a_token_an_unauthenticated_socket_is_closed_after_8_requests(guard
         with pytest.raises(ConnectionClosed):
             ws.recv(timeout=10)
         assert ws.close_code == 1008
+
+
+def _post(port: int, path: str, bearer: str, body: str = "{}") -> tuple[int, str]:
+    head = f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {bearer}\r\n"
+    head += f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    return _exchange(port, (head + body).encode())
+
+
+def test_ten_wrong_tokens_in_a_minute_hold_the_peer_back_for_a_minute(tmp_path: Any) -> None:
+    gw = GatewayProcess(tmp_path / "data", token=TOKEN).start()
+    try:
+        for n in range(10):
+            with ws_connect(gw.url) as ws:
+                hello = {"minProtocol": 1, "maxProtocol": 1, "auth": {"token": f"guess-{n:02d}-0123456789"}}
+                ws.send(json.dumps({"type": "req", "id": "1", "method": "connect", "params": hello}))
+                assert json.loads(ws.recv(timeout=10))["error"]["code"] == 401
+        # the right token too, from that address: 429 at the upgrade and on HTTP, before the token is looked at
+        status, body = _upgrade(gw.port, f"127.0.0.1:{gw.port}")
+        assert status == 429 and "try again in a minute" in body
+        status, body = _post(gw.port, "/api/v1/config.get", TOKEN, '{"path":"model"}')
+        assert status == 429 and "try again in a minute" in body
+    finally:
+        gw.stop()
+    assert gw.output.count("failed attempts with a wrong token") == 1  # one line for the burst
+    assert "guess-" not in gw.output  # no token tried is logged
+
+
+def test_ten_wrong_bearers_on_http_hold_the_peer_back(tmp_path: Any) -> None:
+    gw = GatewayProcess(tmp_path / "data", token=TOKEN).start()
+    try:
+        for n in range(10):
+            assert _post(gw.port, "/api/v1/config.get", f"guess-{n:02d}-0123456789")[0] == 401
+        assert _post(gw.port, "/api/v1/config.get", TOKEN, '{"path":"model"}')[0] == 429
+        assert _upgrade(gw.port, f"127.0.0.1:{gw.port}", f"Authorization: Bearer {TOKEN}\r\n")[0] == 429
+    finally:
+        gw.stop()

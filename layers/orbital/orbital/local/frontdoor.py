@@ -87,12 +87,15 @@ def foreign_origin(origin: str, host: str | None, port: int | None) -> bool:
     name, origin_port = found
     if origin_port is None:
         origin_port = 443 if origin.startswith("https://") else 80
-    if host:
-        addressed = _authority(f"//{host}")
-        if addressed is not None and addressed[0].lower().rstrip(".") == name.lower().rstrip("."):
-            # no port in Host: the scheme's own, which the origin names too (TLS may end at a proxy in front)
-            if addressed[1] is None and found[1] is None or addressed[1] == origin_port:
-                return False
+    addressed = _authority(f"//{host}") if host else None
+    same_name = addressed is not None and addressed[0].lower().rstrip(".") == name.lower().rstrip(".")
+    # no port in Host: the scheme's own, which the origin names too (TLS may end at a proxy in front)
+    if (
+        same_name
+        and addressed is not None
+        and ((addressed[1] is None and found[1] is None) or addressed[1] == origin_port)
+    ):
+        return False
     return not (loopback_name(name) and port is not None and origin_port == port)
 
 
