@@ -258,3 +258,21 @@ def test_the_help_names_the_default_data_dir_and_describes_every_call_option() -
     described = [a for a in sub.choices["call"]._actions if a.help != argparse.SUPPRESS]
     assert {a.dest for a in described} >= {"method", "params", "url", "token_file", "data_dir", "client_id", "timeout"}
     assert all(a.help for a in described), [a.dest for a in described if not a.help]
+
+
+def test_the_first_make_dev_says_what_it_is_doing_before_it_installs(tmp_path: Path) -> None:
+    # -n: what make would run for a missing environment, in order (nothing is run)
+    done = subprocess.run(
+        ["make", "--no-print-directory", "-n", "-B", "dev", f"VENV={tmp_path / 'venv'}", "PORT=0"],
+        cwd=ROOT,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    said = next(i for i, line in enumerate(lines) if "installing Orbital and its dependencies" in line)
+    first_pip = next(i for i, line in enumerate(lines) if "pip install" in line)
+    assert said < first_pip
+    assert not any("--token" in line for line in lines)
