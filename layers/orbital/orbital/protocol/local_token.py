@@ -15,15 +15,18 @@ process lists show command lines to every user of the machine.
 
 from __future__ import annotations
 
-import argparse
 import os
 import secrets
 import stat
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from orbital.protocol.peers import loopback_address
+
+if TYPE_CHECKING:
+    import argparse
 
 DEFAULT_URL = "ws://127.0.0.1:8765/ws"
 DEFAULT_DATA_DIR = "~/.orbital"
@@ -140,6 +143,8 @@ def ensure_token(directory: Path) -> tuple[str, bool]:
 
 def add_arguments(parser: argparse.ArgumentParser, *, url: bool = True) -> None:
     """`--url`, `--token-file`, `--data-dir` and the deprecated `--token` of a command that talks to a gateway."""
+    import argparse  # lazy: the handlers on Lambda import this module for MIN_TOKEN_LENGTH, not for a command line
+
     if url:
         parser.add_argument(
             "--url", default=None, metavar="URL", help=f"gateway WebSocket URL (env {URL_ENV}; default {DEFAULT_URL})"
