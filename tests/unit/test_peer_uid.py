@@ -82,3 +82,18 @@ def test_a_real_connection_of_this_process_is_its_own() -> None:
                 import os
 
                 assert peer_uid.owner(peer, ours) == os.getuid()
+
+
+def test_same_user_mode_refuses_to_start_where_the_platform_cannot_tell(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from orbital.local.server import GatewayOptions, LocalGateway, StartupError
+
+    root = Path(__file__).resolve().parents[2]
+    monkeypatch.setattr(peer_uid, "TABLES", (tmp_path / "tcp", tmp_path / "tcp6"))
+    gateway = LocalGateway(GatewayOptions(port=0, data_dir=tmp_path / "data", project=root, auth="same-user"))
+    with pytest.raises(StartupError, match=r"AUTH=same-user cannot start here: .*/proc/net/tcp"):
+        gateway.check()
+    assert not (tmp_path / "data").exists()
+    # with a token the same platform is fine: nothing needs telling users apart
+    LocalGateway(GatewayOptions(port=0, data_dir=tmp_path / "data", project=root, auth="token")).check()

@@ -19,9 +19,9 @@ TABLES = (Path("/proc/net/tcp"), Path("/proc/net/tcp6"))
 Address = tuple[ipaddress.IPv4Address | ipaddress.IPv6Address, int]
 
 
-def unsupported(tables: Iterable[Path] = TABLES) -> str | None:
+def unsupported(tables: Iterable[Path] | None = None) -> str | None:
     """Why this platform cannot tell who owns a connection, or None when it can."""
-    if not any(table.exists() for table in tables):
+    if not any(table.exists() for table in (TABLES if tables is None else tables)):
         return "this system does not list its sockets' owners in /proc/net/tcp, so it cannot tell who connects"
     return None
 
