@@ -4,6 +4,7 @@ PORT ?= 8765
 HOST ?= 127.0.0.1
 DATA_DIR ?= ~/.orbital
 TOKEN ?=
+AUTH ?=
 
 # pytest's workers and how tests are shared among them (ADR 0036); PYTEST_WORKERS=0 runs the tests in this process
 PYTEST_WORKERS ?= 6
@@ -18,7 +19,7 @@ STAMP := $(VENV)/.installed-stamp
 	screenshot
 
 help:
-	@echo "make dev    start the local gateway on ws://$(HOST):$(PORT)/ws (PORT=, HOST=, DATA_DIR=, TOKEN=)"
+	@echo "make dev    start the local gateway on ws://$(HOST):$(PORT)/ws (PORT=, HOST=, DATA_DIR=, TOKEN=, AUTH=same-user)"
 	@echo "make test   lint (with the import layers), type-check, template/ASL checks, docs check and every test"
 	@echo "make docs   regenerate docs/protocol.md from the method registry"
 	@echo "make build  sam build (layer for python3.13/arm64)      make bench  run the benchmarks"
@@ -30,14 +31,18 @@ help:
 $(STAMP): pyproject.toml requirements/dev.lock
 	@py="$$(sh scripts/find-python.sh)" && echo "using $$py" && \
 	  { [ -x $(BIN)/python ] || "$$py" -m venv $(VENV); }
+	@echo "installing Orbital and its dependencies into $(VENV) (the first time takes a minute or two)..."
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade "pip>=24"
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c requirements/dev.lock -e '.[dev]'
 	@touch $@
 
 install: $(STAMP)
 
+# the token goes in the environment, never on a command line (every user of the machine can read those)
 dev: $(STAMP)
-	$(BIN)/orbital dev --host $(HOST) --port $(PORT) --data-dir $(DATA_DIR) $(if $(TOKEN),--token $(TOKEN))
+	@$(if $(TOKEN),ORBITAL_TOKEN="$$ORBITAL_DEV_TOKEN") $(BIN)/orbital dev --host $(HOST) --port $(PORT) --data-dir $(DATA_DIR) \
+	  $(if $(AUTH),--auth $(AUTH))
+dev: export ORBITAL_DEV_TOKEN = $(TOKEN)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -62,10 +62,12 @@ def _aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
 def reset_caches() -> None:
     from orbital.aws import secrets
     from orbital.aws.clients import reset_clients
+    from orbital.runtime.attempts import ATTEMPTS
     from orbital.runtime.services import reset_services
     from orbital.settings import reset_settings
 
     secrets.forget()
+    ATTEMPTS.reset()  # failed credential attempts of earlier tests
     reset_settings()
     reset_clients()
     reset_services()

@@ -261,7 +261,7 @@ def test_without_a_node_it_says_how_to_connect_one_and_fits_a_phone(browser: Any
         help_card = page.locator("section.connect-help")
         expect(help_card.get_by_role("heading")).to_have_text("No node is connected")
         expect(help_card.locator("pre")).to_have_text(
-            f"orbital node --url {lonely.url} --id laptop --token <gateway token>"
+            f"ORBITAL_TOKEN=<gateway token> orbital node --url {lonely.url} --id laptop"
         )
         expect(page.locator("details.native-tools summary")).to_contain_text("Native tools (12)")
         assert page.evaluate("document.documentElement.scrollWidth - window.innerWidth") <= 0

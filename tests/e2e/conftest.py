@@ -62,9 +62,23 @@ def end(proc: subprocess.Popen[Any], sig: int, timeout: float) -> None:
 
 
 class GatewayProcess:
-    def __init__(self, data_dir: Path, *, token: str | None = None, extra_args: list[str] | None = None) -> None:
+    """A real `orbital dev`. With `token`: that token, handed over in the environment (never on a command line).
+    Without: `auth="same-user"` (the default here: token-less, this user only, as GSV's clients need), or
+    `auth="token"` (what `make dev` does: the gateway draws a token into its data directory, read back into
+    `self.token` once it runs)."""
+
+    def __init__(
+        self,
+        data_dir: Path,
+        *,
+        token: str | None = None,
+        extra_args: list[str] | None = None,
+        auth: str | None = None,
+    ) -> None:
         self.data_dir = data_dir
         self.token = token
+        self.given_token = token
+        self.auth = auth or ("token" if token else "same-user")
         self.extra_args = extra_args or []
         self.port = 0
         self.proc: subprocess.Popen[str] | None = None
@@ -95,9 +109,11 @@ class GatewayProcess:
             str(ROOT),
             *self.extra_args,
         ]
-        if self.token:
-            args += ["--token", self.token]
         env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "ORBITAL_"))}
+        if self.given_token:
+            env["ORBITAL_TOKEN"] = self.given_token
+        elif self.auth == "same-user":
+            args += ["--auth", "same-user"]
         self.proc = subprocess.Popen(
             args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
         )
@@ -114,6 +130,8 @@ class GatewayProcess:
             try:
                 with urllib.request.urlopen(f"{self.http}/health", timeout=1) as resp:
                     if resp.status == 200:
+                        if not self.given_token and self.auth == "token":
+                            self.token = (self.data_dir / "token").read_text().strip()
                         return self
             except OSError:
                 time.sleep(0.05)
@@ -167,7 +185,7 @@ def client(gateway: GatewayProcess) -> Iterator[Any]:
     from orbital.client import GatewayClient
 
     with GatewayClient(gateway.url, timeout=15) as c:
-        c.connect("client")
+        c.connect("client", token=gateway.token)
         yield c
 
 
@@ -220,10 +238,12 @@ class NodeProcess:
             str(self.workspace),
             "--log-file",
             str(self.log_file),
-            *(["--token", self.gateway.token] if self.gateway.token else []),
             *self.extra,
         ]
         env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "ORBITAL_"))}
+        env["ORBITAL_DATA_DIR"] = str(self.gateway.data_dir)  # where a command of this user finds the token
+        if self.gateway.token:
+            env["ORBITAL_TOKEN"] = self.gateway.token
         self.proc = subprocess.Popen(
             args, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
         )

@@ -56,19 +56,23 @@ def fake(llm: FakeLLM, chat_gateway: GatewayProcess) -> Iterator[FakeLLM]:
     llm.reset()
 
 
-def _env(home: Path) -> dict[str, str]:
+def _env(home: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "ORBITAL_"))}
     env["ORBITAL_HOME"] = str(home)
+    env["ORBITAL_DATA_DIR"] = str(home / "no-gateway-here")  # never a token kept by a real gateway of this user
+    env.update(extra)
     env["PYTHONUNBUFFERED"] = "1"
     return env
 
 
-def chat(gw: GatewayProcess | str, home: Path, *args: str, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
+def chat(
+    gw: GatewayProcess | str, home: Path, *args: str, timeout: float = 60.0, token: str | None = None
+) -> subprocess.CompletedProcess[str]:
     url = gw if isinstance(gw, str) else gw.url
     return subprocess.run(
         [sys.executable, "-m", "orbital.cli.main", "chat", "--url", url, *args],
         cwd=ROOT,
-        env=_env(home),
+        env=_env(home, **({"ORBITAL_TOKEN": token} if token else {})),
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -194,7 +198,7 @@ def test_timeout_exits_1(fake, chat_gateway, tmp_path):
 
 
 def test_connection_failure_exits_1(tmp_path):
-    done = chat(f"ws://127.0.0.1:{free_port()}/ws", tmp_path, "-m", "hi", "--token", "s3cret-token-value")
+    done = chat(f"ws://127.0.0.1:{free_port()}/ws", tmp_path, "-m", "hi", token="s3cret-token-value")
     assert done.returncode == 1
     assert "cannot reach" in done.stderr
     assert "s3cret-token-value" not in done.stderr + done.stdout
@@ -203,7 +207,7 @@ def test_connection_failure_exits_1(tmp_path):
 def test_a_wrong_token_is_reported_and_never_printed(tmp_path):
     gw = GatewayProcess(tmp_path / "data", token="right-token-0123456789").start()
     try:
-        done = chat(gw, tmp_path, "-m", "hi", "--token", "wrong-token-0123456789")
+        done = chat(gw, tmp_path, "-m", "hi", token="wrong-token-0123456789")
     finally:
         gw.stop()
     assert done.returncode == 1

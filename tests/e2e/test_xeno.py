@@ -38,7 +38,7 @@ from tests.support import rules
 from tests.support.agent import configure_fake_model
 from tests.support.fake_llm import FakeLLM, Item, Request, error, hang, reply
 
-TOKEN = "xeno-e2e-token"
+TOKEN = "xeno-e2e-token-0123456789"
 MAIN = "agent:main:main"
 EXOCLAW_HELLO = {"ok": True, "version": "0.1.0"}
 """What a loopback gateway without a token says to a socket silent for a moment after its upgrade (dialects.md)."""

@@ -109,3 +109,34 @@ def test_a_secret_holding_no_token_lets_nobody_in(aws: None, monkeypatch: pytest
         assert not _accepted(services, presented), presented
     answer = Rpc(services, "conn-binary").frame("connect", {"minProtocol": 1, "client": {"mode": "client"}})
     assert answer is not None and answer["error"]["code"] == 503
+
+
+def test_a_secret_rotated_to_a_short_token_lets_nobody_in(
+    aws: None, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The template refuses a token under 16 characters at deployment; one put into the secret by hand afterwards
+    is refused by the handlers, with a clear log line, and nobody gets in with it."""
+    import logging
+
+    import boto3
+    from orbital.runtime.services import build_services
+    from orbital.settings import get_settings, reset_settings
+
+    from tests.conftest import FakeSender
+
+    sm = boto3.client("secretsmanager", region_name="us-east-1")
+    arn = sm.create_secret(Name="orbital-test/short-token", SecretString="short-token")["ARN"]
+    monkeypatch.setenv("ORBITAL_REQUIRE_TOKEN", "true")
+    monkeypatch.setenv("ORBITAL_AUTH_TOKEN_SECRET", arn)
+    reset_settings()
+    secrets.forget()
+    services = build_services(get_settings(), sender=FakeSender())
+    caplog.set_level(logging.ERROR)
+    for presented in (None, "short-token", "anything-else-0123456789"):
+        assert not _accepted(services, presented), presented
+    answer = Rpc(services, "conn-short").frame(
+        "connect", {"minProtocol": 1, "client": {"mode": "client"}, "auth": {"token": "short-token"}}
+    )
+    assert answer is not None and answer["error"]["code"] == 503
+    assert any("shorter than 16 characters" in r.getMessage() for r in caplog.records)
+    assert "short-token" not in caplog.text

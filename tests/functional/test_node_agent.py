@@ -823,6 +823,7 @@ CLI = (
 
 def node_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("ORBITAL_")}
+    env["ORBITAL_DATA_DIR"] = os.devnull  # never a token kept by a real gateway of this user
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "layers" / "orbital"), env.get("PYTHONPATH", "")])
     env["SHELL"] = "/bin/sh"
     env.update(extra)
@@ -890,14 +891,12 @@ def test_cli_process_refused_exits_2(tmp_path: Path) -> None:
                 "-c",
                 CLI,
                 "node",
-                "--token",
-                "wrong-token-999",
                 "--workspace",
                 str(tmp_path),
                 "--log-file",
                 str(tmp_path / "node.log"),
                 stderr=asyncio.subprocess.PIPE,
-                env=node_env(ORBITAL_URL=gateway.url),
+                env=node_env(ORBITAL_URL=gateway.url, ORBITAL_TOKEN="wrong-token-999"),
             )
             try:
                 sock = await gateway.next_socket(timeout=30)

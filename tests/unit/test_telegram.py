@@ -9,6 +9,7 @@ import logging
 import socket
 import traceback
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -419,7 +420,7 @@ class RecordingClient:
 
 
 @pytest.fixture
-def cli(monkeypatch: pytest.MonkeyPatch) -> Any:
+def cli(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Any:
     import orbital.client
     from orbital.cli.main import main
 
@@ -429,12 +430,15 @@ def cli(monkeypatch: pytest.MonkeyPatch) -> Any:
     monkeypatch.delenv("TELEGRAM_BOT_TOKEN", raising=False)
     monkeypatch.delenv("ORBITAL_URL", raising=False)
     monkeypatch.delenv("ORBITAL_TOKEN", raising=False)
+    monkeypatch.setenv("ORBITAL_DATA_DIR", str(tmp_path / "no-gateway-here"))  # no token kept by a real gateway
     return main
 
 
 def test_cli_setup_status_remove(cli: Any, capsys: pytest.CaptureFixture[str], monkeypatch: Any) -> None:
     url = "https://example.test/channels/telegram/main/webhook"
-    assert cli(["channel", "telegram", "setup", "--account", "main", "--webhook-url", url, "--token", "gw"]) == 0
+    monkeypatch.setenv("ORBITAL_TOKEN", "gw")
+    assert cli(["channel", "telegram", "setup", "--account", "main", "--webhook-url", url]) == 0
+    monkeypatch.delenv("ORBITAL_TOKEN")
     client = RecordingClient.instances[-1]
     assert client.url == "ws://127.0.0.1:8765/ws" and client.connected == ("client", "gw")
     assert client.calls == [

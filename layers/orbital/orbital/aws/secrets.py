@@ -10,6 +10,7 @@ import threading
 from typing import TYPE_CHECKING
 
 from orbital.aws import clients
+from orbital.protocol.local_token import MIN_TOKEN_LENGTH
 from orbital.settings import Settings
 
 if TYPE_CHECKING:
@@ -45,6 +46,12 @@ def gateway_token(settings: Settings) -> str | None:
     value = _secrets().get(secret, max_age=MAX_AGE_S)
     if not isinstance(value, str) or not value:
         log.error("the gateway token secret holds no text")
+        return None
+    if len(value) < MIN_TOKEN_LENGTH:  # set by hand past the template's MinLength: nobody gets in, never a weak door
+        log.error(
+            "the gateway token secret is shorter than %d characters: every client is refused until it is replaced",
+            MIN_TOKEN_LENGTH,
+        )
         return None
     return value
 

@@ -13,6 +13,8 @@ import os
 import sys
 from typing import Any
 
+from orbital.protocol import local_token
+
 DEFAULT_URL = "ws://127.0.0.1:8765/ws"
 BOT_TOKEN_ENV = "TELEGRAM_BOT_TOKEN"
 
@@ -61,8 +63,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 def _common(parser: argparse.ArgumentParser, *, account_default: str | None = "default") -> None:
     help_text = "account id" + (f" (default {account_default})" if account_default else " (default: every account)")
     parser.add_argument("--account", default=account_default, metavar="ID", help=help_text)
-    parser.add_argument("--url", default=None, help=f"gateway WebSocket URL (env ORBITAL_URL; default {DEFAULT_URL})")
-    parser.add_argument("--token", default=None, metavar="TOKEN", help="gateway token (env ORBITAL_TOKEN)")
+    local_token.add_arguments(parser)
     parser.add_argument("--timeout", type=float, default=30.0, metavar="S", help="RPC timeout (default 30)")
 
 
@@ -71,8 +72,11 @@ def _calls(args: argparse.Namespace, calls: list[tuple[str, dict[str, Any]]]) ->
     # lazy: only this command needs it (the parser of every `orbital` command imports this module)
     from orbital.client import GatewayClient, RpcFailed
 
-    url = args.url or os.environ.get("ORBITAL_URL") or DEFAULT_URL
-    token = args.token or os.environ.get("ORBITAL_TOKEN") or None
+    try:
+        url, token = local_token.from_arguments("orbital channel", args)
+    except local_token.TokenFileError as exc:
+        print(f"orbital channel: {exc}", file=sys.stderr)
+        return 1
     payload: Any = None
     try:
         with GatewayClient(url, timeout=args.timeout) as client:

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Protocol
 
 from orbital import __version__
+from orbital.protocol import local_token
 from orbital.protocol.frames import fragments
 
 if TYPE_CHECKING:
@@ -806,8 +807,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
             "/stop, /model, /think, /compact, /help) go to the gateway."
         ),
     )
-    parser.add_argument("--url", default=None, help=f"gateway WebSocket URL (env ORBITAL_URL; default {DEFAULT_URL})")
-    parser.add_argument("--token", default=None, metavar="TOKEN", help="gateway token (env ORBITAL_TOKEN)")
+    local_token.add_arguments(parser)
     parser.add_argument(
         "-s", "--session", default=DEFAULT_SESSION, metavar="KEY", help=f"session key (default {DEFAULT_SESSION})"
     )
@@ -886,8 +886,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    url = args.url or os.environ.get("ORBITAL_URL") or DEFAULT_URL
-    token = args.token or os.environ.get("ORBITAL_TOKEN") or None
+    try:
+        url, token = local_token.from_arguments("orbital chat", args)
+    except local_token.TokenFileError as exc:
+        _err(str(exc))
+        return 2
     session = (args.session or "").strip()
     if not session:
         _err("--session must not be empty")

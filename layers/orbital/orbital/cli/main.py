@@ -14,8 +14,9 @@ from orbital.cli.chat import add_parser as add_chat_parser
 from orbital.cli.portable import add_parser as add_portable_parser
 from orbital.cli.xeno_bridge import add_parser as add_xeno_bridge_parser
 from orbital.node.cli import add_parser as add_node_parser
+from orbital.protocol import local_token
 
-DEFAULT_URL = "ws://127.0.0.1:8765/ws"
+DEFAULT_URL = local_token.DEFAULT_URL
 
 
 def _cmd_dev(args: argparse.Namespace) -> int:
@@ -24,11 +25,21 @@ def _cmd_dev(args: argparse.Namespace) -> int:
     from orbital.local.server import GatewayOptions, LocalGateway, StartupError  # lazy: `orbital dev` only
 
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
+    local_token.warn_token_argument("orbital dev", args.token)
+    try:
+        token = args.token or _dev_token(args.token_file)
+    except local_token.TokenFileError as exc:
+        print(f"orbital dev: {exc}", file=sys.stderr)
+        return 2
+    if token and args.auth == "same-user":
+        print("orbital dev: AUTH=same-user is token-less: start it without a token, or without AUTH", file=sys.stderr)
+        return 2
     options = GatewayOptions(
         host=args.host,
         port=args.port,
         data_dir=Path(args.data_dir),
-        token=args.token or os.environ.get("ORBITAL_TOKEN") or None,
+        token=token,
+        auth=args.auth,
         project=Path(args.project) if args.project else None,
         concurrent_frames=args.concurrent_frames,
         frame_jitter_ms=args.frame_jitter_ms,
@@ -48,6 +59,13 @@ def _cmd_dev(args: argparse.Namespace) -> int:
     return 0
 
 
+def _dev_token(token_file: str | None) -> str | None:
+    """The gateway's token given by `--token-file` or `ORBITAL_TOKEN` (None: the data directory's own)."""
+    if token_file:
+        return local_token.read_token_file(Path(token_file).expanduser())
+    return os.environ.get(local_token.TOKEN_ENV, "").strip() or None
+
+
 def _parse_json_arg(text: str | None) -> Any:
     if text is None:
         return None
@@ -61,9 +79,14 @@ def _cmd_call(args: argparse.Namespace) -> int:
     from orbital.client import GatewayClient, RpcFailed  # lazy: `orbital call` only
 
     params = _parse_json_arg(args.params)
-    token = args.token or os.environ.get("ORBITAL_TOKEN") or None
     try:
-        with GatewayClient(args.url, timeout=args.timeout) as client:
+        url, token = local_token.from_arguments("orbital call", args)
+    except local_token.TokenFileError as exc:
+        print(f"orbital call: {exc}", file=sys.stderr)
+        return 1
+    args.url = url
+    try:
+        with GatewayClient(url, timeout=args.timeout) as client:
             client.connect("client", args.client_id, token=token)
             payload = client.hello if args.method == "connect" else client.call(args.method, params)
     except RpcFailed as exc:
@@ -85,11 +108,39 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="orbital", description="Orbital: a personal AI-agent gateway (GSV).")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    dev = sub.add_parser("dev", help="run the whole gateway locally (no AWS account, no Docker)")
+    dev = sub.add_parser(
+        "dev",
+        help="run the whole gateway locally (no AWS account, no Docker)",
+        description=(
+            "Run the whole gateway on this machine. Clients present a token: the one given by --token-file or "
+            f"{local_token.TOKEN_ENV}, else the data directory's own (drawn at the first start, kept in "
+            "DATA_DIR/token, 0600); `orbital` commands run by the same user find it there by themselves. "
+            "--auth same-user serves token-less, to this OS user on this machine only."
+        ),
+    )
     dev.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1)")
     dev.add_argument("--port", type=int, default=8765, help="port for ws://HOST:PORT/ws and HTTP (default 8765)")
-    dev.add_argument("--data-dir", default=os.environ.get("ORBITAL_DATA_DIR", "~/.orbital"), help="state directory")
-    dev.add_argument("--token", default=None, help="require this token in connect (env ORBITAL_TOKEN)")
+    dev.add_argument(
+        "--data-dir",
+        default=os.environ.get(local_token.DATA_DIR_ENV, local_token.DEFAULT_DATA_DIR),
+        metavar="DIR",
+        help=f"state directory: sessions, config, workspace, the token (env {local_token.DATA_DIR_ENV}; default "
+        f"{local_token.DEFAULT_DATA_DIR})",
+    )
+    dev.add_argument(
+        "--auth",
+        choices=["token", "same-user"],
+        default="token",
+        help="token (default): clients present the gateway's token; same-user: no token, only this OS user's "
+        "connections from this machine (for clients that cannot send one)",
+    )
+    dev.add_argument(
+        "--token-file",
+        default=None,
+        metavar="FILE",
+        help=f"file holding the token to require (default: env {local_token.TOKEN_ENV}, else the data directory's own)",
+    )
+    dev.add_argument("--token", default=None, help=argparse.SUPPRESS)  # deprecated: visible in the process list
     dev.add_argument("--project", default=None, help="Orbital checkout holding template.yaml (default: search cwd)")
     dev.add_argument("-v", "--verbose", action="store_true", help="log more")
     dev.add_argument(
@@ -118,13 +169,22 @@ def build_parser() -> argparse.ArgumentParser:
     dev.add_argument("--no-xeno", action="store_true", help="do not serve xeno's Unix socket")
     dev.set_defaults(func=_cmd_dev)
 
-    call = sub.add_parser("call", help="send one RPC and print its payload (exit 1 on error)")
-    call.add_argument("method")
-    call.add_argument("params", nargs="?", default=None, help="JSON params")
-    call.add_argument("--url", default=os.environ.get("ORBITAL_URL", DEFAULT_URL))
-    call.add_argument("--token", default=None, help="gateway token (env ORBITAL_TOKEN)")
-    call.add_argument("--client-id", default=None)
-    call.add_argument("--timeout", type=float, default=30.0)
+    call = sub.add_parser(
+        "call",
+        help="send one RPC and print its payload (exit 1 on error)",
+        description=(
+            "Connect as a client, send one request and print its payload as JSON (the error on stderr, exit status "
+            "1). The token is found by itself: --token-file, env ORBITAL_TOKEN, else the local gateway's data "
+            "directory."
+        ),
+    )
+    call.add_argument("method", help="the method to call, e.g. config.get (`connect` prints the hello)")
+    call.add_argument("params", nargs="?", default=None, help='the params as one JSON value, e.g. \'{"path":"model"}\'')
+    local_token.add_arguments(call)
+    call.add_argument("--client-id", default=None, metavar="ID", help="the client id to connect with (default: random)")
+    call.add_argument(
+        "--timeout", type=float, default=30.0, metavar="S", help="give up after S seconds with no answer (default 30)"
+    )
     call.set_defaults(func=_cmd_call)
 
     add_node_parser(sub)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from orbital.cli.chat import redact_url
+from orbital.protocol import local_token
 
 DEFAULT_KEEPALIVE = 240.0
 
@@ -64,7 +65,15 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--token-file",
         default=None,
         metavar="FILE",
-        help="file holding the gateway token (default: env ORBITAL_TOKEN; none for a gateway without a token)",
+        help="file holding the gateway token (default: env ORBITAL_TOKEN, else for a gateway at a loopback URL the "
+        "data directory's token file)",
+    )
+    parser.add_argument(
+        "--data-dir",
+        default=None,
+        metavar="DIR",
+        help=f"a local gateway's data directory, where its token is kept (env {local_token.DATA_DIR_ENV}; default "
+        f"{local_token.DEFAULT_DATA_DIR})",
     )
     parser.add_argument(
         "--keepalive",
@@ -79,14 +88,25 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     return parser
 
 
-def token_source(token_file: str | None) -> Callable[[], str | None]:
-    """Where the token comes from: the file (read now, to fail early, and at every connection attempt) or
-    ORBITAL_TOKEN."""
+def token_source(token_file: str | None, *, url: str = "", data_dir: str | None = None) -> Callable[[], str | None]:
+    """Where the token comes from: the file (read now, to fail early, and at every connection attempt),
+    ORBITAL_TOKEN, or for a gateway at a loopback `url` the data directory's token file (read at every connection
+    attempt: the gateway may draw it after the bridge started)."""
     from orbital.xeno.bridge import TokenUnavailable  # lazy: the bridge (websockets, httpx) for this command only
 
     if not token_file:
-        token = os.environ.get("ORBITAL_TOKEN") or None
-        return lambda: token
+        token = os.environ.get(local_token.TOKEN_ENV) or None
+        if token or not local_token.local_url(url):
+            return lambda: token
+        kept = local_token.data_dir(data_dir) / local_token.TOKEN_FILE
+
+        def read_kept() -> str | None:
+            try:
+                return local_token.read_token_file(kept)
+            except local_token.TokenFileError:
+                return None
+
+        return read_kept
     path = Path(token_file).expanduser()
 
     def read() -> str:
@@ -132,7 +152,7 @@ def run(args: argparse.Namespace) -> int:
         print("orbital xeno-bridge: --keepalive must be >= 0", file=sys.stderr)
         return 2
     try:
-        token = token_source(args.token_file)
+        token = token_source(args.token_file, url=url, data_dir=args.data_dir)
         options = BridgeOptions(
             home=Path(args.home).expanduser().resolve(),
             url=url,

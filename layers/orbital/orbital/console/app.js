@@ -1,5 +1,7 @@
 // The console's shell: reads the gateway's console settings, asks for the token when the gateway wants one (kept in
-// memory, and in this tab's sessionStorage if the user allows: never localStorage, never a URL), connects, and
+// memory, and in this tab's sessionStorage if the user allows: never localStorage, never a URL; a token handed over
+// in the address's fragment, `#token=…` as `make dev` prints it, is moved there and taken out of the address bar
+// before anything else runs), connects, and
 // shows one view at a time by the address's hash (#/chat/<session>, #/nodes, #/workspace/<path>, #/schedules,
 // #/channels, #/settings). Views are modules with `mount(container, ctx)` returning a cleanup function, or an
 // object {destroy(), update(params)?, canLeave()?}: `update` takes a new sub-path without mounting again,
@@ -19,7 +21,25 @@ const VIEWS = [chat, nodes, workspace, schedules, channels, settings];
 const TOKEN_KEY = "orbital.console.token";
 const THEME_KEY = "orbital.console.theme";
 
-const state = { gw: null, config: null, view: null, cleanup: null, path: null, hash: "", leaving: false, routed: false };
+const state = { gw: null, config: null, view: null, cleanup: null, path: null, hash: "", leaving: false, routed: false, token: null };
+
+/** A token in the address's fragment (`#token=…`): kept in the token store and removed from the address bar and the
+ * history entry at once. Browsers never send a fragment, so it is in no request line, log or Referer. */
+function takeTokenFromAddress() {
+  const match = /^#token=([^&#]*)$/.exec(location.hash);
+  if (!match) return null;
+  history.replaceState(history.state, "", location.pathname + location.search);
+  let token = "";
+  try {
+    token = decodeURIComponent(match[1]).trim();
+  } catch {
+    token = "";
+  }
+  if (!token) return null;
+  sessionStorage.setItem(TOKEN_KEY, token);
+  return token;
+}
+state.token = takeTokenFromAddress();
 
 // --- theme -----------------------------------------------------------------------------------------------------
 
@@ -54,6 +74,7 @@ async function askToken(message) {
   const ok = await dialog("Connect to Orbital", body, [{ label: "Connect", value: true, kind: "primary" }], () => Boolean(input.value.trim()));
   if (!ok) return null;
   const token = input.value.trim();
+  state.token = token;
   if (remember.checked) sessionStorage.setItem(TOKEN_KEY, token);
   else sessionStorage.removeItem(TOKEN_KEY);
   return token;
@@ -62,7 +83,7 @@ async function askToken(message) {
 /** Connect, asking for the token as long as the gateway refuses it. True once connected, or while the socket
  * tries again by itself after a passing failure; false when the user gave up or the gateway refused for good. */
 async function connect(message = null) {
-  let token = state.config.tokenRequired ? sessionStorage.getItem(TOKEN_KEY) : null;
+  let token = state.config.tokenRequired ? state.token || sessionStorage.getItem(TOKEN_KEY) : null;
   for (;;) {
     if (state.config.tokenRequired && !token) {
       token = await askToken(message);
@@ -77,6 +98,7 @@ async function connect(message = null) {
     } catch (err) {
       if (err.code !== 401) return state.gw.state === "reconnecting";
       sessionStorage.removeItem(TOKEN_KEY);
+      state.token = null;
       state.config.tokenRequired = true;
       token = null;
       message = "That token was not accepted.";
@@ -87,6 +109,7 @@ async function connect(message = null) {
 /** The gateway stopped accepting the token after the page connected (it was changed): ask for the new one. */
 async function tokenRefused() {
   sessionStorage.removeItem(TOKEN_KEY);
+  state.token = null;
   state.config.tokenRequired = true;
   if (await connect("The gateway no longer accepts the token: it may have been changed.")) showViews();
   else notConnected();
@@ -94,6 +117,7 @@ async function tokenRefused() {
 
 function signOut() {
   sessionStorage.removeItem(TOKEN_KEY);
+  state.token = null;
   state.gw.close();
   location.reload();
 }

@@ -8,6 +8,7 @@ directory's state without a gateway, for the tools that read or write it (`orbit
 from __future__ import annotations
 
 import contextlib
+import errno
 import ipaddress
 import logging
 import os
@@ -19,7 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from orbital.local import frontdoor, private, ttl
+from orbital.local import frontdoor, peer_uid, private, ttl
+from orbital.protocol import local_token
 
 if TYPE_CHECKING:
     from orbital.local.store import LocalStore
@@ -59,6 +61,10 @@ class GatewayOptions:
     port: int = 8765
     data_dir: Path = Path("~/.orbital")
     token: str | None = None
+    auth: str = frontdoor.SAME_USER
+    """Without `token`: `token` draws one at the first start and keeps it in `<data_dir>/token` (what `orbital dev`
+    does); `same-user` serves only this process's OS user on this machine, token-less (`orbital.local.frontdoor`).
+    With `token` the mode is `token`."""
     project: Path | None = None
     persist: bool = True
     durable: bool = True
@@ -102,17 +108,65 @@ class LocalGateway:
         self._socket: socket.socket | None = None
         self._umask: int | None = None
         self._refusals_logged: set[str] = set()
+        self.token: str | None = options.token
+        """The token clients present (given, or kept in the data directory); None in `same-user` mode."""
+        self.token_created = False
+        """This start drew the token (the data directory had none)."""
         self.xeno: Any = None
         """xeno's Unix socket (`orbital.local.xeno_socket.XenoSocket`), when served."""
 
     # --- lifecycle ----------------------------------------------------------------------------------------------
 
+    @property
+    def auth(self) -> str:
+        """`token` or `same-user`."""
+        return frontdoor.TOKEN if self.options.token else self.options.auth
+
     def check(self) -> None:
-        if not is_loopback(self.options.host) and not self.options.token:
-            raise StartupError(
-                f"refusing to listen on {self.options.host} without a token: anyone who can reach it could drive "
-                "your agent and its nodes. Pass --token (or ORBITAL_TOKEN), or bind 127.0.0.1."
-            )
+        """Refuse options that cannot work, before anything is created: one line saying what to change."""
+        if self.options.auth not in frontdoor.MODES:
+            raise StartupError(f"unknown auth mode {self.options.auth!r}: use one of {', '.join(frontdoor.MODES)}")
+        if not 0 <= self.options.port <= 65535:
+            raise StartupError(f"port {self.options.port} is out of range: PORT= takes 1 to 65535")
+        if self.data_dir.exists() and not self.data_dir.is_dir():
+            raise StartupError(f"the data directory {self.data_dir} is a file: DATA_DIR= names a directory")
+        if self.options.token:
+            why = local_token.too_short(self.options.token)
+            if why:
+                raise StartupError(why)
+        if self.auth == frontdoor.SAME_USER:
+            if not is_loopback(self.options.host):
+                raise StartupError(
+                    f"refusing to listen on {self.options.host} without a token: AUTH=same-user serves this machine "
+                    "only. Bind 127.0.0.1, or start without AUTH=same-user (a token is kept in the data directory)."
+                )
+            why = peer_uid.unsupported()
+            if why:
+                raise StartupError(
+                    f"AUTH=same-user cannot start here: {why}. Start without it (a token is kept in the data "
+                    "directory)."
+                )
+
+    def _bind(self) -> None:
+        """Take the port now (handed to uvicorn), so a busy one is told before anything is created."""
+        try:
+            self._socket = _listen(self.options.host, self.options.port)
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise StartupError(
+                    f"port {self.options.port} is in use: PORT=… (orbital dev --port …) picks another"
+                ) from None
+            raise StartupError(f"cannot listen on {self.options.host}:{self.options.port}: {exc.strerror}") from None
+        self.port = int(self._socket.getsockname()[1])
+
+    def _use_token(self) -> None:
+        """In `token` mode without a given token: the data directory's own, drawn at its first start."""
+        if self.auth != frontdoor.TOKEN or self.token:
+            return
+        try:
+            self.token, self.token_created = local_token.ensure_token(self.data_dir)
+        except (local_token.TokenFileError, OSError) as exc:
+            raise StartupError(str(exc)) from None
 
     def prepare(self) -> None:
         """Open the data directory's store, start the Step Functions interpreter, configure the handlers."""
@@ -124,9 +178,7 @@ class LocalGateway:
         from orbital.local.store import DataDirLocked, LocalStore
         from orbital.local.template import websocket_routes
 
-        if self.port == 0:  # bound here and handed to uvicorn, so no other process can take it in between
-            self._socket = _listen(self.options.host)
-            self.port = int(self._socket.getsockname()[1])
+        self._bind()  # bound here and handed to uvicorn, so no other process can take it in between
         self._umask = os.umask(0o077)  # every file this gateway writes is its owner's alone (restored at shutdown)
         tightened = private.make_private(self.data_dir)
         if tightened:
@@ -140,6 +192,7 @@ class LocalGateway:
             )
         except DataDirLocked as exc:
             raise StartupError(str(exc)) from None
+        self._use_token()  # with the directory held: two gateways starting on it never both draw one
         log.info("%s: %s", self.data_dir, self.store.describe())
         self.stack = LocalStack(
             self.root, self.root / "template.yaml", step_functions_process=self.options.step_functions_process
@@ -170,15 +223,15 @@ class LocalGateway:
             frame_jitter_ms=self.options.frame_jitter_ms,
             # methods that post to sockets too, when those posts and every AWS call are answered in this process
             inline_methods=get_services().registry.event_loop_methods(posts_in_process=True),
-            connect_inline=not self.options.token,
+            connect_inline=not self.token,
             greet=greet,
-            greet_after_s=0.0 if self.options.token else self.options.greet_after_ms / 1000,
+            greet_after_s=0.0 if self.token else self.options.greet_after_ms / 1000,
         )
         if self.options.xeno:
             # lazy: every `orbital` command loads this module; the gateway's parts load when one starts
             from orbital.local.xeno_socket import XenoSocket, XenoSocketInUse
 
-            self.xeno = XenoSocket(self.options.xeno_home or self.data_dir, self.bridge, self.options.token)
+            self.xeno = XenoSocket(self.options.xeno_home or self.data_dir, self.bridge, self.token)
             try:
                 self.xeno.check()
             except XenoSocketInUse as exc:
@@ -256,8 +309,8 @@ class LocalGateway:
         for logical_id, arn in self.stack.state_machine_arns.items():
             if logical_id in machine_env:
                 os.environ[machine_env[logical_id]] = arn
-        if self.options.token:
-            os.environ["ORBITAL_AUTH_TOKEN"] = self.options.token
+        if self.token:
+            os.environ["ORBITAL_AUTH_TOKEN"] = self.token
         else:
             os.environ.pop("ORBITAL_AUTH_TOKEN", None)
         os.environ.pop("ORBITAL_REQUIRE_TOKEN", None)
@@ -288,7 +341,7 @@ class LocalGateway:
         from orbital.local.bridge import websocket_protocol
 
         app = self._with_object_urls(self.bridge.app())
-        app = frontdoor.guard(app, token_set=bool(self.options.token), on_refused=self._refused)
+        app = frontdoor.guard(app, mode=self.auth, on_refused=self._refused)
         if self.xeno is not None:
             # lazy: every `orbital` command loads this module; the gateway's parts load when one starts
             from orbital.local.xeno_socket import lifespan
@@ -324,7 +377,7 @@ class LocalGateway:
         """A request refused at the front door (logged once per kind of reason, so a flood does not fill the log)."""
         if why not in self._refusals_logged and len(self._refusals_logged) < 64:
             self._refusals_logged.add(why)
-            log.warning("refused a request %s: this gateway has no token (set TOKEN to allow it)", why)
+            log.warning("refused a request %s (auth mode %s)", why, self.auth)
 
     @property
     def ws_url(self) -> str:
@@ -335,14 +388,23 @@ class LocalGateway:
         return f"http://{self.options.host}:{self.port}"
 
     def banner(self) -> str:
-        auth = "token required" if self.options.token else "no token (loopback only)"
+        if self.token:
+            # the token in the fragment: browsers never send it (no request line, log or Referer holds it)
+            console = f"{self.http_url}/#token={self.token}   (open it in a browser: it signs you in)"
+            auth = f"token required: kept in {self.data_dir / local_token.TOKEN_FILE}"
+            if self.options.token:
+                auth = "token required: the one it was started with"
+        else:
+            console = f"{self.http_url}/   (open it in a browser)"
+            auth = "no token: this OS user on this machine only (AUTH=same-user)"
         return "\n".join(
             [
                 "Orbital gateway is running",
-                f"  Console    {self.http_url}/   (open it in a browser)",
+                f"  Console    {console}",
                 f"  WebSocket  {self.ws_url}   ({auth})",
                 f"  HTTP API   {self.http_url}/docs",
                 f"  Data       {self.data_dir}",
+                "`orbital call`, `chat`, `node` … run by this user find the gateway's token by themselves.",
                 "Press Ctrl-C to stop.",
             ]
         )
@@ -512,7 +574,7 @@ def local_state(data_dir: Path, *, exclusive: bool = True) -> Iterator[LocalStor
         os.umask(umask)
 
 
-def _listen(host: str) -> socket.socket:
-    """A socket listening on a port the system picks on `host`."""
+def _listen(host: str, port: int = 0) -> socket.socket:
+    """A socket listening on `host`:`port` (0: a port the system picks)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    return socket.create_server((host, 0), family=family, backlog=2048)
+    return socket.create_server((host, port), family=family, backlog=2048)

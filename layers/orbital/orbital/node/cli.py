@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import os
 import signal
 import socket
 import sys
@@ -14,8 +13,9 @@ from typing import Any
 
 from orbital.node.agent import NodeAgent, NodeOptions, redact_url
 from orbital.node.logs import configure_logging, default_log_file, log
+from orbital.protocol import local_token
 
-DEFAULT_URL = "ws://127.0.0.1:8765/ws"
+DEFAULT_URL = local_token.DEFAULT_URL
 DEFAULT_KEEPALIVE = 240.0
 
 
@@ -29,8 +29,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
             "Reconnects automatically; Ctrl-C stops it and the commands it started."
         ),
     )
-    parser.add_argument("--url", default=None, help=f"gateway WebSocket URL (env ORBITAL_URL; default {DEFAULT_URL})")
-    parser.add_argument("--token", default=None, metavar="TOKEN", help="gateway token (env ORBITAL_TOKEN)")
+    local_token.add_arguments(parser)
     parser.add_argument("--id", dest="node_id", default=None, metavar="NAME", help="node id (default node-{hostname})")
     parser.add_argument(
         "--workspace", default=None, metavar="DIR", help="directory for relative paths and commands (default: cwd)"
@@ -60,8 +59,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def _options(args: argparse.Namespace) -> Any:
-    url = args.url or os.environ.get("ORBITAL_URL") or DEFAULT_URL
-    token = args.token or os.environ.get("ORBITAL_TOKEN") or None
+    try:
+        url, token = local_token.from_arguments("orbital node", args)
+    except local_token.TokenFileError as exc:
+        raise ValueError(str(exc)) from None
     node_id = (args.node_id or "").strip() or f"node-{socket.gethostname()}"
     workspace = Path(args.workspace).expanduser() if args.workspace else Path.cwd()
     workspace = workspace.resolve()

@@ -24,6 +24,7 @@ from fastapi.security import HTTPBearer
 from starlette.requests import HTTPConnection
 
 from orbital.runtime import credentials
+from orbital.runtime.attempts import ATTEMPTS, TOO_MANY
 from orbital.runtime.services import get_services
 
 log = logging.getLogger("orbital.rest")
@@ -79,7 +80,11 @@ def _refused() -> HTTPException:
 
 def identify(request: HTTPConnection, _scheme: Any = _DOCUMENTED) -> Caller:
     """The caller of a route (or socket) any credential may use (the gateway's or an install's); 401 otherwise.
-    (`_scheme` only puts the bearer scheme on the route in the OpenAPI document.)"""
+    (`_scheme` only puts the bearer scheme on the route in the OpenAPI document.) A peer that failed too often is
+    refused with 429 before its bearer is looked at (`runtime.attempts`)."""
+    peer = request.client.host if request.client else None
+    if ATTEMPTS.blocked(peer):
+        raise HTTPException(429, TOO_MANY, headers={"Retry-After": "60"})
     try:
         judged = credentials.judge(get_services(), bearer(request))
     except credentials.TokenUnreadable:  # nobody gets in, and the caller is told it may retry
@@ -91,6 +96,8 @@ def identify(request: HTTPConnection, _scheme: Any = _DOCUMENTED) -> Caller:
         return Caller(user_id=judged.install.user_id, install_id=judged.install.install_id)
     if kind is credentials.Kind.GATEWAY or (kind is credentials.Kind.NONE and not judged.token_set):
         return Caller()
+    if kind is credentials.Kind.WRONG:
+        ATTEMPTS.failed(peer)
     raise _refused()
 
 

@@ -25,12 +25,16 @@ from orbital.protocol.frames import encode_sendable
 from orbital.protocol.peers import is_proxy_header
 from orbital.protocol.registry import DialectClose, DialectInbound
 from orbital.runtime import credentials
+from orbital.runtime.attempts import ATTEMPTS, TOO_MANY
 from orbital.runtime.services import get_services
 from orbital.store.connections import Connection
 
 log = logging.getLogger("orbital.gateway")
 
 _dispatcher: Dispatcher | None = None
+
+UNAUTHORIZED_CLOSE = 4001
+"""The close code of a `connect` whose token is wrong."""
 
 
 def dispatcher() -> Dispatcher:
@@ -61,6 +65,9 @@ def handle_connect(event: dict[str, Any], context: Any = None) -> dict[str, Any]
     settings = services.settings
     count("SocketsOpened")
     connection_id = (event.get("requestContext") or {}).get("connectionId")
+    peer = _peer(event)
+    if ATTEMPTS.blocked(peer):
+        return {"statusCode": 429, "body": TOO_MANY}
     try:
         judged = credentials.judge(services, _bearer(event))
     except credentials.TokenUnreadable:
@@ -71,6 +78,7 @@ def handle_connect(event: dict[str, Any], context: Any = None) -> dict[str, Any]
     if not isinstance(connection_id, str):
         return {"statusCode": 200}
     if judged.kind is credentials.Kind.WRONG:
+        ATTEMPTS.failed(peer)
         return {"statusCode": 401, "body": "Unauthorized"}
     bearer = judged.kind is credentials.Kind.GATEWAY
     # a WindieOS install's token: that install's user, speaking WindieOS only
@@ -99,6 +107,12 @@ def _bearer(event: dict[str, Any]) -> str | None:
             if scheme.lower() == "bearer" and token.strip():
                 return token.strip()
     return None
+
+
+def _peer(event: dict[str, Any]) -> str | None:
+    """The address the socket came from (API Gateway's `identity.sourceIp`; locally the loopback peer)."""
+    source = ((event.get("requestContext") or {}).get("identity") or {}).get("sourceIp")
+    return source if isinstance(source, str) and source else None
 
 
 def _on_this_machine(event: dict[str, Any]) -> bool:
@@ -165,6 +179,8 @@ def handle_message(event: dict[str, Any], context: Any = None) -> dict[str, Any]
                 return {"statusCode": 200, "body": encode_sendable(reply, services.settings.max_frame_bytes)}
         return {"statusCode": 200}
     outcome = dispatcher().dispatch_text(services, connection_id, body)
+    if outcome.close is not None and outcome.close[0] == UNAUTHORIZED_CLOSE:  # `connect` with a wrong token
+        ATTEMPTS.failed(_peer(event))
     if (
         outcome.close is None
         and _unauthenticated(outcome)

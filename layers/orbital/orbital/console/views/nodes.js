@@ -168,7 +168,8 @@ class NodesView {
 
   connectHelp(title) {
     const url = this.gw.wsUrl; // the address this page connected to
-    const command = `orbital node --url ${url} --id laptop${this.config.tokenRequired ? " --token <gateway token>" : ""}`;
+    // the token in the environment: a command line is visible to every user of the machine
+    const command = `${this.config.tokenRequired ? "ORBITAL_TOKEN=<gateway token> " : ""}orbital node --url ${url} --id laptop`;
     return h(
       "section.card.connect-help",
       h("h2", title),
