@@ -228,6 +228,20 @@ def test_ten_wrong_tokens_in_a_minute_hold_the_peer_back_for_a_minute(tmp_path: 
     assert "guess-" not in gw.output  # no token tried is logged
 
 
+def test_ten_wrong_exoclaw_tokens_hold_the_peer_back_too(tmp_path: Any) -> None:
+    gw = GatewayProcess(tmp_path / "data", token=TOKEN).start()
+    try:
+        for n in range(10):
+            with ws_connect(gw.url) as ws:
+                ws.send(json.dumps({"token": f"guess-{n:02d}-0123456789"}))  # Exoclaw's first frame
+                assert "error" in json.loads(ws.recv(timeout=10))
+        status, body = _upgrade(gw.port, f"127.0.0.1:{gw.port}")
+        assert status == 429 and "try again in a minute" in body
+    finally:
+        gw.stop()
+    assert "guess-" not in gw.output
+
+
 def test_ten_wrong_bearers_on_http_hold_the_peer_back(tmp_path: Any) -> None:
     gw = GatewayProcess(tmp_path / "data", token=TOKEN).start()
     try:

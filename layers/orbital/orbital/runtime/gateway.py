@@ -165,7 +165,7 @@ def handle_message(event: dict[str, Any], context: Any = None) -> dict[str, Any]
         return {"statusCode": 200}
     route = (event.get("requestContext") or {}).get("routeKey")
     if route not in ("req", "bin"):  # `$default`: another dialect's frame, or one GSV ignores
-        answered = _other_dialect(services, connection_id, body)
+        answered = _other_dialect(services, connection_id, body, _peer(event))
         if answered is not None:
             return answered
     if route == "bin" and services.hooks.bin_handlers:
@@ -191,9 +191,10 @@ def handle_message(event: dict[str, Any], context: Any = None) -> dict[str, Any]
     return _finish(services, connection_id, outcome)
 
 
-def _other_dialect(services: Services, connection_id: str, body: str) -> dict[str, Any] | None:
+def _other_dialect(services: Services, connection_id: str, body: str, peer: str | None) -> dict[str, Any] | None:
     """A frame of a socket that speaks another gateway's protocol (or whose first frame says it does), answered by
-    that dialect's translator; None for a GSV socket's frame (GSV's rules apply)."""
+    that dialect's translator; None for a GSV socket's frame (GSV's rules apply). A wrong token in a dialect's own
+    first frame (Exoclaw's) counts against `peer` as a failed `connect` does."""
     try:
         frame = json.loads(body)
     except ValueError:
@@ -215,7 +216,10 @@ def _other_dialect(services: Services, connection_id: str, body: str) -> dict[st
     translate = services.hooks.dialect_frames.get(dialect) if dialect and dialect != detect.GSV else None
     if translate is None:
         return None
-    return _send_dialect(services, connection_id, translate(services, DialectInbound(connection_id, body, frame, conn)))
+    frames = translate(services, DialectInbound(connection_id, body, frame, conn))
+    if any(isinstance(item, DialectClose) and item.code == UNAUTHORIZED_CLOSE for item in frames):
+        ATTEMPTS.failed(peer)
+    return _send_dialect(services, connection_id, frames)
 
 
 def _first_line(body: str) -> Any:
