@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from orbital.agent import budgets, notify, waits
+from orbital.agent import budgets, events, notify, waits
 from orbital.aws import clients
 from orbital.domain import ids
 from orbital.domain.run_ends import RESET_REASON, USER_CANCELLED
@@ -215,6 +215,7 @@ def submit(
         text = data.get("text")
         budgets.check_before_run(services, services.config.effective(), session_key, meta, str(text or ""))
     entry = _entry(session_key, services, run_id, data, priority, extra)
+    events.run_ends(services).forget(run_id)  # a run id used again: its events go out again
     now = now_ms()
     current = meta.get("currentRun")
     stale = current.get("execution") if current and is_stale(services, current, now) else None

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from orbital.agent import budgets, client_tools, compaction, context, events, media, notify, runs, settings, tools
-from orbital.agent.providers import ModelError, ModelRequest, complete
+from orbital.agent.providers import Cancel, ModelError, ModelRequest, complete
 from orbital.agent.waits import cancel_pending
 from orbital.domain.config import as_dict
 from orbital.domain.messages import text_of
@@ -570,24 +570,30 @@ def _call_summary(block: dict[str, Any]) -> dict[str, Any]:
 
 
 class _Watch:
-    """While a model call runs, check every few seconds that the run still owns its session; when it does not
-    (`/stop`, a lease taken over), cancel the call so a stopped run stops paying for tokens at once."""
+    """While a model call runs, cancel it as soon as its run has ended, so a stopped run stops paying for tokens and
+    the provider's stream is closed: at once when the end is published in this process (`/stop` or a reset handled
+    by this gateway: `events.RunEnds.watch`), else when a check, every few seconds, finds that the run no longer owns
+    its session (a `/stop` handled by another Lambda, a lease taken over)."""
 
     def __init__(self, r: _Run) -> None:
         self.r = r
-        self.cancel = threading.Event()
+        self.cancel = Cancel()
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._run, name="orbital-run-watch", daemon=True)
 
     def __enter__(self) -> _Watch:
+        events.run_ends(self.r.services).watch(self.r.run_id, self.cancel)
         self._thread.start()
         return self
 
     def __exit__(self, *_: Any) -> None:
         self._done.set()
+        events.run_ends(self.r.services).unwatch(self.r.run_id, self.cancel)
 
     def _run(self) -> None:
         while not self._done.wait(ABORT_CHECK_S):
+            if self.cancel.is_set():
+                return
             try:
                 owned = _owns(runs.current_run(self.r.services, self.r.key), self.r.run_id, self.r.execution)
             except Exception:  # a failed check must not cancel a healthy run

@@ -16,6 +16,7 @@ from orbital.agent.providers._resolve import context_window, has_credentials, re
 from orbital.agent.providers._runner import complete
 from orbital.agent.providers._types import (
     THINKING_LEVELS,
+    Cancel,
     ModelError,
     ModelRequest,
     ProviderInfo,
@@ -24,6 +25,7 @@ from orbital.agent.providers._types import (
 
 __all__ = [
     "THINKING_LEVELS",
+    "Cancel",
     "ModelError",
     "ModelRequest",
     "ProviderInfo",

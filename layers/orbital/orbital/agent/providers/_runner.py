@@ -35,7 +35,7 @@ from orbital.agent.providers._errors import (
     summary,
 )
 from orbital.agent.providers._resolve import resolve_provider
-from orbital.agent.providers._types import ModelError, ModelRequest, ProviderInfo, StreamSink
+from orbital.agent.providers._types import Cancel, ModelError, ModelRequest, ProviderInfo, StreamSink
 
 log = logging.getLogger("orbital.agent.providers")
 
@@ -250,6 +250,7 @@ def _attempt(
         events.put(("done", message))
 
     worker = threading.Thread(target=work, name=f"model-{info.name}", daemon=True)
+    forget = request.cancel.on_set(attempt.stop) if isinstance(request.cancel, Cancel) else None
     worker.start()
     outcome = _Outcome()
     try:
@@ -282,3 +283,6 @@ def _attempt(
     except BaseException:
         attempt.stop()
         raise
+    finally:
+        if forget is not None:
+            forget()

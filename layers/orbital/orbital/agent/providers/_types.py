@@ -31,6 +31,38 @@ class Memo(Protocol):
     def keep_prefix(self, kind: str, messages: Sequence[Any], count: int, state: Any) -> None: ...
 
 
+class Cancel(threading.Event):
+    """A `ModelRequest.cancel` whose `set()` also closes the call's open stream at once, in the thread that sets
+    it (`/stop`): the provider sees its connection closed before anything else is told of the stop. A plain
+    `threading.Event` works too; the call then notices it within a tenth of a second."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._guard = threading.Lock()
+        self._callbacks: list[Callable[[], None]] = []
+
+    def on_set(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Run `callback` when this is set (at once if it is already); returns how to take it back."""
+        with self._guard:
+            if not self.is_set():
+                self._callbacks.append(callback)
+                return lambda: self._forget(callback)
+        callback()
+        return lambda: None
+
+    def _forget(self, callback: Callable[[], None]) -> None:
+        with self._guard:
+            if callback in self._callbacks:
+                self._callbacks.remove(callback)
+
+    def set(self) -> None:
+        with self._guard:
+            super().set()
+            callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            callback()
+
+
 @dataclass
 class ModelRequest:
     """One model call. `messages` are stored-format messages (images already hydrated to base64)."""

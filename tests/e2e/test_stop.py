@@ -1,0 +1,82 @@
+"""A stop stops (`/stop` on the real `orbital dev`): the model's stream is closed at once, nothing of the stopped run
+reaches a client after its terminal event, its tokens are counted, and the transcript says it was stopped."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from orbital.client import GatewayClient
+
+from tests.support.agent import configure_fake_model, follow_run
+from tests.support.fake_llm import FakeLLM, reply
+
+WORDS = " ".join(f"word{i}" for i in range(40))
+
+
+@pytest.fixture(scope="module")
+def llm(gateway: Any) -> Iterator[FakeLLM]:
+    with FakeLLM() as server:
+        with GatewayClient(gateway.url, timeout=15) as admin:
+            admin.connect("client", "stop-admin")
+            configure_fake_model(admin, server.base_url)
+        yield server
+
+
+@pytest.fixture
+def fake(llm: FakeLLM) -> Iterator[FakeLLM]:
+    llm.reset()
+    yield llm
+    llm.reset()
+
+
+@pytest.fixture
+def user(gateway: Any, fake: FakeLLM) -> Iterator[GatewayClient]:
+    with GatewayClient(gateway.url, timeout=20) as c:
+        c.connect("client", f"stopper-{uuid.uuid4().hex[:6]}")
+        yield c
+
+
+def first_delta(client: GatewayClient, run_id: str) -> dict[str, Any]:
+    while True:
+        payload = client.next_event("chat").get("payload") or {}
+        if payload.get("runId") == run_id:
+            assert payload["state"] == "delta", payload
+            return payload
+
+
+def test_a_stop_closes_the_model_stream_and_nothing_of_the_run_follows_its_end(
+    user: GatewayClient, fake: FakeLLM
+) -> None:
+    key = f"agent:main:stop-{uuid.uuid4().hex[:8]}"
+    # the model streams one chunk, then holds the rest until the test lets it go on
+    fake.script(reply(WORDS, chunks=20, hold_after=1), reply("after the stop"))
+    started = user.call("chat.send", {"sessionKey": key, "message": "write a lot"})
+    run_id = started["runId"]
+    first_delta(user, run_id)
+    stopped = user.call("chat.send", {"sessionKey": key, "message": "/stop"})
+    assert stopped["response"] == f"Stopped run {run_id}."
+    ended = follow_run(user, run_id)
+    assert ended[-1] == {"runId": run_id, "sessionKey": key, "state": "error", "error": "Run cancelled by user"}
+
+    fake.release()  # the model would go on streaming now, into a connection the gateway has closed
+    request = fake.requests[0]
+    assert request.ended.wait(15)
+    assert request.disconnected, "the model's stream was not closed by the stop"
+    assert request.frames_sent < request.frames_total
+
+    # the session goes on; everything the socket got meanwhile is in order, so a late event of the stopped run
+    # would have come before the next run's end
+    again = user.call("chat.send", {"sessionKey": key, "message": "next"})
+    late = []
+    while True:
+        payload = user.next_event("chat").get("payload") or {}
+        if payload.get("runId") == run_id:
+            late.append(payload)
+        if payload.get("runId") == again["runId"] and payload.get("state") in ("final", "error"):
+            assert payload["state"] == "final"
+            break
+    assert late == []
+    assert len(fake.requests) == 2
