@@ -220,6 +220,7 @@ function sessionState(key) {
     pending: [], // user messages not stored yet: {text, runId, state: sending|queued|running, position}
     runs: new Map(), // runId → newRun()
     seen: new Set(), // runs that sent an event: their user message is stored
+    ended: new Set(), // runs whose final or error came: anything of theirs that follows is ignored
     stats: null,
     meta: null,
     tick: 0,
@@ -889,6 +890,8 @@ class ChatView {
     if (!this.mine(ev.sessionKey) || !ev.runId) return;
     const s = this.s;
     const id = ev.runId;
+    if (s.ended.has(id)) return; // a run is over at its final or error (a stopped run's late pieces change nothing)
+    if (ev.state === "final" || ev.state === "error") s.ended.add(id);
     const first = !s.seen.has(id);
     s.seen.add(id);
     if (first) this.runStarted(id);
@@ -1003,7 +1006,7 @@ class ChatView {
         item.position = res.queuePosition || 1;
         item.since = performance.now();
         if (item.runId && s.seen.has(item.runId)) item.state = "running";
-        if (item.runId && !res.queued && !s.runs.has(item.runId)) {
+        if (item.runId && !res.queued && !s.runs.has(item.runId) && !s.ended.has(item.runId)) {
           s.runs.set(item.runId, newRun());
         }
         this.refreshListSoon();
