@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from orbital.client import GatewayClient
 
+from tests.conftest import wait_for
 from tests.support.agent import configure_fake_model, follow_run
 from tests.support.fake_llm import FakeLLM, reply
 
@@ -80,3 +81,34 @@ def test_a_stop_closes_the_model_stream_and_nothing_of_the_run_follows_its_end(
             break
     assert late == []
     assert len(fake.requests) == 2
+
+
+def budget(client: GatewayClient, key: str) -> dict[str, Any]:
+    return dict(client.call("session.stats", {"sessionKey": key})["budget"])
+
+
+def test_a_stopped_run_counts_what_it_spent(user: GatewayClient, fake: FakeLLM) -> None:
+    key = f"agent:main:stop-{uuid.uuid4().hex[:8]}"
+    day_before = budget(user, key)["daily"]["used"]
+    fake.script(reply(WORDS, chunks=20, hold_after=4))
+    started = user.call("chat.send", {"sessionKey": key, "message": "spend, then stop"})
+    first_delta(user, started["runId"])
+    user.call("chat.send", {"sessionKey": key, "message": "/stop"})
+    assert follow_run(user, started["runId"])[-1]["error"] == "Run cancelled by user"
+    fake.release()
+    assert fake.requests[0].ended.wait(15)
+    # the request's input (its system prompt alone is hundreds of tokens) and the text streamed before the stop
+    spent = wait_for(lambda: budget(user, key)["session"]["used"] or None)
+    assert spent > 100
+    assert budget(user, key)["daily"]["used"] - day_before >= spent
+
+
+def test_a_stream_that_fails_midway_counts_what_it_spent(user: GatewayClient, fake: FakeLLM) -> None:
+    key = f"agent:main:stop-{uuid.uuid4().hex[:8]}"
+    day_before = budget(user, key)["daily"]["used"]
+    fake.script(reply(WORDS, chunks=5, end="error"))
+    started = user.call("chat.send", {"sessionKey": key, "message": "spend, then fail"})
+    assert follow_run(user, started["runId"])[-1]["state"] == "error"
+    spent = budget(user, key)["session"]["used"]
+    assert spent > 100
+    assert budget(user, key)["daily"]["used"] - day_before >= spent

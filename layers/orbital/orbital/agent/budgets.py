@@ -4,6 +4,8 @@
                                                                  (`runs.submit` calls it for every run it is given)
     reserve(services, config, meta, estimate) -> Spend           before every model call: raises `BudgetExceeded`
     Spend.settle(total_tokens) / Spend.release()                 after the call (its real usage / it failed)
+    count_unanswered(services, session_key, session_id, usage)   a call stopped or failed after it reached its
+                                                                 provider: the session's totals count it too
     status(services, config, meta)                               used and limits per scope (`session.stats`)
     exceeded_of(message)                                         the refusal behind a run's budget note, if any
 
@@ -38,6 +40,7 @@ from orbital.domain.budgets import (
     exceeded_in_note,
     limits,
     period_of,
+    unanswered_usage,
     would_exceed,
 )
 from orbital.domain.compaction import estimate_text_tokens
@@ -57,10 +60,12 @@ __all__ = [
     "Limits",
     "Spend",
     "check_before_run",
+    "count_unanswered",
     "exceeded_of",
     "limits",
     "reserve",
     "status",
+    "unanswered_usage",
 ]
 
 log = logging.getLogger("orbital.agent.budgets")
@@ -172,6 +177,28 @@ def reserve(
         assert limit is not None
         raise BudgetExceeded(refused.scope, refused.used, limit, estimate=estimate) from None
     return Spend(services, period, estimate)
+
+
+def count_unanswered(services: Services, session_key: str, session_id: Any, usage: dict[str, int]) -> None:
+    """Add the usage of a model call that reached its provider but gave no reply (`unanswered_usage`: a `/stop`, a
+    stream that broke off) to the session's totals, as a stored reply's usage is: stopping a run does not make what
+    it spent free. Only while the session is still `session_id` (a reset meanwhile started a new count)."""
+    total = _int(usage.get("totalTokens"))
+    if total <= 0:
+        return
+
+    def add(meta: dict[str, Any]) -> bool:
+        if meta.get("sessionId") != session_id:
+            return False
+        meta["inputTokens"] = _int(meta.get("inputTokens")) + _int(usage.get("input"))
+        meta["outputTokens"] = _int(meta.get("outputTokens")) + _int(usage.get("output"))
+        meta["totalTokens"] = _session_used(meta) + total
+        return True
+
+    try:
+        services.sessions.update_meta(session_key, add)
+    except Exception:  # the run's end matters more than the count
+        log.exception("could not count %s tokens of an unanswered call for %s", total, session_key)
 
 
 # --- what is used ---------------------------------------------------------------------------------------------------

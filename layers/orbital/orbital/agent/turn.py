@@ -26,8 +26,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from orbital.agent import budgets, client_tools, compaction, context, events, media, notify, runs, settings, tools
-from orbital.agent.providers import Cancel, ModelError, ModelRequest, complete
+from orbital.agent.providers import Cancel, ModelError, ModelRequest, Progress, complete
 from orbital.agent.waits import cancel_pending
+from orbital.domain.compaction import estimate_text_tokens
 from orbital.domain.config import as_dict
 from orbital.domain.messages import text_of
 from orbital.domain.reset_policy import initial_policy, should_auto_reset
@@ -332,22 +333,38 @@ def _model_turn(r: _Run, meta: dict[str, Any]) -> dict[str, Any]:
             ),
         )
     call = _prepare_call(r, meta, run)
+    estimate = call.estimate()
     try:
-        spend = budgets.reserve(services, config, meta, call.estimate() if budgets.limits(config, meta).any else 0)
+        spend = budgets.reserve(services, config, meta, estimate if budgets.limits(config, meta).any else 0)
     except budgets.BudgetExceeded as exc:
         return _end_with_note(r, note_message(exc.note(), budgets.NOTE_REASON))
+    progress = Progress()
     try:
-        reply, failure, cause = _call_model(r, meta, call)
+        reply, failure, cause = _call_model(r, meta, call, progress)
     except BaseException:
-        spend.release()
+        _count_unanswered(r, meta, spend, estimate, progress, stopped=False)
         raise
     if reply is None:  # no reply: the call failed (the run ends with `failure`) or the run was stopped
-        spend.release()
+        _count_unanswered(r, meta, spend, estimate, progress, stopped=failure is None)
         if failure is None:
             return _state(r.event, r.iteration, "done")
         return r.end("error", error=failure, cause=cause)
     spend.settle(int(as_dict(reply.get("usage")).get("totalTokens") or 0))
     return _store_reply(r, run, reply)
+
+
+def _count_unanswered(
+    r: _Run, meta: dict[str, Any], spend: budgets.Spend, estimate: int, progress: Progress, *, stopped: bool
+) -> None:
+    """A model call that gave no reply: what it spent is counted once its request reached the provider (a stopped
+    call: it was sent; a failed one: the provider had begun its stream), in the gateway's counters and the
+    session's totals (`budgets.unanswered_usage`); otherwise the reservation is released."""
+    if not (progress.sent if stopped else progress.reached):
+        spend.release()
+        return
+    usage = budgets.unanswered_usage(estimate, estimate_text_tokens(progress.streamed_text()), progress.usage)
+    spend.settle(usage["totalTokens"])
+    budgets.count_unanswered(r.services, r.key, meta.get("sessionId"), usage)
 
 
 def _end_with_note(r: _Run, note: dict[str, Any]) -> dict[str, Any]:
@@ -424,7 +441,9 @@ def _store_reply(r: _Run, run: dict[str, Any], reply: dict[str, Any]) -> dict[st
     return _run_tools(r, run, reply, calls)
 
 
-def _call_model(r: _Run, meta: dict[str, Any], call: _Call) -> tuple[dict[str, Any] | None, str | None, str | None]:
+def _call_model(
+    r: _Run, meta: dict[str, Any], call: _Call, progress: Progress
+) -> tuple[dict[str, Any] | None, str | None, str | None]:
     """Compact when due, then call the model, streaming `delta` events (a reply a provider did not stream is sent as
     one delta after the call); after a context overflow, compact once and call again. `(reply, None, None)`; without
     a reply, `(None, the error the run ends with, its cause)`, or `(None, None, None)` when the run was stopped
@@ -456,6 +475,7 @@ def _call_model(r: _Run, meta: dict[str, Any], call: _Call) -> tuple[dict[str, A
             timeout_s=settings.llm_timeout_ms(config) / 1000,
             config=config,
             cancel=watch.cancel,
+            progress=progress,
             memo=history.memo,
         )
         try:

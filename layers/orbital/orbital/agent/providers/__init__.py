@@ -19,6 +19,7 @@ from orbital.agent.providers._types import (
     Cancel,
     ModelError,
     ModelRequest,
+    Progress,
     ProviderInfo,
     StreamSink,
 )
@@ -28,6 +29,7 @@ __all__ = [
     "Cancel",
     "ModelError",
     "ModelRequest",
+    "Progress",
     "ProviderInfo",
     "StreamSink",
     "complete",

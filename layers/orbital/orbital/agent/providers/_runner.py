@@ -71,12 +71,19 @@ class Attempt:
         self._events.put((kind, delta))
 
     def on_close(self, closer: Callable[[], None]) -> None:
+        if self.request.progress is not None:
+            self.request.progress.reached = True  # the provider answered: its stream is open
         with self._lock:
             stopped = self._stop.is_set()
             if not stopped:
                 self._closers.append(closer)
         if stopped:
             _quietly(closer)
+
+    def usage_seen(self, usage: dict[str, Any]) -> None:
+        """The provider's own count of the call so far (kept for a call that ends without a reply)."""
+        if self.request.progress is not None:
+            self.request.progress.usage = dict(usage)
 
     def stopped(self) -> bool:
         return self._stop.is_set()
@@ -249,6 +256,8 @@ def _attempt(
             return
         events.put(("done", message))
 
+    if request.progress is not None:
+        request.progress.sent = True
     worker = threading.Thread(target=work, name=f"model-{info.name}", daemon=True)
     forget = request.cancel.on_set(attempt.stop) if isinstance(request.cancel, Cancel) else None
     worker.start()
@@ -266,6 +275,8 @@ def _attempt(
                 kind, value = events.get(timeout=left)
             except queue.Empty:
                 continue
+            if kind in ("text", "thinking") and request.progress is not None:
+                request.progress.streamed.append(value)
             if kind == "text":
                 outcome.emitted = True
                 if sink is not None:

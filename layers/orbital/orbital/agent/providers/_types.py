@@ -64,6 +64,22 @@ class Cancel(threading.Event):
 
 
 @dataclass
+class Progress:
+    """How far a model call got, for counting what it spent when it ends without a reply (a stop, a stream that
+    broke off): `sent` once a request has gone to the provider (an attempt was in flight), `reached` once the
+    provider answered with a stream, the text and reasoning streamed so far, and the provider's own usage when it
+    sent one."""
+
+    sent: bool = False
+    reached: bool = False
+    streamed: list[str] = field(default_factory=list)
+    usage: dict[str, Any] | None = None
+
+    def streamed_text(self) -> str:
+        return "".join(self.streamed)
+
+
+@dataclass
 class ModelRequest:
     """One model call. `messages` are stored-format messages (images already hydrated to base64)."""
 
@@ -78,6 +94,8 @@ class ModelRequest:
     config: dict[str, Any] | None = None
     cancel: threading.Event | None = None
     """Set it (e.g. on /stop) to end the call at once with ModelError(kind="cancelled")."""
+    progress: Progress | None = None
+    """Filled in as the call goes (`Progress`), for whoever counts what a call that gave no reply spent."""
     memo: Memo | None = None
     """Where a provider keeps the wire form of `messages` for the next call of the session (the history grows by a
     few messages a call: only those are converted, `_convert.incremental`); its values are shared, never changed."""

@@ -230,6 +230,9 @@ def run(attempt: Attempt) -> dict[str, Any]:
             kind = getattr(event, "type", None)
             if kind == "message_start":
                 _count(counts, getattr(event.message, "usage", None))
+                attempt.usage_seen(
+                    usage(counts["input"], counts["output"], counts["cache_read"], counts["cache_write"])
+                )
             elif kind == "content_block_start":
                 _start(asm, event.index, event.content_block)
             elif kind == "content_block_delta":
@@ -239,6 +242,9 @@ def run(attempt: Attempt) -> dict[str, Any]:
                 if reason:
                     asm.stop_reason = STOP_REASONS.get(reason, "stop")
                 _count(counts, getattr(event, "usage", None))
+                attempt.usage_seen(
+                    usage(counts["input"], counts["output"], counts["cache_read"], counts["cache_write"])
+                )
             elif kind == "message_stop":
                 finished = True
     if not finished:

@@ -213,6 +213,7 @@ def run(attempt: Attempt) -> dict[str, Any]:
             raw_usage = getattr(chunk, "usage", None)
             if raw_usage is not None:
                 asm.usage = _usage(raw_usage)
+                attempt.usage_seen(asm.usage)
             for choice in getattr(chunk, "choices", None) or []:
                 delta = getattr(choice, "delta", None)
                 if delta is not None:
