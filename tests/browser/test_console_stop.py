@@ -74,3 +74,27 @@ def test_stop_in_the_middle_of_a_reply_returns_the_console_to_ready(
     expect(runbar).to_be_hidden()
     expect(stop).to_be_hidden()
     assert admin.call("session.stats", {"sessionKey": key})["isProcessing"] is False
+
+
+def test_a_stopped_run_stays_in_the_transcript_as_one_note(console: Console, fake: FakeLLM) -> None:
+    key = f"agent:main:console-stop-{uuid.uuid4().hex[:7]}"
+
+    def respond(request: object) -> object:
+        return reply(WORDS, chunks=20, hold_after=1)
+
+    fake.responder = respond
+    page = console.open(f"#/chat/{key}").page
+    box = page.get_by_label("Message", exact=True)
+    box.fill("write a lot")
+    box.press("Enter")
+    expect(page.locator(".live-text")).to_contain_text("word0")
+    page.get_by_role("button", name="Stop").click()
+    notes = page.get_by_role("region", name="Conversation").locator(".note.error")
+    expect(notes).to_contain_text("Run cancelled by user")
+    fake.release()
+    page.get_by_role("button", name="Stop").wait_for(state="hidden")
+    page.reload()  # what is stored: the message, then the run's trace (not a message left unanswered)
+    conversation = page.get_by_role("region", name="Conversation")
+    expect(conversation.locator(".msg.user")).to_contain_text("write a lot")
+    expect(notes).to_have_count(1)
+    expect(notes).to_contain_text("Run cancelled by user")

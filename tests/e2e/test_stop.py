@@ -112,3 +112,35 @@ def test_a_stream_that_fails_midway_counts_what_it_spent(user: GatewayClient, fa
     spent = budget(user, key)["session"]["used"]
     assert spent > 100
     assert budget(user, key)["daily"]["used"] - day_before >= spent
+
+
+def test_a_stopped_and_a_failed_run_leave_a_trace_the_model_sees_as_a_turn(user: GatewayClient, fake: FakeLLM) -> None:
+    key = f"agent:main:stop-{uuid.uuid4().hex[:8]}"
+    fake.script(reply(WORDS, chunks=20, hold_after=1), reply(WORDS, chunks=5, end="error"), reply("at last"))
+    started = user.call("chat.send", {"sessionKey": key, "message": "first"})
+    first_delta(user, started["runId"])
+    user.call("chat.send", {"sessionKey": key, "message": "/stop"})
+    follow_run(user, started["runId"])
+    fake.release()
+    failing = user.call("chat.send", {"sessionKey": key, "message": "second"})
+    failed = follow_run(user, failing["runId"])[-1]
+    assert failed["state"] == "error"
+    answered = user.call("chat.send", {"sessionKey": key, "message": "third"})
+    assert follow_run(user, answered["runId"])[-1]["state"] == "final"
+
+    stored = user.call("session.preview", {"sessionKey": key})["messages"]
+    assert [(m["role"], m.get("stopReason")) for m in stored] == [
+        ("user", None),
+        ("assistant", "aborted"),
+        ("user", None),
+        ("assistant", "error"),
+        ("user", None),
+        ("assistant", "stop"),
+    ]
+    assert stored[1]["errorMessage"] == "Run cancelled by user" and stored[1]["runId"] == started["runId"]
+    assert stored[3]["errorMessage"] == failed["error"] and stored[3]["runId"] == failing["runId"]
+    # the model is shown user and assistant turns in alternation, the traces as short assistant texts
+    sent = fake.requests[-1].body["messages"][1:]
+    assert [m["role"] for m in sent] == ["user", "assistant", "user", "assistant", "user"]
+    assert sent[1]["content"] == "[No reply to this message: Run cancelled by user]"
+    assert sent[3]["content"] == f"[No reply to this message: {failed['error']}]"

@@ -308,6 +308,41 @@ def _start(
 
 # --- finish / stop -----------------------------------------------------------------------------------------------
 
+TRACE_API = "orbital"
+"""The `api` (and `provider`) of a message the gateway writes into a transcript itself."""
+CANCELLED_MODEL = "run-cancelled"
+FAILED_MODEL = "run-failed"
+
+
+def end_trace(run_id: str, reason: str, *, failed: bool, now: int | None = None) -> dict[str, Any]:
+    """The trace a run that ended without a reply leaves in the transcript, after its user message: an assistant
+    message of the gateway's (`stopReason` "aborted" for a stop, "error" for a failure; `errorMessage` and its text
+    say why), so `session.preview` and the console show what happened rather than a message left unanswered. The
+    next model call sees it as a short assistant turn (`orbital.agent.providers._convert.prepare`), which keeps the
+    turns alternating."""
+    return {
+        "role": "assistant",
+        "content": [{"type": "text", "text": reason}],
+        "api": TRACE_API,
+        "provider": TRACE_API,
+        "model": FAILED_MODEL if failed else CANCELLED_MODEL,
+        "usage": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 0, "cost": {}},
+        "stopReason": "error" if failed else "aborted",
+        "errorMessage": reason,
+        "runId": run_id,
+        "timestamp": now if now is not None else now_ms(),
+    }
+
+
+def _release_with(
+    services: Services, session_key: str, apply: Callable[[dict[str, Any]], bool], trace: dict[str, Any] | None
+) -> None:
+    """Store `apply`'s meta change, with `trace` appended to the transcript in the same write when given."""
+    if trace is None:
+        services.sessions.update_meta(session_key, apply, now=now_ms())
+    else:
+        services.sessions.append_messages(session_key, [trace], guard=apply)
+
 
 def release(meta: dict[str, Any], run_id: str, execution: str | None, now: int) -> dict[str, Any] | None:
     """In a meta update: free the session held by this run and hand it to the next queued input (if any). Returns
@@ -348,9 +383,11 @@ def finish(
     execution: str | None,
     *,
     emit_error: Emit | None = None,
+    failure: str | None = None,
 ) -> dict[str, Any] | None:
     """Release the session held by this run (if it still holds it) and start the next queued input.
-    Returns the finished run, or None when the run no longer owned the session."""
+    Returns the finished run, or None when the run no longer owned the session. `failure`: the run failed with
+    it, and leaves its trace in the transcript (`end_trace`) if its user message was stored."""
     now = now_ms()
     taken: dict[str, Any] = {}
 
@@ -362,7 +399,12 @@ def finish(
         taken.update(outcome)
         return True
 
-    services.sessions.update_meta(session_key, apply, now=now)
+    trace = None
+    if failure is not None:
+        run = current_run(services, session_key)
+        if run and run.get("runId") == run_id and run.get("userStored"):
+            trace = end_trace(run_id, failure, failed=True, now=now)
+    _release_with(services, session_key, apply, trace)
     return released(services, session_key, taken or None, emit_error=emit_error)
 
 
@@ -374,10 +416,12 @@ def stop(
     reason: str = USER_CANCELLED,
     start_next: bool = True,
     only: str | None = None,
+    trace: bool = True,
 ) -> Stopped:
     """Cancel the current run (`/stop`, a manual reset): its execution is stopped, the calls it waits for are
     settled so late answers are dropped, clients get `reason`, and (with `start_next`) the next queued input
-    starts. `only`: cancel it only if it is the run of that id (else nothing is stopped)."""
+    starts. `only`: cancel it only if it is the run of that id (else nothing is stopped). With `trace`, a run whose
+    message was stored leaves its trace after it (`end_trace`); a reset, which archives the conversation, does not."""
     meta = services.sessions.load_meta(session_key) or {}
     run = meta.get("currentRun")
     if not run or (only is not None and run.get("runId") != only):
@@ -396,7 +440,8 @@ def stop(
         taken.update(outcome)
         return True
 
-    services.sessions.update_meta(session_key, apply, now=now)
+    note = end_trace(run_id, reason, failed=False, now=now) if trace and run.get("userStored") else None
+    _release_with(services, session_key, apply, note)
     if not taken:  # it ended by itself meanwhile
         return Stopped(was_running=False)
     arn = services.settings.agent_turn_arn
@@ -506,7 +551,7 @@ def reset_session(services: Services, session_key: str, *, now: int, emit_error:
     """A manual reset (`session.reset`, `/new`, `/reset`): a run in progress is cancelled first (its later tool
     results would belong to the old conversation), the session is archived and renewed, queued messages (kept,
     F16) start in the fresh session, and memories are extracted from the archive in the background."""
-    stop(services, session_key, emit_error=emit_error, reason=RESET_REASON, start_next=False)
+    stop(services, session_key, emit_error=emit_error, reason=RESET_REASON, start_next=False, trace=False)
     result = services.sessions.reset(session_key, now=now)
     kick(services, session_key, emit_error=emit_error)
     from orbital.agent import memories  # lazy: only a reset extracts memories (kept off the steps' cold start)

@@ -183,7 +183,10 @@ class _Run:
         if released is not None:
             done = runs.released(self.services, self.key, released, emit_error=emit_error)
         else:
-            done = runs.finish(self.services, self.key, self.run_id, self.execution, emit_error=emit_error)
+            failure = (error or "The agent run failed") if state != "final" else None
+            done = runs.finish(
+                self.services, self.key, self.run_id, self.execution, emit_error=emit_error, failure=failure
+            )
         if done is None:  # the run lost the session meanwhile (stopped, taken over): it was reported then
             return _state(self.event, self.iteration, "done")
         self.audience.refresh()  # a step can last minutes: clients may have come and gone
@@ -658,7 +661,7 @@ def fail(services: Services, event: dict[str, Any]) -> dict[str, Any]:
     execution = str(event.get("execution") or "")
     message = _failure_text(event.get("error"))
     log.warning("run %s of %s failed: %s", run_id, key, event.get("error"))
-    done = runs.finish(services, key, run_id, execution, emit_error=events.error_emitter(services))
+    done = runs.finish(services, key, run_id, execution, emit_error=events.error_emitter(services), failure=message)
     if done is None:  # stopped or taken over meanwhile, and reported then
         return {"reported": False}
     events.emit(services, key, run_id, "error", error=message)

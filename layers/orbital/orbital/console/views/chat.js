@@ -29,6 +29,11 @@ export default {
 };
 
 /** A run on its way: text streamed so far, the message sent before its tool calls, the calls, the final message. */
+/** The gateway's trace of a run that ended without a reply (stopped or failed), stored after its user message. */
+function isTrace(m) {
+  return Boolean(m && m.role === "assistant" && m.api === "orbital" && (m.stopReason === "aborted" || m.stopReason === "error"));
+}
+
 function newRun() {
   return { text: "", partial: null, tools: [], unanswered: new Set(), final: null, ended: false, el: null };
 }
@@ -709,6 +714,8 @@ class ChatView {
     const calls = new Set();
     for (const m of s.messages) for (const b of blocksOf(m)) if (b.type === "toolCall") calls.add(b.id);
     const base = s.messageCount - s.messages.length;
+    const traced = new Set(s.messages.filter(isTrace).map((m) => m.runId)); // stored: the live note of the run goes
+    s.notes = s.notes.filter((n) => !(n.runId && traced.has(n.runId)));
     const notes = s.notes.filter((n) => n.anchor !== null && n.sessionId === s.sessionId).sort((a, b) => a.anchor - b.anchor);
     const out = [];
     let n = 0;
@@ -727,6 +734,7 @@ class ChatView {
 
   messageNode(m, results) {
     if (m.role === "user") return userNode(m.content, m.timestamp);
+    if (isTrace(m)) return this.noteNode({ kind: "error", title: "The run ended", body: String(m.errorMessage || textOf(m) || "The run failed.") });
     if (m.role === "assistant") return this.assistantNode(m, results);
     if (m.role === "toolResult") {
       return h("div.msg.assistant", this.toolCard({ id: m.toolCallId, name: m.toolName, args: undefined, result: m, started: null }));
@@ -920,7 +928,7 @@ class ChatView {
       this.say("The agent replied.");
     } else if (ev.state === "error") {
       s.runs.delete(id); // what it streamed was not stored: the error says why
-      s.notes.push({ kind: "error", title: "The run ended", body: ev.error || "The run failed.", anchor: null, after: s.tick });
+      s.notes.push({ kind: "error", title: "The run ended", body: ev.error || "The run failed.", anchor: null, after: s.tick, runId: id });
       structural = true;
       this.say(`The run ended: ${ev.error || "it failed"}`);
     } else {
