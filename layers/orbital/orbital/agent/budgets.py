@@ -28,6 +28,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+from orbital.agent import call_parts
 from orbital.domain.budgets import (
     DAILY,
     GATEWAY_SCOPES,
@@ -43,7 +44,7 @@ from orbital.domain.budgets import (
     unanswered_usage,
     would_exceed,
 )
-from orbital.domain.compaction import estimate_text_tokens
+from orbital.domain.compaction import estimate_context_tokens
 from orbital.domain.messages import text_of
 from orbital.domain.reset_policy import initial_policy, should_auto_reset
 from orbital.store.usage import Refused
@@ -90,12 +91,16 @@ def check_before_run(
     text: str,
     *,
     now_ms: int | None = None,
+    origin: dict[str, Any] | None = None,
+    overrides: dict[str, Any] | None = None,
 ) -> None:
     """Refuse a run whose first model call would go past a budget: raises `BudgetExceeded` for the first scope
-    (session, daily, monthly) where what is used plus the call's estimate exceeds the limit. The estimate is the
-    session's last model input (`lastInputTokens`, about its context) plus `text`'s, or `text`'s alone for a session
-    that is new or whose reset policy resets it before this run. Reads the day's counters when a daily or monthly
-    limit is set (one GetItem); writes nothing. Each model call of the run is checked again (`reserve`)."""
+    (session, daily, monthly) where what is used plus the call's estimate exceeds the limit. The estimate is the one
+    `reserve` is given for that call (`first_call_estimate`): the system prompt the run would be sent with (`origin`,
+    `overrides`: the run's), the session's history (none for a session that is new or whose reset policy resets it
+    before this run) and the message. So a request that cannot fit is refused here, before any run or stream, and a
+    run that starts gets at least its first model call. Reads the day's counters when a daily or monthly limit is
+    set (one GetItem); writes nothing. Each model call of the run is checked again (`reserve`)."""
     meta = meta or {}
     found = limits(config, meta)
     if found.session is None and not found.gateway:
@@ -103,7 +108,9 @@ def check_before_run(
     now = now_ms if now_ms is not None else services.now_ms()
     policy = meta.get("resetPolicy") or initial_policy(config)
     fresh = not meta or should_auto_reset(policy, _int(meta.get("updatedAt")) or now, now)
-    estimate = max(1, estimate_text_tokens(text) + (0 if fresh else _int(meta.get("lastInputTokens"))))
+    estimate = first_call_estimate(
+        services, config, session_key, meta, text, fresh=fresh, now_ms=now, origin=origin, overrides=overrides
+    )
     if found.session is not None:
         used = 0 if fresh else _session_used(meta)
         if would_exceed(used, estimate, found.session):
@@ -116,6 +123,30 @@ def check_before_run(
             if limit is not None and would_exceed(counted.of(scope), estimate, limit):
                 log.info("run for %s refused: %s budget %s/%s", session_key, scope, counted.of(scope), limit)
                 raise BudgetExceeded(scope, counted.of(scope), limit, estimate=estimate)
+
+
+def first_call_estimate(
+    services: Services,
+    config: dict[str, Any],
+    session_key: str,
+    meta: dict[str, Any],
+    text: str,
+    *,
+    fresh: bool,
+    now_ms: int,
+    origin: dict[str, Any] | None = None,
+    overrides: dict[str, Any] | None = None,
+) -> int:
+    """What `reserve` will be given for a run's first model call, estimated before the run: its system prompt
+    (`call_parts`, as the turn builds it), the session's stored history (none when `fresh`) and the run's message."""
+    message = {"role": "user", "content": text or "[Empty message]", "timestamp": now_ms}  # as the turn stores it
+    history = 0
+    if not fresh and meta.get("sessionId"):
+        history = services.sessions.history(session_key, meta).tokens
+    system = call_parts.system_prompt_tokens(
+        services, config, session_key, {} if fresh else meta, overrides=overrides, origin=origin
+    )
+    return max(1, system + history + estimate_context_tokens([message]))
 
 
 # --- around each model call ---------------------------------------------------------------------------------------

@@ -212,8 +212,16 @@ def submit(
     if meta is None:
         meta = services.sessions.load_meta(session_key) or {}
     if check_budget:
-        text = data.get("text")
-        budgets.check_before_run(services, services.config.effective(), session_key, meta, str(text or ""))
+        text, overrides = data.get("text"), data.get("overrides")
+        budgets.check_before_run(
+            services,
+            services.config.effective(),
+            session_key,
+            meta,
+            str(text or ""),
+            origin=(extra or {}).get("origin"),
+            overrides=overrides if isinstance(overrides, dict) else None,
+        )
     entry = _entry(session_key, services, run_id, data, priority, extra)
     events.run_ends(services).forget(run_id)  # a run id used again: its events go out again
     now = now_ms()

@@ -25,7 +25,19 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from orbital.agent import budgets, client_tools, compaction, context, events, media, notify, runs, settings, tools
+from orbital.agent import (
+    budgets,
+    call_parts,
+    client_tools,
+    compaction,
+    context,
+    events,
+    media,
+    notify,
+    runs,
+    settings,
+    tools,
+)
 from orbital.agent.providers import Cancel, ModelError, ModelRequest, Progress, complete
 from orbital.agent.waits import cancel_pending
 from orbital.domain.compaction import estimate_text_tokens
@@ -380,22 +392,9 @@ def _prepare_call(r: _Run, meta: dict[str, Any], run: dict[str, Any]) -> _Call:
     """The model and thinking level (the message's overrides, the session's, the configured), the tools on offer
     (narrowed for a socket with tools of its own), the system prompt (a guest's has nothing of the workspace) and
     the session's history as of `meta`."""
-    services, config = r.services, r.config
-    overrides = run.get("overrides") or {}
-    model = context.effective_model(config, meta, overrides)
-    nodes = services.connections.nodes()
-    tool_defs = context.model_tools(services, nodes)
-    client = r.own_tools(run)
-    hosts = nodes
-    if client is not None:  # a run of a socket with tools of its own (and a policy narrowing the list)
-        tool_defs = client.offer(tool_defs)
-        hosts = client_tools.reachable_nodes(nodes, client.policy)
-    if client is not None and client_tools.is_guest(client.policy):  # nothing of the owner's workspace
-        system = context.guest_system_prompt(tool_defs, model)
-    else:
-        system = context.system_prompt(services, config, meta, r.key, r.agent_id, tool_defs, model, hosts)
-    history = services.sessions.history(r.key, meta)
-    return _Call(history, model, context.effective_thinking(meta, overrides), tool_defs, system)
+    found = call_parts.parts(r.services, r.config, r.key, meta, run.get("overrides") or {}, r.own_tools(run))
+    history = r.services.sessions.history(r.key, meta)
+    return _Call(history, found.model, found.thinking, found.tool_defs, found.system)
 
 
 def _store_reply(r: _Run, run: dict[str, Any], reply: dict[str, Any]) -> dict[str, Any]:
