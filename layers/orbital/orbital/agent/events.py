@@ -11,6 +11,12 @@ States: `delta` (streamed text, coalesced), `partial` (an assistant message with
 them), `final`, `error`. GSV clients ignore states they do not know. Each event is one PostToConnection per client on
 AWS, so deltas are coalesced: at most one frame per `DELTA_INTERVAL_S` per run (about 10 per second), carrying the
 text that arrived meanwhile.
+
+A run's `final` or `error` is its last event: `Audience.send` drops anything of the run that comes after it (a delta
+still in flight when `/stop` answered), for GSV clients and every dialect's subscribers alike (`RunEnds`). Within one
+process (the local gateway, where the steps run beside the socket handlers) that is exact, and publishing the end
+closes the run's model stream at once; across Lambdas the step learns of the end at its next ownership check
+(`orbital.agent.turn._Watch`) and sends nothing of the run from then on.
 """
 
 from __future__ import annotations

@@ -620,7 +620,8 @@ class _Watch:
                 owned = _owns(runs.current_run(self.r.services, self.r.key), self.r.run_id, self.r.execution)
             except Exception:  # a failed check must not cancel a healthy run
                 continue
-            if not owned:
+            if not owned:  # ended elsewhere: nothing more of it goes out from here either (`events.RunEnds`)
+                events.run_ends(self.r.services).end(self.r.run_id)
                 self.cancel.set()
                 return
 
