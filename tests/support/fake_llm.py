@@ -962,7 +962,7 @@ def _make_handler(llm: FakeLLM) -> type[BaseHTTPRequestHandler]:
             self.wfile.flush()
 
         def _stream(self, item: Reply, request: Request) -> None:
-            frames = _STREAMS[str(request.wire)](item, request)
+            frames = list(_STREAMS[str(request.wire)](item, request))
             request.frames_total = sum(1 for frame in frames if isinstance(frame, bytes))
             self.send_response(200)
             self.send_header("Content-Type", _CONTENT_TYPES[str(request.wire)])
