@@ -1,15 +1,18 @@
 """A request that cannot fit its token budget is refused before any run or stream, by a real `orbital dev`, in each
-dialect's own shape: Exoclaw's plain `{id, error}` (a real Exoclaw-style WebSocket client), GSV's `chat.send` error.
+dialect's own shape: Exoclaw's plain `{id, error}` (a real Exoclaw-style WebSocket client), GSV's `chat.send` error,
+xeno's `gateway.error` then `gateway.done`.
 The check before the run estimates what the run's first model call will reserve, its system prompt included."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from orbital.client import GatewayClient, RpcFailed
+from websockets.sync.client import connect as ws_connect
 
 from tests.e2e.conftest import GatewayProcess
 from tests.e2e.test_exoclaw import Exo, expected_key
@@ -62,3 +65,25 @@ def test_a_request_that_fits_still_runs(gateway: GatewayProcess, llm: FakeLLM, g
         frames: list[dict[str, Any]] = exo.chat("f1", {"channel": "websocket", "account": acct, "content": "hello"})
     assert "".join(f["data"] for f in frames if f.get("event") == "text") == "fits"
     assert frames[-1] == {"id": "f1", "event": "done"}
+
+
+def test_a_xeno_query_that_cannot_fit_is_a_gateway_error_and_no_stream(
+    gateway: GatewayProcess, llm: FakeLLM, gsv: GatewayClient
+) -> None:
+    main = "agent:main:main"  # a xeno client talks to the main session
+    gsv.call("session.patch", {"sessionKey": main, "budget": {"maxTokens": 50}})
+    asked = len(llm.requests)
+    headers = {"Authorization": f"Bearer {gateway.token}"} if gateway.token else None
+    try:
+        with ws_connect(f"{gateway.url}?dialect=xeno", additional_headers=headers, open_timeout=10) as ws:
+            params = {"requestId": "q1", "content": "hello", "context": {"type": "rpc"}}
+            ws.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "gateway.query", "params": params}))
+            received = []
+            while not received or received[-1].get("method") != "gateway.done":
+                received.append(json.loads(ws.recv(timeout=30)))
+    finally:
+        gsv.call("session.patch", {"sessionKey": main, "budget": {"maxTokens": None}})
+    assert received[0] == {"jsonrpc": "2.0", "id": 1, "result": {"accepted": True}}
+    assert [m.get("method") for m in received[1:]] == ["gateway.error", "gateway.done"]  # no gateway.stream
+    assert received[1]["params"]["error"].startswith("Token budget exceeded (session: 0/50)")
+    assert len(llm.requests) == asked
