@@ -43,8 +43,11 @@ CHAT_STATES: tuple[tuple[str, str], ...] = (
     ("delta", "`text`: the next piece of the reply as the model streams it (coalesced, about 10 per second at most)"),
     ("tool", "`tools: [{id, name, arguments}]`: the tool calls about to run (Orbital; GSV clients ignore it)"),
     ("partial", "`message`: an assistant message whose text came before tool calls, sent once before they run"),
-    ("final", "`message`: the assistant message that ends the run"),
-    ("error", '`error`: why the run ended without a reply (model errors, "Run cancelled by user", ...)'),
+    ("final", "`message`: the assistant message that ends the run (its last event)"),
+    (
+        "error",
+        '`error`: why the run ended without a reply (model errors, "Run cancelled by user", ...); its last event',
+    ),
 )
 """The states of a `chat` event (`{runId, sessionKey, state, ...}`), as docs/protocol.md lists them."""
 
