@@ -1128,3 +1128,19 @@ def test_bedrock_thinking_only_for_anthropic_models() -> None:
     params = adapter.build_params(_req("bedrock", "us.anthropic.claude-sonnet-4-20250514-v1:0", "low", 2000), info)
     assert params["additionalModelRequestFields"]["thinking"]["budget_tokens"] == 4096
     assert params["inferenceConfig"]["maxTokens"] == 6096
+
+
+def test_progress_says_how_far_a_call_got(llm: FakeLLM) -> None:
+    from orbital.agent.providers import Progress
+
+    llm.script(error(400, "bad request"), reply("abcdef", chunks=3, end="error"))
+    refused = request(llm, "openai")
+    refused.progress = Progress()
+    with pytest.raises(ModelError):
+        complete(refused)
+    assert not refused.progress.sent and not refused.progress.reached  # an HTTP error: nothing was spent
+    broken = request(llm, "openai")
+    broken.progress = Progress()
+    with pytest.raises(ModelError):
+        complete(broken, Sink())
+    assert broken.progress.reached and broken.progress.streamed_text() == "abcdef"

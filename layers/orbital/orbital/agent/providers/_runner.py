@@ -290,6 +290,8 @@ def _attempt(
                 return outcome
             else:
                 outcome.error = value
+                if request.progress is not None and not request.progress.reached:
+                    request.progress.sent = False  # refused before any stream (an HTTP error, no connection)
                 return outcome
     except BaseException:
         attempt.stop()
