@@ -343,13 +343,17 @@ def end_trace(run_id: str, reason: str, *, failed: bool, now: int | None = None)
 
 
 def _release_with(
-    services: Services, session_key: str, apply: Callable[[dict[str, Any]], bool], trace: dict[str, Any] | None
+    services: Services,
+    session_key: str,
+    apply: Callable[[dict[str, Any]], bool],
+    trace: dict[str, Any] | None,
+    now: int,
 ) -> None:
     """Store `apply`'s meta change, with `trace` appended to the transcript in the same write when given."""
     if trace is None:
-        services.sessions.update_meta(session_key, apply, now=now_ms())
+        services.sessions.update_meta(session_key, apply, now=now)
     else:
-        services.sessions.append_messages(session_key, [trace], guard=apply)
+        services.sessions.append_messages(session_key, [trace], guard=apply, now=now)
 
 
 def release(meta: dict[str, Any], run_id: str, execution: str | None, now: int) -> dict[str, Any] | None:
@@ -412,7 +416,7 @@ def finish(
         run = current_run(services, session_key)
         if run and run.get("runId") == run_id and run.get("userStored"):
             trace = end_trace(run_id, failure, failed=True, now=now)
-    _release_with(services, session_key, apply, trace)
+    _release_with(services, session_key, apply, trace, now)
     return released(services, session_key, taken or None, emit_error=emit_error)
 
 
@@ -449,7 +453,7 @@ def stop(
         return True
 
     note = end_trace(run_id, reason, failed=False, now=now) if trace and run.get("userStored") else None
-    _release_with(services, session_key, apply, note)
+    _release_with(services, session_key, apply, note, now)
     if not taken:  # it ended by itself meanwhile
         return Stopped(was_running=False)
     arn = services.settings.agent_turn_arn
