@@ -143,9 +143,7 @@ def first_call_estimate(
     history = 0
     if not fresh and meta.get("sessionId"):
         history = services.sessions.history(session_key, meta).tokens
-    system = call_parts.system_prompt_tokens(
-        services, config, session_key, {} if fresh else meta, overrides=overrides, origin=origin
-    )
+    system = call_parts.system_prompt_tokens(services, config, session_key, meta, overrides=overrides, origin=origin)
     return max(1, system + history + estimate_context_tokens([message]))
 
 
