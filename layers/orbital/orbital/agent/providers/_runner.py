@@ -16,6 +16,7 @@ import importlib
 import logging
 import queue
 import random
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -70,9 +71,14 @@ class Attempt:
             raise _Stopped()
         self._events.put((kind, delta))
 
-    def on_close(self, closer: Callable[[], None]) -> None:
+    def on_close(self, closer: Callable[[], None], *, response: Any = None) -> None:
+        """`closer` closes the attempt's open stream when the attempt is abandoned. With the stream's HTTP
+        `response` (httpx), its socket is shut down first: a plain close from another thread does not end a read
+        blocked on it, so the provider would see the connection open until its next chunk arrives."""
         if self.request.progress is not None:
             self.request.progress.reached = True  # the provider answered: its stream is open
+        if response is not None:
+            closer = _shutting_down(response, closer)
         with self._lock:
             stopped = self._stop.is_set()
             if not stopped:
@@ -98,6 +104,24 @@ class Attempt:
 
 class _Stopped(Exception):
     """Raised inside a worker whose attempt was abandoned."""
+
+
+def _shutting_down(response: Any, close: Callable[[], None]) -> Callable[[], None]:
+    """`close`, after shutting down the socket under an httpx `response` (when it can be found)."""
+
+    def closer() -> None:
+        extensions = getattr(response, "extensions", None)
+        stream = extensions.get("network_stream") if isinstance(extensions, dict) else None
+        info = getattr(stream, "get_extra_info", None)
+        sock = info("socket") if callable(info) else None
+        if isinstance(sock, socket.socket):
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass  # closed already
+        close()
+
+    return closer
 
 
 def _quietly(fn: Callable[[], None]) -> None:

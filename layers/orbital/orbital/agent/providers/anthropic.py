@@ -219,7 +219,7 @@ def run(attempt: Attempt) -> dict[str, Any]:
     request = attempt.request
     client = sdk_client(attempt.info, _new_client)
     stream = client.messages.create(**build_params(request, attempt.info), stream=True, timeout=attempt.timeout)
-    attempt.on_close(stream.close)
+    attempt.on_close(stream.close, response=getattr(stream, "response", None))
     asm = Assembler(API, request.provider, request.model, attempt.emit)
     counts = {"input": 0, "output": 0, "cache_read": 0, "cache_write": 0}
     finished = False

@@ -203,7 +203,7 @@ def run(attempt: Attempt) -> dict[str, Any]:
     stream = client.chat.completions.create(
         model=params["model"], messages=[], stream=True, extra_body=params, timeout=attempt.timeout
     )
-    attempt.on_close(stream.close)
+    attempt.on_close(stream.close, response=getattr(stream, "response", None))
     asm = Assembler(API, request.provider, request.model, attempt.emit)
     finish: str | None = None
     with stream:
