@@ -135,12 +135,13 @@ _RUN_ENDS_GUARD = threading.Lock()
 
 
 def run_ends(services: Services) -> RunEnds:
-    """The record of ended runs of this process's gateway (`services`): every event of a run it publishes passes
-    through it."""
+    """The record of ended runs of this process's gateway: one per table (every Services of the local gateway shares
+    its table, whichever handler built it), so every event of a run it publishes passes through it."""
+    table = services.table
     with _RUN_ENDS_GUARD:
-        found = _RUN_ENDS.get(services)
+        found = _RUN_ENDS.get(table)
         if found is None:
-            found = _RUN_ENDS[services] = RunEnds()
+            found = _RUN_ENDS[table] = RunEnds()
         return found
 
 
