@@ -46,12 +46,12 @@ def test_usage_counters_survive_a_restart(tmp_path: Path) -> None:
                     client.call("chat.send", {"sessionKey": "agent:main:someone-else", "message": "more"})
                 assert refused.value.code == 429
                 assert refused.value.message.startswith("Token budget exceeded (daily: 42/42): ")
-                # room for the message, not for the system prompt: the run starts, and its model call is refused by
-                # the reservation (the conditional write at the local table) with a note
+                # room for the message, not for the system prompt: refused before the run too (the check estimates
+                # what the first model call will reserve, its system prompt included)
                 client.call("config.set", {"path": "budgets.daily", "value": 52})
-                started = client.call("chat.send", {"sessionKey": "agent:main:someone-else", "message": "more"})
-                final = follow_run(client, started["runId"])[-1]
-                assert final["message"]["content"][0]["text"].startswith("Token budget reached (daily: 42/52)")
+                with pytest.raises(RpcFailed) as refused:
+                    client.call("chat.send", {"sessionKey": "agent:main:someone-else", "message": "more"})
+                assert refused.value.message.startswith("Token budget exceeded (daily: 42/52): ")
                 assert len(llm.requests) == 1
                 assert client.call("session.stats", {"sessionKey": "main"})["budget"]["daily"]["used"] == 42
         finally:

@@ -5,6 +5,7 @@ calls each model call costs, and what `session.stats` shows."""
 from __future__ import annotations
 
 import json
+import re
 import threading
 from typing import Any
 
@@ -231,6 +232,11 @@ def test_a_spent_session_budget_refuses_the_next_message_of_that_session_only(
     agent.call("config.set", {"path": "budgets.session", "value": 30})
     error = agent.error("chat.send", {"sessionKey": "main", "message": "two"})
     assert error["code"] == 429 and error["message"].startswith("Token budget exceeded (session: 41/30): ")
+    # the estimate is the first model call's: system prompt, history and message
+    needs = int(re.search(r"would need about (\d+) more tokens", error["message"])[1])
+    agent.call("config.set", {"path": "budgets.session", "value": needs})  # room for a call, not for what is used
+    error = agent.error("chat.send", {"sessionKey": "main", "message": "two"})
+    assert error["message"].startswith(f"Token budget exceeded (session: 41/{needs}): ")
     spend(agent, sender, llm, 5, key="agent:main:other")  # another session has its own budget
     agent.call("session.patch", {"sessionKey": "main", "budget": {"maxTokens": None}})  # off for this session
     spend(agent, sender, llm, 5, key="main")

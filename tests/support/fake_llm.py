@@ -23,7 +23,8 @@ A test scripts one item per incoming request, whatever its wire format, in order
 
 Items:
 - `reply(text, tool_calls=[call(...)], thinking=..., signature=..., redacted=..., usage={...}, stop=...,
-  chunks=N, delay_per_chunk=s, end=...)`: text (and thinking) in N chunks with an optional delay between them;
+  chunks=N, delay_per_chunk=s, end=..., hold_after=k)`: text (and thinking) in N chunks with an optional delay
+  between them (`hold_after=k`: a stall after the k-th chunk until `release()` or the client leaves);
   tool calls with arguments split over several deltas; `end="drop"` closes the connection after the chunks,
   `end="hang"` stalls there, `end="error"` fails inside the stream the way the wire does (Anthropic error event,
   OpenAI/Gemini error chunk, Bedrock exception message);
@@ -37,7 +38,9 @@ A transcription request (wire "transcription") takes the same items: a `reply(te
 `{"filename", "contentType", "size", "data"}`.
 
 A `responder(request)` callable sees each request first and may return an item (None falls back to the script).
-Unscripted requests get a 500 "fake LLM: no scripted reply". `requests` records every request (method, path,
+Unscripted requests get a 500 "fake LLM: no scripted reply". A streamed reply watches its client between chunks: a
+request records `frames_total`, `frames_sent` and `disconnected` (the client closed the connection before the
+last frame), and `ended` is set once its answer is over. `requests` records every request (method, path,
 headers including secrets, parsed JSON body, wire, model, stream). `reset()` clears script, log and responder and
 releases hangs; `release()` lets every request that already came in go on. Only 127.0.0.1 is used.
 """
@@ -91,6 +94,7 @@ class Reply:
     chunks: int = 3
     delay_per_chunk: float = 0.0
     end: str = "normal"  # "normal" | "drop" (close mid-stream) | "hang" (stall) | "error" (in-stream error event)
+    hold_after: int | None = None  # streamed: stall after this many chunks until release() or the client leaves
 
 
 @dataclass
@@ -134,13 +138,16 @@ def reply(
     chunks: int = 3,
     delay_per_chunk: float = 0.0,
     end: str = "normal",
+    hold_after: int | None = None,
 ) -> Reply:
     """A model answer. `thinking` gets `signature` (default "c2lnLWZha2U=", base64 so every wire takes it)."""
     if thinking is not None and signature is None:
         signature = "c2lnLWZha2U="
     merged = dict(DEFAULT_USAGE)
     merged.update(usage or {})
-    return Reply(text, list(tool_calls), thinking, signature, redacted, merged, stop, chunks, delay_per_chunk, end)
+    return Reply(
+        text, list(tool_calls), thinking, signature, redacted, merged, stop, chunks, delay_per_chunk, end, hold_after
+    )
 
 
 def error(
@@ -173,6 +180,13 @@ class Request:
     wire: str | None  # "openai" | "anthropic" | "google" | "bedrock" | None
     model: str | None
     stream: bool
+    frames_total: int = 0
+    """A streamed reply: how many frames it was scripted to send (set when its stream starts)."""
+    frames_sent: int = 0
+    disconnected: bool = False
+    """The client closed the connection while the streamed reply still had frames to send."""
+    ended: threading.Event = field(default_factory=threading.Event, repr=False)
+    """Set when the answer is over (all sent, or the client went away)."""
 
     def header(self, name: str) -> str | None:
         return self.headers.get(name.lower())
@@ -363,10 +377,20 @@ class FakeLLM:
                     return "released"
                 self._release.wait(min(left, 0.02))
 
-    def _pause(self, seconds: float) -> None:
-        """A delay between chunks that ends early when the server stops."""
-        if seconds > 0:
-            self._stopping.wait(seconds)
+    def _wait_or_gone(self, seconds: float, sock: socket.socket) -> bool:
+        """A delay between chunks of a stream that watches the client: True as soon as it has closed the
+        connection (counted in `disconnects`), False after `seconds` or when the server stops."""
+        deadline = time.monotonic() + seconds
+        while not self._stopping.is_set():
+            if _gone(sock):
+                with self._lock:
+                    self.disconnects += 1
+                return True
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            self._stopping.wait(min(left, 0.01))
+        return False
 
 
 def _gone(sock: socket.socket) -> bool:
@@ -891,6 +915,12 @@ def _make_handler(llm: FakeLLM) -> type[BaseHTTPRequestHandler]:
             self._answer(item, request)
 
         def _answer(self, item: Item, request: Request) -> None:
+            try:
+                self._answer_item(item, request)
+            finally:
+                request.ended.set()
+
+        def _answer_item(self, item: Item, request: Request) -> None:
             if isinstance(item, Hang):
                 outcome = llm._wait(item.max_s, self._generation, self.connection)
                 if outcome == "disconnected" or item.then is None:
@@ -932,16 +962,27 @@ def _make_handler(llm: FakeLLM) -> type[BaseHTTPRequestHandler]:
             self.wfile.flush()
 
         def _stream(self, item: Reply, request: Request) -> None:
-            frames = _STREAMS[str(request.wire)](item, request)
+            frames = list(_STREAMS[str(request.wire)](item, request))
+            request.frames_total = sum(1 for frame in frames if isinstance(frame, bytes))
             self.send_response(200)
             self.send_header("Content-Type", _CONTENT_TYPES[str(request.wire)])
             self.send_header("Transfer-Encoding", "chunked")
             self.send_header("Cache-Control", "no-cache")
             self.end_headers()
             self.wfile.flush()
+            pauses = 0
             for frame in frames:
                 if frame is _PAUSE:
-                    llm._pause(item.delay_per_chunk)
+                    pauses += 1
+                    held = pauses == item.hold_after
+                    if held and llm._wait(30.0, self._generation, self.connection) == "disconnected":
+                        request.disconnected = True
+                        self._drop()
+                        return
+                    if llm._wait_or_gone(item.delay_per_chunk, self.connection):
+                        request.disconnected = True
+                        self._drop()
+                        return
                 elif frame == "drop":
                     self._drop()
                     return
@@ -954,6 +995,7 @@ def _make_handler(llm: FakeLLM) -> type[BaseHTTPRequestHandler]:
                     return
                 else:
                     self._chunk(frame)
+                    request.frames_sent += 1
             self.wfile.write(b"0\r\n\r\n")
             self.wfile.flush()
 

@@ -77,3 +77,15 @@ def test_a_runs_budget_note_tells_which_refusal_it_was(scope: str) -> None:
     assert found is not None and found.exoclaw_message == f"token budget exceeded ({scope}: 60/50)"
     assert agent_budgets.exceeded_of({**note, "model": "gpt-test"}) is None
     assert agent_budgets.exceeded_of(None) is None
+
+
+def test_an_unanswered_call_counts_its_input_and_what_was_streamed() -> None:
+    assert budgets.unanswered_usage(500, 40, None) == {"input": 500, "output": 40, "totalTokens": 540}
+    # the provider's own count of the input wins (with its cache); its output count, when behind what streamed, not
+    provider = {"input": 300, "cacheRead": 100, "cacheWrite": 0, "output": 1}
+    assert budgets.unanswered_usage(500, 40, provider) == {"input": 400, "output": 40, "totalTokens": 440}
+    assert budgets.unanswered_usage(500, 40, {"input": 0, "output": 90}) == {
+        "input": 500,
+        "output": 90,
+        "totalTokens": 590,
+    }

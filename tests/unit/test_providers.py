@@ -17,6 +17,7 @@ from orbital.agent.providers import ModelError, ModelRequest, _runner, complete,
 from orbital.agent.providers._convert import parse_arguments, prepare
 from orbital.agent.providers._errors import sanitize
 
+from tests.conftest import wait_for
 from tests.support.fake_llm import FakeLLM, call, error, hang, reply
 
 KEYS = {
@@ -1128,3 +1129,43 @@ def test_bedrock_thinking_only_for_anthropic_models() -> None:
     params = adapter.build_params(_req("bedrock", "us.anthropic.claude-sonnet-4-20250514-v1:0", "low", 2000), info)
     assert params["additionalModelRequestFields"]["thinking"]["budget_tokens"] == 4096
     assert params["inferenceConfig"]["maxTokens"] == 6096
+
+
+def test_progress_says_how_far_a_call_got(llm: FakeLLM) -> None:
+    from orbital.agent.providers import Progress
+
+    llm.script(error(400, "bad request"), reply("abcdef", chunks=3, end="error"))
+    refused = request(llm, "openai")
+    refused.progress = Progress()
+    with pytest.raises(ModelError):
+        complete(refused)
+    assert not refused.progress.sent and not refused.progress.reached  # an HTTP error: nothing was spent
+    broken = request(llm, "openai")
+    broken.progress = Progress()
+    with pytest.raises(ModelError):
+        complete(broken, Sink())
+    assert broken.progress.reached and broken.progress.streamed_text() == "abcdef"
+
+
+def test_a_cancel_closes_the_connection_of_a_stream_waiting_for_its_next_chunk(llm: FakeLLM) -> None:
+    from orbital.agent.providers import Cancel
+
+    llm.script(reply("abcdef", chunks=3, hold_after=1))  # one chunk, then the server holds the stream (30 s)
+    cancel = Cancel()
+    sink = Sink()
+    outcome: list[BaseException] = []
+
+    def call_model() -> None:
+        try:
+            complete(request(llm, "openai", timeout_s=60, cancel=cancel), sink)
+        except BaseException as exc:
+            outcome.append(exc)
+
+    worker = threading.Thread(target=call_model)
+    worker.start()
+    wait_for(lambda: sink.texts == ["ab"])
+    cancel.set()  # the read blocked on the socket must not keep the connection open
+    assert llm.requests[0].ended.wait(10)
+    assert llm.requests[0].disconnected
+    worker.join(10)
+    assert isinstance(outcome[0], ModelError) and outcome[0].kind == "cancelled"

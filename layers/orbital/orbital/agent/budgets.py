@@ -4,6 +4,8 @@
                                                                  (`runs.submit` calls it for every run it is given)
     reserve(services, config, meta, estimate) -> Spend           before every model call: raises `BudgetExceeded`
     Spend.settle(total_tokens) / Spend.release()                 after the call (its real usage / it failed)
+    count_unanswered(services, session_key, session_id, usage)   a call stopped or failed after it reached its
+                                                                 provider: the session's totals count it too
     status(services, config, meta)                               used and limits per scope (`session.stats`)
     exceeded_of(message)                                         the refusal behind a run's budget note, if any
 
@@ -26,6 +28,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+from orbital.agent import call_parts
 from orbital.domain.budgets import (
     DAILY,
     GATEWAY_SCOPES,
@@ -38,9 +41,10 @@ from orbital.domain.budgets import (
     exceeded_in_note,
     limits,
     period_of,
+    unanswered_usage,
     would_exceed,
 )
-from orbital.domain.compaction import estimate_text_tokens
+from orbital.domain.compaction import estimate_context_tokens
 from orbital.domain.messages import text_of
 from orbital.domain.reset_policy import initial_policy, should_auto_reset
 from orbital.store.usage import Refused
@@ -57,10 +61,12 @@ __all__ = [
     "Limits",
     "Spend",
     "check_before_run",
+    "count_unanswered",
     "exceeded_of",
     "limits",
     "reserve",
     "status",
+    "unanswered_usage",
 ]
 
 log = logging.getLogger("orbital.agent.budgets")
@@ -85,12 +91,16 @@ def check_before_run(
     text: str,
     *,
     now_ms: int | None = None,
+    origin: dict[str, Any] | None = None,
+    overrides: dict[str, Any] | None = None,
 ) -> None:
     """Refuse a run whose first model call would go past a budget: raises `BudgetExceeded` for the first scope
-    (session, daily, monthly) where what is used plus the call's estimate exceeds the limit. The estimate is the
-    session's last model input (`lastInputTokens`, about its context) plus `text`'s, or `text`'s alone for a session
-    that is new or whose reset policy resets it before this run. Reads the day's counters when a daily or monthly
-    limit is set (one GetItem); writes nothing. Each model call of the run is checked again (`reserve`)."""
+    (session, daily, monthly) where what is used plus the call's estimate exceeds the limit. The estimate is the one
+    `reserve` is given for that call (`first_call_estimate`): the system prompt the run would be sent with (`origin`,
+    `overrides`: the run's), the session's history (none for a session that is new or whose reset policy resets it
+    before this run) and the message. So a request that cannot fit is refused here, before any run or stream, and a
+    run that starts gets at least its first model call. Reads the day's counters when a daily or monthly limit is
+    set (one GetItem); writes nothing. Each model call of the run is checked again (`reserve`)."""
     meta = meta or {}
     found = limits(config, meta)
     if found.session is None and not found.gateway:
@@ -98,7 +108,9 @@ def check_before_run(
     now = now_ms if now_ms is not None else services.now_ms()
     policy = meta.get("resetPolicy") or initial_policy(config)
     fresh = not meta or should_auto_reset(policy, _int(meta.get("updatedAt")) or now, now)
-    estimate = max(1, estimate_text_tokens(text) + (0 if fresh else _int(meta.get("lastInputTokens"))))
+    estimate = first_call_estimate(
+        services, config, session_key, meta, text, fresh=fresh, now_ms=now, origin=origin, overrides=overrides
+    )
     if found.session is not None:
         used = 0 if fresh else _session_used(meta)
         if would_exceed(used, estimate, found.session):
@@ -111,6 +123,28 @@ def check_before_run(
             if limit is not None and would_exceed(counted.of(scope), estimate, limit):
                 log.info("run for %s refused: %s budget %s/%s", session_key, scope, counted.of(scope), limit)
                 raise BudgetExceeded(scope, counted.of(scope), limit, estimate=estimate)
+
+
+def first_call_estimate(
+    services: Services,
+    config: dict[str, Any],
+    session_key: str,
+    meta: dict[str, Any],
+    text: str,
+    *,
+    fresh: bool,
+    now_ms: int,
+    origin: dict[str, Any] | None = None,
+    overrides: dict[str, Any] | None = None,
+) -> int:
+    """What `reserve` will be given for a run's first model call, estimated before the run: its system prompt
+    (`call_parts`, as the turn builds it), the session's stored history (none when `fresh`) and the run's message."""
+    message = {"role": "user", "content": text or "[Empty message]", "timestamp": now_ms}  # as the turn stores it
+    history = 0
+    if not fresh and meta.get("sessionId"):
+        history = services.sessions.history(session_key, meta).tokens
+    system = call_parts.system_prompt_tokens(services, config, session_key, meta, overrides=overrides, origin=origin)
+    return max(1, system + history + estimate_context_tokens([message]))
 
 
 # --- around each model call ---------------------------------------------------------------------------------------
@@ -172,6 +206,28 @@ def reserve(
         assert limit is not None
         raise BudgetExceeded(refused.scope, refused.used, limit, estimate=estimate) from None
     return Spend(services, period, estimate)
+
+
+def count_unanswered(services: Services, session_key: str, session_id: Any, usage: dict[str, int]) -> None:
+    """Add the usage of a model call that reached its provider but gave no reply (`unanswered_usage`: a `/stop`, a
+    stream that broke off) to the session's totals, as a stored reply's usage is: stopping a run does not make what
+    it spent free. Only while the session is still `session_id` (a reset meanwhile started a new count)."""
+    total = _int(usage.get("totalTokens"))
+    if total <= 0:
+        return
+
+    def add(meta: dict[str, Any]) -> bool:
+        if meta.get("sessionId") != session_id:
+            return False
+        meta["inputTokens"] = _int(meta.get("inputTokens")) + _int(usage.get("input"))
+        meta["outputTokens"] = _int(meta.get("outputTokens")) + _int(usage.get("output"))
+        meta["totalTokens"] = _session_used(meta) + total
+        return True
+
+    try:
+        services.sessions.update_meta(session_key, add)
+    except Exception:  # the run's end matters more than the count
+        log.exception("could not count %s tokens of an unanswered call for %s", total, session_key)
 
 
 # --- what is used ---------------------------------------------------------------------------------------------------

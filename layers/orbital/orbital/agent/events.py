@@ -11,6 +11,12 @@ States: `delta` (streamed text, coalesced), `partial` (an assistant message with
 them), `final`, `error`. GSV clients ignore states they do not know. Each event is one PostToConnection per client on
 AWS, so deltas are coalesced: at most one frame per `DELTA_INTERVAL_S` per run (about 10 per second), carrying the
 text that arrived meanwhile.
+
+A run's `final` or `error` is its last event: `Audience.send` drops anything of the run that comes after it (a delta
+still in flight when `/stop` answered), for GSV clients and every dialect's subscribers alike (`RunEnds`). Within one
+process (the local gateway, where the steps run beside the socket handlers) that is exact, and publishing the end
+closes the run's model stream at once; across Lambdas the step learns of the end at its next ownership check
+(`orbital.agent.turn._Watch`) and sends nothing of the run from then on.
 """
 
 from __future__ import annotations
@@ -19,6 +25,8 @@ import json
 import logging
 import threading
 import time
+import weakref
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -35,8 +43,11 @@ CHAT_STATES: tuple[tuple[str, str], ...] = (
     ("delta", "`text`: the next piece of the reply as the model streams it (coalesced, about 10 per second at most)"),
     ("tool", "`tools: [{id, name, arguments}]`: the tool calls about to run (Orbital; GSV clients ignore it)"),
     ("partial", "`message`: an assistant message whose text came before tool calls, sent once before they run"),
-    ("final", "`message`: the assistant message that ends the run"),
-    ("error", '`error`: why the run ended without a reply (model errors, "Run cancelled by user", ...)'),
+    ("final", "`message`: the assistant message that ends the run (its last event)"),
+    (
+        "error",
+        '`error`: why the run ended without a reply (model errors, "Run cancelled by user", ...); its last event',
+    ),
 )
 """The states of a `chat` event (`{runId, sessionKey, state, ...}`), as docs/protocol.md lists them."""
 
@@ -53,6 +64,85 @@ DELTA_INTERVAL_S = 0.1
 DELTA_MAX_CHARS = 16_000
 ALIAS_TTL_SECONDS = 3 * 3600
 """An alias lives as long as a socket can (2 h on API Gateway), with margin."""
+
+
+ENDED_KEPT = 4096
+"""How many ended runs this process remembers (`RunEnds`): far more than can be streaming at once."""
+LOCK_STRIPES = 64
+
+
+class RunEnds:
+    """The runs whose terminal event (`final`, `error`) this process has published, and what waits for that end.
+
+    Every event of a run goes out through `Audience.send`, which holds the run's lock while it checks this record
+    and posts: once the terminal event is out, any later event of that run (a delta a model stream still had in
+    flight, a timer's flush, a `usage`) is dropped, for GSV clients and for every dialect's subscribers alike. A
+    model call in progress registers a `threading.Event` (`watch`) that is set the moment its run's end is
+    published here (`/stop`, a reset), so the provider's stream is closed at once rather than at the next poll of
+    the session. Ends published by another process (a Lambda that handled `/stop` on AWS) reach a running call by
+    that poll (`orbital.agent.turn._Watch`)."""
+
+    def __init__(self, kept: int = ENDED_KEPT) -> None:
+        self._kept = kept
+        self._guard = threading.Lock()
+        self._ended: OrderedDict[str, None] = OrderedDict()
+        self._watchers: dict[str, list[threading.Event]] = {}
+        self._locks = [threading.RLock() for _ in range(LOCK_STRIPES)]
+
+    def lock(self, run_id: str) -> threading.RLock:
+        """The lock held while an event of `run_id` is checked and posted (striped: runs may share one)."""
+        return self._locks[hash(run_id) % LOCK_STRIPES]
+
+    def ended(self, run_id: str) -> bool:
+        with self._guard:
+            return run_id in self._ended
+
+    def end(self, run_id: str) -> None:
+        """Record the end of `run_id` and wake whatever watches it."""
+        with self._guard:
+            self._ended[run_id] = None
+            self._ended.move_to_end(run_id)
+            while len(self._ended) > self._kept:
+                self._ended.popitem(last=False)
+            watchers = self._watchers.pop(run_id, [])
+        for watcher in watchers:
+            watcher.set()
+
+    def watch(self, run_id: str, event: threading.Event) -> None:
+        """Set `event` when `run_id` ends (at once if it has ended already). `unwatch` it when done."""
+        with self._guard:
+            if run_id not in self._ended:
+                self._watchers.setdefault(run_id, []).append(event)
+                return
+        event.set()
+
+    def forget(self, run_id: str) -> None:
+        """A run of this id starts (a client may choose its run ids, and use one again): it has not ended."""
+        with self._guard:
+            self._ended.pop(run_id, None)
+
+    def unwatch(self, run_id: str, event: threading.Event) -> None:
+        with self._guard:
+            watchers = self._watchers.get(run_id)
+            if watchers and event in watchers:
+                watchers.remove(event)
+                if not watchers:
+                    del self._watchers[run_id]
+
+
+_RUN_ENDS: weakref.WeakKeyDictionary[Any, RunEnds] = weakref.WeakKeyDictionary()
+_RUN_ENDS_GUARD = threading.Lock()
+
+
+def run_ends(services: Services) -> RunEnds:
+    """The record of ended runs of this process's gateway: one per table (every Services of the local gateway shares
+    its table, whichever handler built it), so every event of a run it publishes passes through it."""
+    table = services.table
+    with _RUN_ENDS_GUARD:
+        found = _RUN_ENDS.get(table)
+        if found is None:
+            found = _RUN_ENDS[table] = RunEnds()
+        return found
 
 
 def remember_alias(services: Services, session_key: str, client_id: str, used_key: str) -> None:
@@ -107,7 +197,21 @@ class Audience:
     def send(self, payload: dict[str, Any]) -> int:
         """Post one `chat` event to every client (the states GSV knows) and to the run's subscribers (every state,
         in their dialects); returns how many GSV clients got it. A gone socket is cleaned up and not posted to
-        again by this audience."""
+        again by this audience. Nothing of a run goes out after its terminal event (`RunEnds`): a later event of
+        an ended run is dropped here, in every dialect."""
+        run_id = payload.get("runId")
+        if not isinstance(run_id, str) or not run_id:
+            return self._deliver(payload)
+        ends = run_ends(self.services)
+        with ends.lock(run_id):
+            if ends.ended(run_id):
+                log.debug("dropped a %s event of run %s after its end", payload.get("state"), run_id)
+                return 0
+            if payload.get("state") in RUN_ENDS:
+                ends.end(run_id)
+            return self._deliver(payload)
+
+    def _deliver(self, payload: dict[str, Any]) -> int:
         sent = 0
         if payload.get("state") in GSV_STATES:
             sent = self._send_gsv(fit_event({k: v for k, v in payload.items() if k not in SUBSCRIBER_FIELDS}))

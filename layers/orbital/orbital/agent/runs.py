@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from orbital.agent import budgets, notify, waits
+from orbital.agent import budgets, events, notify, waits
 from orbital.aws import clients
 from orbital.domain import ids
 from orbital.domain.run_ends import RESET_REASON, USER_CANCELLED
@@ -212,9 +212,18 @@ def submit(
     if meta is None:
         meta = services.sessions.load_meta(session_key) or {}
     if check_budget:
-        text = data.get("text")
-        budgets.check_before_run(services, services.config.effective(), session_key, meta, str(text or ""))
+        text, overrides = data.get("text"), data.get("overrides")
+        budgets.check_before_run(
+            services,
+            services.config.effective(),
+            session_key,
+            meta,
+            str(text or ""),
+            origin=(extra or {}).get("origin"),
+            overrides=overrides if isinstance(overrides, dict) else None,
+        )
     entry = _entry(session_key, services, run_id, data, priority, extra)
+    events.run_ends(services).forget(run_id)  # a run id used again: its events go out again
     now = now_ms()
     current = meta.get("currentRun")
     stale = current.get("execution") if current and is_stale(services, current, now) else None
@@ -307,6 +316,45 @@ def _start(
 
 # --- finish / stop -----------------------------------------------------------------------------------------------
 
+TRACE_API = "orbital"
+"""The `api` (and `provider`) of a message the gateway writes into a transcript itself."""
+CANCELLED_MODEL = "run-cancelled"
+FAILED_MODEL = "run-failed"
+
+
+def end_trace(run_id: str, reason: str, *, failed: bool, now: int | None = None) -> dict[str, Any]:
+    """The trace a run that ended without a reply leaves in the transcript, after its user message: an assistant
+    message of the gateway's (`stopReason` "aborted" for a stop, "error" for a failure; `errorMessage` and its text
+    say why), so `session.preview` and the console show what happened rather than a message left unanswered. The
+    next model call sees it as a short assistant turn (`orbital.agent.providers._convert.prepare`), which keeps the
+    turns alternating."""
+    return {
+        "role": "assistant",
+        "content": [{"type": "text", "text": reason}],
+        "api": TRACE_API,
+        "provider": TRACE_API,
+        "model": FAILED_MODEL if failed else CANCELLED_MODEL,
+        "usage": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 0, "cost": {}},
+        "stopReason": "error" if failed else "aborted",
+        "errorMessage": reason,
+        "runId": run_id,
+        "timestamp": now if now is not None else now_ms(),
+    }
+
+
+def _release_with(
+    services: Services,
+    session_key: str,
+    apply: Callable[[dict[str, Any]], bool],
+    trace: dict[str, Any] | None,
+    now: int,
+) -> None:
+    """Store `apply`'s meta change, with `trace` appended to the transcript in the same write when given."""
+    if trace is None:
+        services.sessions.update_meta(session_key, apply, now=now)
+    else:
+        services.sessions.append_messages(session_key, [trace], guard=apply, now=now)
+
 
 def release(meta: dict[str, Any], run_id: str, execution: str | None, now: int) -> dict[str, Any] | None:
     """In a meta update: free the session held by this run and hand it to the next queued input (if any). Returns
@@ -347,9 +395,11 @@ def finish(
     execution: str | None,
     *,
     emit_error: Emit | None = None,
+    failure: str | None = None,
 ) -> dict[str, Any] | None:
     """Release the session held by this run (if it still holds it) and start the next queued input.
-    Returns the finished run, or None when the run no longer owned the session."""
+    Returns the finished run, or None when the run no longer owned the session. `failure`: the run failed with
+    it, and leaves its trace in the transcript (`end_trace`) if its user message was stored."""
     now = now_ms()
     taken: dict[str, Any] = {}
 
@@ -361,7 +411,12 @@ def finish(
         taken.update(outcome)
         return True
 
-    services.sessions.update_meta(session_key, apply, now=now)
+    trace = None
+    if failure is not None:
+        run = current_run(services, session_key)
+        if run and run.get("runId") == run_id and run.get("userStored"):
+            trace = end_trace(run_id, failure, failed=True, now=now)
+    _release_with(services, session_key, apply, trace, now)
     return released(services, session_key, taken or None, emit_error=emit_error)
 
 
@@ -373,10 +428,12 @@ def stop(
     reason: str = USER_CANCELLED,
     start_next: bool = True,
     only: str | None = None,
+    trace: bool = True,
 ) -> Stopped:
     """Cancel the current run (`/stop`, a manual reset): its execution is stopped, the calls it waits for are
     settled so late answers are dropped, clients get `reason`, and (with `start_next`) the next queued input
-    starts. `only`: cancel it only if it is the run of that id (else nothing is stopped)."""
+    starts. `only`: cancel it only if it is the run of that id (else nothing is stopped). With `trace`, a run whose
+    message was stored leaves its trace after it (`end_trace`); a reset, which archives the conversation, does not."""
     meta = services.sessions.load_meta(session_key) or {}
     run = meta.get("currentRun")
     if not run or (only is not None and run.get("runId") != only):
@@ -395,7 +452,8 @@ def stop(
         taken.update(outcome)
         return True
 
-    services.sessions.update_meta(session_key, apply, now=now)
+    note = end_trace(run_id, reason, failed=False, now=now) if trace and run.get("userStored") else None
+    _release_with(services, session_key, apply, note, now)
     if not taken:  # it ended by itself meanwhile
         return Stopped(was_running=False)
     arn = services.settings.agent_turn_arn
@@ -505,7 +563,7 @@ def reset_session(services: Services, session_key: str, *, now: int, emit_error:
     """A manual reset (`session.reset`, `/new`, `/reset`): a run in progress is cancelled first (its later tool
     results would belong to the old conversation), the session is archived and renewed, queued messages (kept,
     F16) start in the fresh session, and memories are extracted from the archive in the background."""
-    stop(services, session_key, emit_error=emit_error, reason=RESET_REASON, start_next=False)
+    stop(services, session_key, emit_error=emit_error, reason=RESET_REASON, start_next=False, trace=False)
     result = services.sessions.reset(session_key, now=now)
     kick(services, session_key, emit_error=emit_error)
     from orbital.agent import memories  # lazy: only a reset extracts memories (kept off the steps' cold start)

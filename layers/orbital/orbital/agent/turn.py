@@ -25,9 +25,22 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from orbital.agent import budgets, client_tools, compaction, context, events, media, notify, runs, settings, tools
-from orbital.agent.providers import ModelError, ModelRequest, complete
+from orbital.agent import (
+    budgets,
+    call_parts,
+    client_tools,
+    compaction,
+    context,
+    events,
+    media,
+    notify,
+    runs,
+    settings,
+    tools,
+)
+from orbital.agent.providers import Cancel, ModelError, ModelRequest, Progress, complete
 from orbital.agent.waits import cancel_pending
+from orbital.domain.compaction import estimate_text_tokens
 from orbital.domain.config import as_dict
 from orbital.domain.messages import text_of
 from orbital.domain.reset_policy import initial_policy, should_auto_reset
@@ -182,7 +195,10 @@ class _Run:
         if released is not None:
             done = runs.released(self.services, self.key, released, emit_error=emit_error)
         else:
-            done = runs.finish(self.services, self.key, self.run_id, self.execution, emit_error=emit_error)
+            failure = (error or "The agent run failed") if state != "final" else None
+            done = runs.finish(
+                self.services, self.key, self.run_id, self.execution, emit_error=emit_error, failure=failure
+            )
         if done is None:  # the run lost the session meanwhile (stopped, taken over): it was reported then
             return _state(self.event, self.iteration, "done")
         self.audience.refresh()  # a step can last minutes: clients may have come and gone
@@ -332,22 +348,38 @@ def _model_turn(r: _Run, meta: dict[str, Any]) -> dict[str, Any]:
             ),
         )
     call = _prepare_call(r, meta, run)
+    estimate = call.estimate()
     try:
-        spend = budgets.reserve(services, config, meta, call.estimate() if budgets.limits(config, meta).any else 0)
+        spend = budgets.reserve(services, config, meta, estimate if budgets.limits(config, meta).any else 0)
     except budgets.BudgetExceeded as exc:
         return _end_with_note(r, note_message(exc.note(), budgets.NOTE_REASON))
+    progress = Progress()
     try:
-        reply, failure, cause = _call_model(r, meta, call)
+        reply, failure, cause = _call_model(r, meta, call, progress)
     except BaseException:
-        spend.release()
+        _count_unanswered(r, meta, spend, estimate, progress, stopped=False)
         raise
     if reply is None:  # no reply: the call failed (the run ends with `failure`) or the run was stopped
-        spend.release()
+        _count_unanswered(r, meta, spend, estimate, progress, stopped=failure is None)
         if failure is None:
             return _state(r.event, r.iteration, "done")
         return r.end("error", error=failure, cause=cause)
     spend.settle(int(as_dict(reply.get("usage")).get("totalTokens") or 0))
     return _store_reply(r, run, reply)
+
+
+def _count_unanswered(
+    r: _Run, meta: dict[str, Any], spend: budgets.Spend, estimate: int, progress: Progress, *, stopped: bool
+) -> None:
+    """A model call that gave no reply: what it spent is counted once its request reached the provider (a stopped
+    call: it was sent; a failed one: the provider had begun its stream), in the gateway's counters and the
+    session's totals (`budgets.unanswered_usage`); otherwise the reservation is released."""
+    if not (progress.sent if stopped else progress.reached):
+        spend.release()
+        return
+    usage = budgets.unanswered_usage(estimate, estimate_text_tokens(progress.streamed_text()), progress.usage)
+    spend.settle(usage["totalTokens"])
+    budgets.count_unanswered(r.services, r.key, meta.get("sessionId"), usage)
 
 
 def _end_with_note(r: _Run, note: dict[str, Any]) -> dict[str, Any]:
@@ -360,22 +392,9 @@ def _prepare_call(r: _Run, meta: dict[str, Any], run: dict[str, Any]) -> _Call:
     """The model and thinking level (the message's overrides, the session's, the configured), the tools on offer
     (narrowed for a socket with tools of its own), the system prompt (a guest's has nothing of the workspace) and
     the session's history as of `meta`."""
-    services, config = r.services, r.config
-    overrides = run.get("overrides") or {}
-    model = context.effective_model(config, meta, overrides)
-    nodes = services.connections.nodes()
-    tool_defs = context.model_tools(services, nodes)
-    client = r.own_tools(run)
-    hosts = nodes
-    if client is not None:  # a run of a socket with tools of its own (and a policy narrowing the list)
-        tool_defs = client.offer(tool_defs)
-        hosts = client_tools.reachable_nodes(nodes, client.policy)
-    if client is not None and client_tools.is_guest(client.policy):  # nothing of the owner's workspace
-        system = context.guest_system_prompt(tool_defs, model)
-    else:
-        system = context.system_prompt(services, config, meta, r.key, r.agent_id, tool_defs, model, hosts)
-    history = services.sessions.history(r.key, meta)
-    return _Call(history, model, context.effective_thinking(meta, overrides), tool_defs, system)
+    found = call_parts.parts(r.services, r.config, r.key, meta, run.get("overrides") or {}, r.own_tools(run))
+    history = r.services.sessions.history(r.key, meta)
+    return _Call(history, found.model, found.thinking, found.tool_defs, found.system)
 
 
 def _store_reply(r: _Run, run: dict[str, Any], reply: dict[str, Any]) -> dict[str, Any]:
@@ -424,7 +443,9 @@ def _store_reply(r: _Run, run: dict[str, Any], reply: dict[str, Any]) -> dict[st
     return _run_tools(r, run, reply, calls)
 
 
-def _call_model(r: _Run, meta: dict[str, Any], call: _Call) -> tuple[dict[str, Any] | None, str | None, str | None]:
+def _call_model(
+    r: _Run, meta: dict[str, Any], call: _Call, progress: Progress
+) -> tuple[dict[str, Any] | None, str | None, str | None]:
     """Compact when due, then call the model, streaming `delta` events (a reply a provider did not stream is sent as
     one delta after the call); after a context overflow, compact once and call again. `(reply, None, None)`; without
     a reply, `(None, the error the run ends with, its cause)`, or `(None, None, None)` when the run was stopped
@@ -456,6 +477,7 @@ def _call_model(r: _Run, meta: dict[str, Any], call: _Call) -> tuple[dict[str, A
             timeout_s=settings.llm_timeout_ms(config) / 1000,
             config=config,
             cancel=watch.cancel,
+            progress=progress,
             memo=history.memo,
         )
         try:
@@ -570,29 +592,36 @@ def _call_summary(block: dict[str, Any]) -> dict[str, Any]:
 
 
 class _Watch:
-    """While a model call runs, check every few seconds that the run still owns its session; when it does not
-    (`/stop`, a lease taken over), cancel the call so a stopped run stops paying for tokens at once."""
+    """While a model call runs, cancel it as soon as its run has ended, so a stopped run stops paying for tokens and
+    the provider's stream is closed: at once when the end is published in this process (`/stop` or a reset handled
+    by this gateway: `events.RunEnds.watch`), else when a check, every few seconds, finds that the run no longer owns
+    its session (a `/stop` handled by another Lambda, a lease taken over)."""
 
     def __init__(self, r: _Run) -> None:
         self.r = r
-        self.cancel = threading.Event()
+        self.cancel = Cancel()
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._run, name="orbital-run-watch", daemon=True)
 
     def __enter__(self) -> _Watch:
+        events.run_ends(self.r.services).watch(self.r.run_id, self.cancel)
         self._thread.start()
         return self
 
     def __exit__(self, *_: Any) -> None:
         self._done.set()
+        events.run_ends(self.r.services).unwatch(self.r.run_id, self.cancel)
 
     def _run(self) -> None:
         while not self._done.wait(ABORT_CHECK_S):
+            if self.cancel.is_set():
+                return
             try:
                 owned = _owns(runs.current_run(self.r.services, self.r.key), self.r.run_id, self.r.execution)
             except Exception:  # a failed check must not cancel a healthy run
                 continue
-            if not owned:
+            if not owned:  # ended elsewhere: nothing more of it goes out from here either (`events.RunEnds`)
+                events.run_ends(self.r.services).end(self.r.run_id)
                 self.cancel.set()
                 return
 
@@ -632,7 +661,7 @@ def fail(services: Services, event: dict[str, Any]) -> dict[str, Any]:
     execution = str(event.get("execution") or "")
     message = _failure_text(event.get("error"))
     log.warning("run %s of %s failed: %s", run_id, key, event.get("error"))
-    done = runs.finish(services, key, run_id, execution, emit_error=events.error_emitter(services))
+    done = runs.finish(services, key, run_id, execution, emit_error=events.error_emitter(services), failure=message)
     if done is None:  # stopped or taken over meanwhile, and reported then
         return {"reported": False}
     events.emit(services, key, run_id, "error", error=message)

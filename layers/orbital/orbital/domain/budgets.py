@@ -193,3 +193,24 @@ def exceeded_in_note(text: str) -> BudgetExceeded | None:
 def would_exceed(used: int, estimate: int, limit: int | None) -> bool:
     """Exoclaw's rule: a call is refused when what is used plus its estimate goes past the limit."""
     return limit is not None and used + estimate > limit
+
+
+# --- a call without a reply -------------------------------------------------------------------------------------------
+
+
+def unanswered_usage(input_estimate: int, streamed_tokens: int, provider: dict[str, Any] | None) -> dict[str, int]:
+    """What a model call that reached its provider but gave no reply (stopped, or failed mid-stream) is counted as:
+    its input, the provider's own count when it sent one (with what it read from its cache), else the request's
+    estimate; its output, the larger of the provider's count and the estimate of what was streamed (a provider
+    counts the output at the end of a stream, which a stopped call never reaches).
+    `{input, output, totalTokens}`."""
+    given = provider if isinstance(provider, dict) else {}
+
+    def number(name: str) -> int:
+        value = given.get(name)
+        return max(0, int(value)) if isinstance(value, int | float) and not isinstance(value, bool) else 0
+
+    counted_input = number("input") + number("cacheRead") + number("cacheWrite")
+    input_tokens = counted_input if counted_input > 0 else max(0, int(input_estimate))
+    output_tokens = max(number("output"), max(0, int(streamed_tokens)))
+    return {"input": input_tokens, "output": output_tokens, "totalTokens": input_tokens + output_tokens}

@@ -79,26 +79,28 @@ def chat_send(ctx: CallContext, params: ChatSendParams) -> dict[str, Any]:
         raise BadRequestError(f"runId too long (max {runs.MAX_RUN_ID} characters)")
     services = ctx.services
     data: dict[str, Any] = {"text": directives.cleaned if directives.any else text}
-    meta = services.sessions.load_meta(key) or {}
-    budgets.check_before_run(services, ctx.config(), key, meta, data["text"], now_ms=ctx.now_ms())  # stores nothing
-    label = ctx.internal.get("label")  # a dialect's name for a conversation it opens (sessions.list shows it)
-    services.sessions.touch_registry(key, now=ctx.now_ms(), default_label=label if isinstance(label, str) else None)
-    if ctx.conn is not None and ctx.conn.mode == "client" and ctx.conn.client_id:
-        events.remember_alias(services, key, ctx.conn.client_id, params.sessionKey)
     overrides = slash.overrides_of(directives)
-    media = ctx.internal.get("media")
-    if isinstance(media, list) and media:  # from a dialect's translator only: GSV's chat.send carries no media
-        data["media"] = store_attachments(services, key, [m for m in media if isinstance(m, dict)])
     model = ctx.internal.get("model")  # a dialect user's chosen model (its settings); a directive still wins
     if isinstance(model, dict) and "model" not in overrides:
         overrides["model"] = model
-    if overrides:
-        data["overrides"] = overrides
     origin: dict[str, Any] = {"kind": "chat", "connectionId": ctx.connection_id}
     if ctx.internal.get("clientTools"):  # the socket has tools of its own, and a policy narrowing the run's tools
         origin.update(clientTools=True, toolPolicy=ctx.internal.get("toolPolicy") or {})
         if ctx.internal.get("ownTools"):
             origin["ownTools"] = True
+    meta = services.sessions.load_meta(key) or {}
+    budgets.check_before_run(  # the estimate the run's first model call will reserve; stores nothing
+        services, ctx.config(), key, meta, data["text"], now_ms=ctx.now_ms(), origin=origin, overrides=overrides
+    )
+    label = ctx.internal.get("label")  # a dialect's name for a conversation it opens (sessions.list shows it)
+    services.sessions.touch_registry(key, now=ctx.now_ms(), default_label=label if isinstance(label, str) else None)
+    if ctx.conn is not None and ctx.conn.mode == "client" and ctx.conn.client_id:
+        events.remember_alias(services, key, ctx.conn.client_id, params.sessionKey)
+    media = ctx.internal.get("media")
+    if isinstance(media, list) and media:  # from a dialect's translator only: GSV's chat.send carries no media
+        data["media"] = store_attachments(services, key, [m for m in media if isinstance(m, dict)])
+    if overrides:
+        data["overrides"] = overrides
     submitted = runs.submit(
         services,
         key,

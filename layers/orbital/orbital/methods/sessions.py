@@ -277,7 +277,9 @@ def session_history(ctx: CallContext, params: SessionKeyParams) -> dict[str, Any
 
 @router.method("session.preview", params=SessionPreviewParams, result=SessionPreview, modes=CLIENT)
 def session_preview(ctx: CallContext, params: SessionPreviewParams) -> dict[str, Any]:
-    """The stored messages, verbatim: the last `limit` of them, or all when `limit` is 0 or absent.
+    """The stored messages, verbatim: the last `limit` of them, or all when `limit` is 0 or absent. A run that was
+    stopped or failed leaves a trace after its user message: an assistant message with `api` and `provider`
+    "orbital", `stopReason` "aborted" (stopped) or "error" (failed), `errorMessage` (also its text) and `runId`.
     `messageCount` is always the total. If they would not fit one WebSocket message (96 KB of JSON), the newest that
     fit are returned with `truncated: true`."""
     key = session_key_param(ctx, params.sessionKey)

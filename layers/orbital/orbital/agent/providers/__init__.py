@@ -16,16 +16,20 @@ from orbital.agent.providers._resolve import context_window, has_credentials, re
 from orbital.agent.providers._runner import complete
 from orbital.agent.providers._types import (
     THINKING_LEVELS,
+    Cancel,
     ModelError,
     ModelRequest,
+    Progress,
     ProviderInfo,
     StreamSink,
 )
 
 __all__ = [
     "THINKING_LEVELS",
+    "Cancel",
     "ModelError",
     "ModelRequest",
+    "Progress",
     "ProviderInfo",
     "StreamSink",
     "complete",

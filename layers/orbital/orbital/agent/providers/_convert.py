@@ -95,7 +95,8 @@ def tool_calls(message: dict[str, Any]) -> list[dict[str, Any]]:
 def prepare(messages: list[dict[str, Any]], *, keep_tools: bool = True) -> list[dict[str, Any]]:
     """History ready for any wire format.
 
-    - assistant messages that ended in an error, or carry nothing, are left out;
+    - assistant messages that ended in an error, or carry nothing, are left out, except the gateway's traces of
+      runs that were stopped or failed, which become a short assistant text ("[No reply to this message: …]");
     - every tool call gets a result: the results that follow an assistant message are put in that message's call
       order, a missing one becomes an error result "No result provided", a result for no known call is left out;
     - with `keep_tools=False` (a call without tools) tool calls and results become plain text, as providers refuse
@@ -130,6 +131,8 @@ def prepare(messages: list[dict[str, Any]], *, keep_tools: bool = True) -> list[
         flush()
         if role == "assistant":
             if message.get("stopReason") in ("error", "aborted"):
+                if message.get("api") == GATEWAY_API:  # a run's trace: the model sees a short turn of its own
+                    out.append(_trace_turn(message))
                 continue
             content = message.get("content")
             if not isinstance(content, list) or not content:
@@ -140,6 +143,21 @@ def prepare(messages: list[dict[str, Any]], *, keep_tools: bool = True) -> list[
             out.append(message)
     flush()
     return out if keep_tools else [_flatten_tools(m) for m in out]
+
+
+GATEWAY_API = "orbital"
+"""The `api` of messages the gateway writes itself (`orbital.agent.runs.end_trace`)."""
+
+
+def _trace_turn(message: dict[str, Any]) -> dict[str, Any]:
+    """A run's trace (`end_trace`: it was stopped, or failed) as the assistant turn the model is shown, so a user
+    message that got no reply is not followed by another user message."""
+    why = str(message.get("errorMessage") or "no reply")
+    return {
+        **message,
+        "content": [{"type": "text", "text": f"[No reply to this message: {why}]"}],
+        "stopReason": "stop",
+    }
 
 
 def _flatten_tools(message: dict[str, Any]) -> dict[str, Any]:

@@ -16,6 +16,7 @@ import importlib
 import logging
 import queue
 import random
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -35,7 +36,7 @@ from orbital.agent.providers._errors import (
     summary,
 )
 from orbital.agent.providers._resolve import resolve_provider
-from orbital.agent.providers._types import ModelError, ModelRequest, ProviderInfo, StreamSink
+from orbital.agent.providers._types import Cancel, ModelError, ModelRequest, ProviderInfo, StreamSink
 
 log = logging.getLogger("orbital.agent.providers")
 
@@ -70,13 +71,25 @@ class Attempt:
             raise _Stopped()
         self._events.put((kind, delta))
 
-    def on_close(self, closer: Callable[[], None]) -> None:
+    def on_close(self, closer: Callable[[], None], *, response: Any = None) -> None:
+        """`closer` closes the attempt's open stream when the attempt is abandoned. With the stream's HTTP
+        `response` (httpx), its socket is shut down first: a plain close from another thread does not end a read
+        blocked on it, so the provider would see the connection open until its next chunk arrives."""
+        if self.request.progress is not None:
+            self.request.progress.reached = True  # the provider answered: its stream is open
+        if response is not None:
+            closer = _shutting_down(response, closer)
         with self._lock:
             stopped = self._stop.is_set()
             if not stopped:
                 self._closers.append(closer)
         if stopped:
             _quietly(closer)
+
+    def usage_seen(self, usage: dict[str, Any]) -> None:
+        """The provider's own count of the call so far (kept for a call that ends without a reply)."""
+        if self.request.progress is not None:
+            self.request.progress.usage = dict(usage)
 
     def stopped(self) -> bool:
         return self._stop.is_set()
@@ -91,6 +104,24 @@ class Attempt:
 
 class _Stopped(Exception):
     """Raised inside a worker whose attempt was abandoned."""
+
+
+def _shutting_down(response: Any, close: Callable[[], None]) -> Callable[[], None]:
+    """`close`, after shutting down the socket under an httpx `response` (when it can be found)."""
+
+    def closer() -> None:
+        extensions = getattr(response, "extensions", None)
+        stream = extensions.get("network_stream") if isinstance(extensions, dict) else None
+        info = getattr(stream, "get_extra_info", None)
+        sock = info("socket") if callable(info) else None
+        if isinstance(sock, socket.socket):
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass  # closed already
+        close()
+
+    return closer
 
 
 def _quietly(fn: Callable[[], None]) -> None:
@@ -249,7 +280,10 @@ def _attempt(
             return
         events.put(("done", message))
 
+    if request.progress is not None:
+        request.progress.sent = True
     worker = threading.Thread(target=work, name=f"model-{info.name}", daemon=True)
+    forget = request.cancel.on_set(attempt.stop) if isinstance(request.cancel, Cancel) else None
     worker.start()
     outcome = _Outcome()
     try:
@@ -265,6 +299,8 @@ def _attempt(
                 kind, value = events.get(timeout=left)
             except queue.Empty:
                 continue
+            if kind in ("text", "thinking") and request.progress is not None:
+                request.progress.streamed.append(value)
             if kind == "text":
                 outcome.emitted = True
                 if sink is not None:
@@ -278,7 +314,12 @@ def _attempt(
                 return outcome
             else:
                 outcome.error = value
+                if request.progress is not None and not request.progress.reached:
+                    request.progress.sent = False  # refused before any stream (an HTTP error, no connection)
                 return outcome
     except BaseException:
         attempt.stop()
         raise
+    finally:
+        if forget is not None:
+            forget()

@@ -219,7 +219,7 @@ def run(attempt: Attempt) -> dict[str, Any]:
     request = attempt.request
     client = sdk_client(attempt.info, _new_client)
     stream = client.messages.create(**build_params(request, attempt.info), stream=True, timeout=attempt.timeout)
-    attempt.on_close(stream.close)
+    attempt.on_close(stream.close, response=getattr(stream, "response", None))
     asm = Assembler(API, request.provider, request.model, attempt.emit)
     counts = {"input": 0, "output": 0, "cache_read": 0, "cache_write": 0}
     finished = False
@@ -230,6 +230,9 @@ def run(attempt: Attempt) -> dict[str, Any]:
             kind = getattr(event, "type", None)
             if kind == "message_start":
                 _count(counts, getattr(event.message, "usage", None))
+                attempt.usage_seen(
+                    usage(counts["input"], counts["output"], counts["cache_read"], counts["cache_write"])
+                )
             elif kind == "content_block_start":
                 _start(asm, event.index, event.content_block)
             elif kind == "content_block_delta":
@@ -239,6 +242,9 @@ def run(attempt: Attempt) -> dict[str, Any]:
                 if reason:
                     asm.stop_reason = STOP_REASONS.get(reason, "stop")
                 _count(counts, getattr(event, "usage", None))
+                attempt.usage_seen(
+                    usage(counts["input"], counts["output"], counts["cache_read"], counts["cache_write"])
+                )
             elif kind == "message_stop":
                 finished = True
     if not finished:

@@ -211,6 +211,7 @@ def run(attempt: Attempt) -> dict[str, Any]:
                     raw.get("cacheWriteInputTokens", 0),
                     raw.get("totalTokens"),
                 )
+                attempt.usage_seen(asm.usage)
     finally:
         stream.close()
     if not finished:

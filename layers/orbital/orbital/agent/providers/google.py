@@ -234,6 +234,7 @@ def run(attempt: Attempt) -> dict[str, Any]:
             meta = getattr(chunk, "usage_metadata", None)
             if meta is not None:
                 asm.usage = _usage(meta)
+                attempt.usage_seen(asm.usage)
             for candidate in (getattr(chunk, "candidates", None) or [])[:1]:
                 content = getattr(candidate, "content", None)
                 for part in getattr(content, "parts", None) or []:

@@ -203,7 +203,7 @@ def run(attempt: Attempt) -> dict[str, Any]:
     stream = client.chat.completions.create(
         model=params["model"], messages=[], stream=True, extra_body=params, timeout=attempt.timeout
     )
-    attempt.on_close(stream.close)
+    attempt.on_close(stream.close, response=getattr(stream, "response", None))
     asm = Assembler(API, request.provider, request.model, attempt.emit)
     finish: str | None = None
     with stream:
@@ -213,6 +213,7 @@ def run(attempt: Attempt) -> dict[str, Any]:
             raw_usage = getattr(chunk, "usage", None)
             if raw_usage is not None:
                 asm.usage = _usage(raw_usage)
+                attempt.usage_seen(asm.usage)
             for choice in getattr(chunk, "choices", None) or []:
                 delta = getattr(choice, "delta", None)
                 if delta is not None:

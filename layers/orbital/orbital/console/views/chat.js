@@ -29,6 +29,11 @@ export default {
 };
 
 /** A run on its way: text streamed so far, the message sent before its tool calls, the calls, the final message. */
+/** The gateway's trace of a run that ended without a reply (stopped or failed), stored after its user message. */
+function isTrace(m) {
+  return Boolean(m && m.role === "assistant" && m.api === "orbital" && (m.stopReason === "aborted" || m.stopReason === "error"));
+}
+
 function newRun() {
   return { text: "", partial: null, tools: [], unanswered: new Set(), final: null, ended: false, el: null };
 }
@@ -220,6 +225,7 @@ function sessionState(key) {
     pending: [], // user messages not stored yet: {text, runId, state: sending|queued|running, position}
     runs: new Map(), // runId → newRun()
     seen: new Set(), // runs that sent an event: their user message is stored
+    ended: new Set(), // runs whose final or error came: anything of theirs that follows is ignored
     stats: null,
     meta: null,
     tick: 0,
@@ -708,6 +714,8 @@ class ChatView {
     const calls = new Set();
     for (const m of s.messages) for (const b of blocksOf(m)) if (b.type === "toolCall") calls.add(b.id);
     const base = s.messageCount - s.messages.length;
+    const traced = new Set(s.messages.filter(isTrace).map((m) => m.runId)); // stored: the live note of the run goes
+    s.notes = s.notes.filter((n) => !(n.runId && traced.has(n.runId)));
     const notes = s.notes.filter((n) => n.anchor !== null && n.sessionId === s.sessionId).sort((a, b) => a.anchor - b.anchor);
     const out = [];
     let n = 0;
@@ -726,6 +734,7 @@ class ChatView {
 
   messageNode(m, results) {
     if (m.role === "user") return userNode(m.content, m.timestamp, this.gw);
+    if (isTrace(m)) return this.noteNode({ kind: "error", title: "The run ended", body: String(m.errorMessage || textOf(m) || "The run failed.") });
     if (m.role === "assistant") return this.assistantNode(m, results);
     if (m.role === "toolResult") {
       return h("div.msg.assistant", this.toolCard({ id: m.toolCallId, name: m.toolName, args: undefined, result: m, started: null }));
@@ -889,6 +898,8 @@ class ChatView {
     if (!this.mine(ev.sessionKey) || !ev.runId) return;
     const s = this.s;
     const id = ev.runId;
+    if (s.ended.has(id)) return; // a run is over at its final or error (a stopped run's late pieces change nothing)
+    if (ev.state === "final" || ev.state === "error") s.ended.add(id);
     const first = !s.seen.has(id);
     s.seen.add(id);
     if (first) this.runStarted(id);
@@ -917,7 +928,7 @@ class ChatView {
       this.say("The agent replied.");
     } else if (ev.state === "error") {
       s.runs.delete(id); // what it streamed was not stored: the error says why
-      s.notes.push({ kind: "error", title: "The run ended", body: ev.error || "The run failed.", anchor: null, after: s.tick });
+      s.notes.push({ kind: "error", title: "The run ended", body: ev.error || "The run failed.", anchor: null, after: s.tick, runId: id });
       structural = true;
       this.say(`The run ended: ${ev.error || "it failed"}`);
     } else {
@@ -1003,7 +1014,7 @@ class ChatView {
         item.position = res.queuePosition || 1;
         item.since = performance.now();
         if (item.runId && s.seen.has(item.runId)) item.state = "running";
-        if (item.runId && !res.queued && !s.runs.has(item.runId)) {
+        if (item.runId && !res.queued && !s.runs.has(item.runId) && !s.ended.has(item.runId)) {
           s.runs.set(item.runId, newRun());
         }
         this.refreshListSoon();
