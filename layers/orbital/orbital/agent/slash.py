@@ -10,7 +10,7 @@ import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from orbital.agent import context, events, runs
-from orbital.domain import commands, config_schema
+from orbital.domain import commands
 from orbital.domain.config import as_dict
 from orbital.domain.reset_policy import initial_policy
 from orbital.errors import BadRequestError, RpcError
@@ -102,8 +102,12 @@ def directives(services: Services, config: dict[str, Any], key: str, text: str) 
     if found.has_model and found.raw_model and "/" not in found.raw_model:
         meta = services.sessions.load_meta(key) or {}
         found = commands.parse_directives(text, context.effective_model(config, meta, {})["provider"])
-    if found.model is not None and config_schema.model_problem(config, found.model) is not None:
-        found = dataclasses.replace(found, model=None)
+    if found.model is not None:
+        # lazy: the schema's models take tens of ms to build; only config writes and model choices need them
+        from orbital.domain import config_schema
+
+        if config_schema.model_problem(config, found.model) is not None:
+            found = dataclasses.replace(found, model=None)
     return found
 
 

@@ -17,8 +17,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from orbital.domain import config_schema
-
 # --- thinking levels and model selectors --------------------------------------------------------------------------
 
 THINK_LEVEL_NAMES = ("none", "minimal", "low", "medium", "high", "xhigh")
@@ -216,7 +214,8 @@ def model_set(model: Mapping[str, Any] | str) -> str:
     return f"Model set to {format_model(model)}"
 
 
-def model_unknown(problem: config_schema.Problem) -> str:
+def model_unknown(problem: Any) -> str:
+    """`problem`: the schema's `Problem` with the model."""
     return f"Invalid model: {problem.message()}\n{MODEL_HELP}"
 
 
@@ -231,6 +230,9 @@ def model_command(
     selected = parse_model_selection(args, str(effective_model.get("provider") or ""))
     if selected is None:
         return CommandReply(error=model_invalid(args))
+    # lazy: the schema's models take tens of ms to build; only config writes and model choices need them
+    from orbital.domain import config_schema
+
     problem = config_schema.model_problem(config, selected) if config is not None else None
     if problem is not None:
         return CommandReply(error=model_unknown(problem))

@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 
 from orbital.aws import secrets
 from orbital.domain import config as cfg
-from orbital.domain import config_schema as schema
 from orbital.errors import BadRequestError, RpcError
 from orbital.protocol.params import Json
 from orbital.protocol.registry import CLIENT, Params, Result, Router
@@ -72,6 +71,9 @@ def config_get(ctx: CallContext, params: ConfigGetParams) -> dict[str, Any]:
 def config_schema(ctx: CallContext, params: Params) -> dict[str, Any]:
     """The configuration's schema: each key's type, range, default and meaning (what `config.set` checks, and what
     the console's Settings fields are made of)."""
+    # lazy: the schema's models take tens of ms to build; only config writes and model choices need them
+    from orbital.domain import config_schema as schema
+
     return {"fields": [row.to_wire() for row in schema.reference_rows()]}
 
 
@@ -96,6 +98,9 @@ def config_set(ctx: CallContext, params: ConfigSetParams) -> dict[str, Any]:
             "deployment's gateway-token secret on AWS), which is the one credential; change that token instead",
             code=400,
         )
+    # lazy: the schema's models take tens of ms to build; only config writes and model choices need them
+    from orbital.domain import config_schema as schema
+
     value = schema.normalize(path, params.value)
 
     def check(config: dict[str, Any]) -> None:
