@@ -281,7 +281,8 @@ def _after_handshake(services: Services, inbound: DialectInbound) -> Connection 
     handshake could be accepted waits (a bearer or an install's token at the upgrade, or a gateway without a token);
     any other is refused at once, so that it cannot hold a handler for the wait."""
     frame = inbound.frame
-    if not isinstance(frame, dict) or frame.get("type") == "handshake" or frame.get("type") not in WINDIE_TYPES:
+    kind = frame.get("type") if isinstance(frame, dict) else None
+    if not isinstance(kind, str) or kind not in WINDIE_TYPES:  # (a handshake is none of them)
         return None
     if not _may_become_windie(services, inbound.conn):
         return None
