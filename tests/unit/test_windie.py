@@ -451,3 +451,17 @@ def test_events_are_numbered_from_one_by_the_turns_counter_and_a_dropped_turn_ge
     writes = services.table.writes
     assert windie.encode(services, stopped, {"runId": sub.run_id, "state": "final", "message": final}) == []  # type: ignore[arg-type]
     assert services.table.writes == writes  # once gone, never asked again in this step
+
+
+@pytest.mark.parametrize("kind", [["query"], {"query": 1}])
+def test_a_first_frame_whose_type_is_a_list_or_an_object_is_refused_not_a_crash(kind: Any) -> None:
+    """A socket forced to WindieOS (`?dialect=windie`) whose first frame's `type` is no string: refused as a bad
+    handshake (an error, then 1008), not a handler that raises (no answer at all)."""
+    import json
+
+    from orbital.protocol.registry import DialectClose, DialectInbound
+
+    frame = {"id": "1", "type": kind, "payload": {}}
+    answer = windie.receive(None, DialectInbound("c1", json.dumps(frame), frame, None))  # type: ignore[arg-type]
+    assert answer[0]["type"] == "error" and answer[0]["payload"]["message"].startswith("Invalid handshake")
+    assert isinstance(answer[1], DialectClose) and answer[1].code == windie.CLOSE_CODE
