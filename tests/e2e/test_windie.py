@@ -230,19 +230,20 @@ def _install(gw: GatewayProcess) -> tuple[str, str]:
 
 
 def test_1_the_manifest_is_answered_accepted_and_rejected(gw: GatewayProcess) -> None:
+    # (sent a moment after the upgrade: under load, past the loopback gateway's 250 ms, after Exoclaw's hello)
     client = Windie(gw, handshake=False)
     no_schema = {"name": "no_schema", "description": "x"}
     reserved = {**READ_FILE, "name": "gsv__ReadFile"}
     with client:
         client.send_raw(client.handshake([READ_FILE]))
-        manifest = client.take(lambda f: f["type"] == "client-tool-manifest")
+        manifest = client.take(lambda f: f.get("type") == "client-tool-manifest")
         assert manifest["payload"]["accepted"] == [
             {"name": "read_file", "description": READ_FILE["description"], "execution_target": "local_runtime"}
         ]
         assert manifest["payload"]["rejected"] == []
     with Windie(gw, handshake=False) as other:
         other.send_raw(other.handshake([READ_FILE, no_schema, reserved]))
-        rejected = other.take(lambda f: f["type"] == "client-tool-manifest")["payload"]["rejected"]
+        rejected = other.take(lambda f: f.get("type") == "client-tool-manifest")["payload"]["rejected"]
         assert {"name": "gsv__ReadFile", "reason": "reserved backend tool names cannot be overridden"} in rejected
         assert [r["name"] for r in rejected] == ["no_schema", "gsv__ReadFile"]
 
@@ -402,7 +403,7 @@ def test_6_a_query_without_conversation_ref_is_an_error_and_no_stream(gw: Gatewa
 def _tool_client(gw: GatewayProcess, mode: str = "client_only") -> Windie:
     client = Windie(gw, handshake=False)
     client.send_raw(client.handshake([READ_FILE], mode=mode))
-    client.take(lambda f: f["type"] == "client-tool-manifest")
+    client.take(lambda f: f.get("type") == "client-tool-manifest")
     return client
 
 
