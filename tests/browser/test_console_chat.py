@@ -197,6 +197,8 @@ def test_a_message_sent_during_a_run_shows_as_queued_until_its_run_starts(consol
         fake.release()
     expect(log.locator(".msg.assistant", has_text="second answer")).to_be_visible()
     expect(log.get_by_text("Queued (#1)")).to_have_count(0)
+    # the reply is streamed in the live part first; the stored transcript has it once the read after the run is in
+    expect(log.locator(".stored .msg.assistant .md", has_text="second answer")).to_be_visible()
     texts = [t.strip() for t in log.locator(".stored .msg .user-text, .stored .msg.assistant .md").all_text_contents()]
     assert texts == ["one", "first answer", "two", "second answer"], texts
     expect(page.get_by_role("button", name="Stop")).to_be_hidden()

@@ -26,6 +26,7 @@ from tests.e2e.conftest import GatewayProcess, store_for
 from tests.support import rules
 from tests.support.agent import configure_fake_model
 from tests.support.fake_llm import FakeLLM, Item, Request, reply
+from tests.support.windie_sdk import sdk_refusals
 
 TOKEN = "windie-e2e-token-0123456789abcdef"
 SLOW = "SLOW_REPLY_W"
@@ -229,19 +230,20 @@ def _install(gw: GatewayProcess) -> tuple[str, str]:
 
 
 def test_1_the_manifest_is_answered_accepted_and_rejected(gw: GatewayProcess) -> None:
+    # (sent a moment after the upgrade: under load, past the loopback gateway's 250 ms, after Exoclaw's hello)
     client = Windie(gw, handshake=False)
     no_schema = {"name": "no_schema", "description": "x"}
     reserved = {**READ_FILE, "name": "gsv__ReadFile"}
     with client:
         client.send_raw(client.handshake([READ_FILE]))
-        manifest = client.take(lambda f: f["type"] == "client-tool-manifest")
+        manifest = client.take(lambda f: f.get("type") == "client-tool-manifest")
         assert manifest["payload"]["accepted"] == [
             {"name": "read_file", "description": READ_FILE["description"], "execution_target": "local_runtime"}
         ]
         assert manifest["payload"]["rejected"] == []
     with Windie(gw, handshake=False) as other:
         other.send_raw(other.handshake([READ_FILE, no_schema, reserved]))
-        rejected = other.take(lambda f: f["type"] == "client-tool-manifest")["payload"]["rejected"]
+        rejected = other.take(lambda f: f.get("type") == "client-tool-manifest")["payload"]["rejected"]
         assert {"name": "gsv__ReadFile", "reason": "reserved backend tool names cannot be overridden"} in rejected
         assert [r["name"] for r in rejected] == ["no_schema", "gsv__ReadFile"]
 
@@ -328,6 +330,31 @@ def test_4_a_query_streams_with_every_correlation_field(gw: GatewayProcess, sdk:
         assert again[0]["session_id"] == events[0]["session_id"]
 
 
+def test_4_sequences_are_numbered_per_turn_as_the_typescript_sdk_requires(gw: GatewayProcess) -> None:
+    """The SDK keys sequences by `turn_ref` and takes a turn's events only numbered 1, 2, 3 ... with no gap
+    (`tests.support.windie_sdk`, its rule applied to every frame each socket received): two turns streaming at once
+    on one socket, a third at the same time on another socket of another user, a turn with a backend tool, a
+    conversation's second turn, a turn answered at once (a command) and a compaction."""
+    first, second, third = conversation(), conversation(), conversation()
+    with Windie(gw) as one, Windie(gw) as two:
+        one.send("query", {"text": SLOW, "conversation_ref": first}, "seq-a")
+        one.send("query", {"text": "reply with exactly: SEQ_B", "conversation_ref": second}, "seq-b")
+        two.send("query", {"text": SLOW, "conversation_ref": third}, "seq-c")
+        turns = {"seq-b": one.turn("seq-b"), "seq-a": one.turn("seq-a"), "seq-c": two.turn("seq-c")}
+        turns["seq-tool"] = one.query("seq-tool", "TOOL:gsv__ListFiles {}", first)
+        turns["seq-again"] = two.query("seq-again", "reply with exactly: SEQ_AGAIN", third)
+        turns["seq-command"] = one.query("seq-command", "/status", second)
+        one.send("compact-history", {"conversation_ref": second, "force": True}, "seq-compact")
+        one.take(lambda f: f.get("id") == "seq-compact" and f["type"] != "context-compaction-started")
+    assert deltas(turns["seq-b"]) == "SEQ_B" and deltas(turns["seq-a"]).startswith("slow")
+    assert [e["type"] for e in turns["seq-tool"]].count("tool-output") == 1
+    for rid, events in turns.items():
+        assert [e["sequence"] for e in events] == list(range(1, len(events) + 1)), (rid, events)
+    compaction = [f for f in one.received if f.get("turn_ref") == "seq-compact"]
+    assert [f["sequence"] for f in compaction] == [1, 2], compaction
+    assert sdk_refusals(one.received) == [] and sdk_refusals(two.received) == []
+
+
 def test_4_a_gsv_client_sees_the_conversation(loopback: GatewayProcess) -> None:
     conv = conversation()
     with _admin(loopback) as admin, Windie(loopback) as client:
@@ -376,7 +403,7 @@ def test_6_a_query_without_conversation_ref_is_an_error_and_no_stream(gw: Gatewa
 def _tool_client(gw: GatewayProcess, mode: str = "client_only") -> Windie:
     client = Windie(gw, handshake=False)
     client.send_raw(client.handshake([READ_FILE], mode=mode))
-    client.take(lambda f: f["type"] == "client-tool-manifest")
+    client.take(lambda f: f.get("type") == "client-tool-manifest")
     return client
 
 
@@ -552,8 +579,8 @@ def test_13_stop_query_acks_and_nothing_follows(gw: GatewayProcess, llm: FakeLLM
         events = client.query("s13-next", "reply with exactly: NEXT", conv)
         assert events[-1]["payload"]["final_response"] == "NEXT"
         after_ack = client.received[client.received.index(ack) + 1 :]
-        # the end of the turn never follows the acknowledgement; streamed text may, until the step streaming it next
-        # asks whether the socket still follows the run (at most `FOLLOW_CHECK_S` of it, ADR 0028), then none
+        # the end of the turn never follows the acknowledgement; a piece of streamed text numbered just before the
+        # stop may (ADR 0028), then none
         assert {f["type"] for f in after_ack if f.get("turn_ref") == "s13"} <= {"streaming-response"}
         streamed = deltas([f for f in client.received if f.get("turn_ref") == "s13"])
         assert streamed and len(streamed) < len("slow " * 30)  # and it was cut short: never the whole reply

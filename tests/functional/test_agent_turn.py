@@ -330,12 +330,57 @@ def test_idle_zero_resets_even_a_session_without_messages(agent: Any, sender: An
     assert llm.requests[0].body["messages"][-1] == {"role": "user", "content": "trigger idle auto reset"}
 
 
+def test_a_reader_never_sees_the_new_session_without_the_message_that_reset_it(
+    agent: Any, sender: Any, llm: FakeLLM, services: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An idle reset and the message that caused it: a reader (`session.get`, `session.preview`) that reads the
+    session right after the write that switched its sessionId (a hook on the table: the reader runs between that
+    write and whatever the step does next, every time) finds the new session with that message in it, never the new
+    session empty."""
+    from orbital.store import keys
+
+    def respond(request: Any) -> Any:
+        last = [m for m in request.body["messages"] if m["role"] == "user"][-1]["content"]
+        if isinstance(last, str) and "about to be archived" in last:
+            return reply("<memories></memories>")  # the reset's memory extraction, in the background
+        return reply("a reply")
+
+    llm.responder = respond
+    first = agent.call("chat.send", {"sessionKey": "main", "message": "before"})
+    final_of(sender, agent.connection_id, first["runId"])
+    key = "agent:main:main"
+    before = services.sessions.load_meta(key)["sessionId"]
+    agent.call("session.patch", {"sessionKey": "main", "resetPolicy": {"mode": "idle", "idleMinutes": -1}})
+    seen: list[tuple[str, int, list[Any]]] = []
+    table = services.sessions.table
+
+    class Watched:
+        """The sessions' table, reading the session again after each write of its meta."""
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(table, name)
+
+        def put(self, item_key: Any, data: Any, **kwargs: Any) -> Any:
+            done = table.put(item_key, data, **kwargs)
+            if item_key == keys.session_meta(key) and data.get("sessionId") != before and not seen:
+                meta = services.sessions.load_meta(key)
+                seen.append((meta["sessionId"], meta["messageCount"], services.sessions.messages(key, meta=meta)))
+            return done
+
+    monkeypatch.setattr(services.sessions, "table", Watched())
+    second = agent.call("chat.send", {"sessionKey": "main", "message": "after"})
+    assert final_of(sender, agent.connection_id, second["runId"])["state"] == "final"
+    ((session_id, count, messages),) = seen  # the first read of the new session
+    assert session_id != before
+    assert count >= 1 and [(m["role"], m["content"]) for m in messages][:1] == [("user", "after")], (count, messages)
+
+
 def test_a_retried_first_step_resets_the_session_only_once(
     agent: Any, sender: Any, llm: FakeLLM, services: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The automatic reset and the storing of the message are two writes. When the step is tried again after the
-    reset (the state machine retries a step on Lambda service errors), the session, reset since the run started, is
-    not reset a second time, even with idle 0: the message lands in the one fresh session."""
+    """When the step is tried again after the reset and its message were stored (one write; the state machine retries
+    a step on Lambda service errors), the session, reset since the run started, is not reset a second time, even
+    with idle 0, and the message is not stored again: it is the one fresh session's first."""
     from orbital.agent import turn
 
     llm.script(reply("reset once"))
@@ -346,7 +391,7 @@ def test_a_retried_first_step_resets_the_session_only_once(
     now = services.now_ms()
     run = {"runId": "run-x", "execution": "exec-x", "startedAt": now, "leaseUntil": now + 600_000, "iteration": 0}
     services.sessions.update_meta(key, lambda m: m.update(sessionKey=key, currentRun={**run, "input": {"text": "hi"}}))
-    real = turn.user_message
+    real = turn._model_turn
     failures = [RuntimeError("the step failed after the reset")]
 
     def flaky(*args: Any, **kwargs: Any) -> dict[str, Any]:
@@ -354,7 +399,7 @@ def test_a_retried_first_step_resets_the_session_only_once(
             raise failures.pop()
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(turn, "user_message", flaky)
+    monkeypatch.setattr(turn, "_model_turn", flaky)
     event = {"sessionKey": key, "runId": "run-x", "execution": "exec-x", "iteration": 0, "next": "start"}
     with pytest.raises(RuntimeError):
         turn.turn(services, event)

@@ -1,6 +1,11 @@
 """Generated frames against the dispatcher and every method, with the real handlers over moto (state machines
 included): no reply is a 500, nothing raises, the socket stays usable, and a rejected call changes no state.
 
+The same kind of frames (their `type`, `method` and `id` any JSON value, lists and objects included, and each
+dialect's own requests with fields of any type) go through the local bridge's routing, over real sockets of every
+dialect on a real local gateway, and through the AWS WebSocket handler: no handler fails, no socket is closed, and
+each socket still answers a good request of its dialect afterwards.
+
 The number of frames per test comes from `ORBITAL_FUZZ_FRAMES` (default 100, so `make test` stays quick; `make fuzz`
 runs 10,000 a test). Examples are derived from a fixed seed, so a run is repeatable; before each call the work an
 earlier accepted call started in the background is let finish, so a state change is the call's own.
@@ -9,13 +14,16 @@ earlier accepted call started in the background is let finish, so a state change
 from __future__ import annotations
 
 import json
+import logging
 import os
+from pathlib import Path
 from typing import Any
 
 import boto3
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from orbital.dialects.detect import WINDIE_TYPES
 from orbital.methods import registry
 
 from tests.conftest import BUCKET, TABLE, Rpc
@@ -198,3 +206,289 @@ def test_generated_connects(flows: Any, services: Any, params: Any) -> None:
     assert (
         rpc.call("connect", {"minProtocol": 1, "client": {"mode": "client", "id": "after-fuzz"}})["type"] == "hello-ok"
     )
+
+
+# --- the local bridge's own routing, and every dialect behind it, over a real socket -----------------------------
+
+containers = st.lists(json_values, min_size=1, max_size=3) | st.dictionaries(
+    st.text(max_size=5), json_values, max_size=3
+)
+"""What cannot be a set member or a dict key (a list, an object): what a `method in {...}` test raises on."""
+any_value = containers | json_values
+kinds = st.sampled_from(["req", "bin", "res", "evt", "query", "stop-query", "list-models", "tool-result", "x"])
+methods = st.sampled_from(["config.get", "chat.send", "ping", "status", "plugin.list", "gateway.query", "nope"])
+routed = st.fixed_dictionaries(
+    {"type": kinds, "method": any_value, "id": any_value},
+    optional={"params": any_value, "payload": any_value},
+)
+"""A frame with a route (`type`) whose `method` and `id` are any JSON value: lists and objects included."""
+unrouted = st.fixed_dictionaries(
+    {"method": any_value | methods, "id": any_value},
+    optional={"jsonrpc": st.sampled_from(["2.0", 2]) | any_value, "params": any_value, "token": any_value},
+)
+"""A frame without a `type` (xeno's and Exoclaw's), with any `method` and `id`."""
+frame_fields = st.fixed_dictionaries(
+    {},
+    optional={
+        "type": any_value | kinds,
+        "method": any_value | methods,
+        "id": any_value,
+        "params": any_value,
+        "payload": any_value,
+        "jsonrpc": st.sampled_from(["2.0", 2, None]) | any_value,
+        "token": any_value,
+    },
+)
+"""Any mix of the fields the bridge and the dialect detectors look at first, each any JSON value."""
+
+
+def _fields(*names: str) -> st.SearchStrategy[dict[str, Any]]:
+    return st.fixed_dictionaries({}, optional=dict.fromkeys(names, any_value))
+
+
+def _attachments() -> st.SearchStrategy[Any]:
+    entry = st.fixed_dictionaries(
+        {"type": containers | st.sampled_from(["image", "document", "x"]), "path": any_value},
+        optional={"mimeType": any_value},
+    )
+    return st.lists(entry, min_size=1, max_size=2) | any_value
+
+
+ids = st.integers(min_value=0, max_value=99) | st.text(min_size=1, max_size=6)
+shaped = {
+    "gsv": routed.map(lambda f: {**f, "type": "req"}),
+    "xeno": st.fixed_dictionaries(
+        {
+            "jsonrpc": st.just("2.0"),
+            "id": ids,
+            "method": st.sampled_from(["gateway.query", "gateway.query", "gateway.abort", "gateway.initialize"]),
+            "params": st.fixed_dictionaries(
+                {"attachments": _attachments()},
+                optional={"requestId": any_value, "content": any_value, "context": _fields("type") | any_value},
+            ),
+        }
+    ),
+    "exoclaw": st.fixed_dictionaries(
+        {"id": ids, "method": st.sampled_from(["chat.send", "ping", "status", "plugin.list"])},
+        optional={"params": _fields("channel", "account", "peer", "content", "guild", "team") | any_value},
+    ),
+    "windie": st.fixed_dictionaries(
+        {"id": ids, "type": st.sampled_from(sorted(WINDIE_TYPES))},
+        optional={
+            "payload": _fields("conversation_ref", "text", "content", "turn_ref", "request_id", "messages") | any_value
+        },
+    ),
+}
+"""Requests of each dialect's methods (its own socket's) whose fields hold any JSON value."""
+bridge_texts = st.one_of(
+    routed.map(json.dumps),
+    unrouted.map(json.dumps),
+    frame_fields.map(json.dumps),
+    frame_fields.map(lambda f: json.dumps([f])),  # a batch
+    garbage,
+)
+
+
+@FUZZ
+@given(text=bridge_texts)
+def test_the_bridge_routes_any_text(text: str) -> None:
+    """The bridge picks a frame's route before any handler runs (on the event loop, not in a handler thread): any
+    text gets a route, nothing raises (an exception there would end the socket's task: a close 1006)."""
+    from orbital.local.bridge import Bridge
+
+    routes = {"$default": {"function": "frame"}, "req": {"function": "frame"}, "bin": {"function": "frame"}}
+    bridge = Bridge(lambda *_: None, routes, inline_methods=frozenset({"config.get"}))
+    route, inline = bridge._route_for_text(text)
+    assert route in routes and isinstance(inline, bool)
+
+
+class _Failures(logging.Handler):
+    """The errors the gateway logs (a handler that raised among them)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+class _Sockets:
+    """One socket per dialect on a real local gateway (with a token), each past its own opening: GSV connected,
+    xeno and Exoclaw authenticated, WindieOS handshaken."""
+
+    def __init__(self, url: str, token: str) -> None:
+        from websockets.sync.client import connect
+
+        self.ws: dict[str, Any] = {}
+        self.count = 0
+        self.failures = _Failures()
+        header = {"Authorization": f"Bearer {token}"}
+        for dialect in ("gsv", "xeno", "exoclaw", "windie"):
+            self.ws[dialect] = connect(f"{url}?dialect={dialect}", additional_headers=header, open_timeout=10)
+        self.ws["gsv"].send(
+            json.dumps(
+                {
+                    "type": "req",
+                    "id": "c",
+                    "method": "connect",
+                    "params": {
+                        "minProtocol": 1,
+                        "client": {"id": "fuzz", "mode": "client", "version": "1", "platform": "test"},
+                        "auth": {"token": token},
+                    },
+                }
+            )
+        )
+        self._await("gsv", lambda f: f.get("id") == "c" and f.get("ok") is True)
+        self.ws["exoclaw"].send(json.dumps({"token": token}))
+        self._await("exoclaw", lambda f: f.get("ok") is True)
+        self.ws["windie"].send(json.dumps({"type": "handshake", "user_id": "fuzz"}))
+        for dialect in self.ws:
+            self.usable(dialect)
+
+    def _await(self, dialect: str, match: Any) -> dict[str, Any]:
+        import time
+
+        ws = self.ws[dialect]
+        deadline = time.monotonic() + 30
+        while True:
+            left = deadline - time.monotonic()
+            assert left > 0, f"no answer on the {dialect} socket"
+            raw = ws.recv(timeout=left)  # a closed socket raises ConnectionClosed: the test fails
+            try:
+                frame = json.loads(raw)
+            except ValueError:
+                continue
+            if isinstance(frame, dict) and match(frame):
+                return frame
+
+    def usable(self, dialect: str) -> None:
+        """A good request of the socket's own dialect is answered (everything it got before is read past)."""
+        self.count += 1
+        rid = f"ok-{self.count}"
+        good = {
+            "gsv": {"type": "req", "id": rid, "method": "config.get", "params": {"path": "userTimezone"}},
+            "xeno": {"jsonrpc": "2.0", "id": rid, "method": "gateway.nope"},
+            "exoclaw": {"id": rid, "method": "ping"},
+            "windie": {"id": rid, "type": "list-models", "payload": {}},
+        }[dialect]
+        self.ws[dialect].send(json.dumps(good))
+        answer = self._await(dialect, lambda f: f.get("id") == rid)
+        expected = {"gsv": "payload", "xeno": "error", "exoclaw": "result", "windie": "payload"}[dialect]
+        assert expected in answer, answer
+
+    def close(self) -> None:
+        for ws in self.ws.values():
+            ws.close()
+
+
+@pytest.fixture
+def dialect_sockets(tmp_path: Path) -> Any:
+    """(Per test: the gateway reads the environment the test's fixtures set, on the handler path.)"""
+    from tests.e2e.conftest import in_process_gateway
+
+    token = "fuzz-token-0123456789abcdefghijklmnop"
+    running = in_process_gateway(tmp_path / "gateway", token=token, xeno=False, persist=False)
+    gw = next(running)
+    failures = _Failures()
+    logging.getLogger("orbital").addHandler(failures)  # (the handlers' logger does not propagate to the root's)
+    sockets = _Sockets(gw.ws_url, token)
+    sockets.failures = failures
+    try:
+        yield sockets
+    finally:
+        logging.getLogger("orbital").removeHandler(failures)
+        sockets.close()
+        running.close()
+
+
+@FUZZ
+@given(
+    sent=st.sampled_from(sorted(shaped)).flatmap(
+        lambda d: st.tuples(st.just(d), shaped[d].map(json.dumps) | shaped[d].map(json.dumps) | bridge_texts)
+    )
+)
+def test_generated_frames_through_the_bridge(dialect_sockets: _Sockets, sent: tuple[str, str]) -> None:
+    """Any frame on a socket of any dialect, through the real bridge and the real handlers: it gets the dialect's
+    answer or none, no handler fails (a failure logs "handler for … failed": no answer where the protocol has one),
+    the socket stays open and its next good request is answered."""
+    dialect, text = sent
+    dialect_sockets.failures.records.clear()
+    dialect_sockets.ws[dialect].send(text)
+    dialect_sockets.usable(dialect)
+    failed = [
+        f"{r.getMessage()}: {r.exc_info[1]!r}" if r.exc_info else r.getMessage()
+        for r in dialect_sockets.failures.records
+    ]
+    assert failed == [], (dialect, text, failed)
+
+
+# --- the same frames through the AWS handlers (`$default` and the `type` routes, as API Gateway selects them) ---
+
+
+def _aws_frame(cid: str, text: str) -> Any:
+    """A text frame through the route API Gateway selects for it (`$request.body.type`: `req` or `bin` when the body
+    is a JSON object with that string `type`, else `$default`); the route response's frame, if any."""
+    from orbital.runtime import gateway
+
+    try:
+        body = json.loads(text)
+    except ValueError:
+        body = None
+    kind = body.get("type") if isinstance(body, dict) else None
+    route = kind if kind in ("req", "bin") else "$default"
+    context = {"connectionId": cid, "routeKey": route, "eventType": "MESSAGE"}
+    answer = gateway.handle_message({"requestContext": context, "body": text, "isBase64Encoded": False})
+    assert answer["statusCode"] == 200
+    return json.loads(answer["body"]) if "body" in answer else None
+
+
+@pytest.fixture
+def aws_sockets(token: str, flows: Any, sender: Any, services: Any) -> dict[str, str]:
+    """One socket per dialect on the AWS handlers, each past its opening (a bearer at `$connect`)."""
+    from orbital.runtime import gateway
+
+    cids = {}
+    for dialect in ("gsv", "xeno", "exoclaw", "windie"):
+        cid = f"fuzz-{dialect}"
+        event = {
+            "requestContext": {"connectionId": cid, "routeKey": "$connect", "eventType": "CONNECT"},
+            "headers": {"Authorization": f"Bearer {token}"},
+        }
+        assert gateway.handle_connect(event)["statusCode"] == 200
+        cids[dialect] = cid
+    client = {"id": "fuzz", "mode": "client", "version": "1", "platform": "test"}
+    connect = {"minProtocol": 1, "client": client, "auth": {"token": token}}
+    assert _aws_frame(cids["gsv"], json.dumps({"type": "req", "id": "c", "method": "connect", "params": connect}))["ok"]
+    assert _aws_frame(cids["exoclaw"], json.dumps({"token": token}))["ok"] is True  # the hello
+    assert _aws_frame(cids["xeno"], json.dumps({"jsonrpc": "2.0", "id": 1, "method": "gateway.nope"}))["error"]
+    assert _aws_frame(cids["windie"], json.dumps({"type": "handshake", "user_id": "fuzz"})) is None
+    return cids
+
+
+def _aws_usable(sender: Any, cid: str, dialect: str, n: int) -> None:
+    rid = f"ok-{n}"
+    good = {
+        "gsv": {"type": "req", "id": rid, "method": "config.get", "params": {"path": "userTimezone"}},
+        "xeno": {"jsonrpc": "2.0", "id": rid, "method": "gateway.nope"},
+        "exoclaw": {"id": rid, "method": "ping"},
+        "windie": {"id": rid, "type": "list-models", "payload": {}},
+    }[dialect]
+    answer = _aws_frame(cid, json.dumps(good))
+    assert answer is not None and answer.get("id") == rid, answer
+    assert not [c for c in sender.closes if c[0] == cid], sender.closes
+
+
+@FUZZ
+@given(
+    sent=st.sampled_from(sorted(shaped)).flatmap(
+        lambda d: st.tuples(st.just(d), shaped[d].map(json.dumps) | shaped[d].map(json.dumps) | bridge_texts)
+    )
+)
+def test_generated_frames_through_the_aws_handlers(aws_sockets: dict[str, str], sender: Any, sent: Any) -> None:
+    """The frames of the bridge's test, through the WebSocket handler of AWS: nothing raises (a Lambda that raises
+    answers nothing a client understands), no socket is closed, and each still answers a good request."""
+    dialect, text = sent
+    _aws_frame(aws_sockets[dialect], text)
+    _aws_usable(sender, aws_sockets[dialect], dialect, len(sender.posts))

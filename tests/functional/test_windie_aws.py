@@ -25,6 +25,7 @@ from tests.conftest import wait_for
 from tests.support import rules
 from tests.support.agent import chat_events, node_events
 from tests.support.fake_llm import FakeLLM, error, reply
+from tests.support.windie_sdk import sdk_refusals
 
 READ_FILE = {
     "name": "read_file",
@@ -142,6 +143,29 @@ def test_a_query_streams_through_the_management_api(token, flows, sender, servic
     assert events[-1]["payload"] == {"final_response": "PONG_W"}
     # a GSV client saw the run as it always did
     assert "final" in {e["state"] for e in chat_events(sender, agent.connection_id)}
+
+
+def test_sequences_are_numbered_per_turn_across_the_runs_steps(token, flows, sender, services, agent, llm: FakeLLM):
+    """A turn whose events come from several Lambda invocations (the query's, then the run's steps: a model call, the
+    tool, the next model call) is numbered 1, 2, 3 ... with nothing skipped, as the TypeScript SDK requires
+    (`tests.support.windie_sdk`, its rule applied to everything each socket was posted); so is a turn of another
+    socket at the same time."""
+    llm.responder = rules.respond
+    one, two = _connected(), _connected()
+    for cid, rid, text in ((one, "tool-turn", "TOOL:gsv__ListFiles {}"), (two, "plain", "reply with exactly: SEQ")):
+        _frame(cid, {"id": rid, "type": "query", "payload": {"text": text, "conversation_ref": f"c-{rid}"}})
+    turns = {"tool-turn": _turn(sender, one, "tool-turn"), "plain": _turn(sender, two, "plain")}
+    assert "tool-output" in [e["type"] for e in turns["tool-turn"]]
+    again = {
+        "id": "again",
+        "type": "query",
+        "payload": {"text": "reply with exactly: AGAIN", "conversation_ref": "c-plain"},
+    }
+    _frame(two, again)
+    turns["again"] = _turn(sender, two, "again")
+    for rid, events in turns.items():
+        assert [e["sequence"] for e in events] == list(range(1, len(events) + 1)), (rid, events)
+    assert sdk_refusals(sender.frames_to(one)) == [] and sdk_refusals(sender.frames_to(two)) == []
 
 
 @pytest.mark.atomic_table  # an answer races the turn's wait registering its task token
@@ -559,12 +583,11 @@ def test_a_message_before_any_handshake_waits_only_where_one_could_be_accepted(
 def test_nothing_of_a_stopped_turn_follows_the_ack(token, flows, sender, services, agent, llm, monkeypatch):
     """The step that streams goes on in its own Lambda after `stop-query` (Step Functions does not stop a running
     task): here, where the stop is handled by the step's own process, the model's stream is closed at once, and
-    nothing of the turn follows the ack."""
+    nothing of the turn follows the ack (and what a step elsewhere would still stream finds its subscription gone
+    when it numbers its next event)."""
     from orbital.agent import turn
-    from orbital.dialects import windie
 
     monkeypatch.setattr(turn, "ABORT_CHECK_S", 60.0)  # the step streams its whole reply after the stop
-    monkeypatch.setattr(windie, "FOLLOW_CHECK_S", 0.0)  # asked at every piece (the throttle has a unit test)
     text = "slow " * 20
 
     def slow(request: Any) -> Any:

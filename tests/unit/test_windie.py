@@ -249,22 +249,41 @@ def _sub(**ref: Any) -> Subscription:
 
 
 class _Followed:
-    """A table in which every subscription is still there (none was stopped)."""
+    """A table of subscriptions, each with its event counter; one that is `dropped` is not there (a conditional
+    write on it fails, as it would on a real table)."""
 
-    def get(self, key: Any) -> Any:
-        return object()
+    def __init__(self) -> None:
+        self.counters: dict[Any, int] = {}
+        self.dropped: set[Any] = set()
+        self.writes = 0
+
+    def update(self, key: Any, *, add: dict[str, int], condition: Any) -> Any:
+        from orbital.errors import ConflictError
+        from orbital.store.table import Record
+
+        self.writes += 1
+        if key in self.dropped:
+            raise ConflictError("gone")
+        ((name, amount),) = add.items()
+        self.counters[key] = self.counters.get(key, 0) + amount
+        return Record(key[0], key[1], {}, {name: self.counters[key]})
 
 
 class _Following:
-    table = _Followed()
+    def __init__(self) -> None:
+        self.table = _Followed()
+
+
+_FOLLOWING = _Following()
 
 
 def _encode(sub: Subscription, **payload: Any) -> list[dict[str, Any]]:
-    return windie.encode(_Following(), sub, {"runId": sub.run_id, **payload})  # type: ignore[arg-type]
+    return windie.encode(_FOLLOWING, sub, {"runId": sub.run_id, **payload})  # type: ignore[arg-type]
 
 
-def test_every_event_carries_the_turn_and_a_growing_sequence():
-    sub = _sub()
+def test_every_event_carries_the_turn_and_its_number_in_it():
+    sub = _sub(turn="turn-1")
+    _FOLLOWING.table.counters.clear()
     frames = _encode(sub, state="delta", text="PO") + _encode(sub, state="delta", text="NG")
     frames += _encode(sub, state="final", message={"role": "assistant", "content": [{"type": "text", "text": "PONG"}]})
     assert [f["type"] for f in frames] == [
@@ -277,8 +296,7 @@ def test_every_event_carries_the_turn_and_a_growing_sequence():
         assert frame["id"] == frame["turn_ref"] == "turn-1" and frame["conversation_ref"] == "conv_a"
         assert frame["user_id"] == "u1" and frame["session_id"] == "agent:main:windie:group:x"
         assert frame["event_id"].startswith("turn-1-evt-") and frame["event_id"].endswith(frame["type"])
-    sequences = [f["sequence"] for f in frames]
-    assert sequences == sorted(set(sequences))
+    assert [f["sequence"] for f in frames] == [1, 2, 3, 4]
     assert frames[-1]["payload"] == {"final_response": "PONG"}
 
 
@@ -408,26 +426,42 @@ def test_a_tool_result_references_only_uploaded_artifacts():
         assert [b["type"] for b in message["content"]] == ["text"], key  # not an image: shown as JSON text
 
 
-def test_a_step_asks_whether_its_socket_still_follows_at_most_every_quarter_second(monkeypatch: Any) -> None:
-    """Between a turn's events the subscription is read at most every `FOLLOW_CHECK_S` (a table read per streamed
-    piece would cost as much as the post); before the turn's last event always; once dropped, never again."""
-    from types import SimpleNamespace
+def test_events_are_numbered_from_one_by_the_turns_counter_and_a_dropped_turn_gets_none() -> None:
+    """A turn's events take their numbers from the counter of its subscription (one atomic addition per event of the
+    run, however many frames it makes), so that steps that each start with an empty memory (another process, another
+    Lambda) go on where the last one stopped; a subscription `stop-query` dropped gets nothing, and takes no number."""
+    services = _Following()
+    sub = _sub()
+    final = {"role": "assistant", "content": [{"type": "thinking", "thinking": "hm"}, {"type": "text", "text": "A"}]}
+    first = windie.encode(services, sub, {"runId": sub.run_id, "state": "delta", "text": "A"})  # type: ignore[arg-type]
+    again = _sub()  # the next step: the same subscription read afresh, an empty scratch
+    rest = windie.encode(services, again, {"runId": sub.run_id, "state": "final", "message": final})  # type: ignore[arg-type]
+    assert [f["sequence"] for f in first + rest] == [1, 2, 3, 4] and services.table.writes == 2
+    assert [f["event_id"] for f in rest] == [
+        "turn-1-evt-000002-llm-thought",
+        "turn-1-evt-000003-assistant-message-full",
+        "turn-1-evt-000004-streaming-complete",
+    ]
+    assert windie.encode(services, sub, {"runId": sub.run_id, "state": "toolResult", "onClient": True}) == []  # type: ignore[arg-type]
+    assert services.table.writes == 2  # nothing to send: no number taken
+    services.table.dropped = set(services.table.counters)  # stop-query dropped the subscription
+    stopped = _sub()
+    assert windie.encode(services, stopped, {"runId": sub.run_id, "state": "delta", "text": "B"}) == []  # type: ignore[arg-type]
+    assert stopped.scratch.get("stopped")
+    writes = services.table.writes
+    assert windie.encode(services, stopped, {"runId": sub.run_id, "state": "final", "message": final}) == []  # type: ignore[arg-type]
+    assert services.table.writes == writes  # once gone, never asked again in this step
 
-    from orbital.store.subscriptions import Subscription
 
-    reads: list[Any] = []
-    present = {"yes": True}
-    table = SimpleNamespace(get=lambda key: reads.append(key) or ({} if present["yes"] else None))
-    services = SimpleNamespace(table=table)
-    sub = Subscription("run-1", "conn-1", "windie", "agent:main:x", {})
-    clock = {"now": 100.0}
-    monkeypatch.setattr(windie.time, "monotonic", lambda: clock["now"])
-    assert windie._still_followed(services, sub, "delta") and len(reads) == 1
-    clock["now"] += windie.FOLLOW_CHECK_S / 2
-    assert windie._still_followed(services, sub, "delta") and len(reads) == 1  # too soon: not asked
-    assert windie._still_followed(services, sub, "final") and len(reads) == 2  # the last event: always asked
-    present["yes"] = False  # stop-query dropped the subscription
-    clock["now"] += windie.FOLLOW_CHECK_S
-    assert not windie._still_followed(services, sub, "delta") and len(reads) == 3
-    present["yes"] = True
-    assert not windie._still_followed(services, sub, "final") and len(reads) == 3  # never again for this step
+@pytest.mark.parametrize("kind", [["query"], {"query": 1}])
+def test_a_first_frame_whose_type_is_a_list_or_an_object_is_refused_not_a_crash(kind: Any) -> None:
+    """A socket forced to WindieOS (`?dialect=windie`) whose first frame's `type` is no string: refused as a bad
+    handshake (an error, then 1008), not a handler that raises (no answer at all)."""
+    import json
+
+    from orbital.protocol.registry import DialectClose, DialectInbound
+
+    frame = {"id": "1", "type": kind, "payload": {}}
+    answer = windie.receive(None, DialectInbound("c1", json.dumps(frame), frame, None))  # type: ignore[arg-type]
+    assert answer[0]["type"] == "error" and answer[0]["payload"]["message"].startswith("Invalid handshake")
+    assert isinstance(answer[1], DialectClose) and answer[1].code == windie.CLOSE_CODE

@@ -154,10 +154,7 @@ class _Run:
         meta = self.services.sessions.update_meta(self.key, apply)
         return meta if owned else None
 
-    def append(self, messages: list[dict[str, Any]], change: Any = None) -> dict[str, Any] | None:
-        """Store messages while this run owns the session (and `change` agrees); None if it does not."""
-        owned: dict[str, Any] = {}
-
+    def _guard(self, change: Any, owned: dict[str, Any]) -> Any:
         def guard(meta: dict[str, Any]) -> bool:
             owned.clear()
             run = meta.get("currentRun")
@@ -168,8 +165,23 @@ class _Run:
             owned["run"] = run
             return True
 
-        meta = self.services.sessions.append_messages(self.key, messages, guard=guard)
+        return guard
+
+    def append(self, messages: list[dict[str, Any]], change: Any = None) -> dict[str, Any] | None:
+        """Store messages while this run owns the session (and `change` agrees); None if it does not."""
+        owned: dict[str, Any] = {}
+        meta = self.services.sessions.append_messages(self.key, messages, guard=self._guard(change, owned))
         return meta if owned else None
+
+    def reset_with(
+        self, messages: list[dict[str, Any]], change: Any, now: int
+    ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+        """Reset the session with `messages` the first of the new one, in one write (no reader sees the new session
+        without them), while this run owns it (and `change` agrees): (the meta after, the ResetResult); (None, None)
+        if it does not, and then nothing was reset."""
+        owned: dict[str, Any] = {}
+        result, meta = self.services.sessions.reset_with(self.key, messages, now=now, guard=self._guard(change, owned))
+        return (meta, result) if owned and result is not None else (None, None)
 
     def lease(self, run: dict[str, Any], extra_ms: int = 0) -> None:
         run["leaseUntil"] = _now() + settings.llm_timeout_ms(self.config) + extra_ms + LEASE_MARGIN_MS
@@ -275,12 +287,6 @@ def _store_user_message(r: _Run, meta: dict[str, Any], run: dict[str, Any]) -> d
     now = _now()
     policy = meta.get("resetPolicy") or initial_policy(r.config)
     guest = client_tools.is_guest(client_tools.policy_of_run(run) or {})
-    if _reset_due(meta, run, policy, now):
-        result = services.sessions.reset(r.key, now=now)
-        from orbital.agent import memories  # lazy: only a reset extracts memories (steps' cold start)
-
-        if not guest:  # a guest's conversation never goes into the owner's memory files
-            memories.schedule(services, r.key, result)
     message = user_message(data, now, services=services, config=r.config)
 
     def start(meta: dict[str, Any], run: dict[str, Any]) -> bool:
@@ -298,7 +304,14 @@ def _store_user_message(r: _Run, meta: dict[str, Any], run: dict[str, Any]) -> d
             meta["resetPolicy"] = policy
         return True
 
-    return r.append([message], start)
+    if not _reset_due(meta, run, policy, now):
+        return r.append([message], start)
+    stored, result = r.reset_with([message], start, now)  # the new session and its first message: one write
+    if result is not None and not guest:  # a guest's conversation never goes into the owner's memory files
+        from orbital.agent import memories  # lazy: only a reset extracts memories (steps' cold start)
+
+        memories.schedule(services, r.key, result)
+    return stored
 
 
 def _resume(r: _Run, meta: dict[str, Any], run: dict[str, Any]) -> dict[str, Any]:

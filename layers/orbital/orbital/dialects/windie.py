@@ -20,7 +20,8 @@
   `system-prompt` and `tool-schemas`, then `streaming-response` deltas, `tool-call` (this socket's tools),
   `tool-output` (tools that ran elsewhere), `token-count`, `llm-thought`, `assistant-message-full` and
   `streaming-complete`, or `error`. Every event of a turn carries `id` = `turn_ref` = the query's id,
-  `conversation_ref`, a unique `event_id`, an increasing `sequence`, `session_id` (the session key) and `user_id`.
+  `conversation_ref`, a unique `event_id`, its `sequence` (1, 2, 3 ... in the turn, nothing skipped, whichever
+  process sends it: the SDK refuses a turn with a gap), `session_id` (the session key) and `user_id`.
 - **stop-query**, **rehydrate-conversation**, **compact-history**, **load-settings** / **update-settings**,
   **list-models**, **wakeword-detected** (greeting only: no voice), **tool-bundle-result** (accepted, unused). Replies
   to them carry the request's `id`. An unknown envelope key or type is an `error`; the socket stays open.
@@ -51,9 +52,11 @@ from orbital.domain.config import as_dict
 from orbital.domain.messages import text_of
 from orbital.domain.session_keys import resolve_agent_by_specificity
 from orbital.engines import deferred, socket_gate
+from orbital.errors import ConflictError
 from orbital.ports import invocation
 from orbital.protocol.registry import DialectClose, DialectInbound, Router
 from orbital.store import artifacts, keys, subscriptions
+from orbital.store import conditions as cond
 from orbital.store.sessions import message_count
 from orbital.store.subscriptions import Subscription
 from orbital.tools.catalog import all_tools
@@ -281,7 +284,8 @@ def _after_handshake(services: Services, inbound: DialectInbound) -> Connection 
     handshake could be accepted waits (a bearer or an install's token at the upgrade, or a gateway without a token);
     any other is refused at once, so that it cannot hold a handler for the wait."""
     frame = inbound.frame
-    if not isinstance(frame, dict) or frame.get("type") == "handshake" or frame.get("type") not in WINDIE_TYPES:
+    kind = frame.get("type") if isinstance(frame, dict) else None
+    if not isinstance(kind, str) or kind not in WINDIE_TYPES:  # (a handshake is none of them)
         return None
     if not _may_become_windie(services, inbound.conn):
         return None
@@ -363,31 +367,48 @@ def _plain(
     return frame
 
 
-def _sequence(ref: dict[str, Any], scratch: dict[str, Any]) -> int:
-    """The next `sequence` of a turn: microseconds since it was accepted, and always more than the last one this
-    writer sent (a turn's events come from several steps, one after another, each with its own memory)."""
-    elapsed = int(time.time() * 1_000_000) - int(ref.get("startedAt") or 0) * 1000
-    seq = max(int(scratch.get("seq") or 0) + 1, elapsed)
-    scratch["seq"] = seq
-    return seq
-
-
-def turn_event(ref: dict[str, Any], kind: str, payload: dict[str, Any], scratch: dict[str, Any]) -> dict[str, Any]:
-    """An event of a turn, with every correlation field a WindieOS client expects."""
+def turn_event(ref: dict[str, Any], kind: str, payload: dict[str, Any], sequence: int) -> dict[str, Any]:
+    """An event of a turn, with every correlation field a WindieOS client expects; `sequence` is its number in the
+    turn (see `_numbered`)."""
     turn = str(ref.get("turn"))
-    seq = _sequence(ref, scratch)
     return {
         "id": turn,
         "type": kind,
         "payload": payload,
         "turn_ref": turn,
         "conversation_ref": ref.get("conv"),
-        "event_id": f"{turn}-evt-{seq:012d}-{kind}",
-        "sequence": seq,
+        "event_id": f"{turn}-evt-{sequence:06d}-{kind}",
+        "sequence": sequence,
         "session_id": ref.get("session"),
         "user_id": ref.get("user"),
         "timestamp": _now_iso(),
     }
+
+
+def _local_events(ref: dict[str, Any], events: list[tuple[str, dict[str, Any]]], after: int = 0) -> list[Any]:
+    """Events of a turn numbered here, after `after` (no run follows the turn: no other writer numbers it)."""
+    return [turn_event(ref, kind, body, after + i) for i, (kind, body) in enumerate(events, start=1)]
+
+
+def _numbered(services: Services, sub: Subscription, events: list[tuple[str, dict[str, Any]]]) -> list[Any]:
+    """The next events of a followed turn, numbered 1, 2, 3 ... across the whole turn, whichever step, process or
+    Lambda sends them: the numbers are taken from a counter on the socket's subscription to the run, in one
+    atomic addition for the lot (the SDK keys sequences by `turn_ref` and refuses a gap or a repeat). Nothing when
+    the subscription is gone (`stop-query` dropped it, the run ended): nothing more of the turn is sent then, and
+    no number is taken (a socket gets only its own turns' events, so no other socket's event takes one either)."""
+    if not events:
+        return []
+    try:
+        rec = services.table.update(
+            keys.run_subscription(sub.run_id, sub.connection_id),
+            add={SEQUENCE: len(events)},
+            condition=cond.exists("PK"),
+        )
+    except ConflictError:
+        sub.scratch["stopped"] = True
+        return []
+    last = int(rec.attrs.get(SEQUENCE) or 0) if rec is not None else 0
+    return _local_events(sub.ref, events, last - len(events))
 
 
 def _error(rid: Any, message: str, user: str, *, turn: str | None = None, conversation: str | None = None) -> Any:
@@ -624,17 +645,19 @@ def query_preview(
 
 def _query(services: Services, sock: _Socket, rid: Any, payload: dict[str, Any]) -> list[Any]:
     turn = str(rid) if rid is not None else str(uuid.uuid4())
+    refused = {"turn": turn, "user": sock.user}  # a turn refused at once: its one event, numbered 1
     conversation = payload.get("conversation_ref")
     if not isinstance(conversation, str) or not conversation.strip() or len(conversation) > MAX_REF_CHARS:
-        return [_error(rid, "conversation_ref is required", sock.user, turn=turn)]
+        return _local_events(refused, [("error", {"message": "conversation_ref is required", "turn_ref": turn})])
+    refused["conv"] = conversation
     content = payload.get("content")
     text = content if isinstance(content, str) and content.strip() else payload.get("text")
     if not isinstance(text, str) or not text.strip():
-        return [_error(rid, "text is required", sock.user, turn=turn, conversation=conversation)]
+        return _local_events(refused, [("error", {"message": "text is required", "turn_ref": turn})])
     conn = sock.conn
     if len(subscriptions.of_connection(services.table, conn.connection_id)) >= MAX_ACTIVE_QUERIES:
         message = f"Too many queries at once on this connection (at most {MAX_ACTIVE_QUERIES})"
-        return [_error(rid, message, sock.user, turn=turn, conversation=conversation)]
+        return _local_events(refused, [("error", {"message": message, "turn_ref": turn})])
     config = services.config.effective()
     key = session_key(config, sock.user, conversation)
     media = _screenshots(services, sock, payload)
@@ -648,12 +671,12 @@ def _query(services: Services, sock: _Socket, rid: Any, payload: dict[str, Any])
         "startedAt": services.now_ms(),
     }
     sub = base.subscribe(services, conn, run_id, key, ref)
-    scratch: dict[str, Any] = {}
-    first = [turn_event(ref, "query-accepted", {"status": "accepted"}, scratch)]
+    opening: list[tuple[str, dict[str, Any]]] = [("query-accepted", {"status": "accepted"})]
     meta = services.sessions.load_meta(key)
     if meta is None or message_count(meta) == 0:  # a conversation's first turn: what the model will be given
         own = client_tools.declared(services, conn.connection_id) if sock.tool_names else []
-        first += _transparency(services, sock, conversation, config, own, ref, scratch)
+        opening += _transparency(services, sock, conversation, config, own)
+    first = _numbered(services, sub, opening)
     for frame in first:  # before the run can say anything
         if not services.push(conn.connection_id, frame):
             base.unsubscribe(services, sub)
@@ -673,14 +696,12 @@ def _query(services: Services, sock: _Socket, rid: Any, payload: dict[str, Any])
     sent = base.call(services, conn, "chat.send", params, internal=internal)
     if sent.ok and sent.payload.get("status") == "started":
         return []  # the rest comes from the run
-    base.unsubscribe(services, sub)
+    base.unsubscribe(services, sub)  # no run follows: the rest is numbered here
     if not sent.ok:
-        return [turn_event(ref, "error", {"message": sent.message, "turn_ref": turn}, scratch)]
+        return _local_events(ref, [("error", {"message": sent.message, "turn_ref": turn})], len(first))
     reply = str(sent.payload.get("response") or sent.payload.get("error") or "")  # a command, answered at once
-    return [
-        turn_event(ref, "streaming-response", {"text": reply}, scratch),
-        turn_event(ref, "streaming-complete", {"final_response": reply}, scratch),
-    ]
+    answer = [("streaming-response", {"text": reply}), ("streaming-complete", {"final_response": reply})]
+    return _local_events(ref, answer, len(first))
 
 
 def _command_name(text: str) -> str | None:
@@ -694,9 +715,7 @@ def _transparency(
     conversation: str,
     config: dict[str, Any],
     own: list[dict[str, Any]],
-    ref: dict[str, Any],
-    scratch: dict[str, Any],
-) -> list[Any]:
+) -> list[tuple[str, dict[str, Any]]]:
     """`system-prompt` and `tool-schemas` of a conversation's first turn (each only when it fits one message)."""
     try:
         preview = query_preview(
@@ -710,7 +729,7 @@ def _transparency(
     except Exception:  # the turn goes on without them
         log.exception("could not build the system prompt preview")
         return []
-    return [turn_event(ref, kind, body, scratch) for kind, body in preview.first_turn_events()]
+    return preview.first_turn_events()
 
 
 def _mark_guest(services: Services, key: str, meta: dict[str, Any] | None) -> dict[str, Any]:
@@ -763,8 +782,8 @@ def _stop_run(services: Services, key: str, run_id: str) -> bool:
 def _stop(services: Services, sock: _Socket, rid: Any, payload: dict[str, Any]) -> list[Any]:
     """Stop the conversation's running turn, or the turn `turn_ref` names, running or still queued. `stopped`:
     whether a turn was stopped (or taken out of the queue) by this request. The end of a stopped turn never follows
-    the acknowledgement: its subscriptions go first (so no "Run cancelled by user" error either), and the encoder of
-    a step still streaming drops what it has left once it has asked (`_still_followed`)."""
+    the acknowledgement: its subscriptions go first (so no "Run cancelled by user" error either), and a step still
+    streaming finds its subscription gone as it numbers its next event (`_numbered`), and sends nothing more."""
     conversation = _ref(payload)
     given = payload.get("turn_ref")  # a query's id may be a number: its turn is kept as text
     turn = str(given) if isinstance(given, str | int) and not isinstance(given, bool) else None
@@ -1013,10 +1032,15 @@ def _compact(services: Services, sock: _Socket, rid: Any, payload: dict[str, Any
     conversation = _ref(payload)
     config = services.config.effective()
     key = session_key(config, sock.user, conversation)
+    # its events are numbered as a turn's are (the SDK checks the sequence of every event that names a
+    # conversation), the request's id their turn: 1 started, 2 completed or failed (1 when it never started)
+    ref = {"turn": str(rid) if rid is not None else str(uuid.uuid4()), "conv": conversation, "user": sock.user}
+    ref["session"] = key
+    sent = 0
 
     def failed(message: str) -> list[Any]:
         body = {"conversation_ref": conversation, "message": message}
-        return [_plain("context-compaction-failed", body, rid, user=sock.user, conversation=conversation)]
+        return _local_events(ref, [("context-compaction-failed", body)], sent)
 
     seconds = compaction_seconds(services, config)
     if seconds < MIN_COMPACTION_S:
@@ -1025,15 +1049,10 @@ def _compact(services: Services, sock: _Socket, rid: Any, payload: dict[str, Any
     if not runs.hold(services, key, hold, int((seconds + HOLD_MARGIN_S) * 1000), kind="compaction"):
         return failed("A query is running in this conversation")
     try:
-        started = _plain(
-            "context-compaction-started",
-            {"conversation_ref": conversation},
-            rid,
-            user=sock.user,
-            conversation=conversation,
-        )
+        (started,) = _local_events(ref, [("context-compaction-started", {"conversation_ref": conversation})])
         if not services.push(sock.conn.connection_id, started):
             return []
+        sent = 1
         deadline = time.monotonic() + seconds
         meta = services.sessions.load_meta(key) or {}
         if not sock.admin:
@@ -1059,7 +1078,7 @@ def _compact(services: Services, sock: _Socket, rid: Any, payload: dict[str, Any
         "compacted": done is not None,
         "message_count": len(done) if done is not None else len(messages),
     }
-    return [_plain("context-compaction-completed", body, rid, user=sock.user, conversation=conversation)]
+    return _local_events(ref, [("context-compaction-completed", body)], sent)
 
 
 # --- settings -----------------------------------------------------------------------------------------------------
@@ -1221,37 +1240,23 @@ def _thinking_of(message: dict[str, Any]) -> str:
     return "".join(str(b.get("thinking") or "") for b in content if isinstance(b, dict) and b.get("type") == "thinking")
 
 
-FOLLOW_CHECK_S = 0.25
-"""How often, at most, a step asks whether its socket still follows the run between terminal events."""
-
-
-def _still_followed(services: Services, sub: Subscription, state: Any) -> bool:
-    """Whether the socket still follows the run (`stop-query` drops the subscription): asked before a turn's last
-    event and at most every `FOLLOW_CHECK_S` between (the step that streams may run elsewhere than the stop, and a
-    read per streamed piece would cost a table read each); once not, never again for this step."""
-    scratch = sub.scratch
-    if scratch.get("stopped"):
-        return False
-    now = time.monotonic()
-    if state not in ("final", "error") and now - float(scratch.get("followCheckedAt") or 0.0) < FOLLOW_CHECK_S:
-        return True
-    scratch["followCheckedAt"] = now
-    if services.table.get(keys.run_subscription(sub.run_id, sub.connection_id)) is not None:
-        return True
-    scratch["stopped"] = True
-    return False
+SEQUENCE = "seq"
+"""The attribute of a subscription that counts the events its turn was sent (`_numbered`)."""
 
 
 @router.run_events(WINDIE)
 def encode(services: Services, sub: Subscription, payload: dict[str, Any]) -> list[Any]:
-    """WindieOS's events for one event of a run (see the module docstring)."""
-    ref = sub.ref
-    scratch = sub.scratch
+    """WindieOS's events for one event of a run (see the module docstring). Once `stop-query` dropped the
+    subscription, nothing more: numbering an event finds it gone (`_numbered`)."""
+    if sub.scratch.get("stopped"):
+        return []
+    return _numbered(services, sub, _events_of(sub.ref, payload))
+
+
+def _events_of(ref: dict[str, Any], payload: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     state = payload.get("state")
-    if state != client_tools.CALL_STATE and not _still_followed(services, sub, state):  # (a call reads it itself)
-        return []  # stopped (`stop-query`): nothing more of the turn after the acknowledgement
     if state == "delta":
-        return [turn_event(ref, "streaming-response", {"text": str(payload.get("text") or "")}, scratch)]
+        return [("streaming-response", {"text": str(payload.get("text") or "")})]
     if state == client_tools.CALL_STATE:
         body = {
             "tool_name": payload.get("toolName"),
@@ -1259,7 +1264,7 @@ def encode(services: Services, sub: Subscription, payload: dict[str, Any]) -> li
             "request_id": payload.get("callId"),
             "metadata": {"tool_call_id": payload.get("toolCallId")},
         }
-        return [turn_event(ref, "tool-call", body, scratch)]
+        return [("tool-call", body)]
     if state == "toolResult":
         if payload.get("onClient"):
             return []  # the client ran it: it has the result (a backend tool of the same name is reported)
@@ -1273,7 +1278,7 @@ def encode(services: Services, sub: Subscription, payload: dict[str, Any]) -> li
             "error": output if failed else None,
             "metadata": {"tool_call_id": payload.get("toolCallId")},
         }
-        return [turn_event(ref, "tool-output", body, scratch)]
+        return [("tool-output", body)]
     if state == "usage":
         usage = as_dict(payload.get("usage"))
         prompt = int(usage.get("input") or 0) + int(usage.get("cacheRead") or 0) + int(usage.get("cacheWrite") or 0)
@@ -1287,22 +1292,22 @@ def encode(services: Services, sub: Subscription, payload: dict[str, Any]) -> li
             "conversation_tokens": prompt + output_tokens,
             "usage_source": "provider",
         }
-        return [turn_event(ref, "token-count", body, scratch)]
+        return [("token-count", body)]
     if state == "final":
         message = as_dict(payload.get("message"))
         text = text_of(message)
-        frames = []
+        events: list[tuple[str, dict[str, Any]]] = []
         thinking = _thinking_of(message)
         if thinking:
-            frames.append(turn_event(ref, "llm-thought", {"status": _cut(thinking, MAX_EVENT_BYTES // 2)}, scratch))
+            events.append(("llm-thought", {"status": _cut(thinking, MAX_EVENT_BYTES // 2)}))
         fits = len(text.encode()) <= MAX_EVENT_BYTES - 4096
         if fits:
-            frames.append(turn_event(ref, "assistant-message-full", {"content": text}, scratch))
-        frames.append(turn_event(ref, "streaming-complete", {"final_response": text} if fits else {}, scratch))
-        return frames
+            events.append(("assistant-message-full", {"content": text}))
+        events.append(("streaming-complete", {"final_response": text} if fits else {}))
+        return events
     if state == "error":
         reason = str(payload.get("error") or "The run failed")
-        return [turn_event(ref, "error", {"message": _cut(reason, 4096), "turn_ref": ref.get("turn")}, scratch)]
+        return [("error", {"message": _cut(reason, 4096), "turn_ref": ref.get("turn")})]
     return []
 
 

@@ -202,8 +202,13 @@ def _validated_query(params: Any) -> tuple[str, str]:
         for item in attachments:
             if not isinstance(item, dict):
                 raise _Invalid("Invalid query attachment.")
-            path = item.get("path")
-            if item.get("type") not in ATTACHMENT_TYPES or not isinstance(path, str) or not path.strip():
+            kind, path = item.get("type"), item.get("path")
+            if (
+                not isinstance(kind, str)
+                or kind not in ATTACHMENT_TYPES
+                or not isinstance(path, str)
+                or not path.strip()
+            ):
                 raise _Invalid("Invalid query attachment payload.")
     request_id = params.get("requestId")
     if not isinstance(request_id, str) or not request_id:

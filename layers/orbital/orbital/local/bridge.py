@@ -272,7 +272,8 @@ class Bridge:
         if isinstance(body, dict):
             kind = body.get("type")
             if isinstance(kind, str) and kind in self.routes and not kind.startswith("$"):
-                return kind, kind == "req" and body.get("method") in self.inline_methods
+                method = body.get("method")  # any JSON value: a list or an object is no method (and unhashable)
+                return kind, kind == "req" and isinstance(method, str) and method in self.inline_methods
         return "$default", False
 
     # --- the socket -------------------------------------------------------------------------------------------

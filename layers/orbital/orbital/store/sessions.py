@@ -14,7 +14,9 @@ plus bookkeeping of its own:
 Every meta write is conditional on the item's version (`v`), so concurrent writers retry instead of losing updates.
 The meta is created and persisted the first time anything touches a session, so `sessionId` and `createdAt` are
 stable from then on. A reset replaces the sessionId and clears the messages but keeps every other field it does not
-own (settings, label, policy, channel context, and any queued messages).
+own (settings, label, policy, channel context, and any queued messages). An automatic reset (`reset_with`) stores
+the message that caused it as the new session's first in the same conditional write: no reader ever sees the new
+session without it.
 
 Messages (`keys.message(sessionKey, sessionId, seq)`) store the message JSON verbatim, with `timestamp` added when
 missing. Archives are gzip JSONL objects (one JSON document per line, no trailing newline).
@@ -477,18 +479,62 @@ class SessionRepo:
         """Spec §5.7: archive the messages, delete the session's media, start a new sessionId. Returns the
         ResetResult (`ok, sessionKey, oldSessionId, newSessionId, archivedMessages, archivedTo?, tokensCleared,
         mediaDeleted`). Settings, label, reset policy, channel context and queued messages are kept."""
+        result, _ = self._reset(session_key, now=now)
+        assert result is not None  # (no guard: always reset)
+        return result
+
+    def reset_with(
+        self,
+        session_key: str,
+        messages: Iterable[Mapping[str, Any]],
+        *,
+        now: int | None = None,
+        guard: Callable[[dict[str, Any]], bool] | None = None,
+    ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+        """`reset`, with `messages` the first of the new session in the same conditional write (an automatic reset
+        and the message that caused it): whoever reads the session sees either the old one, or the new one with
+        them, never the new one without them. `guard` sees (and may change) the new meta in that write, as
+        `append_messages`' does; when it returns False nothing at all is done. Returns (the ResetResult, the meta
+        after), or (None, None) when the guard refused."""
+        return self._reset(session_key, now=now, first=list(messages), guard=guard)
+
+    def _reset(
+        self,
+        session_key: str,
+        *,
+        now: int | None = None,
+        first: list[Mapping[str, Any]] | None = None,
+        guard: Callable[[dict[str, Any]], bool] | None = None,
+    ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
         stamp = _now_ms() if now is None else now
         agent_id = session_agent_id(session_key)
         self.get_or_create_meta(session_key, now=stamp)
+        new_id = new_session_id()  # the same in every attempt: what an attempt that lost wrote is written again
+        batch = []
+        for message in first or []:
+            item = dict(message)
+            if item.get("timestamp") is None:
+                item["timestamp"] = stamp
+            batch.append(item)
 
-        def attempt() -> tuple[dict[str, Any], str, list[Record], dict[str, int], str | None]:
+        def attempt() -> tuple[dict[str, Any], str, list[Record], dict[str, int], str | None] | None:
             meta, version = self._read(session_key)
             if meta is None:  # deleted under us: start over
                 self.get_or_create_meta(session_key, now=stamp)
                 raise ConflictError("session deleted meanwhile")
             old_id = str(meta["sessionId"])
-            records = self._message_records(session_key, old_id)
             tokens = tokens_of(meta)
+            meta["sessionId"] = new_id
+            meta["previousSessionIds"] = [*(meta.get("previousSessionIds") or []), old_id]
+            meta["inputTokens"] = meta["outputTokens"] = meta["totalTokens"] = 0
+            meta.pop("lastInputTokens", None)
+            meta["messageCount"] = len(batch)
+            meta["nextSeq"] = len(batch)
+            meta["lastResetAt"] = stamp
+            meta["updatedAt"] = stamp
+            if guard is not None and guard(meta) is False:
+                return None
+            records = self._message_records(session_key, old_id)
             archived_to = None
             if records:
                 archived_to = self._archive(
@@ -505,20 +551,20 @@ class SessionRepo:
                         "totalTokens": tokens["total"],
                     },
                 )
-            meta["sessionId"] = new_session_id()
-            meta["previousSessionIds"] = [*(meta.get("previousSessionIds") or []), old_id]
-            meta["inputTokens"] = meta["outputTokens"] = meta["totalTokens"] = 0
-            meta.pop("lastInputTokens", None)
-            meta["messageCount"] = 0
-            meta["nextSeq"] = 0
-            meta["lastResetAt"] = stamp
-            meta["updatedAt"] = stamp
+            if batch:  # stored under the new id before the meta names it: no reader finds them before that
+                puts = [
+                    (keys.message(session_key, new_id, i), self._item(session_key, new_id, i, m))
+                    for i, m in enumerate(batch)
+                ]
+                self.table.write_batch(puts=puts)
             self._save(session_key, meta, version)
             return meta, old_id, records, tokens, archived_to
 
-        meta, old_id, records, tokens, archived_to = retrying("session", attempt)
+        done = retrying("session", attempt)
         self.histories.forget(session_key)
-        new_id = str(meta["sessionId"])
+        if done is None:
+            return None, None
+        meta, old_id, records, tokens, archived_to = done
 
         media_deleted = 0
         try:
@@ -538,7 +584,7 @@ class SessionRepo:
         }
         if archived_to:
             result["archivedTo"] = archived_to
-        return result
+        return result, meta
 
     def compact(self, session_key: str, keep: int = 20, *, now: int | None = None) -> dict[str, Any]:
         """Spec §5.8: keep the newest `keep` messages, archive the older ones to a part archive and delete them."""
