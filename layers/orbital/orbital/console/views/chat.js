@@ -1104,10 +1104,17 @@ class ChatView {
   keepBottom(change) {
     const stick = this.stick;
     const active = document.activeElement;
-    const key = active && this.transcript.contains(active) ? active.dataset.key : null;
+    const inside = active && this.transcript.contains(active);
+    // a control whose redraw had not come yet (its run left the live part before the stored transcript was read
+    // again) is still the one the keyboard was on, as long as nothing else took the focus meanwhile
+    const key = inside ? active.dataset.key : !active || active === document.body ? this.focusKey : null;
     change();
     if (key && !this.transcript.contains(document.activeElement)) {
-      this.transcript.querySelector(`[data-key="${CSS.escape(key)}"]`)?.focus({ preventScroll: true });
+      const again = this.transcript.querySelector(`[data-key="${CSS.escape(key)}"]`);
+      again?.focus({ preventScroll: true });
+      this.focusKey = again ? null : key;
+    } else {
+      this.focusKey = null;
     }
     if (stick) this.toBottom();
     else if (this.transcript.scrollHeight > this.transcript.clientHeight) this.jump.hidden = false;
