@@ -12,7 +12,7 @@ mean much):
   would run (DynamoDB and S3, here moto's, no cache).
 
     python bench/rpc.py [--requests 2000] [--clients 50] [--seconds 10] [--generators 3] [--handshakes 100]
-        [--rounds 1] [--against ../other-checkout] [--throughput-only] [--no-calls]
+        [--rounds 1] [--against ../other-checkout ...] [--throughput-only] [--no-calls]
 
 With `--against`, the `orbital dev` of another checkout (an earlier version: `git worktree add ../old <commit>`, with
 its own `.venv` from `make install` there if its dependencies differ) is measured in the same rounds, so the two
@@ -228,11 +228,11 @@ def measure(args: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
         try:
             gateway, gw_url = start_gateway(Path(tmp) / "data")
             servers.append(("gateway", gateway, gw_url))
-            if args.against is not None:
+            for i, checkout in enumerate(args.against):
                 other, other_url = start_gateway(
-                    Path(tmp) / "other", source=args.against, python=args.against_python or _other_python(args.against)
+                    Path(tmp) / f"other-{i}", source=checkout, python=args.against_python or _other_python(checkout)
                 )
-                servers.append(("other", other, other_url))
+                servers.append((f"other{i + 1}", other, other_url))
             echo, echo_url = start_echo()
             servers.insert(0, ("echo", echo, echo_url))
             for _, _, url in servers:
@@ -259,18 +259,15 @@ def _median(values: list[float]) -> float:
 
 def report(args: argparse.Namespace, rows: dict[str, list[dict[str, Any]]]) -> None:
     """Medians over the rounds: of each server's figure, and of the ratio to echo taken within each round."""
-    names = [n for n in ("gateway", "other") if n in rows]
-    heads = {"gateway": "gateway", "other": args.against.name if args.against is not None else ""}
+    names = ["gateway", *(f"other{i + 1}" for i in range(len(args.against)))]
+    heads = {"gateway": "gateway", **{f"other{i + 1}": str(c) for i, c in enumerate(args.against)}}
     echo = rows["echo"]
     rounds = len(echo)
     print(f"python {sys.version.split()[0]}; echo server and `orbital dev` each in its own process", end="")
-    if args.against is not None:
-        print(f"; `other`: `orbital dev` of {args.against}", end="")
+    for name in names[1:]:
+        print(f"; {name}: `orbital dev` of {heads[name]}", end="")
     print(f"; {rounds} round(s), medians over them (ratios: each round's own, to that round's echo)")
-    print(
-        f"{'figure':<34}{'echo':>12}"
-        + "".join(f"{'gateway' if n == 'gateway' else 'other':>12}{'ratio':>9}" for n in names)
-    )
+    print(f"{'figure':<34}{'echo':>12}" + "".join(f"{n:>12}{'ratio':>9}" for n in names))
 
     def line(label: str, value: Any, fmt: Any, ratio_fmt: str) -> None:
         out = f"{label:<34}{fmt(_median([value(r) for r in echo])):>12}"
@@ -302,7 +299,7 @@ def report(args: argparse.Namespace, rows: dict[str, list[dict[str, Any]]]) -> N
         busiest = ", ".join(f"{t['client_cpu']:.0%}" for t in tput)
         ratios = ", ".join(f"{t['rate'] / e['tput']['rate']:.2f}" for t, e in zip(tput, echo, strict=True))
         print(
-            f"  {heads.get(name) or name}: server CPU during the runs {cpu} of a core; busiest of {args.generators}"
+            f"  {name}: server CPU during the runs {cpu} of a core; busiest of {args.generators}"
             f" generators {busiest}; throughput ratio to echo per round {ratios}"
         )
     rss = rows["rss"][0]
@@ -321,10 +318,15 @@ def main() -> None:
     parser.add_argument("--handshakes", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=1, help="times each server is measured, in turns")
     parser.add_argument(
-        "--against", type=Path, help="another checkout: its `orbital dev` is measured in the same rounds (`other`)"
+        "--against",
+        type=Path,
+        action="append",
+        default=[],
+        help="another checkout, whose `orbital dev` is measured in the same rounds (`other1`; may be given again)",
     )
     parser.add_argument(
-        "--against-python", help="the interpreter for --against (default: its .venv's if it has one, else this one)"
+        "--against-python",
+        help="the interpreter for every --against (default: each checkout's .venv if it has one, else this one)",
     )
     parser.add_argument("--throughput-only", action="store_true", help="only the throughput runs")
     parser.add_argument("--no-calls", action="store_true", help="skip counting the AWS calls per method")
