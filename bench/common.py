@@ -36,14 +36,17 @@ def wait_http(url: str, proc: subprocess.Popen[bytes], timeout: float = 120) -> 
             time.sleep(0.05)
 
 
-def start_gateway(data_dir: Path, *extra: str, source: Path = ROOT) -> tuple[subprocess.Popen[bytes], str]:
+def start_gateway(
+    data_dir: Path, *extra: str, source: Path = ROOT, python: str | None = None
+) -> tuple[subprocess.Popen[bytes], str]:
     """`orbital dev` in its own process, as users run it; returns the process and its WebSocket URL. `source` is
-    the checkout whose code and template it runs (another one to compare versions in one run)."""
+    the checkout whose code and template it runs (another one to compare versions in one run), `python` the
+    interpreter (that checkout's own environment when its dependencies differ; default: this one)."""
     port = free_port()
     source = source.resolve()
     env = {**os.environ, "PYTHONPATH": str(source / "layers" / "orbital")}
     env.pop("PYTHONDONTWRITEBYTECODE", None)
-    command = [sys.executable, "-c", "from orbital.cli.main import main; main()", "dev", "--port", str(port)]
+    command = [python or sys.executable, "-c", "from orbital.cli.main import main; main()", "dev", "--port", str(port)]
     proc = subprocess.Popen(
         [*command, "--data-dir", str(data_dir), *extra], env=env, stdout=subprocess.DEVNULL, cwd=source
     )

@@ -12,6 +12,12 @@ mean much):
   would run (DynamoDB and S3, here moto's, no cache).
 
     python bench/rpc.py [--requests 2000] [--clients 50] [--seconds 10] [--generators 3] [--handshakes 100]
+        [--rounds 1] [--against ../other-checkout ...] [--throughput-only] [--no-calls]
+
+With `--against`, the `orbital dev` of another checkout (an earlier version: `git worktree add ../old <commit>`, with
+its own `.venv` from `make install` there if its dependencies differ) is measured in the same rounds, so the two
+versions' ratios to echo come from the same moments. With `--rounds`, every server is measured that many times in
+turns and the medians are printed (this machine is shared: one round says little).
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import argparse
 import asyncio
 import json
 import multiprocessing
+import statistics
 import sys
 import tempfile
 import time
@@ -206,6 +213,102 @@ def _ms(seconds: float) -> str:
     return f"{seconds * 1000:.2f}"
 
 
+def _other_python(checkout: Path) -> str | None:
+    """The interpreter of another checkout's own environment (its dependencies may differ), if it has one."""
+    python = checkout / ".venv" / "bin" / "python"
+    return str(python) if python.exists() else None
+
+
+def measure(args: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
+    """Each server's figures, once per round; the servers take turns within a round, each round in another order
+    (so no server is always measured first, nor always right after the same other)."""
+    rows: dict[str, list[dict[str, Any]]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        servers: list[tuple[str, Any, str]] = []
+        try:
+            gateway, gw_url = start_gateway(Path(tmp) / "data")
+            servers.append(("gateway", gateway, gw_url))
+            for i, checkout in enumerate(args.against):
+                other, other_url = start_gateway(
+                    Path(tmp) / f"other-{i}", source=checkout, python=args.against_python or _other_python(checkout)
+                )
+                servers.append((f"other{i + 1}", other, other_url))
+            echo, echo_url = start_echo()
+            servers.insert(0, ("echo", echo, echo_url))
+            for _, _, url in servers:
+                asyncio.run(_sequential(url, 200))  # warm-up
+            for round_ in range(args.rounds):
+                shift = round_ % len(servers)
+                for name, proc, url in servers[shift:] + servers[:shift]:
+                    row: dict[str, Any] = {}
+                    if not args.throughput_only:
+                        row["seq"] = asyncio.run(_sequential(url, args.requests))
+                        row["hs"] = asyncio.run(_handshakes(url, args.handshakes))
+                    row["tput"] = throughput(url, proc.pid, args.clients, args.generators, args.seconds)
+                    rows.setdefault(name, []).append(row)
+            rows["rss"] = [dict(zip(("own", "all"), tree_rss_mib(gateway.pid), strict=True))]
+        finally:
+            for _, proc, _ in servers:
+                stop(proc)
+    return rows
+
+
+def _median(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+def report(args: argparse.Namespace, rows: dict[str, list[dict[str, Any]]]) -> None:
+    """Medians over the rounds: of each server's figure, and of the ratio to echo taken within each round."""
+    names = ["gateway", *(f"other{i + 1}" for i in range(len(args.against)))]
+    heads = {"gateway": "gateway", **{f"other{i + 1}": str(c) for i, c in enumerate(args.against)}}
+    echo = rows["echo"]
+    rounds = len(echo)
+    print(f"python {sys.version.split()[0]}; echo server and `orbital dev` each in its own process", end="")
+    for name in names[1:]:
+        print(f"; {name}: `orbital dev` of {heads[name]}", end="")
+    print(f"; {rounds} round(s), medians over them (ratios: each round's own, to that round's echo)")
+    print(f"{'figure':<34}{'echo':>12}" + "".join(f"{n:>12}{'ratio':>9}" for n in names))
+
+    def line(label: str, value: Any, fmt: Any, ratio_fmt: str) -> None:
+        out = f"{label:<34}{fmt(_median([value(r) for r in echo])):>12}"
+        for n in names:
+            mine = [value(r) for r in rows[n]]
+            ratios = [m / value(e) for m, e in zip(mine, echo, strict=True)]
+            out += f"{fmt(_median(mine)):>12}{format(_median(ratios), ratio_fmt):>9}"
+        print(out)
+
+    if not args.throughput_only:
+        for label, key, q in (
+            ("config.get sequential p50 ms", "seq", 0.5),
+            ("open -> hello-ok p50 ms", "hs", 0.5),
+            ("config.get sequential p99 ms", "seq", 0.99),
+            ("open -> hello-ok p99 ms", "hs", 0.99),
+        ):
+            line(label, lambda r, k=key, q=q: percentile(r[k], q) if q != 0.5 else p50(r[k]), _ms, ".2f")
+    line(f"{args.clients}-client throughput req/s", lambda r: r["tput"]["rate"], lambda v: f"{v:.0f}", ".2f")
+    line(f"{args.clients}-client p50 ms", lambda r: r["tput"]["p50"], _ms, ".2f")
+    line(
+        "server CPU us per request",
+        lambda r: r["tput"]["server_cpu"] / r["tput"]["rate"],
+        lambda v: f"{v * 1e6:.0f}",
+        ".2f",
+    )
+    for name in ["echo", *names]:
+        tput = [r["tput"] for r in rows[name]]
+        cpu = ", ".join(f"{t['server_cpu']:.0%}" for t in tput)
+        busiest = ", ".join(f"{t['client_cpu']:.0%}" for t in tput)
+        ratios = ", ".join(f"{t['rate'] / e['tput']['rate']:.2f}" for t, e in zip(tput, echo, strict=True))
+        print(
+            f"  {name}: server CPU during the runs {cpu} of a core; busiest of {args.generators}"
+            f" generators {busiest}; throughput ratio to echo per round {ratios}"
+        )
+    rss = rows["rss"][0]
+    print(
+        f"gateway resident memory after the runs: {rss['own']:.0f} MiB,"
+        f" {rss['all']:.0f} MiB with its Step Functions process"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--requests", type=int, default=2000, help="sequential round trips")
@@ -213,45 +316,25 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10.0, help="length of the throughput run")
     parser.add_argument("--generators", type=int, default=3, help="load processes for the throughput run")
     parser.add_argument("--handshakes", type=int, default=100)
+    parser.add_argument("--rounds", type=int, default=1, help="times each server is measured, in turns")
+    parser.add_argument(
+        "--against",
+        type=Path,
+        action="append",
+        default=[],
+        help="another checkout, whose `orbital dev` is measured in the same rounds (`other1`; may be given again)",
+    )
+    parser.add_argument(
+        "--against-python",
+        help="the interpreter for every --against (default: each checkout's .venv if it has one, else this one)",
+    )
+    parser.add_argument("--throughput-only", action="store_true", help="only the throughput runs")
+    parser.add_argument("--no-calls", action="store_true", help="skip counting the AWS calls per method")
     args = parser.parse_args()
 
-    with tempfile.TemporaryDirectory() as tmp:
-        gateway, gw_url = start_gateway(Path(tmp) / "data")
-        echo, echo_url = start_echo()
-        try:
-            rows: dict[str, dict[str, Any]] = {}
-            for name, url, proc in (("echo", echo_url, echo), ("gateway", gw_url, gateway)):
-                asyncio.run(_sequential(url, 200))  # warm-up
-                seq = asyncio.run(_sequential(url, args.requests))
-                hs = asyncio.run(_handshakes(url, args.handshakes))
-                tput = throughput(url, proc.pid, args.clients, args.generators, args.seconds)
-                rows[name] = {"seq": seq, "hs": hs, "tput": tput}
-            rss, rss_all = tree_rss_mib(gateway.pid)
-        finally:
-            stop(echo)
-            stop(gateway)
-
-    echo_row, gw_row = rows["echo"], rows["gateway"]
-    print(f"python {sys.version.split()[0]}; echo server and `orbital dev` each in its own process")
-    print(f"{'figure':<34}{'echo':>12}{'gateway':>12}{'ratio':>10}")
-    for label, key in (("config.get sequential p50 ms", "seq"), ("open -> hello-ok p50 ms", "hs")):
-        e, g = p50(echo_row[key]), p50(gw_row[key])
-        print(f"{label:<34}{_ms(e):>12}{_ms(g):>12}{g / e:>9.2f}x")
-    for label, key in (("config.get sequential p99 ms", "seq"), ("open -> hello-ok p99 ms", "hs")):
-        e, g = percentile(echo_row[key], 0.99), percentile(gw_row[key], 0.99)
-        print(f"{label:<34}{_ms(e):>12}{_ms(g):>12}{g / e:>9.2f}x")
-    et, gt = echo_row["tput"], gw_row["tput"]
-    label = f"{args.clients}-client throughput req/s"
-    print(f"{label:<34}{et['rate']:>12.0f}{gt['rate']:>12.0f}{gt['rate'] / et['rate']:>10.2f}")
-    print(
-        f"{f'{args.clients}-client p50 / p99 ms':<34}{_ms(et['p50']) + ' / ' + _ms(et['p99']):>12}"
-        f"{_ms(gt['p50']) + ' / ' + _ms(gt['p99']):>12}"
-    )
-    print(
-        f"  server CPU during the run: echo {et['server_cpu']:.0%}, gateway {gt['server_cpu']:.0%} of a core;"
-        f" busiest of {args.generators} generators: {et['client_cpu']:.0%} / {gt['client_cpu']:.0%}"
-    )
-    print(f"gateway resident memory after the runs: {rss:.0f} MiB, {rss_all:.0f} MiB with its Step Functions process")
+    report(args, measure(args))
+    if args.no_calls:
+        return
 
     from orbital.local.server import GatewayOptions, LocalGateway
 

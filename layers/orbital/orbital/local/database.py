@@ -16,6 +16,11 @@
   with the next sync. With `durable=False` on the database, nothing waits (`GatewayOptions.durable`).
 - **Checkpoints** (copying the WAL into the main file) run on a thread of their own every `CHECKPOINT_EVERY` commits
   and every second, never on a writer's time.
+- **What changed since.** `state()` reads the WAL index's header (the first bytes of the `-shm` file, which SQLite's
+  unix and Windows VFSes map into every process that has the database open; its layout is documented in SQLite's
+  walformat.html): every commit, by any connection of any process, writes a new one, so two equal states mean
+  nothing was committed in between. A read costs no system call and no lock: what lets a reader keep rows it read
+  (`SqliteTable`) and still see every commit, also one made by a tool writing beside the gateway.
 - Opening an existing file recovers every committed transaction (SQLite replays the WAL); a transaction whose
   frames were torn by a crash was not acknowledged, and is dropped whole.
 
@@ -30,6 +35,7 @@ Thread-safe; one process per file (the data directory's lock keeps a second gate
 from __future__ import annotations
 
 import logging
+import mmap
 import os
 import sqlite3
 import sys
@@ -49,6 +55,9 @@ CHECKPOINT_INTERVAL_S = 1.0
 WAL_SIZE_LIMIT = 64 * 1024 * 1024
 """A WAL larger than this (after a burst) is cut back to it once checkpointed."""
 
+WAL_INDEX_HEADER = 48
+"""Bytes of the WAL index header that `Database.state` compares (its first copy: SQLite writes it last)."""
+
 Sync = Literal["group", "full"]
 
 
@@ -67,6 +76,23 @@ def _fsync(fd: int) -> None:
             return
     sync = getattr(os, "fdatasync", os.fsync)  # no wait for the modification time
     sync(fd)
+
+
+def _map_wal_index(database: Path) -> mmap.mmap | None:
+    """The header of the database's WAL index, mapped read-only (None where there is no `-shm` file to map: then
+    `Database.state` is None and nothing is kept by readers)."""
+    try:
+        fd = os.open(f"{database}-shm", os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        if os.fstat(fd).st_size < WAL_INDEX_HEADER:
+            return None
+        return mmap.mmap(fd, WAL_INDEX_HEADER, access=mmap.ACCESS_READ)
+    except (OSError, ValueError):
+        return None
+    finally:
+        os.close(fd)
 
 
 def _fsync_directory(directory: Path) -> None:
@@ -192,6 +218,7 @@ class Database:
         self._stopping = False
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._wal_fd = -1
+        self._wal_index: mmap.mmap | None = None
         try:
             self._writer = self._connect()
         except sqlite3.Error as exc:
@@ -216,6 +243,8 @@ class Database:
             self._writer.close()
             raise
         _fsync_directory(self.path.parent)  # the file and its WAL (new at every open) are in the directory for good
+        # the WAL index's header (`state`); the writer's open connection keeps the `-shm` file and its size
+        self._wal_index = _map_wal_index(self.path)
         self._checkpointer = threading.Thread(target=self._checkpoints, name="orbital-db-checkpoint", daemon=True)
         self._checkpointer.start()
 
@@ -304,10 +333,26 @@ class Database:
 
     # --- reading ------------------------------------------------------------------------------------------------
 
+    def state(self) -> bytes | None:
+        """What has been committed, as a value that changes with every commit, by any connection in any process
+        (the WAL index's header): equal twice, nothing was committed in between. Read before a read, it is the
+        oldest state that read can see. None when it cannot be told (no WAL index mapped, or the database closed)."""
+        header = self._wal_index
+        if header is None:
+            return None
+        try:
+            return header[:WAL_INDEX_HEADER]
+        except ValueError:  # closed meanwhile
+            return None
+
+    def in_transaction(self) -> bool:
+        """Whether this thread is inside a transaction (its reads then see its own uncommitted writes)."""
+        return getattr(self._local, "tx", None) is not None
+
     def reader(self) -> sqlite3.Connection:
         """A connection to read with, lent until `give_back`; inside a transaction of this thread, the transaction's
         own (which sees what it wrote). `reading()` does both."""
-        if getattr(self._local, "tx", None) is not None:
+        if self.in_transaction():
             return self._writer
         try:
             return self._idle.pop()
@@ -371,6 +416,9 @@ class Database:
             if self._wal_fd >= 0:
                 os.close(self._wal_fd)
                 self._wal_fd = -1
+            header, self._wal_index = self._wal_index, None
+            if header is not None:
+                header.close()
             self._writer.close()
 
     def _stop_checkpointer(self) -> None:

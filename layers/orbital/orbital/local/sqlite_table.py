@@ -12,9 +12,13 @@ once it is on disk, except for items bound to the process (`keys.process_bound`:
 connected clients, pending calls), which do not outlive it. Reads use the pool of read connections and see every
 acknowledged write.
 
-No cache of items: a read is a primary-key lookup on a connection of the pool (ADR 0030 has what was measured).
-`view` keeps what it made of an item with the stored text it made it from, and hands it out again while a read
-finds the same text: the read is not saved, the decoding and the making are; no write has to invalidate anything.
+Rows read between two commits: a point read (`get`, `view`) keeps the stored row it found together with the
+database's `state()` (the WAL index's header, which every commit of any process changes), and answers from it while
+the state is the same: no SQL, no lock, no system call, until anything at all is committed. Nothing has to be
+invalidated by a write: a commit changes the state, and every row kept before it is dropped at the next read.
+A read inside a transaction of its own thread goes to that transaction (it sees its uncommitted writes) and keeps
+nothing. Partition, index and count reads always run their query. `view` keeps what it made of an item with the
+stored row it made it from, and hands it out again while a read finds the same row (ADR 0030).
 """
 
 from __future__ import annotations
@@ -71,6 +75,8 @@ _LIVE = "(ttl IS NULL OR ttl >= ?)"
 T = TypeVar("T")
 VIEWS_KEPT = 4096
 """Items whose `view` is kept at most (then they are all dropped and made again as they are read)."""
+ROWS_KEPT = 4096
+"""Rows kept between two commits at most (then they are all dropped and read again)."""
 
 Row = tuple[Any, ...]
 """(d, a, ttl, g1pk, g1sk) of a stored item."""
@@ -127,6 +133,8 @@ class SqliteTable(Table):
         db.schema(COMPONENT, SCHEMA_VERSION, SCHEMA)
         self._views: dict[tuple[str, str], tuple[Row, Callable[[Record], Any], Any]] = {}
         """What `view` made of an item: (the stored d, a and ttl it was made from, the function, what it made)."""
+        self._kept: tuple[bytes | None, dict[tuple[str, str], Row | None]] = (None, {})
+        """The database's state, and the rows (d, a, ttl; None for no item) read since it was that."""
 
     # --- reads ------------------------------------------------------------------------------------------------
 
@@ -139,7 +147,31 @@ class SqliteTable(Table):
             db.give_back(conn)
 
     def _row(self, pk: str, sk: str) -> Any:
-        """The stored row of one item (expired or not), None when there is none."""
+        """The stored row of one item (expired or not), None when there is none: kept from an earlier read while
+        nothing was committed since (see the module's docstring)."""
+        db = self.db
+        if db.in_transaction():
+            return self._read_row(pk, sk)
+        state = db.state()  # before the read: the row read is of this state or a later one
+        if state is None:
+            return self._read_row(pk, sk)
+        kept_state, rows = self._kept
+        if kept_state != state:
+            rows = {}
+            self._kept = (state, rows)
+        else:
+            try:
+                return rows[(pk, sk)]
+            except KeyError:
+                pass
+        row = self._read_row(pk, sk)
+        # kept under `state` even if a commit came between: the state then differs from it at every later read
+        if len(rows) >= ROWS_KEPT:
+            rows.clear()
+        rows[(pk, sk)] = row
+        return row
+
+    def _read_row(self, pk: str, sk: str) -> Any:
         db = self.db
         conn = db.reader()
         try:
