@@ -47,6 +47,8 @@ def start_gateway(
     env = {**os.environ, "PYTHONPATH": str(source / "layers" / "orbital")}
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     command = [python or sys.executable, "-c", "from orbital.cli.main import main; main()", "dev", "--port", str(port)]
+    if '"--auth"' in (source / "layers" / "orbital" / "orbital" / "cli" / "main.py").read_text(encoding="utf-8"):
+        command += ["--auth", "same-user"]  # token-less, as checkouts from before the token by default ran
     proc = subprocess.Popen(
         [*command, "--data-dir", str(data_dir), *extra], env=env, stdout=subprocess.DEVNULL, cwd=source
     )

@@ -84,6 +84,36 @@ def test_a_real_connection_of_this_process_is_its_own() -> None:
                 assert peer_uid.owner(peer, ours) == os.getuid()
 
 
+def test_the_kernels_answer_and_the_tables_agree_on_another_users_socket() -> None:
+    """The one-socket question to the kernel and the tables name the same owner: this user, and `nobody` for a
+    connection made by a process running as `nobody`; a socket that does not exist has none."""
+    import os
+    import subprocess
+
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        ours = server.getsockname()
+        with socket.create_connection(ours):
+            accepted, peer = server.accept()
+            with accepted:
+                found = peer_uid._normal(*peer), peer_uid._normal(*ours)
+                assert found[0] is not None and found[1] is not None
+                assert peer_uid._asked(found[0], found[1]) == os.getuid()
+                assert peer_uid.owner(peer, ours, tables=tuple(peer_uid.TABLES)) == os.getuid()  # the tables only
+        script = f"import socket, sys; c = socket.create_connection(('127.0.0.1', {ours[1]})); sys.stdin.read()"
+        child = subprocess.Popen(["/usr/bin/python3", "-c", script], user=65534, stdin=subprocess.PIPE)
+        try:
+            server.settimeout(30)
+            accepted, peer = server.accept()
+            with accepted:
+                assert peer_uid.owner(peer, ours) == 65534
+                assert peer_uid.owner(peer, ours, tables=tuple(peer_uid.TABLES)) == 65534
+        finally:
+            assert child.stdin is not None
+            child.stdin.close()
+            child.wait(timeout=30)
+        assert peer_uid.owner(("127.0.0.1", 1), ours) is None
+
+
 def test_same_user_mode_refuses_to_start_where_the_platform_cannot_tell(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
