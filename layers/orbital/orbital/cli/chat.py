@@ -1004,22 +1004,28 @@ class _Session:
         return ChatDriver(self.conn, self.session)
 
     def _reconnect(self, stop: threading.Event | None) -> Connection:
-        attempt = 0
-        stopped = stop or threading.Event()
+        """Connect again with backoff until it works, or Ctrl-C: `stop` is set by it where the caller already turned
+        Ctrl-C into an event; otherwise Ctrl-C sets one of this loop's own for as long as it runs, so it is seen
+        whatever the loop is doing when it comes (an attempt, a note, the wait), not only where a KeyboardInterrupt
+        would surface."""
         gave_up = GaveUp("stopped reconnecting; the next message tries again")
-        try:
-            while True:
-                try:
-                    return self._connect()
-                except Unreachable as exc:
-                    delay = random.uniform(0, min(RECONNECT_CAP_S, RECONNECT_BASE_S * 2**attempt))
-                    attempt += 1
-                    self._note(f"{exc}; next try in {delay:.1f} s")
-                if stopped.wait(delay):
-                    stopped.clear()
-                    raise gave_up
-        except KeyboardInterrupt:
-            raise gave_up from None
+        with contextlib.ExitStack() as scope:
+            stopped = stop if stop is not None else scope.enter_context(interrupt_flag())
+            attempt = 0
+            try:
+                while not stopped.is_set():
+                    try:
+                        return self._connect()
+                    except Unreachable as exc:
+                        delay = random.uniform(0, min(RECONNECT_CAP_S, RECONNECT_BASE_S * 2**attempt))
+                        attempt += 1
+                        self._note(f"{exc}; next try in {delay:.1f} s")
+                    if stopped.wait(delay):
+                        break
+            except KeyboardInterrupt:  # off the main thread, Ctrl-C is not turned into the event
+                raise gave_up from None
+            stopped.clear()
+            raise gave_up
 
     def _note(self, text: str) -> None:
         from rich.text import Text
