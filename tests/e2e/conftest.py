@@ -156,12 +156,16 @@ class GatewayProcess:
     def stop(self, sig: int = signal.SIGINT, timeout: float = 30.0) -> int:
         if self.proc is None:
             return 0
-        if self.proc.poll() is None:
+        gone = self.proc.poll()  # ended before it was asked to: a kill by the test, or a crash to explain
+        if gone is None:
             end(self.proc, sig, timeout)
         self.output = self.proc.stdout.read() if self.proc.stdout else ""
         if self.proc.stdout:
             self.proc.stdout.close()
         code = self.proc.returncode
+        if gone is not None:
+            print(f"orbital dev on {self.data_dir} had ended by itself, exit status {gone}:", file=sys.stderr)
+            print(self.output[-4000:], file=sys.stderr, flush=True)
         self.proc = None
         return code
 
