@@ -19,8 +19,8 @@
 - **What changed since.** `state()` reads the WAL index's header (the first bytes of the `-shm` file, which SQLite's
   unix and Windows VFSes map into every process that has the database open; its layout is documented in SQLite's
   walformat.html): every commit, by any connection of any process, writes a new one, so two equal states mean
-  nothing was committed in between. A read costs no system call and no lock: what lets a reader keep rows it read
-  (`SqliteTable`) and still see every commit, also one made by a tool writing beside the gateway.
+  nothing was committed in between. A read costs a `pread` and a `stat`, and no lock: what lets a reader keep rows
+  it read (`SqliteTable`) and still see every commit, also one made by a tool writing beside the gateway.
 - Opening an existing file recovers every committed transaction (SQLite replays the WAL); a transaction whose
   frames were torn by a crash was not acknowledged, and is dropped whole.
 
@@ -35,7 +35,6 @@ Thread-safe; one process per file (the data directory's lock keeps a second gate
 from __future__ import annotations
 
 import logging
-import mmap
 import os
 import sqlite3
 import sys
@@ -78,21 +77,20 @@ def _fsync(fd: int) -> None:
     sync(fd)
 
 
-def _map_wal_index(database: Path) -> mmap.mmap | None:
-    """The header of the database's WAL index, mapped read-only (None where there is no `-shm` file to map: then
-    `Database.state` is None and nothing is kept by readers)."""
+def _open_wal_index(database: Path) -> tuple[int, int] | None:
+    """A read-only descriptor of the database's WAL index and its inode (None where there is no `-shm` file: then
+    `Database.state` is None and nothing is kept by readers). It is read with `pread`, never mapped: a mapping of a
+    file that SQLite truncates under it ends the process with SIGBUS at the next read, where a read just comes back
+    short."""
     try:
         fd = os.open(f"{database}-shm", os.O_RDONLY)
     except OSError:
         return None
     try:
-        if os.fstat(fd).st_size < WAL_INDEX_HEADER:
-            return None
-        return mmap.mmap(fd, WAL_INDEX_HEADER, access=mmap.ACCESS_READ)
-    except (OSError, ValueError):
-        return None
-    finally:
+        return fd, os.fstat(fd).st_ino
+    except OSError:
         os.close(fd)
+        return None
 
 
 def _fsync_directory(directory: Path) -> None:
@@ -218,7 +216,9 @@ class Database:
         self._stopping = False
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._wal_fd = -1
-        self._wal_index: mmap.mmap | None = None
+        self._wal_index: tuple[int, int] | None = None
+        self._shm_path = Path(f"{self.path}-shm")
+        """(descriptor, inode) of the `-shm` file, read by `state`."""
         try:
             self._writer = self._connect()
         except sqlite3.Error as exc:
@@ -244,7 +244,7 @@ class Database:
             raise
         _fsync_directory(self.path.parent)  # the file and its WAL (new at every open) are in the directory for good
         # the WAL index's header (`state`); the writer's open connection keeps the `-shm` file and its size
-        self._wal_index = _map_wal_index(self.path)
+        self._wal_index = _open_wal_index(self.path)
         self._checkpointer = threading.Thread(target=self._checkpoints, name="orbital-db-checkpoint", daemon=True)
         self._checkpointer.start()
 
@@ -336,14 +336,19 @@ class Database:
     def state(self) -> bytes | None:
         """What has been committed, as a value that changes with every commit, by any connection in any process
         (the WAL index's header): equal twice, nothing was committed in between. Read before a read, it is the
-        oldest state that read can see. None when it cannot be told (no WAL index mapped, or the database closed)."""
-        header = self._wal_index
-        if header is None:
+        oldest state that read can see. None when it cannot be told (no WAL index open, the database closed, a
+        short read, or a `-shm` file that is no longer the one opened): readers then keep nothing."""
+        opened = self._wal_index
+        if opened is None:
             return None
+        fd, inode = opened
         try:
-            return header[:WAL_INDEX_HEADER]
-        except ValueError:  # closed meanwhile
+            header = os.pread(fd, WAL_INDEX_HEADER, 0)
+            if len(header) < WAL_INDEX_HEADER or self._shm_path.stat().st_ino != inode:
+                return None
+        except OSError:  # closed meanwhile, or the file is gone
             return None
+        return header
 
     def in_transaction(self) -> bool:
         """Whether this thread is inside a transaction (its reads then see its own uncommitted writes)."""
@@ -416,9 +421,9 @@ class Database:
             if self._wal_fd >= 0:
                 os.close(self._wal_fd)
                 self._wal_fd = -1
-            header, self._wal_index = self._wal_index, None
-            if header is not None:
-                header.close()
+            opened, self._wal_index = self._wal_index, None
+            if opened is not None:
+                os.close(opened[0])
             self._writer.close()
 
     def _stop_checkpointer(self) -> None:

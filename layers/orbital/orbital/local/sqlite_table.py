@@ -14,8 +14,8 @@ acknowledged write.
 
 Rows read between two commits: a point read (`get`, `view`) keeps the stored row it found together with the
 database's `state()` (the WAL index's header, which every commit of any process changes), and answers from it while
-the state is the same: no SQL, no lock, no system call, until anything at all is committed. Nothing has to be
-invalidated by a write: a commit changes the state, and every row kept before it is dropped at the next read.
+the state is the same: no SQL and no lock (two small system calls), until anything at all is committed. Nothing has
+to be invalidated by a write: a commit changes the state, and every row kept before it is dropped at the next read.
 A read inside a transaction of its own thread goes to that transaction (it sees its uncommitted writes) and keeps
 nothing. Partition, index and count reads always run their query. `view` keeps what it made of an item with the
 stored row it made it from, and hands it out again while a read finds the same row (ADR 0030).
