@@ -250,13 +250,14 @@ def test_a_delivery_cut_off_half_way_is_processed_when_it_comes_again(
     from orbital.channels import inbound as pipeline
 
     # a first delivery took the message and was killed before it finished (a Lambda timeout): its lease stands
-    now = services.now_ms()
     assert pipeline._claim(services, "test", "bridge", "m9") is None
+    mark = services.table.get(keys.inbound_seen("test", "bridge", "m9"))
+    lease_until = mark.attrs["lu"]
     repeat = bridge.call("channel.inbound", inbound("m9", "are you there?"))
     assert repeat == {"status": "duplicate", "messageId": "m9", "processing": True}
     assert llm.requests == []
     # once the lease has run out, the platform's next retry gets through, and only then is the mark final
-    monkeypatch.setattr(services, "now_ms", lambda: now + pipeline.LEASE_MS + 1)
+    monkeypatch.setattr(services, "now_ms", lambda: lease_until + 1)
     llm.script(reply("yes, here"))
     assert bridge.call("channel.inbound", inbound("m9", "are you there?"))["status"] == "started"
     wait_for(lambda: "yes, here" in texts(sender, bridge), timeout=30)
