@@ -199,6 +199,22 @@ def test_a_closed_database_tells_no_state(tmp_path: Path) -> None:
     assert db.state() is None
 
 
+def test_a_removed_or_replaced_wal_index_tells_no_state(tmp_path: Path) -> None:
+    """A `-shm` file removed under the gateway (or replaced by another file at its path) is no longer the one every
+    commit writes: the state cannot be told, and readers keep nothing rather than trust a header that never moves."""
+    db = Database(tmp_path / "moved.db")
+    try:
+        assert db.state() is not None
+        shm = tmp_path / "moved.db-shm"
+        shm.rename(tmp_path / "elsewhere")
+        shm.write_bytes(bytes(32768))
+        assert db.state() is not None  # still linked, under another name
+        (tmp_path / "elsewhere").unlink()
+        assert db.state() is None
+    finally:
+        db.close()
+
+
 def test_a_read_does_not_wait_for_a_writer_holding_the_lock(db: Database) -> None:
     table = SqliteTable(db)
     table.put(("W", "x"), {"n": 1})

@@ -19,7 +19,7 @@
 - **What changed since.** `state()` reads the WAL index's header (the first bytes of the `-shm` file, which SQLite's
   unix and Windows VFSes map into every process that has the database open; its layout is documented in SQLite's
   walformat.html): every commit, by any connection of any process, writes a new one, so two equal states mean
-  nothing was committed in between. A read costs a `pread` and a `stat`, and no lock: what lets a reader keep rows
+  nothing was committed in between. A read costs a `pread` and an `fstat`, and no lock: what lets a reader keep rows
   it read (`SqliteTable`) and still see every commit, also one made by a tool writing beside the gateway.
 - Opening an existing file recovers every committed transaction (SQLite replays the WAL); a transaction whose
   frames were torn by a crash was not acknowledged, and is dropped whole.
@@ -77,19 +77,14 @@ def _fsync(fd: int) -> None:
     sync(fd)
 
 
-def _open_wal_index(database: Path) -> tuple[int, int] | None:
-    """A read-only descriptor of the database's WAL index and its inode (None where there is no `-shm` file: then
+def _open_wal_index(database: Path) -> int | None:
+    """A read-only descriptor of the database's WAL index (None where there is no `-shm` file: then
     `Database.state` is None and nothing is kept by readers). It is read with `pread`, never mapped: a mapping of a
     file that SQLite truncates under it ends the process with SIGBUS at the next read, where a read just comes back
     short."""
     try:
-        fd = os.open(f"{database}-shm", os.O_RDONLY)
+        return os.open(f"{database}-shm", os.O_RDONLY)
     except OSError:
-        return None
-    try:
-        return fd, os.fstat(fd).st_ino
-    except OSError:
-        os.close(fd)
         return None
 
 
@@ -216,8 +211,7 @@ class Database:
         self._stopping = False
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._wal_fd = -1
-        self._wal_index: tuple[int, int] | None = None
-        self._shm_path = Path(f"{self.path}-shm")
+        self._wal_index: int | None = None
         """(descriptor, inode) of the `-shm` file, read by `state`."""
         try:
             self._writer = self._connect()
@@ -341,10 +335,10 @@ class Database:
         opened = self._wal_index
         if opened is None:
             return None
-        fd, inode = opened
         try:
-            header = os.pread(fd, WAL_INDEX_HEADER, 0)
-            if len(header) < WAL_INDEX_HEADER or self._shm_path.stat().st_ino != inode:
+            header = os.pread(opened, WAL_INDEX_HEADER, 0)
+            # no link left: the file was removed or replaced, and the one at the path is not ours to read
+            if len(header) < WAL_INDEX_HEADER or os.fstat(opened).st_nlink == 0:
                 return None
         except OSError:  # closed meanwhile, or the file is gone
             return None
@@ -423,7 +417,7 @@ class Database:
                 self._wal_fd = -1
             opened, self._wal_index = self._wal_index, None
             if opened is not None:
-                os.close(opened[0])
+                os.close(opened)
             self._writer.close()
 
     def _stop_checkpointer(self) -> None:
