@@ -228,6 +228,28 @@ def test_ten_wrong_tokens_in_a_minute_hold_the_peer_back_for_a_minute(tmp_path: 
     assert "guess-" not in gw.output  # no token tried is logged
 
 
+@pytest.mark.skipif(os.getuid() != 0, reason="needs root to run a client as another user")
+def test_another_users_wrong_tokens_hold_back_that_user_not_the_owner(tmp_path: Any) -> None:
+    gw = GatewayProcess(tmp_path / "data", token=TOKEN).start()
+    try:
+        host = f"127.0.0.1:{gw.port}"
+
+        def post_as_nobody(bearer: str) -> str:
+            head = f"POST /api/v1/config.get HTTP/1.1|Host: {host}|Authorization: Bearer {bearer}|"
+            return _as_nobody(gw.port, head + "Content-Type: application/json|Content-Length: 2|Connection: close||{}")
+
+        for n in range(10):
+            answer = post_as_nobody(f"guess-{n:02d}-0123456789")
+            assert answer.startswith("HTTP/1.1 401"), answer[:80]
+        assert post_as_nobody(TOKEN).startswith("HTTP/1.1 429")  # that user, even with the right token
+        # the owner, from the same loopback address: not held back, over HTTP and at the WebSocket upgrade
+        assert _post(gw.port, "/api/v1/config.get", TOKEN, '{"path":"model"}')[0] == 200
+        assert _upgrade(gw.port, host, f"Authorization: Bearer {TOKEN}\r\n")[0] == 101
+    finally:
+        gw.stop()
+    assert "guess-" not in gw.output
+
+
 def test_ten_wrong_exoclaw_tokens_hold_the_peer_back_too(tmp_path: Any) -> None:
     gw = GatewayProcess(tmp_path / "data", token=TOKEN).start()
     try:

@@ -48,3 +48,20 @@ def test_no_peer_is_never_blocked() -> None:
     attempts = Attempts(limit=1)
     attempts.failed(None)
     assert not attempts.blocked(None)
+
+
+def test_a_local_peer_is_its_address_and_its_os_user() -> None:
+    from orbital.runtime.attempts import PEER_UID, peer_key
+    from orbital.runtime.gateway import _peer
+
+    attempts = Attempts(limit=2)
+    for _ in range(2):
+        attempts.failed(peer_key("127.0.0.1", 65534))
+    assert attempts.blocked(peer_key("127.0.0.1", 65534))
+    assert not attempts.blocked(peer_key("127.0.0.1", 1000))  # another user on the same address
+    assert peer_key("127.0.0.1", None) == "127.0.0.1" and peer_key("127.0.0.1", True) == "127.0.0.1"
+    assert peer_key(None, 1000) is None
+    # a socket's events carry the user as the local front door found it; on AWS there is none
+    local = {"requestContext": {"identity": {"sourceIp": "127.0.0.1", PEER_UID: 1000}}}
+    assert _peer(local) == peer_key("127.0.0.1", 1000)
+    assert _peer({"requestContext": {"identity": {"sourceIp": "203.0.113.7"}}}) == "203.0.113.7"

@@ -56,6 +56,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from orbital.aws.clients import CLOSE_CODE_HEADER, CLOSE_REASON_HEADER
 from orbital.protocol.frames import MAX_FRAME_BYTES, MAX_MESSAGE_BYTES
+from orbital.runtime.attempts import PEER_UID
 
 log = logging.getLogger("orbital.bridge")
 
@@ -121,6 +122,8 @@ class _Socket:
     ws: WebSocket | LineSocket
     connected_at: float
     source_ip: str
+    peer_uid: int | None = None
+    """The OS user of the peer's socket, where the front door could tell (`runtime.attempts.PEER_UID`)."""
     last_active: float = field(default_factory=time.time)
     closed: bool = False
     """No more posts: closed through the management API, or a write failed."""
@@ -227,7 +230,7 @@ class Bridge:
             "stage": self.stage,
             "connectedAt": int((sock.connected_at if sock else now) * 1000),
             "requestTimeEpoch": int(now * 1000),
-            "identity": {"sourceIp": sock.source_ip if sock else "127.0.0.1"},
+            "identity": _identity(sock),
             "requestId": rid,
             "domainName": self.domain,
             "connectionId": cid,
@@ -282,7 +285,13 @@ class Bridge:
         self.loop = asyncio.get_running_loop()
         cid = base64.b32encode(uuid.uuid4().bytes[:10]).decode().rstrip("=")
         client = ws.client
-        sock = _Socket(ws=ws, connected_at=time.time(), source_ip=client.host if client else "127.0.0.1")
+        uid = ws.scope.get(PEER_UID)
+        sock = _Socket(
+            ws=ws,
+            connected_at=time.time(),
+            source_ip=client.host if client else "127.0.0.1",
+            peer_uid=uid if isinstance(uid, int) else None,
+        )
         event = {
             "headers": dict(ws.headers),
             "multiValueHeaders": {k: [v] for k, v in ws.headers.items()},
@@ -614,6 +623,14 @@ def websocket_protocol() -> type[asyncio.Protocol]:
                 super().handle_cont(event)
 
     return ApiGatewayFrames
+
+
+def _identity(sock: _Socket | None) -> dict[str, Any]:
+    if sock is None:
+        return {"sourceIp": "127.0.0.1"}
+    if sock.peer_uid is None:
+        return {"sourceIp": sock.source_ip}
+    return {"sourceIp": sock.source_ip, PEER_UID: sock.peer_uid}
 
 
 def _info(sock: _Socket) -> _Answer:

@@ -17,7 +17,9 @@ and a sentence saying what to do:
 - a DNS-rebinding page in the user's browser names its own host.
 
 With a token only the `Origin` rule applies here: `connect` (and every HTTP route that acts) asks for the token itself.
-ADR 0025 has the whole model.
+The front door then only notes whose socket the peer is (`runtime.attempts.PEER_UID`), so that failed tokens count
+against that user: another user of the machine guessing tokens is held back, the owner is not. ADR 0025 has the whole
+model.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from urllib.parse import urlsplit
 
 from orbital.local import peer_uid
 from orbital.protocol.peers import is_proxy_header, loopback_address
+from orbital.runtime.attempts import PEER_UID
 
 ASGIApp = Callable[[dict[str, Any], Callable[..., Awaitable[Any]], Callable[..., Awaitable[Any]]], Awaitable[None]]
 
@@ -164,6 +167,12 @@ def guard(
             text = FOREIGN_PAGE
             if mode == TOKEN:
                 why = origin_refusal(headers, port)
+                if why is None and client is not None and server:
+                    # who the peer is, for the count of failed tokens (`runtime.attempts`): another user's guesses
+                    # must not hold the owner back
+                    found = owner((client[0], int(client[1])), (server[0], int(server[1])))
+                    if found is not None:
+                        scope[PEER_UID] = found
             else:
                 why = refusal(client, headers, port)
                 text = FOREIGN_PAGE if why and why.startswith("from a web page") else REFUSAL
@@ -172,6 +181,8 @@ def guard(
                     if found != own_uid:
                         why = "from another user of this machine" if found is not None else "from an unknown socket"
                         text = OTHER_USER
+                    else:
+                        scope[PEER_UID] = found
             if why is not None:
                 if on_refused is not None:
                     on_refused(why)

@@ -24,7 +24,7 @@ from fastapi.security import HTTPBearer
 from starlette.requests import HTTPConnection
 
 from orbital.runtime import credentials
-from orbital.runtime.attempts import ATTEMPTS, TOO_MANY
+from orbital.runtime.attempts import ATTEMPTS, PEER_UID, TOO_MANY, peer_key
 from orbital.runtime.services import get_services
 
 log = logging.getLogger("orbital.rest")
@@ -82,7 +82,7 @@ def identify(request: HTTPConnection, _scheme: Any = _DOCUMENTED) -> Caller:
     """The caller of a route (or socket) any credential may use (the gateway's or an install's); 401 otherwise.
     (`_scheme` only puts the bearer scheme on the route in the OpenAPI document.) A peer that failed too often is
     refused with 429 before its bearer is looked at (`runtime.attempts`)."""
-    peer = request.client.host if request.client else None
+    peer = peer_key(request.client.host if request.client else None, request.scope.get(PEER_UID))
     if ATTEMPTS.blocked(peer):
         raise HTTPException(429, TOO_MANY, headers={"Retry-After": "60"})
     try:

@@ -5,8 +5,10 @@ whose token is wrong.
 
 Counted in this process's memory (ADR 0025): locally that is the whole gateway; on AWS each Lambda container counts
 its own, so a peer spread over N containers gets up to N x `LIMIT` tries a minute. Locally every client on the
-machine (and every tunnel) shares the loopback address, so another user's failures also hold the owner's new
-connections back for a minute; sockets already open are not touched.
+machine shares the loopback address: there a peer is the address and the OS user whose socket it is (the local front
+door looks it up, `PEER_UID`), so another user of the machine guessing tokens holds back only that user, never the
+owner. Where the user cannot be told (another platform, a tunnel), the address alone is the peer. Sockets already
+open are never touched.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from typing import Any
 
 log = logging.getLogger("orbital.auth")
 
@@ -25,7 +28,18 @@ BLOCK_S = 60.0
 MAX_PEERS = 4096
 """Peers remembered at most (the oldest are forgotten first), so a flood of addresses cannot fill memory."""
 
+PEER_UID = "orbital.peer_uid"
+"""The OS user of a connection's peer on this machine, where the local front door could tell it: a key of the
+request's ASGI scope, and of the `identity` of a socket's events."""
+
 TOO_MANY = "Too many failed attempts with a wrong token from this address: try again in a minute"
+
+
+def peer_key(address: str | None, uid: Any) -> str | None:
+    """Who is counted: the address, and the OS user behind it where known (`PEER_UID`)."""
+    if not address:
+        return None
+    return f"{address} uid {uid}" if isinstance(uid, int) and not isinstance(uid, bool) else address
 
 
 class Attempts:

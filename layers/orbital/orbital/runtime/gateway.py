@@ -25,7 +25,7 @@ from orbital.protocol.frames import encode_sendable
 from orbital.protocol.peers import is_proxy_header
 from orbital.protocol.registry import DialectClose, DialectInbound
 from orbital.runtime import credentials
-from orbital.runtime.attempts import ATTEMPTS, TOO_MANY
+from orbital.runtime.attempts import ATTEMPTS, PEER_UID, TOO_MANY, peer_key
 from orbital.runtime.services import get_services
 from orbital.store.connections import Connection
 
@@ -110,9 +110,11 @@ def _bearer(event: dict[str, Any]) -> str | None:
 
 
 def _peer(event: dict[str, Any]) -> str | None:
-    """The address the socket came from (API Gateway's `identity.sourceIp`; locally the loopback peer)."""
-    source = ((event.get("requestContext") or {}).get("identity") or {}).get("sourceIp")
-    return source if isinstance(source, str) and source else None
+    """Who the socket came from, as failed attempts count it: the address (API Gateway's `identity.sourceIp`;
+    locally the loopback peer) and, locally, the OS user whose socket it is where the front door could tell."""
+    identity = (event.get("requestContext") or {}).get("identity") or {}
+    source = identity.get("sourceIp")
+    return peer_key(source if isinstance(source, str) else None, identity.get(PEER_UID))
 
 
 def _on_this_machine(event: dict[str, Any]) -> bool:
