@@ -191,7 +191,10 @@ def test_checks_and_messages(flows, connect, sender, services):
         "code": 404,
         "message": "No node provides tool: n9__Bash",
     }
-    assert node.error("tool.invoke", {"tool": "n1__Bash"}) == {"code": 101, "message": "Not connected"}
+    assert node.error("tool.invoke", {"tool": "n1__Bash"}) == {
+        "code": 101,
+        "message": "Method tool.invoke not allowed for mode node: Not connected",
+    }
     assert node.error("tool.result", {"callId": "nope"}) == {"code": 404, "message": "Unknown callId"}
     assert node.error("tool.result", {}) == {"code": 400, "message": "callId required"}
     _invoke(client, "n1__Bash", {"command": "x"})
@@ -202,14 +205,14 @@ def test_checks_and_messages(flows, connect, sender, services):
     }
     assert client.error("logs.result", {"callId": call_id}) == {
         "code": 403,
-        "message": "Node not authorized for this call",
+        "message": "Method logs.result not allowed for mode client: Node not authorized for this call",
     }
     assert client.error("logs.get", {"lines": 0}) == {"code": 400, "message": "lines must be a positive number"}
     assert client.error("logs.get", {}) == {"code": 400, "message": "nodeId required when multiple nodes are connected"}
     assert client.error("logs.get", {"nodeId": "zz"}) == {"code": 503, "message": "Node not connected: zz"}
     assert client.error("node.exec.event", {"sessionId": "s"}) == {
         "code": 403,
-        "message": "Only node clients can submit exec events",
+        "message": "Method node.exec.event not allowed for mode client: Only node clients can submit exec events",
     }
     node.call("tool.result", {"callId": call_id, "result": 1})
 
