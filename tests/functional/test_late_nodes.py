@@ -23,7 +23,9 @@ LATE_RUNTIME = {
 
 
 def late_node(connect: Any, node_id: str, **extra: Any) -> Any:
-    return connect("node", node_id, tools=extra.pop("tools", LATE_TOOLS), nodeRuntime=extra.pop("nodeRuntime", LATE_RUNTIME))
+    return connect(
+        "node", node_id, tools=extra.pop("tools", LATE_TOOLS), nodeRuntime=extra.pop("nodeRuntime", LATE_RUNTIME)
+    )
 
 
 def put_skill(services: Any, key: str, name: str, requires: dict) -> None:
@@ -51,7 +53,10 @@ def test_a_node_without_host_role_connects_and_its_capabilities_alone_route(serv
     client = connect("client", "c1")
     assert {"late-1__Bash", "late-1__Read"} <= set(tool_names(client))
     runtime = services.connections.node("late-1").runtime
-    assert runtime == {"hostCapabilities": LATE_RUNTIME["hostCapabilities"], "toolCapabilities": LATE_RUNTIME["toolCapabilities"]}
+    assert runtime == {
+        "hostCapabilities": LATE_RUNTIME["hostCapabilities"],
+        "toolCapabilities": LATE_RUNTIME["toolCapabilities"],
+    }
     # a specialized late node (the late suite's): one capability, no execution baseline
     special = {"hostCapabilities": ["text.search"], "toolCapabilities": {"Grep": ["text.search"]}}
     grep = [{"name": "Grep", "description": "search", "inputSchema": {"type": "object"}}]
@@ -65,7 +70,12 @@ def test_late_validation_keeps_the_capability_rules_and_ignores_unknown_keys(ser
 
     def refused(runtime: Any) -> dict[str, Any]:
         rpc = Rpc(services, "conn-late-bad")
-        params = {"minProtocol": 1, "client": {"mode": "node", "id": "bad"}, "tools": LATE_TOOLS, "nodeRuntime": runtime}
+        params = {
+            "minProtocol": 1,
+            "client": {"mode": "node", "id": "bad"},
+            "tools": LATE_TOOLS,
+            "nodeRuntime": runtime,
+        }
         return rpc.error("connect", params)
 
     assert refused(None) == {"code": 103, "message": "Invalid nodeRuntime: nodeRuntime for bad is required"}
@@ -96,7 +106,9 @@ def test_late_validation_keeps_the_capability_rules_and_ignores_unknown_keys(ser
 def test_a_late_node_is_never_probed_and_bin_requirements_do_not_rule_it_out(services, sender, connect):
     put_skill(services, "skills/gh/SKILL.md", "github", {"bins": ["gh"]})
     put_skill(services, "skills/lin/SKILL.md", "linux-only", {"os": ["linux"], "env": ["HOME"]})
-    put_skill(services, "skills/ed/SKILL.md", "editor", {"capabilities": ["filesystem.edit"], "hostRoles": ["execution"]})
+    put_skill(
+        services, "skills/ed/SKILL.md", "editor", {"capabilities": ["filesystem.edit"], "hostRoles": ["execution"]}
+    )
     put_skill(services, "skills/gpu/SKILL.md", "searcher", {"hostRoles": ["specialized"]})
     node = late_node(connect, "late-1")
     client = connect("client", "c1")
