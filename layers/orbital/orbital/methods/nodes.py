@@ -238,7 +238,8 @@ def _maybe_register_exec_session(ctx: CallContext, call: deferred.PendingCall, r
 
 @router.on_call_timeout("tool")
 def _tool_timeout(services: Services, call: deferred.PendingCall) -> None:
-    message = f"Tool call timed out after {call.timeout_ms}ms: {call.tool}"
+    # GSV's text (its last protocol-1 release times these out too), then how long and which tool
+    message = f"Tool request timed out after {call.timeout_ms}ms: {call.tool}"
     deferred.answer(services, call, error={"code": 504, "message": message, "retryable": True})
 
 
@@ -375,7 +376,7 @@ def _agent_logs_result(ctx: CallContext, call: deferred.PendingCall, params: Log
 
 @router.on_call_timeout("logs")
 def _logs_timeout(services: Services, call: deferred.PendingCall) -> None:
-    message = f"logs.get timed out for node {call.node_id} after {call.timeout_ms}ms"
+    message = f"logs.get timed out after {call.timeout_ms}ms (node {call.node_id})"  # GSV's text, then the node
     deferred.answer(services, call, error={"code": 504, "message": message, "retryable": True})
 
 
@@ -563,7 +564,8 @@ class NodeForgetResult(Result):
 
 @router.method("node.forget", params=NodeForgetParams, result=NodeForgetResult, modes=CLIENT)
 def node_forget(ctx: CallContext, params: NodeForgetParams) -> dict[str, Any]:
-    """Remove a node from the known nodes (they outlive their sockets). A connected node needs `force: true`
+    """Remove a node from the known nodes (they outlive their sockets; 400 `nodeId required` without one, and an
+    unknown id is answered with `removed: false`). A connected node needs `force: true`
     (else 409 `Node {nodeId} is still connected (use force=true to disconnect and forget)`): its socket is then closed
     (1000 `Forgotten from node registry`), its tools leave `tools.list` at once, and whatever was pending on it
     fails with 503 `Node removed from registry: {nodeId}` (its transfers with `Node disconnected: {nodeId}`). A
