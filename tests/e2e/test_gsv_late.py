@@ -190,6 +190,7 @@ def test_a_late_node_that_never_answers_probes_gets_tool_calls(
         assert node.call("tool.result", {"callId": invoke["callId"], "result": "gh version 2.0"}) == {"ok": True}
         events = follow_run(admin, started["runId"], timeout=30)
         assert events[-1]["state"] == "final"
+        node.call("tools.list")  # reads (and keeps) every event sent to it before the answer
         assert not [e for e in node.events if e.get("event") == "node.probe"]
     prompts = [m["content"] for r in llm.requests if f"Session key: {key}" in (m := r.body["messages"][0])["content"]]
     assert prompts and f'<skill name="{skill}">' in prompts[0]
@@ -219,3 +220,34 @@ def test_a_real_orbital_node_forgotten_with_force_stops(gateway: Any, admin: Gat
         assert "removed node" in node.log_file.read_text()
     finally:
         node.stop()
+
+
+def test_a_real_orbital_node_is_still_probed_beside_a_late_node(
+    gateway: Any, admin: GatewayClient, node_factory: Any
+) -> None:
+    """Seed-era and late nodes side by side: `orbital node` answers its probe and its bins count; the late node is
+    never asked and is not ruled out by a bin nobody has."""
+    present, absent = unique("present"), unique("absent")
+    for name, bins in ((present, ["sh"]), (absent, [f"no-such-bin-{uuid.uuid4().hex[:6]}"])):
+        text = f'---\nname: {name}\nmetadata: {{"gsv": {{"requires": {{"bins": {bins}}}}}}}\n---\n'.replace("'", '"')
+        admin.call("workspace.write", {"path": f"skills/{name}/SKILL.md", "content": text})
+    seed = node_factory(unique("orbital"))
+    late_id = unique("node-late")
+    with late_node(gateway, late_id) as late:
+        admin.call("skills.update", {"force": True})
+
+        def rows() -> dict[str, Any]:
+            return {r["name"]: r for r in admin.call("skills.status", {})["skills"]}
+
+        def seed_answered() -> bool:
+            nodes = {n["nodeId"]: n for n in admin.call("skills.status", {})["nodes"]}
+            return "sh" in nodes[seed.node_id]["hostBins"]
+
+        wait_for(seed_answered, timeout=30)
+        assert wait_for(lambda: seed.node_id in rows()[present]["eligibleHosts"], timeout=30)
+        assert late_id in rows()[present]["eligibleHosts"]
+        assert rows()[absent]["eligibleHosts"] == [late_id]
+        nodes = {n["nodeId"]: n for n in admin.call("skills.status", {})["nodes"]}
+        assert nodes[seed.node_id]["canProbeBins"] is True and nodes[late_id]["canProbeBins"] is False
+        late.call("tools.list")  # reads (and keeps) every event sent to it before the answer
+        assert not [e for e in late.events if e.get("event") == "node.probe"]
