@@ -15,7 +15,7 @@ import pytest
 from orbital.client import GatewayClient, RpcFailed
 
 from tests.conftest import wait_for
-from tests.e2e.conftest import NodeProcess
+from tests.e2e.conftest import GatewayProcess, NodeProcess
 from tests.support.agent import configure_fake_model, follow_run
 from tests.support.fake_llm import FakeLLM, call, reply
 
@@ -251,3 +251,23 @@ def test_a_real_orbital_node_is_still_probed_beside_a_late_node(
         assert nodes[seed.node_id]["canProbeBins"] is True and nodes[late_id]["canProbeBins"] is False
         late.call("tools.list")  # reads (and keeps) every event sent to it before the answer
         assert not [e for e in late.events if e.get("event") == "node.probe"]
+
+
+def test_a_known_node_outlives_a_restart_until_forgotten(data_dir: Any) -> None:
+    gw = GatewayProcess(data_dir).start()
+    try:
+        node_id = unique("node-late")
+        late_node(gateway=gw, node_id=node_id).close()
+        gw.stop()
+        gw.start()
+        with GatewayClient(gw.url, timeout=15) as admin:
+            admin.connect("client", unique("late-admin"))
+            assert f"{node_id}__Bash" not in names(admin)  # offline: its tools are not offered
+            assert admin.call("node.forget", {"nodeId": node_id}) == {
+                "ok": True,
+                "nodeId": node_id,
+                "removed": True,
+                "disconnected": False,
+            }
+    finally:
+        gw.stop()

@@ -172,8 +172,9 @@ def render() -> str:
     lines.append("")
     lines += [
         "`connection.closing` `{code, reason}` comes right before the gateway closes a socket (replaced by a newer",
-        "connection of the same client, node or channel id; unauthorized): on AWS the close itself carries no code or",
-        "reason. `orbital node` stops when it is replaced, instead of taking the id back.",
+        "connection of the same client, node or channel id; unauthorized; a node forgotten with `node.forget`): on AWS",
+        "the close itself carries no code or reason. `orbital node` stops when it is replaced or forgotten, instead of",
+        "taking the id back.",
         "",
     ]
     lines += _type_entries(types)
