@@ -60,7 +60,8 @@ DECISIONS: list[tuple[str, str]] = [
             "The known nodes are kept (for `node.forget`), but `tools.list`, tool routing, `logs.get`, "
             "`skills.status` and the prompt show connected nodes only, as in the seed: the console and the seed's "
             "clients take every node `skills.status` lists for a connected one. Each listed node now carries "
-            "`online: true` (the late CLI prints the flag)."
+            "`online: true` (the late CLI prints the flag). `tools.list` keeps the seed's order of node tools (by "
+            "connection, not by node id)."
         ),
     ),
     (
