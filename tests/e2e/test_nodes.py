@@ -82,7 +82,7 @@ def test_silent_node_times_out_and_late_result_is_dropped(gateway, client):
             res = client.request("tool.invoke", {"tool": f"{node_id}__Bash", "args": {}}, timeout=30)
             assert res["error"] == {
                 "code": 504,
-                "message": f"Tool call timed out after 1000ms: {node_id}__Bash",
+                "message": f"Tool request timed out after 1000ms: {node_id}__Bash",
                 "retryable": True,
             }
             call_id = silent.next_event("tool.invoke")["payload"]["callId"]

@@ -112,7 +112,7 @@ def test_timeout_answers_with_error_and_late_result_is_dropped(flows, connect, s
     timer = deferred_execution_arn(flows, services, call_id)
     res = wait_for(lambda: _responses(sender, client.connection_id), timeout=15)[0]
     assert res["ok"] is False
-    assert res["error"] == {"code": 504, "message": "Tool call timed out after 1000ms: n1__Bash", "retryable": True}
+    assert res["error"] == {"code": 504, "message": "Tool request timed out after 1000ms: n1__Bash", "retryable": True}
     done = wait_for(lambda: _finished(timer))
     assert done["status"] == "SUCCEEDED" and _timed_out_by(done) == 1
     assert node.call("tool.result", {"callId": call_id, "result": "late"}) == {"ok": True, "dropped": True}
@@ -178,7 +178,7 @@ def test_logs_get_round_trip_and_timeout(flows, connect, sender, services):
     client.call("config.set", {"path": "timeouts.logsMs", "value": 1000})
     assert client.frame("logs.get", {}) is None
     res = wait_for(lambda: _responses(sender, client.connection_id)[1:], timeout=15)[0]
-    assert res["error"] == {"code": 504, "message": "logs.get timed out for node n1 after 1000ms", "retryable": True}
+    assert res["error"] == {"code": 504, "message": "logs.get timed out after 1000ms (node n1)", "retryable": True}
 
 
 def test_checks_and_messages(flows, connect, sender, services):
@@ -191,7 +191,10 @@ def test_checks_and_messages(flows, connect, sender, services):
         "code": 404,
         "message": "No node provides tool: n9__Bash",
     }
-    assert node.error("tool.invoke", {"tool": "n1__Bash"}) == {"code": 101, "message": "Not connected"}
+    assert node.error("tool.invoke", {"tool": "n1__Bash"}) == {
+        "code": 101,
+        "message": "Method tool.invoke not allowed for mode node: Not connected",
+    }
     assert node.error("tool.result", {"callId": "nope"}) == {"code": 404, "message": "Unknown callId"}
     assert node.error("tool.result", {}) == {"code": 400, "message": "callId required"}
     _invoke(client, "n1__Bash", {"command": "x"})
@@ -202,14 +205,14 @@ def test_checks_and_messages(flows, connect, sender, services):
     }
     assert client.error("logs.result", {"callId": call_id}) == {
         "code": 403,
-        "message": "Node not authorized for this call",
+        "message": "Method logs.result not allowed for mode client: Node not authorized for this call",
     }
     assert client.error("logs.get", {"lines": 0}) == {"code": 400, "message": "lines must be a positive number"}
     assert client.error("logs.get", {}) == {"code": 400, "message": "nodeId required when multiple nodes are connected"}
     assert client.error("logs.get", {"nodeId": "zz"}) == {"code": 503, "message": "Node not connected: zz"}
     assert client.error("node.exec.event", {"sessionId": "s"}) == {
         "code": 403,
-        "message": "Only node clients can submit exec events",
+        "message": "Method node.exec.event not allowed for mode client: Only node clients can submit exec events",
     }
     node.call("tool.result", {"callId": call_id, "result": 1})
 
@@ -313,7 +316,7 @@ def test_a_call_left_pending_past_its_timeout_is_answered_by_the_scheduler(flows
     timeout_ms = call.timeout_ms
     assert res["error"] == {
         "code": 504,
-        "message": f"Tool call timed out after {timeout_ms}ms: n1__Bash",
+        "message": f"Tool request timed out after {timeout_ms}ms: n1__Bash",
         "retryable": True,
     }
     assert deferred.get(services, call_id).state == deferred.DONE

@@ -94,7 +94,7 @@ def test_only_the_addressed_node_may_answer(flows, services, sender, connect):
     }
     assert client.error("node.probe.result", {"probeId": probe_id, "ok": True}) == {
         "code": 403,
-        "message": "Only node clients can submit probe results",
+        "message": "Method node.probe.result not allowed for mode client: Only node clients can submit probe results",
     }
     assert n1.error("node.probe.result", {"ok": True}) == {"code": 400, "message": "probeId required"}
     assert n1.call("node.probe.result", {"probeId": "unknown", "ok": True}) == {"ok": True, "dropped": True}

@@ -117,6 +117,7 @@ def test_nodes_in_status_and_nodes_that_cannot_probe(services, connect, rpc):
     assert mac["hostEnv"] == ["GITHUB_TOKEN"] and isinstance(mac["hostBinStatusUpdatedAt"], int)
     assert phone == {
         "nodeId": "phone",
+        "online": True,
         "hostRole": "specialized",
         "hostCapabilities": ["filesystem.read", "text.search"],
         "hostEnv": [],

@@ -319,6 +319,8 @@ def test_node_inventory_shape():
         "hostBins": [],
         "hostBinStatus": {},
         "hostBinStatusUpdatedAt": None,
+        "hostFactsKnown": True,
+        "binsKnown": True,
     }
     assert inv[1]["hostCapabilities"] == BASELINE
     assert list(inv[1]["toolCapabilities"]) == ["Bash", "Read"]
@@ -330,6 +332,37 @@ def test_node_inventory_shape():
     status = sk.status_node(inv[1])
     assert status["canProbeBins"] is True and status["hostOs"] == "darwin"
     assert "hostOs" not in sk.status_node(inv[0]) and sk.status_node(inv[0])["canProbeBins"] is False
+
+
+def test_a_late_node_has_a_role_from_its_capabilities_and_unknown_host_facts():
+    """GSV's last protocol-1 release: no hostRole, no host facts, no probes."""
+    late = node("late", {"hostCapabilities": BASELINE, "toolCapabilities": {"Bash": ["shell.exec"]}}, tools=["Bash"])
+    search = node("search", {"hostCapabilities": ["text.search"], "toolCapabilities": {"Grep": ["text.search"]}})
+    inv = inventory(late, search)
+    assert [(e["nodeId"], e["hostRole"], e["hostFactsKnown"], e["binsKnown"]) for e in inv] == [
+        ("late", "execution", False, False),
+        ("search", "specialized", False, False),
+    ]
+    assert sk.status_node(inv[0])["canProbeBins"] is False
+    wants = sk.parse_skill("skills/x/SKILL.md", skill_md("x", {"bins": ["gh"], "os": ["linux"], "env": ["HOME"]}))
+    result = eligible(wants, inv)
+    assert (result.eligible, result.hosts, result.reasons) == (True, ["late", "search"], [])
+    shell = sk.parse_skill("skills/s/SKILL.md", skill_md("s", {"capabilities": ["shell.exec"], "bins": ["gh"]}))
+    assert eligible(shell, inv).hosts == ["late"]
+    # a seed node whose probe went unanswered: its bins are unknown, its other facts are not
+    silent = node("silent", {**SEED_RUNTIME_FOR_LATE, "binsUnanswered": True})
+    [entry] = inventory(silent)
+    assert (entry["hostFactsKnown"], entry["binsKnown"]) == (True, False)
+    bins_only = sk.parse_skill("skills/b/SKILL.md", skill_md("b", {"bins": ["gh"]}))
+    assert eligible(bins_only, [entry]).eligible
+    assert not eligible(wants, [entry]).eligible  # its os and env are known (none reported)
+
+
+SEED_RUNTIME_FOR_LATE = {
+    "hostRole": "execution",
+    "hostCapabilities": BASELINE,
+    "toolCapabilities": {"Bash": ["shell.exec"]},
+}
 
 
 def test_required_and_probe_bins():

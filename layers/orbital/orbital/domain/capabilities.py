@@ -1,4 +1,11 @@
-"""Node runtime validation (spec §1.3, `validateNodeRuntimeInfo`)."""
+"""Node runtime validation (spec §1.3, `validateNodeRuntimeInfo`), for nodes of both GSV protocol-1 eras.
+
+A seed-era node (GSV until 2026-02-20, and `orbital node`) sends `hostRole` with `hostOs`, `hostEnv` and
+`hostBinStatus*`, and answers `node.probe`. A node of GSV's last protocol-1 release (2026-03-02) sends only
+`hostCapabilities` and `toolCapabilities` and never answers a probe: its capabilities alone route. A runtime without
+`hostRole` is read the late way (the capability fields are checked as before, every other key is ignored); one with
+it is checked as the seed checked it, role and execution baseline included.
+"""
 
 from __future__ import annotations
 
@@ -30,13 +37,14 @@ def _capability_list(value: Any, where: str) -> list[str]:
 
 
 def validate_node_runtime(node_id: str, runtime: Any, tool_names: list[str]) -> dict[str, Any]:
-    """Return the normalized runtime or raise RuntimeInvalid with GSV's detail text."""
+    """Return the normalized runtime or raise RuntimeInvalid with GSV's detail text. Without `hostRole` (absent or
+    null: a late node) only the two capability fields are read and kept."""
     prefix = f"nodeRuntime for {node_id}"
     if not isinstance(runtime, dict):
         raise RuntimeInvalid(f"{prefix} is required")
     role = runtime.get("hostRole")
     role = role.strip() if isinstance(role, str) else role
-    if role not in HOST_ROLES:
+    if role is not None and role not in HOST_ROLES:
         raise RuntimeInvalid(f"{prefix} hostRole must be one of: execution, specialized")
     host_caps = _capability_list(runtime.get("hostCapabilities"), f"{prefix} hostCapabilities")
     seen: set[str] = set()
@@ -61,6 +69,8 @@ def validate_node_runtime(node_id: str, runtime: Any, tool_names: list[str]) -> 
                 f"{prefix} toolCapabilities.{key} must be a subset of hostCapabilities (extra: {', '.join(extra)})"
             )
         tool_caps[key] = caps
+    if role is None:  # a late node: capabilities alone
+        return {"hostCapabilities": host_caps, "toolCapabilities": tool_caps}
     if role == "execution":
         missing = [c for c in EXECUTION_BASELINE if c not in host_caps]
         if missing:
@@ -89,6 +99,23 @@ def validate_node_runtime(node_id: str, runtime: Any, tool_names: list[str]) -> 
             raise RuntimeInvalid(f"{prefix} hostBinStatusUpdatedAt must be a finite number")
         out["hostBinStatusUpdatedAt"] = int(updated // 1)
     return out
+
+
+def declares_role(runtime: Any) -> bool:
+    """A seed-era runtime (it names its role, reports its host facts and answers `node.probe`)."""
+    return isinstance(runtime, dict) and runtime.get("hostRole") in HOST_ROLES
+
+
+def effective_role(runtime: Any) -> str:
+    """The role a node plays: the one it declares, else (a late node) `execution` when its capabilities hold the
+    execution baseline and `specialized` otherwise. A node without runtime is specialized."""
+    if not isinstance(runtime, dict):
+        return "specialized"
+    role = runtime.get("hostRole")
+    if role in HOST_ROLES:
+        return str(role)
+    caps = runtime.get("hostCapabilities") or []
+    return "execution" if all(c in caps for c in EXECUTION_BASELINE) else "specialized"
 
 
 def pick_execution_host(nodes: list[dict[str, Any]]) -> str | None:

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from orbital.domain.capabilities import CAPABILITIES, HOST_ROLES
+from orbital.domain.capabilities import CAPABILITIES, HOST_ROLES, declares_role, effective_role
 from orbital.domain.config import get_path, is_missing
 
 SKILL_FILE = "SKILL.md"
@@ -275,17 +275,25 @@ def resolve_policy(skill: Skill, entries: Mapping[str, Any]) -> SkillPolicy | No
 # --- node inventory --------------------------------------------------------------------------------------------------
 
 
+BINS_UNANSWERED = "binsUnanswered"
+"""On a node's runtime: a bin probe went unanswered after every attempt, so its bins are not known."""
+
+
 def node_inventory_entry(node_id: str, tools: Iterable[Mapping[str, Any]], runtime: Mapping[str, Any] | None) -> dict:
-    """One connected node as eligibility sees it; a node without runtime counts as specialized with nothing."""
+    """One connected node as eligibility sees it; a node without runtime counts as specialized with nothing.
+
+    `hostFactsKnown`: the node reports its OS and environment (a seed-era runtime, with `hostRole`); `binsKnown`:
+    it answers bin probes too. A late node (no `hostRole`) reports neither and never answers a probe: requirements
+    on facts it cannot report do not rule it out (GSV's last protocol-1 release ignores those requirements)."""
     rt: Mapping[str, Any] = runtime or {}
-    role = rt.get("hostRole") if runtime else "specialized"
+    seed_era = declares_role(runtime)
     status_raw = _mapping(rt.get("hostBinStatus"))
     status = {k: status_raw[k] for k in sorted(status_raw) if isinstance(status_raw[k], bool)}
     tool_caps_raw = _mapping(rt.get("toolCapabilities"))
     updated = rt.get("hostBinStatusUpdatedAt")
     return {
         "nodeId": node_id,
-        "hostRole": role,
+        "hostRole": effective_role(runtime),
         "hostCapabilities": sorted(rt.get("hostCapabilities") or []),
         "toolCapabilities": {k: sorted(tool_caps_raw[k] or []) for k in sorted(tool_caps_raw)},
         "tools": sorted(str(t.get("name")) for t in tools if isinstance(t, Mapping) and t.get("name")),
@@ -294,6 +302,8 @@ def node_inventory_entry(node_id: str, tools: Iterable[Mapping[str, Any]], runti
         "hostBins": sorted(k for k, v in status.items() if v is True),
         "hostBinStatus": status,
         "hostBinStatusUpdatedAt": updated if isinstance(updated, int) and not isinstance(updated, bool) else None,
+        "hostFactsKnown": seed_era or runtime is None,
+        "binsKnown": (seed_era or runtime is None) and rt.get(BINS_UNANSWERED) is not True,
     }
 
 
@@ -304,7 +314,10 @@ def build_node_inventory(nodes: Iterable[Any]) -> list[dict[str, Any]]:
 
 
 def can_probe_bins(inventory_entry: Mapping[str, Any]) -> bool:
-    return "shell.exec" in (inventory_entry.get("hostCapabilities") or [])
+    """A node the gateway asks for its bins: a seed-era one (late nodes never answer) that runs commands."""
+    return inventory_entry.get("hostFactsKnown", True) is not False and "shell.exec" in (
+        inventory_entry.get("hostCapabilities") or []
+    )
 
 
 # --- eligibility -----------------------------------------------------------------------------------------------------
@@ -330,14 +343,22 @@ def is_truthy_config(value: Any) -> bool:
     return True
 
 
+def _facts_unknown(host: Mapping[str, Any]) -> bool:
+    return host.get("hostFactsKnown", True) is False
+
+
+def _bins_unknown(host: Mapping[str, Any]) -> bool:
+    return host.get("binsKnown", True) is False
+
+
 _HOST_FILTERS = {
     "hostRoles": lambda host, wanted: host.get("hostRole") in wanted,
     "capabilities": lambda host, wanted: all(c in host["hostCapabilities"] for c in wanted),
     "anyCapabilities": lambda host, wanted: any(c in host["hostCapabilities"] for c in wanted),
-    "os": lambda host, wanted: (host.get("hostOs") or "").lower() in wanted,
-    "env": lambda host, wanted: all(e in host["hostEnv"] for e in wanted),
-    "bins": lambda host, wanted: all(host["hostBinStatus"].get(b) is True for b in wanted),
-    "anyBins": lambda host, wanted: any(host["hostBinStatus"].get(b) is True for b in wanted),
+    "os": lambda host, wanted: _facts_unknown(host) or (host.get("hostOs") or "").lower() in wanted,
+    "env": lambda host, wanted: _facts_unknown(host) or all(e in host["hostEnv"] for e in wanted),
+    "bins": lambda host, wanted: _bins_unknown(host) or all(host["hostBinStatus"].get(b) is True for b in wanted),
+    "anyBins": lambda host, wanted: _bins_unknown(host) or any(host["hostBinStatus"].get(b) is True for b in wanted),
 }
 
 
@@ -408,6 +429,7 @@ def probe_bins(skills: Iterable[Skill], entries: Mapping[str, Any]) -> list[str]
 def status_node(entry: Mapping[str, Any]) -> dict[str, Any]:
     node: dict[str, Any] = {
         "nodeId": entry["nodeId"],
+        "online": True,  # the nodes listed are the connected ones (GSV's late clients print this flag)
         "hostRole": entry["hostRole"],
         "hostCapabilities": list(entry["hostCapabilities"]),
     }

@@ -12,6 +12,11 @@ Each dispatch is a deferred call of kind `probe` (call id `{probeId}-{n}`, n cou
 lives in the `deferred_call` state machine and its timeout comes back here. Probes older than
 `timeouts.skillProbeMaxAgeMs` are dropped when the node reconnects or facts are refreshed; the next refresh then
 queues a probe with a new id.
+
+Only seed-era nodes are probed (their runtime names a `hostRole`; `orbital node` is one). A node of GSV's last
+protocol-1 release never answers `node.probe`, so it is never sent one and its bins count as unknown (requirements on
+them do not rule it out: `orbital.domain.skills`). A seed-era node whose probe goes unanswered after every attempt
+is treated the same way until it answers one or connects again.
 """
 
 from __future__ import annotations
@@ -23,8 +28,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from orbital.domain.capabilities import declares_role
 from orbital.domain.session_keys import normalize_agent_id
-from orbital.domain.skills import probe_bins, skills_entries
+from orbital.domain.skills import BINS_UNANSWERED, probe_bins, skills_entries
 from orbital.engines import deferred
 from orbital.errors import ConflictError, GatewayFailure
 from orbital.ports import lifecycle
@@ -325,8 +331,8 @@ def refresh_skill_runtime_facts(
     max_age = max_age_ms(config)
     for node in sorted(services.connections.nodes(), key=lambda n: n.node_id):
         runtime = node.runtime
-        if not runtime or "shell.exec" not in (runtime.get("hostCapabilities") or []):
-            result["skippedNodeIds"].append(node.node_id)
+        if not runtime or not declares_role(runtime) or "shell.exec" not in (runtime.get("hostCapabilities") or []):
+            result["skippedNodeIds"].append(node.node_id)  # cannot run commands, or never answers (a late node)
             continue
         now = services.now_ms()
         status_raw = runtime.get("hostBinStatus")
@@ -356,6 +362,13 @@ def on_call_timeout(services: Services, call: deferred.PendingCall) -> None:
         services.table.delete(keys.probe(probe.node_id, probe.probe_id))
         services.table.delete(keys.probe_owner(probe.probe_id))
         log.info("probe %s dropped after %d attempts", probe.probe_id, probe.attempts)
+        if probe.connection_id:  # its bins stay unknown, never "missing": no skill is ruled out by the silence
+
+            def unanswered(runtime: dict[str, Any]) -> dict[str, Any]:
+                runtime[BINS_UNANSWERED] = True
+                return runtime
+
+            services.connections.update_node_runtime(probe.node_id, probe.connection_id, unanswered)
         return
     node = services.connections.node(probe.node_id)
     if node is None:
@@ -435,6 +448,7 @@ def accept_result(services: Services, node_id: str, probe_id: str, bins: Any) ->
                 status[name] = value if isinstance(value, bool) else False
             runtime["hostBinStatus"] = {k: status[k] for k in sorted(status)}
             runtime["hostBinStatusUpdatedAt"] = services.now_ms()
+            runtime.pop(BINS_UNANSWERED, None)
             return runtime
 
         services.connections.update_node_runtime(node_id, entry.connection_id, merge)

@@ -202,6 +202,7 @@ def connect(ctx: CallContext, params: ConnectParams) -> dict[str, Any]:
         previous = repo.claim_node(node_id, ctx.connection_id, tools, runtime)
         _replace(ctx, previous, "Replaced by newer node connection")
         _still_open(ctx, conn)
+        repo.node_seen(node_id, now, platform=client.platform, version=client.version, tools=tools, runtime=runtime)
         for hook in ctx.services.hooks.on_node_connected:
             hook(ctx, node_id, previous)
     else:

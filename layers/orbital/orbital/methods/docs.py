@@ -12,6 +12,7 @@ from orbital.agent.events import CHAT_STATES
 from orbital.dialects import detect
 from orbital.methods import registry
 from orbital.methods.connect import EVENTS
+from orbital.methods.docs_late import LATE_RELEASE
 
 HEADER = """# Orbital protocol reference
 
@@ -21,7 +22,8 @@ Frames are JSON text: requests `{"type":"req","id","method","params"}`, response
 `{"type":"res","id","ok":true,"payload"}` or `{"type":"res","id","ok":false,"error":{"code","message"}}`, events
 `{"type":"evt","event","payload"}`. The first request on a socket must be `connect`; anything else gets
 `101 Not connected`. Each method names the connection modes (`client`, `node`, `channel`) that may call it
-("Modes" below); any other mode gets `403 … is not allowed for … connections` (GSV's own codes where GSV has one).
+("Modes" below); any other mode gets `403 Method … not allowed for mode …: …` (GSV's own codes and sentences where
+GSV has them: see "GSV's last protocol-1 release").
 On a gateway with a token (always on AWS), `connect` must carry it in `auth.token`; a socket that has not connected
 is closed (`connection.closing`, code 1008) after its 8th request or 10 s after it opened.
 Malformed JSON gets no reply and the socket stays open. A message over 128 KB, or a single
@@ -51,6 +53,7 @@ CODES = [
     (401, "Unauthorized: invalid or missing token (the socket is then closed with 4001)"),
     (403, "Not allowed for this socket (its mode may not call the method, or the call is not addressed to it)"),
     (404, "Unknown method / unknown item"),
+    (409, "Conflicts with the current state (`node.forget` of a connected node without `force`, a `callId` in use)"),
     (413, "Frame too large, or a reply too large to send"),
     (
         429,
@@ -169,12 +172,14 @@ def render() -> str:
     lines.append("")
     lines += [
         "`connection.closing` `{code, reason}` comes right before the gateway closes a socket (replaced by a newer",
-        "connection of the same client, node or channel id; unauthorized): on AWS the close itself carries no code or",
-        "reason. `orbital node` stops when it is replaced, instead of taking the id back.",
+        "connection of the same client, node or channel id; unauthorized; a node forgotten with `node.forget`): on AWS",
+        "the close itself carries no code or reason. `orbital node` stops when it is replaced or forgotten, instead of",
+        "taking the id back.",
         "",
     ]
     lines += _type_entries(types)
     lines += _dialect_pages(reg)
+    lines += [LATE_RELEASE]
     lines += ["## Error codes", "", "| code | meaning |", "|---|---|"]
     lines += [f"| {code} | {text} |" for code, text in CODES]
     lines.append("")

@@ -1,5 +1,5 @@
 """Gateway ↔ node calls: tool.invoke / tool.request / tool.result, logs.get / logs.result, node.exec.event
-(spec §2.1, §14.1, §14.2; fixes F1, F5)."""
+(spec §2.1, §14.1, §14.2; fixes F1, F5), and the known nodes: node.forget (GSV's last protocol-1 release, §5)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from orbital.agent import events, runs
 from orbital.agent.settings import logs_timeout_ms, tool_timeout_ms
 from orbital.domain.ids import new_uuid
-from orbital.engines import deferred
+from orbital.engines import deferred, probes
 from orbital.errors import BadRequestError, ConflictError, ForbiddenError, NotFoundError, UnavailableError
 from orbital.ports import lifecycle
 from orbital.protocol.dispatch import DEFERRED
@@ -238,7 +238,8 @@ def _maybe_register_exec_session(ctx: CallContext, call: deferred.PendingCall, r
 
 @router.on_call_timeout("tool")
 def _tool_timeout(services: Services, call: deferred.PendingCall) -> None:
-    message = f"Tool call timed out after {call.timeout_ms}ms: {call.tool}"
+    # GSV's text (its last protocol-1 release times these out too), then how long and which tool
+    message = f"Tool request timed out after {call.timeout_ms}ms: {call.tool}"
     deferred.answer(services, call, error={"code": 504, "message": message, "retryable": True})
 
 
@@ -375,7 +376,7 @@ def _agent_logs_result(ctx: CallContext, call: deferred.PendingCall, params: Log
 
 @router.on_call_timeout("logs")
 def _logs_timeout(services: Services, call: deferred.PendingCall) -> None:
-    message = f"logs.get timed out for node {call.node_id} after {call.timeout_ms}ms"
+    message = f"logs.get timed out after {call.timeout_ms}ms (node {call.node_id})"  # GSV's text, then the node
     deferred.answer(services, call, error={"code": 504, "message": message, "retryable": True})
 
 
@@ -528,6 +529,7 @@ def _inject_completion(services: Services, record: dict[str, Any]) -> bool:
 def _node_gone(services: Services, conn: Connection) -> None:
     assert conn.node_id is not None
     deferred.fail_node_calls(services, conn.node_id, f"Node disconnected: {conn.node_id}")
+    services.connections.node_left(conn.node_id, services.now_ms())
 
 
 @router.on_node_connected
@@ -535,3 +537,58 @@ def _node_connected(ctx: CallContext, node_id: str, previous: str | None) -> Non
     if previous:
         reason = f"Node replaced during log request: {node_id}"
         deferred.fail_node_calls(ctx.services, node_id, reason, kinds={"logs", AGENT_LOGS})
+        reason = f"Node replaced during tool request: {node_id}"
+        deferred.fail_node_calls(ctx.services, node_id, reason, kinds=set(deferred.TOOL_CALL_KINDS))
+
+
+# --- known nodes -----------------------------------------------------------------------------------------------
+
+FORGOTTEN = "Forgotten from node registry"
+"""The close reason of a node's socket that `node.forget` ends (GSV's)."""
+
+
+class NodeForgetParams(Params):
+    nodeId: Text = None
+    force: GivenFlag = None
+    """Only `true` disconnects a connected node."""
+
+
+class NodeForgetResult(Result):
+    ok: bool
+    nodeId: str
+    removed: bool
+    """Whether the gateway knew the node (an unknown id is no error)."""
+    disconnected: bool
+    """Whether its socket was closed (`force: true` on a connected node)."""
+
+
+@router.method("node.forget", params=NodeForgetParams, result=NodeForgetResult, modes=CLIENT)
+def node_forget(ctx: CallContext, params: NodeForgetParams) -> dict[str, Any]:
+    """Remove a node from the known nodes (they outlive their sockets; 400 `nodeId required` without one, and an
+    unknown id is answered with `removed: false`). A connected node needs `force: true`
+    (else 409 `Node {nodeId} is still connected (use force=true to disconnect and forget)`): its socket is then closed
+    (1000 `Forgotten from node registry`), its tools leave `tools.list` at once, and whatever was pending on it
+    fails with 503 `Node removed from registry: {nodeId}` (its transfers with `Node disconnected: {nodeId}`). A
+    node that connects again is known again."""
+    node_id = (params.nodeId or "").strip()
+    if not node_id:
+        raise BadRequestError("nodeId required")
+    services = ctx.services
+    node = services.connections.node(node_id)
+    if node is not None and params.force is not True:
+        raise ConflictError(f"Node {node_id} is still connected (use force=true to disconnect and forget)")
+    disconnected = False
+    if node is not None:
+        deferred.fail_node_calls(services, node_id, f"Node removed from registry: {node_id}")
+        lifecycle.disconnect(services, node.connection_id)  # the node's hooks: its transfers fail, probes wait
+        sender, connection_id = services.sender, node.connection_id
+
+        def close_socket() -> None:
+            sender.close(connection_id, 1000, FORGOTTEN)
+
+        ctx.after_reply.append(close_socket)
+        disconnected = True
+    removed = services.connections.forget_node(node_id) or disconnected
+    for probe in probes.node_probes(services, node_id):
+        probes.discard(services, probe, f"Node removed from registry: {node_id}")
+    return {"ok": True, "nodeId": node_id, "removed": removed, "disconnected": disconnected}

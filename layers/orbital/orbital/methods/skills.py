@@ -31,7 +31,11 @@ class SkillsUpdateParams(Params):
 
 class NodeFacts(Result):
     nodeId: str
+    online: bool
+    """Always true: the nodes listed are the connected ones (a late GSV client prints the flag)."""
     hostRole: str | None
+    """The role the node declares; for a node that declares none (GSV's last protocol-1 release), `execution`
+    when its capabilities hold the execution baseline, else `specialized`."""
     hostCapabilities: list[str]
     hostOs: str | None = None
     hostEnv: list[str]

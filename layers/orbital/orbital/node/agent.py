@@ -156,6 +156,8 @@ class NodeAgent:
         self._closing: tuple[int | None, str] | None = None
         """The gateway's `connection.closing` notice on the current socket (AWS closes carry no reason)."""
         self.replaced_by_another = False
+        self.forgotten = False
+        """The gateway's owner removed this node (`node.forget` with `force`): it stops rather than come back."""
         self._ws: ClientConnection | None = None
         self._pending: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self._ids = itertools.count(1)
@@ -191,7 +193,8 @@ class NodeAgent:
                 loop.call_soon_threadsafe(stop.set)
 
     async def run(self) -> int:
-        """Serve until stopped (0), refused for good (2), or replaced by a newer connection of its id (3)."""
+        """Serve until stopped (0), refused for good (2), or replaced by a newer connection of its id or removed
+        from the gateway's registry (3)."""
         self._loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
         self._wake = asyncio.Event()
@@ -212,6 +215,14 @@ class NodeAgent:
                         log.error(
                             "%s: a newer connection took node id %s (another `orbital node` with this id?) - stopping "
                             "rather than taking it back",
+                            problem,
+                            self.options.node_id,
+                            extra={"console": True},
+                        )
+                        return 3
+                    if self.forgotten:
+                        log.error(
+                            "%s: the gateway's owner removed node %s from its registry - stopping",
                             problem,
                             self.options.node_id,
                             extra={"console": True},
@@ -328,6 +339,8 @@ class NodeAgent:
                 problem = f"connection closed ({reason})"
                 if "Replaced" in why:
                     self.replaced_by_another = True
+                elif "Forgotten" in why:
+                    self.forgotten = True
         finally:
             self.online = False
             self._ws = None

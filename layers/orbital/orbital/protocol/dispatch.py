@@ -1,7 +1,9 @@
 """The one dispatcher: a raw text frame in, at most one response frame out. No I/O of its own beyond the ports.
 
 Rules (spec §1.2): malformed JSON → no response; unknown `type` → ignored; `res`/`evt` from peers → ignored;
-anything but `connect` before a successful connect → 101; unknown method → 404; oversized frame → 413.
+anything but `connect` before a successful connect → 101; unknown method → 404; a method the socket's mode may not
+call → `Method {method} not allowed for mode {mode}: …` (`MethodSpec.refusal`), before its params are read;
+oversized frame → 413.
 Unexpected exceptions become a 500 with a reference id, never a stack trace.
 """
 
@@ -120,7 +122,7 @@ class Dispatcher:
             if spec is None:
                 raise RpcError(f"Unknown method: {method}", code=404)
             if ctx.conn is not None and ctx.conn.mode not in spec.modes:
-                code, message = spec.mode_error or (403, f"{method} is not allowed for {ctx.conn.mode} connections")
+                code, message = spec.refusal(ctx.conn.mode)
                 raise RpcError(message, code=code)
             raw_params = frame.get("params")
             if raw_params is None:

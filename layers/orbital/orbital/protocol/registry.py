@@ -102,6 +102,12 @@ class Result(BaseModel):
     model_config = ConfigDict(extra="allow")
 
 
+def refusal_prefix(method: str, mode: str) -> str:
+    """The start of every refusal for a connection's mode (GSV's last protocol-1 release ends its message here, before
+    the mode; Orbital names the mode and says more after it)."""
+    return f"Method {method} not allowed for mode {mode}"
+
+
 @dataclass(frozen=True)
 class MethodSpec:
     name: str
@@ -113,8 +119,8 @@ class MethodSpec:
     """Connection modes allowed to call the method; every method names them (deny by default). `connect` is also
     the one method a socket may call before it has connected."""
     mode_error: tuple[int, str] | None = None
-    """Code and message returned to a socket whose mode is not allowed (None: `403 {method} is not allowed for
-    {mode} connections`)."""
+    """Code and the specific sentence for a socket whose mode is not allowed (GSV's own, where the seed's GSV had
+    one; None: 403 and `only {modes} connections may call it`). See `refusal`."""
     deferred: bool = False
     """The response is sent later (tool.invoke, logs.get)."""
     reads_only: bool = False
@@ -126,6 +132,13 @@ class MethodSpec:
     event loop too (`Registry.event_loop_methods(posts_in_process=True)`)."""
     socket_only: bool = False
     """Meaningful only on a socket (`connect`, its handshake): not offered over HTTP although clients may call it."""
+
+    def refusal(self, mode: str) -> tuple[int, str]:
+        """Code and message for a socket of `mode`, which may not call the method: GSV's late sentence
+        `Method {method} not allowed for mode {mode}`, then the specific one (GSV's clients of 2026-02 match on
+        that one, those of 2026-03 on the first)."""
+        code, detail = self.mode_error or (403, f"only {' or '.join(sorted(self.modes))} connections may call it")
+        return code, f"{refusal_prefix(self.name, mode)}: {detail}"
 
     @property
     def http(self) -> bool:

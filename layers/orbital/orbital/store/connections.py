@@ -174,6 +174,54 @@ class ConnectionRepo:
         """The node's entry (the same object for every reader until the entry changes: read-only)."""
         return self.table.view(keys.node(node_id), NodeEntry.from_record)
 
+    # --- known nodes (kept after the socket goes, until `node.forget`) ----------------------------------------
+
+    def node_seen(
+        self,
+        node_id: str,
+        now_ms: int,
+        *,
+        platform: str | None,
+        version: str | None,
+        tools: list[dict[str, Any]],
+        runtime: dict[str, Any] | None,
+    ) -> None:
+        """A node registered: remember it (first seen, last connect, platform and version as its `connect` gave
+        them: a blank one keeps the previous value) with its capabilities and tool names."""
+        key = keys.node_catalog(node_id)
+        old = self.table.get(key)
+        data: dict[str, Any] = dict(old.data) if old else {"nodeId": node_id, "firstSeenAt": now_ms}
+        data["lastSeenAt"] = data["lastConnectedAt"] = now_ms
+        for name, value in (("clientPlatform", platform), ("clientVersion", version)):
+            if value and value.strip():
+                data[name] = value.strip()
+        data["hostCapabilities"] = list((runtime or {}).get("hostCapabilities") or [])
+        data["tools"] = sorted(str(t.get("name")) for t in tools if isinstance(t, dict) and t.get("name"))
+        self.table.put(key, data)
+
+    def node_left(self, node_id: str, now_ms: int) -> None:
+        """A node's socket went away: its entry stays, with when."""
+        key = keys.node_catalog(node_id)
+        old = self.table.get(key)
+        if old is None:
+            return
+        try:  # never brings back an entry `node.forget` removed meanwhile
+            self.table.put(
+                key, {**old.data, "lastSeenAt": now_ms, "lastDisconnectedAt": now_ms}, condition=cond.exists("PK")
+            )
+        except ConflictError:
+            pass
+
+    def known_nodes(self) -> list[dict[str, Any]]:
+        """Every node seen and not forgotten, sorted by id, each with `online` (whether it is connected now)."""
+        connected = {n.node_id for n in self.nodes()}
+        entries = [dict(r.data, online=r.sk in connected) for r in self.table.query(keys.NODE_CATALOG_PK)]
+        return sorted(entries, key=lambda e: str(e.get("nodeId")))
+
+    def forget_node(self, node_id: str) -> bool:
+        """Remove a node's entry; whether there was one."""
+        return self.table.delete(keys.node_catalog(node_id), return_old=True) is not None
+
     def update_node_runtime(
         self, node_id: str, connection_id: str, mutate: Callable[[dict[str, Any]], dict[str, Any]]
     ) -> bool:

@@ -7,6 +7,7 @@ Single table: `PK`, `SK`, `GSI1PK`/`GSI1SK` (index `GSI1`), `ttl` (epoch seconds
 | connection          | CONN#{connectionId}  | META                       | ttl beyond the 2 h socket cap           |
 | a socket's tools    | CONN#{connectionId}  | TOOLS                      | a WindieOS client's manifest; ttl       |
 | node registry       | NODES                | {nodeId}                   | tools, runtime, connectionId; ttl       |
+| known nodes         | NODECATALOG          | {nodeId}                   | kept after disconnect; `node.forget`    |
 | client registry     | CLIENTS              | {clientId}                 | connectionId; ttl                       |
 | channel socket      | CHANSOCKS            | {channel}:{accountId}      | connectionId; ttl                       |
 | channel registry    | CHANNELS             | {channel}:{accountId}      | kept after disconnect                   |
@@ -42,6 +43,7 @@ def connection_tools(connection_id: str) -> tuple[str, str]:
 
 
 NODES_PK = "NODES"
+NODE_CATALOG_PK = "NODECATALOG"
 CLIENTS_PK = "CLIENTS"
 CHANNEL_SOCKETS_PK = "CHANSOCKS"
 CHANNELS_PK = "CHANNELS"
@@ -72,6 +74,11 @@ def process_bound(pk: str, sk: str) -> bool:
 
 def node(node_id: str) -> tuple[str, str]:
     return NODES_PK, node_id
+
+
+def node_catalog(node_id: str) -> tuple[str, str]:
+    """A node the gateway has seen, connected or not (until `node.forget`)."""
+    return NODE_CATALOG_PK, node_id
 
 
 def client(client_id: str) -> tuple[str, str]:
