@@ -22,7 +22,7 @@ from orbital.rest import windie
 from orbital.rest.auth import Caller, gateway_only
 from orbital.store import artifacts, keys
 
-from tests.conftest import GATEWAY_TOKEN
+from tests.conftest import GATEWAY_TOKEN, NODE_RUNTIME
 from tests.support.fake_llm import FakeLLM, error, reply
 
 ARTIFACT_ID = re.compile(r"^[0-9a-f-]+\.[a-z0-9]+$")
@@ -417,6 +417,12 @@ def test_tool_schemas_and_capabilities(http: Any, gateway: Any, connect: Any) ->
     assert bash["capability"]["execution_target"] == "node"
     assert bash["capability"]["node_id"] == "laptop" and bash["capability"]["capabilities"] == ["shell.exec"]
     assert bash["canonical_tool_schema"]["name"] == "laptop__Bash"
+    assert bash["capability"]["host_role"] == "execution"
+    # a node of GSV's last protocol-1 release declares no role: its capabilities make it an execution host
+    late_runtime = {k: v for k, v in NODE_RUNTIME.items() if k != "hostRole"}
+    connect("node", "late", nodeRuntime=late_runtime)
+    late = http.get("/api/sdk/tool-capabilities/late__Bash").json()
+    assert late["capability"]["host_role"] == "execution" and late["capability"]["node_id"] == "late"
     native = http.get("/api/sdk/tool-capabilities/gsv__ReadFile").json()
     assert native["capability"]["execution_target"] == "backend"
     missing = http.get("/api/sdk/tool-capabilities/nope")

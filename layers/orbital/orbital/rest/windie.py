@@ -50,6 +50,7 @@ from orbital.agent.budgets import BudgetExceeded
 from orbital.agent.providers import ModelError
 from orbital.dialects import windie as dialect
 from orbital.domain import sniff
+from orbital.domain.capabilities import effective_role
 from orbital.domain.compaction import estimate_context_tokens, estimate_text_tokens
 from orbital.domain.config import as_dict
 from orbital.domain.media_types import EXTENSIONS, base_type
@@ -412,7 +413,7 @@ def _capability(name: str, preview: dialect.QueryPreview) -> dict[str, Any] | No
                 execution_target="node",
                 source="node",
                 node_id=node.node_id,
-                host_role=as_dict(node.runtime).get("hostRole"),
+                host_role=effective_role(node.runtime),  # a late GSV node declares none: its capabilities tell
                 capabilities=[c for c in declared if isinstance(c, str)] if isinstance(declared, list) else [],
             )
             break
