@@ -309,6 +309,13 @@ def history(services: Services, session_key: str, limit: int | None = None) -> l
     return [dict(rec.data) for rec in recs]
 
 
+def waits_for_answer(meta: dict[str, Any] | None) -> bool:
+    """Whether a session's meta (as just read) shows its run paused for an approval: the cheap check a message's
+    path makes before `answer_from_message` reads anything."""
+    run = (meta or {}).get("currentRun")
+    return isinstance(run, dict) and isinstance(run.get("approval"), dict)
+
+
 def paused(services: Services, run: dict[str, Any] | None) -> bool:
     """Whether `run` (a session's current run) waits for an answer to a tool approval."""
     pointer = run.get("approval") if isinstance(run, dict) else None
