@@ -428,3 +428,48 @@ def test_a_channel_sender_who_is_no_owner_cannot_answer(
         "runId": started["runId"],
         "response": "Approved box__Bash. Continuing run.",
     }
+
+
+def test_remember_without_a_rule_allows_only_the_same_call(agent: Any, connect: Any, sender: Any, llm: FakeLLM) -> None:
+    node = connect("node", "box")
+    policy(agent, {"defaultDecision": "ask"})
+    same = call("box__Bash", {"command": "uptime"})
+    llm.script(
+        reply(tool_calls=[same]),
+        reply("first"),
+        reply(tool_calls=[call("box__Bash", {"command": "uptime"}), call("box__Bash", {"command": "reboot"})]),
+        reply("second"),
+    )
+    first = agent.call("chat.send", {"sessionKey": "main", "message": "one"})
+    approval = paused_of(sender, agent.connection_id, first["runId"])[0]["approval"]
+    assert approval["ruleId"] is None
+    agent.call("approval.resolve", {"approvalId": approval["approvalId"], "decision": "approve", "remember": "session"})
+    invoke = wait_for(lambda: node_events(sender, node, "tool.invoke"))[0]
+    node.call("tool.result", {"callId": invoke["callId"], "result": "up"})
+    final_of(sender, agent.connection_id, first["runId"])
+    second = agent.call("chat.send", {"sessionKey": "main", "message": "two"})
+    invokes = wait_for(
+        lambda: len(node_events(sender, node, "tool.invoke")) == 2 and node_events(sender, node, "tool.invoke")
+    )
+    assert invokes[1]["args"] == {"command": "uptime"}  # the same call: not asked again
+    node.call("tool.result", {"callId": invokes[1]["callId"], "result": "up"})
+    other = paused_of(sender, agent.connection_id, second["runId"])[0]["approval"]
+    assert other["args"] == {"command": "reboot"}  # other arguments: asked
+    agent.call("approval.resolve", {"approvalId": other["approvalId"], "decision": "deny"})
+    assert final_of(sender, agent.connection_id, second["runId"])["state"] == "final"
+    assert len(node_events(sender, node, "tool.invoke")) == 2
+    # a reset starts a new session: what was remembered is forgotten
+    agent.call("session.reset", {"sessionKey": "main"})
+    answers = [reply(tool_calls=[same]), reply("third")]
+
+    def respond(request: Any) -> Any:  # by the conversation (the reset's memory extraction calls the model too)
+        last = request.body["messages"][-1]
+        if last.get("content") == "three" or last.get("role") == "tool":
+            return answers.pop(0) if answers else reply("extra")
+        return reply("[]")
+
+    llm.responder = respond
+    third = agent.call("chat.send", {"sessionKey": "main", "message": "three"})
+    again = paused_of(sender, agent.connection_id, third["runId"])[0]["approval"]
+    agent.call("approval.resolve", {"approvalId": again["approvalId"], "decision": "deny"})
+    assert final_of(sender, agent.connection_id, third["runId"])["state"] == "final"
