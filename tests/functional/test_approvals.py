@@ -475,3 +475,34 @@ def test_remember_without_a_rule_allows_only_the_same_call(agent: Any, connect: 
     again = paused_of(sender, agent.connection_id, third["runId"])[0]["approval"]
     agent.call("approval.resolve", {"approvalId": again["approvalId"], "decision": "deny"})
     assert final_of(sender, agent.connection_id, third["runId"])["state"] == "final"
+
+
+def test_a_retried_step_after_the_approved_call_went_out_launches_nothing_again(
+    agent: Any, connect: Any, sender: Any, llm: FakeLLM, services: Any
+) -> None:
+    from orbital.agent import turn
+
+    node = connect("node", "box")
+    policy(agent, ASK_BASH)
+    llm.script(reply(tool_calls=[call("box__Bash", {"command": "ls"})]), reply("done"))
+    started = agent.call("chat.send", {"sessionKey": "main", "message": "go"})
+    approval = paused_of(sender, agent.connection_id, started["runId"])[0]["approval"]
+    agent.call("approval.resolve", {"approvalId": approval["approvalId"], "decision": "approve"})
+    invoke = wait_for(lambda: node_events(sender, node, "tool.invoke"))[0]
+    run = services.sessions.load_meta("agent:main:main")["currentRun"]
+    # the step that launched the approved call, tried again (a Lambda retry): it waits for that call, as is
+    again = turn.turn(
+        services,
+        {
+            "sessionKey": "agent:main:main",
+            "runId": run["runId"],
+            "execution": run["execution"],
+            "iteration": 0,
+            "next": "wait",
+        },
+    )
+    assert again["next"] == "wait" and again["iteration"] == 0
+    assert len(node_events(sender, node, "tool.invoke")) == 1
+    assert node.call("tool.result", {"callId": invoke["callId"], "result": "listed"}) == {"ok": True}
+    assert final_of(sender, agent.connection_id, started["runId"])["state"] == "final"
+    assert tool_contents(llm, 1) == ["listed"]

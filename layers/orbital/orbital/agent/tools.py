@@ -128,6 +128,10 @@ def resume(it: Iteration, on_client: set[str] | None = None) -> tuple[list[dict[
     rec = waitgroup.load(services, it.group_id)
     if rec is None:
         return None, 0
+    deadline = int(as_dict(rec.data).get("deadlineMs") or 0)
+    if int(rec.attrs.get("n") or 0) > 0 and it.now_ms < deadline:
+        # calls outstanding and time left: not the end of this round's wait but a retried step that started it
+        return None, max(1, math.ceil((deadline - it.now_ms) / 1000) + WAIT_MARGIN_S)
     plan = load_plan(services, rec.data)
     round_ = waitgroup.round_of(rec)
     call_ids = [str(e["callId"]) for e in plan if e.get("callId") and not e.get("approvalId") and "outcome" not in e]
