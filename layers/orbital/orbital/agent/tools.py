@@ -10,9 +10,15 @@ for someone else are launched as deferred calls in one wait group (`engines/wait
   timeout `{status: "timeout", ...}`.
 - `gsv__Transfer` (kind `transfer`): answered by the transfer engine (done, failed, timed out).
 
+Every call first goes through the approval gate (`approvals.decide`, ADR 0040): `deny` answers it at once with the
+policy's error; `ask` makes it an approval, one more call of the wait group (kind `approval`, answered by the
+decision), and stops the walk: the calls after it stay queued in the plan.
+
 The execution then waits (AwaitTools) until every call of the group is answered or the group's deadline passes, and
-the next turn step `collect`s: every answer — or the timeout outcome of a call nobody answered, claimed so a late
-answer is dropped — becomes a `toolResult` message, in the model's call order, whatever order answers came in.
+the next turn step `resume`s: every answer — or the timeout outcome of a call nobody answered, claimed so a late
+answer is dropped — and the approval's decision are recorded in the plan. While calls are left (an approved one,
+those queued behind it) the plan goes on in a new round of the same group; once every call has its outcome they
+become `toolResult` messages, in the model's call order, whatever order answers came in.
 """
 
 from __future__ import annotations
