@@ -58,7 +58,7 @@ def test_the_run_pauses_until_yes_then_the_node_is_invoked(
     assert approval["args"] == {"command": "ls", "apiKey": "***"}  # masked for everyone who is shown it
     assert approval["tool"] == "box__Bash" and approval["ruleId"] == "ask-shell" and approval["state"] == "pending"
     assert len(approval["approvalId"]) == 8 and int(approval["approvalId"], 16) >= 0
-    assert events_named(sender, agent.connection_id, "approval.requested") == [approval]
+    assert wait_for(lambda: events_named(sender, agent.connection_id, "approval.requested")) == [approval]
     assert agent.call("approval.list", {})["approvals"] == [approval]
     assert agent.call("session.stats", {"sessionKey": "main"})["isProcessing"] is True
     assert node_events(sender, node, "tool.invoke") == []
