@@ -69,3 +69,13 @@ def test_who_may_answer() -> None:
     assert not approvals.may_answer({}, {}, {"kind": "channel", "id": "telegram:1"})
     assert not approvals.may_answer(config, tainted, {"kind": "channel", "id": "telegram:1"})
     assert not approvals.may_answer(config, {}, {"kind": "stranger", "id": "x"})
+
+
+def test_approval_items_have_their_kinds() -> None:
+    from orbital.store import keys, portable
+
+    assert keys.item_kind(*keys.approval("1a2b3c4d")) == "approval"
+    assert keys.item_kind(*keys.approval_history("agent:main:main", 1, "1a2b3c4d")) == "approval-history"
+    assert "approval" in portable.LIVE_ITEM_KINDS  # work in flight: never exported
+    assert "approval-history" not in portable.LIVE_ITEM_KINDS
+    assert not keys.process_bound(*keys.approval("1a2b3c4d"))  # durable: a paused run outlives a restart
