@@ -79,3 +79,14 @@ def test_approval_items_have_their_kinds() -> None:
     assert "approval" in portable.LIVE_ITEM_KINDS  # work in flight: never exported
     assert "approval-history" not in portable.LIVE_ITEM_KINDS
     assert not keys.process_bound(*keys.approval("1a2b3c4d"))  # durable: a paused run outlives a restart
+
+
+def test_a_wait_group_outlives_a_long_deadline() -> None:
+    import time
+
+    from orbital.engines import waitgroup
+
+    now = time.time()
+    week = int((now + 7 * 86400) * 1000)
+    assert waitgroup._ttl({"deadlineMs": week}) >= now + 8 * 86400 - 1
+    assert waitgroup._ttl({}) >= now + waitgroup.TTL_SECONDS - 1

@@ -37,6 +37,13 @@ log = logging.getLogger("orbital.waitgroup")
 TTL_SECONDS = 3 * 86400
 
 
+def _ttl(data: dict[str, Any]) -> int:
+    """Kept three days, or a day past its deadline when that is later (an approval may wait a week)."""
+    deadline = data.get("deadlineMs")
+    later = int(deadline) // 1000 + 86400 if isinstance(deadline, int | float) else 0
+    return max(int(time.time()) + TTL_SECONDS, later)
+
+
 def open_group(services: Services, group_id: str, data: dict[str, Any], count: int) -> bool:
     """Create a group with `count` calls outstanding. False if it exists already (a retried step): a group is
     never overwritten, since answers may already have counted down the existing one."""
@@ -45,7 +52,7 @@ def open_group(services: Services, group_id: str, data: dict[str, Any], count: i
             keys.wait_group(group_id),
             data,
             attrs={"n": count, "r": 0},
-            ttl=int(time.time()) + TTL_SECONDS,
+            ttl=_ttl(data),
             condition=cond.not_exists("PK"),
         )
     except ConflictError:
@@ -62,7 +69,7 @@ def reopen(services: Services, group_id: str, data: dict[str, Any], count: int, 
             keys.wait_group(group_id),
             data,
             attrs={"n": count, "r": round_},
-            ttl=int(time.time()) + TTL_SECONDS,
+            ttl=_ttl(data),
             condition=cond.exists("PK") & cond.eq("r", round_ - 1),
         )
     except ConflictError:
