@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from orbital.agent import budgets, events, notify, waits
+from orbital.agent import approvals, budgets, events, notify, waits
 from orbital.aws import clients
 from orbital.domain import ids
 from orbital.domain.run_ends import RESET_REASON, USER_CANCELLED
@@ -263,6 +263,7 @@ def submit(
     dead = outcome.get("dead")
     if dead is not None:
         log.warning("run %s of %s ended without releasing the session", dead.get("runId"), session_key)
+        approvals.cancel_run(services, dead)
         drop_input(services, session_key, dead)
         if emit_error is not None:
             emit_error(session_key, str(dead.get("runId")), {"error": DEAD_RUN})
@@ -312,6 +313,31 @@ def _start(
         if isinstance(exc, UnavailableError):
             raise
         raise UnavailableError(message, retryable=True) from None
+
+
+def resume(services: Services, session_key: str, run: dict[str, Any]) -> bool:
+    """A run paused for a tool approval whose execution is gone (the local gateway restarted: its executions lived
+    in the process that stopped): a new execution of the same name goes straight back to waiting for the run's
+    wait group, whose approval (and its timeout) is stored. False when it could not be started."""
+    pointer = run.get("approval")
+    if not isinstance(pointer, dict) or not run.get("execution"):
+        return False
+    iteration = pointer.get("iteration", run.get("iteration"))
+    payload = {
+        "job": "turn",
+        "sessionKey": session_key,
+        "runId": run["runId"],
+        "iteration": int(iteration or 0),
+        "next": "resume",
+    }
+    try:
+        clients.stepfunctions().start_execution(
+            stateMachineArn=_state_machine(services), name=str(run["execution"]), input=json.dumps(payload)
+        )
+    except Exception:
+        log.exception("could not resume the paused run %s of %s", run.get("runId"), session_key)
+        return False
+    return True
 
 
 # --- finish / stop -----------------------------------------------------------------------------------------------
@@ -464,6 +490,7 @@ def stop(
             )
         except Exception as exc:
             log.info("stopping execution of run %s: %s", run_id, type(exc).__name__)
+    approvals.cancel_run(services, taken["done"])  # a paused run: its approval is cancelled (history: "cancel")
     cancelled = waits.cancel_pending(services, str(execution or ""), int(taken["done"].get("iteration") or 0))
     if emit_error is not None:
         emit_error(session_key, run_id, {"error": reason})

@@ -10,6 +10,10 @@ releases the execution. The token is recorded only while calls are outstanding, 
 
 No Lambda waits, and no call is left unanswered: the group's own timeout (the task's `TimeoutSecondsPath`) settles
 whatever is still outstanding.
+
+A group may wait more than once for the same model reply (a run paused for a tool approval waits for the decision,
+then for the approved call): each wait is a **round** (`r`), and the next round replaces the group's calls and count
+in one write that only the first attempt of that step wins (`reopen`).
 """
 
 from __future__ import annotations
@@ -33,6 +37,13 @@ log = logging.getLogger("orbital.waitgroup")
 TTL_SECONDS = 3 * 86400
 
 
+def _ttl(data: dict[str, Any]) -> int:
+    """Kept three days, or a day past its deadline when that is later (an approval may wait a week)."""
+    deadline = data.get("deadlineMs")
+    later = int(deadline) // 1000 + 86400 if isinstance(deadline, int | float) else 0
+    return max(int(time.time()) + TTL_SECONDS, later)
+
+
 def open_group(services: Services, group_id: str, data: dict[str, Any], count: int) -> bool:
     """Create a group with `count` calls outstanding. False if it exists already (a retried step): a group is
     never overwritten, since answers may already have counted down the existing one."""
@@ -40,13 +51,35 @@ def open_group(services: Services, group_id: str, data: dict[str, Any], count: i
         services.table.put(
             keys.wait_group(group_id),
             data,
-            attrs={"n": count},
-            ttl=int(time.time()) + TTL_SECONDS,
+            attrs={"n": count, "r": 0},
+            ttl=_ttl(data),
             condition=cond.not_exists("PK"),
         )
     except ConflictError:
         return False
     return True
+
+
+def reopen(services: Services, group_id: str, data: dict[str, Any], count: int, round_: int) -> bool:
+    """Start round `round_` of a group whose previous round is over (every call answered or timed out): its calls
+    and count are replaced and the previous round's token dropped, in one conditional write. False if that round
+    was started already (a retried step) or the group is gone (its run ended)."""
+    try:
+        services.table.put(
+            keys.wait_group(group_id),
+            data,
+            attrs={"n": count, "r": round_},
+            ttl=_ttl(data),
+            condition=cond.exists("PK") & cond.eq("r", round_ - 1),
+        )
+    except ConflictError:
+        return False
+    return True
+
+
+def round_of(rec: Record) -> int:
+    value = rec.attrs.get("r")
+    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0
 
 
 def load(services: Services, group_id: str) -> Record | None:

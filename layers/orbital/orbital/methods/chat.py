@@ -12,7 +12,7 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING, Any, Literal
 
-from orbital.agent import budgets, events, runs, slash
+from orbital.agent import approvals, budgets, events, runs, slash
 from orbital.channels.media import store_attachments
 from orbital.domain import commands
 from orbital.errors import BadRequestError
@@ -44,6 +44,26 @@ class ChatSendResult(Result):
     command: str | None = None
     response: str | None = None
     error: str | None = None
+    approvalId: str | None = None
+    """Only on `status: "paused"` when the message was a reminder (not a yes/no) or named another approval."""
+
+
+DIALECT_VIAS = frozenset({"xeno", "exoclaw", "windie"})
+
+
+def _via(ctx: CallContext) -> str:
+    dialect = ctx.conn.dialect if ctx.conn is not None else None
+    return dialect if dialect in DIALECT_VIAS else "chat"
+
+
+def _answerer(ctx: CallContext, guest: bool) -> dict[str, Any]:
+    """Who a yes / no typed into a paused session comes from. A dialect's guest (a WindieOS install's query) is no
+    owner and cannot answer."""
+    ident = (ctx.conn.client_id if ctx.conn is not None else None) or ctx.connection_id
+    by: dict[str, Any] = {"kind": "client", "id": str(ident), "label": str(ident)}
+    if guest:
+        by["guest"] = True
+    return by
 
 
 @router.method("chat.send", params=ChatSendParams, result=ChatSendResult, modes=CLIENT)
@@ -56,7 +76,13 @@ def chat_send(ctx: CallContext, params: ChatSendParams) -> dict[str, Any]:
     A message that a token budget refuses (what is used plus an estimate of the next model call would exceed the
     session's, the day's or the month's limit: `session.stats` `budget`) fails with `429 Token budget exceeded
     ({scope}: {used}/{limit}): …how to raise it`, and nothing is stored: no message, no run, no queue entry. A run
-    that reaches a budget between model calls ends with a `final` note that names the scope."""
+    that reaches a budget between model calls ends with a `final` note that names the scope.
+
+    Into a session whose run is paused for a tool approval (a `chat` event with `state: "paused"`), a message is
+    the answer: `yes` / `no` (also `y`, `approve`, `ok`… / `n`, `deny`, `reject`…, any case, optionally followed by
+    the approval id) decides it, anything else is dropped with a reminder. Either way the reply is `{status:
+    "paused", runId: <the paused run>, response}` (plus `approvalId` on a reminder). Slash commands still work:
+    `/stop` cancels the run and its approval."""
     if not params.sessionKey or not params.message:
         raise BadRequestError("sessionKey and message required")
     key = session_key_param(ctx, params.sessionKey)
@@ -73,11 +99,17 @@ def chat_send(ctx: CallContext, params: ChatSendParams) -> dict[str, Any]:
         if ack is not None:
             result["response"] = ack
         return result
+    services = ctx.services
+    meta = services.sessions.load_meta(key) or {}
+    if approvals.waits_for_answer(meta):  # the session's run waits for a tool approval: the message answers it
+        answered = approvals.answer_from_message(services, key, text, by=_answerer(ctx, literal), via=_via(ctx))
+        if answered is not None:
+            return answered
+        meta = services.sessions.load_meta(key) or {}
 
     run_id = params.runId if params.runId and params.runId.strip() else str(uuid.uuid4())
     if len(run_id) > runs.MAX_RUN_ID:
         raise BadRequestError(f"runId too long (max {runs.MAX_RUN_ID} characters)")
-    services = ctx.services
     data: dict[str, Any] = {"text": directives.cleaned if directives.any else text}
     overrides = slash.overrides_of(directives)
     model = ctx.internal.get("model")  # a dialect user's chosen model (its settings); a directive still wins
@@ -88,7 +120,6 @@ def chat_send(ctx: CallContext, params: ChatSendParams) -> dict[str, Any]:
         origin.update(clientTools=True, toolPolicy=ctx.internal.get("toolPolicy") or {})
         if ctx.internal.get("ownTools"):
             origin["ownTools"] = True
-    meta = services.sessions.load_meta(key) or {}
     budgets.check_before_run(  # the estimate the run's first model call will reserve; stores nothing
         services, ctx.config(), key, meta, data["text"], now_ms=ctx.now_ms(), origin=origin, overrides=overrides
     )

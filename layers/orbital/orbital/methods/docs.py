@@ -176,6 +176,10 @@ def render() -> str:
         "the close itself carries no code or reason. `orbital node` stops when it is replaced or forgotten, instead of",
         "taking the id back.",
         "",
+        "`approval.requested` (the approval, as `approval.list` returns it) and `approval.resolved` `{approvalId,",
+        "sessionKey, runId, tool, decision, by, via, decidedAt}` go to every client-mode socket when a run pauses for",
+        "a tool approval and when it is decided (`decision`: approve, deny, timeout, cancel).",
+        "",
     ]
     lines += _type_entries(types)
     lines += _dialect_pages(reg)

@@ -34,8 +34,9 @@ another one (`LIVE_ITEM_KINDS`, `LIVE_OBJECT_KINDS`):
 
 - connections, the node and client registries (with the clients' key aliases) and channel sockets: whoever is
   connected reconnects to the new gateway and registers again;
-- pending deferred calls and their wait groups, skill probes (with their owners), node exec sessions and their
-  events, transfers: each waits on a socket, a node process or a Step Functions execution of the old gateway;
+- pending deferred calls and their wait groups, tool approvals, skill probes (with their owners), node exec sessions
+  and their events, transfers: each waits on a socket, a node process or a Step Functions execution of the old
+  gateway (who decided an approval stays in the session's history, which goes);
 - objects under `runs/` (data of agent-turn executions), `calls/` (outcomes of deferred calls) and `transfers/`
   (staged file transfers);
 - items whose `ttl` has passed (the gateway already treats them as absent), and objects deleted between the listing
@@ -108,6 +109,7 @@ LIVE_ITEM_KINDS = frozenset(
         "exec-session",
         "exec-event",
         "transfer",
+        "approval",
     }
 )
 """Item kinds never exported: live sockets and work in flight of the gateway that holds them."""
