@@ -26,6 +26,7 @@ from pydantic.fields import FieldInfo
 
 from orbital.domain.approval_policy import REGEX_FLAGS, regex_error
 from orbital.domain.config import DEFAULT_UNTRUSTED_TOOLS, MASK, defaults, get_path, is_missing, is_secret, masked_at
+from orbital.domain.taint import TAINT_RULE
 
 # --- providers -------------------------------------------------------------------------------------------------------
 
@@ -454,6 +455,12 @@ class ApprovalRule(Section):
     when: list[Condition] | None = setting("Argument conditions, all of which must hold.")
     decision: Literal["allow", "ask", "deny"] = Field(description="Required. What a call the rule matches gets.")
     reason: str | None = setting("Why (shown in the prompt, and to the model on a deny).")
+
+    @model_validator(mode="after")
+    def _not_the_taint_rule(self) -> ApprovalRule:
+        if self.id == TAINT_RULE:
+            raise ValueError(f"a rule id other than `{TAINT_RULE}` (the taint rule's, ADR 0041)")
+        return self
 
 
 class ToolApproval(Section):

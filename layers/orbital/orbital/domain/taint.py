@@ -28,6 +28,8 @@ from typing import Any
 from orbital.domain.config import DEFAULT_UNTRUSTED_TOOLS, as_dict
 from orbital.domain.pairing import normalize_sender
 
+TAINT_RULE = "toolApproval.whenTainted"
+"""The `ruleId` of a verdict the taint rule gave (no rule of the policy may take it: the schema refuses it)."""
 NATIVE_PREFIX = "gsv__"
 SEPARATOR = "__"
 
@@ -203,7 +205,7 @@ def may_answer(config: Mapping[str, Any], approval: Mapping[str, Any], by: Mappi
     if who is not None and who in source_senders(approval.get("taint")):
         return False
     if kind in OWNER_KINDS:
-        return True
+        return not by.get("guest")  # a dialect's guest (a WindieOS install) speaks through a client socket
     if kind == "channel":
         return who is not None and who in owners(config)
     return False
