@@ -26,7 +26,7 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from orbital.agent import events, runs, slash
+from orbital.agent import approvals, events, runs, slash
 from orbital.channels.adapters import adapter_for, is_passing, public_reason
 from orbital.channels.base import ChannelError, Outbound
 from orbital.channels.delivery import send as deliver_text
@@ -101,6 +101,16 @@ def _settle(services: Services, channel: str, account_id: str, message_id: str, 
             services.table.delete(key)
     except Exception as exc:  # the lease expires by itself
         log.warning("inbound mark of %s:%s not settled: %s", channel, account_id, type(exc).__name__)
+
+
+def claim(services: Services, channel: str, account_id: str, item_id: str) -> str | None:
+    """Take an inbound item (a message, a button press) for processing once: None when it is ours, else
+    "duplicate" or "processing" (see `receive`). Settle it with `settle`."""
+    return _claim(services, channel, account_id, item_id)
+
+
+def settle(services: Services, channel: str, account_id: str, item_id: str, *, done: bool) -> None:
+    _settle(services, channel, account_id, item_id, done=done)
 
 
 def _reply(services: Services, channel: str, account_id: str, peer: dict[str, Any], text: str, reply_to: Any) -> None:
@@ -206,6 +216,16 @@ def _process(
             _reply(services, channel, account_id, peer, ack, message_id)
         return {"sessionKey": key, "status": "directive-only", "directives": slash.shown(found) or {}}
 
+    answered = approvals.answer_from_message(
+        services, key, found.cleaned if found.any else text, by=_by(channel, sender_id, sender), via=_via(channel)
+    )
+    if answered is not None:  # the session waits for a tool approval: the message was its answer (or a reminder)
+        _reply(services, channel, account_id, peer, str(answered.get("response") or ""), message_id)
+        paused: dict[str, Any] = {"sessionKey": key, "status": "paused", "runId": answered.get("runId")}
+        if answered.get("approvalId"):
+            paused["approvalId"] = answered["approvalId"]
+        return paused
+
     existing = services.sessions.registry_entry(key)
     services.sessions.touch_registry(key, now=now, default_label=(existing or {}).get("label") or peer.get("name"))
     cleaned = found.cleaned if found.any else text
@@ -248,6 +268,21 @@ def _process(
     if slash.shown(found) is not None:
         result["directives"] = slash.shown(found)
     return result
+
+
+def _by(channel: str, sender_id: str, sender: dict[str, Any]) -> dict[str, Any]:
+    """Who answers from a messenger: `{kind: "channel", id: "{channel}:{senderId}", label}` (`owners` lists such
+    ids; the engine accepts the answer of an owner only)."""
+    label = _text(sender.get("name")) or (f"@{sender['handle']}" if _text(sender.get("handle")) else None)
+    return {"kind": "channel", "id": f"{channel}:{sender_id}", "label": label or sender_id}
+
+
+VIA = frozenset({"telegram"})
+"""Channels an approval's history names as such (`via`); an answer from any other messenger is `chat`."""
+
+
+def _via(channel: str) -> str:
+    return channel if channel in VIA else "chat"
 
 
 def _envelope(

@@ -12,7 +12,7 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from orbital.channels import delivery, inbound, message_tool
+from orbital.channels import approval_prompt, delivery, inbound, message_tool
 from orbital.channels.adapters import adapter_for, built_in
 from orbital.channels.base import ChannelError
 from orbital.domain.config import as_dict
@@ -31,6 +31,8 @@ if TYPE_CHECKING:
 
 router = Router("channels")
 router.on_run_reply(delivery.run_reply)  # a run's replies go back to the channel it came from
+router.on_approval_requested(approval_prompt.on_requested)  # a channel run's approval prompt goes to its chat
+router.on_approval_resolved(approval_prompt.on_resolved)  # and shows the decision once made (Telegram)
 router.native_tool("gsv__Message")(message_tool.message)
 
 
