@@ -225,7 +225,7 @@ def test_start_generates_stores_and_registers_the_secret(
     assert call.params == {
         "url": PUBLIC + HOOK,
         "secret_token": stored,
-        "allowed_updates": ["message", "edited_message", "channel_post"],
+        "allowed_updates": ["message", "edited_message", "channel_post", "callback_query"],  # buttons of approvals
         "max_connections": 1,
     }
     # masked on every read path

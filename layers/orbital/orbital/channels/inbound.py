@@ -216,14 +216,14 @@ def _process(
             _reply(services, channel, account_id, peer, ack, message_id)
         return {"sessionKey": key, "status": "directive-only", "directives": slash.shown(found) or {}}
 
-    answered = approvals.answer_from_message(
+    waiting = approvals.answer_from_message(
         services, key, found.cleaned if found.any else text, by=_by(channel, sender_id, sender), via=_via(channel)
     )
-    if answered is not None:  # the session waits for a tool approval: the message was its answer (or a reminder)
-        _reply(services, channel, account_id, peer, str(answered.get("response") or ""), message_id)
-        paused: dict[str, Any] = {"sessionKey": key, "status": "paused", "runId": answered.get("runId")}
-        if answered.get("approvalId"):
-            paused["approvalId"] = answered["approvalId"]
+    if waiting is not None:  # the session waits for a tool approval: the message was its answer (or a reminder)
+        _reply(services, channel, account_id, peer, str(waiting.get("response") or ""), message_id)
+        paused: dict[str, Any] = {"sessionKey": key, "status": "paused", "runId": waiting.get("runId")}
+        if waiting.get("approvalId"):
+            paused["approvalId"] = waiting["approvalId"]
         return paused
 
     existing = services.sessions.registry_entry(key)

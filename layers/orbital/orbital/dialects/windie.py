@@ -706,8 +706,8 @@ def _query(services: Services, sock: _Socket, rid: Any, payload: dict[str, Any])
     if not sent.ok:
         return _local_events(ref, [("error", {"message": sent.message, "turn_ref": turn})], len(first))
     reply = str(sent.payload.get("response") or sent.payload.get("error") or "")  # a command, answered at once
-    answer = [("streaming-response", {"text": reply}), ("streaming-complete", {"final_response": reply})]
-    return _local_events(ref, answer, len(first))
+    said = [("streaming-response", {"text": reply}), ("streaming-complete", {"final_response": reply})]
+    return _local_events(ref, said, len(first))
 
 
 def _answered(
@@ -728,9 +728,8 @@ def _answered(
         return _local_events(ref, done, opened)
     # the run's subscription numbers the rest of the turn, after what this turn's own subscription numbered
     try:
-        services.table.update(
-            keys.run_subscription(answer.run_id, conn.connection_id), add={SEQUENCE: opened}, condition=cond.exists("PK")
-        )
+        key = keys.run_subscription(answer.run_id, conn.connection_id)
+        services.table.update(key, add={SEQUENCE: opened}, condition=cond.exists("PK"))
     except ConflictError:  # the run ended meanwhile (a /stop): the turn completes with the response
         approval_answers.settle(services, answer, follow=False)
         done = [("streaming-response", {"text": response}), ("streaming-complete", {"final_response": response})]
