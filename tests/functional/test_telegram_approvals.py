@@ -238,3 +238,51 @@ def test_a_chat_where_no_owner_can_answer_gets_no_buttons(
 
     assert len(approvals.pending(gateway)) == 1
     assert not written(agent)
+
+
+# --- a channel served by a socket: the prompt is text, a typed answer decides ------------------------------------
+
+
+def test_a_socket_channel_gets_the_prompt_as_text_and_a_typed_no_denies(
+    agent: Any, connect: Any, sender: Any, llm: Any, services: Any
+) -> None:
+    from orbital.agent import approvals
+
+    ann = {"kind": "dm", "id": "+15550001", "name": "Ann"}
+    agent.call("config.set", {"path": "channels.test", "value": {"dmPolicy": "open"}})
+    agent.call("config.set", {"path": "owners", "value": ["test:+15550001"]})
+    agent.call("config.set", {"path": "toolApproval.rules", "value": [RULE]})
+    bridge = connect("channel", "bridge", channel="test")
+
+    def inbound(message_id: str, text: str) -> dict[str, Any]:
+        return {
+            "channel": "test",
+            "accountId": "bridge",
+            "peer": ann,
+            "sender": {"id": ann["id"], "name": "Ann"},
+            "message": {"id": message_id, "text": text},
+        }
+
+    def outbound() -> list[dict[str, Any]]:
+        frames = sender.frames_to(bridge.connection_id)
+        return [f["payload"]["message"] for f in frames if f.get("event") == "channel.outbound"]
+
+    llm.script(reply(tool_calls=[WRITE]), reply("Left it alone."))
+    assert bridge.call("channel.inbound", inbound("m1", "note it"))["status"] == "started"
+    (prompt,) = wait_for(lambda: [m for m in outbound() if m["text"].startswith("Run paused")])
+    assert prompt["replyToId"] == "m1" and prompt["text"].endswith('Reply with "yes" to approve or "no" to deny.')
+    (pending,) = approvals.pending(services)
+
+    reminded = bridge.call("channel.inbound", inbound("m2", "hmm?"))
+    assert reminded["status"] == "paused" and reminded["approvalId"] == pending["approvalId"]
+    assert reminded["runId"] == pending["runId"]
+    answered = bridge.call("channel.inbound", inbound("m3", "no"))
+    assert answered == {"sessionKey": answered["sessionKey"], "status": "paused", "runId": pending["runId"]}
+    wait_for(lambda: [m for m in outbound() if m["text"] == "Left it alone."])
+    said = {m["text"]: m.get("replyToId") for m in outbound()}
+    assert said["Denied gsv__WriteFile. Continuing run without executing it."] == "m3"
+    assert [m for m in said if m.startswith("Run is paused waiting for tool approval")] != []
+    (entry,) = agent.call("approval.history", {"sessionKey": answered["sessionKey"]})["entries"]
+    assert entry["decision"] == "deny" and entry["via"] == "chat"
+    assert entry["by"] == {"kind": "channel", "id": "test:+15550001", "label": "Ann"}
+    assert not written(agent)

@@ -11,6 +11,9 @@
   (`agent:{agentId}:exoclaw:group:{h}`, the agent from `agents.bindings`, most specific match first) and streams
   `text`, `tool_use`, `tool_result`, `usage` and then `done` (no `data`), or `error` then `done`, each frame
   carrying the request's id. A run refused before it starts (a token budget) is one plain error, no stream.
+- A run that pauses for a tool approval ends its stream: the prompt as `text`, then `done`. The next `chat.send`
+  answers it: `yes` / `no` streams the engine's answer as its first `text` and then follows the run (its tools,
+  text and `done`); anything else gets the reminder and `done` (`orbital.dialects.approval_answers`).
 """
 
 from __future__ import annotations

@@ -22,6 +22,10 @@
   `streaming-complete`, or `error`. Every event of a turn carries `id` = `turn_ref` = the query's id,
   `conversation_ref`, a unique `event_id`, its `sequence` (1, 2, 3 ... in the turn, nothing skipped, whichever
   process sends it: the SDK refuses a turn with a gap), `session_id` (the session key) and `user_id`.
+- **Tool approvals**: a run that pauses for one completes its turn with the prompt (`streaming-response` and
+  `streaming-complete`). The next query of the conversation answers it: `yes` / `no` streams the engine's answer
+  first and then follows the run (its tools, text and `streaming-complete`, numbered on in the same turn); anything
+  else completes with the reminder (`orbital.dialects.approval_answers`). A guest's yes is no owner's: reminded.
 - **stop-query**, **rehydrate-conversation**, **compact-history**, **load-settings** / **update-settings**,
   **list-models**, **wakeword-detected** (greeting only: no voice), **tool-bundle-result** (accepted, unused). Replies
   to them carry the request's `id`. An unknown envelope key or type is an `error`; the socket stays open.

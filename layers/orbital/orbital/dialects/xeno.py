@@ -18,6 +18,11 @@ kept as a document, never served as an image). Over `/ws`, on any gateway, a pat
 uploaded to `POST /api/artifacts/` first: the stored artifact is the run's media, on any gateway.
 With `xeno.partials: true` in the configuration a query also gets the reply's text so far as `gateway.stream
 {isPartial: true}`, at most every half second (off by default, as in xeno).
+
+A run that pauses for a tool approval ends its query: the prompt is its final `gateway.stream`, then `gateway.done`
+(xeno's console takes no input while a query runs). The next query answers it: `yes` / `no` is shown the engine's
+answer (`Approved …` / `Denied …`, a final stream) and then follows the run to its own stats, final stream and
+`done`; anything else gets the reminder and its `done` (`orbital.dialects.approval_answers`).
 """
 
 from __future__ import annotations
