@@ -89,10 +89,12 @@ def button(prompt: Any, label: str) -> str:
 
 
 def message_of(tg: FakeTelegram, prompt: Any) -> dict[str, Any]:
+    """The prompt's message as the bot's chat has it now (edited or not: its first lines stay)."""
+    head = prompt.params["text"].split("\n")[:3]
     return next(
         m
         for (chat, _), m in tg.messages.items()
-        if chat == str(prompt.params["chat_id"]) and m["text"] == prompt.params["text"]
+        if chat == str(prompt.params["chat_id"]) and m["text"].split("\n")[:3] == head
     )
 
 
