@@ -25,7 +25,7 @@ import time
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from orbital.agent import events
+from orbital.agent import events, notify
 from orbital.domain import approval_policy as policy
 from orbital.domain.approval_policy import Verdict
 from orbital.domain.config import masked_at
@@ -252,11 +252,10 @@ def open_request(services: Services, approval: dict[str, Any], run: dict[str, An
             hook(services, shown, run)
         except Exception:
             log.exception("an approval-requested hook failed")
-    for reply in services.hooks.on_run_reply:  # a channel-originated run: the peer is sent the prompt
-        try:
-            reply(services, key, run, "paused", str(approval["prompt"]))
-        except Exception:
-            log.exception("delivering the approval prompt failed")
+    try:  # a channel-originated run: the peer is sent the prompt
+        notify.deliver(services, key, run, "paused", str(approval["prompt"]))
+    except Exception:
+        log.exception("delivering the approval prompt failed")
     return True
 
 
@@ -521,21 +520,24 @@ def _reminder(run_id: Any, approval_id: str, text: str) -> dict[str, Any]:
 # --- the run's side: timeouts, stops, what the next step reads ----------------------------------------------------
 
 
-def conclude(services: Services, approval_id: str) -> str:
-    """The decision a run goes on with, once its wait is over: the recorded one, or (nobody answered in time)
-    `timeout`, recorded now unless an answer wins the same race."""
+def conclude(services: Services, approval_id: str) -> dict[str, Any] | None:
+    """What the call an approval was about gets, once the run's wait is over: None when it was approved (it is
+    dispatched now), else its outcome (denied, cancelled, or timed out: nobody answered in time, recorded now unless
+    an answer wins the same race)."""
     found = load(services, approval_id)
     if found is None:
-        return "cancel"
+        return {"error": policy.DENIED_BY_USER}
     approval, state = found
-    if state != PENDING:
-        return state
-    if _decide(services, approval, "timeout", by=SYSTEM, via="timeout"):
-        _unpoint(services, str(approval["sessionKey"]), approval_id, None)
-        deferred.claim(services, str(approval.get("waitCallId")), {"approval": "timeout"})
-        return "timeout"
-    again = load(services, approval_id)
-    return again[1] if again is not None else "cancel"
+    timeout = int(approval.get("expiresAt") or 0) - int(approval.get("requestedAt") or 0)
+    if state == PENDING:
+        if _decide(services, approval, "timeout", by=SYSTEM, via="timeout"):
+            _unpoint(services, str(approval["sessionKey"]), approval_id, None)
+            deferred.settle(services, str(approval.get("waitCallId")), {"approval": "timeout"})
+            state = "timeout"
+        else:
+            again = load(services, approval_id)
+            state = again[1] if again is not None else "cancel"
+    return outcome_for(state, timeout)
 
 
 def cancel_run(services: Services, run: dict[str, Any] | None) -> bool:
