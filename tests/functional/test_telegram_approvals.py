@@ -288,3 +288,20 @@ def test_a_socket_channel_gets_the_prompt_as_text_and_a_typed_no_denies(
     assert entry["decision"] == "deny" and entry["via"] == "chat"
     assert entry["by"] == {"kind": "channel", "id": "test:+15550001", "label": "Ann"}
     assert not written(agent)
+
+
+def test_a_timeout_and_a_stop_show_on_the_prompt(gateway: Any, http: Any, tg: FakeTelegram, llm: Any) -> None:
+    gateway.config.set_path("toolApproval.timeoutMs", 1000)
+    start_paused_run(http, tg, llm, 80)
+    (timed_out,) = wait_for(lambda: tg.calls_to("editMessageText"), timeout=30)
+    assert timed_out.params["text"].endswith("\n\nTimed out: denied.") and "reply_markup" not in timed_out.params
+    wait_for(lambda: "Done: it is on the list." in sent_texts(tg))
+
+    gateway.config.set_path("toolApproval.timeoutMs", 600000)
+    llm.script(reply(tool_calls=[WRITE]))
+    tg.reset()
+    assert post(http, ft.private_text("once more", message_id=81)).status_code == 200
+    prompt_of(tg)
+    assert post(http, ft.private_text("/stop", message_id=82)).status_code == 200
+    (stopped,) = wait_for(lambda: tg.calls_to("editMessageText"))
+    assert stopped.params["text"].endswith("\n\nCancelled: the run was stopped.")
