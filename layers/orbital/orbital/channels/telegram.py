@@ -682,8 +682,12 @@ class TelegramAdapter:
             extra["webhookUrl"] = registered
         if isinstance(info.get("pending_update_count"), int):
             extra["pendingUpdates"] = info["pending_update_count"]
+        taken = info.get("allowed_updates")
         if registered and expected is not None and registered != expected:
             entry["error"] = "the webhook points elsewhere: run channel.start again"
+        elif registered and isinstance(taken, list) and "callback_query" not in taken:
+            # registered before approvals had buttons: Telegram would keep their presses from the gateway
+            entry["error"] = "the webhook does not receive button presses (tool approvals): run channel.start again"
         elif info.get("last_error_message"):
             entry["error"] = f"last delivery failed: {str(info['last_error_message'])[:200]}"
         elif not registered:
