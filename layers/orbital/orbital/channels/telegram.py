@@ -2,7 +2,8 @@
 
 Nothing stays connected. `start` registers `POST /channels/telegram/{accountId}/webhook` with Telegram together with
 a secret that Telegram sends back in `X-Telegram-Bot-Api-Secret-Token`; the REST route checks it, turns the update
-into the gateway's inbound params (`TelegramAdapter.inbound_params`) and hands them to the inbound pipeline.
+into the gateway's inbound params (`TelegramAdapter.inbound_params`) and hands them to the inbound pipeline. A
+`callback_query` (a press of a tool approval's Approve / Deny button) goes to `orbital.channels.approval_prompt`.
 
 Configuration (`channels.telegram`):
 
