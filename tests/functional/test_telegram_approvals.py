@@ -305,3 +305,26 @@ def test_a_timeout_and_a_stop_show_on_the_prompt(gateway: Any, http: Any, tg: Fa
     assert post(http, ft.private_text("/stop", message_id=82)).status_code == 200
     (stopped,) = wait_for(lambda: tg.calls_to("editMessageText"))
     assert stopped.params["text"].endswith("\n\nCancelled: the run was stopped.")
+
+
+def test_in_a_group_the_owner_answers_with_a_mention(
+    gateway: Any, http: Any, tg: FakeTelegram, llm: Any, agent: Any
+) -> None:
+    gateway.config.set_path("channels.telegram.groupPolicy", "open")
+    llm.script(reply(tool_calls=[WRITE]), reply("Done: it is on the list."))
+    update = ft.group_text("put milk on the list", mention="@orbital_test_bot", message_id=90)
+    assert post(http, update).status_code == 200
+    prompt = prompt_of(tg)  # an owner is known on Telegram: the group gets the buttons
+    assert prompt.params["chat_id"] == ft.GROUP["id"] and prompt.params["reply_parameters"]["message_id"] == 90
+    # a member who is not an owner types yes: reminded, nothing decided
+    assert post(http, ft.group_text("yes", user=STRANGER, message_id=91)).status_code == 200
+    (refused,) = wait_for(lambda: [c for c in tg.calls_to("sendMessage") if "Only an owner" in c.params["text"]])
+    assert refused.params["reply_parameters"]["message_id"] == 91
+    assert not written(agent)
+    assert post(http, ft.group_text("yes", mention="@orbital_test_bot", message_id=92)).status_code == 200
+    wait_for(lambda: "Done: it is on the list." in sent_texts(tg))
+    assert written(agent)
+    (edit,) = wait_for(lambda: tg.calls_to("editMessageText"))
+    assert edit.params["chat_id"] == ft.GROUP["id"] and edit.params["text"].endswith(
+        "Approved by Ada Lovelace (telegram)."
+    )

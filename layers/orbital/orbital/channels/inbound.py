@@ -22,6 +22,7 @@ wasMentioned?}`) from a channel socket (`channel.inbound`) or a built-in adapter
 from __future__ import annotations
 
 import logging
+import re
 import time
 import uuid
 from typing import TYPE_CHECKING, Any
@@ -216,9 +217,9 @@ def _process(
             _reply(services, channel, account_id, peer, ack, message_id)
         return {"sessionKey": key, "status": "directive-only", "directives": slash.shown(found) or {}}
 
-    waiting = approvals.answer_from_message(
-        services, key, found.cleaned if found.any else text, by=_by(channel, sender_id, sender), via=_via(channel)
-    )
+    answer = _without_mentions(found.cleaned if found.any else text)
+    by = _by(channel, sender_id, sender)
+    waiting = approvals.answer_from_message(services, key, answer, by=by, via=_via(channel))
     if waiting is not None:  # the session waits for a tool approval: the message was its answer (or a reminder)
         _reply(services, channel, account_id, peer, str(waiting.get("response") or ""), message_id)
         paused: dict[str, Any] = {"sessionKey": key, "status": "paused", "runId": waiting.get("runId")}
@@ -268,6 +269,20 @@ def _process(
     if slash.shown(found) is not None:
         result["directives"] = slash.shown(found)
     return result
+
+
+_MENTION = re.compile(r"@[\w.]+[,:]?")
+
+
+def _without_mentions(text: str) -> str:
+    """The text without the mentions it starts or ends with: in a group, `@agent yes` and `yes @agent` answer an
+    approval as `yes` does (a second word would be read as an approval id)."""
+    words = text.split()
+    while words and _MENTION.fullmatch(words[0]):
+        words.pop(0)
+    while words and _MENTION.fullmatch(words[-1]):
+        words.pop()
+    return " ".join(words) or text
 
 
 def _by(channel: str, sender_id: str, sender: dict[str, Any]) -> dict[str, Any]:
