@@ -21,7 +21,7 @@ from tests.e2e.test_exoclaw import Exo, assert_well_formed, texts
 from tests.e2e.test_windie import Windie, assert_turn, deltas
 from tests.e2e.test_xeno import UnixXeno, WsXeno, notifications, socket_of
 from tests.support import rules
-from tests.support.agent import configure_fake_model
+from tests.support.agent import configure_fake_model, follow_run
 from tests.support.fake_llm import FakeLLM
 from tests.support.windie_sdk import sdk_refusals
 
@@ -168,3 +168,23 @@ def test_windie_the_prompt_completes_the_turn_and_yes_goes_on(gw: GatewayProcess
         assert third[-1]["type"] == "streaming-complete" and marker in third[-1]["payload"]["final_response"]
         assert sdk_refusals(client.received) == []
     assert ran(llm, marker)
+
+
+def test_exoclaw_a_decision_made_elsewhere_adds_nothing_to_the_ended_stream(gw: GatewayProcess, llm: FakeLLM) -> None:
+    """The paused stream ended with its `done`; an owner approving from a GSV client lets the run go on (the node
+    runs the command) and the Exoclaw socket gets no second `done` for that request."""
+    marker = f"exo-elsewhere-{uuid.uuid4().hex[:6]}"
+    params = {"channel": "cli", "account": f"acct-{uuid.uuid4().hex[:6]}", "peer": "main"}
+    with Exo(gw) as exo:
+        first = exo.chat("e1", {**params, "content": command(marker)})
+        assert_well_formed("e1", first)
+        with GatewayClient(gw.url, timeout=20) as owner:
+            owner.connect("client", f"owner-{uuid.uuid4().hex[:6]}", token=gw.token)
+            mine = [a for a in owner.call("approval.list", {})["approvals"] if marker in json.dumps(a["args"])]
+            (approval,) = mine
+            resolved = owner.call("approval.resolve", {"approvalId": approval["approvalId"], "decision": "approve"})
+            assert resolved["resolved"] is True
+            ended = follow_run(owner, approval["runId"])  # the run went on to its end
+            assert ended[-1]["state"] == "final"
+        assert ran(llm, marker)
+        assert exo.quiet_after("e1") == []
