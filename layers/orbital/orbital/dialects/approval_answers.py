@@ -58,12 +58,12 @@ class Answer:
 
 
 def paused_run(services: Services, session_key: str) -> str | None:
-    """The run of the session's pending approval, if it has one."""
-    for approval in approvals.pending(services, session_key):
-        run_id = approval.get("runId")
-        if isinstance(run_id, str) and run_id:
-            return run_id
-    return None
+    """The session's current run when it waits for an approval (the session's meta says so: one read)."""
+    meta = services.sessions.load_meta(session_key)
+    if not approvals.waits_for_answer(meta):
+        return None
+    run_id = ((meta or {}).get("currentRun") or {}).get("runId")
+    return run_id if isinstance(run_id, str) and run_id else None
 
 
 def begin(services: Services, conn: Connection, session_key: str, ref: dict[str, Any]) -> Answer | None:
