@@ -132,6 +132,8 @@ def test_a_paused_run_asks_in_its_chat_and_a_button_press_answers(
     assert edit.params["message_id"] == message_of(tg, prompt)["message_id"]
     assert edit.params["text"].endswith("Approved by Ada Lovelace (telegram).")
     assert "reply_markup" not in edit.params  # the buttons are gone
+    methods = [c.method for c in tg.calls]
+    assert methods.index("answerCallbackQuery") < methods.index("editMessageText")  # the spinner stops first
     assert 'Reply with "yes"' not in edit.params["text"]
 
 

@@ -24,6 +24,7 @@ import hashlib
 import hmac
 import logging
 import re
+import threading
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -200,6 +201,14 @@ def on_resolved(services: Services, approval: dict[str, Any], resolution: dict[s
     approval_id = str((approval or {}).get("approvalId") or resolution.get("approvalId") or "")
     if not approval_id:
         return
+    pressing = getattr(_pressing, "approval", None)
+    if pressing is not None and pressing[0] == approval_id:  # a button of it, on this thread: edited once answered
+        pressing[1].append(resolution)
+        return
+    _edit(services, approval_id, resolution)
+
+
+def _edit(services: Services, approval_id: str, resolution: dict[str, Any]) -> None:
     try:
         found = services.table.get(keys.approval_prompt(approval_id, TELEGRAM))
         if found is None:
@@ -218,6 +227,9 @@ def on_resolved(services: Services, approval: dict[str, Any], resolution: dict[s
 
 # --- a button pressed ---------------------------------------------------------------------------------------------
 
+_pressing = threading.local()
+"""`approval`: the approval a button press on this thread is resolving, and where its resolution goes."""
+
 
 def callback(services: Services, account_id: str, update: dict[str, Any]) -> None:
     """A `callback_query` update: a press of a prompt's button. Answered (`answerCallbackQuery`) once, whatever
@@ -228,23 +240,31 @@ def callback(services: Services, account_id: str, update: dict[str, Any]) -> Non
         return
     if inbound.claim(services, TELEGRAM, account_id, f"callback:{query_id}") is not None:
         return  # delivered again: it was (or is being) answered
+    decided: list[dict[str, Any]] = []
     try:
-        notice, alert = _pressed(services, account_id, query)
+        notice, alert = _pressed(services, account_id, query, decided)
     except Exception as exc:
         if is_passing(exc):  # Telegram delivers the update again (the webhook answers 503)
             inbound.settle(services, TELEGRAM, account_id, f"callback:{query_id}", done=False)
             raise
         log.warning("a button press was not processed: %s", getattr(exc, "message", None) or type(exc).__name__)
         notice, alert = NOT_VALID, True
+    finally:
+        _pressing.approval = None
     inbound.settle(services, TELEGRAM, account_id, f"callback:{query_id}", done=True)
-    try:
+    try:  # the presser's spinner stops first, then the prompt shows the decision
         TelegramAdapter().api(services, account_id).answer_callback_query(query_id, notice, show_alert=alert)
     except ChannelError as exc:
         log.warning("answerCallbackQuery failed: %s", exc.message)
+    for resolution in decided:
+        _edit(services, str(resolution.get("approvalId") or ""), resolution)
 
 
-def _pressed(services: Services, account_id: str, query: dict[str, Any]) -> tuple[str, bool]:
-    """Resolve what the press asks; the notice for the presser and whether it is an alert."""
+def _pressed(
+    services: Services, account_id: str, query: dict[str, Any], decided: list[dict[str, Any]]
+) -> tuple[str, bool]:
+    """Resolve what the press asks; the notice for the presser and whether it is an alert. The resolution the
+    engine reports for it meanwhile (`on_resolved`) is put in `decided`, for the edit after the answer."""
     secret = TelegramAdapter().webhook_secret(services, account_id)
     parsed = parse_callback(secret, query.get("data")) if secret else None
     if parsed is None:
@@ -264,6 +284,7 @@ def _pressed(services: Services, account_id: str, query: dict[str, Any]) -> tupl
     if user.get("id") is None:
         return NOT_OWNER, True
     by = sender_identity(TELEGRAM, user)
+    _pressing.approval = (approval_id, decided)
     try:
         result = approvals.resolve(services, approval_id, decision, by=by, via=TELEGRAM)
     except RpcError as exc:
