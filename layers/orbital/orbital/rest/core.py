@@ -205,7 +205,7 @@ def _telegram_update(account_id: str, body: bytes) -> bool:
         update_id = update.get("update_id")
         services = get_services()
         if isinstance(update.get("callback_query"), dict):  # a button of a tool approval's prompt
-            from orbital.channels import approval_prompt
+            from orbital.channels import approval_prompt  # lazy: only button presses need it (as above)
 
             approval_prompt.callback(services, account_id, update)
             return True
