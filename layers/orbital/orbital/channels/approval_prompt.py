@@ -32,17 +32,17 @@ from orbital.agent import approvals
 from orbital.channels import delivery, inbound
 from orbital.channels.adapters import is_passing
 from orbital.channels.base import ChannelError, Outbound
-from orbital.channels.telegram import CHANNEL as TELEGRAM
-from orbital.channels.telegram import TelegramAdapter
 from orbital.domain.config import as_dict
 from orbital.errors import RpcError
 from orbital.store import keys
 
 if TYPE_CHECKING:
+    from orbital.channels.telegram import TelegramAdapter
     from orbital.ports.services import Services
 
 log = logging.getLogger("orbital.channels.approval_prompt")
 
+TELEGRAM = "telegram"
 CALLBACK_PREFIX = "ap"
 _CALLBACK = re.compile(r"ap:([0-9a-f]{8}):([ad]):([0-9a-f]{16})")
 _DECISIONS = {"a": "approve", "d": "deny"}
@@ -54,6 +54,13 @@ NOT_VALID = "This button is not valid."
 PROMPT_TTL_S = 7 * 24 * 3600
 """How long a prompt's message is remembered past the approval's expiry (the edit after a late decision)."""
 BUTTONS = (("Approve", "a"), ("Deny", "d"))
+
+
+def _telegram() -> TelegramAdapter:
+    # lazy: the Telegram client is imported only when a Telegram chat is involved (built-in adapters, ADR 0009)
+    from orbital.channels.telegram import TelegramAdapter
+
+    return TelegramAdapter()
 
 
 # --- callback data ------------------------------------------------------------------------------------------------
@@ -177,9 +184,9 @@ def _post(services: Services, approval: dict[str, Any], target: dict[str, Any]) 
     delivery.typing(services, target, False)
     approval_id = str(approval.get("approvalId") or "")
     account_id = str(target.get("accountId") or "default")
-    adapter = TelegramAdapter()
-    secret = adapter.webhook_secret(services, account_id) if channel == TELEGRAM else None
-    if channel != TELEGRAM or not secret or not answerable or not re.fullmatch(r"[0-9a-f]{8}", approval_id):
+    adapter = _telegram() if channel == TELEGRAM else None
+    secret = adapter.webhook_secret(services, account_id) if adapter is not None else None
+    if adapter is None or not secret or not answerable or not re.fullmatch(r"[0-9a-f]{8}", approval_id):
         delivery.send(services, target, text, session_key=str(approval.get("sessionKey") or ""))
         return
     message = Outbound(account_id, as_dict(target.get("peer")), text, target.get("replyToId"))
@@ -214,7 +221,7 @@ def _edit(services: Services, approval_id: str, resolution: dict[str, Any]) -> N
         if found is None:
             return
         data = found.data
-        adapter = TelegramAdapter()
+        adapter = _telegram()
         api = adapter.api(services, str(data.get("accountId") or "default"))
         api.edit_message_text(data["chatId"], int(data["messageId"]), decided_text(str(data.get("prompt")), resolution))
     except Exception as exc:
@@ -253,7 +260,7 @@ def callback(services: Services, account_id: str, update: dict[str, Any]) -> Non
         _pressing.approval = None
     inbound.settle(services, TELEGRAM, account_id, f"callback:{query_id}", done=True)
     try:  # the presser's spinner stops first, then the prompt shows the decision
-        TelegramAdapter().api(services, account_id).answer_callback_query(query_id, notice, show_alert=alert)
+        _telegram().api(services, account_id).answer_callback_query(query_id, notice, show_alert=alert)
     except ChannelError as exc:
         log.warning("answerCallbackQuery failed: %s", exc.message)
     for resolution in decided:
@@ -265,7 +272,7 @@ def _pressed(
 ) -> tuple[str, bool]:
     """Resolve what the press asks; the notice for the presser and whether it is an alert. The resolution the
     engine reports for it meanwhile (`on_resolved`) is put in `decided`, for the edit after the answer."""
-    secret = TelegramAdapter().webhook_secret(services, account_id)
+    secret = _telegram().webhook_secret(services, account_id)
     parsed = parse_callback(secret, query.get("data")) if secret else None
     if parsed is None:
         return NOT_VALID, True
