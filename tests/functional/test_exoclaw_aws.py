@@ -168,3 +168,30 @@ def test_a_socket_that_showed_the_token_as_a_bearer_needs_no_token_frame(token, 
     }
     assert gateway.handle_connect(wrong)["statusCode"] == 401
     assert sender.posts == [] and sender.closes == []
+
+
+def test_a_paused_run_ends_its_stream_and_the_next_chat_answers_it(token, flows, sender, services, agent, llm):
+    """Tool approvals on AWS: the pause (a Step Functions wait) ends the stream with the prompt; the next chat.send
+    says `yes`, streams the engine's answer and then the rest of the run, posted by the execution that goes on."""
+    llm.responder = rules.respond
+    rule = {"id": "ask-writes", "tool": "gsv__WriteFile", "decision": "ask"}
+    agent.call("config.set", {"path": "toolApproval.rules", "value": [rule]})
+    cid = _authenticated(sender)
+    base = {"channel": "websocket", "account": "aws-approvals"}
+    write = 'TOOL:gsv__WriteFile {"path": "aws-note.md", "content": "from exoclaw"}'
+    assert _frame(cid, {"id": "p1", "method": "chat.send", "params": {**base, "content": write}}) is None
+    first = _stream(sender, cid, "p1")
+    assert first[-1] == {"id": "p1", "event": "done"}
+    prompt = [f["data"] for f in first if f["event"] == "text"][-1]
+    assert prompt.startswith("Run paused: tool approval required.\nTool: gsv__WriteFile\n")
+    assert agent.frame("workspace.read", {"path": "aws-note.md"})["ok"] is False  # nothing written while it waits
+
+    _frame(cid, {"id": "p2", "method": "chat.send", "params": {**base, "content": "yes"}})
+    second = _stream(sender, cid, "p2")
+    said = "".join(f["data"] for f in second if f["event"] == "text")
+    assert said.startswith("Approved gsv__WriteFile. Continuing run.\n\n")
+    results = [f["data"] for f in second if f["event"] == "tool_result"]
+    assert results and results[0]["is_error"] is False
+    assert [f for f in second if f["event"] == "done"] == [{"id": "p2", "event": "done"}]
+    assert agent.call("workspace.read", {"path": "aws-note.md"})["content"] == "from exoclaw"
+    assert [f for f in sender.frames_to(cid) if f.get("id") == "p1" and f.get("event") == "done"] == [first[-1]]

@@ -225,7 +225,7 @@ def test_start_generates_stores_and_registers_the_secret(
     assert call.params == {
         "url": PUBLIC + HOOK,
         "secret_token": stored,
-        "allowed_updates": ["message", "edited_message", "channel_post"],
+        "allowed_updates": ["message", "edited_message", "channel_post", "callback_query"],  # buttons of approvals
         "max_connections": 1,
     }
     # masked on every read path
@@ -307,6 +307,14 @@ def test_status_stop_and_logout(account: Any, tg: FakeTelegram) -> None:
     tg.webhook().last_error_message = "Wrong response from the webhook: 401 Unauthorized"
     (entry,) = adapter.status(account, "main")
     assert entry["error"] == "last delivery failed: Wrong response from the webhook: 401 Unauthorized"
+    # a webhook registered before approvals had buttons does not get their presses: set it up again
+    tg.webhook().allowed_updates = ["message", "edited_message", "channel_post"]
+    (entry,) = adapter.status(account, "main")
+    assert entry["connected"] is True and "button presses" in entry["error"] and "channel.start" in entry["error"]
+    adapter.start(account, "main", {})
+    assert "callback_query" in tg.webhook().allowed_updates
+    tg.webhook().last_error_message = None
+    assert "error" not in adapter.status(account, "main")[0]
 
     assert adapter.stop(account, "main").ok
     assert len(tg.calls_to("deleteWebhook")) == 1

@@ -11,7 +11,9 @@ Served: `POST|GET /bot<token>/<method>` (JSON, form or query parameters) and `GE
 Every request is recorded in `calls` (method — `"file"` for downloads —, token, params, content type). Known
 tokens (`tokens`, by default `{TOKEN}`) are answered; others get 401 Unauthorized as Telegram does. `getMe` answers
 `bot`; `setWebhook` / `deleteWebhook` / `getWebhookInfo` keep one webhook per token; `sendMessage` answers a message
-with increasing ids; `getFile` and downloads serve files registered with `add_file`. A failure scripted with
+with increasing ids and keeps it (with its inline keyboard) in `messages`, which `editMessageText` changes (refusing
+an edit that changes nothing, as Telegram does); `answerCallbackQuery` answers true; `getFile` and downloads serve
+files registered with `add_file`. A failure scripted with
 `fail(method, ...)` answers the next call(s) of that method instead. Only 127.0.0.1 is used, on a free port.
 """
 
@@ -71,6 +73,8 @@ class FakeTelegram:
         self.failures: dict[str, list[Failure]] = {}
         self.files: dict[str, StoredFile] = {}
         self.webhooks: dict[str, Webhook] = {}
+        self.messages: dict[tuple[str, int], dict[str, Any]] = {}
+        """What the bot sent, by (chat id, message id), as edited since."""
         self._message_ids = itertools.count(1000)
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -168,6 +172,30 @@ class FakeTelegram:
                 "from": self.bot,
                 "text": params["text"],
             }
+            if isinstance(params.get("reply_markup"), dict):
+                result["reply_markup"] = params["reply_markup"]
+            with self._lock:
+                self.messages[(str(params["chat_id"]), result["message_id"])] = dict(result)
+        elif method == "answerCallbackQuery":
+            if not params.get("callback_query_id"):
+                return 400, {"ok": False, "error_code": 400, "description": "Bad Request: query is too old"}
+            result = True
+        elif method == "editMessageText":
+            with self._lock:
+                found = self.messages.get((str(params.get("chat_id")), params.get("message_id")))
+                if found is None:
+                    return 400, {
+                        "ok": False,
+                        "error_code": 400,
+                        "description": "Bad Request: message to edit not found",
+                    }
+                if found["text"] == params.get("text") and found.get("reply_markup") == params.get("reply_markup"):
+                    return 400, {"ok": False, "error_code": 400, "description": "Bad Request: message is not modified"}
+                found["text"] = params.get("text")
+                found.pop("reply_markup", None)
+                if isinstance(params.get("reply_markup"), dict):
+                    found["reply_markup"] = params["reply_markup"]
+                result = dict(found)
         elif method == "sendChatAction":
             result = True
         elif method == "setWebhook":
@@ -363,3 +391,28 @@ def document(
         "file_size": size,
     }
     return update("message", _message(_private_chat(USER), USER, document=item))
+
+
+_callback_ids = itertools.count(880000)
+
+
+def callback_query(
+    data: str,
+    message: dict[str, Any],
+    *,
+    user: dict[str, Any] | None = None,
+    query_id: str | None = None,
+    update_id: int | None = None,
+) -> dict[str, Any]:
+    """A press of an inline button of `message` (a message the bot sent, as `FakeTelegram.messages` keeps it)."""
+    presser = user or USER
+    chat = message.get("chat") or {}
+    chat_full = _private_chat(presser) if str(chat.get("id")) == str(presser["id"]) else {**GROUP, **chat}
+    query = {
+        "id": query_id or str(next(_callback_ids)),
+        "from": presser,
+        "message": {**message, "chat": chat_full},
+        "chat_instance": "-4242",
+        "data": data,
+    }
+    return {"update_id": update_id if update_id is not None else next(_update_ids), "callback_query": query}

@@ -2,7 +2,8 @@
 
 A run carries `deliver = {kind, channel, accountId, peer, replyToId?, agentId?, jobId?}` when its reply belongs
 to a messenger: `chat` (a channel message), `heartbeat` (filtered: acknowledgements are not sent, F8), `cron`.
-`partial` texts and the `final` text are sent as they come; on `final` and `error` typing stops; an `error` sends a
+`partial` texts and the `final` text are sent as they come; on `final`, `error` and `paused` typing stops (a pause's
+prompt is sent by `orbital.channels.approval_prompt`, which has the approval); an `error` sends a
 short note so the person is not left waiting (GSV sent nothing), without the gateway's internals and not for a
 cancellation the person asked for. Sending never fails a run: errors are logged.
 """
@@ -84,12 +85,14 @@ def run_reply(services: Services, session_key: str, run: dict[str, Any], state: 
 
 
 def deliver(services: Services, session_key: str, run: dict[str, Any], state: str, text: str | None) -> None:
-    """Called for every `partial` / `final` / `error` of a run that carries `deliver`."""
+    """Called for every `partial` / `final` / `error` / `paused` of a run that carries `deliver`."""
     target = as_dict(run.get("deliver"))
     if not target:
         return
-    if state in ("final", "error"):
+    if state in ("final", "error", "paused"):
         typing(services, target, False)
+    if state == "paused":  # the prompt goes with its approval (`approval_prompt.on_requested`: Telegram's buttons)
+        return
     if state == "error":
         if text and target.get("kind") != "heartbeat" and text not in _ASKED_FOR:
             send(services, target, error_reply(text), session_key=session_key)

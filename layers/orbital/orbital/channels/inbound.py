@@ -22,11 +22,12 @@ wasMentioned?}`) from a channel socket (`channel.inbound`) or a built-in adapter
 from __future__ import annotations
 
 import logging
+import re
 import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from orbital.agent import events, runs, slash, taint
+from orbital.agent import approvals, events, runs, slash, taint
 from orbital.channels.adapters import adapter_for, is_passing, public_reason
 from orbital.channels.base import ChannelError, Outbound
 from orbital.channels.delivery import send as deliver_text
@@ -101,6 +102,16 @@ def _settle(services: Services, channel: str, account_id: str, message_id: str, 
             services.table.delete(key)
     except Exception as exc:  # the lease expires by itself
         log.warning("inbound mark of %s:%s not settled: %s", channel, account_id, type(exc).__name__)
+
+
+def claim(services: Services, channel: str, account_id: str, item_id: str) -> str | None:
+    """Take an inbound item (a message, a button press) for processing once: None when it is ours, else
+    "duplicate" or "processing" (see `receive`). Settle it with `settle`."""
+    return _claim(services, channel, account_id, item_id)
+
+
+def settle(services: Services, channel: str, account_id: str, item_id: str, *, done: bool) -> None:
+    _settle(services, channel, account_id, item_id, done=done)
 
 
 def _reply(services: Services, channel: str, account_id: str, peer: dict[str, Any], text: str, reply_to: Any) -> None:
@@ -206,6 +217,16 @@ def _process(
             _reply(services, channel, account_id, peer, ack, message_id)
         return {"sessionKey": key, "status": "directive-only", "directives": slash.shown(found) or {}}
 
+    answer = _without_mentions(found.cleaned if found.any else text)
+    by = _by(channel, sender_id, sender)
+    waiting = approvals.answer_from_message(services, key, answer, by=by, via=_via(channel))
+    if waiting is not None:  # the session waits for a tool approval: the message was its answer (or a reminder)
+        _reply(services, channel, account_id, peer, str(waiting.get("response") or ""), message_id)
+        paused: dict[str, Any] = {"sessionKey": key, "status": "paused", "runId": waiting.get("runId")}
+        if waiting.get("approvalId"):
+            paused["approvalId"] = waiting["approvalId"]
+        return paused
+
     existing = services.sessions.registry_entry(key)
     services.sessions.touch_registry(key, now=now, default_label=(existing or {}).get("label") or peer.get("name"))
     cleaned = found.cleaned if found.any else text
@@ -252,6 +273,35 @@ def _process(
     if slash.shown(found) is not None:
         result["directives"] = slash.shown(found)
     return result
+
+
+_MENTION = re.compile(r"@[\w.]+[,:]?")
+
+
+def _without_mentions(text: str) -> str:
+    """The text without the mentions it starts or ends with: in a group, `@agent yes` and `yes @agent` answer an
+    approval as `yes` does (a second word would be read as an approval id)."""
+    words = text.split()
+    while words and _MENTION.fullmatch(words[0]):
+        words.pop(0)
+    while words and _MENTION.fullmatch(words[-1]):
+        words.pop()
+    return " ".join(words) or text
+
+
+def _by(channel: str, sender_id: str, sender: dict[str, Any]) -> dict[str, Any]:
+    """Who answers from a messenger: `{kind: "channel", id: "{channel}:{senderId}", label}` (`owners` lists such
+    ids; the engine accepts the answer of an owner only)."""
+    label = _text(sender.get("name")) or (f"@{sender['handle']}" if _text(sender.get("handle")) else None)
+    return {"kind": "channel", "id": f"{channel}:{sender_id}", "label": label or sender_id}
+
+
+VIA = frozenset({"telegram"})
+"""Channels an approval's history names as such (`via`); an answer from any other messenger is `chat`."""
+
+
+def _via(channel: str) -> str:
+    return channel if channel in VIA else "chat"
 
 
 def _envelope(

@@ -2,7 +2,8 @@
 
 Nothing stays connected. `start` registers `POST /channels/telegram/{accountId}/webhook` with Telegram together with
 a secret that Telegram sends back in `X-Telegram-Bot-Api-Secret-Token`; the REST route checks it, turns the update
-into the gateway's inbound params (`TelegramAdapter.inbound_params`) and hands them to the inbound pipeline.
+into the gateway's inbound params (`TelegramAdapter.inbound_params`) and hands them to the inbound pipeline. A
+`callback_query` (a press of a tool approval's Approve / Deny button) goes to `orbital.channels.approval_prompt`.
 
 Configuration (`channels.telegram`):
 
@@ -47,7 +48,8 @@ CHANNEL = "telegram"
 DEFAULT_API_BASE_URL = "https://api.telegram.org"
 WEBHOOK_PATH = "/channels/telegram/{account_id}/webhook"
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
-ALLOWED_UPDATES = ["message", "edited_message", "channel_post"]
+ALLOWED_UPDATES = ["message", "edited_message", "channel_post", "callback_query"]
+"""`callback_query`: a press of an inline button (the Approve / Deny of a tool approval, `channels.approval_prompt`)."""
 MAX_MESSAGE_CHARS = 4096
 """Telegram's limit for one message, counted in UTF-16 code units (what its clients and entity offsets use)."""
 MAX_DOWNLOAD_BYTES = 20 * 1024 * 1024
@@ -161,13 +163,37 @@ class BotApi:
         *,
         reply_to_message_id: int | None = None,
         message_thread_id: int | None = None,
+        reply_markup: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
-        params: dict[str, Any] = {"chat_id": chat_id, "text": text, "message_thread_id": message_thread_id}
+        params: dict[str, Any] = {
+            "chat_id": chat_id,
+            "text": text,
+            "message_thread_id": message_thread_id,
+            "reply_markup": reply_markup,
+        }
         if reply_to_message_id is not None:
             # a reply to a message that was deleted meanwhile is still delivered, as a plain message
             params["reply_parameters"] = {"message_id": reply_to_message_id, "allow_sending_without_reply": True}
         result = self.call("sendMessage", params)
         return result if isinstance(result, dict) else {}
+
+    def answer_callback_query(
+        self, callback_query_id: str, text: str | None = None, *, show_alert: bool = False
+    ) -> None:
+        """Ends the button's spinner in the presser's client, with `text` shown as a notice (an alert when asked)."""
+        params: dict[str, Any] = {"callback_query_id": callback_query_id, "text": text}
+        if show_alert:
+            params["show_alert"] = True
+        self.call("answerCallbackQuery", params)
+
+    def edit_message_text(
+        self, chat_id: int | str, message_id: int, text: str, *, reply_markup: dict[str, Any] | None = None
+    ) -> None:
+        """Replace a message's text; without `reply_markup` its inline keyboard goes."""
+        self.call(
+            "editMessageText",
+            {"chat_id": chat_id, "message_id": message_id, "text": text, "reply_markup": reply_markup},
+        )
 
     def send_chat_action(
         self, chat_id: int | str, action: str = "typing", *, message_thread_id: int | None = None
@@ -551,6 +577,24 @@ class TelegramAdapter:
                 first = message_ref(chat_id, sent["message_id"])
         return first
 
+    def send_buttons(
+        self, services: Services, message: Outbound, reply_markup: dict[str, Any]
+    ) -> tuple[int | str, int] | None:
+        """sendMessage with an inline keyboard (one message: the text is cut to Telegram's limit); returns the chat
+        and message id of what was sent, which `editMessageText` needs later."""
+        api = self.api(services, message.account_id)
+        chat_id = _chat_id(message.peer.get("id"))
+        pieces = split_text(message.text) or [message.text]
+        sent = api.send_message(
+            chat_id,
+            pieces[0],
+            reply_to_message_id=reply_target(message.reply_to_id),
+            message_thread_id=_int_or_none(message.peer.get("threadId")),
+            reply_markup=reply_markup,
+        )
+        message_id = _int_or_none(sent.get("message_id"))
+        return (chat_id, message_id) if message_id is not None else None
+
     def typing(self, services: Services, account_id: str, peer: dict[str, Any], on: bool) -> None:
         """sendChatAction typing (shown for about 5 s); Telegram cannot stop it early, so `on=False` does nothing."""
         if not on:
@@ -639,8 +683,12 @@ class TelegramAdapter:
             extra["webhookUrl"] = registered
         if isinstance(info.get("pending_update_count"), int):
             extra["pendingUpdates"] = info["pending_update_count"]
+        taken = info.get("allowed_updates")
         if registered and expected is not None and registered != expected:
             entry["error"] = "the webhook points elsewhere: run channel.start again"
+        elif registered and isinstance(taken, list) and "callback_query" not in taken:
+            # registered before approvals had buttons: Telegram would keep their presses from the gateway
+            entry["error"] = "the webhook does not receive button presses (tool approvals): run channel.start again"
         elif info.get("last_error_message"):
             entry["error"] = f"last delivery failed: {str(info['last_error_message'])[:200]}"
         elif not registered:

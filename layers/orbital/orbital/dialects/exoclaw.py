@@ -11,6 +11,9 @@
   (`agent:{agentId}:exoclaw:group:{h}`, the agent from `agents.bindings`, most specific match first) and streams
   `text`, `tool_use`, `tool_result`, `usage` and then `done` (no `data`), or `error` then `done`, each frame
   carrying the request's id. A run refused before it starts (a token budget) is one plain error, no stream.
+- A run that pauses for a tool approval ends its stream: the prompt as `text`, then `done`. The next `chat.send`
+  answers it: `yes` / `no` streams the engine's answer as its first `text` and then follows the run (its tools,
+  text and `done`); anything else gets the reminder and `done` (`orbital.dialects.approval_answers`).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from orbital import __version__
 from orbital.agent import budgets, events
 from orbital.aws import secrets
-from orbital.dialects import base
+from orbital.dialects import approval_answers, base
 from orbital.dialects.detect import EXOCLAW
 from orbital.domain.budgets import BudgetExceeded
 from orbital.domain.session_keys import resolve_agent_by_specificity
@@ -203,18 +206,43 @@ def _chat(services: Services, conn: Connection, rpc_id: str, params: Any) -> lis
     )
     key = base.conversation_key(agent, EXOCLAW, channel, account, peer)
     run_id = base.new_run_id()
+    answer = approval_answers.begin(services, conn, key, {"id": rpc_id})  # the conversation may wait for an approval
     sub = base.subscribe(services, conn, run_id, key, {"id": rpc_id})
     params = {"sessionKey": key, "message": values["content"], "runId": run_id}
     label = f"{EXOCLAW}:{channel}:{account}:{peer}"
     sent = base.call(services, conn, "chat.send", params, internal={"label": label})
     if sent.ok and sent.payload.get("status") == "started":
+        approval_answers.settle(services, answer, follow=False)
         return []  # the stream comes from the run
     base.unsubscribe(services, sub)
+    if sent.ok and sent.payload.get("status") == "paused":  # the message answered a tool approval (or was reminded)
+        return _answered(services, conn, rpc_id, answer, sent.payload)
+    approval_answers.settle(services, answer, follow=False)
     if not sent.ok:  # a token budget refused it: Exoclaw's own words, and no stream
         refused = BudgetExceeded.from_details(sent.details)
         return [_failure(rpc_id, refused.exoclaw_message if refused is not None else sent.message)]
     reply = str(sent.payload.get("response") or sent.payload.get("error") or "")
     return [{"id": rpc_id, "event": "text", "data": reply}, {"id": rpc_id, "event": "done"}]
+
+
+def _answered(
+    services: Services,
+    conn: Connection,
+    rpc_id: str,
+    answer: approval_answers.Answer | None,
+    result: dict[str, Any],
+) -> list[Any]:
+    """A chat.send that answered a paused run: the engine's response is the stream's first text; when the run goes
+    on, the stream follows it (its text, tools and `done` come from the run), else it is done."""
+    response = str(result.get("response") or "")
+    if answer is None or not approval_answers.resumed(result):
+        approval_answers.settle(services, answer, follow=False)
+        return [{"id": rpc_id, "event": "text", "data": response}, {"id": rpc_id, "event": "done"}]
+    services.push(conn.connection_id, {"id": rpc_id, "event": "text", "data": response + "\n\n"})
+    frames: list[Any] = []
+    for payload in approval_answers.settle(services, answer, follow=True):
+        frames += encode(services, answer.sub, payload)
+    return frames
 
 
 def _size(frame: dict[str, Any]) -> int:
@@ -241,8 +269,16 @@ def _fitted(frame: dict[str, Any], name: str) -> dict[str, Any]:
 @router.run_events(EXOCLAW)
 def encode(services: Services, sub: Subscription, payload: dict[str, Any]) -> list[Any]:
     """Exoclaw's stream frames for one event of a run."""
+    if sub.scratch.get("closed") or approval_answers.held(sub, payload):
+        return []
     rpc_id = str(sub.ref.get("id") or "0")
     state = payload.get("state")
+    if state == "paused":  # the prompt ends this stream; the next chat.send answers it
+        approval_answers.end_turn(services, sub)
+        return [
+            {"id": rpc_id, "event": "text", "data": approval_answers.prompt_of(payload)},
+            {"id": rpc_id, "event": "done"},
+        ]
     if state == "delta":
         return [{"id": rpc_id, "event": "text", "data": str(payload.get("text") or "")}]
     if state == "tool":

@@ -22,6 +22,10 @@
   `streaming-complete`, or `error`. Every event of a turn carries `id` = `turn_ref` = the query's id,
   `conversation_ref`, a unique `event_id`, its `sequence` (1, 2, 3 ... in the turn, nothing skipped, whichever
   process sends it: the SDK refuses a turn with a gap), `session_id` (the session key) and `user_id`.
+- **Tool approvals**: a run that pauses for one completes its turn with the prompt (`streaming-response` and
+  `streaming-complete`). The next query of the conversation answers it: `yes` / `no` streams the engine's answer
+  first and then follows the run (its tools, text and `streaming-complete`, numbered on in the same turn); anything
+  else completes with the reminder (`orbital.dialects.approval_answers`). A guest's yes is no owner's: reminded.
 - **stop-query**, **rehydrate-conversation**, **compact-history**, **load-settings** / **update-settings**,
   **list-models**, **wakeword-detected** (greeting only: no voice), **tool-bundle-result** (accepted, unused). Replies
   to them carry the request's `id`. An unknown envelope key or type is an `error`; the socket stays open.
@@ -45,7 +49,7 @@ from typing import TYPE_CHECKING, Any
 
 from orbital.agent import client_tools, compaction, context, events, model_catalog, runs, settings, taint
 from orbital.aws import secrets
-from orbital.dialects import base
+from orbital.dialects import approval_answers, base
 from orbital.dialects.detect import WINDIE, WINDIE_TYPES
 from orbital.domain import commands, sniff
 from orbital.domain.config import as_dict
@@ -670,6 +674,7 @@ def _query(services: Services, sock: _Socket, rid: Any, payload: dict[str, Any])
         "session": key,
         "startedAt": services.now_ms(),
     }
+    answer = approval_answers.begin(services, conn, key, ref)  # the conversation may wait for a tool approval
     sub = base.subscribe(services, conn, run_id, key, ref)
     opening: list[tuple[str, dict[str, Any]]] = [("query-accepted", {"status": "accepted"})]
     meta = services.sessions.load_meta(key)
@@ -680,6 +685,7 @@ def _query(services: Services, sock: _Socket, rid: Any, payload: dict[str, Any])
     for frame in first:  # before the run can say anything
         if not services.push(conn.connection_id, frame):
             base.unsubscribe(services, sub)
+            approval_answers.settle(services, answer, follow=False)
             return []
     if not sock.admin:
         _mark_guest(services, key, meta)
@@ -696,13 +702,49 @@ def _query(services: Services, sock: _Socket, rid: Any, payload: dict[str, Any])
     params = {"sessionKey": key, "message": text, "runId": run_id}
     sent = base.call(services, conn, "chat.send", params, internal=internal)
     if sent.ok and sent.payload.get("status") == "started":
+        approval_answers.settle(services, answer, follow=False)
         return []  # the rest comes from the run
     base.unsubscribe(services, sub)  # no run follows: the rest is numbered here
+    if sent.ok and sent.payload.get("status") == "paused":  # the text answered a tool approval (or was reminded)
+        return _answered(services, conn, answer, ref, len(first), sent.payload)
+    approval_answers.settle(services, answer, follow=False)
     if not sent.ok:
         return _local_events(ref, [("error", {"message": sent.message, "turn_ref": turn})], len(first))
     reply = str(sent.payload.get("response") or sent.payload.get("error") or "")  # a command, answered at once
-    answer = [("streaming-response", {"text": reply}), ("streaming-complete", {"final_response": reply})]
-    return _local_events(ref, answer, len(first))
+    said = [("streaming-response", {"text": reply}), ("streaming-complete", {"final_response": reply})]
+    return _local_events(ref, said, len(first))
+
+
+def _answered(
+    services: Services,
+    conn: Connection,
+    answer: approval_answers.Answer | None,
+    ref: dict[str, Any],
+    opened: int,
+    result: dict[str, Any],
+) -> list[Any]:
+    """A query that answered a paused run: the engine's response is the turn's first text; when the run goes on,
+    the turn follows it (numbered on the run's subscription, where `query-accepted` was numbered too: its text,
+    tools and `streaming-complete` come from the run), else the turn completes with the response."""
+    response = str(result.get("response") or "")
+    if answer is None or not approval_answers.resumed(result):
+        approval_answers.settle(services, answer, follow=False)
+        done = [("streaming-response", {"text": response}), ("streaming-complete", {"final_response": response})]
+        return _local_events(ref, done, opened)
+    # the run's subscription numbers the rest of the turn, after what this turn's own subscription numbered
+    try:
+        key = keys.run_subscription(answer.run_id, conn.connection_id)
+        services.table.update(key, add={SEQUENCE: opened}, condition=cond.exists("PK"))
+    except ConflictError:  # the run ended meanwhile (a /stop): the turn completes with the response
+        approval_answers.settle(services, answer, follow=False)
+        done = [("streaming-response", {"text": response}), ("streaming-complete", {"final_response": response})]
+        return _local_events(ref, done, opened)
+    for frame in _numbered(services, answer.sub, [("streaming-response", {"text": response + "\n\n"})]):
+        services.push(conn.connection_id, frame)
+    frames: list[Any] = []
+    for payload in approval_answers.settle(services, answer, follow=True):
+        frames += encode(services, answer.sub, payload)
+    return frames
 
 
 def _command_name(text: str) -> str | None:
@@ -1249,8 +1291,17 @@ SEQUENCE = "seq"
 def encode(services: Services, sub: Subscription, payload: dict[str, Any]) -> list[Any]:
     """WindieOS's events for one event of a run (see the module docstring). Once `stop-query` dropped the
     subscription, nothing more: numbering an event finds it gone (`_numbered`)."""
-    if sub.scratch.get("stopped"):
+    if sub.scratch.get("stopped") or sub.scratch.get("closed") or approval_answers.held(sub, payload):
         return []
+    if payload.get("state") == "paused":  # the prompt is the turn's reply: it completes; the next query answers it
+        prompt = approval_answers.prompt_of(payload)
+        frames = _numbered(
+            services,
+            sub,
+            [("streaming-response", {"text": prompt}), ("streaming-complete", {"final_response": prompt})],
+        )
+        approval_answers.end_turn(services, sub)
+        return frames
     return _numbered(services, sub, _events_of(sub.ref, payload))
 
 

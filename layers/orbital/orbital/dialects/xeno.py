@@ -18,6 +18,11 @@ kept as a document, never served as an image). Over `/ws`, on any gateway, a pat
 uploaded to `POST /api/artifacts/` first: the stored artifact is the run's media, on any gateway.
 With `xeno.partials: true` in the configuration a query also gets the reply's text so far as `gateway.stream
 {isPartial: true}`, at most every half second (off by default, as in xeno).
+
+A run that pauses for a tool approval ends its query: the prompt is its final `gateway.stream`, then `gateway.done`
+(xeno's console takes no input while a query runs). The next query answers it: `yes` / `no` is shown the engine's
+answer (`Approved …` / `Denied …`, a final stream) and then follows the run to its own stats, final stream and
+`done`; anything else gets the reminder and its `done` (`orbital.dialects.approval_answers`).
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 from orbital.agent import runs
 from orbital.aws import secrets
 from orbital.channels import media as media_store
-from orbital.dialects import base
+from orbital.dialects import approval_answers, base
 from orbital.dialects.detect import XENO
 from orbital.domain import compaction, sniff
 from orbital.domain import config as cfg
@@ -246,7 +251,9 @@ def _start(
     when no run started (a slash command's answer, a refusal)."""
     key = _main_key(services)
     run_id = base.new_run_id()
-    sub = base.subscribe(services, conn, run_id, key, {**ref, "startedAt": services.now_ms()})
+    turn = {**ref, "startedAt": services.now_ms()}
+    answer = approval_answers.begin(services, conn, key, turn)  # the main session may wait for an approval
+    sub = base.subscribe(services, conn, run_id, key, turn)
     sent = base.call(
         services,
         conn,
@@ -255,12 +262,39 @@ def _start(
         internal={"media": media} if media else None,
     )
     if sent.ok and sent.payload.get("status") == "started":
+        approval_answers.settle(services, answer, follow=False)
         return []
     base.unsubscribe(services, sub)
+    if sent.ok and sent.payload.get("status") == "paused":  # the message answered a tool approval (or was reminded)
+        return _answered(services, conn, answer, sub, sent.payload)
+    approval_answers.settle(services, answer, follow=False)
     if sent.ok:  # a slash command or directives only: their answer is the reply
         reply = str(sent.payload.get("response") or sent.payload.get("error") or "")
         return _ended(sub, reply or NO_RESPONSE, None, None)
     return _ended(sub, None, sent.message, None)
+
+
+def _answered(
+    services: Services,
+    conn: Connection,
+    answer: approval_answers.Answer | None,
+    sub: Subscription,
+    result: dict[str, Any],
+) -> list[Any]:
+    """A query that answered a paused run: the engine's response is shown (a final stream); when the run goes on,
+    the query follows it (its final text and `done` come from the run), else it is done."""
+    response = str(result.get("response") or "")
+    follow = answer is not None and approval_answers.resumed(result)
+    if not follow:
+        approval_answers.settle(services, answer, follow=False)
+        return _ended(sub, response or NO_RESPONSE, None, None)
+    assert answer is not None
+    params = {"requestId": sub.ref.get("requestId"), "content": response, "isPartial": False}
+    services.push(conn.connection_id, _notification("gateway.stream", params))
+    frames: list[Any] = []
+    for payload in approval_answers.settle(services, answer, follow=True):
+        frames += encode(services, answer.sub, payload)
+    return frames
 
 
 class _Unreadable(Exception):
@@ -422,7 +456,12 @@ def encode(services: Services, sub: Subscription, payload: dict[str, Any]) -> li
     """What a xeno socket gets for one event of its run: its reply or its error when the run ends; before that
     nothing, as in xeno, unless `xeno.partials` is true in the configuration: then the reply's text so far as a
     `gateway.stream {isPartial: true}`, at most every `PARTIAL_INTERVAL_S`."""
+    if sub.scratch.get("closed") or approval_answers.held(sub, payload):
+        return []
     state = payload.get("state")
+    if state == "paused":  # the prompt is the query's reply: it ends, and the next query can answer it
+        approval_answers.end_turn(services, sub)
+        return _ended(sub, approval_answers.prompt_of(payload) or NO_RESPONSE, None, None, now=services.now_ms())
     if state == "delta":
         text = payload.get("text")
         if sub.ref.get("kind") != "query" or not isinstance(text, str) or not _partials_on(services, sub):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from orbital.channels import delivery, inbound, message_tool
+from orbital.channels import approval_prompt, delivery, inbound, message_tool
 from orbital.channels.adapters import adapter_for, built_in
 from orbital.channels.base import ChannelError
 from orbital.domain.config import as_dict
@@ -31,6 +31,8 @@ if TYPE_CHECKING:
 
 router = Router("channels")
 router.on_run_reply(delivery.run_reply)  # a run's replies go back to the channel it came from
+router.on_approval_requested(approval_prompt.on_requested)  # a channel run's approval prompt goes to its chat
+router.on_approval_resolved(approval_prompt.on_resolved)  # and shows the decision once made (Telegram)
 router.native_tool("gsv__Message")(message_tool.message)
 
 
@@ -91,6 +93,8 @@ class ChannelInboundResult(Result):
     response: str | None = None
     error: str | None = None
     directives: dict[str, Any] | None = None
+    approvalId: str | None = None
+    """With `status: "paused"`, when the message was a reminder rather than an answer."""
 
 
 def _channel_error(exc: ChannelError) -> RpcError:
@@ -103,7 +107,10 @@ def channel_inbound(ctx: CallContext, params: ChannelInboundParams) -> dict[str,
     `duplicate` (a message id already received; `processing: true` while that first delivery is still being
     handled), `pending_pairing` (an unknown sender, told it awaits approval),
     `blocked`, `ignored` (a group message that does not mention the agent when mentions are required), `command` or
-    `directive-only` (answered on the channel)."""
+    `directive-only` (answered on the channel), or `paused`: the session's run waits for a tool approval, and the
+    message was its answer (`yes` / `no` from a sender in config `owners`) or is dropped with a reminder; the
+    engine's `response` is sent to the peer as a reply, and `runId` is the paused run's (`approvalId` with a
+    reminder)."""
     try:
         return inbound.receive(ctx.services, params.model_dump())
     except ChannelError as exc:

@@ -204,6 +204,11 @@ def _telegram_update(account_id: str, body: bytes) -> bool:
             raise ValueError("an update is a JSON object")
         update_id = update.get("update_id")
         services = get_services()
+        if isinstance(update.get("callback_query"), dict):  # a button of a tool approval's prompt
+            from orbital.channels import approval_prompt  # lazy: only button presses need it (as above)
+
+            approval_prompt.callback(services, account_id, update)
+            return True
         params = TelegramAdapter().inbound_params(services, account_id, update)
         if params is None:
             return True

@@ -24,6 +24,7 @@ Single table: `PK`, `SK`, `GSI1PK`/`GSI1SK` (index `GSI1`), `ttl` (epoch seconds
 | token usage         | USAGE                | {YYYY-MM}                  | UTC month: `m`, days `d01`..`d31`; ttl  |
 | install identity    | INSTALLS             | {sha256 of the token}      | user_id, install_id (WindieOS installs) |
 | WindieOS settings   | WINDIESETTINGS       | {userId}                   | one user's client settings              |
+| approval prompt     | APPROVALPROMPT#{id}  | {channel}                  | a prompt's chat and message id; ttl     |
 """
 
 from __future__ import annotations
@@ -486,6 +487,15 @@ def inbound_seen(channel: str, account_id: str, message_id: str) -> tuple[str, s
     return f"INBOUND#{channel}:{account_id}", message_id
 
 
+def approval_prompt(approval_id: str, channel: str) -> tuple[str, str]:
+    """Where a tool approval's prompt was posted on a messenger (chat and message id), so the message can show the
+    decision once it is made (`orbital.channels.approval_prompt`)."""
+    return f"{_APPROVAL_PROMPT_PREFIX}{approval_id}", channel
+
+
+_APPROVAL_PROMPT_PREFIX = "APPROVALPROMPT#"
+
+
 # --- what a key is: the kind of an item or object, told from its key (export and import, store/portable.py) ---------
 #
 # Every item and object kind above has a name here; a key this layout does not know is of kind "other".
@@ -519,6 +529,7 @@ _PK_PREFIX_KINDS = (
     ("EXECEVENT#", "exec-event"),
     (_WAIT_GROUP_PREFIX, "wait-group"),
     ("INBOUND#", "inbound-seen"),
+    (_APPROVAL_PROMPT_PREFIX, "approval-prompt"),
     (_APPROVAL_PREFIX, "approval"),
 )
 _SESSION_SK_KINDS = (
