@@ -1,0 +1,191 @@
+"""`orbital approvals`: the tool calls waiting for the owner's answer, and the answer.
+
+- `orbital approvals [list] [--session KEY]`: the pending approvals (`approval.list`), oldest first, each with its
+  tool, its arguments (masked by the gateway), the rule and reason that asked, the run's taint and the time left.
+- `orbital approvals approve ID [--session-wide]` / `orbital approvals deny ID`: `approval.resolve`;
+  `--session-wide` also allows, for the rest of that session, the calls the same rule would ask about
+  (`remember: "session"`).
+
+Exit status: 0 done (a list, even an empty one; a decision that counted), 1 an error (the gateway unreachable or
+refusing, an unknown id, a caller that may not answer), 2 a usage error, 3 the approval had already been decided
+(by someone else, or by its timeout): what was decided is printed on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import uuid
+from typing import Any
+
+from orbital import __version__
+from orbital.cli.chat import approval_lines, redact_url
+from orbital.protocol import local_token
+
+PROG = "orbital approvals"
+ALREADY_DECIDED = 3
+"""The exit status of an answer that came after the approval was decided."""
+ACTIONS = ("list", "approve", "deny")
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Register the `approvals` subcommand on an argparse subparsers object."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "approvals",
+        help="list the tool calls waiting for approval, approve or deny one",
+        description=(
+            "Without an action (or with `list`): the tool calls waiting for an approval, oldest first, in every "
+            "session or the one --session names. `approve ID` / `deny ID` answers one; with --session-wide, calls "
+            "the same rule would ask about (or, where no rule matched, the same tool with the same arguments) run "
+            "without asking for the rest of that session. The first answer counts, wherever it comes from (the "
+            "console, a chat's yes/no, Telegram); a later one exits 3 and says who decided. Exit 1 on an error, "
+            "2 on a usage error."
+        ),
+    )
+    parser.add_argument("action", nargs="?", default="list", choices=ACTIONS, help="list (default), approve or deny")
+    parser.add_argument("approval_id", nargs="?", default=None, metavar="ID", help="the approval to answer")
+    parser.add_argument("-s", "--session", default=None, metavar="KEY", help="list: only this session's approvals")
+    parser.add_argument(
+        "--session-wide",
+        action="store_true",
+        help="approve: also allow the calls this approval stands for, for the rest of its session",
+    )
+    parser.add_argument("--json", action="store_true", help="print the gateway's answer as JSON")
+    local_token.add_arguments(parser)
+    parser.add_argument("--timeout", type=float, default=30.0, metavar="S", help="RPC timeout (default 30)")
+    parser.set_defaults(func=run)
+    return parser
+
+
+def _err(text: str) -> None:
+    print(f"{PROG}: {text}", file=sys.stderr, flush=True)
+
+
+def _usage(args: argparse.Namespace) -> str | None:
+    """What is wrong with the combination of arguments, if anything."""
+    if args.action == "list":
+        if args.approval_id is not None:
+            return f"list takes no ID (got {args.approval_id!r}); to answer one: approve ID or deny ID"
+        if args.session_wide:
+            return "--session-wide goes with approve"
+        if args.session is not None and not args.session.strip():
+            return "--session must not be empty"
+        return None
+    if not (args.approval_id or "").strip():
+        return f"{args.action} needs the approval's ID (`{PROG}` lists them)"
+    if args.session is not None:
+        return "--session goes with list (an ID names its session)"
+    if args.session_wide and args.action != "approve":
+        return "--session-wide goes with approve"
+    return None
+
+
+def run(args: argparse.Namespace) -> int:
+    problem = _usage(args)
+    if problem:
+        _err(problem)
+        return 2
+    try:
+        url, token = local_token.from_arguments(PROG, args)
+    except local_token.TokenFileError as exc:
+        _err(str(exc))
+        return 1
+    # lazy: only this command needs it (the parser of every `orbital` command imports this module)
+    from orbital.client import GatewayClient, RpcFailed
+
+    try:
+        with GatewayClient(url, timeout=args.timeout, open_timeout=args.timeout) as client:
+            client.connect(
+                "client",
+                f"cli-approvals-{uuid.uuid4().hex[:8]}",
+                token=token,
+                client={"platform": "cli", "version": __version__},
+            )
+            if args.action == "list":
+                return _list(client, args)
+            return _answer(client, args)
+    except RpcFailed as exc:
+        _err(_failure(exc.code, exc.message))
+        return 1
+    except (OSError, TimeoutError) as exc:
+        _err(f"cannot reach the gateway at {_where(url)}: {_describe(exc)}")
+        return 1
+    except Exception as exc:  # closed by the gateway during the handshake (a wrong token), protocol errors
+        _err(f"{_where(url)}: {_describe(exc)}")
+        return 1
+
+
+def _failure(code: int, message: str) -> str:
+    if code == 403:
+        return f"not allowed to answer: {message} (403)"
+    return f"{message} ({code})"
+
+
+def _where(url: str) -> str:
+    return redact_url(url)
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+# --- list -------------------------------------------------------------------------------------------------------
+
+
+def _pending(client: Any, session: str | None) -> list[dict[str, Any]]:
+    params = {"sessionKey": session.strip()} if session else {}
+    payload = client.call("approval.list", params)
+    approvals = payload.get("approvals") if isinstance(payload, dict) else None
+    return [a for a in approvals if isinstance(a, dict)] if isinstance(approvals, list) else []
+
+
+def _list(client: Any, args: argparse.Namespace) -> int:
+    approvals = _pending(client, args.session)
+    if args.json:
+        print(json.dumps({"approvals": approvals}, indent=2, ensure_ascii=False))
+        return 0
+    if not approvals:
+        where = f" in {args.session.strip()}" if args.session else ""
+        print(f"No approvals pending{where}.")
+        return 0
+    now = time.time() * 1000
+    for i, approval in enumerate(approvals):
+        if i:
+            print()
+        print("\n".join(approval_lines(approval, now)))
+    print()
+    print(f"Answer with `{PROG} approve ID` (--session-wide: for the rest of the session too) or `{PROG} deny ID`.")
+    return 0
+
+
+# --- approve / deny ---------------------------------------------------------------------------------------------
+
+
+def _answer(client: Any, args: argparse.Namespace) -> int:
+    approval_id = args.approval_id.strip()
+    decision = "approve" if args.action == "approve" else "deny"
+    known = next((a for a in _pending(client, None) if a.get("approvalId") == approval_id), None)
+    params: dict[str, Any] = {"approvalId": approval_id, "decision": decision}
+    if args.session_wide:
+        params["remember"] = "session"
+    result = client.call("approval.resolve", params)
+    if not isinstance(result, dict):
+        _err(f"approval.resolve answered {result!r}")
+        return 1
+    if args.json:
+        print(json.dumps(result, indent=2, ensure_ascii=False))
+    if not result.get("resolved"):
+        message = str(result.get("message") or f"Already decided: {result.get('decision', '?')}")
+        _err(message)
+        return ALREADY_DECIDED
+    if not args.json:
+        what = f"{known.get('tool', '?')} in {known.get('sessionKey', '?')} ({approval_id})" if known else approval_id
+        done = "Approved" if decision == "approve" else "Denied"
+        line = f"{done} {what}."
+        if args.session_wide:
+            line += " Calls like it run without asking for the rest of that session."
+        print(line)
+    return 0
