@@ -110,7 +110,7 @@ def test_an_answer_at_the_terminal_resolves_that_approval_and_the_run_goes_on():
     approver = Scripted(Answer(decision="approve"))
     result = ChatDriver(conn, "main").follow(sent(), view, timeout=5, approver=approver)
     assert result.ok and result.text == "Listed."
-    assert conn.calls == [("approval.resolve", {"approvalId": "1a2b3c4d", "decision": "approve"})]
+    assert conn.calls == [("approval.resolve", {"approvalId": "1a2b3c4d", "decision": "approve", "via": "cli"})]
     assert approver.asked[0][1] == "r1"
     assert [entry[0] for entry in view.log] == ["started", "paused", "note", "resumed", "finished"]
     assert view.log[1][1].startswith("Approval needed: laptop__Bash (1a2b3c4d) · expires in ")
@@ -126,7 +126,7 @@ def test_approve_for_the_session_sends_remember_and_deny_says_so():
     )
     view = Recorder()
     ChatDriver(conn, "main").follow(sent(), view, timeout=5, approver=Scripted(Answer("approve", remember=True)))
-    assert conn.calls[0][1] == {"approvalId": "1a2b3c4d", "decision": "approve", "remember": "session"}
+    assert conn.calls[0][1] == {"approvalId": "1a2b3c4d", "decision": "approve", "via": "cli", "remember": "session"}
     assert ("note", "Approved laptop__Bash, and calls like it for the rest of this session.") in view.log
 
     conn = FakeConn(
@@ -136,7 +136,7 @@ def test_approve_for_the_session_sends_remember_and_deny_says_so():
     )
     view = Recorder()
     ChatDriver(conn, "main").follow(sent(), view, timeout=5, approver=Scripted(Answer("deny")))
-    assert conn.calls[0][1] == {"approvalId": "1a2b3c4d", "decision": "deny"}
+    assert conn.calls[0][1] == {"approvalId": "1a2b3c4d", "decision": "deny", "via": "cli"}
     assert ("note", "Denied laptop__Bash.") in view.log
 
 

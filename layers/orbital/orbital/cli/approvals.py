@@ -168,7 +168,7 @@ def _answer(client: Any, args: argparse.Namespace) -> int:
     approval_id = args.approval_id.strip()
     decision = "approve" if args.action == "approve" else "deny"
     known = next((a for a in _pending(client, None) if a.get("approvalId") == approval_id), None)
-    params: dict[str, Any] = {"approvalId": approval_id, "decision": decision}
+    params: dict[str, Any] = {"approvalId": approval_id, "decision": decision, "via": "cli"}
     if args.session_wide:
         params["remember"] = "session"
     result = client.call("approval.resolve", params)

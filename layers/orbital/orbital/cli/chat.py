@@ -578,7 +578,7 @@ class ChatDriver:
             message = "yes" if decision == "approve" else "no"
             result = self.conn.call("chat.send", {"sessionKey": self.session_key, "message": message})
             return str(result.get("response") or "") if isinstance(result, dict) else ""
-        params: dict[str, Any] = {"approvalId": approval["approvalId"], "decision": decision}
+        params: dict[str, Any] = {"approvalId": approval["approvalId"], "decision": decision, "via": "cli"}
         if remember:
             params["remember"] = "session"
         result = self.conn.call("approval.resolve", params, timeout=self.rpc_timeout)

@@ -77,7 +77,7 @@ export class Approvals {
   /** Answer one: `approval.resolve`. Resolves with the gateway's answer (`resolved: false` and a `message` when it
    * had already been decided); rejects with a GatewayError (404 unknown, 403 not allowed). */
   async resolve(approvalId, decision, { session = false } = {}) {
-    const params = { approvalId, decision };
+    const params = { approvalId, decision, via: "console" }; // where the answer came from, in the history
     if (session) params.remember = "session";
     try {
       const res = await this.gw.call("approval.resolve", params);
