@@ -739,7 +739,7 @@ class ChatView {
     });
     while (n < notes.length) out.push(this.noteNode(notes[n++]));
     for (const note of s.notes.filter((x) => x.anchor === null)) out.push(this.noteNode(note));
-    if (!out.length && !s.pending.length && !s.runs.size) {
+    if (!out.length && !s.pending.length && !s.runs.size && !this.waitingApprovals().length) {
       out.push(h("div.chat-empty", h("p", "No messages yet."), h("p.hint", s.info.readOnly ? "Nothing was said in this session." : "Say hello, or type / to see the commands.")));
     }
     return out;
