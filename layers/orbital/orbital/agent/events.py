@@ -43,6 +43,11 @@ CHAT_STATES: tuple[tuple[str, str], ...] = (
     ("delta", "`text`: the next piece of the reply as the model streams it (coalesced, about 10 per second at most)"),
     ("tool", "`tools: [{id, name, arguments}]`: the tool calls about to run (Orbital; GSV clients ignore it)"),
     ("partial", "`message`: an assistant message whose text came before tool calls, sent once before they run"),
+    (
+        "paused",
+        "`message`: the run waits for a tool approval (the prompt as an assistant text: GSV's shape), `approval`: "
+        "the approval (Orbital's); answer with `yes` / `no` or `approval.resolve`",
+    ),
     ("final", "`message`: the assistant message that ends the run (its last event)"),
     (
         "error",

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from orbital.agent import budgets, events, notify, waits
+from orbital.agent import approvals, budgets, events, notify, waits
 from orbital.aws import clients
 from orbital.domain import ids
 from orbital.domain.run_ends import RESET_REASON, USER_CANCELLED
@@ -464,6 +464,7 @@ def stop(
             )
         except Exception as exc:
             log.info("stopping execution of run %s: %s", run_id, type(exc).__name__)
+    approvals.cancel_run(services, taken["done"])  # a paused run: its approval is cancelled (history: "cancel")
     cancelled = waits.cancel_pending(services, str(execution or ""), int(taken["done"].get("iteration") or 0))
     if emit_error is not None:
         emit_error(session_key, run_id, {"error": reason})

@@ -29,8 +29,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from orbital.agent import budgets, client_tools, events, runs, settings
+from orbital.agent import approvals, budgets, client_tools, events, runs, settings
 from orbital.agent.waits import group_id, load_plan
+from orbital.domain import approval_policy
 from orbital.domain.config import as_dict
 from orbital.domain.session_keys import canonicalize_with_config
 from orbital.engines import deferred, waitgroup
@@ -67,6 +68,8 @@ class Iteration:
     now_ms: int
     client: client_tools.ClientTools | None = None
     """The tools of the socket that started the run, if it declared any (`agent.client_tools`)."""
+    run: dict[str, Any] | None = None
+    """The session's current run as the step read it (its taint, for the gate)."""
 
     @property
     def group_id(self) -> str:
@@ -100,17 +103,98 @@ def _error(message: str) -> _Immediate:
 
 
 def dispatch(it: Iteration, calls: list[dict[str, Any]]) -> tuple[list[dict[str, Any]] | None, int]:
-    """Run or launch every tool call. Returns (toolResult messages, 0) when all answered at once, else (None, seconds
-    to wait) with a wait group open for the execution to wait on."""
-    env = native.ToolEnv(it.services, it.config, it.agent_id, it.session_key, it.now_ms)
+    """Gate, then run or launch every tool call, in the model's order. Returns (toolResult messages, 0) when all
+    answered at once, else (None, seconds to wait) with a wait group open for the execution to wait on."""
     plan: list[dict[str, Any]] = []
+    for index, block in enumerate(calls):
+        plan.append(
+            {
+                "toolCallId": block.get("id"),
+                "name": str(block.get("name") or ""),
+                "arguments": as_dict(block.get("arguments")),
+                "index": index,
+            }
+        )
+    return _advance(it, plan, 0)
+
+
+def resume(it: Iteration, on_client: set[str] | None = None) -> tuple[list[dict[str, Any]] | None, int]:
+    """After a wait: every call of the group gets its answer (or its timeout outcome), an approval its decision;
+    then the plan goes on where it stopped (an approved call is launched, the calls queued behind it are gated in
+    turn) in a new round of the same wait group. Returns (the toolResult messages in the model's call order, 0)
+    once every call has its outcome, (None, seconds to wait) while some are still to come, (None, 0) when there is
+    no such group (handled by an earlier attempt of this step)."""
+    services = it.services
+    rec = waitgroup.load(services, it.group_id)
+    if rec is None:
+        return None, 0
+    plan = load_plan(services, rec.data)
+    round_ = waitgroup.round_of(rec)
+    call_ids = [str(e["callId"]) for e in plan if e.get("callId") and not e.get("approvalId") and "outcome" not in e]
+    found = services.table.get_many(keys.pending_call(cid) for cid in call_ids)
+    for entry in plan:
+        if "outcome" in entry or not entry.get("callId"):
+            continue
+        if entry.get("approvalId"):
+            outcome = approvals.conclude(services, str(entry["approvalId"]))
+            entry.pop("callId", None)
+            entry["decided"] = entry.pop("approvalId")
+            if outcome is None:
+                entry["approved"] = True
+            else:
+                entry["outcome"] = outcome
+                entry.pop("arguments", None)
+            continue
+        entry["outcome"] = _answer_of(services, entry, found.get(keys.pending_call(str(entry.get("callId")))))
+    if all("outcome" in e for e in plan):
+        return _messages(it, plan, on_client), 0
+    results, wait_s = _advance(it, plan, round_ + 1)
+    if results is not None:
+        _note_on_client(plan, on_client)
+    return results, wait_s
+
+
+def _note_on_client(plan: list[dict[str, Any]], on_client: set[str] | None) -> None:
+    if on_client is not None:
+        on_client.update(str(e.get("toolCallId")) for e in plan if e.get("onClient"))
+
+
+def _messages(it: Iteration, plan: list[dict[str, Any]], on_client: set[str] | None) -> list[dict[str, Any]]:
+    _note_on_client(plan, on_client)
+    return [tool_result_message(it.services, it.session_key, e, e["outcome"]) for e in plan]
+
+
+def _remembered(it: Iteration, verdict: approvals.Verdict, name: str, args: dict[str, Any], cache: list[Any]) -> bool:
+    if not cache:
+        cache.append(it.services.sessions.load_meta(it.session_key) or {})
+    return approvals.remembered(cache[0], verdict, name, args)
+
+
+def _advance(it: Iteration, plan: list[dict[str, Any]], round_: int) -> tuple[list[dict[str, Any]] | None, int]:
+    """Go through the calls of the plan that have neither an outcome nor a launch yet, in order: each is gated
+    (`approvals.decide`; an approved one is not asked about again), then answered at once or launched. A call the
+    gate asks about stops the walk: it becomes the round's approval, and the calls after it stay queued."""
+    env = native.ToolEnv(it.services, it.config, it.agent_id, it.session_key, it.now_ms)
     launches: list[Launch] = []
-    for block in calls:
-        name = str(block.get("name") or "")
-        args = as_dict(block.get("arguments"))
-        entry: dict[str, Any] = {"toolCallId": block.get("id"), "name": name}
+    meta_cache: list[Any] = []
+    for entry in plan:
+        if "outcome" in entry or entry.get("callId"):
+            continue
+        name = str(entry.get("name") or "")
+        args = as_dict(entry.get("arguments"))
+        tool_call_id = str(entry.get("toolCallId") or f"tool_call_{entry.get('index', 0)}")
+        if not entry.pop("approved", False):
+            verdict = approvals.decide(it.config, name, args, it.run)
+            if verdict.decision == "deny":
+                entry["outcome"] = {"error": approval_policy.denied_by_policy(verdict)}
+                entry.pop("arguments", None)
+                continue
+            if verdict.decision == "ask" and not _remembered(it, verdict, name, args, meta_cache):
+                launches.append(_approval(it, entry, tool_call_id, name, args, verdict))
+                break
+        entry.pop("arguments", None)
         try:
-            launch = _prepare(it, env, name, args, str(block.get("id") or f"tool_call_{len(plan)}"))
+            launch = _prepare(it, env, name, args, tool_call_id)
         except _Immediate as done:
             entry["outcome"] = done.outcome
         except native.ToolError as exc:
@@ -125,13 +209,17 @@ def dispatch(it: Iteration, calls: list[dict[str, Any]]) -> tuple[list[dict[str,
             if launch.on_client:
                 entry["onClient"] = True
             launches.append(launch)
-        plan.append(entry)
     if not launches:
-        return [tool_result_message(it.services, it.session_key, e, e["outcome"]) for e in plan], 0
+        return _messages(it, plan, None), 0
     deadline = max(launch.deadline_ms for launch in launches)
     wait_s = max(1, math.ceil((deadline - it.now_ms) / 1000) + WAIT_MARGIN_S)
-    if not waitgroup.open_group(it.services, it.group_id, _store_plan(it, plan, deadline), len(launches)):
-        return None, wait_s  # an earlier attempt of this step launched them: wait for those
+    data = _store_plan(it, plan, deadline, round_)
+    if round_ == 0:
+        opened = waitgroup.open_group(it.services, it.group_id, data, len(launches))
+    else:
+        opened = waitgroup.reopen(it.services, it.group_id, data, len(launches), round_)
+    if not opened:
+        return None, _left(it)  # an earlier attempt of this step launched them: wait for those
     for launch in launches:
         try:
             launch.start()
@@ -142,11 +230,48 @@ def dispatch(it: Iteration, calls: list[dict[str, Any]]) -> tuple[list[dict[str,
     return None, wait_s
 
 
-def _store_plan(it: Iteration, plan: list[dict[str, Any]], deadline: int) -> dict[str, Any]:
+def _left(it: Iteration) -> int:
+    """Seconds until the deadline of the group as an earlier attempt of this step opened it."""
+    rec = waitgroup.load(it.services, it.group_id)
+    deadline = int(as_dict(rec.data).get("deadlineMs") or 0) if rec is not None else 0
+    return max(1, math.ceil((deadline - it.now_ms) / 1000) + WAIT_MARGIN_S)
+
+
+def _approval(
+    it: Iteration, entry: dict[str, Any], tool_call_id: str, name: str, args: dict[str, Any], verdict: Any
+) -> Launch:
+    """A call the gate asks about: the run pauses on an approval, waited for as one call of the wait group."""
+    approval_id = approvals.new_id()
+    run = it.run or {"runId": it.run_id, "execution": it.execution}
+    approval = approvals.build(
+        approval_id=approval_id,
+        session_key=it.session_key,
+        run=run,
+        tool_call_id=tool_call_id,
+        tool=name,
+        args=args,
+        verdict=verdict,
+        wait_call_id=f"approval-{uuid.uuid4()}",
+        group=it.group_id,
+        iteration=it.iteration,
+        now_ms=it.now_ms,
+        timeout=approvals.timeout_ms(it.config),
+    )
+    entry["callId"] = approval["waitCallId"]
+    entry["approvalId"] = approval_id
+
+    def start() -> None:
+        approvals.open_request(it.services, approval, run)
+
+    return Launch(str(approval["waitCallId"]), int(approval["expiresAt"]), start)
+
+
+def _store_plan(it: Iteration, plan: list[dict[str, Any]], deadline: int, round_: int = 0) -> dict[str, Any]:
     text = json.dumps(plan, separators=(",", ":"), ensure_ascii=False)
     if len(text.encode()) <= GROUP_INLINE_BYTES:
         return {"calls": plan, "deadlineMs": deadline}
-    key = keys.run_blob(it.execution, f"plan-{it.iteration}.json")
+    name = f"plan-{it.iteration}.json" if round_ == 0 else f"plan-{it.iteration}-{round_}.json"
+    key = keys.run_blob(it.execution, name)
     it.services.workspace.put(key, text.encode(), content_type="application/json")
     return {"callsRef": key, "deadlineMs": deadline}
 
@@ -373,31 +498,7 @@ def _transfer(it: Iteration, args: dict[str, Any]) -> Launch:
     return Launch(call_id, it.now_ms + timeout, start)
 
 
-# --- collect ---------------------------------------------------------------------------------------------------
-
-
-def collect(
-    services: Services, session_key: str, execution: str, iteration: int, on_client: set[str] | None = None
-) -> list[dict[str, Any]] | None:
-    """The toolResult messages of a wait group, in the model's call order; None when there is no such group.
-    Calls nobody answered are settled with their timeout outcome first (so a late answer is dropped). `on_client`
-    gets the tool call ids of the calls that went to the run's client socket."""
-    gid = group_id(execution, iteration)
-    rec = waitgroup.load(services, gid)
-    if rec is None:
-        return None
-    plan = load_plan(services, rec.data)
-    call_ids = [str(e["callId"]) for e in plan if e.get("callId")]
-    found = services.table.get_many(keys.pending_call(cid) for cid in call_ids)
-    messages = []
-    for entry in plan:
-        if on_client is not None and entry.get("onClient"):
-            on_client.add(str(entry.get("toolCallId")))
-        outcome = entry.get("outcome")
-        if outcome is None:
-            outcome = _answer_of(services, entry, found.get(keys.pending_call(str(entry.get("callId")))))
-        messages.append(tool_result_message(services, session_key, entry, outcome))
-    return messages
+# --- answers ------------------------------------------------------------------------------------------------
 
 
 def _answer_of(services: Services, entry: dict[str, Any], rec: Any) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from orbital.agent import (
+    approvals,
     budgets,
     call_parts,
     client_tools,
@@ -234,9 +235,15 @@ def turn(services: Services, event: dict[str, Any]) -> dict[str, Any]:
         return _state(event, r.iteration, "done")
     assert isinstance(run, dict)
 
+    if event.get("next") == "resume":  # a new execution of a paused run (the local gateway restarted)
+        group = waitgroup.load(services, tools.group_id(r.execution, r.iteration))
+        left = int(as_dict(group.data).get("deadlineMs") or 0) - _now() if group is not None else 0
+        return _state(event, r.iteration, "wait", max(1, left // 1000 + tools.WAIT_MARGIN_S))
     if event.get("next") == "wait":
         on_client: set[str] = set()
-        collected = tools.collect(services, r.key, r.execution, r.iteration, on_client)
+        collected, wait_s = tools.resume(_iteration(r, run), on_client)
+        if collected is None and wait_s:  # a round of the same reply's calls (an approved call, queued calls)
+            return _state(event, r.iteration, "wait", wait_s)
         waitgroup.close(services, tools.group_id(r.execution, r.iteration))
         r.iteration += 1
         if collected:
@@ -539,18 +546,14 @@ def _history_now(r: _Run, compacted: list[dict[str, Any]]) -> History:
 def _run_tools(r: _Run, run: dict[str, Any], reply: dict[str, Any], calls: list[dict[str, Any]]) -> dict[str, Any]:
     """Announce the tool calls of a stored reply and run them: answered at once → the results are stored and the
     next turn follows; otherwise → wait for the wait group."""
-    services, config = r.services, r.config
+    services = r.services
     if text_of(reply).strip():
         r.audience.send(events.chat_payload(r.run_id, "partial", message=reply))
         notify.deliver(services, r.key, run, "partial", text_of(reply))
     r.audience.send(events.chat_payload(r.run_id, "tool", tools=[_call_summary(c) for c in calls]))
     if not _owns(runs.current_run(services, r.key), r.run_id, r.execution):
         return _state(r.event, r.iteration, "done")  # stopped while announcing: launch nothing
-    client = r.own_tools(run)
-    if client is not None and client.offered is None:  # a step that resumes a stored reply: offered as then
-        client.offer(context.model_tools(services, services.connections.nodes()))
-    it = tools.Iteration(services, config, r.key, r.agent_id, r.run_id, r.execution, r.iteration, _now(), client)
-    results, wait_s = tools.dispatch(it, calls)
+    results, wait_s = tools.dispatch(_iteration(r, run), calls)
     if results is None:
         return _state(r.event, r.iteration, "wait", wait_s)
     nxt = r.iteration + 1
@@ -569,6 +572,17 @@ def _run_tools(r: _Run, run: dict[str, Any], reply: dict[str, Any], calls: list[
         return _state(r.event, nxt, "turn")  # an earlier attempt of this step stored (and announced) them
     _announce_results(r, results)
     return _state(r.event, nxt, "turn")
+
+
+def _iteration(r: _Run, run: dict[str, Any]) -> tools.Iteration:
+    """The tool calls' view of this step (with the run's own client tools, offered as the model was offered them)."""
+    services = r.services
+    client = r.own_tools(run)
+    if client is not None and client.offered is None:  # a step that resumes a stored reply: offered as then
+        client.offer(context.model_tools(services, services.connections.nodes()))
+    return tools.Iteration(
+        services, r.config, r.key, r.agent_id, r.run_id, r.execution, r.iteration, _now(), client, run=run
+    )
 
 
 def _announce_results(r: _Run, results: list[dict[str, Any]], on_client: set[str] | None = None) -> None:
@@ -679,6 +693,7 @@ def fail(services: Services, event: dict[str, Any]) -> dict[str, Any]:
         return {"reported": False}
     events.emit(services, key, run_id, "error", error=message)
     notify.run_ended(services, key, done, error=message)
+    approvals.cancel_run(services, done)
     cancel_pending(services, execution, int(done.get("iteration") or 0))
     return {"reported": True}
 

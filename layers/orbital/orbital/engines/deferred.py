@@ -68,6 +68,9 @@ AGENT_SESSION = "agent-session"
 CLIENT_TOOL = "client-tool"
 """Kind of a tool an agent run calls on the client socket that started it (WindieOS's manifest tools: answered by
 that socket's `tool-result`, failed by its loss; `agent.client_tools`)."""
+APPROVAL = "approval"
+"""Kind of the wait for an answer to a tool approval (`orbital.agent.approvals`): answered by the decision, or timed
+out by the run's own wait (its wait group's deadline), never by a node."""
 TOOL_CALL_KINDS = frozenset({"tool", "session", AGENT_TOOL})
 """Calls a node answers with `tool.result`: a client's tool.invoke, a session-routed tool.request, an agent run's."""
 """How long an answered call is remembered, so a late result is reported as dropped rather than unknown."""

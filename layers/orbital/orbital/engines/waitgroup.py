@@ -10,6 +10,10 @@ releases the execution. The token is recorded only while calls are outstanding, 
 
 No Lambda waits, and no call is left unanswered: the group's own timeout (the task's `TimeoutSecondsPath`) settles
 whatever is still outstanding.
+
+A group may wait more than once for the same model reply (a run paused for a tool approval waits for the decision,
+then for the approved call): each wait is a **round** (`r`), and the next round replaces the group's calls and count
+in one write that only the first attempt of that step wins (`reopen`).
 """
 
 from __future__ import annotations
@@ -40,13 +44,35 @@ def open_group(services: Services, group_id: str, data: dict[str, Any], count: i
         services.table.put(
             keys.wait_group(group_id),
             data,
-            attrs={"n": count},
+            attrs={"n": count, "r": 0},
             ttl=int(time.time()) + TTL_SECONDS,
             condition=cond.not_exists("PK"),
         )
     except ConflictError:
         return False
     return True
+
+
+def reopen(services: Services, group_id: str, data: dict[str, Any], count: int, round_: int) -> bool:
+    """Start round `round_` of a group whose previous round is over (every call answered or timed out): its calls
+    and count are replaced and the previous round's token dropped, in one conditional write. False if that round
+    was started already (a retried step) or the group is gone (its run ended)."""
+    try:
+        services.table.put(
+            keys.wait_group(group_id),
+            data,
+            attrs={"n": count, "r": round_},
+            ttl=int(time.time()) + TTL_SECONDS,
+            condition=cond.exists("PK") & cond.eq("r", round_ - 1),
+        )
+    except ConflictError:
+        return False
+    return True
+
+
+def round_of(rec: Record) -> int:
+    value = rec.attrs.get("r")
+    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0
 
 
 def load(services: Services, group_id: str) -> Record | None:

@@ -13,6 +13,7 @@ def registry() -> Registry:
     # lazy: the families are imported when the registry is first assembled, not by every entry point's import
     from orbital.dialects import exoclaw, windie, xeno
     from orbital.methods import (
+        approvals,
         channels,
         chat,
         config,
@@ -37,6 +38,7 @@ def registry() -> Registry:
         config,
         sessions,
         chat,
+        approvals,
         workspace,
         channels,
         pairing,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING, Any, Literal
 
-from orbital.agent import budgets, events, runs, slash
+from orbital.agent import approvals, budgets, events, runs, slash
 from orbital.channels.media import store_attachments
 from orbital.domain import commands
 from orbital.errors import BadRequestError
@@ -44,6 +44,26 @@ class ChatSendResult(Result):
     command: str | None = None
     response: str | None = None
     error: str | None = None
+    approvalId: str | None = None
+    """Only on `status: "paused"` when the message was a reminder (not a yes/no) or named another approval."""
+
+
+DIALECT_VIAS = frozenset({"xeno", "exoclaw", "windie"})
+
+
+def _via(ctx: CallContext) -> str:
+    dialect = ctx.conn.dialect if ctx.conn is not None else None
+    return dialect if dialect in DIALECT_VIAS else "chat"
+
+
+def _answerer(ctx: CallContext, guest: bool) -> dict[str, Any]:
+    """Who a yes / no typed into a paused session comes from. A dialect's guest (a WindieOS install's query) is no
+    owner and cannot answer."""
+    ident = (ctx.conn.client_id if ctx.conn is not None else None) or ctx.connection_id
+    by: dict[str, Any] = {"kind": "client", "id": str(ident), "label": str(ident)}
+    if guest:
+        by["guest"] = True
+    return by
 
 
 @router.method("chat.send", params=ChatSendParams, result=ChatSendResult, modes=CLIENT)
@@ -56,7 +76,13 @@ def chat_send(ctx: CallContext, params: ChatSendParams) -> dict[str, Any]:
     A message that a token budget refuses (what is used plus an estimate of the next model call would exceed the
     session's, the day's or the month's limit: `session.stats` `budget`) fails with `429 Token budget exceeded
     ({scope}: {used}/{limit}): …how to raise it`, and nothing is stored: no message, no run, no queue entry. A run
-    that reaches a budget between model calls ends with a `final` note that names the scope."""
+    that reaches a budget between model calls ends with a `final` note that names the scope.
+
+    Into a session whose run is paused for a tool approval (a `chat` event with `state: "paused"`), a message is
+    the answer: `yes` / `no` (also `y`, `approve`, `ok`… / `n`, `deny`, `reject`…, any case, optionally followed by
+    the approval id) decides it, anything else is dropped with a reminder. Either way the reply is `{status:
+    "paused", runId: <the paused run>, response}` (plus `approvalId` on a reminder). Slash commands still work:
+    `/stop` cancels the run and its approval."""
     if not params.sessionKey or not params.message:
         raise BadRequestError("sessionKey and message required")
     key = session_key_param(ctx, params.sessionKey)
@@ -73,6 +99,9 @@ def chat_send(ctx: CallContext, params: ChatSendParams) -> dict[str, Any]:
         if ack is not None:
             result["response"] = ack
         return result
+    answered = approvals.answer_from_message(ctx.services, key, text, by=_answerer(ctx, literal), via=_via(ctx))
+    if answered is not None:  # the session's run waits for a tool approval: the message answers it, or is dropped
+        return answered
 
     run_id = params.runId if params.runId and params.runId.strip() else str(uuid.uuid4())
     if len(run_id) > runs.MAX_RUN_ID:

@@ -48,6 +48,11 @@ RunReply = Callable[["Services", str, dict[str, Any], str, "str | None"], None]
 `final` (its reply) or `error` (what it ended with)."""
 RunEnded = Callable[["Services", str, dict[str, Any], "str | None", "str | None"], None]
 """(services, session_key, run, reply, error) once a run has ended: its reply, or the error it ended with."""
+ApprovalRequested = Callable[["Services", dict[str, Any], dict[str, Any]], None]
+"""(services, approval, run) when a run pauses for a tool approval (the approval as clients see it)."""
+ApprovalResolved = Callable[["Services", dict[str, Any], dict[str, Any]], None]
+"""(services, approval, resolution) once an approval is decided (`{approvalId, sessionKey, runId, tool, decision, by,
+via, decidedAt}`)."""
 NativeTool = Callable[["ToolEnv", dict[str, Any]], Any]
 """(env, args) -> the result of a native `gsv__*` tool that answers at once; raises `ToolError` on failure."""
 
@@ -160,6 +165,12 @@ class Hooks:
     """What the agent calls with a run's reply texts (a channel delivers them)."""
     on_run_ended: list[RunEnded] = field(default_factory=list)
     """What the agent calls once a run has ended, after its reply (a cron job's run record is written)."""
+    on_approval_requested: list[ApprovalRequested] = field(default_factory=list)
+    """What the agent calls when a run pauses for a tool approval: `(services, approval, run)` (a channel offers
+    buttons)."""
+    on_approval_resolved: list[ApprovalResolved] = field(default_factory=list)
+    """What the agent calls once an approval is decided: `(services, approval, resolution)` (a channel edits its
+    prompt to show the decision)."""
     native_tools: dict[str, NativeTool] = field(default_factory=dict)
     """Tool name -> a native tool that needs more than the tools layer has (a channel, an agent run)."""
 
@@ -190,6 +201,8 @@ class Hooks:
         self.run_event_encoders.update(other.run_event_encoders)
         self.on_run_reply.extend(other.on_run_reply)
         self.on_run_ended.extend(other.on_run_ended)
+        self.on_approval_requested.extend(other.on_approval_requested)
+        self.on_approval_resolved.extend(other.on_approval_resolved)
         self.native_tools.update(other.native_tools)
 
 
@@ -294,6 +307,14 @@ class Router:
 
     def on_run_ended(self, func: RunEnded) -> RunEnded:
         self.hooks.on_run_ended.append(func)
+        return func
+
+    def on_approval_requested(self, func: ApprovalRequested) -> ApprovalRequested:
+        self.hooks.on_approval_requested.append(func)
+        return func
+
+    def on_approval_resolved(self, func: ApprovalResolved) -> ApprovalResolved:
+        self.hooks.on_approval_resolved.append(func)
         return func
 
     def native_tool(self, name: str) -> Callable[[NativeTool], NativeTool]:

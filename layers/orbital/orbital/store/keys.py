@@ -404,6 +404,31 @@ def run_subscription(run_id: str, connection_id: str) -> tuple[str, str]:
     return CLIENTS_PK, f"{RUN_SUBSCRIPTION_PREFIX}{run_id}~{connection_id}"
 
 
+# --- tool approvals (`orbital.agent.approvals`) ------------------------------------------------------------------
+#
+# | approval         | APPROVAL#{approvalId} | META                            | st: pending or the decision       |
+# |                  |                       |                                 | GSI1 while pending: APPROVALS /   |
+# |                  |                       |                                 | {requestedAt:015d}#{approvalId}   |
+# | approval history | SESSION#{sessionKey}  | APPROVAL#{decidedAt:015d}#{id}  | who decided what, when, whence    |
+
+APPROVALS_GSI_PK = "APPROVALS"
+APPROVAL_HISTORY_PREFIX = "APPROVAL#"
+_APPROVAL_PREFIX = "APPROVAL#"
+
+
+def approval(approval_id: str) -> tuple[str, str]:
+    return f"{_APPROVAL_PREFIX}{approval_id}", "META"
+
+
+def approvals_index(requested_at_ms: int, approval_id: str) -> tuple[str, str]:
+    """Pending approvals, oldest first (the item leaves the index when decided)."""
+    return APPROVALS_GSI_PK, f"{max(0, requested_at_ms):015d}#{approval_id}"
+
+
+def approval_history(session_key: str, decided_at_ms: int, approval_id: str) -> tuple[str, str]:
+    return session_pk(session_key), f"{APPROVAL_HISTORY_PREFIX}{max(0, decided_at_ms):015d}#{approval_id}"
+
+
 def wait_group(group_id: str) -> tuple[str, str]:
     return f"{_WAIT_GROUP_PREFIX}{group_id}", "META"
 
@@ -487,8 +512,14 @@ _PK_PREFIX_KINDS = (
     ("EXECEVENT#", "exec-event"),
     (_WAIT_GROUP_PREFIX, "wait-group"),
     ("INBOUND#", "inbound-seen"),
+    (_APPROVAL_PREFIX, "approval"),
 )
-_SESSION_SK_KINDS = (("META", "session"), ("MSG#", "message"), (SESSION_INPUT_PREFIX, "session-input"))
+_SESSION_SK_KINDS = (
+    ("META", "session"),
+    ("MSG#", "message"),
+    (SESSION_INPUT_PREFIX, "session-input"),
+    (APPROVAL_HISTORY_PREFIX, "approval-history"),
+)
 _OBJECT_PREFIX_KINDS = (
     ("skills/", "skill"),
     ("media/", "media"),
