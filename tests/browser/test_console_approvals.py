@@ -1,0 +1,223 @@
+"""Tool approvals in the console, in a real browser against a real `orbital dev`, the scripted model and a real
+`orbital node`: a node tool under an `ask` rule pauses the run; the console shows the call as a card in its session
+and a badge on every view; Approve makes the node run it, Deny and a decision made elsewhere take the card away and
+say who decided, and the paused event leaves the transcript as it is."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from orbital.client import GatewayClient
+from playwright.sync_api import Page, expect
+
+from tests.browser.conftest import SOCKET_SPY, Console
+from tests.conftest import wait_for
+from tests.e2e.conftest import NodeProcess
+from tests.support.fake_llm import FakeLLM, call, reply
+
+RULE = {"id": "ask-shell", "tool": "laptop__Bash", "decision": "ask", "reason": "Shell commands on the laptop"}
+
+
+@pytest.fixture
+def ask_shell(admin: GatewayClient, node: NodeProcess) -> Iterator[None]:
+    """The laptop's shell asks first (the rest of the policy as it was)."""
+    admin.call("config.set", {"path": "toolApproval.rules", "value": [RULE]})
+    try:
+        yield
+    finally:
+        admin.call("config.set", {"path": "toolApproval.rules", "value": []})
+
+
+def session_key() -> str:
+    return f"agent:main:console-approve-{uuid.uuid4().hex[:6]}"
+
+
+def pending(admin: GatewayClient, key: str) -> list[dict[str, Any]]:
+    return list(admin.call("approval.list", {"sessionKey": key})["approvals"])
+
+
+def tool_results(fake: FakeLLM) -> list[str]:
+    """The tool results the model was sent, as text, over every request so far."""
+    out: list[str] = []
+    for request in fake.requests:
+        for message in (request.body or {}).get("messages", []):
+            if message.get("role") == "tool":
+                content = message.get("content")
+                out.append(content if isinstance(content, str) else json.dumps(content))
+    return out
+
+
+def start_paused_run(admin: GatewayClient, fake: FakeLLM, key: str, command: str) -> dict[str, Any]:
+    """A run in `key` whose model calls the laptop's shell, paused for its approval; the approval."""
+    fake.script(reply(tool_calls=[call("laptop__Bash", {"command": command})]), reply("Done.", chunks=2))
+    started = admin.call("chat.send", {"sessionKey": key, "message": "run it"})
+    assert started["status"] == "started"
+    wait_for(lambda: pending(admin, key), timeout=30)
+    (approval,) = pending(admin, key)
+    return approval
+
+
+def card(page: Page) -> Any:
+    return page.get_by_role("region", name="Conversation").locator("section.approval")
+
+
+def test_a_paused_run_shows_on_every_view_and_approve_runs_the_call_on_the_node(
+    console: Console, fake: FakeLLM, admin: GatewayClient, ask_shell: None
+) -> None:
+    key = session_key()
+    approval = start_paused_run(admin, fake, key, "echo approved-$((6*7))")
+    assert tool_results(fake) == []  # nothing ran yet
+
+    # opened after the pause, on another view: the badge comes from approval.list at connect
+    page = console.open("#/nodes").page
+    badge = page.locator("#approvals")
+    expect(badge).to_have_text("1 approval waiting")
+    badge.click()
+    expect(page).to_have_url(f"{console.base}/#/chat/{key.replace(':', '%3A')}")
+    box = card(page)
+    expect(box).to_have_count(1)
+    expect(box).to_contain_text("Approval needed")
+    expect(box.locator(".approval-tool")).to_have_text("The agent wants to run Bash on laptop.")
+    expect(box.locator(".approval-args")).to_contain_text("echo approved-$((6*7))")
+    expect(box.locator(".approval-rule")).to_have_text("Rule ask-shell: Shell commands on the laptop")
+    expect(box.locator(".approval-expiry")).to_contain_text("left")
+    expect(box.locator(".approval-taint")).to_have_count(0)  # the owner's own run
+    expect(page.locator(".runbar")).to_contain_text("The agent waits for your approval")
+
+    box.get_by_role("button", name="Approve", exact=True).click()
+    conversation = page.get_by_role("region", name="Conversation")
+    expect(card(page)).to_have_count(0)
+    expect(conversation.locator(".note.small")).to_contain_text(f"Approved {approval['tool']}")
+    expect(conversation.locator(".msg.assistant").last).to_contain_text("Done.")
+    expect(badge).to_be_hidden()
+    assert any("approved-42" in r for r in tool_results(fake))  # the node ran the command: its output reached the model
+    assert pending(admin, key) == []
+
+    # the prompt never became a message: after a reload the transcript is the stored one
+    page.reload()
+    expect(conversation.locator(".msg.user")).to_have_count(1)
+    expect(conversation.locator(".msg.user")).to_contain_text("run it")
+    expect(conversation).not_to_contain_text("Run paused")
+    expect(conversation.locator("details.tool")).to_contain_text("Bash")
+    expect(conversation.locator(".msg.assistant").last).to_contain_text("Done.")
+
+
+def test_deny_and_a_decision_made_elsewhere_take_the_card_away_and_say_who(
+    console: Console, fake: FakeLLM, admin: GatewayClient, ask_shell: None
+) -> None:
+    key = session_key()
+    page = console.open(f"#/chat/{key}").page  # open first: the card comes from the live events
+    start_paused_run(admin, fake, key, "echo denied-here")
+    box = card(page)
+    expect(box).to_have_count(1)
+    expect(page.locator("#approvals")).to_have_text("1 approval waiting")
+    box.get_by_role("button", name="Deny").click()
+    conversation = page.get_by_role("region", name="Conversation")
+    expect(box).to_have_count(0)
+    expect(conversation.locator(".note.small")).to_contain_text("Denied laptop__Bash")
+    expect(conversation.locator(".msg.assistant").last).to_contain_text("Done.")
+    assert not any("denied-here" in r for r in tool_results(fake))
+    assert any("denied by user" in r for r in tool_results(fake))
+
+    # decided elsewhere (another client): the card goes, and the note says who
+    approval = start_paused_run(admin, fake, key, "echo approved-elsewhere")
+    expect(box).to_have_count(1)
+    answered = admin.call("approval.resolve", {"approvalId": approval["approvalId"], "decision": "approve"})
+    assert answered["resolved"] is True
+    expect(box).to_have_count(0)
+    expect(conversation.locator(".note.small").last).to_contain_text("Approved laptop__Bash by ")
+    expect(page.locator("#approvals")).to_be_hidden()
+    wait_for(lambda: any("approved-elsewhere" in r for r in tool_results(fake)), timeout=30)
+
+
+def test_approve_for_this_session_sends_remember_and_the_same_call_then_runs_unasked(
+    console: Console, fake: FakeLLM, admin: GatewayClient, ask_shell: None
+) -> None:
+    key = session_key()
+    console.page.add_init_script(SOCKET_SPY)
+    page = console.open(f"#/chat/{key}").page
+    start_paused_run(admin, fake, key, "echo once")
+    card(page).get_by_role("button", name="Approve for this session").click()
+    expect(card(page)).to_have_count(0)
+    sent = [json.loads(f) for f in page.evaluate("window.__sent")]
+    (resolve,) = [f for f in sent if f.get("method") == "approval.resolve"]
+    assert resolve["params"] == {**resolve["params"], "remember": "session", "decision": "approve", "via": "console"}
+    conversation = page.get_by_role("region", name="Conversation")
+    expect(conversation.locator(".msg.assistant").last).to_contain_text("Done.")
+
+    # the same call again in this session: no question
+    fake.script(reply(tool_calls=[call("laptop__Bash", {"command": "echo once"})]), reply("Again.", chunks=2))
+    box = page.get_by_label("Message", exact=True)
+    box.fill("once more")
+    box.press("Enter")
+    expect(conversation.locator(".msg.assistant").last).to_contain_text("Again.")
+    assert pending(admin, key) == []
+    assert sum("once" in r for r in tool_results(fake)) >= 2
+
+
+TAINTED = {
+    "approvalId": "0badc0de",
+    "runId": "run-tainted",
+    "callId": "c1",
+    "tool": "laptop__Write",
+    "args": {"path": "notes.txt", "content": "<img src=x onerror=alert(1)>", "token": "***"},
+    "ruleId": None,
+    "reason": "The run holds content from someone other than the owner",
+    "taint": {
+        "tainted": True,
+        "sources": [
+            {"kind": "channel", "detail": "telegram:555 (not an owner)", "at": 0},
+            {"kind": "tool", "detail": "web fetch of https://example.invalid/", "at": 0},
+        ],
+    },
+    "prompt": "Run paused: tool approval required.",
+    "state": "pending",
+}
+
+
+def test_a_tainted_runs_card_names_its_sources_and_shows_arguments_as_text(console: Console) -> None:
+    """The card of an approval announced by the gateway's event (as a tainted run's would be), drawn from the event
+    alone: the sources of the foreign content, the arguments as text (never markup), then gone at its decision."""
+    key = session_key()
+    console.page.add_init_script(SOCKET_SPY)
+    page = console.open(f"#/chat/{key}").page
+    now = page.evaluate("Date.now()")
+    approval = {**TAINTED, "sessionKey": key, "requestedAt": now, "expiresAt": now + 5 * 60_000}
+    inject(page, "approval.requested", approval)
+    box = card(page)
+    expect(box).to_have_count(1)
+    expect(box.locator(".badge.error")).to_have_text("Tainted run")
+    expect(box.locator(".approval-taint li")).to_have_text(
+        ["channel: telegram:555 (not an owner)", "tool: web fetch of https://example.invalid/"]
+    )
+    expect(box.locator(".approval-args")).to_contain_text('"content": "<img src=x onerror=alert(1)>"')
+    expect(box.locator("img")).to_have_count(0)
+    expect(box.locator(".approval-expiry")).to_contain_text("min")
+    expect(page.locator("#approvals")).to_have_text("1 approval waiting")
+
+    resolution = {
+        "approvalId": "0badc0de",
+        "sessionKey": key,
+        "runId": "run-tainted",
+        "tool": "laptop__Write",
+        "decision": "deny",
+        "by": {"kind": "channel", "id": "telegram:42", "label": "Ann"},
+        "via": "telegram",
+        "decidedAt": now,
+    }
+    inject(page, "approval.resolved", resolution)
+    expect(box).to_have_count(0)
+    expect(page.get_by_role("region", name="Conversation").locator(".note.small")).to_contain_text(
+        "Denied laptop__Write by Ann via telegram"
+    )
+    expect(page.locator("#approvals")).to_be_hidden()
+
+
+def inject(page: Page, event: str, payload: dict[str, Any]) -> None:
+    """An event frame handed to the page as if its socket had received it."""
+    frame = json.dumps({"type": "evt", "event": event, "payload": payload})
+    page.evaluate("f => window.__sockets.at(-1).dispatchEvent(new MessageEvent('message', { data: f }))", frame)
