@@ -115,8 +115,12 @@ def test_deny_and_a_decision_made_elsewhere_take_the_card_away_and_say_who(
     box = card(page)
     expect(box).to_have_count(1)
     expect(page.locator("#approvals")).to_have_text("1 approval waiting")
-    box.get_by_role("button", name="Deny").click()
     conversation = page.get_by_role("region", name="Conversation")
+    # the `paused` event: the run shows as waiting, its prompt is no message of the transcript
+    expect(conversation.locator(".msg.assistant.live .msg-extra")).to_have_text("waiting for approval")
+    expect(conversation).not_to_contain_text("Run paused")
+    expect(conversation.locator(".msg.user")).to_have_count(1)
+    box.get_by_role("button", name="Deny").click()
     expect(box).to_have_count(0)
     expect(conversation.locator(".note.small")).to_contain_text("Denied laptop__Bash")
     expect(conversation.locator(".msg.assistant").last).to_contain_text("Done.")
@@ -221,3 +225,28 @@ def inject(page: Page, event: str, payload: dict[str, Any]) -> None:
     """An event frame handed to the page as if its socket had received it."""
     frame = json.dumps({"type": "evt", "event": event, "payload": payload})
     page.evaluate("f => window.__sockets.at(-1).dispatchEvent(new MessageEvent('message', { data: f }))", frame)
+
+
+def test_yes_typed_in_the_composer_answers_and_is_no_message(
+    console: Console, fake: FakeLLM, admin: GatewayClient, ask_shell: None
+) -> None:
+    key = session_key()
+    page = console.open(f"#/chat/{key}").page
+    start_paused_run(admin, fake, key, "echo typed-$((3*3))")
+    expect(card(page)).to_have_count(1)
+    box = page.get_by_label("Message", exact=True)
+    conversation = page.get_by_role("region", name="Conversation")
+
+    box.fill("what is this?")  # not an answer: the gateway reminds, and drops the message
+    box.press("Enter")
+    expect(conversation.locator(".note.small").last).to_contain_text("Run is paused waiting for tool approval")
+    expect(card(page)).to_have_count(1)
+
+    box.fill("yes")
+    box.press("Enter")
+    expect(conversation.locator(".note.small").last).to_contain_text("Approved laptop__Bash. Continuing run.")
+    expect(card(page)).to_have_count(0)
+    expect(conversation.locator(".msg.assistant").last).to_contain_text("Done.")
+    expect(conversation.locator(".msg.user")).to_have_count(1)  # "run it" only: neither answer became a message
+    expect(conversation.locator(".msg.user.pending")).to_have_count(0)
+    wait_for(lambda: any("typed-9" in r for r in tool_results(fake)), timeout=30)
