@@ -412,17 +412,21 @@ def test_detection_of_windie_first_frames():
 
 
 def test_a_tool_result_references_only_uploaded_artifacts():
-    from orbital.agent import tools
+    from types import SimpleNamespace
 
+    from orbital.agent import tools
+    from orbital.domain.config import defaults
+
+    services = SimpleNamespace(config=SimpleNamespace(effective=defaults))  # read_file is no untrusted tool
     entry = {"toolCallId": "c1", "name": "read_file"}
     artifact = {"type": "image", "r2Key": "media/0a1b2c3d-0000-4000-8000-000000000000.png", "mimeType": "image/png"}
     kept = tools.tool_result_message(
-        None, "k", entry, {"result": {"content": [{"type": "text", "text": "t"}, artifact]}}
+        services, "k", entry, {"result": {"content": [{"type": "text", "text": "t"}, artifact]}}
     )  # type: ignore[arg-type]
     assert kept["content"][1] == artifact
     for key in ("agents/main/USER.md", "media/agent:main:main/x.png", "media/../agents/main/USER.md"):
         sneaky = {"type": "image", "r2Key": key, "mimeType": "image/png"}
-        message = tools.tool_result_message(None, "k", entry, {"result": {"content": [sneaky]}})  # type: ignore[arg-type]
+        message = tools.tool_result_message(services, "k", entry, {"result": {"content": [sneaky]}})  # type: ignore[arg-type]
         assert [b["type"] for b in message["content"]] == ["text"], key  # not an image: shown as JSON text
 
 

@@ -26,7 +26,9 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from orbital.agent import events, notify
+from orbital.agent import taint as run_taint
 from orbital.domain import approval_policy as policy
+from orbital.domain import taint as taint_rules
 from orbital.domain.approval_policy import Verdict
 from orbital.domain.config import masked_at
 from orbital.engines import deferred
@@ -60,10 +62,34 @@ NOT_AN_OWNER = "Only an owner can approve or deny this tool call."
 # --- the gate ----------------------------------------------------------------------------------------------------
 
 
+TAINT_RULE = taint_rules.TAINT_RULE
+
+
 def decide(config: dict[str, Any], tool: str, args: dict[str, Any], run: dict[str, Any] | None) -> Verdict:
-    """The verdict for one tool call of `run` (the session's `currentRun`): `toolApproval` as GSV reads it."""
+    """The verdict for one tool call of `run` (the session's `currentRun`): `toolApproval` as GSV reads it, then the
+    taint rule (ADR 0041): while the run is tainted, a risky call gets `toolApproval.whenTainted` ("ask" unless set
+    to "deny") whatever the rules say; a rule's `deny` stays (it is stricter). The taint verdict's rule is
+    `TAINT_RULE`, which `remembered` never lets pass: an earlier "approve for this session" does not skip it."""
     value = config.get("toolApproval") if isinstance(config, dict) else None
-    return policy.evaluate(value, tool, args)
+    verdict = policy.evaluate(value, tool, args)
+    if verdict.decision == "deny" or not isinstance(run, dict) or not run_taint.is_tainted(run.get("taint")):
+        return verdict
+    safe = taint_rules.safe_tools(config) if isinstance(config, dict) else []
+    if not taint_rules.is_risky(tool, args, own_target=_own_target(run), safe=safe):
+        return verdict
+    when = value.get("whenTainted") if isinstance(value, dict) else None
+    senders = sorted(taint_rules.source_senders(run.get("taint")))
+    by = f" ({', '.join(senders)})" if senders else ""
+    reason = f"this run read content that did not come from an owner{by}, and {tool} is risky"
+    return Verdict("deny" if when == "deny" else "ask", TAINT_RULE, reason)
+
+
+def _own_target(run: dict[str, Any]) -> dict[str, Any] | None:
+    """The conversation a run answers in (`{channel, accountId, peer}`): a channel run's delivery target."""
+    target = run.get("deliver")
+    if isinstance(target, dict) and target.get("channel") and isinstance(target.get("peer"), dict):
+        return {"channel": target["channel"], "accountId": target.get("accountId"), "peer": target["peer"]}
+    return None
 
 
 def timeout_ms(config: dict[str, Any]) -> int:
@@ -90,6 +116,8 @@ def grant_of(approval: dict[str, Any]) -> dict[str, Any]:
 
 def remembered(meta: dict[str, Any] | None, verdict: Verdict, tool: str, args: Any) -> bool:
     """Whether an owner allowed calls like this one for the rest of the session (`remember: "session"`)."""
+    if verdict.rule_id == TAINT_RULE:  # a tainted run asks each time
+        return False
     grants = (meta or {}).get("approvalGrants")
     if not isinstance(grants, list) or not grants:
         return False
@@ -430,22 +458,11 @@ def _earlier(approval_id: str, state: str, data: dict[str, Any], attrs: dict[str
 
 def may_answer(config: dict[str, Any], approval: dict[str, Any], by: dict[str, Any]) -> bool:
     """Whether `by` may answer `approval`: a client authenticated as the owner (a gateway token holder, the console,
-    the CLI), or a channel sender listed in config `owners`; the sender whose message tainted the run never.
-
-    (Kept here until `orbital.domain.taint.may_answer` replaces it.)"""
-    if not isinstance(by, dict):
+    the CLI; not a guest), or a channel sender listed in config `owners`; the sender whose message tainted the run
+    never (`orbital.domain.taint.may_answer`)."""
+    if not isinstance(by, dict) or not isinstance(approval, dict):
         return False
-    kind, ident = by.get("kind"), by.get("id")
-    sources = (approval.get("taint") or {}).get("sources") if isinstance(approval.get("taint"), dict) else None
-    for source in sources if isinstance(sources, list) else []:
-        if isinstance(source, dict) and ident and source.get("detail") == ident:
-            return False
-    if kind in ("client", "cli", "system"):
-        return not by.get("guest")
-    if kind == "channel":
-        owners = config.get("owners") if isinstance(config, dict) else None
-        return isinstance(owners, list) and isinstance(ident, str) and ident in owners
-    return False
+    return taint_rules.may_answer(config if isinstance(config, dict) else {}, approval, by)
 
 
 def resolve(

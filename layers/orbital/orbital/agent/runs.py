@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from orbital.agent import approvals, budgets, events, notify, waits
+from orbital.agent import approvals, budgets, events, notify, taint, waits
 from orbital.aws import clients
 from orbital.domain import ids
 from orbital.domain.run_ends import RESET_REASON, USER_CANCELLED
@@ -87,9 +87,10 @@ def _state_machine(services: Services) -> str:
 # --- inputs ----------------------------------------------------------------------------------------------------
 
 
-RUN_FIELDS = ("notify", "deliver", "origin")
+RUN_FIELDS = ("notify", "deliver", "origin", "taint")
 """Entry fields that follow the input onto the run: who waits for its reply (`notify`), where the reply is delivered
-(`deliver`, channels), and where the input came from (`origin`)."""
+(`deliver`, channels), where the input came from (`origin`), and whether it came from someone other than the owner
+(`taint`, `agent.taint`)."""
 
 
 def _entry(
@@ -140,7 +141,7 @@ def drop_input(services: Services, session_key: str, run: dict[str, Any]) -> Non
 # --- leases ----------------------------------------------------------------------------------------------------
 
 
-def _new_run(entry: dict[str, Any], now: int) -> dict[str, Any]:
+def _new_run(entry: dict[str, Any], now: int, meta: dict[str, Any]) -> dict[str, Any]:
     run_id = str(entry.get("runId") or uuid.uuid4())
     run = {
         "runId": run_id,
@@ -152,6 +153,7 @@ def _new_run(entry: dict[str, Any], now: int) -> dict[str, Any]:
     for name in ("input", "inputRef", "inputId", *RUN_FIELDS):
         if name in entry:
             run[name] = entry[name]
+    taint.begin(meta, run)  # what the session's history holds from others taints this run too
     return run
 
 
@@ -253,7 +255,7 @@ def submit(
         # idle: the head of the queue starts (this entry, unless older entries wait: a dead run was taken over)
         head = queue.pop(0)
         meta["queue"] = queue
-        meta["currentRun"] = _new_run(head, now)
+        meta["currentRun"] = _new_run(head, now, meta)
         outcome["run"] = meta["currentRun"]
         if head is not entry:
             outcome["position"] = at
@@ -365,7 +367,7 @@ def release(meta: dict[str, Any], run_id: str, execution: str | None, now: int) 
     queue = list(meta.get("queue") or [])
     nxt = None
     if queue:
-        nxt = _new_run(queue.pop(0), now)
+        nxt = _new_run(queue.pop(0), now, meta)
         meta["currentRun"] = nxt
     else:
         meta.pop("currentRun", None)
@@ -544,7 +546,7 @@ def kick(services: Services, session_key: str, *, emit_error: Emit | None = None
         queue = list(meta.get("queue") or [])
         if meta.get("currentRun") or not queue:
             return False
-        meta["currentRun"] = taken["run"] = _new_run(queue.pop(0), now)
+        meta["currentRun"] = taken["run"] = _new_run(queue.pop(0), now, meta)
         meta["queue"] = queue
         return True
 

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from orbital.agent import approvals, budgets, client_tools, events, runs, settings
+from orbital.agent import approvals, budgets, client_tools, events, runs, settings, taint
 from orbital.agent.waits import group_id, load_plan
 from orbital.domain import approval_policy
 from orbital.domain.config import as_dict
@@ -575,6 +575,7 @@ def tool_result_message(
         message["content"] = [{"type": "text", "text": f"Error: {outcome['error']}"}]
         message["isError"] = True
         return message
+    taint.record_tool_result(services, session_key, str(entry.get("name") or ""), message["timestamp"])
     result = outcome.get("result")
     if isinstance(result, dict) and _structured(result):
         blocks = []

@@ -26,7 +26,7 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from orbital.agent import events, runs, slash
+from orbital.agent import events, runs, slash, taint
 from orbital.channels.adapters import adapter_for, is_passing, public_reason
 from orbital.channels.base import ChannelError, Outbound
 from orbital.channels.delivery import send as deliver_text
@@ -232,7 +232,11 @@ def _process(
             key,
             data,
             run_id=run_id,
-            extra={"deliver": target, "origin": {"kind": "channel", "channel": channel, "accountId": account_id}},
+            extra={
+                "deliver": target,
+                "origin": {"kind": "channel", "channel": channel, "accountId": account_id},
+                **taint.channel_run_fields(config, channel, sender_id, _text(sender.get("name")), now),
+            },
             channel_context={"channel": channel, "accountId": account_id, "peer": peer},
             emit_error=events.error_emitter(services),
         )

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from orbital.agent import client_tools, compaction, context, events, model_catalog, runs, settings
+from orbital.agent import client_tools, compaction, context, events, model_catalog, runs, settings, taint
 from orbital.aws import secrets
 from orbital.dialects import base
 from orbital.dialects.detect import WINDIE, WINDIE_TYPES
@@ -686,6 +686,7 @@ def _query(services: Services, sock: _Socket, rid: Any, payload: dict[str, Any])
     internal: dict[str, Any] = {"label": label(sock.user, conversation)}
     if not sock.admin and _command_name(text) != "stop":  # a guest's text is the model's: no command, no directive
         internal["literal"] = True
+        internal["taint"] = taint.guest_taint(sock.user, services.now_ms())
     if sock.narrows:  # else its runs are everyone's: nothing more to read at each step
         internal.update(clientTools=True, toolPolicy=sock.policy, ownTools=bool(sock.tool_names))
     if media:

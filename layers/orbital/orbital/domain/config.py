@@ -19,6 +19,11 @@ DEFAULT_HEARTBEAT_PROMPT = (
 )
 
 
+DEFAULT_UNTRUSTED_TOOLS = ("*__WebFetch", "*__WebSearch", "mcp__*", "*__mcp__*")
+"""Tools whose results taint a run unless configured otherwise (`toolApproval.untrustedTools`): web content and MCP
+servers (a tool named with an `mcp` segment, `mcp__{server}__{tool}` or `{nodeId}__mcp__{tool}`)."""
+
+
 def defaults() -> dict[str, Any]:
     """A fresh copy of the default configuration."""
     return {
@@ -52,6 +57,15 @@ def defaults() -> dict[str, Any]:
         "cron": {"enabled": True, "maxJobs": 200, "maxRunsPerJobHistory": 200, "maxConcurrentRuns": 4},
         "userTimezone": "UTC",
         "windie": {"registration": False},
+        "toolApproval": {
+            "defaultDecision": "allow",
+            "rules": [],
+            "timeoutMs": 600000,
+            "whenTainted": "ask",
+            "untrustedTools": list(DEFAULT_UNTRUSTED_TOOLS),
+            "safeTools": [],
+        },
+        "owners": [],
     }
 
 

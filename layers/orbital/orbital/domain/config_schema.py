@@ -21,10 +21,12 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 from zoneinfo import ZoneInfo
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 from pydantic.fields import FieldInfo
 
-from orbital.domain.config import MASK, defaults, get_path, is_missing, is_secret, masked_at
+from orbital.domain.approval_policy import REGEX_FLAGS, regex_error
+from orbital.domain.config import DEFAULT_UNTRUSTED_TOOLS, MASK, defaults, get_path, is_missing, is_secret, masked_at
+from orbital.domain.taint import TAINT_RULE
 
 # --- providers -------------------------------------------------------------------------------------------------------
 
@@ -368,6 +370,135 @@ class Embeddings(Section):
     timeoutMs: int | None = setting("One call (ms).", default=20000, ge=1)
 
 
+# --- tool approvals and taint ------------------------------------------------------------------------------------
+
+TIMEOUT_MS_MAX = 30 * 86_400_000
+"""The longest an approval may wait (30 days): a paused run costs nothing while it waits, but an answer weeks later
+is no longer an answer to the question asked."""
+
+WHEN_TAINTED_ALLOW = (
+    "`ask` or `deny`: `allow` would let a run that read someone else's content (a message from a sender who is not "
+    "an owner, a web page, an MCP server) run shell commands, write files or send messages without asking, which "
+    "is what a prompt injection needs"
+)
+SAFE_EVERYTHING = (
+    "patterns of tools you vouch for, not `*`: marking every tool safe turns the taint rule off (a run that read "
+    "someone else's content could run anything unasked)"
+)
+_OWNER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*:\S+$")
+OWNER_FORM = '"{channel}:{senderId}" (e.g. "telegram:123456789")'
+
+
+def _owner(value: str) -> str:
+    if not _OWNER.match(value):
+        raise ValueError(OWNER_FORM)
+    return value
+
+
+def _not_allow(value: Any) -> Any:
+    if value == "allow":
+        raise ValueError(WHEN_TAINTED_ALLOW)
+    return value
+
+
+def _not_everything(value: str) -> str:
+    if not value.strip().strip("*"):
+        raise ValueError(SAFE_EVERYTHING)
+    return value
+
+
+def _regex_detail(why: str, source: Any) -> str:
+    """`why` with Python's own words about where the pattern breaks, when it has any."""
+    if isinstance(source, str):
+        try:
+            re.compile(source)
+        except re.error as exc:
+            return f"{why}: {exc}"
+    return why
+
+
+ToolPattern = Annotated[str, Field(min_length=1)]
+SafePattern = Annotated[str, Field(min_length=1), AfterValidator(_not_everything)]
+Owner = Annotated[str, AfterValidator(_owner)]
+_TYPE_TEXT[Owner] = OWNER_FORM
+_TYPE_TEXT[SafePattern] = "tool name pattern (`*` any text), not `*` alone"
+
+
+class Condition(Section):
+    path: Name = Field(
+        description="Required. A dot path into the call's arguments (`command`, `options.force`, `steps.0.name`)."
+    )
+    op: Literal["equals", "contains", "startsWith", "regex"] = Field(
+        description="Required. equals: the same JSON value; contains, startsWith: text; regex: a JavaScript regex."
+    )
+    value: Any = Field(description="Required. What the argument is compared with (a regex's source for `regex`).")
+    flags: str | None = setting("regex only: JavaScript flags (i, m, s; g, u, d, v change nothing; y anchors).")
+
+    @model_validator(mode="after")
+    def _regex_compiles(self) -> Condition:
+        if self.op == "regex":
+            why = regex_error(self.value, self.flags)
+            if why is not None:
+                raise ValueError(
+                    f"a regex that compiles, with flags among `{REGEX_FLAGS}` ({_regex_detail(why, self.value)})"
+                )
+        elif self.flags is not None:
+            raise ValueError("`flags` only with op `regex`")
+        return self
+
+
+class ApprovalRule(Section):
+    id: Name = Field(description="Required. The rule's id (shown in the prompt as `Policy rule:`).")
+    tool: Name = Field(
+        description="Required. The tool name the model calls, `*` for any text: `*__Bash`, `n1__*`, `gsv__WriteFile`."
+    )
+    when: list[Condition] | None = setting("Argument conditions, all of which must hold.")
+    decision: Literal["allow", "ask", "deny"] = Field(description="Required. What a call the rule matches gets.")
+    reason: str | None = setting("Why (shown in the prompt, and to the model on a deny).")
+
+    @model_validator(mode="after")
+    def _not_the_taint_rule(self) -> ApprovalRule:
+        if self.id == TAINT_RULE:
+            raise ValueError(f"a rule id other than `{TAINT_RULE}` (the taint rule's, ADR 0041)")
+        return self
+
+
+class ToolApproval(Section):
+    defaultDecision: Literal["allow", "ask", "deny"] | None = setting(
+        "What a tool call no rule matches gets.", default="allow"
+    )
+    rules: list[ApprovalRule] | None = setting(
+        "Ordered rules, the first match wins: {id, tool, when?, decision, reason?}.", default=[]
+    )
+    timeoutMs: int | None = setting(
+        "How long an approval waits for an answer before the call is denied (ms).",
+        default=600000,
+        ge=1000,
+        le=TIMEOUT_MS_MAX,
+    )
+    whenTainted: Annotated[Literal["ask", "deny"], BeforeValidator(_not_allow)] | None = setting(
+        "What a risky tool call (shell, file writes, messages elsewhere, config/cron changes, MCP tools) gets while "
+        "the run is tainted by content not from an owner, whatever the rules say (ADR 0041).",
+        default="ask",
+    )
+    untrustedTools: list[ToolPattern] | None = setting(
+        "Tools whose results taint the run (web fetches, MCP servers): name patterns.",
+        default=list(DEFAULT_UNTRUSTED_TOOLS),
+    )
+    safeTools: list[SafePattern] | None = setting(
+        "Tools never counted risky (nor untrusted), e.g. an MCP server you vouch for: name patterns.", default=[]
+    )
+
+    @model_validator(mode="after")
+    def _unique_ids(self) -> ToolApproval:
+        seen: set[str] = set()
+        for rule in self.rules or []:
+            if rule.id in seen:
+                raise ValueError(f"rules with different ids (`{rule.id}` is used twice)")
+            seen.add(rule.id)
+        return self
+
+
 class Configuration(Section):
     """The whole configuration."""
 
@@ -392,6 +523,12 @@ class Configuration(Section):
     media: Media | None = setting("Media and uploads.")
     xeno: Xeno | None = setting("xeno clients.")
     embeddings: Embeddings | None = setting("Embeddings (semantic search).")
+    toolApproval: ToolApproval | None = setting("Asking before tools run, and the taint rule (ADRs 0040, 0041).")
+    owners: list[Owner] | None = setting(
+        "Channel identities that are you: their messages do not taint a run and they may answer approvals "
+        '(`"{channel}:{senderId}"`, e.g. `"telegram:123456789"`). Clients with the gateway token are owners anyway.',
+        default=[],
+    )
 
 
 # --- walking the schema ----------------------------------------------------------------------------------------------
@@ -650,9 +787,12 @@ def _problems(config: dict[str, Any]) -> list[Problem]:
         for error in exc.errors(include_url=False):
             loc = [str(part) for part in error["loc"]]
             expected = expected_at(loc)
+            got = shown_value(error.get("input"), loc)
             if error["type"] == "value_error":
                 expected = str(error.get("ctx", {}).get("error") or error["msg"])
-            problems.append(Problem(".".join(loc), expected, shown_value(error.get("input"), loc)))
+            elif error["type"] == "missing":
+                expected, got = f"{expected} (required)", "nothing"
+            problems.append(Problem(".".join(loc), expected, got))
     model = config.get("model")
     if isinstance(model, dict) and isinstance(model.get("provider"), str) and model["provider"]:
         why = provider_problem(config, model["provider"])

@@ -135,7 +135,7 @@ def chat_send(ctx: CallContext, params: ChatSendParams) -> dict[str, Any]:
         key,
         data,
         run_id=run_id,
-        extra={"origin": origin},
+        extra={"origin": origin, "taint": ctx.internal.get("taint")},  # a dialect guest's query taints its run
         emit_error=events.error_emitter(services),
         check_budget=False,
         meta=meta,

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
-from orbital.agent import budgets, events, runs
+from orbital.agent import budgets, events, runs, taint
 from orbital.domain.reset_policy import initial_policy
 from orbital.domain.session_keys import canonicalize_with_config
 from orbital.errors import BadRequestError
@@ -110,6 +110,11 @@ class SessionStats(Result):
     currentRunId: str | None = None
     queue: list[dict[str, Any]] | None = None
     budget: BudgetStatus
+    taint: dict[str, Any] | None = None
+    """Only when the session's history holds content that did not come from an owner (ADR 0041): `{tainted: true,
+    sources: [{kind, detail, at, sender?}]}`; every run of the session starts with it, until a reset."""
+    currentRunTaint: dict[str, Any] | None = None
+    """Only when the current run is tainted: its taint (the session's and what the run read since)."""
 
 
 class SessionHistory(Result):
@@ -124,6 +129,8 @@ class SessionPreview(Result):
     messageCount: int
     messages: list[dict[str, Any]]
     truncated: bool | None = None
+    taint: dict[str, Any] | None = None
+    """Only when the history holds content that did not come from an owner (ADR 0041): `{tainted: true, sources}`."""
 
 
 class OkResult(Result):
@@ -217,7 +224,9 @@ def session_stats(ctx: CallContext, params: SessionKeyParams) -> dict[str, Any]:
     """Message count, token totals, age (`uptime` in ms since creation), whether a run is in progress (and its
     `currentRunId`), the messages queued behind it (`queueSize`, and `queue` in order: `{runId, queuedAt}`), and
     the token budgets (`budget`: `session`, `daily` and `monthly`, each `{used, limit}`, `limit` null when unset;
-    `daily` and `monthly` count every session of the gateway in the UTC `period` shown)."""
+    `daily` and `monthly` count every session of the gateway in the UTC `period` shown), and, when there is any, the
+    taint (`taint`: `{tainted: true, sources}`, content in the history that did not come from an owner;
+    `currentRunTaint` the current run's; ADR 0041)."""
     key = session_key_param(ctx, params.sessionKey)
     now = ctx.now_ms()
     meta = _meta_with_policy(ctx, key, now)
@@ -236,6 +245,10 @@ def session_stats(ctx: CallContext, params: SessionKeyParams) -> dict[str, Any]:
     run = meta.get("currentRun")
     if isinstance(run, dict) and run.get("runId"):
         result["currentRunId"] = run["runId"]
+        if taint.is_tainted(run.get(taint.FIELD)):
+            result["currentRunTaint"] = taint.shown(run.get(taint.FIELD))
+    if taint.session_taint(meta)["tainted"]:
+        result["taint"] = taint.session_taint(meta)
     result["budget"] = budgets.status(ctx.services, ctx.config(), meta, now_ms=now)
     return result
 
@@ -281,7 +294,8 @@ def session_preview(ctx: CallContext, params: SessionPreviewParams) -> dict[str,
     stopped or failed leaves a trace after its user message: an assistant message with `api` and `provider`
     "orbital", `stopReason` "aborted" (stopped) or "error" (failed), `errorMessage` (also its text) and `runId`.
     `messageCount` is always the total. If they would not fit one WebSocket message (96 KB of JSON), the newest that
-    fit are returned with `truncated: true`."""
+    fit are returned with `truncated: true`. `taint` (`{tainted: true, sources}`), only when there is any, says that the
+    history holds content that did not come from an owner (ADR 0041)."""
     key = session_key_param(ctx, params.sessionKey)
     repo = ctx.services.sessions
     meta = repo.get_or_create_meta(key, now=ctx.now_ms())
@@ -301,6 +315,8 @@ def session_preview(ctx: CallContext, params: SessionPreviewParams) -> dict[str,
     }
     if truncated:
         result["truncated"] = True
+    if taint.session_taint(meta)["tainted"]:
+        result["taint"] = taint.session_taint(meta)
     return result
 
 
