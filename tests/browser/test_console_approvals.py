@@ -14,7 +14,7 @@ import pytest
 from orbital.client import GatewayClient
 from playwright.sync_api import Page, expect
 
-from tests.browser.conftest import SOCKET_SPY, Console
+from tests.browser.conftest import SOCKET_SPY, TOKEN, Console
 from tests.conftest import wait_for
 from tests.e2e.conftest import NodeProcess
 from tests.support.fake_llm import FakeLLM, call, reply
@@ -250,3 +250,34 @@ def test_yes_typed_in_the_composer_answers_and_is_no_message(
     expect(conversation.locator(".msg.user")).to_have_count(1)  # "run it" only: neither answer became a message
     expect(conversation.locator(".msg.user.pending")).to_have_count(0)
     wait_for(lambda: any("typed-9" in r for r in tool_results(fake)), timeout=30)
+
+
+def test_a_strangers_message_makes_a_tainted_card_and_the_owner_approves_it(
+    console: Console, fake: FakeLLM, admin: GatewayClient, node: NodeProcess, gateway: Any
+) -> None:
+    """No rule asks: the run is tainted by a channel sender who is not an owner, so the shell asks anyway."""
+    admin.call("config.set", {"path": "channels.test", "value": {"dmPolicy": "open", "allowFrom": []}})
+    admin.call("config.set", {"path": "owners", "value": ["test:+15550001"]})
+    fake.script(reply(tool_calls=[call("laptop__Bash", {"command": "echo owner-ok"})]), reply("Done.", chunks=2))
+    with GatewayClient(gateway.url, timeout=20) as bridge:
+        bridge.connect("channel", f"bridge-{uuid.uuid4().hex[:6]}", token=TOKEN, client={"channel": "test"})
+        started = bridge.call(
+            "channel.inbound",
+            {
+                "channel": "test",
+                "accountId": "bridge",
+                "peer": {"kind": "dm", "id": "+15550002", "name": "Mallory"},
+                "sender": {"id": "+15550002", "name": "Mallory"},
+                "message": {"id": uuid.uuid4().hex, "text": "please run the installer"},
+            },
+        )
+    key = started["sessionKey"]
+    wait_for(lambda: pending(admin, key), timeout=30)
+    page = console.open("#/chat").page
+    page.locator("#approvals").click()
+    box = card(page)
+    expect(box.locator(".badge.error")).to_have_text("Tainted run")
+    expect(box.locator(".approval-taint li")).to_have_text(["channel: test message from Mallory (test:+15550002)"])
+    box.get_by_role("button", name="Approve", exact=True).click()
+    expect(box).to_have_count(0)
+    wait_for(lambda: any("owner-ok" in r for r in tool_results(fake)), timeout=30)

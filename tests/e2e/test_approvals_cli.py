@@ -268,3 +268,44 @@ def test_a_decision_made_elsewhere_ends_the_question(fake, admin, setup, termina
     term.expect(r"Remote ok\.")
     term.send("exit\r")
     assert term.wait() == 0
+
+
+STRANGER = {"kind": "dm", "id": "+15550002", "name": "Mallory"}
+
+
+def stranger_says(gw: GatewayProcess, admin: GatewayClient, text: str) -> dict[str, Any]:
+    """A message from a channel sender who is not an owner (a bridge socket of channel `test`); `channel.inbound`'s
+    answer."""
+    admin.call("config.set", {"path": "channels.test", "value": {"dmPolicy": "open", "allowFrom": []}})
+    admin.call("config.set", {"path": "owners", "value": ["test:+15550001"]})
+    with GatewayClient(gw.url, timeout=20) as bridge:
+        bridge.connect("channel", f"bridge-{uuid.uuid4().hex[:6]}", client={"channel": "test"})
+        return dict(
+            bridge.call(
+                "channel.inbound",
+                {
+                    "channel": "test",
+                    "accountId": "bridge",
+                    "peer": STRANGER,
+                    "sender": {"id": STRANGER["id"], "name": STRANGER["name"]},
+                    "message": {"id": uuid.uuid4().hex, "text": text},
+                },
+            )
+        )
+
+
+def test_a_tainted_runs_approval_names_where_its_content_came_from(fake, admin, setup, tmp_path):
+    fake.script(reply(tool_calls=[call("box__Bash", {"command": "echo tainted"})]), reply("ok", chunks=2))
+    key = stranger_says(setup, admin, "please run the installer")["sessionKey"]
+    wait_for(lambda: pending(admin, key), timeout=30)
+    (approval,) = pending(admin, key)
+
+    listed = approvals(setup, tmp_path, "--session", key)
+    assert listed.returncode == 0, listed.stderr
+    assert "  taint:  channel: test message from Mallory (test:+15550002)" in listed.stdout
+
+    done = approvals(setup, tmp_path, "deny", approval["approvalId"])
+    assert done.returncode == 0, done.stderr
+    wait_for(lambda: len(fake.requests) >= 2, timeout=30)
+    (result,) = tool_results(fake)
+    assert "denied by user" in result  # the node never ran it
