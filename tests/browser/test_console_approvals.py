@@ -14,7 +14,7 @@ import pytest
 from orbital.client import GatewayClient
 from playwright.sync_api import Page, expect
 
-from tests.browser.conftest import SOCKET_SPY, TOKEN, Console
+from tests.browser.conftest import PHONE, SOCKET_SPY, TOKEN, Console
 from tests.conftest import wait_for
 from tests.e2e.conftest import NodeProcess
 from tests.support.fake_llm import FakeLLM, call, reply
@@ -202,6 +202,11 @@ def test_a_tainted_runs_card_names_its_sources_and_shows_arguments_as_text(conso
     expect(box.locator("img")).to_have_count(0)
     expect(box.locator(".approval-expiry")).to_contain_text("min")
     expect(page.locator("#approvals")).to_have_text("1 approval waiting")
+    expect(page.locator(".chat-empty")).to_have_count(0)  # the card, not "No messages yet"
+    page.set_viewport_size(PHONE)  # the badge shortens, and the header's buttons stay on the screen
+    expect(page.locator("#approvals")).to_have_js_property("innerText", "1 waiting")
+    expect(page.locator("#theme")).to_be_in_viewport()
+    expect(page.locator("#signout")).to_be_in_viewport()
 
     resolution = {
         "approvalId": "0badc0de",

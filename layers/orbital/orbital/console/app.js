@@ -145,7 +145,7 @@ function showApprovals() {
   if (!waiting.length) return;
   const oldest = waiting[0];
   const n = waiting.length;
-  badge.textContent = `${n} approval${n === 1 ? "" : "s"} waiting`;
+  badge.replaceChildren(`${n}`, h("span.long", ` approval${n === 1 ? "" : "s"}`), " waiting"); // a phone: "1 waiting"
   badge.href = `#/chat/${encodeURIComponent(oldest.sessionKey || "")}`;
   badge.title = `${oldest.tool || "A tool call"} waits for your answer: open its session`;
   badge.setAttribute("aria-label", `${badge.textContent}: open the session of ${oldest.tool || "the oldest"}`);

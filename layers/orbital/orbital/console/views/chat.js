@@ -946,8 +946,7 @@ class ChatView {
       return;
     }
     if (change.type === "requested" && this.mine(change.approval.sessionKey)) this.say(`Approval needed: ${change.approval.tool}`);
-    this.keepBottom(() => this.renderTail());
-    this.updateRunbar();
+    this.renderAll(); // the card, and the empty session's note that gives way to it
   }
 
   tickApprovals() {
