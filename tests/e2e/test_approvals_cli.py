@@ -19,7 +19,7 @@ from orbital.client import GatewayClient
 
 from tests.conftest import wait_for
 from tests.e2e.conftest import ROOT, GatewayProcess, NodeProcess
-from tests.e2e.test_chat_cli import Terminal, _env, configure, start_chat
+from tests.e2e.test_chat_cli import Terminal, _env, chat, configure, start_chat
 from tests.support.fake_llm import FakeLLM, call, reply
 
 RULE = {"id": "ask-shell", "tool": "box__Bash", "decision": "ask", "reason": "Shell commands on the box"}
@@ -309,3 +309,19 @@ def test_a_tainted_runs_approval_names_where_its_content_came_from(fake, admin, 
     wait_for(lambda: len(fake.requests) >= 2, timeout=30)
     (result,) = tool_results(fake)
     assert "denied by user" in result  # the node never ran it
+
+
+def test_one_shot_yes_into_a_paused_session_answers_and_follows_the_run(fake, admin, setup, tmp_path):
+    key = key_of("oneshot-yes")
+    paused_run(admin, fake, key, "echo by-message", then="Finished after yes.")
+    reminded = chat(setup, tmp_path, "-m", "is it done?", "-s", key)
+    assert reminded.returncode == 1
+    assert reminded.stdout == ""
+    assert "Run is paused waiting for tool approval" in reminded.stderr
+    assert len(pending(admin, key)) == 1  # the reminder changed nothing
+
+    done = chat(setup, tmp_path, "-m", "yes", "-s", key)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == "Approved box__Bash. Continuing run.\n"
+    assert done.stdout == "Finished after yes.\n"
+    assert any("by-message" in r for r in tool_results(fake))

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from orbital.client import GatewayClient
+from orbital.client import GatewayClient, RpcFailed
 
 from tests.conftest import wait_for
 from tests.e2e.conftest import ROOT, GatewayProcess
@@ -87,6 +87,16 @@ def test_the_recommended_approval_policy(home: tuple[Path, GatewayProcess]) -> N
         c.connect("client", token=TOKEN)
         rules = c.call("config.get", {"path": "toolApproval.rules"})["value"]
         owners = c.call("config.get", {"path": "owners"})["value"]
+        bad = {
+            "id": "x",
+            "tool": "*__Bash",
+            "when": [{"path": "command", "op": "regex", "value": "("}],
+            "decision": "ask",
+        }
+        with pytest.raises(RpcFailed) as refused:  # "refuses a rule it cannot use ... with the reason"
+            c.call("config.set", {"path": "toolApproval.rules", "value": [bad]})
+        assert refused.value.code == 400 and "regex" in refused.value.message
+        assert c.call("config.get", {"path": "toolApproval.rules"})["value"] == rules
     assert [(r["id"], r["tool"], r["decision"]) for r in rules] == [
         ("ask-shell", "*__Bash", "ask"),
         ("ask-process", "*__Process", "ask"),

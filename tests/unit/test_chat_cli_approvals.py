@@ -256,3 +256,15 @@ def test_the_approvals_command_is_registered_and_checks_its_arguments(capsys):
     err = capsys.readouterr().err
     assert err.count("orbital approvals: ") == 5
     assert "needs the approval's ID" in err
+
+
+def test_this_clients_own_answer_is_not_told_twice():
+    conn = FakeConn(
+        resolved(by={"kind": "client", "id": "chat-me", "label": "chat-me"}, via="chat"),  # a "yes" sent from here
+        resolved(by={"kind": "client", "id": "console-1", "label": "console-1"}),
+        evt("r1", "final", message=assistant("ok")),
+    )
+    conn.client_id = "chat-me"  # type: ignore[attr-defined]
+    view = Recorder()
+    ChatDriver(conn, "main").follow(sent(), view, timeout=5)
+    assert [e for e in view.log if e[0] == "note"] == [("note", "Approved laptop__Bash by console-1 (via console).")]

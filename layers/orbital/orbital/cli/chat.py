@@ -722,7 +722,10 @@ class ChatDriver:
             elif state == "error":
                 return end("error", error=str(payload.get("error") or "unknown error"), text=segment)
             elif state == "approval.resolved":
-                if payload.get("approvalId") not in answered:
+                by = payload.get("by")
+                who = by.get("id") if isinstance(by, dict) else None
+                mine = who is not None and who == getattr(self.conn, "client_id", None)
+                if payload.get("approvalId") not in answered and not mine:  # this client's answer was shown
                     view.note(decided_text(payload))
             elif state == "paused":
                 view.paused(paused_text(payload, time.time() * 1000))
