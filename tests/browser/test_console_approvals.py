@@ -6,6 +6,7 @@ say who decided, and the paused event leaves the transcript as it is."""
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -91,7 +92,7 @@ def test_a_paused_run_shows_on_every_view_and_approve_runs_the_call_on_the_node(
     box.get_by_role("button", name="Approve", exact=True).click()
     conversation = page.get_by_role("region", name="Conversation")
     expect(card(page)).to_have_count(0)
-    expect(conversation.locator(".note.small")).to_contain_text(f"Approved {approval['tool']}")
+    expect(conversation.locator(".note.small")).to_contain_text(f"Approved {approval['tool']} by you via console")
     expect(conversation.locator(".msg.assistant").last).to_contain_text("Done.")
     expect(badge).to_be_hidden()
     assert any("approved-42" in r for r in tool_results(fake))  # the node ran the command: its output reached the model
@@ -122,7 +123,7 @@ def test_deny_and_a_decision_made_elsewhere_take_the_card_away_and_say_who(
     expect(conversation.locator(".msg.user")).to_have_count(1)
     box.get_by_role("button", name="Deny").click()
     expect(box).to_have_count(0)
-    expect(conversation.locator(".note.small")).to_contain_text("Denied laptop__Bash")
+    expect(conversation.locator(".note.small")).to_contain_text("Denied laptop__Bash by you via console")
     expect(conversation.locator(".msg.assistant").last).to_contain_text("Done.")
     assert not any("denied-here" in r for r in tool_results(fake))
     assert any("denied by user" in r for r in tool_results(fake))
@@ -133,7 +134,9 @@ def test_deny_and_a_decision_made_elsewhere_take_the_card_away_and_say_who(
     answered = admin.call("approval.resolve", {"approvalId": approval["approvalId"], "decision": "approve"})
     assert answered["resolved"] is True
     expect(box).to_have_count(0)
-    expect(conversation.locator(".note.small").last).to_contain_text("Approved laptop__Bash by ")
+    expect(conversation.locator(".note.small").last).to_contain_text(
+        re.compile(r"Approved laptop__Bash by admin-\w+ via rpc")
+    )
     expect(page.locator("#approvals")).to_be_hidden()
     wait_for(lambda: any("approved-elsewhere" in r for r in tool_results(fake)), timeout=30)
 

@@ -116,11 +116,12 @@ export function timeLeft(expiresAt, now = Date.now()) {
 
 const DECIDED = { approve: "Approved", deny: "Denied", timeout: "Timed out (denied)", cancel: "Cancelled" };
 
-/** An `approval.resolved` as one sentence: "Approved laptop__Bash by Ann via telegram". */
-export function decidedText(resolution, tool) {
+/** An `approval.resolved` as one sentence: "Approved laptop__Bash by Ann via telegram" ("by you" when `selfId`, this
+ * page's client id, decided). */
+export function decidedText(resolution, tool, selfId = null) {
   const what = DECIDED[resolution.decision] || String(resolution.decision || "Decided");
   const by = resolution.by && typeof resolution.by === "object" ? resolution.by : {};
-  const who = String(by.label || by.id || "").trim();
+  const who = selfId && by.id === selfId ? "you" : String(by.label || by.id || "").trim();
   const via = String(resolution.via || "").trim();
   let text = `${what} ${tool || resolution.tool || ""}`.trim();
   if (who) text += ` by ${who}`;

@@ -939,8 +939,9 @@ class ChatView {
       if (this.mine(key) && !this.noted.has(r.approvalId)) {
         this.noted.add(r.approvalId);
         const when = r.decidedAt ? ` · ${formatTime(r.decidedAt)}` : "";
-        s.notes.push({ kind: "small", title: "Approval", body: `${decidedText(r, change.approval && change.approval.tool)}${when}`, anchor: null, after: s.tick });
-        this.say(decidedText(r, change.approval && change.approval.tool));
+        const text = decidedText(r, change.approval && change.approval.tool, this.gw.clientId);
+        s.notes.push({ kind: "small", title: "Approval", body: `${text}${when}`, anchor: null, after: s.tick });
+        this.say(text);
       }
       this.renderAll();
       return;
