@@ -357,3 +357,74 @@ def test_racing_answers_and_the_timeout_dispatch_at_most_once(
     assert len(node_events(sender, node, "tool.invoke")) == (1 if decision == "approve" else 0)
     resolved = events_named(sender, agent.connection_id, "approval.resolved")
     assert len(resolved) == 1 and resolved[0]["decision"] == decision
+
+
+def test_a_reset_cancels_the_approval(agent: Any, connect: Any, sender: Any, llm: FakeLLM) -> None:
+    node = connect("node", "box")
+    policy(agent, ASK_BASH)
+    llm.script(reply(tool_calls=[call("box__Bash", {"command": "ls"})]))
+    started = agent.call("chat.send", {"sessionKey": "main", "message": "go"})
+    paused_of(sender, agent.connection_id, started["runId"])
+    agent.call("session.reset", {"sessionKey": "main"})
+    assert final_of(sender, agent.connection_id, started["runId"])["state"] == "error"
+    [entry] = agent.call("approval.history", {"sessionKey": "main"})["entries"]
+    assert entry["decision"] == "cancel"
+    assert agent.call("approval.list", {})["approvals"] == []
+    assert node_events(sender, node, "tool.invoke") == []
+
+
+def test_hooks_hear_of_the_request_and_the_decision(
+    agent: Any, connect: Any, sender: Any, llm: FakeLLM, services: Any
+) -> None:
+    connect("node", "box")
+    heard: list[tuple[str, Any]] = []
+    hooks = services.hooks
+    requested = lambda _s, approval, run: heard.append(("requested", (approval["approvalId"], run["runId"])))  # noqa: E731
+    resolved = lambda _s, approval, res: heard.append(("resolved", (approval["approvalId"], res["decision"])))  # noqa: E731
+    replies = lambda _s, _key, run, state, text: heard.append((state, text))  # noqa: E731
+    hooks.on_approval_requested.append(requested)
+    hooks.on_approval_resolved.append(resolved)
+    hooks.on_run_reply.append(replies)
+    try:
+        policy(agent, ASK_BASH)
+        llm.script(reply(tool_calls=[call("box__Bash", {"command": "ls"})]), reply("ok"))
+        started = agent.call("chat.send", {"sessionKey": "main", "message": "go"})
+        approval = paused_of(sender, agent.connection_id, started["runId"])[0]["approval"]
+        agent.call("approval.resolve", {"approvalId": approval["approvalId"], "decision": "deny", "via": "console"})
+        final_of(sender, agent.connection_id, started["runId"])
+    finally:
+        hooks.on_approval_requested.remove(requested)
+        hooks.on_approval_resolved.remove(resolved)
+        hooks.on_run_reply.remove(replies)
+    assert ("requested", (approval["approvalId"], started["runId"])) in heard
+    assert ("resolved", (approval["approvalId"], "deny")) in heard
+    assert ("paused", approval["prompt"]) in heard  # a channel's delivery is handed the prompt
+    [entry] = agent.call("approval.history", {"sessionKey": "main"})["entries"]
+    assert entry["via"] == "console" and entry["by"] == {"kind": "client", "id": "admin", "label": "admin"}
+
+
+def test_a_channel_sender_who_is_no_owner_cannot_answer(
+    agent: Any, connect: Any, sender: Any, llm: FakeLLM, services: Any
+) -> None:
+    from orbital.agent import approvals
+    from orbital.errors import ForbiddenError
+
+    connect("node", "box")
+    policy(agent, ASK_BASH)
+    agent.call("config.set", {"path": "owners", "value": ["telegram:1"]})
+    llm.script(reply(tool_calls=[call("box__Bash", {"command": "ls"})]), reply("ok"))
+    started = agent.call("chat.send", {"sessionKey": "main", "message": "go"})
+    approval = paused_of(sender, agent.connection_id, started["runId"])[0]["approval"]
+    stranger = {"kind": "channel", "id": "telegram:2", "label": "stranger"}
+    with pytest.raises(ForbiddenError):
+        approvals.resolve(services, approval["approvalId"], "approve", by=stranger, via="telegram")
+    refused = approvals.answer_from_message(services, "agent:main:main", "yes", by=stranger, via="telegram")
+    assert refused is not None and refused["approvalId"] == approval["approvalId"]
+    assert refused["response"].startswith("Only an owner can approve or deny this tool call.")
+    owner = {"kind": "channel", "id": "telegram:1", "label": "me"}
+    answered = approvals.answer_from_message(services, "agent:main:main", "ok", by=owner, via="telegram")
+    assert answered == {
+        "status": "paused",
+        "runId": started["runId"],
+        "response": "Approved box__Bash. Continuing run.",
+    }

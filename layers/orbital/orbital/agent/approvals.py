@@ -337,6 +337,22 @@ def history(services: Services, session_key: str, limit: int | None = None) -> l
     return [dict(rec.data) for rec in recs]
 
 
+def waits_for_answer(meta: dict[str, Any] | None) -> bool:
+    """Whether a session's meta (as just read) shows its run paused for an approval: the cheap check a message's
+    path makes before `answer_from_message` reads anything."""
+    run = (meta or {}).get("currentRun")
+    return isinstance(run, dict) and isinstance(run.get("approval"), dict)
+
+
+def paused(services: Services, run: dict[str, Any] | None) -> bool:
+    """Whether `run` (a session's current run) waits for an answer to a tool approval."""
+    pointer = run.get("approval") if isinstance(run, dict) else None
+    if not isinstance(pointer, dict):
+        return False
+    found = load(services, str(pointer.get("approvalId") or ""))
+    return found is not None and found[1] == PENDING
+
+
 def pending_of_session(services: Services, session_key: str) -> tuple[dict[str, Any], dict[str, Any]] | None:
     """The session's current run and its pending approval (the item), if it is paused."""
     meta = services.sessions.load_meta(session_key) or {}

@@ -316,6 +316,31 @@ def _start(
         raise UnavailableError(message, retryable=True) from None
 
 
+def resume(services: Services, session_key: str, run: dict[str, Any]) -> bool:
+    """A run paused for a tool approval whose execution is gone (the local gateway restarted: its executions lived
+    in the process that stopped): a new execution of the same name goes straight back to waiting for the run's
+    wait group, whose approval (and its timeout) is stored. False when it could not be started."""
+    pointer = run.get("approval")
+    if not isinstance(pointer, dict) or not run.get("execution"):
+        return False
+    iteration = pointer.get("iteration", run.get("iteration"))
+    payload = {
+        "job": "turn",
+        "sessionKey": session_key,
+        "runId": run["runId"],
+        "iteration": int(iteration or 0),
+        "next": "resume",
+    }
+    try:
+        clients.stepfunctions().start_execution(
+            stateMachineArn=_state_machine(services), name=str(run["execution"]), input=json.dumps(payload)
+        )
+    except Exception:
+        log.exception("could not resume the paused run %s of %s", run.get("runId"), session_key)
+        return False
+    return True
+
+
 # --- finish / stop -----------------------------------------------------------------------------------------------
 
 TRACE_API = "orbital"

@@ -6,7 +6,10 @@ the gateway serves again:
 - every socket the registries still name is closed the way `$disconnect` closes one, so calls pending on a node
   fail at once (503), transfers and probes end, and the registries are clean for the sockets that reconnect;
 - every run that held a session is ended with a clear error (its execution is gone), whoever waits for it hears of
-  it (a channel, a cron record, a `gsv__SessionSend`), and the next queued message of that session starts.
+  it (a channel, a cron record, a `gsv__SessionSend`), and the next queued message of that session starts;
+- except a run paused for a tool approval: its approval, its wait group and the calls it waits for are stored, so a
+  new execution of the same name waits for them again (`runs.resume`), and answering the approval after the
+  restart goes on with the run (ADR 0040).
 
 After a clean stop there is usually nothing to do; after a crash (`kill -9`, power loss) nothing stays pending.
 """
@@ -16,7 +19,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from orbital.agent import events, runs
+from orbital.agent import approvals, events, runs
 from orbital.ports import lifecycle
 from orbital.store import keys
 
@@ -45,10 +48,14 @@ def end_interrupted(services: Services) -> tuple[int, int]:
     for partition in (keys.CLIENTS_PK, keys.NODES_PK, keys.CHANNEL_SOCKETS_PK):  # ids without a connection item
         for rec in table.query(partition):
             table.delete((rec.pk, rec.sk))
-    ended = 0
+    ended = resumed = 0
     for entry in services.sessions.list_registry():
         key = entry.get("sessionKey")
-        if not isinstance(key, str) or runs.current_run(services, key) is None:
+        run = runs.current_run(services, key) if isinstance(key, str) else None
+        if not isinstance(key, str) or run is None:
+            continue
+        if approvals.paused(services, run) and runs.resume(services, key, run):
+            resumed += 1
             continue
         try:
             stopped = runs.stop(services, key, emit_error=events.error_emitter(services), reason=INTERRUPTED)
@@ -57,6 +64,11 @@ def end_interrupted(services: Services) -> tuple[int, int]:
             continue
         ended += int(stopped.was_running)
     table.forget_cached()  # what this sweep read is not what requests will read
-    if sockets or ended:
-        log.info("closed %d sockets and ended %d runs left by the previous process", len(sockets), ended)
+    if sockets or ended or resumed:
+        log.info(
+            "closed %d sockets, ended %d runs and resumed %d paused runs left by the previous process",
+            len(sockets),
+            ended,
+            resumed,
+        )
     return len(sockets), ended

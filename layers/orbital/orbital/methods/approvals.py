@@ -127,9 +127,7 @@ class ApprovalHistoryResult(Result):
     entries: list[ApprovalHistoryEntry]
 
 
-@router.method(
-    "approval.history", params=ApprovalHistoryParams, result=ApprovalHistoryResult, modes=CLIENT, reads_only=True
-)
+@router.method("approval.history", params=ApprovalHistoryParams, result=ApprovalHistoryResult, modes=CLIENT)
 def approval_history(ctx: CallContext, params: ApprovalHistoryParams) -> dict[str, Any]:
     """Who decided which tool approval of a session, how, when and from where, newest first (`limit`, default 50,
     at most 500). `decision` is "approve", "deny", "timeout" (nobody answered in time) or "cancel" (the run was

@@ -99,14 +99,17 @@ def chat_send(ctx: CallContext, params: ChatSendParams) -> dict[str, Any]:
         if ack is not None:
             result["response"] = ack
         return result
-    answered = approvals.answer_from_message(ctx.services, key, text, by=_answerer(ctx, literal), via=_via(ctx))
-    if answered is not None:  # the session's run waits for a tool approval: the message answers it, or is dropped
-        return answered
+    services = ctx.services
+    meta = services.sessions.load_meta(key) or {}
+    if approvals.waits_for_answer(meta):  # the session's run waits for a tool approval: the message answers it
+        answered = approvals.answer_from_message(services, key, text, by=_answerer(ctx, literal), via=_via(ctx))
+        if answered is not None:
+            return answered
+        meta = services.sessions.load_meta(key) or {}
 
     run_id = params.runId if params.runId and params.runId.strip() else str(uuid.uuid4())
     if len(run_id) > runs.MAX_RUN_ID:
         raise BadRequestError(f"runId too long (max {runs.MAX_RUN_ID} characters)")
-    services = ctx.services
     data: dict[str, Any] = {"text": directives.cleaned if directives.any else text}
     overrides = slash.overrides_of(directives)
     model = ctx.internal.get("model")  # a dialect user's chosen model (its settings); a directive still wins
@@ -117,7 +120,6 @@ def chat_send(ctx: CallContext, params: ChatSendParams) -> dict[str, Any]:
         origin.update(clientTools=True, toolPolicy=ctx.internal.get("toolPolicy") or {})
         if ctx.internal.get("ownTools"):
             origin["ownTools"] = True
-    meta = services.sessions.load_meta(key) or {}
     budgets.check_before_run(  # the estimate the run's first model call will reserve; stores nothing
         services, ctx.config(), key, meta, data["text"], now_ms=ctx.now_ms(), origin=origin, overrides=overrides
     )

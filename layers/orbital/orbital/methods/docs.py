@@ -172,6 +172,10 @@ def render() -> str:
         "connection of the same client, node or channel id; unauthorized): on AWS the close itself carries no code or",
         "reason. `orbital node` stops when it is replaced, instead of taking the id back.",
         "",
+        "`approval.requested` (the approval, as `approval.list` returns it) and `approval.resolved` `{approvalId,",
+        "sessionKey, runId, tool, decision, by, via, decidedAt}` go to every client-mode socket when a run pauses for",
+        "a tool approval and when it is decided (`decision`: approve, deny, timeout, cancel).",
+        "",
     ]
     lines += _type_entries(types)
     lines += _dialect_pages(reg)
