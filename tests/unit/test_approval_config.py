@@ -30,6 +30,7 @@ def test_a_gsv_clients_policy_is_accepted_whole() -> None:
     policy = {
         "defaultDecision": "allow",
         "rules": [
+            {"tool": "n1__Write", "decision": "ask"},  # GSV documents the id as required but never asked for one
             {"id": "ask-hil-tool", "tool": "node-1__Bash", "decision": "ask"},
             {
                 "id": "no-force",
@@ -85,7 +86,8 @@ def test_when_tainted_allow_is_refused_with_the_reason() -> None:
 @pytest.mark.parametrize(
     ("path", "value", "at", "expected"),
     [
-        ("toolApproval.rules", [{"tool": "*__Bash", "decision": "ask"}], "toolApproval.rules.0.id", "(required)"),
+        ("toolApproval.rules", [{"id": "a", "decision": "ask"}], "toolApproval.rules.0.tool", "(required)"),
+        ("toolApproval.rules", [{"id": "", "tool": "x", "decision": "ask"}], "toolApproval.rules.0.id", "string"),
         (
             "toolApproval.rules",
             [{"id": "a", "tool": "x", "decision": "maybe"}],

@@ -448,7 +448,10 @@ class Condition(Section):
 
 
 class ApprovalRule(Section):
-    id: Name = Field(description="Required. The rule's id (shown in the prompt as `Policy rule:`).")
+    id: Name | None = setting(
+        "The rule's id (shown in the prompt as `Policy rule:`; without one, an approval remembered for the session "
+        "covers the same call only)."
+    )
     tool: Name = Field(
         description="Required. The tool name the model calls, `*` for any text: `*__Bash`, `n1__*`, `gsv__WriteFile`."
     )
@@ -493,6 +496,8 @@ class ToolApproval(Section):
     def _unique_ids(self) -> ToolApproval:
         seen: set[str] = set()
         for rule in self.rules or []:
+            if rule.id is None:
+                continue
             if rule.id in seen:
                 raise ValueError(f"rules with different ids (`{rule.id}` is used twice)")
             seen.add(rule.id)
