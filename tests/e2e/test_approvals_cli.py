@@ -232,6 +232,7 @@ def test_interactive_chat_asks_y_or_n_and_keeps_streaming(fake, admin, terminal)
     term.expect(r"Denied box__Bash\.")
     term.expect(r"Skipped\.")
     assert not any("no-2" in r for r in tool_results(fake))
+    term.expect(rf"{re.escape(key)} │")  # the prompt is back (a Ctrl-D typed before it would be lost)
     term.send("\x04")
     assert term.wait() == 0
 
@@ -266,6 +267,7 @@ def test_a_decision_made_elsewhere_ends_the_question(fake, admin, setup, termina
     assert approvals(setup, tmp_path, "approve", approval["approvalId"]).returncode == 0
     term.expect(r"Approved box__Bash by .+ \(via cli\)\.")
     term.expect(r"Remote ok\.")
+    term.expect(rf"{re.escape(key)} │")
     term.send("exit\r")
     assert term.wait() == 0
 
