@@ -16,6 +16,7 @@ from orbital.client import GatewayClient
 from playwright.sync_api import Page, expect
 
 from tests.browser.conftest import PHONE, SOCKET_SPY, TOKEN, Console
+from tests.browser.test_console_chat import HeldSocket
 from tests.conftest import wait_for
 from tests.e2e.conftest import NodeProcess
 from tests.support.fake_llm import FakeLLM, call, reply
@@ -289,3 +290,30 @@ def test_a_strangers_message_makes_a_tainted_card_and_the_owner_approves_it(
     box.get_by_role("button", name="Approve", exact=True).click()
     expect(box).to_have_count(0)
     wait_for(lambda: any("owner-ok" in r for r in tool_results(fake)), timeout=30)
+
+
+def test_after_a_reconnect_the_badge_is_what_the_gateway_holds_now(
+    console: Console, fake: FakeLLM, admin: GatewayClient, ask_shell: None
+) -> None:
+    """Decided and asked while the console was away (their events missed): `approval.list` at the reconnect."""
+    first, second = session_key(), session_key()
+    socket = HeldSocket(console.page)
+    page = console.open("#/nodes").page
+    earlier = start_paused_run(admin, fake, first, "echo first")
+    badge = page.locator("#approvals")
+    expect(badge).to_have_text("1 approval waiting")
+    expect(badge).to_have_attribute("href", f"#/chat/{first.replace(':', '%3A')}")
+
+    socket.hold()
+    expect(page.locator("#status")).not_to_have_attribute("data-state", "open")
+    admin.call("approval.resolve", {"approvalId": earlier["approvalId"], "decision": "deny"})
+    wait_for(lambda: len(fake.requests) >= 2, timeout=30)  # the first run went on without the call
+    start_paused_run(admin, fake, second, "echo second")
+    expect(page.locator("#status")).to_have_attribute("data-state", "connecting")  # its next socket, held
+    expect(badge).to_have_attribute("href", f"#/chat/{first.replace(':', '%3A')}")  # nothing heard yet
+    socket.release()
+    expect(page.locator("#status")).to_have_attribute("data-state", "open")
+    expect(badge).to_have_attribute("href", f"#/chat/{second.replace(':', '%3A')}")
+    expect(badge).to_have_text("1 approval waiting")
+    admin.call("approval.resolve", {"approvalId": pending(admin, second)[0]["approvalId"], "decision": "deny"})
+    expect(badge).to_be_hidden()
