@@ -131,6 +131,14 @@ def test_list_shows_each_pending_call_and_approve_runs_it_once(fake, admin, setu
     assert again.stderr.startswith("orbital approvals: Already approved")
     assert sum("from-the-box-42" in r for r in tool_results(fake)) == 1  # dispatched once
 
+    history = approvals(setup, tmp_path, "history", "--session", key)
+    assert history.returncode == 0, history.stderr
+    first, args_shown = history.stdout.splitlines()
+    assert re.fullmatch(rf"\S+ \S+  approved   box__Bash  {approval_id}  by cli-approvals-[0-9a-f]{{8}} via cli", first)
+    assert args_shown == '  args:   {"command":"echo from-the-box-$((40+2))"}'
+    empty = approvals(setup, tmp_path, "history", "--session", key_of("nothing"), "--limit", "5")
+    assert (empty.returncode, empty.stdout.startswith("No approvals decided in ")) == (0, True)
+
 
 def test_deny_keeps_the_call_from_the_node_and_unknown_ids_fail(fake, admin, setup, tmp_path):
     key = key_of("cli-deny")

@@ -253,8 +253,11 @@ def test_the_approvals_command_is_registered_and_checks_its_arguments(capsys):
     assert main(["approvals", "list", "1a2b3c4d"]) == 2
     assert main(["approvals", "approve", "1a2b3c4d", "--session", "main"]) == 2
     assert main(["approvals", "--session", " "]) == 2
+    assert main(["approvals", "history", "1a2b3c4d"]) == 2
+    assert main(["approvals", "list", "--limit", "3"]) == 2
+    assert main(["approvals", "history", "--limit", "0"]) == 2
     err = capsys.readouterr().err
-    assert err.count("orbital approvals: ") == 5
+    assert err.count("orbital approvals: ") == 8
     assert "needs the approval's ID" in err
 
 

@@ -5,6 +5,8 @@
 - `orbital approvals approve ID [--session-wide]` / `orbital approvals deny ID`: `approval.resolve`;
   `--session-wide` also allows, for the rest of that session, the calls the same rule would ask about
   (`remember: "session"`).
+- `orbital approvals history [--session KEY] [--limit N]`: who decided what, when and from where in a session
+  (`approval.history`, newest first).
 
 Exit status: 0 done (a list, even an empty one; a decision that counted), 1 an error (the gateway unreachable or
 refusing, an unknown id, a caller that may not answer), 2 a usage error, 3 the approval had already been decided
@@ -21,13 +23,14 @@ import uuid
 from typing import Any
 
 from orbital import __version__
-from orbital.cli.chat import approval_lines, redact_url
+from orbital.cli.chat import approval_lines, args_line, redact_url
 from orbital.protocol import local_token
 
 PROG = "orbital approvals"
 ALREADY_DECIDED = 3
 """The exit status of an answer that came after the approval was decided."""
-ACTIONS = ("list", "approve", "deny")
+ACTIONS = ("list", "approve", "deny", "history")
+DEFAULT_SESSION = "main"
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -40,13 +43,23 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
             "session or the one --session names. `approve ID` / `deny ID` answers one; with --session-wide, calls "
             "the same rule would ask about (or, where no rule matched, the same tool with the same arguments) run "
             "without asking for the rest of that session. The first answer counts, wherever it comes from (the "
-            "console, a chat's yes/no, Telegram); a later one exits 3 and says who decided. Exit 1 on an error, "
+            "console, a chat's yes/no, Telegram); a later one exits 3 and says who decided. `history`: who decided "
+            f"what, when and from where in a session (--session, default {DEFAULT_SESSION}). Exit 1 on an error, "
             "2 on a usage error."
         ),
     )
-    parser.add_argument("action", nargs="?", default="list", choices=ACTIONS, help="list (default), approve or deny")
+    parser.add_argument(
+        "action", nargs="?", default="list", choices=ACTIONS, help="list (default), approve, deny or history"
+    )
     parser.add_argument("approval_id", nargs="?", default=None, metavar="ID", help="the approval to answer")
-    parser.add_argument("-s", "--session", default=None, metavar="KEY", help="list: only this session's approvals")
+    parser.add_argument(
+        "-s",
+        "--session",
+        default=None,
+        metavar="KEY",
+        help=f"list: only this session's approvals; history: this session's (default {DEFAULT_SESSION})",
+    )
+    parser.add_argument("--limit", type=int, default=None, metavar="N", help="history: the N latest (default 50)")
     parser.add_argument(
         "--session-wide",
         action="store_true",
@@ -65,9 +78,11 @@ def _err(text: str) -> None:
 
 def _usage(args: argparse.Namespace) -> str | None:
     """What is wrong with the combination of arguments, if anything."""
-    if args.action == "list":
+    if args.limit is not None and (args.action != "history" or args.limit < 1):
+        return "--limit goes with history, and is at least 1"
+    if args.action in ("list", "history"):
         if args.approval_id is not None:
-            return f"list takes no ID (got {args.approval_id!r}); to answer one: approve ID or deny ID"
+            return f"{args.action} takes no ID (got {args.approval_id!r}); to answer one: approve ID or deny ID"
         if args.session_wide:
             return "--session-wide goes with approve"
         if args.session is not None and not args.session.strip():
@@ -76,7 +91,7 @@ def _usage(args: argparse.Namespace) -> str | None:
     if not (args.approval_id or "").strip():
         return f"{args.action} needs the approval's ID (`{PROG}` lists them)"
     if args.session is not None:
-        return "--session goes with list (an ID names its session)"
+        return "--session goes with list and history (an ID names its session)"
     if args.session_wide and args.action != "approve":
         return "--session-wide goes with approve"
     return None
@@ -105,6 +120,8 @@ def run(args: argparse.Namespace) -> int:
             )
             if args.action == "list":
                 return _list(client, args)
+            if args.action == "history":
+                return _history(client, args)
             return _answer(client, args)
     except RpcFailed as exc:
         _err(_failure(exc.code, exc.message))
@@ -158,6 +175,44 @@ def _list(client: Any, args: argparse.Namespace) -> int:
         print("\n".join(approval_lines(approval, now)))
     print()
     print(f"Answer with `{PROG} approve ID` (--session-wide: for the rest of the session too) or `{PROG} deny ID`.")
+    return 0
+
+
+# --- history ----------------------------------------------------------------------------------------------------
+
+DECIDED = {"approve": "approved", "deny": "denied", "timeout": "timed out", "cancel": "cancelled"}
+
+
+def _when(ms: Any) -> str:
+    if not isinstance(ms, (int, float)) or isinstance(ms, bool):
+        return "?"
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ms / 1000))
+
+
+def _history(client: Any, args: argparse.Namespace) -> int:
+    session = (args.session or DEFAULT_SESSION).strip()
+    params: dict[str, Any] = {"sessionKey": session}
+    if args.limit is not None:
+        params["limit"] = args.limit
+    payload = client.call("approval.history", params)
+    entries = payload.get("entries") if isinstance(payload, dict) else None
+    entries = [e for e in entries if isinstance(e, dict)] if isinstance(entries, list) else []
+    if args.json:
+        print(json.dumps({"entries": entries}, indent=2, ensure_ascii=False))
+        return 0
+    if not entries:
+        print(f"No approvals decided in {session}.")
+        return 0
+    for entry in entries:
+        by = entry.get("by")
+        who = str((by.get("label") or by.get("id")) if isinstance(by, dict) else "") or "?"
+        decision = str(entry.get("decision") or "?")
+        line = (
+            f"{_when(entry.get('decidedAt'))}  {DECIDED.get(decision, decision):<9}  {entry.get('tool', '?')}  "
+            f"{entry.get('approvalId', '?')}  by {who} via {entry.get('via') or '?'}"
+        )
+        print(line)
+        print(f"  args:   {args_line(entry.get('args'))}")
     return 0
 
 
