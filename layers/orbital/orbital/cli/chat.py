@@ -10,6 +10,14 @@ Three layers, so the protocol side can be tested without a terminal:
 - Views render a run: `RichView` (spinner, live tail of the streamed text, markdown at the end), `PlainView` (raw
   text as it arrives, for pipes and `--plain`) and `QuietView` (`--json`). They only receive callbacks.
 
+A run that pauses for a tool approval (a `chat` event with `state: "paused"`) shows what it asks: the tool, its
+arguments as the gateway masked them, the rule and reason, the run's taint, the time left. At a terminal,
+`TerminalApprover` asks y / n / s (yes for the rest of the session) and the driver answers with `approval.resolve`:
+it decides exactly that approval (a `yes` message could land after someone else decided and start a run of its own),
+is recorded as answered from the CLI, and says who decided first when it came second. Only a gateway whose paused
+event names no approval gets `yes` / `no` as a message. While it asks, the events keep being read: a decision made
+elsewhere, or the run's end, ends the question. Without a terminal the run is waited for until answered elsewhere.
+
 Interactively, a lost connection (a gateway restart) is opened again when the next message is sent, with the same
 client id and session, retrying with backoff and full jitter while the gateway is away, as `orbital node` does
 (Ctrl-C stops the retries; the next message starts them again). A one-shot message (`-m`, stdin) ends with exit 1.
@@ -368,7 +376,7 @@ def args_line(args: Any, limit: int = 400) -> str:
 
 
 def time_left(expires_at: Any, now_ms: float) -> str:
-    """ "expires in 9m 12s" from an `expiresAt` in ms since the epoch."""
+    """The time left before `expiresAt` (ms since the epoch), as in "expires in 9m 12s"."""
     if not isinstance(expires_at, (int, float)) or isinstance(expires_at, bool):
         return "no expiry"
     left = int((expires_at - now_ms) // 1000)
@@ -1045,7 +1053,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
             "Talk to the agent of a session. Without -m: an interactive prompt (Enter sends, Alt-Enter or Esc "
             "then Enter adds a line, Ctrl-C stops a reply, exit or Ctrl-D quits). With -m: send one message, "
             "stream the reply to stdout, exit 0 when it ends, 1 on any error. Slash commands (/status, /new, "
-            "/stop, /model, /think, /compact, /help) go to the gateway."
+            "/stop, /model, /think, /compact, /help) go to the gateway. A run that waits for a tool approval shows "
+            "the call and, at a terminal, asks y (approve), n (deny) or s (approve for the rest of the session); "
+            "Ctrl-C there leaves the run paused. Without a terminal it waits for an answer given elsewhere "
+            "(`orbital approvals`, the console)."
         ),
     )
     local_token.add_arguments(parser)
