@@ -317,3 +317,21 @@ def test_after_a_reconnect_the_badge_is_what_the_gateway_holds_now(
     expect(badge).to_have_text("1 approval waiting")
     admin.call("approval.resolve", {"approvalId": pending(admin, second)[0]["approvalId"], "decision": "deny"})
     expect(badge).to_be_hidden()
+
+
+def test_stop_cancels_the_waiting_call_and_its_card(
+    console: Console, fake: FakeLLM, admin: GatewayClient, ask_shell: None
+) -> None:
+    key = session_key()
+    page = console.open(f"#/chat/{key}").page
+    start_paused_run(admin, fake, key, "echo never-stopped")
+    expect(card(page)).to_have_count(1)
+    page.locator(".runbar").get_by_role("button", name="Stop").click()
+    conversation = page.get_by_role("region", name="Conversation")
+    expect(card(page)).to_have_count(0)
+    expect(conversation.locator(".note.small")).to_contain_text("Cancelled laptop__Bash: the run was stopped")
+    expect(conversation.locator(".note.error")).to_contain_text("Run cancelled by user")
+    expect(page.locator(".runbar")).to_be_hidden()
+    expect(page.locator("#approvals")).to_be_hidden()
+    assert pending(admin, key) == []
+    assert not any("never-stopped" in r for r in tool_results(fake))

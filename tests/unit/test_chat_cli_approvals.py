@@ -212,7 +212,9 @@ def test_events_read_while_asking_are_handled_after_the_question_in_order():
 
 def test_a_timeout_decision_reads_as_such():
     timed_out = resolved("timeout", by={"kind": "system", "id": "timeout", "label": ""}, via="timeout")
-    assert chat.decided_text(timed_out["payload"]) == "Timed out (denied) laptop__Bash by timeout (via timeout)."
+    assert chat.decided_text(timed_out["payload"]) == "Nobody answered in time: laptop__Bash was denied."
+    stopped = resolved("cancel", by={"kind": "system", "id": "gateway", "label": "gateway"}, via="stop")
+    assert chat.decided_text(stopped["payload"]) == "Cancelled laptop__Bash: the run was stopped."
 
 
 @pytest.mark.parametrize(

@@ -440,6 +440,11 @@ def paused_text(payload: dict[str, Any], now_ms: float) -> str:
 def decided_text(resolution: dict[str, Any]) -> str:
     """An `approval.resolved` event in one line: what was decided, by whom, from where."""
     decision = str(resolution.get("decision") or "?")
+    tool = str(resolution.get("tool") or "the call")
+    if decision == "timeout":
+        return f"Nobody answered in time: {tool} was denied."
+    if decision == "cancel":
+        return f"Cancelled {tool}: the run was stopped."
     by = resolution.get("by")
     if not isinstance(by, dict):
         by = {}

@@ -119,6 +119,9 @@ const DECIDED = { approve: "Approved", deny: "Denied", timeout: "Timed out (deni
 /** An `approval.resolved` as one sentence: "Approved laptop__Bash by Ann via telegram" ("by you" when `selfId`, this
  * page's client id, decided). */
 export function decidedText(resolution, tool, selfId = null) {
+  const name = tool || resolution.tool || "the call";
+  if (resolution.decision === "timeout") return `Nobody answered in time: ${name} was denied`;
+  if (resolution.decision === "cancel") return `Cancelled ${name}: the run was stopped`;
   const what = DECIDED[resolution.decision] || String(resolution.decision || "Decided");
   const by = resolution.by && typeof resolution.by === "object" ? resolution.by : {};
   const who = selfId && by.id === selfId ? "you" : String(by.label || by.id || "").trim();
