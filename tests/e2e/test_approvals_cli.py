@@ -335,3 +335,22 @@ def test_one_shot_yes_into_a_paused_session_answers_and_follows_the_run(fake, ad
     assert done.stderr == "Approved box__Bash. Continuing run.\n"
     assert done.stdout == "Finished after yes.\n"
     assert any("by-message" in r for r in tool_results(fake))
+
+
+def test_the_token_is_found_like_for_every_orbital_command_and_never_printed(tmp_path):
+    gw = GatewayProcess(tmp_path / "data", auth="token").start()  # as `make dev`: a token drawn into the data dir
+    try:
+        env = _env(tmp_path / "home")
+        env["ORBITAL_DATA_DIR"] = str(gw.data_dir)
+        args = [sys.executable, "-m", "orbital.cli.main", "approvals", "--url", gw.url]
+        found = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+        assert (found.returncode, found.stdout) == (0, "No approvals pending.\n"), found.stderr
+
+        env = _env(tmp_path / "home", ORBITAL_TOKEN="wrong-token-0123456789abcdef")
+        refused = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    finally:
+        gw.stop()
+    assert refused.returncode == 1
+    assert refused.stderr.startswith("orbital approvals: ")
+    assert "wrong-token" not in refused.stdout + refused.stderr
+    assert str(gw.token) not in refused.stdout + refused.stderr
