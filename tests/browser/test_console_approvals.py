@@ -122,6 +122,7 @@ def test_deny_and_a_decision_made_elsewhere_take_the_card_away_and_say_who(
     expect(conversation.locator(".msg.assistant.live .msg-extra")).to_have_text("waiting for approval")
     expect(conversation).not_to_contain_text("Run paused")
     expect(conversation.locator(".msg.user")).to_have_count(1)
+    expect(conversation.locator("details.tool .tool-status")).to_have_text("awaiting approval")  # its call's card
     box.get_by_role("button", name="Deny").click()
     expect(box).to_have_count(0)
     expect(conversation.locator(".note.small")).to_contain_text("Denied laptop__Bash by you via console")

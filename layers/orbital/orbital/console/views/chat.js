@@ -789,17 +789,18 @@ class ChatView {
   toolCard({ id, name, args, result, started, live }) {
     const { tool, where } = splitToolName(name);
     const busy = !result && (live || this.busy());
-    const status = result ? (result.isError ? "error" : "done") : busy ? "running" : "no result";
+    const asking = !result && Boolean(id) && this.waitingApprovals().some((a) => a.callId === id);
+    const status = result ? (result.isError ? "error" : "done") : asking ? "awaiting approval" : busy ? "running" : "no result";
     const duration = result && started && result.timestamp ? formatDuration(result.timestamp - started) : null;
     const hint = args !== undefined ? argumentHint(args) : "";
-    const card = h(`details.tool.${status.replace(" ", "-")}`, { dataset: { id: id || "" } });
+    const card = h(`details.tool.${status.replaceAll(" ", "-")}`, { dataset: { id: id || "" } });
     card.open = Boolean(id && this.open_.has(id));
     card.addEventListener("toggle", () => {
       if (!id) return;
       if (card.open) this.open_.add(id);
       else this.open_.delete(id);
     });
-    const badge = { done: "ok", error: "error", running: "warn" }[status];
+    const badge = { done: "ok", error: "error", running: "warn", "awaiting approval": "warn" }[status];
     card.append(
       h(
         "summary",
@@ -814,7 +815,7 @@ class ChatView {
     const body = h("div.tool-body", h("div.tool-full-name", "Tool ", h("code", String(name || "?")), id ? h("span.hint", ` · call ${id}`) : null));
     if (args !== undefined) body.append(h("h4", "Arguments"), h("pre.tool-args", pretty(args)));
     if (result) body.append(this.resultNode(id, result));
-    else body.append(h("p.hint", busy ? "Running…" : "No result was stored for this call."));
+    else body.append(h("p.hint", asking ? "Not run yet: it waits for your approval." : busy ? "Running…" : "No result was stored for this call."));
     card.append(body);
     return card;
   }
