@@ -4,6 +4,7 @@ and 6) and adds what Orbital promises beyond it: a paused run survives a restart
 
 from __future__ import annotations
 
+import signal
 import time
 import uuid
 from collections.abc import Iterator
@@ -144,7 +145,8 @@ def test_denies_when_the_user_rejects_and_completes_without_dispatch(
     assert {e["via"] for e in history} == {"chat"}
 
 
-def test_a_paused_run_survives_a_restart_and_runs_the_call_once(tmp_path: Path) -> None:
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["stopped", "killed"])
+def test_a_paused_run_survives_a_restart_and_runs_the_call_once(tmp_path: Path, sig: int) -> None:
     data_dir = tmp_path / "data"
     with FakeLLM() as llm:
         gateway = GatewayProcess(data_dir).start()
@@ -163,7 +165,7 @@ def test_a_paused_run_survives_a_restart_and_runs_the_call_once(tmp_path: Path) 
                 assert paused["state"] == "paused", paused
                 approval_id = paused["approval"]["approvalId"]
             port = gateway.port
-            gateway.stop()
+            gateway.stop(sig)
             gateway.start(port=port)  # the same data directory and port: the node reconnects by itself
             with GatewayClient(gateway.url, timeout=20) as client:
                 client.connect("client", "restart-admin-2")

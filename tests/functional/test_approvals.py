@@ -62,6 +62,8 @@ def test_the_run_pauses_until_yes_then_the_node_is_invoked(
     assert agent.call("approval.list", {})["approvals"] == [approval]
     assert agent.call("session.stats", {"sessionKey": "main"})["isProcessing"] is True
     assert node_events(sender, node, "tool.invoke") == []
+    # the execution waits in AwaitTools (a task token, no Lambda running) for as long as nobody answers
+    assert execution_states(flows, "run-a")[-1] == "AwaitTools"
 
     reminder = agent.call("chat.send", {"sessionKey": "main", "message": "still waiting?"})
     assert reminder == {
@@ -312,6 +314,7 @@ def test_bad_answers_are_refused(agent: Any, connect: Any, sender: Any) -> None:
         agent.call("approval.history", {})
 
 
+@pytest.mark.atomic_table  # DynamoDB's conditional writes race atomically; plain moto's do not
 def test_racing_answers_and_the_timeout_dispatch_at_most_once(
     agent: Any, connect: Any, sender: Any, llm: FakeLLM, services: Any
 ) -> None:
@@ -347,7 +350,12 @@ def test_racing_answers_and_the_timeout_dispatch_at_most_once(
     history = agent.call("approval.history", {"sessionKey": "main"})["entries"]
     assert len(history) == 1  # one decision, whoever made it
     decision = history[0]["decision"]
-    winners = [r for r in results if isinstance(r, dict) and r.get("resolved") is True]
+    winners = [  # approval.resolve's winner says `resolved`, a typed answer's says "Approved …" / "Denied …"
+        r
+        for r in results
+        if isinstance(r, dict)
+        and (r.get("resolved") is True or str(r.get("response", "")).startswith(("Approved ", "Denied ")))
+    ]
     assert len(winners) == (0 if decision == "timeout" else 1)
     if decision == "approve":
         invoke = wait_for(lambda: node_events(sender, node, "tool.invoke"))[0]
@@ -428,3 +436,79 @@ def test_a_channel_sender_who_is_no_owner_cannot_answer(
         "runId": started["runId"],
         "response": "Approved box__Bash. Continuing run.",
     }
+
+
+def test_remember_without_a_rule_allows_only_the_same_call(agent: Any, connect: Any, sender: Any, llm: FakeLLM) -> None:
+    node = connect("node", "box")
+    policy(agent, {"defaultDecision": "ask"})
+    same = call("box__Bash", {"command": "uptime"})
+    llm.script(
+        reply(tool_calls=[same]),
+        reply("first"),
+        reply(tool_calls=[call("box__Bash", {"command": "uptime"}), call("box__Bash", {"command": "reboot"})]),
+        reply("second"),
+    )
+    first = agent.call("chat.send", {"sessionKey": "main", "message": "one"})
+    approval = paused_of(sender, agent.connection_id, first["runId"])[0]["approval"]
+    assert approval["ruleId"] is None
+    agent.call("approval.resolve", {"approvalId": approval["approvalId"], "decision": "approve", "remember": "session"})
+    invoke = wait_for(lambda: node_events(sender, node, "tool.invoke"))[0]
+    node.call("tool.result", {"callId": invoke["callId"], "result": "up"})
+    final_of(sender, agent.connection_id, first["runId"])
+    second = agent.call("chat.send", {"sessionKey": "main", "message": "two"})
+    invokes = wait_for(
+        lambda: len(node_events(sender, node, "tool.invoke")) == 2 and node_events(sender, node, "tool.invoke")
+    )
+    assert invokes[1]["args"] == {"command": "uptime"}  # the same call: not asked again
+    node.call("tool.result", {"callId": invokes[1]["callId"], "result": "up"})
+    other = paused_of(sender, agent.connection_id, second["runId"])[0]["approval"]
+    assert other["args"] == {"command": "reboot"}  # other arguments: asked
+    agent.call("approval.resolve", {"approvalId": other["approvalId"], "decision": "deny"})
+    assert final_of(sender, agent.connection_id, second["runId"])["state"] == "final"
+    assert len(node_events(sender, node, "tool.invoke")) == 2
+    # a reset starts a new session: what was remembered is forgotten
+    agent.call("session.reset", {"sessionKey": "main"})
+    answers = [reply(tool_calls=[same]), reply("third")]
+
+    def respond(request: Any) -> Any:  # by the conversation (the reset's memory extraction calls the model too)
+        last = request.body["messages"][-1]
+        if last.get("content") == "three" or last.get("role") == "tool":
+            return answers.pop(0) if answers else reply("extra")
+        return reply("[]")
+
+    llm.responder = respond
+    third = agent.call("chat.send", {"sessionKey": "main", "message": "three"})
+    again = paused_of(sender, agent.connection_id, third["runId"])[0]["approval"]
+    agent.call("approval.resolve", {"approvalId": again["approvalId"], "decision": "deny"})
+    assert final_of(sender, agent.connection_id, third["runId"])["state"] == "final"
+
+
+def test_a_retried_step_after_the_approved_call_went_out_launches_nothing_again(
+    agent: Any, connect: Any, sender: Any, llm: FakeLLM, services: Any
+) -> None:
+    from orbital.agent import turn
+
+    node = connect("node", "box")
+    policy(agent, ASK_BASH)
+    llm.script(reply(tool_calls=[call("box__Bash", {"command": "ls"})]), reply("done"))
+    started = agent.call("chat.send", {"sessionKey": "main", "message": "go"})
+    approval = paused_of(sender, agent.connection_id, started["runId"])[0]["approval"]
+    agent.call("approval.resolve", {"approvalId": approval["approvalId"], "decision": "approve"})
+    invoke = wait_for(lambda: node_events(sender, node, "tool.invoke"))[0]
+    run = services.sessions.load_meta("agent:main:main")["currentRun"]
+    # the step that launched the approved call, tried again (a Lambda retry): it waits for that call, as is
+    again = turn.turn(
+        services,
+        {
+            "sessionKey": "agent:main:main",
+            "runId": run["runId"],
+            "execution": run["execution"],
+            "iteration": 0,
+            "next": "wait",
+        },
+    )
+    assert again["next"] == "wait" and again["iteration"] == 0
+    assert len(node_events(sender, node, "tool.invoke")) == 1
+    assert node.call("tool.result", {"callId": invoke["callId"], "result": "listed"}) == {"ok": True}
+    assert final_of(sender, agent.connection_id, started["runId"])["state"] == "final"
+    assert tool_contents(llm, 1) == ["listed"]

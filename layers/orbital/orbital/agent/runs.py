@@ -265,6 +265,7 @@ def submit(
     dead = outcome.get("dead")
     if dead is not None:
         log.warning("run %s of %s ended without releasing the session", dead.get("runId"), session_key)
+        approvals.cancel_run(services, dead)
         drop_input(services, session_key, dead)
         if emit_error is not None:
             emit_error(session_key, str(dead.get("runId")), {"error": DEAD_RUN})

@@ -10,9 +10,15 @@ for someone else are launched as deferred calls in one wait group (`engines/wait
   timeout `{status: "timeout", ...}`.
 - `gsv__Transfer` (kind `transfer`): answered by the transfer engine (done, failed, timed out).
 
+Every call first goes through the approval gate (`approvals.decide`, ADR 0040): `deny` answers it at once with the
+policy's error; `ask` makes it an approval, one more call of the wait group (kind `approval`, answered by the
+decision), and stops the walk: the calls after it stay queued in the plan.
+
 The execution then waits (AwaitTools) until every call of the group is answered or the group's deadline passes, and
-the next turn step `collect`s: every answer — or the timeout outcome of a call nobody answered, claimed so a late
-answer is dropped — becomes a `toolResult` message, in the model's call order, whatever order answers came in.
+the next turn step `resume`s: every answer — or the timeout outcome of a call nobody answered, claimed so a late
+answer is dropped — and the approval's decision are recorded in the plan. While calls are left (an approved one,
+those queued behind it) the plan goes on in a new round of the same group; once every call has its outcome they
+become `toolResult` messages, in the model's call order, whatever order answers came in.
 """
 
 from __future__ import annotations
@@ -128,6 +134,10 @@ def resume(it: Iteration, on_client: set[str] | None = None) -> tuple[list[dict[
     rec = waitgroup.load(services, it.group_id)
     if rec is None:
         return None, 0
+    deadline = int(as_dict(rec.data).get("deadlineMs") or 0)
+    if int(rec.attrs.get("n") or 0) > 0 and it.now_ms < deadline:
+        # calls outstanding and time left: not the end of this round's wait but a retried step that started it
+        return None, max(1, math.ceil((deadline - it.now_ms) / 1000) + WAIT_MARGIN_S)
     plan = load_plan(services, rec.data)
     round_ = waitgroup.round_of(rec)
     call_ids = [str(e["callId"]) for e in plan if e.get("callId") and not e.get("approvalId") and "outcome" not in e]

@@ -5,9 +5,11 @@ DynamoDB (large ones in S3), tool answers on their deferred calls.
 
 turn      one model call and the dispatch of its tool calls. On the first turn of a run it stores the user message
           (after an automatic reset when the session's policy says so, so the message lands in the fresh session);
-          after a wait it first stores the tool results of the previous turn in the model's call order. Then it
-          calls the model, streaming `delta` events, stores the reply and either ends the run (`final`) or runs the
-          tools: answered at once → next turn; otherwise → `wait` with a wait group open.
+          after a wait it first goes on with the previous reply's calls (`tools.resume`: an approved call is launched,
+          queued calls are gated; then it waits again) and, once all are answered, stores their results in the
+          model's call order (`next: "resume"` is a paused run's new execution after a restart: it waits at once).
+          Then it calls the model, streaming `delta` events, stores the reply and either ends the run (`final`) or
+          runs the tools: answered at once → next turn; otherwise → `wait` with a wait group open.
 register  AwaitTools' callback task: records the execution's token on the wait group (or lets it go at once).
 fail      the catch-all: `error` event, session released, next queued input started.
 memories  background job: extract memories from an archived session into the daily memory file.
