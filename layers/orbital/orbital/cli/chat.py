@@ -1200,7 +1200,11 @@ class TerminalApprover:
 
         approval = approval_of(payload)
         approval_id = approval["approvalId"] if approval else None
-        choices = "[y]es / [n]o / [s]ession (yes, and to calls like it in this session)" if approval else "[y]es / [n]o"
+        choices = (
+            "[y]es / [n]o / [s]ession (yes, and to calls like it for the rest of this session)"
+            if approval
+            else "[y]es / [n]o"
+        )
         question = f"Approve? {choices}: "
         held: list[dict[str, Any] | None] = []
         fd = sys.stdin.fileno()
