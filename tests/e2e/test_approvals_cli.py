@@ -354,3 +354,25 @@ def test_the_token_is_found_like_for_every_orbital_command_and_never_printed(tmp
     assert refused.stderr.startswith("orbital approvals: ")
     assert "wrong-token" not in refused.stdout + refused.stderr
     assert str(gw.token) not in refused.stdout + refused.stderr
+
+
+def test_interactive_s_approves_for_the_rest_of_the_session(fake, admin, terminal):
+    key = key_of("pty-session")
+    term = terminal(key)
+    fake.script(reply(tool_calls=[call("box__Bash", {"command": "echo s-wide"})]), reply("First.", chunks=2))
+    term.send("run it\r")
+    term.expect(r"Approve\? ")
+    term.send("s\r")
+    term.expect(r"Approved box__Bash, and calls like it for the rest of this session\.")
+    term.expect(r"First\.")
+    term.expect(rf"{re.escape(key)} │")
+
+    fake.script(reply(tool_calls=[call("box__Bash", {"command": "echo s-wide"})]), reply("Second.", chunks=2))
+    term.send("again\r")
+    term.expect(r"Second\.")  # no question this time
+    assert "Approve?" not in term.screen()[term.screen().index("again") :]
+    last = [m["content"] for m in fake.requests[-1].body["messages"] if m["role"] == "tool"]
+    assert len(last) == 2 and all("s-wide" in str(r) for r in last)  # both calls ran on the box
+    term.expect(rf"{re.escape(key)} │")
+    term.send("exit\r")
+    assert term.wait() == 0
