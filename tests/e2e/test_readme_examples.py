@@ -1,6 +1,7 @@
 """The README's copy-paste examples (the blocks marked `<!-- tests/e2e/test_readme_examples.py: NAME -->`), run as
 they are written by bash from the repository's directory, against a real `orbital dev` with a token, its data
-directory at `~/.orbital` of a home of their own. Only the port is changed (8765 → the test gateway's)."""
+directory at `~/.orbital` of a home of their own. Only the port is changed (8765 → the test gateway's, and
+`ORBITAL_URL` names it for the `orbital` commands)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from orbital.client import GatewayClient
+from orbital.client import GatewayClient, RpcFailed
 
 from tests.conftest import wait_for
 from tests.e2e.conftest import ROOT, GatewayProcess
@@ -55,6 +56,7 @@ def run_block(name: str, home: tuple[Path, GatewayProcess]) -> str:
     text = readme_blocks()[name].replace("127.0.0.1:8765", f"127.0.0.1:{gw.port}")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "ORBITAL_"))}
     env["HOME"] = str(root)
+    env["ORBITAL_URL"] = gw.url  # `orbital` commands without --url: the test gateway, not port 8765
     done = subprocess.run(["bash", "-c", text], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, f"{name}: exit {done.returncode}\n{done.stdout}\n{done.stderr}"
     return done.stdout
@@ -74,7 +76,34 @@ def json_values(text: str) -> list[Any]:
 
 
 def test_every_marked_block_is_tested() -> None:
-    assert set(readme_blocks()) == {"http", "send", "read", "gsv", "xeno", "exoclaw", "windie"}
+    assert set(readme_blocks()) == {"http", "send", "read", "gsv", "xeno", "exoclaw", "windie", "approvals"}
+
+
+def test_the_recommended_approval_policy(home: tuple[Path, GatewayProcess]) -> None:
+    out = json_values(run_block("approvals", home))
+    assert [v.get("ok") for v in out] == [True, True]
+    _, gw = home
+    with GatewayClient(gw.url, timeout=15) as c:
+        c.connect("client", token=TOKEN)
+        rules = c.call("config.get", {"path": "toolApproval.rules"})["value"]
+        owners = c.call("config.get", {"path": "owners"})["value"]
+        bad = {
+            "id": "x",
+            "tool": "*__Bash",
+            "when": [{"path": "command", "op": "regex", "value": "("}],
+            "decision": "ask",
+        }
+        with pytest.raises(RpcFailed) as refused:  # "refuses a rule it cannot use ... with the reason"
+            c.call("config.set", {"path": "toolApproval.rules", "value": [bad]})
+        assert refused.value.code == 400 and "regex" in refused.value.message
+        assert c.call("config.get", {"path": "toolApproval.rules"})["value"] == rules
+    assert [(r["id"], r["tool"], r["decision"]) for r in rules] == [
+        ("ask-shell", "*__Bash", "ask"),
+        ("ask-process", "*__Process", "ask"),
+        ("ask-write", "*__Write", "ask"),
+        ("ask-edit", "*__Edit", "ask"),
+    ]
+    assert owners == ["telegram:123456789"]
 
 
 @pytest.mark.skipif(shutil.which("curl") is None, reason="the HTTP examples use curl")

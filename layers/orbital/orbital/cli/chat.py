@@ -10,6 +10,14 @@ Three layers, so the protocol side can be tested without a terminal:
 - Views render a run: `RichView` (spinner, live tail of the streamed text, markdown at the end), `PlainView` (raw
   text as it arrives, for pipes and `--plain`) and `QuietView` (`--json`). They only receive callbacks.
 
+A run that pauses for a tool approval (a `chat` event with `state: "paused"`) shows what it asks: the tool, its
+arguments as the gateway masked them, the rule and reason, the run's taint, the time left. At a terminal,
+`TerminalApprover` asks y / n / s (yes for the rest of the session) and the driver answers with `approval.resolve`:
+it decides exactly that approval (a `yes` message could land after someone else decided and start a run of its own),
+is recorded as answered from the CLI, and says who decided first when it came second. Only a gateway whose paused
+event names no approval gets `yes` / `no` as a message. While it asks, the events keep being read: a decision made
+elsewhere, or the run's end, ends the question. Without a terminal the run is waited for until answered elsewhere.
+
 Interactively, a lost connection (a gateway restart) is opened again when the next message is sent, with the same
 client id and session, retrying with backoff and full jitter while the gateway is away, as `orbital node` does
 (Ctrl-C stops the retries; the next message starts them again). A one-shot message (`-m`, stdin) ends with exit 1.
@@ -20,6 +28,7 @@ rich and prompt_toolkit are imported inside the functions that need them: other 
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
 import itertools
 import json
@@ -171,7 +180,7 @@ class Connection:
         except Exception as exc:  # refused, DNS, TLS, HTTP status, bad URL, timeout
             raise Unreachable(f"cannot reach {where}: {_describe(exc)}") from None
         try:
-            client.connect("client", client_id, token=token, client={"version": __version__})
+            client.connect("client", client_id, token=token, client={"version": __version__, "platform": "cli"})
         except RpcFailed as exc:
             client.close()
             raise Refused(f"{where} refused the connection ({exc.code}): {exc.message}") from None
@@ -339,6 +348,134 @@ def unshown(streamed: str, full: str) -> str | None:
     return full[len(streamed) :] if full.startswith(streamed) else None
 
 
+# --- approvals ----------------------------------------------------------------------------------------------------
+
+PAUSED_FALLBACK = "Run is paused waiting for tool approval. Reply yes/no."
+"""What a paused run says when its event carries no text (GSV's clients print the same)."""
+STAYS_PAUSED = (
+    "The run stays paused: answer yes or no here, in the console, or with `orbital approvals approve|deny ID`."
+)
+DECIDED = {"approve": "Approved", "deny": "Denied", "timeout": "Timed out (denied)", "cancel": "Cancelled"}
+
+
+def approval_of(payload: Any) -> dict[str, Any] | None:
+    """The approval a `paused` chat event carries (Orbital adds it to GSV's event), if any."""
+    approval = payload.get("approval") if isinstance(payload, dict) else None
+    if isinstance(approval, dict) and isinstance(approval.get("approvalId"), str) and approval["approvalId"]:
+        return approval
+    return None
+
+
+def args_line(args: Any, limit: int = 400) -> str:
+    """A call's arguments (masked by the gateway) on one line, cut at `limit` characters."""
+    try:
+        text = json.dumps(args if args is not None else {}, ensure_ascii=False, separators=(",", ":"), default=str)
+    except (TypeError, ValueError):
+        text = "{}"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def time_left(expires_at: Any, now_ms: float) -> str:
+    """The time left before `expiresAt` (ms since the epoch), as in "expires in 9m 12s"."""
+    if not isinstance(expires_at, (int, float)) or isinstance(expires_at, bool):
+        return "no expiry"
+    left = int((expires_at - now_ms) // 1000)
+    if left <= 0:
+        return "expiring now"
+    hours, rest = divmod(left, 3600)
+    minutes, seconds = divmod(rest, 60)
+    if hours:
+        return f"expires in {hours}h {minutes:02d}m"
+    if minutes:
+        return f"expires in {minutes}m {seconds:02d}s"
+    return f"expires in {seconds}s"
+
+
+def taint_lines(taint: Any) -> list[str]:
+    """Where a tainted run's foreign content came from, one line a source (nothing for an untainted run)."""
+    if not isinstance(taint, dict) or not taint.get("tainted"):
+        return []
+    sources = [s for s in taint.get("sources") or [] if isinstance(s, dict)]
+    if not sources:
+        return ["content from someone other than the owner"]
+    lines = []
+    for source in sources:
+        kind = str(source.get("kind") or "unknown")
+        detail = " ".join(str(source.get("detail") or "").split())
+        lines.append(f"{kind}: {detail}" if detail else kind)
+    return lines
+
+
+def approval_lines(approval: dict[str, Any], now_ms: float, *, head: str | None = None) -> list[str]:
+    """A pending approval in a few lines: the tool (and its id, session, time left), its masked arguments, the
+    rule and reason that asked, and the run's taint."""
+    if head is None:
+        head = (
+            f"{approval.get('approvalId', '?')}  {approval.get('tool', '?')}  session {approval.get('sessionKey', '?')}"
+            f"  {time_left(approval.get('expiresAt'), now_ms)}"
+        )
+    lines = [head, f"  args:   {args_line(approval.get('args'))}"]
+    rule, reason = approval.get("ruleId"), approval.get("reason")
+    if rule or reason:
+        lines.append("  rule:   " + " · ".join(str(x) for x in (rule, reason) if x))
+    taint = taint_lines(approval.get("taint"))
+    if taint:
+        lines.append(f"  taint:  {taint[0]}")
+        lines.extend(f"          {line}" for line in taint[1:])
+    return lines
+
+
+def paused_text(payload: dict[str, Any], now_ms: float) -> str:
+    """What a `paused` event shows: the approval's lines when the gateway sent it, else the event's own text."""
+    approval = approval_of(payload)
+    if approval is None:
+        return text_of(payload.get("message")).strip() or PAUSED_FALLBACK
+    head = (
+        f"Approval needed: {approval.get('tool', '?')} ({approval['approvalId']}) · "
+        f"{time_left(approval.get('expiresAt'), now_ms)}"
+    )
+    return "\n".join(approval_lines(approval, now_ms, head=head))
+
+
+def decided_text(resolution: dict[str, Any]) -> str:
+    """An `approval.resolved` event in one line: what was decided, by whom, from where."""
+    decision = str(resolution.get("decision") or "?")
+    tool = str(resolution.get("tool") or "the call")
+    if decision == "timeout":
+        return f"Nobody answered in time: {tool} was denied."
+    if decision == "cancel":
+        return f"Cancelled {tool}: the run was stopped."
+    by = resolution.get("by")
+    if not isinstance(by, dict):
+        by = {}
+    who = str(by.get("label") or by.get("id") or "").strip()
+    via = str(resolution.get("via") or "").strip()
+    line = f"{DECIDED.get(decision, decision)} {resolution.get('tool') or ''}".rstrip()
+    if who:
+        line += f" by {who}"
+    if via:
+        line += f" (via {via})"
+    return line + "."
+
+
+@dataclass
+class Answer:
+    """What the person at the terminal said to a paused run: a decision (`approve`/`deny`, `remember` for the rest
+    of the session), or none because it was decided elsewhere meanwhile, or `leave` (Ctrl-C, Ctrl-D): the run stays
+    paused and this client stops waiting for it. `held` are the events read while asking, in order."""
+
+    decision: str | None = None
+    remember: bool = False
+    leave: bool = False
+    held: list[dict[str, Any] | None] = field(default_factory=list)
+
+
+class Approver(Protocol):
+    """Asks whoever is at the terminal about a paused run (given the `paused` payload and the run's id)."""
+
+    def __call__(self, payload: dict[str, Any], run_id: str) -> Answer: ...
+
+
 # --- the driver ---------------------------------------------------------------------------------------------------
 
 
@@ -406,6 +543,15 @@ class RunView(Protocol):
 
     def stopping(self, response: str | None) -> None: ...
 
+    def paused(self, text: str) -> None:
+        """The run waits for an approval: what it asks (`paused_text`)."""
+
+    def note(self, line: str) -> None:
+        """A line about the run that is not its text (who decided an approval, the answer's outcome)."""
+
+    def resumed(self) -> None:
+        """Asking is over; the run goes on."""
+
     def finished(self, result: RunResult, streamed: str) -> None:
         """The end; `streamed` is what deltas showed since the last segment."""
 
@@ -435,6 +581,31 @@ class ChatDriver:
             return str(result.get("response") or result.get("error") or "") or None
         return None
 
+    def answer(self, payload: dict[str, Any], decision: str, *, remember: bool = False) -> str:
+        """Answer the approval a `paused` event asks for; the outcome in one line. With the approval's id (Orbital's
+        event carries it), `approval.resolve`: it decides exactly that approval, or says who already did, and never
+        lands in the session as a message. Without it (a gateway that sends GSV's bare event), `yes` / `no` as a
+        message, which the gateway takes as the answer."""
+        approval = approval_of(payload)
+        if approval is None:
+            message = "yes" if decision == "approve" else "no"
+            result = self.conn.call("chat.send", {"sessionKey": self.session_key, "message": message})
+            return str(result.get("response") or "") if isinstance(result, dict) else ""
+        params: dict[str, Any] = {"approvalId": approval["approvalId"], "decision": decision, "via": "cli"}
+        if remember:
+            params["remember"] = "session"
+        result = self.conn.call("approval.resolve", params, timeout=self.rpc_timeout)
+        if not isinstance(result, dict):
+            return f"approval.resolve answered {result!r}"
+        if not result.get("resolved"):
+            return str(result.get("message") or f"Already decided: {result.get('decision', '?')}.")
+        tool = approval.get("tool") or "the call"
+        if decision != "approve":
+            return f"Denied {tool}."
+        if remember:
+            return f"Approved {tool}, and calls like it for the rest of this session."
+        return f"Approved {tool}."
+
     def _drain(self) -> None:
         """Drop the events that came in since the last run (every client hears every session): none of them can
         belong to a run not sent yet."""
@@ -448,6 +619,11 @@ class ChatDriver:
                 return
 
     def _ours(self, frame: dict[str, Any], run_id: str) -> dict[str, Any] | None:
+        if frame.get("event") == "approval.resolved":
+            payload = frame.get("payload")
+            if isinstance(payload, dict) and payload.get("runId") == run_id:
+                return {**payload, "state": "approval.resolved"}
+            return None
         if frame.get("event") != "chat":
             return None
         payload = frame.get("payload")
@@ -464,16 +640,21 @@ class ChatDriver:
         *,
         timeout: float | None = None,
         interrupt: threading.Event | None = None,
+        approver: Approver | None = None,
     ) -> RunResult:
         """Follow the run `sent` started until it is over, telling `view` as it goes.
 
         Over means: a `final` or `error` event of this run; the connection lost; `timeout` seconds passed; or,
         after `interrupt` was set (which sends `/stop` once), the gateway did not end the run within
-        `STOP_GRACE_S` or `interrupt` was set a second time."""
+        `STOP_GRACE_S` or `interrupt` was set a second time. When the run pauses for an approval, `approver` (if
+        any) asks at the terminal and its answer is sent; an answer given elsewhere is shown as it comes. Leaving
+        the question (Ctrl-C) ends the wait with state `paused`: the run stays paused."""
         run_id = sent.run_id
         result = RunResult(run_id, sent.session_key, "error")
         seen: set[str] = set()
         segment = ""
+        backlog: collections.deque[dict[str, Any] | None] = collections.deque()
+        answered: set[str] = set()  # approvals this client decided: their `approval.resolved` says nothing new
         deadline = None if timeout is None else time.monotonic() + timeout
         stop_deadline: float | None = None
         view.started(sent)
@@ -512,7 +693,7 @@ class ChatDriver:
             if stop_deadline is not None and now >= stop_deadline:
                 return end("error", error="the gateway did not confirm the stop", cause="stopped", text=segment)
             try:
-                frame = self.conn.events.get(timeout=POLL_S)
+                frame = backlog.popleft() if backlog else self.conn.events.get(timeout=POLL_S)
             except queue.Empty:
                 continue
             if frame is LOST:
@@ -553,6 +734,35 @@ class ChatDriver:
                 return end("final", message=message, text=text_of(message))
             elif state == "error":
                 return end("error", error=str(payload.get("error") or "unknown error"), text=segment)
+            elif state == "approval.resolved":
+                by = payload.get("by")
+                who = by.get("id") if isinstance(by, dict) else None
+                mine = who is not None and who == getattr(self.conn, "client_id", None)
+                if payload.get("approvalId") not in answered and not mine:  # this client's answer was shown
+                    view.note(decided_text(payload))
+            elif state == "paused":
+                view.paused(paused_text(payload, time.time() * 1000))
+                if approver is None:
+                    approval = approval_of(payload)
+                    if approval is not None:
+                        answer_with = f"`orbital approvals approve|deny {approval['approvalId']}`"
+                        view.note(f"Waiting for an answer: {answer_with}, or the console.")
+                    continue
+                answer = approver(payload, run_id)
+                backlog.extend(answer.held)
+                if answer.leave:
+                    return end("paused", error="the run is still waiting for an approval", cause="paused", text=segment)
+                if answer.decision:
+                    approval = approval_of(payload)
+                    try:
+                        view.note(self.answer(payload, answer.decision, remember=answer.remember))
+                        if approval is not None:
+                            answered.add(approval["approvalId"])
+                    except CallFailed as exc:
+                        view.note(f"Error: {exc.message}")
+                    except (ChatError, TimeoutError) as exc:
+                        view.note(f"Error: {exc}")
+                view.resumed()
 
 
 # --- views --------------------------------------------------------------------------------------------------------
@@ -608,6 +818,15 @@ class QuietView:
         pass
 
     def stopping(self, response: str | None) -> None:
+        pass
+
+    def paused(self, text: str) -> None:
+        pass
+
+    def note(self, line: str) -> None:
+        pass
+
+    def resumed(self) -> None:
         pass
 
     def finished(self, result: RunResult, streamed: str) -> None:
@@ -668,10 +887,24 @@ class PlainView:
     def stopping(self, response: str | None) -> None:
         self._note(response or "stopping…")
 
+    def paused(self, text: str) -> None:
+        self._end_line()
+        for line in text.splitlines():
+            self._note(line)
+
+    def note(self, line: str) -> None:
+        self._note(line)
+
+    def resumed(self) -> None:
+        pass
+
     def finished(self, result: RunResult, streamed: str) -> None:
         if result.state == "final":
             self._shown(streamed, result.text)
             self._end_line()
+        elif result.state == "paused":
+            self._end_line()
+            self._note(STAYS_PAUSED)
         else:
             self._end_line()
             self._note(f"Error: {result.error}")
@@ -759,10 +992,31 @@ class RichView:
         if self._spinner is not None:
             self._spinner.update(text="stopping…")
 
+    def paused(self, text: str) -> None:
+        from rich.text import Text
+
+        self._stop()
+        self._segment = ""
+        first, _, rest = text.partition("\n")
+        self.console.print(Text(first, style="bold yellow"))
+        if rest:
+            self.console.print(Text(rest, style="yellow"))
+
+    def note(self, line: str) -> None:
+        from rich.text import Text
+
+        self.console.print(Text(line, style="bold red" if line.startswith("Error:") else "cyan"))
+
+    def resumed(self) -> None:
+        self._start("working…")
+
     def finished(self, result: RunResult, streamed: str) -> None:
         from rich.text import Text
 
         self._stop()
+        if result.state == "paused":
+            self.console.print(Text(STAYS_PAUSED, style="yellow"))
+            return
         if result.state == "final":
             self._render_text(result.text or streamed)
             if not (result.text or streamed).strip() and not result.tool_calls:
@@ -804,7 +1058,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
             "Talk to the agent of a session. Without -m: an interactive prompt (Enter sends, Alt-Enter or Esc "
             "then Enter adds a line, Ctrl-C stops a reply, exit or Ctrl-D quits). With -m: send one message, "
             "stream the reply to stdout, exit 0 when it ends, 1 on any error. Slash commands (/status, /new, "
-            "/stop, /model, /think, /compact, /help) go to the gateway."
+            "/stop, /model, /think, /compact, /help) go to the gateway. A run that waits for a tool approval shows "
+            "the call and, at a terminal, asks y (approve), n (deny) or s (approve for the rest of the session); "
+            "Ctrl-C there leaves the run paused. Without a terminal it waits for an answer given elsewhere "
+            "(`orbital approvals`, the console)."
         ),
     )
     local_token.add_arguments(parser)
@@ -873,6 +1130,122 @@ def keys_not_echoed() -> Iterator[None]:
             termios.tcsetattr(fd, termios.TCSANOW, saved)
 
 
+@contextlib.contextmanager
+def line_input(fd: int) -> Iterator[None]:
+    """While inside, the terminal echoes keys and hands over whole lines (an answer typed at a question), whatever
+    `keys_not_echoed` set around it."""
+    try:
+        import termios
+
+        saved = termios.tcgetattr(fd)
+        typing = list(saved)
+        typing[3] |= termios.ECHO | termios.ICANON
+        termios.tcsetattr(fd, termios.TCSANOW, typing)
+    except Exception:  # not a terminal
+        yield
+        return
+    try:
+        yield
+    finally:
+        with contextlib.suppress(Exception):
+            termios.tcsetattr(fd, termios.TCSANOW, saved)
+
+
+APPROVE_ANSWERS = frozenset({"y", "yes", "approve", "ok"})
+DENY_ANSWERS = frozenset({"n", "no", "deny"})
+SESSION_ANSWERS = frozenset({"s", "session"})
+
+
+class TerminalApprover:
+    """Asks at the terminal whether a paused run's tool call may run: y (approve), n (deny), s (approve, and calls
+    like it for the rest of the session; only when the gateway named the approval). While it waits for a line it
+    keeps reading the connection's events, so an answer given elsewhere (the console, another terminal, a chat)
+    or the run's end ends the question; those events are handed back to be shown in order. Ctrl-C or Ctrl-D
+    leaves the question and the run paused. POSIX terminals only (`available()`)."""
+
+    def __init__(self, conn: Connection, interrupt: threading.Event, out: IO[str] | None = None) -> None:
+        self.conn = conn
+        self.interrupt = interrupt
+        self.out = out or sys.stdout
+
+    @staticmethod
+    def available() -> bool:
+        try:
+            return os.name == "posix" and sys.stdin.isatty() and sys.stdout.isatty()
+        except (AttributeError, ValueError):
+            return False
+
+    def _write(self, text: str) -> None:
+        self.out.write(text)
+        self.out.flush()
+
+    @staticmethod
+    def _settles(frame: dict[str, Any] | None, run_id: str, approval_id: str | None) -> bool:
+        """Whether `frame` ends the question: the approval decided, or the run over."""
+        if frame is None:
+            return True
+        payload = frame.get("payload")
+        if not isinstance(payload, dict):
+            return False
+        if frame.get("event") == "approval.resolved":
+            return payload.get("approvalId") == approval_id if approval_id else payload.get("runId") == run_id
+        return (
+            frame.get("event") == "chat"
+            and payload.get("runId") == run_id
+            and payload.get("state") in ("final", "error")
+        )
+
+    def __call__(self, payload: dict[str, Any], run_id: str) -> Answer:
+        import select
+
+        approval = approval_of(payload)
+        approval_id = approval["approvalId"] if approval else None
+        choices = (
+            "[y]es / [n]o / [s]ession (yes, and to calls like it for the rest of this session)"
+            if approval
+            else "[y]es / [n]o"
+        )
+        question = f"Approve? {choices}: "
+        held: list[dict[str, Any] | None] = []
+        fd = sys.stdin.fileno()
+        typed = b""
+        self._write(question)
+        with line_input(fd):
+            while True:
+                if self.interrupt.is_set():
+                    self.interrupt.clear()
+                    self._write("\n")
+                    return Answer(leave=True, held=held)
+                while True:
+                    try:
+                        frame = self.conn.events.get_nowait()
+                    except queue.Empty:
+                        break
+                    held.append(frame)
+                    if self._settles(frame, run_id, approval_id):
+                        self._write("\n")
+                        return Answer(held=held)
+                ready, _, _ = select.select([fd], [], [], POLL_S)
+                if not ready:
+                    continue
+                data = os.read(fd, 1024)
+                if not data:  # Ctrl-D
+                    self._write("\n")
+                    return Answer(leave=True, held=held)
+                typed += data
+                if b"\n" not in typed and b"\r" not in typed:
+                    continue
+                word = typed.decode("utf-8", "replace").strip().lower()
+                typed = b""
+                if word in APPROVE_ANSWERS:
+                    return Answer(decision="approve", held=held)
+                if word in DENY_ANSWERS:
+                    return Answer(decision="deny", held=held)
+                if word in SESSION_ANSWERS and approval:
+                    return Answer(decision="approve", remember=True, held=held)
+                self._write(f"Answer y or n{', or s' if approval else ''}. {question}")
+
+
 def history_path() -> Path:
     home = os.environ.get("ORBITAL_HOME")
     return (Path(home).expanduser() if home else Path.home() / ".orbital") / "chat_history"
@@ -913,6 +1286,14 @@ def _run(args: argparse.Namespace) -> int:
     return interactive(url, token, session, timeout=args.timeout, plain=args.plain)
 
 
+def resumes_run(result: dict[str, Any]) -> bool:
+    """Whether a `chat.send` answer says the message decided a paused run's approval (the run goes on, and its
+    events follow under its own id), as opposed to a reminder that the session is paused (the message was dropped)."""
+    if result.get("status") != "paused" or result.get("approvalId") or not result.get("runId"):
+        return False
+    return str(result.get("response") or "").startswith(("Approved ", "Denied "))
+
+
 def _command_text(result: dict[str, Any]) -> tuple[str | None, str | None]:
     response = result.get("response")
     error = result.get("error")
@@ -936,7 +1317,13 @@ def one_shot(
             except (ChatError, TimeoutError) as exc:
                 _err(str(exc))
                 return 1
-            if sent.status != "started":
+            resumed = resumes_run(sent.result)
+            if sent.status == "paused" and not resumed:  # a reminder: the message was not taken
+                if as_json:
+                    print(json.dumps({"sessionKey": session, **sent.result}, ensure_ascii=False))
+                _err(str(sent.result.get("response") or PAUSED_FALLBACK))
+                return 1
+            if sent.status != "started" and not resumed:
                 response, error = _command_text(sent.result)
                 if as_json:
                     print(json.dumps({"sessionKey": session, **sent.result}, ensure_ascii=False))
@@ -945,6 +1332,8 @@ def one_shot(
                 if error:
                     _err(error)
                 return 1 if error else 0
+            if resumed and not as_json:
+                print(str(sent.result.get("response")), file=sys.stderr, flush=True)
             view: RunView
             if as_json:
                 view = QuietView()
@@ -954,7 +1343,8 @@ def one_shot(
                 view = RichView(Console(), Console(stderr=True))
             else:
                 view = PlainView(sys.stdout, sys.stderr)
-            result = driver.follow(sent, view, timeout=timeout, interrupt=interrupted)
+            approver = None if as_json or not TerminalApprover.available() else TerminalApprover(conn, interrupted)
+            result = driver.follow(sent, view, timeout=timeout, interrupt=interrupted, approver=approver)
         if as_json:
             print(json.dumps(result.as_json(), ensure_ascii=False, default=str))
             if not result.ok:
@@ -1091,15 +1481,18 @@ def send_and_show(state: _Session, text: str, *, timeout: float | None) -> tuple
         except (ChatError, TimeoutError) as exc:
             console.print(Text(f"Error: {exc}", style="bold red"))
             return False, False
+        resumed = resumes_run(sent.result)
         if sent.status != "started":
             _show_command(console, sent, state.plain)
-            return False, False
+            if not resumed:
+                return False, False
         directives = sent.result.get("directives")
         if isinstance(directives, dict) and any(directives.values()):
             shown = " | ".join(f"{k}: {_directive_value(v)}" for k, v in directives.items() if v)
             console.print(Text(shown, style="dim italic"))
+        approver = TerminalApprover(driver.conn, interrupted) if TerminalApprover.available() else None
         with keys_not_echoed():
-            result = driver.follow(sent, state.view(), timeout=timeout, interrupt=interrupted)
+            result = driver.follow(sent, state.view(), timeout=timeout, interrupt=interrupted, approver=approver)
     return result.stop_requested, False
 
 

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from orbital.cli.approvals import add_parser as add_approvals_parser
 from orbital.cli.channel import add_parser as add_channel_parser
 from orbital.cli.chat import add_parser as add_chat_parser
 from orbital.cli.portable import add_parser as add_portable_parser
@@ -190,6 +191,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_node_parser(sub)
 
     add_chat_parser(sub)
+
+    add_approvals_parser(sub)
 
     add_channel_parser(sub)
 

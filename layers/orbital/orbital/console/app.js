@@ -8,6 +8,7 @@
 // `canLeave` (true, false or a Promise of either) is asked before the address leaves the view's current one (unsaved
 // edits), however it changes: a link, Alt+digit, Back, or typing.
 
+import { Approvals } from "./approvals.js";
 import { Gateway } from "./gsv.js";
 import { dialog, field, h, icon, randomId } from "./ui.js";
 import chat from "./views/chat.js";
@@ -21,7 +22,7 @@ const VIEWS = [chat, nodes, workspace, schedules, channels, settings];
 const TOKEN_KEY = "orbital.console.token";
 const THEME_KEY = "orbital.console.theme";
 
-const state = { gw: null, config: null, view: null, cleanup: null, path: null, hash: "", leaving: false, routed: false, token: null };
+const state = { gw: null, approvals: null, config: null, view: null, cleanup: null, path: null, hash: "", leaving: false, routed: false, token: null };
 
 /** A token in the address's fragment (`#token=…`): kept in the token store and removed from the address bar and the
  * history entry at once. Browsers never send a fragment, so it is in no request line, log or Referer. */
@@ -134,6 +135,22 @@ function showStatus(stateName, detail) {
   document.body.dataset.connection = stateName;
 }
 
+// --- the approvals badge --------------------------------------------------------------------------------------
+
+/** On every view: how many tool calls wait for an answer, a link to the session of the oldest (hidden at none). */
+function showApprovals() {
+  const badge = document.getElementById("approvals");
+  const waiting = state.approvals.list();
+  badge.hidden = !waiting.length;
+  if (!waiting.length) return;
+  const oldest = waiting[0];
+  const n = waiting.length;
+  badge.replaceChildren(`${n}`, h("span.long", ` approval${n === 1 ? "" : "s"}`), " waiting"); // a phone: "1 waiting"
+  badge.href = `#/chat/${encodeURIComponent(oldest.sessionKey || "")}`;
+  badge.title = `${oldest.tool || "A tool call"} waits for your answer: open its session`;
+  badge.setAttribute("aria-label", `${badge.textContent}: open the session of ${oldest.tool || "the oldest"}`);
+}
+
 // --- routing ---------------------------------------------------------------------------------------------------
 
 function decodePart(part) {
@@ -188,6 +205,7 @@ async function route() {
   state.cleanup = view.mount(container, {
     gw: state.gw,
     config: state.config,
+    approvals: state.approvals,
     params,
     navigate,
   });
@@ -257,6 +275,8 @@ async function start() {
   state.gw = new Gateway({ wsUrl, httpBase: location.origin, clientId: `console-${randomId(6)}`, version: state.config.version });
   state.gw.on("status", ({ state: s, error }) => showStatus(s, error));
   state.gw.on("unauthorized", tokenRefused);
+  state.approvals = new Approvals(state.gw);
+  state.approvals.on(showApprovals);
   window.addEventListener("keydown", (ev) => {
     // Alt+1…6 switch views
     if (ev.altKey && !ev.ctrlKey && !ev.metaKey && /^[1-9]$/.test(ev.key)) {

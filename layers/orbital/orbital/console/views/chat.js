@@ -3,12 +3,18 @@
 // above it: the session's model, thinking level and token use. Tool calls show as cards (arguments, result,
 // duration), thinking folded away, slash commands complete as you type, a Stop button ends the run in progress, and
 // messages sent while a run is going show as queued until their own run starts.
-// Methods: sessions.list, session.preview, session.get, session.stats, config.get (the default model), chat.send.
-// Events: chat (delta, tool, partial, final, error) and status (reload after a reconnect).
+// A tool call that waits for the owner's approval shows as a card at the end of its session (the tool, its masked
+// arguments, the rule and reason that asked, where a tainted run's content came from, the time left) with Approve,
+// Approve for this session and Deny; a decision made elsewhere takes the card away and says who decided.
+// Methods: sessions.list, session.preview, session.get, session.stats, config.get (the default model), chat.send,
+// approval.resolve (the pending approvals themselves: ../approvals.js).
+// Events: chat (delta, tool, partial, paused, final, error) and status (reload after a reconnect). `paused` is not
+// a message of the transcript (the gateway never stores the prompt): the run shows as waiting instead.
 //
 // GSV clients get no tool-result events: a card starts as "running" from the `tool` event, and the run's next event
 // re-reads the transcript (session.preview), whose stored toolResult messages fill the cards.
 
+import { decidedText, taintSources, timeLeft } from "../approvals.js";
 import { busy as markBusy, clip, errorText, failed, fill, formatDuration, formatNumber, formatTime, h, icon, imageNode, markdown, randomId, rerender } from "../ui.js";
 
 const MAIN_KEY = "agent:main:main";
@@ -35,7 +41,7 @@ function isTrace(m) {
 }
 
 function newRun() {
-  return { text: "", partial: null, tools: [], unanswered: new Set(), final: null, ended: false, el: null };
+  return { text: "", partial: null, tools: [], unanswered: new Set(), final: null, ended: false, paused: null, el: null };
 }
 
 function keyOf(params) {
@@ -256,6 +262,10 @@ class ChatView {
     this.metaSeq = 0; // the latest session.get/stats read and sessions.list read: older answers are dropped
     this.listSeq = 0;
     this.listTimer = null;
+    this.approvals = ctx.approvals || null; // the page's pending approvals (../approvals.js)
+    this.answering = new Set(); // approvals this tab is answering: their buttons wait
+    this.noted = new Set(); // approvals whose decision is already a note
+    this.ticker = null; // while approval cards show: their time left, once a second
   }
 
   /** A timeout that destroy() cancels. */
@@ -283,6 +293,7 @@ class ChatView {
   start(params) {
     this.build();
     this.offs.push(this.gw.on("chat", (ev) => this.onChat(ev)));
+    if (this.approvals) this.offs.push(this.approvals.on((change) => this.onApprovals(change)));
     this.offs.push(
       this.gw.on("status", ({ state }) => {
         if (state === "open" && !this.wasOpen) this.reconnected();
@@ -299,6 +310,8 @@ class ChatView {
     this.offs = [];
     for (const timer of this.timers) clearTimeout(timer);
     this.timers.clear();
+    clearInterval(this.ticker);
+    this.ticker = null;
     this.resized?.disconnect();
     this.s = null;
   }
@@ -726,7 +739,7 @@ class ChatView {
     });
     while (n < notes.length) out.push(this.noteNode(notes[n++]));
     for (const note of s.notes.filter((x) => x.anchor === null)) out.push(this.noteNode(note));
-    if (!out.length && !s.pending.length && !s.runs.size) {
+    if (!out.length && !s.pending.length && !s.runs.size && !this.waitingApprovals().length) {
       out.push(h("div.chat-empty", h("p", "No messages yet."), h("p.hint", s.info.readOnly ? "Nothing was said in this session." : "Say hello, or type / to see the commands.")));
     }
     return out;
@@ -776,17 +789,18 @@ class ChatView {
   toolCard({ id, name, args, result, started, live }) {
     const { tool, where } = splitToolName(name);
     const busy = !result && (live || this.busy());
-    const status = result ? (result.isError ? "error" : "done") : busy ? "running" : "no result";
+    const asking = !result && Boolean(id) && this.waitingApprovals().some((a) => a.callId === id);
+    const status = result ? (result.isError ? "error" : "done") : asking ? "awaiting approval" : busy ? "running" : "no result";
     const duration = result && started && result.timestamp ? formatDuration(result.timestamp - started) : null;
     const hint = args !== undefined ? argumentHint(args) : "";
-    const card = h(`details.tool.${status.replace(" ", "-")}`, { dataset: { id: id || "" } });
+    const card = h(`details.tool.${status.replaceAll(" ", "-")}`, { dataset: { id: id || "" } });
     card.open = Boolean(id && this.open_.has(id));
     card.addEventListener("toggle", () => {
       if (!id) return;
       if (card.open) this.open_.add(id);
       else this.open_.delete(id);
     });
-    const badge = { done: "ok", error: "error", running: "warn" }[status];
+    const badge = { done: "ok", error: "error", running: "warn", "awaiting approval": "warn" }[status];
     card.append(
       h(
         "summary",
@@ -801,7 +815,7 @@ class ChatView {
     const body = h("div.tool-body", h("div.tool-full-name", "Tool ", h("code", String(name || "?")), id ? h("span.hint", ` · call ${id}`) : null));
     if (args !== undefined) body.append(h("h4", "Arguments"), h("pre.tool-args", pretty(args)));
     if (result) body.append(this.resultNode(id, result));
-    else body.append(h("p.hint", busy ? "Running…" : "No result was stored for this call."));
+    else body.append(h("p.hint", asking ? "Not run yet: it waits for your approval." : busy ? "Running…" : "No result was stored for this call."));
     card.append(body);
     return card;
   }
@@ -844,8 +858,104 @@ class ChatView {
       }
     }
     for (const [id, run] of s.runs) if (!shown.has(id)) nodes.push(this.runElement(run));
+    const waiting = this.waitingApprovals();
+    for (const a of waiting) nodes.push(this.approvalCard(a));
     for (const p of s.pending.filter((x) => x.state === "queued")) nodes.push(pendingNode(p));
     fill(this.tail, nodes);
+    if (waiting.length && !this.ticker) this.ticker = setInterval(() => this.tickApprovals(), 1000);
+    else if (!waiting.length && this.ticker) {
+      clearInterval(this.ticker);
+      this.ticker = null;
+    }
+  }
+
+  // --- approvals -----------------------------------------------------------------------------------------------
+
+  /** This session's tool calls waiting for an answer, oldest first. */
+  waitingApprovals() {
+    return this.approvals && this.s ? this.approvals.list((key) => this.mine(key)) : [];
+  }
+
+  approvalCard(a) {
+    const id = a.approvalId;
+    const { tool, where } = splitToolName(a.tool);
+    const sources = taintSources(a.taint);
+    const busy = this.answering.has(id);
+    const button = (spec, key, label, decision, session) =>
+      h(spec, { type: "button", disabled: busy, dataset: { key: `${key}:${id}` }, onclick: () => this.answerApproval(a, decision, session) }, label);
+    const rule = [];
+    if (a.ruleId) rule.push("Rule ", h("code", String(a.ruleId)));
+    if (a.reason) rule.push(rule.length ? ": " : "", String(a.reason));
+    return h(
+      "section.approval",
+      { "aria-label": `Approval needed: ${a.tool}`, dataset: { id } },
+      h(
+        "div.approval-head",
+        h("strong", "Approval needed"),
+        sources.length ? h("span.badge.error", "Tainted run") : null,
+        h("span.approval-expiry", { dataset: { expires: String(a.expiresAt ?? "") }, title: a.expiresAt ? `Denied by itself at ${formatTime(a.expiresAt)}` : "" }, timeLeft(a.expiresAt)),
+      ),
+      h("p.approval-tool", "The agent wants to run ", h("code", tool), where ? ` on ${where}` : null, "."),
+      h("h4", "Arguments"),
+      h("pre.approval-args", pretty(a.args ?? {})),
+      rule.length ? h("p.approval-rule", rule) : null,
+      sources.length
+        ? h("div.approval-taint", h("p", "This run holds content that did not come from you:"), h("ul", sources.map((line) => h("li", line))))
+        : null,
+      h(
+        "div.approval-actions",
+        button("button.primary", "approve", "Approve", "approve", false),
+        button("button", "session", "Approve for this session", "approve", true),
+        button("button.danger", "deny", "Deny", "deny", false),
+      ),
+    );
+  }
+
+  async answerApproval(a, decision, session) {
+    const id = a.approvalId;
+    if (this.answering.has(id)) return;
+    this.answering.add(id);
+    this.keepBottom(() => this.renderTail());
+    try {
+      const res = await this.approvals.resolve(id, decision, { session });
+      if (res && res.resolved === false && this.s && this.mine(a.sessionKey) && !this.noted.has(id)) {
+        this.noted.add(id);
+        this.s.notes.push({ kind: "small", title: "Approval", body: String(res.message || "It had already been decided."), anchor: null, after: this.s.tick });
+      }
+    } catch (err) {
+      failed("Answering the approval", err);
+    } finally {
+      this.answering.delete(id);
+      if (this.s) this.renderAll();
+    }
+  }
+
+  /** The page's pending approvals changed: cards come and go; a decision on one of this session's is said. */
+  onApprovals(change) {
+    const s = this.s;
+    if (!s) return;
+    if (change.type === "resolved" && !change.local) {
+      const r = change.resolution;
+      const key = r.sessionKey || (change.approval && change.approval.sessionKey);
+      if (this.mine(key) && !this.noted.has(r.approvalId)) {
+        this.noted.add(r.approvalId);
+        const when = r.decidedAt ? ` · ${formatTime(r.decidedAt)}` : "";
+        const text = decidedText(r, change.approval && change.approval.tool, this.gw.clientId);
+        s.notes.push({ kind: "small", title: "Approval", body: `${text}${when}`, anchor: null, after: s.tick });
+        this.say(text);
+      }
+      this.renderAll();
+      return;
+    }
+    if (change.type === "requested" && this.mine(change.approval.sessionKey)) this.say(`Approval needed: ${change.approval.tool}`);
+    this.renderAll(); // the card, and the empty session's note that gives way to it
+  }
+
+  tickApprovals() {
+    for (const el of this.tail.querySelectorAll(".approval-expiry[data-expires]")) {
+      const at = Number(el.dataset.expires);
+      if (el.dataset.expires && Number.isFinite(at)) el.textContent = timeLeft(at);
+    }
   }
 
   runElement(run) {
@@ -874,12 +984,13 @@ class ChatView {
     }
     fill(run.partsEl, parts);
     run.el.setAttribute("aria-busy", run.ended ? "false" : "true");
-    run.stateEl.textContent = run.ended ? "" : "writing…";
+    run.stateEl.textContent = run.ended ? "" : run.paused ? "waiting for approval" : "writing…";
   }
 
   paintText(run) {
     if (!run.el) return;
     if (run.final) fill(run.textEl);
+    else if (run.paused) fill(run.textEl, run.text ? markdown(run.text) : null, run.paused.text ? h("p.hint.paused-text", run.paused.text) : null);
     else if (run.text) fill(run.textEl, markdown(run.text));
     else if (!run.partial && !run.tools.length && !run.ended) fill(run.textEl, h("p.typing", h("span.dots", { "aria-hidden": "true" }), " Thinking…"));
     else fill(run.textEl);
@@ -910,7 +1021,18 @@ class ChatView {
     }
     const waitingForResults = run.unanswered.size > 0; // calls whose results the transcript did not show yet
     let structural = !run.el;
-    if (ev.state === "delta") {
+    if (run.paused && ev.state !== "paused") {
+      run.paused = null; // answered: the run goes on
+      structural = true;
+    }
+    if (ev.state === "paused") {
+      // not a message of the transcript: the run waits, and the approval's card (when the gateway sent it) asks
+      const approval = ev.approval && typeof ev.approval === "object" ? ev.approval : null;
+      run.paused = { text: approval ? "" : textOf(ev.message) || "The run waits for a tool approval: reply yes or no." };
+      if (approval && this.approvals) this.approvals.add(approval);
+      this.say(approval ? `Approval needed: ${approval.tool}` : "The run waits for a tool approval.");
+      structural = true;
+    } else if (ev.state === "delta") {
       run.text += ev.text || "";
     } else if (ev.state === "partial") {
       run.partial = ev.message || null;
@@ -1003,7 +1125,13 @@ class ChatView {
     try {
       const res = await this.gw.call("chat.send", { sessionKey: s.key, message: text });
       if (s !== this.s) return;
-      if (res.status === "command" || res.status === "directive-only") {
+      if (res.status === "paused") {
+        // the session waits for an approval: the gateway took the message as the answer (yes / no) or dropped it
+        // with a reminder; either way it is not a message of the transcript
+        s.pending = s.pending.filter((p) => p !== item);
+        s.notes.push({ kind: "small", title: text.trim(), body: String(res.response || "The run waits for a tool approval."), anchor: null, after: s.tick });
+        this.refreshMeta();
+      } else if (res.status === "command" || res.status === "directive-only") {
         s.pending = s.pending.filter((p) => p !== item);
         this.commandNote(s, text, res);
         this.reload();
@@ -1081,7 +1209,9 @@ class ChatView {
     const busy = this.busy();
     this.runbar.hidden = !busy;
     const queued = s.pending.filter((p) => p.state === "queued").length;
-    this.runText.textContent = queued ? `The agent is working · ${queued} queued` : "The agent is working…";
+    const paused = this.waitingApprovals().length || [...s.runs.values()].some((r) => r.paused && !r.ended);
+    const doing = paused ? "The agent waits for your approval" : "The agent is working";
+    this.runText.textContent = queued ? `${doing} · ${queued} queued` : paused ? doing : `${doing}…`;
   }
 
   updateComposer() {
