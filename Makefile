@@ -58,6 +58,7 @@ typecheck: $(STAMP)
 
 docs: $(STAMP)
 	$(BIN)/python -m orbital.methods.docs > docs/protocol.md
+	$(BIN)/python -m orbital.methods.config_reference > docs/configuration.md
 
 hot-modules: $(STAMP)  # the files the layer ships bytecode for (see layers/orbital/Makefile)
 	$(BIN)/python scripts/layer_hot_modules.py > layers/orbital/hot-modules.txt

@@ -46,6 +46,7 @@ def test_client_connect_hello_ok_lists_every_method(gateway):
         assert name in methods
     assert len(methods) == len(set(methods))
     assert "chat" in hello["features"]["events"]
+    assert {"approval.requested", "approval.resolved"} <= set(hello["features"]["events"])
     assert hello["features"]["transferModes"] == ["binary", "text", "presigned"]
     # the caps the local gateway enforces, as API Gateway does: a node fits its results to them
     assert hello["features"]["limits"] == {"maxMessageBytes": 128 * 1024, "maxFrameBytes": 32 * 1024}

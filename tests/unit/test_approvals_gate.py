@@ -61,7 +61,8 @@ def test_a_grant_without_a_rule_allows_only_the_same_call() -> None:
 
 def test_who_may_answer() -> None:
     config = {"owners": ["telegram:1"]}
-    tainted = {"taint": {"tainted": True, "sources": [{"kind": "channel", "detail": "telegram:1"}]}}
+    source = {"kind": "channel", "detail": "a message from telegram:1", "sender": "telegram:1"}  # as recorded
+    tainted = {"taint": {"tainted": True, "sources": [source]}}
     assert approvals.may_answer(config, {}, {"kind": "client", "id": "console"})
     assert not approvals.may_answer(config, {}, {"kind": "client", "id": "g", "guest": True})
     assert approvals.may_answer(config, {}, {"kind": "channel", "id": "telegram:1"})

@@ -29,7 +29,7 @@ from orbital.agent import events, notify
 from orbital.agent import taint as run_taint
 from orbital.domain import approval_policy as policy
 from orbital.domain import taint as taint_rules
-from orbital.domain.approval_policy import Verdict
+from orbital.domain.approval_policy import DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS, MIN_TIMEOUT_MS, Verdict
 from orbital.domain.config import masked_at
 from orbital.engines import deferred
 from orbital.errors import BadRequestError, ConflictError, ForbiddenError, NotFoundError
@@ -46,10 +46,6 @@ KIND = deferred.APPROVAL
 PENDING = "pending"
 DECISIONS = ("approve", "deny", "timeout", "cancel")
 VIAS = frozenset({"console", "cli", "chat", "telegram", "xeno", "exoclaw", "windie", "rpc", "timeout", "stop"})
-DEFAULT_TIMEOUT_MS = 600_000
-MIN_TIMEOUT_MS = 1_000
-MAX_TIMEOUT_MS = 7 * 86_400_000
-"""An approval waits at most a week (the agent_turn execution's own limit is eight days)."""
 SHOWN_STRING_CHARS = 400
 HISTORY_DEFAULT_LIMIT = 50
 HISTORY_MAX_LIMIT = 500

@@ -25,6 +25,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+DEFAULT_TIMEOUT_MS = 600_000
+"""How long an approval waits for an answer by default (`toolApproval.timeoutMs`): ten minutes."""
+MIN_TIMEOUT_MS = 1_000
+MAX_TIMEOUT_MS = 7 * 86_400_000
+"""An approval waits at most a week (the agent_turn execution's own limit is eight days)."""
+
 Decision = Literal["allow", "ask", "deny"]
 Answer = Literal["approve", "deny"]
 

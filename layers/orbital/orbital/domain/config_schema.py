@@ -24,7 +24,7 @@ from zoneinfo import ZoneInfo
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 from pydantic.fields import FieldInfo
 
-from orbital.domain.approval_policy import REGEX_FLAGS, regex_error
+from orbital.domain.approval_policy import DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS, MIN_TIMEOUT_MS, REGEX_FLAGS, regex_error
 from orbital.domain.config import DEFAULT_UNTRUSTED_TOOLS, MASK, defaults, get_path, is_missing, is_secret, masked_at
 from orbital.domain.taint import TAINT_RULE
 
@@ -372,9 +372,6 @@ class Embeddings(Section):
 
 # --- tool approvals and taint ------------------------------------------------------------------------------------
 
-TIMEOUT_MS_MAX = 30 * 86_400_000
-"""The longest an approval may wait (30 days): a paused run costs nothing while it waits, but an answer weeks later
-is no longer an answer to the question asked."""
 
 WHEN_TAINTED_ALLOW = (
     "`ask` or `deny`: `allow` would let a run that read someone else's content (a message from a sender who is not "
@@ -475,9 +472,9 @@ class ToolApproval(Section):
     )
     timeoutMs: int | None = setting(
         "How long an approval waits for an answer before the call is denied (ms).",
-        default=600000,
-        ge=1000,
-        le=TIMEOUT_MS_MAX,
+        default=DEFAULT_TIMEOUT_MS,
+        ge=MIN_TIMEOUT_MS,
+        le=MAX_TIMEOUT_MS,
     )
     whenTainted: Annotated[Literal["ask", "deny"], BeforeValidator(_not_allow)] | None = setting(
         "What a risky tool call (shell, file writes, messages elsewhere, config/cron changes, MCP tools) gets while "

@@ -38,6 +38,8 @@ EVENTS = [
     "transfer.start",
     "transfer.end",
     "connection.closing",
+    "approval.requested",
+    "approval.resolved",
 ]
 
 
