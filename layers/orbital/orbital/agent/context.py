@@ -27,7 +27,7 @@ from orbital.tools.catalog import all_tools
 if TYPE_CHECKING:
     from orbital.ports.services import Services
     from orbital.store.connections import NodeEntry
-    from orbital.store.workspace import ObjectInfo
+    from orbital.store.workspace import Listing, ObjectInfo
 
 log = logging.getLogger("orbital.agent.context")
 
@@ -130,25 +130,40 @@ class _FileCache:
 files = _FileCache()
 
 
-def _listing(services: Services, prefix: str) -> dict[str, ObjectInfo]:
+def _listing(services: Services, prefix: str) -> Listing | None:
     try:
-        return {info.key: info for info in services.workspace.listing(prefix).keys}
+        return services.workspace.listing(prefix)
     except Exception:
         log.exception("listing %s failed", prefix)
-        return {}
+        return None
 
 
-def workspace_files(services: Services, agent_id: str, now: datetime) -> tuple[dict[str, str], str | None, str | None]:
-    """The identity files that exist, and today's / yesterday's memory notes (UTC dates)."""
-    root = _listing(services, keys.workspace_prefix(agent_id, ""))
+def _keys(listing: Listing | None) -> dict[str, ObjectInfo]:
+    return {info.key: info for info in listing.keys} if listing is not None else {}
+
+
+def _absent(root: Listing | None, prefix: str) -> bool:
+    """Whether the agent's root listing shows that nothing is stored under `prefix` (one of its directories): then
+    that directory need not be listed (on AWS each listing is an S3 LIST request, per model call)."""
+    return root is not None and prefix not in root.prefixes
+
+
+def workspace_files(
+    services: Services, agent_id: str, now: datetime, *, root: Listing | None = None
+) -> tuple[dict[str, str], str | None, str | None]:
+    """The identity files that exist, and today's / yesterday's memory notes (UTC dates). `root`: the agent's root
+    listing, if the caller has it."""
+    root_listing = root if root is not None else _listing(services, keys.workspace_prefix(agent_id, ""))
+    top = _keys(root_listing)
     found: dict[str, str] = {}
     for name in IDENTITY_FILES:
-        info = root.get(keys.workspace_object(agent_id, name))
+        info = top.get(keys.workspace_object(agent_id, name))
         if info is not None:
             text = files.text(services, info)
             if text is not None:
                 found[name] = text
-    memory = _listing(services, keys.workspace_prefix(agent_id, "memory"))
+    memory_prefix = keys.workspace_prefix(agent_id, "memory")
+    memory = {} if _absent(root_listing, memory_prefix) else _keys(_listing(services, memory_prefix))
 
     def daily(day: datetime) -> str | None:
         info = memory.get(keys.workspace_object(agent_id, f"memory/{day.strftime('%Y-%m-%d')}.md"))
@@ -157,11 +172,15 @@ def workspace_files(services: Services, agent_id: str, now: datetime) -> tuple[d
     return found, daily(now), daily(now - timedelta(days=1))
 
 
-def workspace_skills(services: Services, agent_id: str) -> list[Any]:
+def workspace_skills(services: Services, agent_id: str, *, root: Listing | None = None) -> list[Any]:
     """The agent's skills (its own `skills/*/SKILL.md`, then global ones it does not override), read through the
-    cache: two listings and only changed files fetched."""
+    cache: two listings (one when the agent's root listing `root` shows it has no `skills/`) and only changed files
+    fetched."""
     listed: list[list[ObjectInfo]] = []
     for prefix in (keys.workspace_prefix(agent_id, "skills"), keys.global_skills_prefix("")):
+        if prefix != keys.global_skills_prefix("") and _absent(root, prefix):
+            listed.append([])
+            continue
         try:
             infos = services.workspace.listing(prefix, delimiter=None).keys
         except Exception:
@@ -219,9 +238,10 @@ def system_prompt(
     now = now or datetime.now(UTC)
     section = as_dict(config.get("session"))
     is_main = is_main_session_key(session_key, main_key=section.get("mainKey"), dm_scope=section.get("dmScope"))
-    found, today, yesterday = workspace_files(services, agent_id, now)
+    root = _listing(services, keys.workspace_prefix(agent_id, ""))
+    found, today, yesterday = workspace_files(services, agent_id, now, root=root)
     inventory = build_node_inventory(nodes)
-    skills = select_prompt_skills(workspace_skills(services, agent_id), agent_id, config, inventory)
+    skills = select_prompt_skills(workspace_skills(services, agent_id, root=root), agent_id, config, inventory)
     settings = as_dict(meta.get("settings"))
     base = settings.get("systemPrompt") or config.get("systemPrompt")
     channel_context = as_dict(meta.get("channelContext"))
