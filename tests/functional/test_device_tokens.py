@@ -299,3 +299,30 @@ def test_the_dialects_take_a_client_device_token(token: str, connect: Any, in_us
 @pytest.mark.parametrize("presented", ["orb_dev_nothex0123456789_abc", "orb_dev_", "orb_dev_0123456789abcdef"])
 def test_malformed_device_tokens_are_wrong(token: str, services: Any, presented: str) -> None:
     assert _upgrade("malformed", presented)["statusCode"] == 401
+
+
+def test_an_expired_token_is_refused(token: str, connect: Any, services: Any) -> None:
+    key = device_auth.key(services)
+    assert key is not None
+    now = services.now_ms()
+    _, expired = devices.create(
+        services.table, key=key, name="old", role="client", binding={}, now_ms=now - 10, expires_at_ms=now - 1
+    )
+    _, answer = _connect(services, expired, "client")
+    assert answer["error"]["code"] == 401
+    _, live = devices.create(
+        services.table, key=key, name="new", role="client", binding={}, now_ms=now, expires_at_ms=now + 60_000
+    )
+    assert _connect(services, live, "client")[1]["ok"]
+
+
+def test_a_token_of_another_gateway_token_is_refused(token: str, connect: Any, services: Any, monkeypatch) -> None:
+    """The hash is keyed with the gateway token: a new gateway token ends every device token (ADR 0025)."""
+    admin = connect("client", "owner")
+    made = _create(admin, role="client")
+    assert _connect(services, made["token"])[1]["ok"]
+    from tests.conftest import reset_caches
+
+    monkeypatch.setenv("ORBITAL_AUTH_TOKEN", "a-new-gateway-token-0123456789")
+    reset_caches()
+    assert _upgrade("after-rotation", made["token"])["statusCode"] == 401
