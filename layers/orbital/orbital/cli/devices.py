@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
-import socket
 import sys
 import time
 import uuid
@@ -105,7 +104,9 @@ def add_login_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument(
         "--http-url", default=None, metavar="URL", help="the gateway's HTTP API when its host differs from --url's"
     )
-    parser.add_argument("--name", default=None, metavar="NAME", help="this device's name (default: the host name)")
+    parser.add_argument(
+        "--name", default=None, metavar="NAME", help="rename this device (default: the name the code was made with)"
+    )
     parser.add_argument("--timeout", type=float, default=30.0, metavar="S", help="HTTP timeout (default 30)")
     parser.set_defaults(func=run_login)
     return parser
@@ -120,7 +121,7 @@ def _err(prog: str, text: str) -> None:
 
 def run_login(args: argparse.Namespace) -> int:
     gateway_url = local_token.url(args.url)
-    name = (args.name or "").strip() or socket.gethostname()
+    name = (args.name or "").strip() or None
     try:
         paired = device_token.exchange(
             args.pair, url=gateway_url, name=name, http_url=args.http_url or None, timeout=args.timeout
@@ -129,7 +130,7 @@ def run_login(args: argparse.Namespace) -> int:
     except (device_token.PairingFailed, device_token.DeviceFileError) as exc:
         _err("orbital login", str(exc))
         return 1
-    print(f"Paired with {_redact(paired.url)} as {name!r}: a {paired.role} device (token {paired.token_id or '?'}).")
+    print(f"Paired with {_redact(paired.url)}: a {paired.role} device (token {paired.token_id or '?'}).")
     print(f"The token is saved in {path}.")
     if paired.role == "node":
         print(f"This is a node token: run `orbital node{_url_flag(paired.url)}` to serve tools with it.")

@@ -76,12 +76,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 def pair(args: argparse.Namespace) -> device_token.Paired:
     """`--pair CODE`: trade the code for a device token and save it for the URL. ValueError when that fails."""
     gateway_url = local_token.url(getattr(args, "url", None))
-    name = (args.node_id or "").strip() or f"node-{socket.gethostname()}"
     try:
-        paired = device_token.exchange(
-            args.pair, url=gateway_url, name=name, http_url=getattr(args, "http_url", None) or None
-        )
-        path = device_token.save(paired, name=name)
+        paired = device_token.exchange(args.pair, url=gateway_url, http_url=getattr(args, "http_url", None) or None)
+        path = device_token.save(paired)
     except (device_token.PairingFailed, device_token.DeviceFileError) as exc:
         raise ValueError(f"pairing failed: {exc}") from None
     if paired.role != "node":

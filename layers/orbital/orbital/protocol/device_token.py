@@ -111,7 +111,7 @@ def find_token(url: str, kinds: tuple[str, ...] = ("client",)) -> str | None:
     return None
 
 
-def save(paired: Paired, *, name: str) -> Path:
+def save(paired: Paired, *, name: str | None = None) -> Path:
     """Keep `paired`'s token under its URL and kind (replacing the one kept there), written atomically, 0600 in a 0700
     directory. DeviceFileError when it cannot be written."""
     directory = config_dir()
@@ -132,7 +132,7 @@ def save(paired: Paired, *, name: str) -> Path:
         "token": paired.token,
         "tokenId": paired.token_id,
         "role": paired.role,
-        "name": name,
+        "name": name or "",
         "savedAt": int(time.time() * 1000),
     }
     if paired.node_id:
@@ -197,10 +197,13 @@ def _refusal(body: bytes) -> str:
     return str(data)[:200]
 
 
-def exchange(code: str, *, url: str, name: str, http_url: str | None = None, timeout: float = 30.0) -> Paired:
-    """Trade a one-time pairing `code` for a device token at the gateway `url` (see `endpoints`). PairingFailed with
-    the gateway's reason when it is refused or the gateway cannot be reached."""
-    code = code.strip().replace(" ", "").replace("-", "")
+def exchange(
+    code: str, *, url: str, name: str | None = None, http_url: str | None = None, timeout: float = 30.0
+) -> Paired:
+    """Trade a one-time pairing `code` for a device token at the gateway `url` (see `endpoints`); `name` renames the
+    device (else it keeps the name the code was made with). PairingFailed with the gateway's reason when it is
+    refused or the gateway cannot be reached."""
+    code = "".join(code.split())
     if not code:
         raise PairingFailed("the pairing code is empty")
     try:
@@ -209,7 +212,7 @@ def exchange(code: str, *, url: str, name: str, http_url: str | None = None, tim
         raise PairingFailed(str(exc)) from None
     request = urllib.request.Request(
         base + EXCHANGE_PATH,
-        data=json.dumps({"code": code, "name": name}).encode(),
+        data=json.dumps({"code": code, **({"name": name} if name else {})}).encode(),
         headers={"Content-Type": "application/json", "Accept": "application/json"},
         method="POST",
     )
