@@ -117,11 +117,11 @@ class DevicesView {
     return h(
       "tr",
       { dataset: { token: t.tokenId }, class: t.revoked ? "revoked" : "" },
-      h("td", h("strong", name), h("div.muted.token-id", String(t.tokenId))),
-      h("td", h("span.badge.role", String(t.role || "?"))),
-      h("td", bindingText(t.binding)),
-      h("td.last-seen", t.lastUsedAt ? formatTime(t.lastUsedAt) : "never"),
-      h("td", t.expiresAt ? formatTime(t.expiresAt) : "never"),
+      h("td", { "data-label": "Name" }, h("div", h("strong", name), h("div.muted.token-id", String(t.tokenId)))),
+      h("td", { "data-label": "Role" }, h("div", h("span.badge.role", String(t.role || "?")))),
+      h("td", { "data-label": "Bound to" }, bindingText(t.binding)),
+      h("td.last-seen", { "data-label": "Last seen" }, t.lastUsedAt ? formatTime(t.lastUsedAt) : "never"),
+      h("td", { "data-label": "Expires" }, t.expiresAt ? formatTime(t.expiresAt) : "never"),
       h("td.actions", revoke),
     );
   }
