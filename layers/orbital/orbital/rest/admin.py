@@ -53,6 +53,8 @@ log = logging.getLogger("orbital.rest")
 PREFIX = "/api/v1"
 WAIT_SECONDS = 25.0
 """The longest an HTTP request waits for a deferred method's answer (API Gateway's integration timeout is 30 s)."""
+UNAUTHENTICATED = frozenset({PREFIX + "/pair/exchange"})
+"""Routes under the prefix that are no method and take no bearer (`rest.auth.PUBLIC` says why)."""
 LAMBDA_MARGIN_SECONDS = 2.0
 """Kept free of the invocation's remaining time on Lambda, to answer the 504 before the function is stopped."""
 FIRST_POLL_SECONDS = 0.02
@@ -156,7 +158,8 @@ class AuthFirst:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and str(scope.get("path", "")).startswith(PREFIX + "/"):
+        path = str(scope.get("path", ""))
+        if scope["type"] == "http" and path.startswith(PREFIX + "/") and path not in UNAUTHENTICATED:
             refused = await run_in_threadpool(refusal, HTTPConnection(scope))
             if refused is not None:
                 await refused(scope, receive, send)
@@ -190,11 +193,16 @@ def _wait_for_answer(services: Services, waiter: str, seconds: float) -> dict[st
         pause = min(pause * 1.5, LONGEST_POLL_SECONDS)
 
 
-def call(services: Services, method: str, params: Any, wait_seconds: float) -> dict[str, Any] | None:
+def call(
+    services: Services, method: str, params: Any, wait_seconds: float, caller: Caller | None = None
+) -> dict[str, Any] | None:
     """Dispatch one call as a client socket of its own: the response frame (None: a deferred answer did not come
-    within `wait_seconds`)."""
+    within `wait_seconds`). A device token's caller makes a socket of its role (ADR 0043)."""
     waiter = http_answers.new_waiter()
-    conn = Connection(waiter, "client", services.now_ms(), extra={"http": True})
+    extra: dict[str, Any] = {"http": True}
+    if caller is not None and caller.device_id is not None:
+        extra.update(role=caller.role, deviceId=caller.device_id)
+    conn = Connection(waiter, "client", services.now_ms(), extra=extra)
     frame = {"type": "req", "id": waiter, "method": method, "params": params}
     outcome = Dispatcher(services.registry).dispatch(services, waiter, frame, conn=conn)
     outcome.run_after_reply()
@@ -241,7 +249,8 @@ def endpoint(spec: MethodSpec) -> Callable[..., Awaitable[Response]]:
             return error_response(400, "Invalid params: the body is not JSON")
         seconds = _wait_seconds(request)
         services = get_services()
-        response = await run_in_threadpool(call, services, spec.name, params, seconds)
+        caller = _.get("caller")
+        response = await run_in_threadpool(call, services, spec.name, params, seconds, caller)
         return _answer(spec.name, response, seconds)
 
     route.__name__ = "call_" + spec.name.replace(".", "_")
