@@ -138,3 +138,37 @@ def test_exchange_with_an_unreachable_gateway_says_so() -> None:
 
     with pytest.raises(device_token.PairingFailed, match=r"cannot reach http://127\.0\.0\.1"):
         device_token.exchange("ABCD2345", url=f"ws://127.0.0.1:{free_port()}/ws", name="x", timeout=5)
+
+
+def test_the_xeno_bridge_presents_the_device_token_of_its_url() -> None:
+    from orbital.cli.xeno_bridge import token_source
+
+    device_token.save(paired(url="wss://gw.example.com/ws"), name="laptop")
+    assert token_source(None, url="wss://gw.example.com/ws")() == "device-secret-client-0123456789"
+    assert token_source(None, url="wss://other.example.com/ws")() is None
+
+
+def test_devices_add_says_when_the_http_api_must_be_named(capsys: pytest.CaptureFixture[str]) -> None:
+    import argparse
+
+    from orbital.cli import devices
+
+    class Admin:
+        def call(self, method: str, params: dict[str, object]) -> dict[str, object]:
+            assert method == "device.pair.create"
+            assert params == {"role": "client", "name": "phone"}
+            return {"code": "K7QM2XWP", "expiresAt": 1_800_000_000_000}
+
+    args = argparse.Namespace(
+        role="client", name="phone", node_id=None, channel=None, account=None, direct=False, http_url=None, json=False
+    )
+    aws = "wss://abc.execute-api.us-east-1.amazonaws.com/prod"
+    assert devices._add(Admin(), args, aws) == 0
+    out = capsys.readouterr().out
+    assert f"orbital login --pair K7QM2XWP --url {aws}\n" in out
+    assert "add --http-url" in out
+    args.http_url = "https://def.execute-api.us-east-1.amazonaws.com"
+    assert devices._add(Admin(), args, aws) == 0
+    out = capsys.readouterr().out
+    assert f"--url {aws} --http-url https://def.execute-api.us-east-1.amazonaws.com\n" in out
+    assert "add --http-url" not in out

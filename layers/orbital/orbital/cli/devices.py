@@ -375,4 +375,8 @@ def _add(client: Any, args: argparse.Namespace, url: str) -> int:
     print(f"  {command}")
     if local_token.local_url(url):
         print(f"(The gateway listens on {_redact(url)}: another machine needs an address that reaches it as --url.)")
+    try:
+        device_token.endpoints(url, args.http_url)
+    except ValueError:
+        print("(Its HTTP API cannot be told from this URL: add --http-url with the stack's HttpApiUrl output.)")
     return 0
