@@ -228,3 +228,22 @@ def test_usage_errors(gw: GatewayProcess, tmp_path: Path) -> None:
         done = orbital(env, "devices", *args, "--url", gw.url)
         assert done.returncode == 2, args
         assert message in done.stderr, (args, done.stderr)
+
+
+def test_a_node_token_bound_to_one_id_does_not_serve_another(gw: GatewayProcess, tmp_path: Path) -> None:
+    bound = f"only{uuid.uuid4().hex[:6]}"
+    code, _ = add(gw, tmp_path, "--role", "node", "--node-id", bound)
+    home = tmp_path / "machine"
+    workspace = home / "ws"
+    env = machine_env(home)
+    workspace.mkdir()
+    node = Node(
+        env, ["--pair", code, "--url", gw.url, "--id", "someone-else", "--workspace", str(workspace)], home / "n.log"
+    )
+    try:
+        status = node.proc.wait(timeout=60)  # refused for good: the node stops instead of retrying
+    finally:
+        _, err = node.stop()
+    assert status == 2
+    assert f"may connect only as node {bound!r}" in err + (home / "n.log").read_text()
+    assert not [t for t in tools(gw) if t.startswith("someone-else__")]
