@@ -326,3 +326,24 @@ def test_a_token_of_another_gateway_token_is_refused(token: str, connect: Any, s
     monkeypatch.setenv("ORBITAL_AUTH_TOKEN", "a-new-gateway-token-0123456789")
     reset_caches()
     assert _upgrade("after-rotation", made["token"])["statusCode"] == 401
+
+
+@pytest.mark.atomic_table
+def test_of_racing_exchanges_of_one_code_only_one_gets_a_token(token: str, services: Any) -> None:
+    import threading
+
+    code, _ = devices.create_pair_code(services.table, role="client", name=None, binding={}, now_ms=services.now_ms())
+    start = threading.Barrier(4)
+    got: list[Any] = []
+
+    def exchange() -> None:
+        start.wait()
+        got.append(device_auth.exchange(services, code, None))
+
+    threads = [threading.Thread(target=exchange) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len([g for g in got if g is not None]) == 1
+    assert len(devices.listing(services.table)) == 1

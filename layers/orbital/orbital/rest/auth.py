@@ -116,7 +116,9 @@ def identify(request: HTTPConnection, _scheme: Any = _DOCUMENTED) -> Caller:
 
 
 def gateway_only(request: HTTPConnection, _scheme: Any = _DOCUMENTED) -> Caller:
-    """The caller of a route only the gateway's own credential may use: 401 without one, 403 for an install."""
+    """The caller of a route only the gateway's own credential may use: 401 without one, 403 for an install. A
+    device token of a client role passes as a caller of its role (`Caller.role`): what that role may do is each
+    route's and method's check (ADR 0042)."""
     caller = identify(request)
     if not caller.is_gateway:
         raise HTTPException(403, FORBIDDEN)

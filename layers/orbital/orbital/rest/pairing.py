@@ -50,7 +50,7 @@ def _exchange(body: PairExchangeBody, peer: str | None) -> dict[str, Any]:
 
 @router.post(
     PATH,
-    tags=["devices"],
+    tags=["device"],
     summary="Swap a one-time pairing code for a device token (no bearer: the code is the credential)",
     response_model=PairExchangeAnswer,
     responses={401: {"description": WRONG_CODE}, 429: {"description": TOO_MANY}},
