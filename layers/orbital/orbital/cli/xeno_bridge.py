@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from orbital.cli.chat import redact_url
-from orbital.protocol import local_token
+from orbital.protocol import device_token, local_token
 
 DEFAULT_KEEPALIVE = 240.0
 
@@ -90,12 +90,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def token_source(token_file: str | None, *, url: str = "", data_dir: str | None = None) -> Callable[[], str | None]:
     """Where the token comes from: the file (read now, to fail early, and at every connection attempt),
-    ORBITAL_TOKEN, or for a gateway at a loopback `url` the data directory's token file (read at every connection
-    attempt: the gateway may draw it after the bridge started)."""
+    ORBITAL_TOKEN, a device token saved for `url` (`orbital login --pair`), or for a gateway at a loopback `url` the
+    data directory's token file (read at every connection attempt: the gateway may draw it after the bridge
+    started)."""
     from orbital.xeno.bridge import TokenUnavailable  # lazy: the bridge (websockets, httpx) for this command only
 
     if not token_file:
-        token = os.environ.get(local_token.TOKEN_ENV) or None
+        # the order of every `orbital` command (local_token): the environment, a device token saved for the URL
+        token = os.environ.get(local_token.TOKEN_ENV) or device_token.find_token(url) or None
         if token or not local_token.local_url(url):
             return lambda: token
         kept = local_token.data_dir(data_dir) / local_token.TOKEN_FILE

@@ -391,6 +391,7 @@ const ICONS = {
   schedules: "M12 3a9 9 0 1 0 0.01 0z M12 7v5l3 2",
   channels: "M3 11l18-8-7 18-3-7z M11 14l10-11",
   settings: "M4 6h16 M4 12h16 M4 18h16 M9 4v4 M15 10v4 M7 16v4",
+  devices: "M7 3h10v18H7z M11 18h2 M9 7a5 5 0 0 1 6 0",
   sun: "M12 8a4 4 0 1 0 0.01 0z M12 2v2 M12 20v2 M4.9 4.9l1.4 1.4 M17.7 17.7l1.4 1.4 M2 12h2 M20 12h2 M4.9 19.1l1.4-1.4 M17.7 6.3l1.4-1.4",
   moon: "M20 14.5A8 8 0 0 1 9.5 4a8 8 0 1 0 10.5 10.5z",
   stop: "M6 6h12v12H6z",

@@ -47,7 +47,9 @@ from orbital.protocol.frames import FRAGMENT_BYTES, MAX_MESSAGE_BYTES, fragments
 
 log = logging.getLogger("orbital.node")
 
-FATAL_CODES = frozenset({401, 103})
+FATAL_CODES = frozenset({401, 403, 103})
+"""`connect`'s answers a retry cannot change: a wrong token, a device token of another role or bound to another node id
+(403), an invalid registration."""
 CLOSE_UNAUTHORIZED = 4001
 EXEC_EVENT_MAX_ATTEMPTS = 60
 API_GATEWAY_MESSAGE_BYTES = MAX_MESSAGE_BYTES

@@ -13,7 +13,7 @@ from typing import Any
 
 from orbital.node.agent import NodeAgent, NodeOptions, redact_url
 from orbital.node.logs import configure_logging, default_log_file, log
-from orbital.protocol import local_token
+from orbital.protocol import device_token, local_token
 
 DEFAULT_URL = local_token.DEFAULT_URL
 DEFAULT_KEEPALIVE = 240.0
@@ -26,10 +26,25 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="run this machine as a tool host (Bash, Read, Write, ... for the agent)",
         description=(
             "Connect to an Orbital gateway in node mode and run its tool calls on this machine. "
-            "Reconnects automatically; Ctrl-C stops it and the commands it started."
+            "Reconnects automatically; Ctrl-C stops it and the commands it started. With --pair CODE (a code "
+            "from `orbital devices add --role node` or the console's Devices view) it first trades the code for a "
+            "token of its own, saved 0600 in the config directory for the URL, which later starts find by "
+            "themselves."
         ),
     )
     local_token.add_arguments(parser)
+    parser.add_argument(
+        "--pair",
+        default=None,
+        metavar="CODE",
+        help="trade this one-time pairing code for a device token (saved for --url), then run",
+    )
+    parser.add_argument(
+        "--http-url",
+        default=None,
+        metavar="URL",
+        help="with --pair: the gateway's HTTP API when its host differs from --url's (a stack on AWS)",
+    )
     parser.add_argument("--id", dest="node_id", default=None, metavar="NAME", help="node id (default node-{hostname})")
     parser.add_argument(
         "--workspace", default=None, metavar="DIR", help="directory for relative paths and commands (default: cwd)"
@@ -58,12 +73,41 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     return parser
 
 
-def _options(args: argparse.Namespace) -> Any:
+def pair(args: argparse.Namespace) -> device_token.Paired:
+    """`--pair CODE`: trade the code for a device token and save it for the URL. ValueError when that fails."""
+    gateway_url = local_token.url(getattr(args, "url", None))
     try:
-        url, token = local_token.from_arguments("orbital node", args)
-    except local_token.TokenFileError as exc:
-        raise ValueError(str(exc)) from None
-    node_id = (args.node_id or "").strip() or f"node-{socket.gethostname()}"
+        paired = device_token.exchange(args.pair, url=gateway_url, http_url=getattr(args, "http_url", None) or None)
+        path = device_token.save(paired)
+    except (device_token.PairingFailed, device_token.DeviceFileError) as exc:
+        raise ValueError(f"pairing failed: {exc}") from None
+    if paired.role != "node":
+        print(
+            f"orbital node: warning: the code was for a {paired.role} device, not a node", file=sys.stderr, flush=True
+        )
+    print(
+        f"Paired with {redact_url(paired.url)} as a {paired.role} device (token {paired.token_id or '?'}); "
+        f"the token is saved in {path}.",
+        flush=True,
+    )
+    return paired
+
+
+def _options(args: argparse.Namespace, paired: device_token.Paired | None = None) -> Any:
+    token: str | None
+    if paired is not None:
+        url, token = paired.url, paired.token
+        args.url = url
+    else:
+        try:
+            url, token = local_token.from_arguments("orbital node", args, kinds=("node", "client"))
+        except local_token.TokenFileError as exc:
+            raise ValueError(str(exc)) from None
+    saved = device_token.find(url, "node") or {}
+    bound = paired.node_id if paired is not None else (saved.get("nodeId") if saved.get("token") == token else None)
+    node_id = (
+        (args.node_id or "").strip() or (bound if isinstance(bound, str) else "") or f"node-{socket.gethostname()}"
+    )
     workspace = Path(args.workspace).expanduser() if args.workspace else Path.cwd()
     workspace = workspace.resolve()
     log_file = Path(args.log_file).expanduser() if args.log_file else default_log_file()
@@ -85,7 +129,8 @@ def _options(args: argparse.Namespace) -> Any:
 def run(args: argparse.Namespace) -> int:
     """Run the node until Ctrl-C/SIGTERM (exit 0) or until the gateway refuses it for good (exit 2)."""
     try:
-        options = _options(args)
+        paired = pair(args) if getattr(args, "pair", None) else None
+        options = _options(args, paired)
     except ValueError as exc:
         print(f"orbital node: {exc}", file=sys.stderr)
         return 2

@@ -6,7 +6,11 @@ user finds it there by itself. In order, the token is:
 
 1. the file named by `--token-file`;
 2. the environment variable `ORBITAL_TOKEN`;
-3. the data directory's `token` file (the data directory from `--data-dir`, `ORBITAL_DATA_DIR`, default
+3. a device token saved for this gateway's URL by `orbital login --pair CODE` or `orbital node --pair CODE`, in
+   `devices.json` in the user's config directory (`$XDG_CONFIG_HOME/orbital/`, else `~/.config/orbital/`; see
+   `device_token`): `orbital node` presents the node token saved there (else the client one), every other command
+   the client one;
+4. the data directory's `token` file (the data directory from `--data-dir`, `ORBITAL_DATA_DIR`, default
    `~/.orbital`), only for a gateway on this machine (a loopback URL): a local token is never sent elsewhere.
 
 The URL is `--url`, else `ORBITAL_URL`, else `ws://127.0.0.1:8765/ws`. A token is never taken from a command line:
@@ -23,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
+from orbital.protocol import device_token
 from orbital.protocol.peers import loopback_address
 
 if TYPE_CHECKING:
@@ -85,11 +90,12 @@ def resolve_token(
     data_dir_arg: str | None = None,
     gateway_url: str = DEFAULT_URL,
     given: str | None = None,
+    kinds: tuple[str, ...] = ("client",),
 ) -> str | None:
     """The token a command run by this user presents: `given` (a deprecated `--token`), `--token-file`,
-    `ORBITAL_TOKEN`, the data directory's `token` file (for a gateway at a loopback URL only), in that order; None
-    when there is none (a gateway in `same-user` mode needs none). TokenFileError for a `--token-file` that cannot be
-    used."""
+    `ORBITAL_TOKEN`, a device token saved for `gateway_url` (of the first of `kinds` saved), the data directory's
+    `token` file (for a gateway at a loopback URL only), in that order; None when there is none (a gateway in
+    `same-user` mode needs none). TokenFileError for a `--token-file` that cannot be used."""
     if given:
         return given
     if token_file:
@@ -97,6 +103,9 @@ def resolve_token(
     from_env = os.environ.get(TOKEN_ENV, "").strip()
     if from_env:
         return from_env
+    paired = device_token.find_token(gateway_url, kinds)
+    if paired:
+        return paired
     if not local_url(gateway_url):
         return None
     kept = data_dir(data_dir_arg) / TOKEN_FILE
@@ -141,8 +150,9 @@ def ensure_token(directory: Path) -> tuple[str, bool]:
     return token, True
 
 
-def add_arguments(parser: argparse.ArgumentParser, *, url: bool = True) -> None:
-    """`--url`, `--token-file`, `--data-dir` and the deprecated `--token` of a command that talks to a gateway."""
+def add_arguments(parser: argparse.ArgumentParser, *, url: bool = True, token_argument: bool = True) -> None:
+    """`--url`, `--token-file`, `--data-dir` and the deprecated `--token` of a command that talks to a gateway
+    (`token_argument=False`: a new command, which never took a token on its command line)."""
     import argparse  # lazy: the handlers on Lambda import this module for MIN_TOKEN_LENGTH, not for a command line
 
     if url:
@@ -153,7 +163,8 @@ def add_arguments(parser: argparse.ArgumentParser, *, url: bool = True) -> None:
         "--token-file",
         default=None,
         metavar="FILE",
-        help=f"file holding the gateway token (default: env {TOKEN_ENV}, else the data directory's token file)",
+        help=f"file holding the token (default: env {TOKEN_ENV}, else the device token saved for the URL by "
+        "`--pair`, else the data directory's token file)",
     )
     parser.add_argument(
         "--data-dir",
@@ -162,15 +173,25 @@ def add_arguments(parser: argparse.ArgumentParser, *, url: bool = True) -> None:
         help=f"the local gateway's data directory, where its token is kept (env {DATA_DIR_ENV}; default "
         f"{DEFAULT_DATA_DIR}); used for a gateway at a loopback URL only",
     )
-    parser.add_argument("--token", default=None, metavar="TOKEN", help=argparse.SUPPRESS)
+    if token_argument:
+        parser.add_argument("--token", default=None, metavar="TOKEN", help=argparse.SUPPRESS)
+    else:
+        parser.set_defaults(token=None)
 
 
-def from_arguments(command: str, args: argparse.Namespace) -> tuple[str, str | None]:
-    """The URL and token of a command's parsed `add_arguments` options (a deprecated `--token` warns on stderr).
-    TokenFileError for a `--token-file` that cannot be used."""
+def from_arguments(
+    command: str, args: argparse.Namespace, *, kinds: tuple[str, ...] = ("client",)
+) -> tuple[str, str | None]:
+    """The URL and token of a command's parsed `add_arguments` options (a deprecated `--token` warns on stderr);
+    `kinds`: the saved device tokens the command may present, in order. TokenFileError for a `--token-file` that
+    cannot be used."""
     warn_token_argument(command, getattr(args, "token", None))
     gateway_url = url(getattr(args, "url", None))
     token = resolve_token(
-        token_file=args.token_file, data_dir_arg=args.data_dir, gateway_url=gateway_url, given=args.token
+        token_file=args.token_file,
+        data_dir_arg=args.data_dir,
+        gateway_url=gateway_url,
+        given=args.token,
+        kinds=kinds,
     )
     return gateway_url, token
