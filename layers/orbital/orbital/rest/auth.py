@@ -23,6 +23,7 @@ from fastapi import HTTPException, Security
 from fastapi.security import HTTPBearer
 from starlette.requests import HTTPConnection
 
+from orbital.domain import roles
 from orbital.runtime import credentials
 from orbital.runtime.attempts import ATTEMPTS, PEER_UID, TOO_MANY, peer_key
 from orbital.runtime.services import get_services
@@ -60,6 +61,11 @@ class Caller:
     user_id: str | None = None
     """The install's user id; None for the gateway's own credential."""
     install_id: str | None = None
+    role: str = roles.DEFAULT_ROLE
+    """The role of the credential (ADR 0042): what the methods it calls over `/api/v1` may do; the gateway token is
+    `admin`."""
+    device_id: str | None = None
+    """The device whose token it is (None for the gateway token)."""
 
     @property
     def is_gateway(self) -> bool:
