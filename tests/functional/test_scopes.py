@@ -110,29 +110,53 @@ def test_a_node_role_device_cannot_call_client_methods(services: Any, connect: A
         assert stray.error(method, {}) == refusal(method, scope, "node")
 
 
-def test_http_callers_are_checked_with_their_role(services: Any) -> None:
+@pytest.fixture
+def http_as(services: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """http_as(role) -> a client of the HTTP app whose bearer is judged a device of `role` (as `identify` will judge
+    a device token)."""
     from orbital.rest.app import create_app
     from orbital.runtime.services import use_services
 
     use_services(services)
-    try:
-        app = create_app()
-        app.dependency_overrides[auth.gateway_only] = lambda: auth.Caller(role="viewer", device_id="dev-tab")
-        http = TestClient(app)
-        answer = http.post("/api/v1/config.set", json={"path": "userTimezone", "value": "Europe/Paris"})
-        assert answer.status_code == 403, answer.text
-        assert answer.json() == {
-            "detail": "Method config.set needs scope operate; this device's role is viewer",
-            "code": 403,
-        }
-        assert http.post("/api/v1/sessions.list", json={}).status_code == 200
-    finally:
-        use_services(None)
-    # the socket the call is dispatched on carries the role and the device
+
+    def _as(role: str) -> TestClient:
+        monkeypatch.setattr(auth, "identify", lambda request, _scheme=None: auth.Caller(role=role, device_id="dev-x"))
+        return TestClient(create_app())
+
+    yield _as
+    use_services(None)
+
+
+def test_http_callers_are_checked_with_their_role(services: Any, http_as: Any) -> None:
+    http = http_as("viewer")
+    answer = http.post("/api/v1/config.set", json={"path": "userTimezone", "value": "Europe/Paris"})
+    assert answer.status_code == 403, answer.text
+    assert answer.json() == {
+        "detail": "Method config.set needs scope operate; this device's role is viewer",
+        "code": 403,
+    }
+    assert http.post("/api/v1/sessions.list", json={}).status_code == 200
+    assert services.config.effective().get("userTimezone") != "Europe/Paris"
+    # the socket the call is dispatched on carries the role; the gateway's caller is admin
     answered = admin.call(services, "config.set", {"path": "x", "value": 1}, 1.0, caller=auth.Caller(role="client"))
     assert answered is not None and answered["error"] == refusal("config.set", "operate", "client")
     answered = admin.call(services, "config.set", {"path": "userTimezone", "value": "UTC"}, 1.0, caller=auth.Caller())
     assert answered is not None and answered["ok"] is True
+
+
+def test_the_other_http_routes_need_a_scope_too(http_as: Any) -> None:
+    client = http_as("client")
+    answer = client.post("/api/install/register", json={"operating_system": "linux"})
+    assert answer.status_code == 403
+    assert answer.json()["detail"] == "This route needs scope admin; this device's role is client"
+    assert client.get("/api/session-media/main/a.png").status_code == 404  # `read`: let in, and nothing is there
+    node = http_as("node")
+    answer = node.get("/api/session-media/main/a.png")
+    assert answer.status_code == 403
+    assert answer.json()["detail"] == "This route needs scope read; this device's role is node"
+    answer = http_as("viewer").get("/api/install/me")  # the WindieOS routes run models: `chat`
+    assert answer.status_code == 403
+    assert answer.json()["detail"] == "This route needs scope chat; this device's role is viewer"
 
 
 def test_a_dialect_calls_with_the_device_s_role(services: Any) -> None:
