@@ -211,3 +211,55 @@ def test_an_operator_answers_any_run_s_approvals(paused: dict[str, Any], connect
     approval_id = paused["approval"]["approvalId"]
     answered = operator.call("approval.resolve", {"approvalId": approval_id, "decision": "deny"})
     assert answered == {"approvalId": approval_id, "decision": "deny", "resolved": True}
+
+
+# --- with real device tokens (ADR 0043) ------------------------------------------------------------------------------
+
+
+def test_real_device_tokens_carry_their_role(token: str, connect: Any, services: Any) -> None:
+    from tests.functional.test_device_tokens import _connect, _create
+
+    owner = connect("client", "owner")
+    owner.call("config.set", {"path": "apiKeys.openai", "value": SECRET})
+    phone, answer = _connect(services, _create(owner, role="client")["token"], "client", id="phone")
+    assert answer["ok"], answer
+    assert phone.call("config.get", {"path": "apiKeys.openai"})["value"] == "***"
+    assert phone.error("device.token.create", {"name": "mine", "role": "admin"}) == refusal(
+        "device.token.create", "admin", "client"
+    )
+    assert phone.error("config.set", {"path": "userTimezone", "value": "UTC"}) == refusal(
+        "config.set", "operate", "client"
+    )
+    dashboard, answer = _connect(services, _create(owner, role="viewer")["token"], "client", id="dash")
+    assert answer["ok"], answer
+    assert dashboard.error("config.set", {"path": "userTimezone", "value": "UTC"}) == refusal(
+        "config.set", "operate", "viewer"
+    )
+    ops, answer = _connect(services, _create(owner, role="operator")["token"], "client", id="ops")
+    assert answer["ok"], answer
+    assert ops.call("config.set", {"path": "userTimezone", "value": "UTC"})["ok"] is True
+    assert ops.error("config.set", {"path": "apiKeys.openai", "value": "sk-x"})["code"] == 403
+    assert ops.error("device.token.list", {}) == refusal("device.token.list", "admin", "operator")
+    box, answer = _connect(services, _create(owner, role="node", nodeId="box")["token"], "node", id="box")
+    assert answer["ok"], answer
+    assert box.error("config.get", {})["message"].startswith("Method config.get not allowed for mode node")
+    assert box.call("tools.list", {}) is not None
+
+
+def test_a_device_token_over_http_is_checked_with_its_role(token: str, connect: Any, services: Any) -> None:
+    from orbital.rest.app import create_app
+    from orbital.runtime.services import use_services
+
+    from tests.functional.test_device_tokens import _create
+
+    owner = connect("client", "owner")
+    viewer = {"Authorization": f"Bearer {_create(owner, role='viewer')['token']}"}
+    use_services(services)
+    try:
+        http = TestClient(create_app())
+        answer = http.post("/api/v1/config.set", headers=viewer, json={"path": "userTimezone", "value": "UTC"})
+        assert answer.status_code == 403
+        assert answer.json()["detail"] == "Method config.set needs scope operate; this device's role is viewer"
+        assert http.post("/api/v1/sessions.list", headers=viewer, json={}).status_code == 200
+    finally:
+        use_services(None)

@@ -235,25 +235,30 @@ def test_no_wildcard_actions_and_data_scoped_to_our_table_and_bucket(template: d
 
 
 def test_connect_function_may_only_arm_authentication_deadlines(template: dict[str, Any]) -> None:
-    """`$connect` reads only install identities (a WindieOS install token); it writes only a new socket's
-    authentication deadline (a pending call under the `auth-` call ids, and a due marker) and starts the timer of its
-    second."""
+    """`$connect` reads only install identities (a WindieOS install token) and device tokens (noting a device
+    token's last use on its record); it writes only a new socket's authentication deadline (a pending call under the
+    `auth-` call ids, and a due marker), the record of a socket that showed a credential, and a device token's socket
+    entry, and starts the timer of its second."""
     from orbital.engines import socket_gate
     from orbital.store import keys
 
     found = statements(resource(template, "WsConnectFunction"))
     granted = {a: st for st in found for a in actions(st)}
-    assert set(granted) == {"dynamodb:PutItem", "dynamodb:GetItem", "states:StartExecution"}
+    assert set(granted) == {"dynamodb:PutItem", "dynamodb:GetItem", "dynamodb:UpdateItem", "states:StartExecution"}
     readable = granted["dynamodb:GetItem"]["Condition"]["ForAllValues:StringEquals"]["dynamodb:LeadingKeys"]
-    assert readable == [keys.install("HASH")[0]]
+    assert readable == [keys.install("HASH")[0], keys.device("ID")[0]]
+    updated = granted["dynamodb:UpdateItem"]["Condition"]["ForAllValues:StringEquals"]["dynamodb:LeadingKeys"]
+    assert updated == [keys.device("ID")[0]]
     leading = granted["dynamodb:PutItem"]["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"]
     deadline_pk = keys.pending_call(socket_gate.call_id("SOCKET="))[0]
     due_pk = keys.call_due_pk(1_800_000_000)
     connection_pk = keys.connection("SOCKET=")[0]
+    device_socket_pk = keys.device_sockets_pk("ID")
     expected = [
         deadline_pk.replace("SOCKET=", "*"),
         due_pk.replace("1800000000", "*"),
         connection_pk.replace("SOCKET=", "*"),
+        device_socket_pk.replace("ID", "*"),
     ]
     assert sorted(leading) == sorted(expected)
     # and it may read the token (a bearer at the upgrade), nothing else

@@ -29,7 +29,7 @@ from orbital.dialects import approval_answers, base
 from orbital.dialects.detect import EXOCLAW
 from orbital.domain.budgets import BudgetExceeded
 from orbital.domain.session_keys import resolve_agent_by_specificity
-from orbital.engines import socket_gate
+from orbital.engines import device_auth, socket_gate
 from orbital.protocol.registry import DialectClose, DialectInbound, Router
 from orbital.store.connections import Connection
 
@@ -82,9 +82,16 @@ def _first(services: Services, inbound: DialectInbound) -> list[Any]:
     bearer = inbound.conn is not None and bool(inbound.conn.extra.get("bearer"))
     if secrets.token_configured(services.settings) and (token is not None or not bearer):
         expected = secrets.gateway_token(services.settings) or ""
-        if not isinstance(token, str) or not hmac.compare_digest(token.encode(), expected.encode()):
+        device = device_auth.authenticate(services, token) if isinstance(token, str) else None
+        if device is not None and device.role in device_auth.CLIENT_ROLES:  # a device token (ADR 0043)
+            base.accept(
+                services, inbound.conn, inbound.connection_id, EXOCLAW, role=device.role, deviceId=device.token_id
+            )
+            device_auth.note_socket(services, device, inbound.connection_id)
+        elif not isinstance(token, str) or not hmac.compare_digest(token.encode(), expected.encode()):
             return [AUTH_FAILED, DialectClose(4001, "auth_failed")]
-        base.accept(services, inbound.conn, inbound.connection_id, EXOCLAW)
+        else:
+            base.accept(services, inbound.conn, inbound.connection_id, EXOCLAW)
         if not bearer:
             socket_gate.settle(services, inbound.connection_id)
         return [HELLO]

@@ -12,11 +12,12 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict
 from orbital.aws import secrets
 from orbital.domain import roles
 from orbital.domain.capabilities import RuntimeInvalid, validate_node_runtime
-from orbital.engines import socket_gate
+from orbital.engines import device_auth, socket_gate
 from orbital.errors import RpcError, UnavailableError
 from orbital.protocol.frames import PROTOCOL_VERSION, SERVER_VERSION, limits
 from orbital.protocol.params import GivenObject, Items, Text, Whole
 from orbital.protocol.registry import EVERY_MODE, Params, Result, Router
+from orbital.store import devices
 from orbital.store.connections import Connection
 
 if TYPE_CHECKING:
@@ -156,6 +157,38 @@ def _release_previous_identity(ctx: CallContext, conn: Connection) -> None:
         repo.release_identity(old, ctx.connection_id)
 
 
+def _as_bound(device: devices.Device, mode: str, raw_id: str | None, client: ClientInfo) -> str | None:
+    """What a device token's role and binding allow this socket to be (403 otherwise, ADR 0043): a `node` token
+    connects only as a node, and only as its `nodeId` when it has one; a `channel` token only as a channel, for
+    its channel and account; `client` and `viewer` tokens only as clients. Returns the socket's id (a bound
+    identity where the client gave none)."""
+    role, binding = device.role, device.binding
+    if role == "node":
+        if mode != "node":
+            raise RpcError(f"Forbidden: a node device token connects only in node mode, not {mode}", code=403)
+        bound = binding.get("nodeId")
+        if bound:
+            if raw_id is not None and raw_id != bound:
+                raise RpcError(f"Forbidden: this device token may connect only as node {bound!r}", code=403)
+            return bound
+        return raw_id
+    if role == "channel":
+        if mode != "channel":
+            raise RpcError(f"Forbidden: a channel device token connects only in channel mode, not {mode}", code=403)
+        channel, account = binding.get("channel"), binding.get("accountId")
+        if channel and client.channel != channel:
+            raise RpcError(f"Forbidden: this device token may connect only as channel {channel!r}", code=403)
+        if account:
+            given = client.accountId
+            if given is not None and given != account:
+                raise RpcError(f"Forbidden: this device token may connect only as account {account!r}", code=403)
+            client.accountId = account
+        return raw_id
+    if mode != "client" and role not in ("admin", "operator"):
+        raise RpcError(f"Forbidden: a {role} device token connects only in client mode, not {mode}", code=403)
+    return raw_id
+
+
 RESERVED_NODE_PREFIX = "~"
 """Node ids the gateway keeps for owners of calls that are no node (`agent.client_tools.owner`: `~client:{id}`)."""
 
@@ -169,7 +202,14 @@ def connect(ctx: CallContext, params: ConnectParams) -> dict[str, Any]:
     if params.minProtocol != PROTOCOL_VERSION:
         raise RpcError("Unsupported protocol version", code=102)
     expected = expected_token(ctx)
-    if expected is not None and not token_matches(params.auth.token if params.auth else None, expected):
+    given = params.auth.token if params.auth else None
+    device: devices.Device | None = None
+    if given is not None and devices.looks_like_token(given):
+        device = device_auth.authenticate(ctx.services, given)  # one read: a revoked token is refused at once
+        if device is None:
+            ctx.close_after = (4001, "Unauthorized")
+            raise RpcError("Unauthorized: invalid or missing token", code=401)
+    elif expected is not None and not token_matches(given, expected):
         ctx.close_after = (4001, "Unauthorized")
         raise RpcError("Unauthorized: invalid or missing token", code=401)
     client = params.client or ClientInfo()
@@ -178,8 +218,12 @@ def connect(ctx: CallContext, params: ConnectParams) -> dict[str, Any]:
         raise RpcError("Invalid client mode", code=103)
     now = ctx.now_ms()
     raw_id = client.id if client.id and client.id.strip() else None
+    if device is not None:
+        raw_id = _as_bound(device, mode, raw_id, client)
     repo = ctx.services.connections
-    extra = {k: v for k, v in (("version", client.version), ("platform", client.platform)) if v}
+    extra: dict[str, Any] = {k: v for k, v in (("version", client.version), ("platform", client.platform)) if v}
+    if device is not None:
+        extra.update(role=device.role, deviceId=device.token_id)
     if mode == "client":
         client_id = raw_id or f"client-{ctx.connection_id}"
         conn = Connection(ctx.connection_id, "client", now, client_id=client_id)
@@ -220,6 +264,8 @@ def connect(ctx: CallContext, params: ConnectParams) -> dict[str, Any]:
         _replace(ctx, previous, "Replaced by newer channel connection")
         _still_open(ctx, conn)
         repo.register_channel(channel, account_id)
+    if device is not None:
+        device_auth.note_socket(ctx.services, device, ctx.connection_id)  # so that revoking the token closes it
     if socket_gate.applies(ctx.services):
         socket_gate.settle(ctx.services, ctx.connection_id)
     return {

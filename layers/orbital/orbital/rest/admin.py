@@ -55,6 +55,8 @@ log = logging.getLogger("orbital.rest")
 PREFIX = "/api/v1"
 WAIT_SECONDS = 25.0
 """The longest an HTTP request waits for a deferred method's answer (API Gateway's integration timeout is 30 s)."""
+UNAUTHENTICATED = frozenset({PREFIX + "/pair/exchange"})
+"""Routes under the prefix that are no method and take no bearer (`rest.auth.PUBLIC` says why)."""
 LAMBDA_MARGIN_SECONDS = 2.0
 """Kept free of the invocation's remaining time on Lambda, to answer the 504 before the function is stopped."""
 FIRST_POLL_SECONDS = 0.02
@@ -158,7 +160,8 @@ class AuthFirst:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and str(scope.get("path", "")).startswith(PREFIX + "/"):
+        path = str(scope.get("path", ""))
+        if scope["type"] == "http" and path.startswith(PREFIX + "/") and path not in UNAUTHENTICATED:
             refused = await run_in_threadpool(refusal, HTTPConnection(scope))
             if refused is not None:
                 await refused(scope, receive, send)

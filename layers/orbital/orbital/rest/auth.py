@@ -2,6 +2,9 @@
 
 - The gateway's own credential: `Authorization: Bearer <gateway token>`; on a gateway without a token (only ever
   loopback: the local front door refuses every other peer) any request holds it.
+- A device token (`orb_dev_…`, ADR 0043) of a role that may act as a client (`admin`, `operator`, `client`,
+  `viewer`): the caller has that `role` and `device_id`, and the methods it calls check the role. A `node` or
+  `channel` token is for its socket only: 403 on every route.
 - A WindieOS install: `Authorization: Bearer wnd_install_…`, a token from `POST /api/install/register`. It names a
   user id and reaches only the WindieOS routes, with that user's artifacts.
 
@@ -25,6 +28,7 @@ from fastapi.security import HTTPBearer
 from starlette.requests import HTTPConnection
 
 from orbital.domain import roles
+from orbital.engines import device_auth
 from orbital.runtime import credentials
 from orbital.runtime.attempts import ATTEMPTS, PEER_UID, TOO_MANY, peer_key
 from orbital.runtime.services import get_services
@@ -52,6 +56,7 @@ PUBLIC: dict[tuple[str, str], str] = {
     ("GET", "/"): "the console's page: the same for everyone; it asks for the token itself",
     ("GET", "/console/config.json"): "the console's settings: the WebSocket URL and whether a token is needed",
     ("GET", "/console/{name:path}"): "the console's scripts, style sheet and icon",
+    ("POST", "/api/v1/pair/exchange"): "swaps a one-time pairing code for a device token; wrong codes are rate-limited",
 }
 """(method, path) -> why the route needs no gateway bearer. Any route not here must refuse a request without one
 (tests/functional/test_rest_app.py walks them all). The console's page and static files will join it."""
@@ -101,6 +106,11 @@ def identify(request: HTTPConnection, _scheme: Any = _DOCUMENTED) -> Caller:
         raise HTTPException(503, "Gateway auth token not configured")
     if kind is credentials.Kind.INSTALL and judged.install is not None:
         return Caller(user_id=judged.install.user_id, install_id=judged.install.install_id)
+    if kind is credentials.Kind.DEVICE and judged.device is not None:
+        device = judged.device
+        if device.role not in device_auth.CLIENT_ROLES:
+            raise HTTPException(403, f"A {device.role} device token is for its {device.role} socket only")
+        return Caller(role=device.role, device_id=device.token_id)
     if kind is credentials.Kind.GATEWAY or (kind is credentials.Kind.NONE and not judged.token_set):
         return Caller()
     if kind is credentials.Kind.WRONG:

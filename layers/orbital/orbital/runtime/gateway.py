@@ -15,7 +15,7 @@ import logging
 from typing import Any
 
 from orbital.dialects import detect, exoclaw
-from orbital.engines import socket_gate
+from orbital.engines import device_auth, socket_gate
 from orbital.methods import registry
 from orbital.observability import count
 from orbital.ports.lifecycle import disconnect
@@ -80,7 +80,11 @@ def handle_connect(event: dict[str, Any], context: Any = None) -> dict[str, Any]
     if judged.kind is credentials.Kind.WRONG:
         ATTEMPTS.failed(peer)
         return {"statusCode": 401, "body": "Unauthorized"}
-    bearer = judged.kind is credentials.Kind.GATEWAY
+    # a device token of a role that may speak as a client counts as the bearer of its role (ADR 0043); a node's or
+    # a channel's is no credential for the other gateways' dialects, and registers with `connect` as usual
+    device = judged.device if judged.kind is credentials.Kind.DEVICE else None
+    client_device = device is not None and device.role in device_auth.CLIENT_ROLES
+    bearer = judged.kind is credentials.Kind.GATEWAY or client_device
     # a WindieOS install's token: that install's user, speaking WindieOS only
     install = judged.install
     services.connections.opened(connection_id)
@@ -89,6 +93,9 @@ def handle_connect(event: dict[str, Any], context: Any = None) -> dict[str, Any]
         forced = detect.WINDIE
     if bearer or forced:  # what later frames must know about this socket: who it is, which protocol it speaks
         extra: dict[str, Any] = {"pending": True, "bearer": True} if bearer else {"pending": True}
+        if client_device and device is not None:
+            extra.update(role=device.role, deviceId=device.token_id)
+            device_auth.note_socket(services, device, connection_id)  # so that revoking the token closes it
         if install is not None:
             extra.update(install={"user": install.user_id, "id": install.install_id}, **{DIALECT_ONLY: True})
         if settings.local and _on_this_machine(event):

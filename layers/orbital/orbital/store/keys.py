@@ -23,6 +23,9 @@ Single table: `PK`, `SK`, `GSI1PK`/`GSI1SK` (index `GSI1`), `ttl` (epoch seconds
 | gateway flags       | GATEWAY              | {flag}                     | e.g. workspace seeded                   |
 | token usage         | USAGE                | {YYYY-MM}                  | UTC month: `m`, days `d01`..`d31`; ttl  |
 | install identity    | INSTALLS             | {sha256 of the token}      | user_id, install_id (WindieOS installs) |
+| device token        | DEVICES              | {tokenId}                  | keyed hash of the secret, role, binding |
+| a device's sockets  | DEVSOCK#{tokenId}    | {connectionId}             | closed when the token is revoked; ttl   |
+| device pairing code | DEVICEPAIRS          | {code}                     | role, binding; single use; ttl          |
 | WindieOS settings   | WINDIESETTINGS       | {userId}                   | one user's client settings              |
 | approval prompt     | APPROVALPROMPT#{id}  | {channel}                  | a prompt's chat and message id; ttl     |
 """
@@ -53,8 +56,10 @@ _CALL_PREFIX = "CALL#"
 _WAIT_GROUP_PREFIX = "WAITGROUP#"
 _CALL_DUE_PREFIX = "CALLDUE#"
 _HTTP_ANSWER_PREFIX = "HTTPANSWER#"
+_DEVICE_SOCKET_PREFIX = "DEVSOCK#"
 _PROCESS_BOUND_PREFIXES = (
     _CONNECTION_PREFIX,
+    _DEVICE_SOCKET_PREFIX,
     _CALL_PREFIX,
     _CALL_DUE_PREFIX,
     _WAIT_GROUP_PREFIX,
@@ -194,6 +199,29 @@ INSTALLS_PK = "INSTALLS"
 
 def install(token_hash: str) -> tuple[str, str]:
     return INSTALLS_PK, token_hash
+
+
+DEVICES_PK = "DEVICES"
+DEVICE_PAIRS_PK = "DEVICEPAIRS"
+
+
+def device(token_id: str) -> tuple[str, str]:
+    """A device token's record (its keyed hash, never the token), read with one point read at every use."""
+    return DEVICES_PK, token_id
+
+
+def device_sockets_pk(token_id: str) -> str:
+    """The sockets opened with a device token, so revoking it can close them."""
+    return f"{_DEVICE_SOCKET_PREFIX}{token_id}"
+
+
+def device_socket(token_id: str, connection_id: str) -> tuple[str, str]:
+    return device_sockets_pk(token_id), connection_id
+
+
+def device_pair(code: str) -> tuple[str, str]:
+    """A one-time pairing code, exchanged (deleted) once for a device token."""
+    return DEVICE_PAIRS_PK, code
 
 
 UPLOAD_QUOTA_PK = "UPLOADQUOTA"
@@ -514,11 +542,14 @@ _PK_KINDS = {
     COUNTER_PK: "counter",
     TOKEN_USAGE_PK: "token-usage",
     INSTALLS_PK: "install",
+    DEVICES_PK: "device-token",
+    DEVICE_PAIRS_PK: "device-pair",
     UPLOAD_QUOTA_PK: "upload-quota",
     WINDIE_SETTINGS_PK: "windie-settings",
 }
 _PK_PREFIX_KINDS = (
     ("CONN#", "connection"),
+    (_DEVICE_SOCKET_PREFIX, "device-socket"),
     ("CRONRUN#", "cron-run"),
     ("CRONACTIVE#", "cron-active"),
     (_CALL_PREFIX, "pending-call"),

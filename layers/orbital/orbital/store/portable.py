@@ -101,6 +101,8 @@ LIVE_ITEM_KINDS = frozenset(
         "client-alias",
         "run-subscription",
         "channel-socket",
+        "device-socket",
+        "device-pair",
         "pending-call",
         "call-due",
         "wait-group",
