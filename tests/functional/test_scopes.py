@@ -263,3 +263,28 @@ def test_a_device_token_over_http_is_checked_with_its_role(token: str, connect: 
         assert http.post("/api/v1/sessions.list", headers=viewer, json={}).status_code == 200
     finally:
         use_services(None)
+
+
+def test_a_viewer_device_on_a_dialect_socket_cannot_start_a_run(
+    token: str, connect: Any, services: Any, sender: Any
+) -> None:
+    import json
+
+    from orbital.runtime.services import use_services
+
+    from tests.functional.test_device_tokens import _create, _frame, _upgrade
+
+    owner = connect("client", "owner")
+    viewer = _create(owner, role="viewer")
+    use_services(services)
+    try:
+        assert _upgrade("xeno-v", viewer["token"]) == {"statusCode": 200}
+        _frame("xeno-v", {"jsonrpc": "2.0", "id": 1, "method": "gateway.hello", "params": {}})
+        assert services.connections.get("xeno-v").extra["role"] == "viewer"
+        query = {"requestId": "q1", "content": "run something", "context": {"type": "rpc"}}
+        _frame("xeno-v", {"jsonrpc": "2.0", "id": 2, "method": "gateway.query", "params": query})
+    finally:
+        use_services(None)
+    frames = [json.loads(f) if isinstance(f, str) else f for f in sender.frames_to("xeno-v")]
+    errors = [f["params"] for f in frames if isinstance(f, dict) and f.get("method") == "gateway.error"]
+    assert errors == [{"requestId": "q1", "error": "Method chat.send needs scope chat; this device's role is viewer"}]
