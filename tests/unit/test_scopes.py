@@ -55,6 +55,7 @@ SCOPE: dict[str, str | dict[str, str]] = {
     "cron.runs": "read",
     "cron.preview": "read",
     "skills.status": "read",
+    "spend.status": "read",  # lands with the spend caps
     # chatting
     "chat.send": "chat",
     "session.patch": "chat",
@@ -98,7 +99,7 @@ SCOPE: dict[str, str | dict[str, str]] = {
     # what a channel sends
     "channel.inbound": "channel",
     "channel.control.result": "channel",
-    # device tokens (their methods land with the device-token work; listed so they are checked once they do)
+    # device tokens
     "device.token.create": "admin",
     "device.token.list": "admin",
     "device.token.revoke": "admin",
