@@ -139,7 +139,7 @@ def test_a_client_or_viewer_token_is_a_client_and_only_an_admin_manages_tokens(
         sock, answer = _connect(services, made, "client", id=f"phone-{role}")
         assert answer["ok"], answer
         refused = sock.error("device.token.create", {"name": "mine", "role": "admin"})
-        assert refused["code"] == 403 and "admin role" in refused["message"]
+        assert refused["code"] == 403 and "admin" in refused["message"]
         assert sock.error("device.pair.create", {"role": "admin"})["code"] == 403
     device_admin = _create(admin, role="admin")["token"]
     sock, answer = _connect(services, device_admin, "client", id="second-owner")
@@ -237,7 +237,7 @@ def test_the_http_bearer_takes_device_tokens_by_role(token: str, connect: Any, s
         mine = {"Authorization": f"Bearer {client['token']}"}
         assert http.post("/api/v1/config.get", headers=mine, json={}).status_code == 200
         refused = http.post("/api/v1/device.token.list", headers=mine, json={})
-        assert refused.status_code == 403 and "admin role" in refused.json()["detail"]
+        assert refused.status_code == 403 and "admin" in refused.json()["detail"]
         node_bearer = {"Authorization": f"Bearer {node['token']}"}
         assert http.post("/api/v1/config.get", headers=node_bearer, json={}).status_code == 403
         admin.call("device.token.revoke", {"tokenId": client["tokenId"]})

@@ -41,9 +41,9 @@ def test_a_method_cannot_be_registered_without_modes() -> None:
     with pytest.raises(TypeError):
         router.method("x.open")(lambda ctx, params: None)  # type: ignore[call-arg]
     with pytest.raises(ValueError, match="modes"):
-        router.method("x.none", modes=frozenset())
+        router.method("x.none", modes=frozenset(), scope="read")
     with pytest.raises(ValueError, match="modes"):
-        router.method("x.odd", modes=frozenset({"admin"}))
+        router.method("x.odd", modes=frozenset({"admin"}), scope="read")
 
 
 def test_the_rules_that_matter_most() -> None:

@@ -10,10 +10,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Literal
 
 from orbital.agent import approvals
-from orbital.errors import BadRequestError
+from orbital.domain import roles
+from orbital.errors import BadRequestError, ForbiddenError
 from orbital.methods.sessions import session_key_param
 from orbital.protocol.params import Count, Text
 from orbital.protocol.registry import CLIENT, Params, Result, Router
+from orbital.store import keys
 
 if TYPE_CHECKING:
     from orbital.protocol.context import CallContext
@@ -28,6 +30,31 @@ def answerer(ctx: CallContext) -> dict[str, Any]:
     conn = ctx.conn
     ident = (conn.client_id if conn is not None else None) or ctx.connection_id
     return {"kind": "client", "id": str(ident), "label": str(ident)}
+
+
+def refuse_unless_own(ctx: CallContext, run: dict[str, Any] | None) -> None:
+    """A device whose role lacks `operate` (a `client`) may answer only the tool approvals of a run it started: one
+    whose `chat.send` came from a connection with its own device id (ADR 0042). 403 otherwise."""
+    extra = ctx.conn.extra if ctx.conn is not None else {}
+    role = roles.role_of(extra)
+    if roles.allows(role, roles.OPERATE):
+        return
+    device = extra.get("deviceId")
+    origin = run.get("origin") if isinstance(run, dict) else None
+    started_by = origin.get("deviceId") if isinstance(origin, dict) else None
+    if not device or started_by != device:
+        raise ForbiddenError(f"A device whose role is {role} may answer only the tool calls of runs it started")
+
+
+def run_of(ctx: CallContext, approval_id: str) -> dict[str, Any] | None:
+    """The run a pending approval paused (its session's current run, when it is that one); None otherwise."""
+    rec = ctx.services.table.get(keys.approval(approval_id))
+    if rec is None:
+        return None
+    session_key = rec.data.get("sessionKey")
+    meta = ctx.services.sessions.load_meta(str(session_key)) if session_key else None
+    run = (meta or {}).get("currentRun")
+    return run if isinstance(run, dict) and run.get("runId") == rec.data.get("runId") else None
 
 
 class ApprovalListParams(Params):
@@ -54,7 +81,14 @@ class ApprovalListResult(Result):
     approvals: list[ApprovalView]
 
 
-@router.method("approval.list", params=ApprovalListParams, result=ApprovalListResult, modes=CLIENT, reads_only=True)
+@router.method(
+    "approval.list",
+    params=ApprovalListParams,
+    result=ApprovalListResult,
+    modes=CLIENT,
+    scope=roles.READ,
+    reads_only=True,
+)
 def approval_list(ctx: CallContext, params: ApprovalListParams) -> dict[str, Any]:
     """The tool approvals waiting for an answer, oldest first: of one session (`sessionKey`) or of every session.
     Each names its session and run, the tool (as the model called it, `{nodeId}__Bash`), its arguments (secrets
@@ -78,7 +112,9 @@ class ApprovalResolveResult(Result):
     message: str | None = None
 
 
-@router.method("approval.resolve", params=ApprovalResolveParams, result=ApprovalResolveResult, modes=CLIENT)
+@router.method(
+    "approval.resolve", params=ApprovalResolveParams, result=ApprovalResolveResult, modes=CLIENT, scope=roles.CHAT
+)
 def approval_resolve(ctx: CallContext, params: ApprovalResolveParams) -> dict[str, Any]:
     """Answer a tool approval: `decision` "approve" (the call is dispatched and the run goes on) or "deny" (the model
     is told `Tool execution denied by user`). `remember: "session"` with "approve" also allows, for the rest of that
@@ -87,7 +123,8 @@ def approval_resolve(ctx: CallContext, params: ApprovalResolveParams) -> dict[st
 
     The first answer wins, from wherever it comes: `{approvalId, decision, resolved: true}`. A later one gets
     `resolved: false`, the decision that stands and a `message` ("Already approved by … at …", "Timed out at …").
-    `404 Unknown approval id: {id}`; `403` for a caller who may not answer it."""
+    `404 Unknown approval id: {id}`; `403` for a caller who may not answer it (a `client` device answers only the
+    tool calls of runs it started, ADR 0042)."""
     if not params.approvalId or not params.approvalId.strip():
         raise BadRequestError("approvalId required")
     if params.decision not in ("approve", "deny"):
@@ -98,6 +135,8 @@ def approval_resolve(ctx: CallContext, params: ApprovalResolveParams) -> dict[st
     if via not in CLIENT_VIAS:
         raise BadRequestError(f"via must be one of {', '.join(CLIENT_VIAS)}")
     remember: Literal["session"] | None = "session" if params.remember == "session" else None
+    if not roles.allows(roles.role_of(ctx.conn.extra if ctx.conn is not None else None), roles.OPERATE):
+        refuse_unless_own(ctx, run_of(ctx, params.approvalId.strip()))
     return approvals.resolve(
         ctx.services, params.approvalId.strip(), params.decision, by=answerer(ctx), via=via, remember=remember
     )
@@ -127,7 +166,9 @@ class ApprovalHistoryResult(Result):
     entries: list[ApprovalHistoryEntry]
 
 
-@router.method("approval.history", params=ApprovalHistoryParams, result=ApprovalHistoryResult, modes=CLIENT)
+@router.method(
+    "approval.history", params=ApprovalHistoryParams, result=ApprovalHistoryResult, modes=CLIENT, scope=roles.READ
+)
 def approval_history(ctx: CallContext, params: ApprovalHistoryParams) -> dict[str, Any]:
     """Who decided which tool approval of a session, how, when and from where, newest first (`limit`, default 50,
     at most 500). `decision` is "approve", "deny", "timeout" (nobody answered in time) or "cancel" (the run was

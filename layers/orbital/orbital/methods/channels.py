@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from orbital.channels import approval_prompt, delivery, inbound, message_tool
 from orbital.channels.adapters import adapter_for, built_in
 from orbital.channels.base import ChannelError
+from orbital.domain import roles
 from orbital.domain.config import as_dict
 from orbital.engines import deferred
 from orbital.errors import BadRequestError, ForbiddenError, NotFoundError, RpcError, UnavailableError
@@ -59,7 +60,9 @@ def channel_entry(data: dict[str, Any]) -> dict[str, Any]:
     return entry
 
 
-@router.method("channels.list", params=NoParams, result=ChannelsListResult, reads_only=True, modes=CLIENT)
+@router.method(
+    "channels.list", params=NoParams, result=ChannelsListResult, reads_only=True, modes=CLIENT, scope=roles.READ
+)
 def channels_list(ctx: CallContext, params: NoParams) -> dict[str, Any]:
     """Every channel account that has connected: `{channel, accountId, connectedAt, lastMessageAt?}`."""
     channels = [channel_entry(data) for data in ctx.services.connections.channels()]
@@ -101,7 +104,9 @@ def _channel_error(exc: ChannelError) -> RpcError:
     return RpcError(exc.message, code=exc.code)
 
 
-@router.method("channel.inbound", params=ChannelInboundParams, result=ChannelInboundResult, modes=CHANNEL)
+@router.method(
+    "channel.inbound", params=ChannelInboundParams, result=ChannelInboundResult, modes=CHANNEL, scope=roles.CHANNEL
+)
 def channel_inbound(ctx: CallContext, params: ChannelInboundParams) -> dict[str, Any]:
     """A message from a messenger, for the agent: `status` is `started` (a run, replying on the channel),
     `duplicate` (a message id already received; `processing: true` while that first delivery is still being
@@ -213,32 +218,42 @@ def _forward(ctx: CallContext, channel: str, account_id: str, action: str, param
     return DEFERRED
 
 
-@router.method("channel.start", params=ChannelControlParams, result=ChannelControlResult, modes=CLIENT)
+@router.method(
+    "channel.start", params=ChannelControlParams, result=ChannelControlResult, modes=CLIENT, scope=roles.OPERATE
+)
 def channel_start(ctx: CallContext, params: ChannelControlParams) -> Any:
     """Start a channel account (`accountId` default "default", `config` for the adapter): Telegram registers its
     webhook; a socket channel is asked through its socket."""
     return _control(ctx, params, "start")
 
 
-@router.method("channel.stop", params=ChannelControlParams, result=ChannelControlResult, modes=CLIENT)
+@router.method(
+    "channel.stop", params=ChannelControlParams, result=ChannelControlResult, modes=CLIENT, scope=roles.OPERATE
+)
 def channel_stop(ctx: CallContext, params: ChannelControlParams) -> Any:
     """Stop a channel account and drop it from the registry."""
     return _control(ctx, params, "stop")
 
 
-@router.method("channel.login", params=ChannelControlParams, result=ChannelControlResult, modes=CLIENT)
+@router.method(
+    "channel.login", params=ChannelControlParams, result=ChannelControlResult, modes=CLIENT, scope=roles.OPERATE
+)
 def channel_login(ctx: CallContext, params: ChannelControlParams) -> Any:
     """Log a channel account in (QR code flows answer with `qrDataUrl` and `message`)."""
     return _control(ctx, params, "login")
 
 
-@router.method("channel.logout", params=ChannelControlParams, result=ChannelControlResult, modes=CLIENT)
+@router.method(
+    "channel.logout", params=ChannelControlParams, result=ChannelControlResult, modes=CLIENT, scope=roles.OPERATE
+)
 def channel_logout(ctx: CallContext, params: ChannelControlParams) -> Any:
     """Log a channel account out and drop it from the registry."""
     return _control(ctx, params, "logout")
 
 
-@router.method("channel.status", params=ChannelControlParams, result=ChannelStatusResult, modes=CLIENT)
+@router.method(
+    "channel.status", params=ChannelControlParams, result=ChannelStatusResult, modes=CLIENT, scope=roles.READ
+)
 def channel_status(ctx: CallContext, params: ChannelControlParams) -> dict[str, Any]:
     """The accounts of a channel (all, or `accountId`): `{accountId, connected, authenticated, mode?,
     lastActivity?, error?, extra?}`."""
@@ -269,6 +284,7 @@ class AckResult(Result):
     result=AckResult,
     mode_error=(403, "Only channel clients can answer channel control"),
     modes=CHANNEL,
+    scope=roles.CHANNEL,
 )
 def channel_control_result(ctx: CallContext, params: ControlAnswerParams) -> dict[str, Any]:
     """A channel socket's answer to `channel.control`: `{callId, ok, result?, error?}`."""

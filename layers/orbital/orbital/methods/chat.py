@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from orbital.agent import approvals, budgets, events, runs, slash
 from orbital.channels.media import store_attachments
-from orbital.domain import commands
+from orbital.domain import commands, roles
 from orbital.errors import BadRequestError
+from orbital.methods.approvals import refuse_unless_own
 from orbital.methods.sessions import session_key_param
 from orbital.protocol.params import Text
 from orbital.protocol.registry import CLIENT, Params, Result, Router
@@ -66,7 +67,7 @@ def _answerer(ctx: CallContext, guest: bool) -> dict[str, Any]:
     return by
 
 
-@router.method("chat.send", params=ChatSendParams, result=ChatSendResult, modes=CLIENT)
+@router.method("chat.send", params=ChatSendParams, result=ChatSendResult, modes=CLIENT, scope=roles.CHAT)
 def chat_send(ctx: CallContext, params: ChatSendParams) -> dict[str, Any]:
     """Send a message to the agent of a session. Slash commands answer at once (`status: "command"`), a message of
     inline directives only is acknowledged (`status: "directive-only"`); anything else starts a run
@@ -102,6 +103,10 @@ def chat_send(ctx: CallContext, params: ChatSendParams) -> dict[str, Any]:
     services = ctx.services
     meta = services.sessions.load_meta(key) or {}
     if approvals.waits_for_answer(meta):  # the session's run waits for a tool approval: the message answers it
+        if not roles.allows(roles.role_of(ctx.conn.extra if ctx.conn is not None else None), roles.OPERATE):
+            paused = approvals.pending_of_session(services, key)
+            if paused is not None:
+                refuse_unless_own(ctx, paused[0])
         answered = approvals.answer_from_message(services, key, text, by=_answerer(ctx, literal), via=_via(ctx))
         if answered is not None:
             return answered
@@ -116,6 +121,9 @@ def chat_send(ctx: CallContext, params: ChatSendParams) -> dict[str, Any]:
     if isinstance(model, dict) and "model" not in overrides:
         overrides["model"] = model
     origin: dict[str, Any] = {"kind": "chat", "connectionId": ctx.connection_id}
+    device = ctx.conn.extra.get("deviceId") if ctx.conn is not None else None
+    if isinstance(device, str) and device:  # whose run it is: a client device answers its own runs' approvals
+        origin["deviceId"] = device
     if ctx.internal.get("clientTools"):  # the socket has tools of its own, and a policy narrowing the run's tools
         origin.update(clientTools=True, toolPolicy=ctx.internal.get("toolPolicy") or {})
         if ctx.internal.get("ownTools"):

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from orbital.aws import secrets
 from orbital.domain import config as cfg
-from orbital.errors import BadRequestError, RpcError
+from orbital.domain import roles
+from orbital.errors import BadRequestError, ForbiddenError, RpcError
 from orbital.protocol.params import Json
 from orbital.protocol.registry import CLIENT, Params, Result, Router
 
@@ -54,7 +55,9 @@ class ConfigSetResult(Result):
     key ("unknown key `modle` — did you mean `model`?"). The value is stored all the same."""
 
 
-@router.method("config.get", params=ConfigGetParams, result=ConfigGetResult, reads_only=True, modes=CLIENT)
+@router.method(
+    "config.get", params=ConfigGetParams, result=ConfigGetResult, reads_only=True, modes=CLIENT, scope=roles.READ
+)
 def config_get(ctx: CallContext, params: ConfigGetParams) -> dict[str, Any]:
     """The effective configuration (defaults deep-merged with overrides), or one dotted path of it. Secrets are
     shown as "***" on every path. A path that holds nothing answers `{path, exists: false}` (GSV leaves `value`
@@ -67,7 +70,9 @@ def config_get(ctx: CallContext, params: ConfigGetParams) -> dict[str, Any]:
     return {"config": ctx.services.config.masked()}
 
 
-@router.method("config.schema", params=Params, result=ConfigSchemaResult, reads_only=True, modes=CLIENT)
+@router.method(
+    "config.schema", params=Params, result=ConfigSchemaResult, reads_only=True, modes=CLIENT, scope=roles.READ
+)
 def config_schema(ctx: CallContext, params: Params) -> dict[str, Any]:
     """The configuration's schema: each key's type, range, default and meaning (what `config.set` checks, and what
     the console's Settings fields are made of)."""
@@ -77,11 +82,12 @@ def config_schema(ctx: CallContext, params: Params) -> dict[str, Any]:
     return {"fields": [row.to_wire() for row in schema.reference_rows()]}
 
 
-@router.method("config.set", params=ConfigSetParams, result=ConfigSetResult, modes=CLIENT)
+@router.method("config.set", params=ConfigSetParams, result=ConfigSetResult, modes=CLIENT, scope=roles.OPERATE)
 def config_set(ctx: CallContext, params: ConfigSetParams) -> dict[str, Any]:
     """Store `value` at a dotted `path` of the overrides (a missing `value` deletes the key). Writing back the
     "***" mask where a secret is shown keeps the stored secret (and sets nothing where none is stored), also inside
-    an object written whole. The configuration this makes is checked against the schema at, under and above
+    an object written whole. Setting or deleting a secret needs the `admin` scope (ADR 0042): an operator may write
+    everything else, and the mask back. The configuration this makes is checked against the schema at, under and above
     `path`: a wrong type, a value out of range or a model of an unknown provider is a 400 naming the path, what it
     expected and what it got (`details.problems`: `[{path, expected, got}]`), and nothing is stored. A model may be
     given as `provider/model-id` (stored as `{provider, id}`). A key the schema does not know is stored, and the
@@ -103,7 +109,15 @@ def config_set(ctx: CallContext, params: ConfigSetParams) -> dict[str, Any]:
 
     value = schema.normalize(path, params.value)
 
+    role = roles.role_of(ctx.conn.extra if ctx.conn is not None else None)
+    before = None if roles.allows(role, roles.ADMIN) else secrets_in(ctx.services.config.effective(), [])
+
     def check(config: dict[str, Any]) -> None:
+        if before is not None and secrets_in(config, []) != before:
+            raise ForbiddenError(
+                f"Setting or deleting a secret ({path}) needs scope {roles.ADMIN}; this device's role is {role} (it "
+                f'may write the mask "{cfg.MASK}" back where a secret is shown, which keeps the stored secret)'
+            )
         problems = schema.problems_at(config, path)
         if problems:
             raise BadRequestError(schema.refusal(problems), details={"problems": [p.to_wire() for p in problems]})
@@ -114,6 +128,20 @@ def config_set(ctx: CallContext, params: ConfigSetParams) -> dict[str, Any]:
     if unknown:
         result["warning"] = "; ".join(unknown)
     return result
+
+
+def secrets_in(value: Any, path: list[str]) -> dict[tuple[str, ...], Any]:
+    """Every secret (`cfg.is_secret`) in `value`, found at `path`: its path -> its value."""
+    if cfg.is_secret(path):
+        return {tuple(path): value}
+    found: dict[tuple[str, ...], Any] = {}
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found.update(secrets_in(item, [*path, str(key)]))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            found.update(secrets_in(item, [*path, str(index)]))
+    return found
 
 
 def _sets_auth_token(path: str, value: Any) -> bool:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 from pydantic import BaseModel, BeforeValidator, ConfigDict
 
 from orbital.aws import secrets
+from orbital.domain import roles
 from orbital.domain.capabilities import RuntimeInvalid, validate_node_runtime
 from orbital.engines import device_auth, socket_gate
 from orbital.errors import RpcError, UnavailableError
@@ -192,7 +193,7 @@ RESERVED_NODE_PREFIX = "~"
 """Node ids the gateway keeps for owners of calls that are no node (`agent.client_tools.owner`: `~client:{id}`)."""
 
 
-@router.method("connect", params=ConnectParams, result=HelloOk, modes=EVERY_MODE, socket_only=True)
+@router.method("connect", params=ConnectParams, result=HelloOk, modes=EVERY_MODE, scope=roles.CONNECT, socket_only=True)
 def connect(ctx: CallContext, params: ConnectParams) -> dict[str, Any]:
     """Handshake. Registers the socket as a client, node or channel and answers `hello-ok`, whose `features` list
     the methods, events and transfer modes, and `limits`: `{maxMessageBytes, maxFrameBytes}`, the most the gateway

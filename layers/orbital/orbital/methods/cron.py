@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 from pydantic import WithJsonSchema
 
 from orbital.agent import cron_runs as job_runs  # `cron_runs` is the `cron.runs` handler below
+from orbital.domain import roles
 from orbital.engines import cron as engine
 from orbital.engines.cron import cron_settings, int_param
 from orbital.errors import RpcError
@@ -76,7 +77,7 @@ class CronListResult(Result):
     truncated: bool | None = None
 
 
-@router.method("cron.status", params=NoParams, result=CronStatusResult, modes=CLIENT)
+@router.method("cron.status", params=NoParams, result=CronStatusResult, modes=CLIENT, scope=roles.READ)
 def cron_status(ctx: CallContext, params: NoParams) -> dict[str, Any]:
     """Scheduler summary: whether cron is enabled, how many jobs exist, are due and are running, the earliest next
     run of an enabled job, and the `maxJobs` / `maxConcurrentRuns` limits."""
@@ -95,7 +96,7 @@ def cron_status(ctx: CallContext, params: NoParams) -> dict[str, Any]:
     return status
 
 
-@router.method("cron.list", params=CronListParams, result=CronListResult, modes=CLIENT)
+@router.method("cron.list", params=CronListParams, result=CronListResult, modes=CLIENT, scope=roles.READ)
 def cron_list(ctx: CallContext, params: CronListParams) -> dict[str, Any]:
     """Jobs, those with a next run first (earliest first, then oldest), the rest last. Filters: `agentId` (exact),
     `includeDisabled` (default true). Paging: `limit` 1-500 (default 200), `offset`. `count` is the filtered
@@ -179,7 +180,7 @@ class CronRunsResult(Result):
     truncated: bool | None = None
 
 
-@router.method("cron.add", params=CronAddParams, result=CronJobResult, modes=CLIENT)
+@router.method("cron.add", params=CronAddParams, result=CronJobResult, modes=CLIENT, scope=roles.OPERATE)
 def cron_add(ctx: CallContext, params: CronAddParams) -> dict[str, Any]:
     """Create a job from `{name, schedule, spec, description?, agentId?, enabled?, deleteAfterRun?}`. The schedule is
     stored as given: `{kind:"at", atMs}`, `{kind:"every", everyMs, anchorMs?}` or `{kind:"cron", expr, tz?}`."""
@@ -192,7 +193,7 @@ def cron_add(ctx: CallContext, params: CronAddParams) -> dict[str, Any]:
         raise _service_error(exc) from None
 
 
-@router.method("cron.update", params=CronUpdateParams, result=CronJobResult, modes=CLIENT)
+@router.method("cron.update", params=CronUpdateParams, result=CronJobResult, modes=CLIENT, scope=roles.OPERATE)
 def cron_update(ctx: CallContext, params: CronUpdateParams) -> dict[str, Any]:
     """Apply `patch` (any job fields; a spec of the same mode is merged field by field) to job `id`; the next run
     is recomputed from now."""
@@ -204,7 +205,7 @@ def cron_update(ctx: CallContext, params: CronUpdateParams) -> dict[str, Any]:
         raise _service_error(exc) from None
 
 
-@router.method("cron.remove", params=CronRemoveParams, result=CronRemoveResult, modes=CLIENT)
+@router.method("cron.remove", params=CronRemoveParams, result=CronRemoveResult, modes=CLIENT, scope=roles.OPERATE)
 def cron_remove(ctx: CallContext, params: CronRemoveParams) -> dict[str, Any]:
     """Delete job `id` and its run history; `removed` says whether it existed."""
     if not params.id:
@@ -212,7 +213,7 @@ def cron_remove(ctx: CallContext, params: CronRemoveParams) -> dict[str, Any]:
     return {"ok": True, "removed": engine.remove(ctx.services, params.id)}
 
 
-@router.method("cron.runs", params=CronRunsParams, result=CronRunsResult, modes=CLIENT)
+@router.method("cron.runs", params=CronRunsParams, result=CronRunsResult, modes=CLIENT, scope=roles.READ)
 def cron_runs(ctx: CallContext, params: CronRunsParams) -> dict[str, Any]:
     """Run records, newest first, optionally of one `jobId`. Paging: `limit` 1-2000 (default 200), `offset`. A page
     that would not fit one WebSocket message is cut short with `truncated: true`, like `cron.list`. A run of the
@@ -229,7 +230,9 @@ class CronPreviewResult(Result):
     nextRunsMs: list[int]
 
 
-@router.method("cron.preview", params=CronPreviewParams, result=CronPreviewResult, reads_only=True, modes=CLIENT)
+@router.method(
+    "cron.preview", params=CronPreviewParams, result=CronPreviewResult, reads_only=True, modes=CLIENT, scope=roles.READ
+)
 def cron_preview(ctx: CallContext, params: CronPreviewParams) -> dict[str, Any]:
     """When a job with `schedule` would run (Orbital; a schedule builder's preview): its next `count` run times
     (1-20, default 5) from now, in ms, as `cron.add` would compute them. An `at` schedule gives its one instant (none
@@ -265,7 +268,7 @@ class CronRunResult(Result):
     results: list[CronRunResultItem]
 
 
-@router.method("cron.run", params=CronRunParams, result=CronRunResult, modes=CLIENT)
+@router.method("cron.run", params=CronRunParams, result=CronRunResult, modes=CLIENT, scope=roles.OPERATE)
 def cron_run(ctx: CallContext, params: CronRunParams) -> dict[str, Any]:
     """Run the due jobs now (`mode:"due"`, the default; at most `cron.maxConcurrentRuns`), or job `id` if due, or
     whatever its state with `mode:"force"`. A job whose agent run started answers `status:"ok"` as in GSV, with the

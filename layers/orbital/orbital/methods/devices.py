@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from orbital.domain import roles
 from orbital.engines import device_auth
 from orbital.errors import BadRequestError, ForbiddenError, NotFoundError, UnavailableError
 from orbital.protocol.params import Text, Whole
@@ -117,7 +118,9 @@ def _name(name: str | None, *, required: bool) -> str | None:
     return name.strip()
 
 
-@router.method("device.token.create", params=TokenCreateParams, result=TokenCreateResult, modes=CLIENT)
+@router.method(
+    "device.token.create", params=TokenCreateParams, result=TokenCreateResult, modes=CLIENT, scope=roles.ADMIN
+)
 def token_create(ctx: CallContext, params: TokenCreateParams) -> dict[str, Any]:
     """A new device token with a role (`admin`, `operator`, `client`, `viewer`, `node`, `channel`), bound for a node
     token to `nodeId` and for a channel token to `channel`/`accountId` when given; `expiresInDays` (1-3650) ends it
@@ -151,14 +154,16 @@ def token_create(ctx: CallContext, params: TokenCreateParams) -> dict[str, Any]:
     }
 
 
-@router.method("device.token.list", params=NoParams, result=TokenListResult, modes=CLIENT)
+@router.method("device.token.list", params=NoParams, result=TokenListResult, modes=CLIENT, scope=roles.ADMIN)
 def token_list(ctx: CallContext, params: NoParams) -> dict[str, Any]:
     """Every device token, the oldest first, revoked ones marked (never a token nor its hash)."""
     _admin(ctx)
     return {"tokens": [d.entry() for d in devices.listing(ctx.services.table)]}
 
 
-@router.method("device.token.revoke", params=TokenRevokeParams, result=TokenRevokeResult, modes=CLIENT)
+@router.method(
+    "device.token.revoke", params=TokenRevokeParams, result=TokenRevokeResult, modes=CLIENT, scope=roles.ADMIN
+)
 def token_revoke(ctx: CallContext, params: TokenRevokeParams) -> dict[str, Any]:
     """Revoke a device token: refused from now on, and the sockets open with it are closed now (`closed`: how
     many)."""
@@ -182,7 +187,7 @@ def token_revoke(ctx: CallContext, params: TokenRevokeParams) -> dict[str, Any]:
     return {"tokenId": token_id, "revoked": True, "closed": closed}
 
 
-@router.method("device.pair.create", params=PairCreateParams, result=PairCreateResult, modes=CLIENT)
+@router.method("device.pair.create", params=PairCreateParams, result=PairCreateResult, modes=CLIENT, scope=roles.ADMIN)
 def pair_create(ctx: CallContext, params: PairCreateParams) -> dict[str, Any]:
     """A one-time pairing code (8 characters, valid 10 minutes, used once) for a new device of `role` (and
     binding, as in `device.token.create`): the device swaps it for its own token at `POST /api/v1/pair/exchange`

@@ -10,6 +10,7 @@ from pydantic import BaseModel
 
 from orbital.agent.events import CHAT_STATES
 from orbital.dialects import detect
+from orbital.domain import roles
 from orbital.methods import registry
 from orbital.methods.connect import EVENTS
 from orbital.methods.docs_late import LATE_RELEASE
@@ -24,6 +25,10 @@ Frames are JSON text: requests `{"type":"req","id","method","params"}`, response
 `101 Not connected`. Each method names the connection modes (`client`, `node`, `channel`) that may call it
 ("Modes" below); any other mode gets `403 Method … not allowed for mode …: …` (GSV's own codes and sentences where
 GSV has them: see "GSV's last protocol-1 release").
+Each method also names the scope it needs ("Scope" below; ADR 0042): a connection's role (from its credential: the
+gateway token is `admin`) is a set of scopes, and a call whose scope the role lacks gets `403 Method … needs scope
+…; this device's role is …`, after the mode check and before the params are read, on a socket, over HTTP and through
+every dialect alike. Roles: ROLES_LINE.
 On a gateway with a token (always on AWS), `connect` must carry it in `auth.token`; a socket that has not connected
 is closed (`connection.closing`, code 1008) after its 8th request or 10 s after it opened.
 Malformed JSON gets no reply and the socket stays open. A message over 128 KB, or a single
@@ -138,7 +143,10 @@ def _table(rows: list[tuple[str, str, str]], head: tuple[str, str, str]) -> list
 def render() -> str:
     reg = registry()
     types: dict[str, dict[str, Any]] = {}
-    lines = [HEADER, "## Methods", ""]
+    roles_line = "; ".join(
+        f"`{role}` ({', '.join(f'`{s}`' for s in roles.SCOPES if s in held)})" for role, held in roles.ROLES.items()
+    )
+    lines = [HEADER.replace("ROLES_LINE", roles_line), "## Methods", ""]
     families = reg.families()
     for family, names in families.items():
         lines.append(f"- **{family}**: " + ", ".join(f"[`{n}`](#{n.replace('.', '')})" for n in names))
@@ -155,6 +163,7 @@ def render() -> str:
             if name == "connect":
                 who = "any socket (its first request), in any mode"
             lines += [f"Modes: {who}." + (" The response is deferred." if spec.deferred else ""), ""]
+            lines += [f"Scope: `{spec.scope_text}`.", ""]
             if spec.http:
                 lines += [f"HTTP: `POST /api/v1/{name}`.", ""]
             lines += ["Params:", "", *_table(_fields(spec.params, types), ("field", "type", "required"))]

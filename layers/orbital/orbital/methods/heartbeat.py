@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from orbital.agent import heartbeat_runs, runs
+from orbital.domain import roles
 from orbital.engines import heartbeat as engine
 from orbital.errors import BadRequestError
 from orbital.protocol.params import Text
@@ -70,14 +71,16 @@ def heartbeat_status(services: Services) -> dict[str, dict[str, Any]]:
     return engine.status(services)
 
 
-@router.method("heartbeat.status", params=NoParams, result=HeartbeatStatusResult, reads_only=True, modes=CLIENT)
+@router.method(
+    "heartbeat.status", params=NoParams, result=HeartbeatStatusResult, reads_only=True, modes=CLIENT, scope=roles.READ
+)
 def heartbeat_status_method(ctx: CallContext, params: NoParams) -> dict[str, Any]:
     """Heartbeat state per agent (`nextHeartbeatAt`, `lastHeartbeatAt`, `lastHeartbeatText`, `lastHeartbeatSentAt`,
     and where the agent was last talked to as `lastActive`)."""
     return {"agents": heartbeat_status(ctx.services)}
 
 
-@router.method("heartbeat.start", params=NoParams, result=HeartbeatStartResult, modes=CLIENT)
+@router.method("heartbeat.start", params=NoParams, result=HeartbeatStartResult, modes=CLIENT, scope=roles.OPERATE)
 def heartbeat_start(ctx: CallContext, params: NoParams) -> dict[str, Any]:
     """(Re)start the heartbeat schedule: every configured agent (`agents.list`, else the default agent) is due one
     interval (`every`) from now, state of other agents is dropped. Answers with the status of every agent."""
@@ -85,7 +88,9 @@ def heartbeat_start(ctx: CallContext, params: NoParams) -> dict[str, Any]:
     return {"message": "Heartbeat scheduler started", "agents": agents}
 
 
-@router.method("heartbeat.trigger", params=HeartbeatTriggerParams, result=HeartbeatTriggerResult, modes=CLIENT)
+@router.method(
+    "heartbeat.trigger", params=HeartbeatTriggerParams, result=HeartbeatTriggerResult, modes=CLIENT, scope=roles.OPERATE
+)
 def heartbeat_trigger(ctx: CallContext, params: HeartbeatTriggerParams) -> dict[str, Any]:
     """Run an agent's heartbeat now (default agent id `main`), whatever the time, its HEARTBEAT.md or its other
     sessions. `ok: false` with the reason when the run could not start; the reply arrives as `chat` events of the

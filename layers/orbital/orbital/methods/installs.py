@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from orbital.domain import roles
 from orbital.errors import BadRequestError, NotFoundError
 from orbital.protocol.params import Text
 from orbital.protocol.registry import CLIENT, NoParams, Params, Result, Router
@@ -42,7 +43,7 @@ class InstallRevokeResult(Result):
     installId: str
 
 
-@router.method("installs.list", params=NoParams, result=InstallListResult, modes=CLIENT)
+@router.method("installs.list", params=NoParams, result=InstallListResult, modes=CLIENT, scope=roles.ADMIN)
 def installs_list(ctx: CallContext, params: NoParams) -> dict[str, Any]:
     """Every registered WindieOS install (never its token), the oldest first."""
     found = installs.listing(ctx.services.table)
@@ -58,7 +59,9 @@ def installs_list(ctx: CallContext, params: NoParams) -> dict[str, Any]:
     return {"installs": entries, "count": len(entries)}
 
 
-@router.method("installs.revoke", params=InstallRevokeParams, result=InstallRevokeResult, modes=CLIENT)
+@router.method(
+    "installs.revoke", params=InstallRevokeParams, result=InstallRevokeResult, modes=CLIENT, scope=roles.ADMIN
+)
 def installs_revoke(ctx: CallContext, params: InstallRevokeParams) -> dict[str, Any]:
     """End an install: its token is refused from now on (sockets it already opened run until they close)."""
     install_id = params.installId

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from orbital.agent import events, runs
 from orbital.agent.settings import logs_timeout_ms, tool_timeout_ms
+from orbital.domain import roles
 from orbital.domain.ids import new_uuid
 from orbital.engines import deferred, probes
 from orbital.errors import BadRequestError, ConflictError, ForbiddenError, NotFoundError, UnavailableError
@@ -72,6 +73,7 @@ class ToolInvokeResult(Result):
     deferred=True,
     posts_without_waiting=True,
     modes=CLIENT,
+    scope=roles.OPERATE,
     mode_error=(101, "Not connected"),
 )
 def tool_invoke(ctx: CallContext, params: ToolInvokeParams) -> Any:
@@ -110,7 +112,7 @@ class ToolRequestResult(Result):
     status: str
 
 
-@router.method("tool.request", params=ToolRequestParams, result=ToolRequestResult, modes=CLIENT)
+@router.method("tool.request", params=ToolRequestParams, result=ToolRequestResult, modes=CLIENT, scope=roles.OPERATE)
 def tool_request(ctx: CallContext, params: ToolRequestParams) -> dict[str, Any]:
     """Send a session-routed tool call to its node; the result is kept on the call for the session's agent turn."""
     if not params.callId or not params.tool or not params.sessionKey:
@@ -166,6 +168,7 @@ def _authorize_node_answer(ctx: CallContext, call: deferred.PendingCall) -> None
     result=AckResult,
     posts_without_waiting=True,
     modes=NODE,
+    scope=roles.NODE,
     mode_error=(403, "Node not authorized for this call"),
 )
 def tool_result(ctx: CallContext, params: ToolResultParams) -> dict[str, Any]:
@@ -299,6 +302,7 @@ def pick_log_node(services: Services, node_id: str | None) -> NodeEntry:
     result=LogsGetResult,
     deferred=True,
     modes=CLIENT,
+    scope=roles.OPERATE,
     mode_error=(101, "Not connected"),
 )
 def logs_get(ctx: CallContext, params: LogsGetParams) -> Any:
@@ -334,6 +338,7 @@ class LogsResultParams(Params):
     params=LogsResultParams,
     result=AckResult,
     modes=NODE,
+    scope=roles.NODE,
     mode_error=(403, "Node not authorized for this call"),
 )
 def logs_result(ctx: CallContext, params: LogsResultParams) -> dict[str, Any]:
@@ -404,6 +409,7 @@ class ExecEventParams(Params):
     result=AckResult,
     mode_error=(403, "Only node clients can submit exec events"),
     modes=NODE,
+    scope=roles.NODE,
 )
 def node_exec_event(ctx: CallContext, params: ExecEventParams) -> dict[str, Any]:
     """Lifecycle of a backgrounded command. Terminal events are stored for the session that started it."""
@@ -562,7 +568,7 @@ class NodeForgetResult(Result):
     """Whether its socket was closed (`force: true` on a connected node)."""
 
 
-@router.method("node.forget", params=NodeForgetParams, result=NodeForgetResult, modes=CLIENT)
+@router.method("node.forget", params=NodeForgetParams, result=NodeForgetResult, modes=CLIENT, scope=roles.OPERATE)
 def node_forget(ctx: CallContext, params: NodeForgetParams) -> dict[str, Any]:
     """Remove a node from the known nodes (they outlive their sockets; 400 `nodeId required` without one, and an
     unknown id is answered with `removed: false`). A connected node needs `force: true`

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import Field
 
 from orbital.agent import budgets, events, runs, taint
+from orbital.domain import roles
 from orbital.domain.reset_policy import initial_policy
 from orbital.domain.session_keys import canonicalize_with_config
 from orbital.errors import BadRequestError
@@ -195,7 +196,7 @@ def _meta_with_policy(ctx: CallContext, key: str, now: int) -> dict[str, Any]:
 # --- methods ---------------------------------------------------------------------------------------------------
 
 
-@router.method("session.get", params=SessionKeyParams, result=SessionInfo, modes=CLIENT)
+@router.method("session.get", params=SessionKeyParams, result=SessionInfo, modes=CLIENT, scope=roles.READ)
 def session_get(ctx: CallContext, params: SessionKeyParams) -> dict[str, Any]:
     """A session's metadata: ids, timestamps, message count, token totals, settings, reset policy and label.
 
@@ -219,7 +220,7 @@ def session_get(ctx: CallContext, params: SessionKeyParams) -> dict[str, Any]:
     return result
 
 
-@router.method("session.stats", params=SessionKeyParams, result=SessionStats, modes=CLIENT)
+@router.method("session.stats", params=SessionKeyParams, result=SessionStats, modes=CLIENT, scope=roles.READ)
 def session_stats(ctx: CallContext, params: SessionKeyParams) -> dict[str, Any]:
     """Message count, token totals, age (`uptime` in ms since creation), whether a run is in progress (and its
     `currentRunId`), the messages queued behind it (`queueSize`, and `queue` in order: `{runId, queuedAt}`), and
@@ -253,7 +254,7 @@ def session_stats(ctx: CallContext, params: SessionKeyParams) -> dict[str, Any]:
     return result
 
 
-@router.method("session.patch", params=SessionPatchParams, result=OkResult, modes=CLIENT)
+@router.method("session.patch", params=SessionPatchParams, result=OkResult, modes=CLIENT, scope=roles.CHAT)
 def session_patch(ctx: CallContext, params: SessionPatchParams) -> dict[str, Any]:
     """Change a session's settings (merged; `model` merged field-wise), label and reset policy (merged; mode
     defaults to "manual"), and its token budget (`budget: {maxTokens}`, over `budgets.session`: a message that
@@ -276,7 +277,7 @@ def session_patch(ctx: CallContext, params: SessionPatchParams) -> dict[str, Any
     return {"ok": True}
 
 
-@router.method("session.history", params=SessionKeyParams, result=SessionHistory, modes=CLIENT)
+@router.method("session.history", params=SessionKeyParams, result=SessionHistory, modes=CLIENT, scope=roles.READ)
 def session_history(ctx: CallContext, params: SessionKeyParams) -> dict[str, Any]:
     """The current sessionId and the ids of the sessions it replaced (oldest first)."""
     key = session_key_param(ctx, params.sessionKey)
@@ -288,7 +289,7 @@ def session_history(ctx: CallContext, params: SessionKeyParams) -> dict[str, Any
     }
 
 
-@router.method("session.preview", params=SessionPreviewParams, result=SessionPreview, modes=CLIENT)
+@router.method("session.preview", params=SessionPreviewParams, result=SessionPreview, modes=CLIENT, scope=roles.READ)
 def session_preview(ctx: CallContext, params: SessionPreviewParams) -> dict[str, Any]:
     """The stored messages, verbatim: the last `limit` of them, or all when `limit` is 0 or absent. A run that was
     stopped or failed leaves a trace after its user message: an assistant message with `api` and `provider`
@@ -320,7 +321,7 @@ def session_preview(ctx: CallContext, params: SessionPreviewParams) -> dict[str,
     return result
 
 
-@router.method("session.reset", params=SessionKeyParams, result=ResetResult, modes=CLIENT)
+@router.method("session.reset", params=SessionKeyParams, result=ResetResult, modes=CLIENT, scope=roles.CHAT)
 def session_reset(ctx: CallContext, params: SessionKeyParams) -> dict[str, Any]:
     """Start a fresh session under the same key: messages are archived to
     `agents/{agentId}/sessions/{oldSessionId}.jsonl.gz`, the session's media is deleted, token totals are zeroed.
@@ -330,7 +331,7 @@ def session_reset(ctx: CallContext, params: SessionKeyParams) -> dict[str, Any]:
     return runs.reset_session(ctx.services, key, now=ctx.now_ms(), emit_error=events.error_emitter(ctx.services))
 
 
-@router.method("session.compact", params=SessionCompactParams, result=CompactResult, modes=CLIENT)
+@router.method("session.compact", params=SessionCompactParams, result=CompactResult, modes=CLIENT, scope=roles.CHAT)
 def session_compact(ctx: CallContext, params: SessionCompactParams) -> dict[str, Any]:
     """Keep the newest `keepMessages` (default 20) messages; older ones are archived to
     `agents/{agentId}/sessions/{sessionId}-part{ms}.jsonl.gz` and removed."""
@@ -339,7 +340,7 @@ def session_compact(ctx: CallContext, params: SessionCompactParams) -> dict[str,
     return ctx.services.sessions.compact(key, keep, now=ctx.now_ms())
 
 
-@router.method("sessions.list", params=SessionsListParams, result=SessionsListResult, modes=CLIENT)
+@router.method("sessions.list", params=SessionsListParams, result=SessionsListResult, modes=CLIENT, scope=roles.READ)
 def sessions_list(ctx: CallContext, params: SessionsListParams) -> dict[str, Any]:
     """Sessions that received chat or channel messages, most recently active first, paged by `offset` (default 0)
     and `limit` (default 100); `count` is the total. A page that would not fit one WebSocket message (96 KB of

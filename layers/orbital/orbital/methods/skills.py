@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from orbital.domain import roles
 from orbital.domain.session_keys import normalize_agent_id
 from orbital.domain.skills import build_node_inventory, build_status
 from orbital.engines import probes
@@ -93,14 +94,14 @@ def _status(ctx: CallContext, agent_id: str) -> dict[str, Any]:
     return build_status(agent_id, ctx.now_ms(), skills, inventory, ctx.config())
 
 
-@router.method("skills.status", params=SkillsStatusParams, result=SkillsStatusResult, modes=CLIENT)
+@router.method("skills.status", params=SkillsStatusParams, result=SkillsStatusResult, modes=CLIENT, scope=roles.READ)
 def skills_status(ctx: CallContext, params: SkillsStatusParams) -> dict[str, Any]:
     """Every skill of an agent (default `main`) with its eligibility on the connected hosts, the hosts' facts and
     the bins the skills need."""
     return _status(ctx, _agent_id(params.agentId))
 
 
-@router.method("skills.update", params=SkillsUpdateParams, result=SkillsUpdateResult, modes=CLIENT)
+@router.method("skills.update", params=SkillsUpdateParams, result=SkillsUpdateResult, modes=CLIENT, scope=roles.OPERATE)
 def skills_update(ctx: CallContext, params: SkillsUpdateParams) -> dict[str, Any]:
     """Probe the connected hosts for the bins an agent's skills need (all of them with `force: true`), then answer
     the status at once; the probe answers update it later."""
@@ -117,6 +118,7 @@ def skills_update(ctx: CallContext, params: SkillsUpdateParams) -> dict[str, Any
     result=ProbeAck,
     mode_error=(403, "Only node clients can submit probe results"),
     modes=NODE,
+    scope=roles.NODE,
 )
 def node_probe_result(ctx: CallContext, params: ProbeResultParams) -> dict[str, Any]:
     """A node's answer to `node.probe`: the probed bins become part of its facts. Unknown probes are acknowledged

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from orbital.domain import roles
 from orbital.protocol.registry import EVERY_MODE, NoParams, Result, Router
 from orbital.tools.catalog import all_tools
 
@@ -23,7 +24,9 @@ class ToolsListResult(Result):
     tools: list[ToolDefinition]
 
 
-@router.method("tools.list", params=NoParams, result=ToolsListResult, reads_only=True, modes=EVERY_MODE)
+@router.method(
+    "tools.list", params=NoParams, result=ToolsListResult, reads_only=True, modes=EVERY_MODE, scope=roles.CONNECT
+)
 def tools_list(ctx: CallContext, params: NoParams) -> dict[str, Any]:
     """Every tool an agent can call: the twelve native `gsv__*` tools, then the tools of each connected node (in
     the order the nodes connected) named `{nodeId}__{tool}`."""

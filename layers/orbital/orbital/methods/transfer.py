@@ -12,6 +12,7 @@ import base64
 import binascii
 from typing import TYPE_CHECKING, Any
 
+from orbital.domain import roles
 from orbital.domain.config import default_agent_id
 from orbital.domain.session_keys import session_agent_id
 from orbital.domain.workspace_paths import TOOL_RESULTS_DIR, is_tool_result_path, validate_agent_id
@@ -49,21 +50,21 @@ def _transfer_id(params: TransferStepParams) -> int:
     return params.transferId
 
 
-@router.method("transfer.meta", params=TransferStepParams, result=OkResult, modes=NODE)
+@router.method("transfer.meta", params=TransferStepParams, result=OkResult, modes=NODE, scope=roles.NODE)
 def transfer_meta(ctx: CallContext, params: TransferStepParams) -> dict[str, Any]:
     """Source node: size and MIME type of the file it will send (or `error`)."""
     transfer.on_meta(ctx.services, ctx.conn, _transfer_id(params), params.size, params.mime, params.error)
     return {"ok": True}
 
 
-@router.method("transfer.accept", params=TransferStepParams, result=OkResult, modes=NODE)
+@router.method("transfer.accept", params=TransferStepParams, result=OkResult, modes=NODE, scope=roles.NODE)
 def transfer_accept(ctx: CallContext, params: TransferStepParams) -> dict[str, Any]:
     """Destination node: ready to receive (or `error`)."""
     transfer.on_accept(ctx.services, ctx.conn, _transfer_id(params), params.error)
     return {"ok": True}
 
 
-@router.method("transfer.complete", params=TransferStepParams, result=OkResult, modes=NODE)
+@router.method("transfer.complete", params=TransferStepParams, result=OkResult, modes=NODE, scope=roles.NODE)
 def transfer_complete(ctx: CallContext, params: TransferStepParams) -> dict[str, Any]:
     """Source node: every byte has been sent (or `error`: it could not send them). `bytesSent` (optional) says how
     many: fewer than announced fails the transfer at once; otherwise it finishes when every chunk has landed (chunks
@@ -72,7 +73,7 @@ def transfer_complete(ctx: CallContext, params: TransferStepParams) -> dict[str,
     return {"ok": True}
 
 
-@router.method("transfer.done", params=TransferStepParams, result=OkResult, modes=NODE)
+@router.method("transfer.done", params=TransferStepParams, result=OkResult, modes=NODE, scope=roles.NODE)
 def transfer_done(ctx: CallContext, params: TransferStepParams) -> dict[str, Any]:
     """Destination node: the file is in place (`bytesWritten`), or `error`."""
     transfer.on_done(ctx.services, ctx.conn, _transfer_id(params), params.bytesWritten, params.error)
@@ -106,6 +107,7 @@ class TransferRequestResult(Result):
     params=TransferRequestParams,
     result=TransferRequestResult,
     modes=CLIENT | NODE,
+    scope={"client": roles.OPERATE, "node": roles.NODE},
     deferred=True,
 )
 def transfer_request(ctx: CallContext, params: TransferRequestParams) -> Any:

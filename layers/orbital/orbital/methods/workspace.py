@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
+from orbital.domain import roles
 from orbital.domain.config import default_agent_id
 from orbital.domain.session_keys import DEFAULT_AGENT_ID
 from orbital.domain.workspace_paths import validate_agent_id
@@ -90,7 +91,7 @@ def _list_path(raw: Any) -> str | None:
     raise BadRequestError("path must be a string")
 
 
-@router.method("workspace.list", params=WorkspaceParams, result=WorkspaceListResult, modes=CLIENT)
+@router.method("workspace.list", params=WorkspaceParams, result=WorkspaceListResult, modes=CLIENT, scope=roles.READ)
 def workspace_list(ctx: CallContext, params: WorkspaceParams) -> dict[str, Any]:
     """One directory of an agent's workspace: `files` like `memory/x.md` and `directories` like `memory/`, relative
     to the agent root. `skills/` merges the agent's skill overrides with the global skills. A directory too large
@@ -105,7 +106,7 @@ def workspace_list(ctx: CallContext, params: WorkspaceParams) -> dict[str, Any]:
     return listing
 
 
-@router.method("workspace.read", params=WorkspaceReadParams, result=WorkspaceReadResult, modes=CLIENT)
+@router.method("workspace.read", params=WorkspaceReadParams, result=WorkspaceReadResult, modes=CLIENT, scope=roles.READ)
 def workspace_read(ctx: CallContext, params: WorkspaceReadParams) -> dict[str, Any]:
     """Read a file (`size` in bytes). `skills/...` paths read the agent's override, else the global skill, and say
     which in `resolvedPath` / `resolvedSource`; `etag` is the whole file's version (Orbital: see `workspace.write`).
@@ -118,7 +119,9 @@ def workspace_read(ctx: CallContext, params: WorkspaceReadParams) -> dict[str, A
     )
 
 
-@router.method("workspace.write", params=WorkspaceWriteParams, result=WorkspaceWriteResult, modes=CLIENT)
+@router.method(
+    "workspace.write", params=WorkspaceWriteParams, result=WorkspaceWriteResult, modes=CLIENT, scope=roles.OPERATE
+)
 def workspace_write(ctx: CallContext, params: WorkspaceWriteParams) -> dict[str, Any]:
     """Create or replace a file (`size` = characters written; `etag` = its new version). `skills/...` paths write
     the agent's own override. Orbital: `ifMatch` (an `etag` from `workspace.read`) writes only if the file is still
@@ -137,7 +140,9 @@ def workspace_write(ctx: CallContext, params: WorkspaceWriteParams) -> dict[str,
     )
 
 
-@router.method("workspace.delete", params=WorkspaceParams, result=WorkspaceDeleteResult, modes=CLIENT)
+@router.method(
+    "workspace.delete", params=WorkspaceParams, result=WorkspaceDeleteResult, modes=CLIENT, scope=roles.OPERATE
+)
 def workspace_delete(ctx: CallContext, params: WorkspaceParams) -> dict[str, Any]:
     """Delete a file of the agent's own workspace (404 when it does not exist)."""
     agent_id = _agent(ctx, params)

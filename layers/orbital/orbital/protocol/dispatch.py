@@ -2,8 +2,9 @@
 
 Rules (spec §1.2): malformed JSON → no response; unknown `type` → ignored; `res`/`evt` from peers → ignored;
 anything but `connect` before a successful connect → 101; unknown method → 404; a method the socket's mode may not
-call → `Method {method} not allowed for mode {mode}: …` (`MethodSpec.refusal`), before its params are read;
-oversized frame → 413.
+call → `Method {method} not allowed for mode {mode}: …` (`MethodSpec.refusal`), before its params are read; a
+method whose scope the connection's role lacks (ADR 0042) → 403 `Method {method} needs scope {scope}; this device's
+role is {role}`, after the mode and before the params; oversized frame → 413.
 Unexpected exceptions become a 500 with a reference id, never a stack trace.
 """
 
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
+from orbital.domain import roles
 from orbital.errors import RpcError
 from orbital.protocol.context import CallContext
 from orbital.protocol.frames import error_frame, ok_frame
@@ -124,6 +126,11 @@ class Dispatcher:
             if ctx.conn is not None and ctx.conn.mode not in spec.modes:
                 code, message = spec.refusal(ctx.conn.mode)
                 raise RpcError(message, code=code)
+            if ctx.conn is not None:
+                scope = spec.scope_for(ctx.conn.mode)
+                role = roles.role_of(ctx.conn.extra)
+                if not roles.allows(role, scope):
+                    raise RpcError(roles.refusal(method, scope, role), code=403)
             raw_params = frame.get("params")
             if raw_params is None:
                 raw_params = {}

@@ -10,11 +10,13 @@ entry point (Lambda, local gateway, test) got there first.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict
+
+from orbital.domain import roles
 
 if TYPE_CHECKING:
     from orbital.engines.deferred import PendingCall
@@ -123,6 +125,9 @@ class MethodSpec:
     modes: frozenset[str]
     """Connection modes allowed to call the method; every method names them (deny by default). `connect` is also
     the one method a socket may call before it has connected."""
+    scopes: Mapping[str, str]
+    """Mode -> the scope (`orbital.domain.roles`) a connection of that mode needs to call the method: one for every
+    mode of `modes`. Most methods need the same scope whatever the mode (`Router.method`'s `scope` as a string)."""
     mode_error: tuple[int, str] | None = None
     """Code and the specific sentence for a socket whose mode is not allowed (GSV's own, where the seed's GSV had
     one; None: 403 and `only {modes} connections may call it`). See `refusal`."""
@@ -137,6 +142,18 @@ class MethodSpec:
     event loop too (`Registry.event_loop_methods(posts_in_process=True)`)."""
     socket_only: bool = False
     """Meaningful only on a socket (`connect`, its handshake): not offered over HTTP although clients may call it."""
+
+    def scope_for(self, mode: str) -> str:
+        """The scope a connection of `mode` needs (`mode` one of `modes`)."""
+        return self.scopes[mode]
+
+    @property
+    def scope_text(self) -> str:
+        """The scope as the reference shows it: one name, or `scope (mode)` per mode where they differ."""
+        distinct = set(self.scopes.values())
+        if len(distinct) == 1:
+            return next(iter(distinct))
+        return ", ".join(f"{scope} ({mode})" for mode, scope in sorted(self.scopes.items()))
 
     def refusal(self, mode: str) -> tuple[int, str]:
         """Code and message for a socket of `mode`, which may not call the method: GSV's late sentence
@@ -229,6 +246,18 @@ def _keyed(table: dict[str, F], key: str, what: str) -> Callable[[F], F]:
     return register
 
 
+def _scopes(name: str, modes: frozenset[str], scope: str | Mapping[str, str]) -> dict[str, str]:
+    """Mode -> scope for a method: every mode gets a scope `roles.SCOPES` knows (deny by default: a method cannot
+    leave one out)."""
+    by_mode = dict.fromkeys(modes, scope) if isinstance(scope, str) else dict(scope)
+    if set(by_mode) != set(modes):
+        raise ValueError(f"{name}: scope must name every mode of {sorted(modes)}, not {sorted(by_mode)}")
+    unknown = sorted({s for s in by_mode.values() if s not in roles.SCOPES})
+    if unknown:
+        raise ValueError(f"{name}: unknown scope {', '.join(unknown)} (one of {', '.join(roles.SCOPES)})")
+    return dict(sorted(by_mode.items()))
+
+
 @dataclass
 class Router:
     family: str
@@ -242,6 +271,7 @@ class Router:
         params: type[BaseModel] = NoParams,
         result: type[BaseModel] | None = None,
         modes: frozenset[str],
+        scope: str | Mapping[str, str],
         mode_error: tuple[int, str] | None = None,
         deferred: bool = False,
         reads_only: bool = False,
@@ -251,6 +281,7 @@ class Router:
         allowed = frozenset(modes)
         if not allowed or not allowed <= EVERY_MODE:
             raise ValueError(f"{name}: modes must be a non-empty subset of {sorted(EVERY_MODE)}, not {sorted(allowed)}")
+        scopes = _scopes(name, allowed, scope)
 
         def register(func: Handler) -> Handler:
             if name in self.methods:
@@ -263,6 +294,7 @@ class Router:
                 result=result,
                 summary=summary,
                 modes=allowed,
+                scopes=scopes,
                 mode_error=mode_error,
                 deferred=deferred,
                 reads_only=reads_only,

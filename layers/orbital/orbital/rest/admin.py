@@ -21,6 +21,7 @@ from the one registry, never written route by route.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import logging
@@ -36,6 +37,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import HTTPConnection
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from orbital.domain import roles
 from orbital.protocol.dispatch import Dispatcher
 from orbital.protocol.jsontext import compact
 from orbital.rest.auth import Caller, gateway_only
@@ -194,14 +196,17 @@ def _wait_for_answer(services: Services, waiter: str, seconds: float) -> dict[st
 
 
 def call(
-    services: Services, method: str, params: Any, wait_seconds: float, caller: Caller | None = None
+    services: Services, method: str, params: Any, wait_seconds: float, *, caller: Caller | None = None
 ) -> dict[str, Any] | None:
     """Dispatch one call as a client socket of its own: the response frame (None: a deferred answer did not come
-    within `wait_seconds`). A device token's caller makes a socket of its role (ADR 0043)."""
+    within `wait_seconds`). The socket carries the caller's role (and device), so the dispatcher checks the method's
+    scope as it does for a socket (ADR 0042)."""
     waiter = http_answers.new_waiter()
     extra: dict[str, Any] = {"http": True}
-    if caller is not None and caller.device_id is not None:
-        extra.update(role=caller.role, deviceId=caller.device_id)
+    if caller is not None and caller.role != roles.DEFAULT_ROLE:
+        extra["role"] = caller.role
+    if caller is not None and caller.device_id:
+        extra["deviceId"] = caller.device_id
     conn = Connection(waiter, "client", services.now_ms(), extra=extra)
     frame = {"type": "req", "id": waiter, "method": method, "params": params}
     outcome = Dispatcher(services.registry).dispatch(services, waiter, frame, conn=conn)
@@ -241,7 +246,8 @@ def endpoint(spec: MethodSpec) -> Callable[..., Awaitable[Response]]:
     """The route function of one method: FastAPI validates the body against the params model (for the document and
     a 400 before anything runs); the dispatcher gets the JSON object as sent, as it would from a socket."""
 
-    async def route(request: Request, **_: Any) -> Response:
+    async def route(request: Request, **given: Any) -> Response:
+        caller = given.get("caller")
         raw = await request.body()
         try:
             params = json.loads(raw) if raw.strip() else None
@@ -249,8 +255,13 @@ def endpoint(spec: MethodSpec) -> Callable[..., Awaitable[Response]]:
             return error_response(400, "Invalid params: the body is not JSON")
         seconds = _wait_seconds(request)
         services = get_services()
-        caller = _.get("caller")
-        response = await run_in_threadpool(call, services, spec.name, params, seconds, caller)
+        response = await run_in_threadpool(
+            functools.partial(call, caller=caller if isinstance(caller, Caller) else None),
+            services,
+            spec.name,
+            params,
+            seconds,
+        )
         return _answer(spec.name, response, seconds)
 
     route.__name__ = "call_" + spec.name.replace(".", "_")

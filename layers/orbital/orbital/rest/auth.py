@@ -19,6 +19,7 @@ on them show the bearer scheme in the OpenAPI document (`/docs`'s Authorize butt
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +27,7 @@ from fastapi import HTTPException, Security
 from fastapi.security import HTTPBearer
 from starlette.requests import HTTPConnection
 
+from orbital.domain import roles
 from orbital.engines import device_auth
 from orbital.runtime import credentials
 from orbital.runtime.attempts import ATTEMPTS, PEER_UID, TOO_MANY, peer_key
@@ -65,10 +67,11 @@ class Caller:
     user_id: str | None = None
     """The install's user id; None for the gateway's own credential."""
     install_id: str | None = None
-    role: str = "admin"
-    """The caller's role: "admin" for the gateway's own credential, a device token's role otherwise."""
+    role: str = roles.DEFAULT_ROLE
+    """The role of the credential (ADR 0042): what the methods it calls over `/api/v1` may do; the gateway token is
+    `admin`."""
     device_id: str | None = None
-    """The device token's id; None for the gateway's own credential and an install."""
+    """The device whose token it is (None for the gateway token)."""
 
     @property
     def is_gateway(self) -> bool:
@@ -123,3 +126,33 @@ def gateway_only(request: HTTPConnection, _scheme: Any = _DOCUMENTED) -> Caller:
     if not caller.is_gateway:
         raise HTTPException(403, FORBIDDEN)
     return caller
+
+
+def scope_refusal(scope: str, role: str) -> str:
+    """The 403 sentence of a route whose scope (ADR 0042) the caller's role lacks."""
+    return f"This route needs scope {scope}; this device's role is {role}"
+
+
+def gateway_with(scope: str) -> Callable[..., Caller]:
+    """A route's caller: one `gateway_only` lets in whose role holds `scope` (403 otherwise; ADR 0042)."""
+
+    def caller_with_scope(request: HTTPConnection, _scheme: Any = _DOCUMENTED) -> Caller:
+        caller = gateway_only(request)
+        if not roles.allows(caller.role, scope):
+            raise HTTPException(403, scope_refusal(scope, caller.role))
+        return caller
+
+    return caller_with_scope
+
+
+def any_with(scope: str) -> Callable[..., Caller]:
+    """A route's caller: one `identify` lets in (an install, or the gateway's credential) whose role, when it is not
+    an install, holds `scope` (403 otherwise; ADR 0042). An install's reach is its own routes' business."""
+
+    def caller_with_scope(request: HTTPConnection, _scheme: Any = _DOCUMENTED) -> Caller:
+        caller = identify(request)
+        if caller.is_gateway and not roles.allows(caller.role, scope):
+            raise HTTPException(403, scope_refusal(scope, caller.role))
+        return caller
+
+    return caller_with_scope

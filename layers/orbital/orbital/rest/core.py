@@ -30,9 +30,9 @@ from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 
-from orbital.domain import sniff
+from orbital.domain import roles, sniff
 from orbital.domain.media_types import base_type
-from orbital.rest.auth import Caller, gateway_only, identify
+from orbital.rest.auth import Caller, gateway_with, identify
 from orbital.rest.limits import LAMBDA_BODY_BYTES
 from orbital.runtime.services import get_services
 from orbital.store import artifacts, keys
@@ -107,7 +107,7 @@ SHOWN_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
         413: {"description": "On AWS, an image larger than a Lambda response"},
     },
 )
-def session_media(key: str, _caller: Annotated[Caller, Depends(gateway_only)]) -> Response:
+def session_media(key: str, _caller: Annotated[Caller, Depends(gateway_with(roles.READ))]) -> Response:
     session_key, _, name = key.rpartition("/")
     if not session_key or not SESSION_IMAGE.match(name):
         return PlainTextResponse("Not Found", 404)

@@ -49,13 +49,13 @@ from orbital.agent import client_tools, embeddings, model_catalog, semantic
 from orbital.agent.budgets import BudgetExceeded
 from orbital.agent.providers import ModelError
 from orbital.dialects import windie as dialect
-from orbital.domain import sniff
+from orbital.domain import roles, sniff
 from orbital.domain.capabilities import effective_role
 from orbital.domain.compaction import estimate_context_tokens, estimate_text_tokens
 from orbital.domain.config import as_dict
 from orbital.domain.media_types import EXTENSIONS, base_type
 from orbital.ports.services import Services
-from orbital.rest.auth import Caller, gateway_only, identify
+from orbital.rest.auth import Caller, any_with, gateway_with
 from orbital.rest.core import INERT, public_link_ms
 from orbital.runtime import credentials
 from orbital.runtime.services import get_services
@@ -65,8 +65,10 @@ log = logging.getLogger("orbital.rest.windie")
 
 router = APIRouter()
 
-AnyCaller = Annotated[Caller, Depends(identify)]
-GatewayCaller = Annotated[Caller, Depends(gateway_only)]
+AnyCaller = Annotated[Caller, Depends(any_with(roles.CHAT))]
+"""An install, or a device whose role may chat (ADR 0042): these routes run models and keep artifacts."""
+GatewayCaller = Annotated[Caller, Depends(gateway_with(roles.ADMIN))]
+"""The gateway's own credential with the `admin` scope: registering an install hands out a credential."""
 
 LOCAL_USER = "default_user"
 """WindieOS's user on a single-user backend; a caller with the gateway's credential who names no user is it."""
@@ -752,7 +754,7 @@ async def transcription(websocket: WebSocket) -> None:
     """Speech to text: no provider here. A caller without a credential is refused at the upgrade (403); any other
     gets an `error` message and a close whose reason says so."""
     try:
-        await run_in_threadpool(identify, websocket)
+        await run_in_threadpool(any_with(roles.CHAT), websocket)
     except HTTPException:
         await websocket.close(code=1008, reason="Not authenticated")
         return
