@@ -311,3 +311,37 @@ def test_parallel_runs_against_one_small_limit(
     win = day(agent.services)
     assert agent.services.spend.read("daily", win.key, "global").reserved == 0
     assert keys.spend_counter("daily", win.key, "global")[0].startswith(keys.SPEND_PREFIX)
+
+
+# --- scopes and kinds of run ------------------------------------------------------------------------------------------
+
+
+def test_an_agents_limit_holds_its_sessions_only(agent: Any, sender: Any, llm: FakeLLM) -> None:
+    priced(agent)
+    agent.call("config.set", {"path": "agents.list", "value": [{"id": "work", "spend": {"limits": {"daily": 3}}}]})
+    run(agent, sender, llm, {"input": 2900, "output": 0}, key="agent:work:main")  # $2.90 of the agent's $3
+    assert used(agent.services, "agent:work") == pytest.approx(2.9)
+    error = agent.error("chat.send", {"sessionKey": "agent:work:main", "message": "more"})
+    assert error["message"] == "spend limit reached (daily: $2.90 / $3.00)"
+    assert error["details"]["spend"]["scope"] == "agent:work"
+    run(agent, sender, llm, {"input": 10, "output": 0}, key="agent:main:other")  # another agent is not held to it
+    rows = {(p["scope"], p["period"]): p for p in agent.call("spend.status", {"agentId": "work"})["periods"]}
+    assert rows[("agent:work", "daily")]["limitUsd"] == 3 and rows[("agent:work", "monthly")]["limitUsd"] is None
+
+
+def test_heartbeats_and_channel_messages_are_refused_before_they_start(
+    agent: Any, connect: Any, sender: Any, llm: FakeLLM
+) -> None:
+    priced(agent)
+    agent.call("config.set", {"path": "spend.limits.monthly", "value": 1})
+    win = rules.window(rules.MONTHLY, agent.services.now_ms(), rules.zone(agent.services.config.effective()))
+    agent.services.spend.add("monthly", win.key, "global", rules.to_micro(1), 0, expires_at=win.expires_at)
+    beat = agent.call("heartbeat.trigger", {"agentId": "main"})
+    assert beat["ok"] is False and "spend limit reached (monthly: $1.00 / $1.00)" in beat["message"]
+    agent.call("config.set", {"path": "channels.test", "value": {"dmPolicy": "open"}})
+    bridge = connect("channel", "bridge", channel="test")
+    peer = {"kind": "dm", "id": "+15550001", "name": "Ann"}
+    inbound = {"channel": "test", "accountId": "bridge", "peer": peer, "sender": {"id": peer["id"]}}
+    error = bridge.error("channel.inbound", {**inbound, "message": {"id": "m1", "text": "hi"}})
+    assert error["code"] == 429 and error["message"] == "spend limit reached (monthly: $1.00 / $1.00)"
+    assert llm.requests == []
