@@ -364,3 +364,15 @@ def test_the_model_cannot_set_or_lift_a_jobs_spend_limit(services: Any) -> None:
     assert stored["spendLimitUsd"] == 0.5 and stored["name"] == "renamed"
     with pytest.raises(cron.CronError):
         cron.add(services, {"name": "bad", "schedule": schedule, "spec": spec, "spendLimitUsd": -1}, 0)
+
+
+def test_a_stream_that_breaks_off_is_priced_and_its_reservation_settled(agent: Any, sender: Any, llm: FakeLLM) -> None:
+    priced(agent)
+    agent.call("config.set", {"path": "spend.limits.daily", "value": 100})
+    llm.script(reply("word " * 40, chunks=5, end="error"))
+    started = agent.call("chat.send", {"sessionKey": "main", "message": "spend, then fail"})
+    assert final_of(sender, agent.connection_id, started["runId"])["state"] == "error"
+    win = day(agent.services)
+    counted = agent.services.spend.read("daily", win.key, "global")
+    assert counted.reserved == 0
+    assert rules.to_usd(counted.used) > 0.1  # the system prompt alone is well over 100 tokens
