@@ -19,7 +19,9 @@ def test_a_reached_cap_refuses_chat_send_with_the_gsv_sentence(tmp_path: Path) -
         gateway = GatewayProcess(tmp_path / "data").start()
         try:
             with GatewayClient(gateway.url, timeout=15) as client:
-                client.connect("client", "spender")
+                hello = client.connect("client", "spender")
+                assert "spend.alert" in hello["features"]["events"]
+                assert "spend.status" in hello["features"]["methods"]
                 configure_fake_model(client, llm.base_url)
                 price = {"inputPerMTok": 1000, "outputPerMTok": 2000}  # $0.001 / $0.002 per token
                 client.call("config.set", {"path": "spend.prices", "value": {"openai/gpt-test": price}})
