@@ -42,6 +42,7 @@ EVENTS = [
     "connection.closing",
     "approval.requested",
     "approval.resolved",
+    "spend.alert",
 ]
 
 
