@@ -7,6 +7,8 @@ import functools
 import itertools
 import json
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -225,6 +227,10 @@ def rpc(connect: Any) -> Any:
 def pytest_configure(config: pytest.Config) -> None:
     os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
     _share_botocore_data()
+    # device tokens a developer saved by pairing (`orbital login --pair`) stay out of every test and its subprocesses
+    config_home = tempfile.mkdtemp(prefix="orbital-test-config-")
+    os.environ["XDG_CONFIG_HOME"] = config_home
+    config.add_cleanup(lambda: shutil.rmtree(config_home, ignore_errors=True))
 
 
 def _share_botocore_data() -> None:

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from orbital.agent import events
+from orbital.agent.providers._resolve import DEFAULT_MAX_TOKENS, provider_settings
 from orbital.domain import spend as rules
 from orbital.domain.session_keys import normalize_main_key, resolve_agent_main_session_key, session_agent_id
 from orbital.domain.spend import SpendExceeded, UnpricedModel
@@ -88,8 +89,6 @@ def call_of(
 
 
 def _max_output(config: dict[str, Any], provider: str) -> int:
-    from orbital.agent.providers._resolve import DEFAULT_MAX_TOKENS, provider_settings
-
     value = provider_settings(config, provider).get("maxTokens")
     if isinstance(value, int) and not isinstance(value, bool) and value > 0:
         return value
