@@ -6,12 +6,15 @@
 //   default; a refused or invalid value is explained next to its field and the input is kept. Their range, default,
 //   choices and hint come from the gateway's schema (`config.schema`, the one config.set checks against); the page
 //   only names and groups them.
+// - Spend: dollars used, reserved and capped per period and scope, and the top sessions and cron jobs
+//   (`spend.status`, the console's spend.js).
 // - Advanced: any path set to a JSON value, and the whole configuration as read-only JSON (masked by the gateway).
 //   The gateway's refusal ("timeouts.toolMs: expected integer ≥ 1000, got …") shows next to the value, and its
 //   warning about a key it does not read ("unknown key `modle` — did you mean `model`?") next to the path.
 // The forms are drawn once; a reconnect, Refresh or a save reads the configuration again and shows the new values in
 // every field the user has not changed (what is typed stays).
 
+import { SpendCard } from "../spend.js";
 import { busy, clip, confirmAction, debounce, empty, errorText, failed, field, fill, h, header, icon, randomId, rerender, toast } from "../ui.js";
 
 export default {
@@ -237,12 +240,21 @@ class SettingsView {
       h("div.settings-grid",
         this.modelCard(config),
         this.keysCard(config),
+        this.spendCard(),
         card("limits", "Limits", limits.el),
         card("sessions", "Sessions", sessions.el),
         more ? card("more", "More settings", h("details.settings-more-wrap", h("summary", "Every other setting the gateway reads"), more.el)) : null,
         this.advancedCard(),
       ),
     );
+  }
+
+  /** Spend in dollars (spend.status), read again with each read of the configuration. */
+  spendCard() {
+    const spend = new SpendCard(this.gw);
+    spend.load();
+    this.syncs.push(() => spend.load());
+    return card("spend", "Spend", spend.el);
   }
 
   /** config.set; resolves with its answer (`warning` when the gateway does not read the key). */
