@@ -12,7 +12,7 @@ from orbital.domain import spend_words
 from orbital.errors import RpcError
 from orbital.store import keys
 
-from tests.functional.test_channels import ANN, inbound, texts
+from tests.functional.test_channels import inbound, texts
 from tests.support.fake_llm import FakeLLM
 
 BOB = {"kind": "dm", "id": "+15550002", "name": "Bob"}

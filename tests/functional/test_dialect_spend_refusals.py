@@ -14,10 +14,10 @@ from orbital.dialects import exoclaw
 from orbital.errors import RpcError
 from orbital.store.subscriptions import Subscription
 
+from tests.conftest import GATEWAY_TOKEN as TOKEN
 from tests.functional import test_exoclaw_aws as exo
 from tests.functional import test_windie_aws as windie
 from tests.functional import test_xeno_on_aws as xeno
-from tests.conftest import GATEWAY_TOKEN as TOKEN
 from tests.support.fake_llm import FakeLLM
 
 SENTENCE = "spend limit reached (daily: $4.98 / $5.00)"
