@@ -25,10 +25,13 @@ its release.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from typing import TYPE_CHECKING, Any
 
-from orbital.agent import call_parts
+from orbital.agent import call_parts, context
+from orbital.agent import spend as dollars
+from orbital.domain import spend as spend_rules
 from orbital.domain.budgets import (
     DAILY,
     GATEWAY_SCOPES,
@@ -60,6 +63,7 @@ __all__ = [
     "BudgetExceeded",
     "Limits",
     "Spend",
+    "SpendExceeded",
     "check_before_run",
     "count_unanswered",
     "exceeded_of",
@@ -70,6 +74,8 @@ __all__ = [
 ]
 
 log = logging.getLogger("orbital.agent.budgets")
+
+SpendExceeded = spend_rules.SpendExceeded
 
 
 def _int(value: Any) -> int:
@@ -103,7 +109,8 @@ def check_before_run(
     set (one GetItem); writes nothing. Each model call of the run is checked again (`reserve`)."""
     meta = meta or {}
     found = limits(config, meta)
-    if found.session is None and not found.gateway:
+    dollars_capped = spend_rules.any_limit(config) or _cron_job_of(origin) is not None
+    if found.session is None and not found.gateway and not dollars_capped:
         return
     now = now_ms if now_ms is not None else services.now_ms()
     policy = meta.get("resetPolicy") or initial_policy(config)
@@ -111,6 +118,12 @@ def check_before_run(
     estimate = first_call_estimate(
         services, config, session_key, meta, text, fresh=fresh, now_ms=now, origin=origin, overrides=overrides
     )
+    if dollars_capped:  # the spend caps in USD (ADR 0044), beside the token budgets
+        model = context.effective_model(config, meta, overrides or {})
+        call = dollars.call_of(config, model, estimate, session_key=session_key, meta=meta, origin=origin)
+        dollars.check_before_run(
+            services, config, dataclasses.replace(call, session_id=None if fresh else call.session_id), now_ms=now
+        )
     if found.session is not None:
         used = 0 if fresh else _session_used(meta)
         if would_exceed(used, estimate, found.session):
@@ -123,6 +136,12 @@ def check_before_run(
             if limit is not None and would_exceed(counted.of(scope), estimate, limit):
                 log.info("run for %s refused: %s budget %s/%s", session_key, scope, counted.of(scope), limit)
                 raise BudgetExceeded(scope, counted.of(scope), limit, estimate=estimate)
+
+
+def _cron_job_of(origin: dict[str, Any] | None) -> str | None:
+    if isinstance(origin, dict) and origin.get("kind") == "cron" and isinstance(origin.get("jobId"), str):
+        return origin["jobId"]
+    return None
 
 
 def first_call_estimate(
@@ -153,19 +172,25 @@ def first_call_estimate(
 class Spend:
     """The tokens one model call reserved in the gateway's counters, until it settles or releases them."""
 
-    def __init__(self, services: Services, period: Period, reserved: int) -> None:
+    def __init__(self, services: Services, period: Period, reserved: int, hold: dollars.Hold | None = None) -> None:
         self.services = services
         self.period = period
         self.reserved = reserved
+        self.hold = hold
         self.done = False
 
-    def settle(self, total_tokens: int) -> None:
-        """The call answered with `total_tokens` of usage: count them (what was reserved is replaced)."""
+    def settle(self, total_tokens: int, usage: dict[str, Any] | None = None) -> None:
+        """The call answered with `total_tokens` of usage (`usage`: the provider's `{input, output, cacheRead,
+        cacheWrite}`, for its price): count them (what was reserved is replaced)."""
         self._add(int(total_tokens) - self.reserved)
+        if self.hold is not None:
+            self.hold.settle(usage if usage is not None else {"input": int(total_tokens)})
 
     def release(self) -> None:
         """The call failed or never ran: take the reservation back."""
         self._add(-self.reserved)
+        if self.hold is not None:
+            self.hold.release()
 
     def _add(self, amount: int) -> None:
         if self.done:
@@ -184,28 +209,42 @@ def reserve(
     estimate: int,
     *,
     now_ms: int | None = None,
+    call: dollars.Call | None = None,
 ) -> Spend:
     """Before a model call whose request is estimated at `estimate` tokens: refuse it (`BudgetExceeded`) if the
     session's totals plus the estimate exceed its budget (`meta` None: a call outside any session's usage, such as
     a summary, is not held to one), or if the daily or monthly counter could not take the estimate within its limit;
     otherwise the estimate is reserved there (one conditional UpdateItem, none without a gateway limit). The caller
-    must `settle` or `release` what it gets."""
+    must `settle` or `release` what it gets.
+
+    With `call` (the model and where the call counts) the spend caps in USD are held to as well
+    (`orbital.agent.spend.reserve`, after the token budgets): `SpendExceeded` / `UnpricedModel` when one refuses,
+    the token reservation taken back."""
     estimate = max(0, int(estimate))
     found = limits(config, meta or {})
     if meta is not None and found.session is not None:
         used = _session_used(meta)
         if would_exceed(used, estimate, found.session):
             raise BudgetExceeded(SESSION, used, found.session, estimate=estimate)
-    period = period_of(now_ms if now_ms is not None else services.now_ms())
-    if not found.gateway:
-        return Spend(services, period, 0)
-    try:
-        services.usage.reserve(period, estimate, daily=found.daily, monthly=found.monthly)
-    except Refused as refused:
-        limit = found.of(refused.scope)
-        assert limit is not None
-        raise BudgetExceeded(refused.scope, refused.used, limit, estimate=estimate) from None
-    return Spend(services, period, estimate)
+    now = now_ms if now_ms is not None else services.now_ms()
+    period = period_of(now)
+    reserved = 0
+    if found.gateway:
+        try:
+            services.usage.reserve(period, estimate, daily=found.daily, monthly=found.monthly)
+        except Refused as refused:
+            limit = found.of(refused.scope)
+            assert limit is not None
+            raise BudgetExceeded(refused.scope, refused.used, limit, estimate=estimate) from None
+        reserved = estimate
+    spend = Spend(services, period, reserved)
+    if call is not None:
+        try:
+            spend.hold = dollars.reserve(services, config, call, now_ms=now)
+        except BaseException:
+            spend.release()
+            raise
+    return spend
 
 
 def count_unanswered(services: Services, session_key: str, session_id: Any, usage: dict[str, int]) -> None:
@@ -253,6 +292,10 @@ def status(
 def exceeded_of(message: dict[str, Any] | None) -> BudgetExceeded | None:
     """The refusal a run's ending note stands for (a run a budget stopped between model calls), else None: a
     dialect turns it into its own words (`exoclaw_message`)."""
-    if not isinstance(message, dict) or message.get("model") != NOTE_REASON:
+    if not isinstance(message, dict):
+        return None
+    if message.get("model") == spend_rules.NOTE_REASON:
+        return spend_rules.exceeded_in_note(text_of(message))
+    if message.get("model") != NOTE_REASON:
         return None
     return exceeded_in_note(text_of(message))

@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from orbital.agent import budgets, settings
+from orbital.agent import spend as spend_caps
 from orbital.agent.providers import ModelRequest, complete, context_window, has_credentials
 from orbital.domain import compaction as rules
 from orbital.domain.config import as_dict
@@ -85,7 +86,8 @@ def ask(
         timeout_s=timeout_s,
         config=config,
     )
-    spend = budgets.reserve(services, config, None, rules.estimate_text_tokens(SUMMARIZER_SYSTEM + prompt))
+    estimate = rules.estimate_text_tokens(SUMMARIZER_SYSTEM + prompt)
+    spend = budgets.reserve(services, config, None, estimate, call=spend_caps.call_of(config, model, estimate))
     try:
         reply = complete(request)
     except BaseException as exc:
@@ -94,7 +96,7 @@ def ask(
         if isinstance(exc, Exception) and left is not None and left <= DEADLINE_SLACK_S:
             raise OutOfTime from exc
         raise
-    spend.settle(int(as_dict(reply.get("usage")).get("totalTokens") or 0))
+    spend.settle(int(as_dict(reply.get("usage")).get("totalTokens") or 0), as_dict(reply.get("usage")))
     return text_of(reply)
 
 

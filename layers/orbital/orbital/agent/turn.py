@@ -41,8 +41,10 @@ from orbital.agent import (
     settings,
     tools,
 )
+from orbital.agent import spend as spend_caps
 from orbital.agent.providers import Cancel, ModelError, ModelRequest, Progress, complete
 from orbital.agent.waits import cancel_pending
+from orbital.domain import spend as spend_rules
 from orbital.domain.compaction import estimate_text_tokens
 from orbital.domain.config import as_dict
 from orbital.domain.messages import text_of
@@ -372,9 +374,15 @@ def _model_turn(r: _Run, meta: dict[str, Any]) -> dict[str, Any]:
     call = _prepare_call(r, meta, run)
     estimate = call.estimate()
     try:
-        spend = budgets.reserve(services, config, meta, estimate if budgets.limits(config, meta).any else 0)
+        spend = budgets.reserve(
+            services,
+            config,
+            meta,
+            estimate if budgets.limits(config, meta).any else 0,
+            call=spend_caps.call_of(config, call.model, estimate, session_key=r.key, meta=meta),
+        )
     except budgets.BudgetExceeded as exc:
-        return _end_with_note(r, note_message(exc.note(), budgets.NOTE_REASON))
+        return _end_with_note(r, note_message(exc.note(), _note_reason(exc)))
     progress = Progress()
     try:
         reply, failure, cause = _call_model(r, meta, call, progress)
@@ -386,8 +394,17 @@ def _model_turn(r: _Run, meta: dict[str, Any]) -> dict[str, Any]:
         if failure is None:
             return _state(r.event, r.iteration, "done")
         return r.end("error", error=failure, cause=cause)
-    spend.settle(int(as_dict(reply.get("usage")).get("totalTokens") or 0))
+    spend.settle(int(as_dict(reply.get("usage")).get("totalTokens") or 0), as_dict(reply.get("usage")))
     return _store_reply(r, run, reply)
+
+
+def _note_reason(exc: budgets.BudgetExceeded) -> str:
+    """The `model` of the note a refusal ends a run with: a spend limit's, else a token budget's."""
+    return (
+        spend_rules.NOTE_REASON
+        if isinstance(exc, spend_rules.SpendExceeded | spend_rules.UnpricedModel)
+        else (budgets.NOTE_REASON)
+    )
 
 
 def _count_unanswered(
@@ -400,7 +417,7 @@ def _count_unanswered(
         spend.release()
         return
     usage = budgets.unanswered_usage(estimate, estimate_text_tokens(progress.streamed_text()), progress.usage)
-    spend.settle(usage["totalTokens"])
+    spend.settle(usage["totalTokens"], {**(progress.usage or {}), "input": usage["input"], "output": usage["output"]})
     budgets.count_unanswered(r.services, r.key, meta.get("sessionId"), usage)
 
 

@@ -295,10 +295,44 @@ class Heartbeat(Section):
     activeHours: ActiveHours | None = setting("When heartbeats run.")
 
 
+class SpendLimits(Section):
+    session: float | None = setting("USD one session may spend (0 or null: no limit).", ge=0)
+    daily: float | None = setting("USD per day, in spend.timeZone (0 or null: no limit).", ge=0)
+    monthly: float | None = setting("USD per month, in spend.timeZone (0 or null: no limit).", ge=0)
+
+
+class ModelPrice(Section):
+    inputPerMTok: float | None = setting("USD per million input tokens.", ge=0)
+    outputPerMTok: float | None = setting("USD per million output tokens.", ge=0)
+    cacheReadPerMTok: float | None = setting("USD per million tokens read from the cache (else the input price).", ge=0)
+    cacheWritePerMTok: float | None = setting(
+        "USD per million tokens written to the cache (else the input price).", ge=0
+    )
+
+
+class AgentSpend(Section):
+    limits: SpendLimits | None = setting("The agent's own limits, beside the gateway's (ADR 0044).")
+
+
+class Spend(Section):
+    limits: SpendLimits | None = setting("Spend caps in USD: every model call of every kind counts (ADR 0044).")
+    alertAt: float | None = setting(
+        "The share of a limit that sends `spend.alert` and a note to the main session.", default=0.8, gt=0, le=1
+    )
+    timeZone: Zone | None = setting("The time zone of the daily and monthly periods.", default="UTC")
+    prices: dict[str, ModelPrice] | None = setting(
+        'Prices by `"provider/model"`, over the price database (for local or private models).', default={}
+    )
+    unpricedModels: Literal["refuse", "allow"] | None = setting(
+        "A model without a price while a limit applies: refused, or allowed (counted as free).", default="refuse"
+    )
+
+
 class AgentEntry(Section):
     id: Name | None = setting("The agent's id.")
     default: bool | None = setting("The agent of the main session.")
     heartbeat: Heartbeat | None = setting("Its heartbeat, over agents.defaultHeartbeat.")
+    spend: AgentSpend | None = setting("The agent's spend caps in USD.")
 
 
 class PeerMatch(Section):
@@ -519,6 +553,7 @@ class Configuration(Section):
     compaction: Compaction | None = setting("Compaction of long sessions.")
     cron: Cron | None = setting("Scheduled jobs.")
     budgets: Budgets | None = setting("Token budgets (ADR 0026).")
+    spend: Spend | None = setting("Spend caps in USD and model prices (ADR 0044).")
     userTimezone: Zone | None = setting("Your time zone: times the agent reads are in it.", default="UTC")
     systemPrompt: str | None = setting("The agent's base prompt (else the built-in one).")
     windie: Windie | None = setting("WindieOS clients.")

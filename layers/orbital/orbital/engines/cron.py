@@ -245,6 +245,15 @@ def _set_or_drop(target: dict[str, Any], key: str, value: Any) -> None:
         target[key] = value
 
 
+def spend_limit(value: Any) -> float | None:
+    """A job's `spendLimitUsd`: a positive number of dollars (its spend per day, ADR 0044); null or 0 removes it."""
+    if value is None or value == 0:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+        raise CronError("spendLimitUsd must be a positive number of US dollars (or null for none)")
+    return float(value)
+
+
 def _job_id(value: Any) -> str | None:
     """A usable job id, or None for anything that cannot name a job."""
     if isinstance(value, str) and 0 < len(value) <= MAX_JOB_ID_LENGTH:
@@ -276,6 +285,9 @@ def add(services: Services, job_input: Mapping[str, Any], now_ms: int) -> dict[s
     job["enabled"] = enabled
     if job_input.get("deleteAfterRun") is True:
         job["deleteAfterRun"] = True
+    limit = spend_limit(job_input.get("spendLimitUsd"))
+    if limit is not None:
+        job["spendLimitUsd"] = limit
     job.update(
         {
             "createdAtMs": now_ms,
@@ -337,6 +349,8 @@ def _apply_patch(job: dict[str, Any], patch: Mapping[str, Any], now_ms: int) -> 
             state.pop("runningAtMs", None)
     if patch.get("deleteAfterRun") is not None:
         _set_or_drop(updated, "deleteAfterRun", True if patch["deleteAfterRun"] is True else None)
+    if "spendLimitUsd" in patch:
+        _set_or_drop(updated, "spendLimitUsd", spend_limit(patch["spendLimitUsd"]))
     if patch.get("spec") is not None:
         updated["spec"] = _merged_spec(updated.get("spec") or {}, patch["spec"])
     updated["spec"] = _checked_spec(updated.get("spec"))

@@ -63,6 +63,8 @@ class CronJob(Result):
     description: str | None = None
     enabled: bool
     deleteAfterRun: bool | None = None
+    spendLimitUsd: float | None = None
+    """What the job may spend in USD per day (ADR 0044)."""
     createdAtMs: int | float
     updatedAtMs: int | float
     schedule: dict[str, Any]
@@ -132,6 +134,7 @@ class CronAddParams(Params):
     agentId: GivenText = None
     enabled: GivenFlag = None
     deleteAfterRun: GivenFlag = None
+    spendLimitUsd: Annotated[Any, WithJsonSchema({"type": "number"})] = None
     schedule: GivenObject = None
     spec: GivenObject = None
 

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from orbital.protocol.registry import Hooks, Registry
     from orbital.store.repos import GatewayRepo
     from orbital.store.sessions import SessionRepo
+    from orbital.store.spend import SpendRepo
     from orbital.store.usage import UsageRepo
     from orbital.store.workspace import Workspace
 
@@ -110,6 +111,13 @@ class Services:
         from orbital.store.usage import UsageRepo  # lazy: built on first use, off the cold start
 
         return UsageRepo(self.table)
+
+    @functools.cached_property
+    def spend(self) -> SpendRepo:
+        """The gateway's spend counters in micro-dollars (spend caps, ADR 0044)."""
+        from orbital.store.spend import SpendRepo  # lazy: built on first use, off the cold start
+
+        return SpendRepo(self.table)
 
     @property
     def sender(self) -> Sender:

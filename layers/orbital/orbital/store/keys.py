@@ -22,6 +22,7 @@ Single table: `PK`, `SK`, `GSI1PK`/`GSI1SK` (index `GSI1`), `ttl` (epoch seconds
 | cron run            | CRONRUN#{jobId}      | {ts:015d}#{seq}            |                                         |
 | gateway flags       | GATEWAY              | {flag}                     | e.g. workspace seeded                   |
 | token usage         | USAGE                | {YYYY-MM}                  | UTC month: `m`, days `d01`..`d31`; ttl  |
+| spend counter       | SPEND#{period}#{key} | {scope}                    | micro-USD `u` used, `r` reserved; ttl   |
 | install identity    | INSTALLS             | {sha256 of the token}      | user_id, install_id (WindieOS installs) |
 | WindieOS settings   | WINDIESETTINGS       | {userId}                   | one user's client settings              |
 | approval prompt     | APPROVALPROMPT#{id}  | {channel}                  | a prompt's chat and message id; ttl     |
@@ -218,6 +219,20 @@ TOKEN_USAGE_PK = "USAGE"
 def token_usage(month: str) -> tuple[str, str]:
     """The usage counters of a UTC month ("2025-01"): attribute `m` for the month, `d01`..`d31` for its days."""
     return TOKEN_USAGE_PK, month
+
+
+SPEND_PREFIX = "SPEND#"
+
+
+def spend_counter(period: str, period_key: str, scope: str) -> tuple[str, str]:
+    """A spend counter (ADR 0044): one scope ("global", "agent:{id}", "session:{key}", "cron:{jobId}") in one period
+    ("daily" "2025-01-31", "monthly" "2025-01", "session" {sessionId})."""
+    return f"{SPEND_PREFIX}{period}#{period_key}", scope
+
+
+def spend_period(period: str, period_key: str) -> str:
+    """The partition of every spend counter of one period (the top sessions and jobs of a day are queried there)."""
+    return f"{SPEND_PREFIX}{period}#{period_key}"
 
 
 # --- S3 ------------------------------------------------------------------------------------------------------
