@@ -20,9 +20,9 @@ from tests.e2e.conftest import GatewayProcess
 from tests.e2e.test_chat_cli import chat
 from tests.e2e.test_exoclaw import Exo
 from tests.e2e.test_windie import Windie
-from tests.support.windie_sdk import sdk_refusals
 from tests.support.agent import configure_fake_model
 from tests.support.fake_llm import FakeLLM, reply
+from tests.support.windie_sdk import sdk_refusals
 
 SENTENCE = "spend limit reached (daily: $0.00 / $5.00)"
 DOLLAR_A_TOKEN = {"inputPerMTok": 1_000_000, "outputPerMTok": 1_000_000}
