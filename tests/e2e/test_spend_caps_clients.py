@@ -7,6 +7,7 @@ The model is priced at a dollar a token (`spend.prices`), so a $5 daily cap refu
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,7 +22,7 @@ from tests.e2e.test_chat_cli import chat
 from tests.e2e.test_exoclaw import Exo
 from tests.e2e.test_windie import Windie
 from tests.support.agent import configure_fake_model
-from tests.support.fake_llm import FakeLLM, reply
+from tests.support.fake_llm import FakeLLM, call, reply
 from tests.support.windie_sdk import sdk_refusals
 
 SENTENCE = "spend limit reached (daily: $0.00 / $5.00)"
@@ -124,3 +125,65 @@ def test_slash_status_shows_dollars_beside_tokens(gateway: GatewayProcess, cappe
     lines = done.stdout.splitlines()
     tokens = next(i for i, line in enumerate(lines) if line.startswith("Tokens:"))
     assert lines[tokens + 1].startswith("Spend: ") and "$0.00 / $5.00 today" in lines[tokens + 1]
+
+
+@pytest.fixture
+def midway(gateway: GatewayProcess, capped: FakeLLM) -> Iterator[FakeLLM]:
+    """A session cap of $1 that the run's first model call fits exactly (output priced only, at $1 per 1,000 tokens,
+    1,000 at most) and its second cannot: the first asks for a tool, the run stops before the second."""
+
+    def respond(request: Any) -> Any:
+        if any(m["role"] == "tool" for m in request.body["messages"]):
+            return reply("never said")
+        return reply(tool_calls=[call("gsv__ListFiles", {"path": "."})])
+
+    with GatewayClient(gateway.url, timeout=15) as admin:
+        admin.connect("client", "spend-admin-midway", token=gateway.token)
+        admin.call("config.set", {"path": "providers.openai.maxTokens", "value": 1000})
+        price = {"inputPerMTok": 0, "outputPerMTok": 1000}
+        admin.call("config.set", {"path": "spend.prices", "value": {"openai/gpt-test": price}})
+        admin.call("config.set", {"path": "spend.limits.session", "value": 1})
+        capped.responder = respond
+        try:
+            yield capped
+        finally:
+            capped.responder = lambda request: reply("never")
+            admin.call("config.set", {"path": "spend.limits.session"})
+            admin.call("config.set", {"path": "spend.prices", "value": {"openai/gpt-test": DOLLAR_A_TOKEN}})
+            admin.call("config.set", {"path": "providers.openai.maxTokens"})
+            capped.requests.clear()
+
+
+def _second_calls(llm: FakeLLM) -> list[Any]:
+    """The model requests made after a tool's result (none when the cap stopped each run before it)."""
+    return [r for r in llm.requests if any(m["role"] == "tool" for m in r.body["messages"])]
+
+
+NOTE = re.compile(r"^Spend limit reached \(session: \$0\.01 / \$1\.00\)")
+
+
+def test_a_channel_gets_the_note_of_a_run_stopped_midway(gateway: GatewayProcess, midway: FakeLLM) -> None:
+    group = {"kind": "group", "id": f"g-{uuid.uuid4().hex[:6]}", "name": "Midway"}
+    with GatewayClient(gateway.url, timeout=20) as phone:
+        phone.connect("channel", "phone", client={"channel": "bridge"}, token=gateway.token)
+        message = {"id": "m1", "text": "list the files"}
+        started = phone.call(
+            "channel.inbound", {"channel": "bridge", "accountId": "phone", "peer": group, "message": message}
+        )
+        assert started["status"] == "started"
+        delivered = phone.next_event("channel.outbound", timeout=30)["payload"]
+    assert delivered["peer"] == group and NOTE.match(delivered["message"]["text"])  # delivered as any reply
+    assert not _second_calls(midway)  # the second model call was never made
+
+
+def test_exoclaw_ends_a_run_stopped_midway_with_error_then_done(gateway: GatewayProcess, midway: FakeLLM) -> None:
+    acct = f"acct-{uuid.uuid4().hex[:8]}"
+    with Exo(gateway) as exo:
+        frames = exo.chat("m1", {"channel": "websocket", "account": acct, "content": "list the files"})
+    events = [f.get("event") for f in frames]
+    assert events.index("tool_use") < events.index("tool_result") < events.index("error")
+    assert frames[-2:] == [
+        {"id": "m1", "event": "error", "data": "spend limit exceeded (session: $0.01/$1.00)"},
+        {"id": "m1", "event": "done"},
+    ]
+    assert not _second_calls(midway)
