@@ -1,17 +1,17 @@
 """A run a USD spend limit refuses is refused in each dialect's own words, before any stream (the handlers on AWS
-over moto, the scripted model): Exoclaw a plain `spend limit exceeded (daily: $4.98/$5.00)`, xeno `gateway.error`
-then `gateway.done`, WindieOS an `error` event of the turn. The refusal is the engine's 429 `spend limit reached
-({period}: ${used} / ${limit})` with `period`, `used` and `limit`; a run stopped half-way ends with its note, which
-Exoclaw turns into `error` then `done`."""
+over moto, the scripted model priced at a dollar a token under a $5 daily cap): Exoclaw a plain `spend limit
+exceeded (daily: $0.00/$5.00)`, xeno `gateway.error` then `gateway.done`, WindieOS an `error` event of the turn. A
+run stopped half-way ends with the engine's note, which Exoclaw turns into `error` then `done`."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
-from orbital.agent import runs
+from orbital.agent.turn import note_message
 from orbital.dialects import exoclaw
-from orbital.errors import RpcError
+from orbital.domain import spend
+from orbital.domain.spend import SpendExceeded
 from orbital.store.subscriptions import Subscription
 
 from tests.conftest import GATEWAY_TOKEN as TOKEN
@@ -20,32 +20,21 @@ from tests.functional import test_windie_aws as windie
 from tests.functional import test_xeno_on_aws as xeno
 from tests.support.fake_llm import FakeLLM
 
-SENTENCE = "spend limit reached (daily: $4.98 / $5.00)"
-
-
-class _Refused(RpcError):
-    """The engine's refusal as the contract has it."""
-
-    code = 429
-
-    def __init__(self, period: str, used: float, limit: float) -> None:
-        self.period, self.used, self.limit = period, used, limit
-        super().__init__(f"spend limit reached ({period}: ${used:.2f} / ${limit:.2f})", retryable=False)
+SENTENCE = "spend limit reached (daily: $0.00 / $5.00)"
 
 
 @pytest.fixture
-def refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    def refuse(*args: Any, **kwargs: Any) -> Any:
-        raise _Refused("daily", 4.98, 5.0)
-
-    monkeypatch.setattr(runs, "submit", refuse)
+def refused(agent: Any) -> None:
+    price = {"inputPerMTok": 1_000_000, "outputPerMTok": 1_000_000}
+    agent.call("config.set", {"path": "spend.prices", "value": {"openai/gpt-test": price}})
+    agent.call("config.set", {"path": "spend.limits.daily", "value": 5})
 
 
 def test_exoclaw_gets_its_plain_error_and_no_stream(token, flows, sender, services, agent, llm: FakeLLM, refused):
     cid = exo._authenticated(sender)
     params = {"channel": "websocket", "account": "me", "content": "hello"}
     answer = exo._frame(cid, {"id": "s1", "method": "chat.send", "params": params})
-    assert answer == {"id": "s1", "error": "spend limit exceeded (daily: $4.98/$5.00)"}
+    assert answer == {"id": "s1", "error": "spend limit exceeded (daily: $0.00/$5.00)"}
     assert [f for f in sender.frames_to(cid) if isinstance(f, dict) and f.get("id") == "s1"] == []
     assert llm.requests == []
 
@@ -76,12 +65,8 @@ def test_windie_gets_an_error_event_of_the_turn(token, flows, sender, services, 
 
 
 def test_a_run_stopped_half_way_ends_with_exoclaws_error_then_done(services: Any) -> None:
-    note = {
-        "role": "assistant",
-        "content": [{"type": "text", "text": f"{SENTENCE[0].upper()}{SENTENCE[1:]}. Raise it with config.set."}],
-        "provider": "orbital",
-        "model": "spend-limit",
-    }
+    """The stream's end when a run stopped half-way (a real gateway's run: tests/e2e/test_spend_caps_clients.py)."""
+    note = note_message(SpendExceeded("daily", 4.98, 5.0).note(), spend.NOTE_REASON)  # as the run ends with it
     sub = Subscription(run_id="r", connection_id="c", dialect="exoclaw", session_key="k", ref={"id": "7"})
     frames = exoclaw.encode(services, sub, {"state": "final", "message": note})
     assert frames == [
