@@ -139,3 +139,16 @@ def test_an_unpriced_model_names_the_override_to_set() -> None:
     assert 'spend.prices["local/llama"]' in refused.message
     assert "spend.unpricedModels" in refused.message
     assert isinstance(refused, BudgetExceeded) and refused.code == 400 and refused.note() == refused.message
+
+
+def test_the_price_database_is_not_imported_with_the_gateway() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, orbital.agent.turn, orbital.agent.spend, orbital.methods; orbital.methods.registry(); "
+        "print('genai_prices' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.strip() == "False"
+    assert spend.price({}, "openai", "gpt-4o", Usage(input=1)) is not None  # loaded when a price is asked for

@@ -19,12 +19,18 @@ import functools
 import json
 import math
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from orbital.agent import budgets
+from orbital.agent import spend as spend_caps
 from orbital.agent.providers import ModelError, resolve_provider
 from orbital.agent.providers._errors import describe, secrets_of, summary
+from orbital.domain.compaction import estimate_text_tokens
 from orbital.domain.config import as_dict
 from orbital.settings import get_settings
+
+if TYPE_CHECKING:
+    from orbital.ports.services import Services
 
 DEFAULT_TIMEOUT_MS = 20_000
 MAX_TIMEOUT_MS = 120_000
@@ -117,24 +123,41 @@ def setup(config: dict[str, Any]) -> Setup:
     )
 
 
-def embed(config: dict[str, Any], text: str, *, max_timeout_s: float | None = None) -> Embedding:
+def embed(
+    config: dict[str, Any], text: str, *, max_timeout_s: float | None = None, services: Services | None = None
+) -> Embedding:
     """One vector for `text` from the configured provider, within `embeddings.timeoutMs` and `max_timeout_s` (what
-    the caller can wait: on AWS, within API Gateway's 29 s). Raises NotConfigured or EmbeddingsFailed."""
+    the caller can wait: on AWS, within API Gateway's 29 s). Raises NotConfigured or EmbeddingsFailed. With
+    `services` the call is held to the gateway's token budgets and spend caps and counted there (its input is the
+    text's estimate, settled to the provider's count when it gives one; `BudgetExceeded` / `SpendExceeded`)."""
     chosen = setup(config)
     if max_timeout_s is not None and chosen.timeout_s > max_timeout_s:
         chosen = replace(chosen, timeout_s=max_timeout_s)
     info = resolve_provider(config, chosen.provider)
+    estimate = estimate_text_tokens(text)
+    spend = None
+    if services is not None:
+        call = spend_caps.Call(chosen.provider, chosen.model, estimate, max_output=0)
+        spend = budgets.reserve(services, config, None, estimate, call=call)
+    counted: list[int] = []
     try:
         if info.api == "bedrock":
             vector = _bedrock(info.base_url, info.region, chosen, text)
         else:
-            vector = _openai_compatible(info.base_url, info.api_key, info.headers, chosen, text)
+            vector = _openai_compatible(info.base_url, info.api_key, info.headers, chosen, text, counted)
     except EmbeddingsFailed:
+        if spend is not None:
+            spend.release()
         raise
     except Exception as exc:
+        if spend is not None:
+            spend.release()
         raise EmbeddingsFailed(
             f"Embeddings provider {chosen.provider} failed: {summary(describe(exc), secrets_of(info))}"
         ) from None
+    if spend is not None:
+        tokens = counted[0] if counted else estimate
+        spend.settle(tokens, {"input": tokens, "output": 0})
     if not vector or not all(isinstance(x, int | float) and not isinstance(x, bool) for x in vector):
         raise EmbeddingsFailed(f"Embeddings provider {chosen.provider} returned no vector")
     floats = [float(x) for x in vector]
@@ -143,7 +166,12 @@ def embed(config: dict[str, Any], text: str, *, max_timeout_s: float | None = No
 
 
 def _openai_compatible(
-    base_url: str | None, api_key: str | None, headers: dict[str, str], chosen: Setup, text: str
+    base_url: str | None,
+    api_key: str | None,
+    headers: dict[str, str],
+    chosen: Setup,
+    text: str,
+    counted: list[int] | None = None,
 ) -> list[Any]:
     import openai
 
@@ -156,6 +184,9 @@ def _openai_compatible(
         default_headers=headers or None,
     ) as client:
         response = client.embeddings.create(model=chosen.model, input=text, encoding_format="float", **extra)
+    tokens = getattr(getattr(response, "usage", None), "prompt_tokens", None)
+    if counted is not None and isinstance(tokens, int) and not isinstance(tokens, bool) and tokens > 0:
+        counted.append(tokens)  # the provider's own count, for the spend
     data = getattr(response, "data", None) or []
     if not data:
         raise EmbeddingsFailed(f"Embeddings provider {chosen.provider} returned no vector")

@@ -57,6 +57,8 @@ class Call:
     session_id: str | None = None
     agent_id: str | None = None
     job_id: str | None = None
+    max_output: int | None = None
+    """The call's output limit (None: the provider's `maxTokens`; 0 for an embedding)."""
 
 
 def call_of(
@@ -117,9 +119,8 @@ def _window(config: dict[str, Any], period: str, now_ms: int, session_id: str | 
 
 def _worst(config: dict[str, Any], call: Call) -> int | None:
     """The call's worst case in micro-dollars (its input estimate and its whole output limit), None: unpriced."""
-    found = rules.price(
-        config, call.provider, call.model, rules.Usage(input=call.estimate, output=_max_output(config, call.provider))
-    )
+    output = call.max_output if call.max_output is not None else _max_output(config, call.provider)
+    found = rules.price(config, call.provider, call.model, rules.Usage(input=call.estimate, output=output))
     return None if found is None else rules.to_micro(found)
 
 
@@ -142,7 +143,14 @@ def check_before_run(services: Services, config: dict[str, Any], call: Call, *, 
         win = _window(config, cap.period, now_ms, call.session_id)
         used = services.spend.read(cap.period, win.key, cap.scope).used
         if used + worst > rules.to_micro(cap.limit):
-            log.info("run for %s refused: %s %s spend %s/%s", call.session_key, cap.scope, cap.period, used, cap.limit)
+            log.info(
+                "run for %s refused: %s %s spend $%.2f/$%.2f",
+                call.session_key,
+                cap.scope,
+                cap.period,
+                rules.to_usd(used),
+                cap.limit,
+            )
             raise SpendExceeded(cap.period, rules.to_usd(used), cap.limit, scope=cap.scope)
 
 

@@ -417,7 +417,10 @@ def _count_unanswered(
         spend.release()
         return
     usage = budgets.unanswered_usage(estimate, estimate_text_tokens(progress.streamed_text()), progress.usage)
-    spend.settle(usage["totalTokens"], {**(progress.usage or {}), "input": usage["input"], "output": usage["output"]})
+    given = progress.usage if isinstance(progress.usage, dict) else {}
+    reported = any(given.get(name) for name in ("input", "cacheRead", "cacheWrite"))  # the provider's own counts
+    priced = {**given, "output": usage["output"]} if reported else {"input": usage["input"], "output": usage["output"]}
+    spend.settle(usage["totalTokens"], priced)
     budgets.count_unanswered(r.services, r.key, meta.get("sessionId"), usage)
 
 

@@ -793,6 +793,7 @@ def execute_tool(
     if action == "add":
         raw = params["job"] if isinstance(params.get("job"), dict) else params
         job_input = cron_input.normalize_job_input(raw, tz, now_ms)
+        job_input.pop("spendLimitUsd", None)  # a job's spend limit is the owner's to set (cron.add), not the model's
         if not _text(job_input.get("agentId")):
             job_input["agentId"] = filter_agent or agent_id
         return {"ok": True, "job": add(services, job_input, now_ms)}
@@ -801,6 +802,7 @@ def execute_tool(
         if job_id is None:
             raise CronError("cron update requires id")
         patch = cron_input.normalize_patch_input(params.get("patch"), tz, now_ms)
+        patch.pop("spendLimitUsd", None)  # nor may the model lift or change it (cron.update is the owner's)
         return {"ok": True, "job": update(services, job_id, patch, now_ms)}
     if action == "remove":
         job_id = _text(params.get("id"))

@@ -40,6 +40,7 @@ EVENTS = [
     "connection.closing",
     "approval.requested",
     "approval.resolved",
+    "spend.alert",
 ]
 
 

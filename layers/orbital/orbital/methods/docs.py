@@ -180,6 +180,9 @@ def render() -> str:
         "sessionKey, runId, tool, decision, by, via, decidedAt}` go to every client-mode socket when a run pauses for",
         "a tool approval and when it is decided (`decision`: approve, deny, timeout, cancel).",
         "",
+        "`spend.alert` `{scope, period, usedUsd, limitUsd, alertAt}` goes to every client-mode socket when a spend",
+        "counter crosses `spend.alertAt` of its limit, once per counter and period (ADR 0044).",
+        "",
     ]
     lines += _type_entries(types)
     lines += _dialect_pages(reg)

@@ -693,7 +693,9 @@ def embeddings_create(body: EmbeddingBody, caller: AnyCaller) -> dict[str, Any]:
     try:
         services = get_services()
         limit = None if services.settings.local else semantic.AWS_CALL_MS / 1000
-        found = embeddings.embed(services.config.effective(), body.text, max_timeout_s=limit)
+        found = embeddings.embed(services.config.effective(), body.text, max_timeout_s=limit, services=services)
+    except BudgetExceeded as exc:  # a token budget or a spend cap (ADR 0044) refuses the call
+        raise HTTPException(exc.code, exc.message) from None
     except embeddings.NotConfigured as exc:
         raise HTTPException(503, str(exc)) from None
     except embeddings.EmbeddingsFailed as exc:
