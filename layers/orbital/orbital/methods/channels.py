@@ -95,8 +95,6 @@ class ChannelInboundResult(Result):
     directives: dict[str, Any] | None = None
     approvalId: str | None = None
     """With `status: "paused"`, when the message was a reminder rather than an answer."""
-    notified: bool | None = None
-    """With `status: "refused"`: this message sent the spend limit's sentence to the conversation (once a period)."""
 
 
 def _channel_error(exc: ChannelError) -> RpcError:
@@ -109,9 +107,7 @@ def channel_inbound(ctx: CallContext, params: ChannelInboundParams) -> dict[str,
     `duplicate` (a message id already received; `processing: true` while that first delivery is still being
     handled), `pending_pairing` (an unknown sender, told it awaits approval),
     `blocked`, `ignored` (a group message that does not mention the agent when mentions are required), `command` or
-    `directive-only` (answered on the channel), `refused` (a spend limit refuses the run: `error` is its sentence,
-    which the conversation is sent once per period, `notified` true for the message that sent it), or `paused`:
-    the session's run waits for a tool approval, and the
+    `directive-only` (answered on the channel), or `paused`: the session's run waits for a tool approval, and the
     message was its answer (`yes` / `no` from a sender in config `owners`) or is dropped with a reminder; the
     engine's `response` is sent to the peer as a reply, and `runId` is the paused run's (`approvalId` with a
     reminder)."""
