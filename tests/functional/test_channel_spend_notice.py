@@ -35,18 +35,11 @@ def refused(agent: Any) -> str:
 def test_the_conversation_hears_the_limit_once_per_period(
     agent: Any, bridge: Any, sender: Any, llm: FakeLLM, services: Any, refused: str
 ) -> None:
-    first = bridge.call("channel.inbound", inbound("m1", "hello"))
-    second = bridge.call("channel.inbound", inbound("m2", "hello again"))
-    assert first == {
-        "sessionKey": "agent:main:main",
-        "status": "refused",
-        "error": SENTENCE,
-        "notified": True,
-    }
-    assert second["status"] == "refused" and second["notified"] is False
-    assert texts(sender, bridge) == [SENTENCE]  # once, not per message
+    for message_id in ("m1", "m2", "m3"):  # each is refused with the 429, not worth delivering again
+        error = bridge.error("channel.inbound", inbound(message_id, "hello"))
+        assert error["code"] == 429 and error["message"] == SENTENCE and error["retryable"] is False
+    assert texts(sender, bridge) == [SENTENCE]  # the conversation is told once, not per message
     assert llm.requests == []
-    assert services.table.get(keys.inbound_seen("test", "bridge", "m2")) is not None  # handled: not delivered again
     period = spend_words.notice_period("daily", services.now_ms(), spend_words.time_zone(None), None)
     told = services.table.get(keys.spend_notice("agent:main:main", period.name))
     assert told is not None and told.ttl == period.ends_at_s  # forgotten when the day ends
@@ -56,12 +49,12 @@ def test_each_conversation_hears_it_and_a_new_period_is_told_again(
     agent: Any, bridge: Any, sender: Any, services: Any, refused: str
 ) -> None:
     agent.call("config.set", {"path": "session.dmScope", "value": "per-peer"})
-    bridge.call("channel.inbound", inbound("m1", "hello"))
-    bridge.call("channel.inbound", inbound("m2", "hello", peer=BOB))
+    bridge.error("channel.inbound", inbound("m1", "hello"))
+    bridge.error("channel.inbound", inbound("m2", "hello", peer=BOB))
     assert texts(sender, bridge) == [SENTENCE] * 2
     period = spend_words.notice_period("daily", services.now_ms(), spend_words.time_zone(None), None)
     for item in services.table.query(keys.spend_notice("agent:main:dm:+15550001", "")[0]):
         services.table.delete((item.pk, item.sk))  # what the TTL does when the day ends
     assert period.name.startswith("daily:")
-    bridge.call("channel.inbound", inbound("m3", "hello"))
+    bridge.error("channel.inbound", inbound("m3", "hello"))
     assert texts(sender, bridge) == [SENTENCE] * 3

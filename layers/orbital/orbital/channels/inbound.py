@@ -17,8 +17,9 @@ wasMentioned?}`) from a channel socket (`channel.inbound`) or a built-in adapter
 6. answers slash commands and directive-only messages on the channel itself;
 7. stores media, wraps the text in its envelope (`[telegram · 3:30 PM UTC] hello`), shows typing and starts (or
    queues) a run whose reply is delivered back to the peer (`orbital.channels.delivery`). A run a spend limit
-   refuses is not started: the conversation hears the limit's sentence once per period (`status: "refused"`); a
-   run a limit stops half-way ends with the engine's note, delivered like any reply.
+   refuses is not started (the 429 is the call's answer): the conversation hears the limit's sentence once per
+   period, not at every message; a run a limit stops half-way ends with the engine's note, delivered like any
+   reply.
 """
 
 from __future__ import annotations
@@ -267,9 +268,8 @@ def _process(
         show_typing(services, target, False)
         refused = spend_words.refusal_of(exc)
         if refused is not None:  # a spend limit: said once per period in this conversation, not to every message
-            told = _tell_spend_once(services, config, key, target, refused)
-            return {"sessionKey": key, "status": "refused", "error": refused.sentence, "notified": told}
-        if not is_passing(exc):  # F16; a passing failure is delivered again by the platform (or the bridge retries)
+            _tell_spend_once(services, config, key, target, refused)
+        elif not is_passing(exc):  # F16; a passing failure is delivered again by the platform (or the bridge retries)
             reason = public_reason(getattr(exc, "message", None) or str(exc) or type(exc).__name__)
             deliver_text(services, target, f"Sorry, I couldn't start on that: {reason}")
         raise
