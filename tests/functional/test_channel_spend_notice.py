@@ -4,6 +4,7 @@ socket, the engine's own refusal: the scripted model priced at a dollar a token 
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -58,3 +59,39 @@ def test_each_conversation_hears_it_and_a_new_period_is_told_again(
     assert period.name.startswith("daily:")
     bridge.error("channel.inbound", inbound("m3", "hello"))
     assert texts(sender, bridge) == [SENTENCE] * 3
+
+
+def test_a_telegram_chat_hears_it_once_and_the_webhook_does_not_ask_again(
+    agent: Any, refused: str, services: Any, llm: FakeLLM
+) -> None:
+    """Through the real webhook and the fake Bot API: three messages over the cap, one reply; each update is
+    answered 200 (Telegram must not deliver a refused message again)."""
+    from orbital.channels import telegram
+    from orbital.rest.app import create_app
+    from orbital.runtime.services import use_services
+    from starlette.testclient import TestClient
+
+    from tests.functional.test_telegram_webhook import HEADER, HOOK, SECRET
+    from tests.support import fake_telegram as ft
+    from tests.support.fake_telegram import TOKEN, FakeTelegram
+
+    with FakeTelegram() as tg:
+        telegram._bot_users.clear()
+        services.config.set_path("channels.telegram.apiBaseUrl", tg.base_url)
+        services.config.set_path("channels.telegram.accounts.main", {"botToken": TOKEN, "webhookSecret": SECRET})
+        services.config.set_path("channels.telegram.dmPolicy", "open")
+        use_services(services)
+        try:
+            with TestClient(create_app()) as http:
+                for message_id in (51, 52, 53):
+                    update = json.dumps(ft.private_text("hello", message_id=message_id)).encode()
+                    answered = http.post(
+                        HOOK, content=update, headers={"Content-Type": "application/json", HEADER: SECRET}
+                    )
+                    assert answered.status_code == 200
+        finally:
+            use_services(None)
+        replies = tg.calls_to("sendMessage")
+    assert [(c.params["chat_id"], c.params["text"]) for c in replies] == [(1111, SENTENCE)]
+    assert replies[0].params["reply_parameters"]["message_id"] == 51
+    assert llm.requests == []
