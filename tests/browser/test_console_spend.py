@@ -72,3 +72,18 @@ def test_the_alert_the_card_and_the_strip_show_dollars(console: Console, priced:
     expect(strip).to_contain_text(re.compile(r"Spend today\s*\$\d+\.\d\d / \$5\.00"))
     expect(strip).to_contain_text(re.compile(r"Spend this month\s*\$\d+\.\d\d · no cap"))
     assert console.errors == []
+
+
+def test_a_spend_cap_is_set_in_dollars_from_settings(console: Console, admin: GatewayClient) -> None:
+    try:
+        page = console.open("#/settings").page
+        limits = page.get_by_role("region", name="Limits")
+        limits.get_by_label("Dollars per day").fill("4.5")
+        limits.get_by_role("button", name="Save").click()
+        expect(page.get_by_role("status").filter(has_text="Saved: Dollars per day.")).to_be_visible()
+        assert admin.call("config.get", {"path": "spend.limits"})["value"] == {"daily": 4.5}
+        page.get_by_role("button", name="Refresh").click()
+        daily = page.get_by_role("region", name="Spend").locator('tr[data-period="daily"][data-scope="global"]')
+        expect(daily).to_contain_text("$4.50")  # the card shows the new cap
+    finally:
+        admin.call("config.set", {"path": "spend"})

@@ -33,6 +33,7 @@ const int = (path, label, opts = {}) => ({ kind: "int", path, label, ...opts });
 const choice = (path, label, options, opts = {}) => ({ kind: "select", path, label, options, ...opts });
 const text = (path, label, opts = {}) => ({ kind: "text", path, label, ...opts });
 const flag = (path, label, opts = {}) => ({ kind: "bool", path, label, ...opts });
+const num = (path, label, opts = {}) => ({ kind: "number", path, label, ...opts });
 
 const LIMITS = [
   { heading: "Timeouts" },
@@ -44,6 +45,11 @@ const LIMITS = [
   int("budgets.session", "Tokens per session", { optional: true }),
   int("budgets.daily", "Tokens per day", { optional: true }),
   int("budgets.monthly", "Tokens per month", { optional: true }),
+  { heading: "Spend caps (USD)" },
+  num("spend.limits.session", "Dollars per session", { optional: true }),
+  num("spend.limits.daily", "Dollars per day", { optional: true }),
+  num("spend.limits.monthly", "Dollars per month", { optional: true }),
+  num("spend.alertAt", "Alert at this share of a cap"),
 ];
 
 const SESSIONS = [
