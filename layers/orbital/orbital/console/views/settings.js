@@ -2,8 +2,8 @@
 // - The model (`model` = {provider, id}): the provider from those the configuration names, the id free text.
 // - API keys (`apiKeys.<provider>`): write-only. config.get shows a stored key as "***"; the page only says whether
 //   one is set, and a key typed here leaves its input as soon as it is stored.
-// - Typed fields for timeouts, token budgets, session policies and compaction, each with its current value and
-//   default; a refused or invalid value is explained next to its field and the input is kept. Their range, default,
+// - Typed fields for timeouts, token budgets, spend caps (USD), session policies and compaction, each with its
+//   current value and default; a refused or invalid value is explained next to its field and the input is kept. Their range, default,
 //   choices and hint come from the gateway's schema (`config.schema`, the one config.set checks against); the page
 //   only names and groups them.
 // - Spend: dollars used, reserved and capped per period and scope, and the top sessions and cron jobs
