@@ -3,9 +3,9 @@
 // - API keys (`apiKeys.<provider>`): write-only. config.get shows a stored key as "***"; the page only says whether
 //   one is set, and a key typed here leaves its input as soon as it is stored.
 // - Typed fields for timeouts, token budgets, spend caps (USD), session policies and compaction, each with its
-//   current value and default; a refused or invalid value is explained next to its field and the input is kept. Their range, default,
-//   choices and hint come from the gateway's schema (`config.schema`, the one config.set checks against); the page
-//   only names and groups them.
+//   current value and default; a refused or invalid value is explained next to its field and the input is kept.
+//   Their range, default, choices and hint come from the gateway's schema (`config.schema`, the one config.set
+//   checks against); the page only names and groups them.
 // - Spend: dollars used, reserved and capped per period and scope, and the top sessions and cron jobs
 //   (`spend.status`, the console's spend.js).
 // - Advanced: any path set to a JSON value, and the whole configuration as read-only JSON (masked by the gateway).
