@@ -376,3 +376,27 @@ def test_a_stream_that_breaks_off_is_priced_and_its_reservation_settled(agent: A
     counted = agent.services.spend.read("daily", win.key, "global")
     assert counted.reserved == 0
     assert rules.to_usd(counted.used) > 0.1  # the system prompt alone is well over 100 tokens
+
+
+def test_transcriptions_count_and_are_refused_past_a_limit(services: Any, llm: FakeLLM) -> None:
+    from orbital.agent import transcribe
+
+    from tests.functional.test_media import openai_config, stored_audio
+
+    audio = stored_audio(services)
+    config = {
+        **openai_config(llm, model="transcribe-test"),
+        "spend": {"prices": {"openai/transcribe-test": {"inputPerMTok": 10_000, "outputPerMTok": 20_000}}},
+    }
+    config["spend"]["limits"] = {"daily": 1}
+    llm.script(reply("Remember to buy milk."))
+    assert transcribe.transcribe(services, config, audio["r2Key"], "audio/ogg") == "Remember to buy milk."
+    first = used(services)
+    assert first > 0  # the audio's estimate and the transcript's tokens, at the configured price
+    win = day(services)
+    assert services.spend.read("daily", win.key, "global").reserved == 0
+    services.spend.add(
+        "daily", win.key, "global", rules.to_micro(1) - rules.to_micro(first), 0, expires_at=win.expires_at
+    )
+    assert transcribe.transcribe(services, config, audio["r2Key"], "audio/ogg") is None  # refused: not transcribed
+    assert len(llm.requests) == 1

@@ -26,8 +26,10 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from orbital.agent import spend as spend_caps
 from orbital.agent.providers import has_credentials, resolve_provider
 from orbital.aws.clients import client as aws_client
+from orbital.domain.compaction import estimate_text_tokens
 from orbital.domain.media_types import audio_format
 from orbital.errors import UnavailableError
 
@@ -37,6 +39,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("orbital.agent.transcribe")
 
 MAX_AUDIO_BYTES = 25 * 1024 * 1024
+AUDIO_BYTES_PER_TOKEN = 100
+"""The spend caps' estimate of a recording's input tokens (compressed speech is 2-4 kB a second; a transcription
+model counts some 10-20 tokens a second): on the high side, as a reservation should be."""
 DEFAULT_MODEL = "whisper-1"
 DEFAULT_TIMEOUT_S = 120.0
 MIN_TIMEOUT_S = 5.0
@@ -174,18 +179,37 @@ def _openai(services: Services, config: dict[str, Any] | None, r2_key: str, mime
     model = model.strip() if isinstance(model, str) and model.strip() else DEFAULT_MODEL
     filename = f"audio.{_format(mime_type, r2_key) or 'ogg'}"
     content_type = (mime_type or "").split(";", 1)[0].strip() or "application/octet-stream"
-    with openai.OpenAI(
-        api_key=info.api_key,
-        base_url=info.base_url or None,
-        max_retries=1,
-        timeout=_timeout(config),
-        default_headers=info.headers or None,
-    ) as client:
-        result = client.audio.transcriptions.create(
-            model=model, file=(filename, body, content_type), response_format="json"
-        )
+    # held to the spend caps (ADR 0044): the audio's worst case reserved, the provider's token count settled
+    estimate = max(1, len(body) // AUDIO_BYTES_PER_TOKEN)
+    call = spend_caps.Call(OPENAI, model, estimate, max_output=estimate)
+    hold = spend_caps.reserve(services, config or {}, call)
+    try:
+        with openai.OpenAI(
+            api_key=info.api_key,
+            base_url=info.base_url or None,
+            max_retries=1,
+            timeout=_timeout(config),
+            default_headers=info.headers or None,
+        ) as client:
+            result = client.audio.transcriptions.create(
+                model=model, file=(filename, body, content_type), response_format="json"
+            )
+    except BaseException:
+        hold.release()
+        raise
     text = getattr(result, "text", None)
+    hold.settle(_usage(result, estimate, text if isinstance(text, str) else ""))
     return text if isinstance(text, str) else None
+
+
+def _usage(result: Any, estimate: int, text: str) -> dict[str, int]:
+    """A transcription's usage for its price: the provider's token counts when it reports them (models priced by
+    the token), else the audio's estimate and the transcript's."""
+    usage = getattr(result, "usage", None)
+    counted = {name: getattr(usage, name, None) for name in ("input_tokens", "output_tokens")}
+    if all(isinstance(value, int) and not isinstance(value, bool) for value in counted.values()):
+        return {"input": int(counted["input_tokens"] or 0), "output": int(counted["output_tokens"] or 0)}
+    return {"input": estimate, "output": estimate_text_tokens(text)}
 
 
 # --- Amazon Transcribe -----------------------------------------------------------------------------------------
