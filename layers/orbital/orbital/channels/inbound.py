@@ -16,7 +16,10 @@ wasMentioned?}`) from a channel socket (`channel.inbound`) or a built-in adapter
 5. records the last active context (for heartbeats, cron delivery, gsv__Message) and the channel's last message;
 6. answers slash commands and directive-only messages on the channel itself;
 7. stores media, wraps the text in its envelope (`[telegram · 3:30 PM UTC] hello`), shows typing and starts (or
-   queues) a run whose reply is delivered back to the peer (`orbital.channels.delivery`).
+   queues) a run whose reply is delivered back to the peer (`orbital.channels.delivery`). A run a spend limit
+   refuses is not started (the 429 is the call's answer): the conversation hears the limit's sentence once per
+   period, not at every message; a run a limit stops half-way ends with the engine's note, delivered like any
+   reply.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from orbital.channels.base import ChannelError, Outbound
 from orbital.channels.delivery import send as deliver_text
 from orbital.channels.delivery import typing as show_typing
 from orbital.channels.media import store_attachments
-from orbital.domain import commands, pairing, timefmt
+from orbital.domain import commands, pairing, spend_words, timefmt
 from orbital.domain.config import as_dict
 from orbital.domain.session_keys import resolve_agent_id_from_binding, session_key_for_peer
 from orbital.errors import ConflictError
@@ -263,7 +266,10 @@ def _process(
         )
     except Exception as exc:
         show_typing(services, target, False)
-        if not is_passing(exc):  # F16; a passing failure is delivered again by the platform (or the bridge retries)
+        refused = spend_words.refusal_of(exc)
+        if refused is not None:  # a spend limit: said once per period in this conversation, not to every message
+            _tell_spend_once(services, config, key, target, refused)
+        elif not is_passing(exc):  # F16; a passing failure is delivered again by the platform (or the bridge retries)
             reason = public_reason(getattr(exc, "message", None) or str(exc) or type(exc).__name__)
             deliver_text(services, target, f"Sorry, I couldn't start on that: {reason}")
         raise
@@ -273,6 +279,27 @@ def _process(
     if slash.shown(found) is not None:
         result["directives"] = slash.shown(found)
     return result
+
+
+def _tell_spend_once(
+    services: Services, config: dict[str, Any], key: str, target: dict[str, Any], refused: spend_words.SpendRefusal
+) -> bool:
+    """Deliver the spend limit's sentence to the conversation unless it was told of this limit in this period
+    (a mark in the table that expires when the period ends). True when it was delivered now."""
+    meta = services.sessions.load_meta(key) or {}
+    tz = spend_words.time_zone(as_dict(config.get("spend")).get("timeZone"))
+    period = spend_words.notice_period(refused.period, services.now_ms(), tz, _text(meta.get("sessionId")))
+    try:
+        services.table.put(
+            keys.spend_notice(key, period.name),
+            {"toldAt": services.now_ms(), "limitUsd": refused.limit},
+            ttl=period.ends_at_s,
+            condition=cond.not_exists("PK"),
+        )
+    except ConflictError:
+        return False
+    deliver_text(services, target, refused.sentence)
+    return True
 
 
 _MENTION = re.compile(r"@[\w.]+[,:]?")

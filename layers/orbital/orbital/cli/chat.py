@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Protocol
 
 from orbital import __version__
+from orbital.domain import spend_words
 from orbital.protocol import local_token
 from orbital.protocol.frames import fragments
 
@@ -571,7 +572,22 @@ class ChatDriver:
         result = self.conn.call("chat.send", params, timeout=self.rpc_timeout)
         if not isinstance(result, dict):
             raise ChatError(f"chat.send answered {result!r}")
+        if result.get("command") == "status" and isinstance(result.get("response"), str):
+            result = self._with_spend(result)
         return Sent(text, self.session_key, str(result.get("runId") or run_id), result)
+
+    def _with_spend(self, result: dict[str, Any]) -> dict[str, Any]:
+        """`/status` with dollars beside its tokens: this session's, today's and this month's spend from
+        `spend.status` (each with its limit when one is set). Unchanged when the gateway has no `spend.status` or
+        this token may not read it."""
+        try:
+            status = self.conn.call("spend.status", {"sessionKey": self.session_key}, timeout=self.rpc_timeout)
+        except (CallFailed, TimeoutError):
+            return result
+        line = spend_words.status_line(status)
+        if line is None:
+            return result
+        return {**result, "response": spend_words.with_status_line(str(result["response"]), line)}
 
     def stop(self) -> str | None:
         """`/stop` for this session; the gateway's response line."""

@@ -10,7 +10,8 @@
 
 import { Approvals } from "./approvals.js";
 import { Gateway } from "./gsv.js";
-import { dialog, field, h, icon, randomId } from "./ui.js";
+import { spendAlertText } from "./spend.js";
+import { dialog, field, h, icon, randomId, toast } from "./ui.js";
 import chat from "./views/chat.js";
 import nodes from "./views/nodes.js";
 import workspace from "./views/workspace.js";
@@ -276,6 +277,7 @@ async function start() {
   state.gw = new Gateway({ wsUrl, httpBase: location.origin, clientId: `console-${randomId(6)}`, version: state.config.version });
   state.gw.on("status", ({ state: s, error }) => showStatus(s, error));
   state.gw.on("unauthorized", tokenRefused);
+  state.gw.on("spend.alert", (a) => toast(spendAlertText(a), "error")); // stays until dismissed
   state.approvals = new Approvals(state.gw);
   state.approvals.on(showApprovals);
   window.addEventListener("keydown", (ev) => {

@@ -10,7 +10,9 @@
 - `chat.send {channel, account, peer?="main", content, guild?, team?}` runs the agent in the conversation's session
   (`agent:{agentId}:exoclaw:group:{h}`, the agent from `agents.bindings`, most specific match first) and streams
   `text`, `tool_use`, `tool_result`, `usage` and then `done` (no `data`), or `error` then `done`, each frame
-  carrying the request's id. A run refused before it starts (a token budget) is one plain error, no stream.
+  carrying the request's id. A run refused before it starts (a token budget, a spend limit: `spend limit exceeded
+  (daily: $4.98/$5.00)`) is one plain error, no stream; one that such a limit stops between model calls ends with
+  `error` (the same words) then `done`.
 - A run that pauses for a tool approval ends its stream: the prompt as `text`, then `done`. The next `chat.send`
   answers it: `yes` / `no` streams the engine's answer as its first `text` and then follows the run (its tools,
   text and `done`); anything else gets the reminder and `done` (`orbital.dialects.approval_answers`).
@@ -27,7 +29,9 @@ from orbital.agent import budgets, events
 from orbital.aws import secrets
 from orbital.dialects import approval_answers, base
 from orbital.dialects.detect import EXOCLAW
+from orbital.domain import spend_words
 from orbital.domain.budgets import BudgetExceeded
+from orbital.domain.messages import text_of
 from orbital.domain.session_keys import resolve_agent_by_specificity
 from orbital.engines import device_auth, socket_gate
 from orbital.protocol.registry import DialectClose, DialectInbound, Router
@@ -225,8 +229,8 @@ def _chat(services: Services, conn: Connection, rpc_id: str, params: Any) -> lis
     if sent.ok and sent.payload.get("status") == "paused":  # the message answered a tool approval (or was reminded)
         return _answered(services, conn, rpc_id, answer, sent.payload)
     approval_answers.settle(services, answer, follow=False)
-    if not sent.ok:  # a token budget refused it: Exoclaw's own words, and no stream
-        refused = BudgetExceeded.from_details(sent.details)
+    if not sent.ok:  # a token budget or a spend limit refused it: Exoclaw's own words, and no stream
+        refused = BudgetExceeded.from_details(sent.details) or spend_words.refusal_in(sent.message)
         return [_failure(rpc_id, refused.exoclaw_message if refused is not None else sent.message)]
     reply = str(sent.payload.get("response") or sent.payload.get("error") or "")
     return [{"id": rpc_id, "event": "text", "data": reply}, {"id": rpc_id, "event": "done"}]
@@ -250,6 +254,13 @@ def _answered(
     for payload in approval_answers.settle(services, answer, follow=True):
         frames += encode(services, answer.sub, payload)
     return frames
+
+
+def _spend_stop(message: dict[str, Any] | None) -> spend_words.SpendRefusal | None:
+    """The spend limit behind a run's ending note (a note of the gateway's own, not a model's text), else None."""
+    if not isinstance(message, dict) or message.get("provider") != "orbital":
+        return None
+    return spend_words.refusal_in(text_of(message))
 
 
 def _size(frame: dict[str, Any]) -> int:
@@ -314,7 +325,8 @@ def encode(services: Services, sub: Subscription, payload: dict[str, Any]) -> li
         data = {"input_tokens": int(usage.get("input") or 0), "output_tokens": int(usage.get("output") or 0)}
         return [{"id": rpc_id, "event": "usage", "data": data}]
     if state == "final":
-        stopped = budgets.exceeded_of(payload.get("message") if isinstance(payload.get("message"), dict) else None)
+        message = payload.get("message") if isinstance(payload.get("message"), dict) else None
+        stopped = budgets.exceeded_of(message) or _spend_stop(message)
         if stopped is not None:  # a budget ended the run between model calls: an error, as Exoclaw's loop says it
             return [{"id": rpc_id, "event": "error", "data": stopped.exoclaw_message}, {"id": rpc_id, "event": "done"}]
         return [{"id": rpc_id, "event": "done"}]

@@ -508,6 +508,7 @@ def call_outcome_blob(call_id: str) -> str:
 # --- cron runs in progress (task runs with a timeout), inbound messages seen ------------------------------------
 #
 # | inbound seen        | INBOUND#{channel}:{acct}   | {messageId}                 | ttl 48 h                          |
+# | spend notice        | SPENDNOTICE#{sessionKey}   | {period}:{name}             | ttl: the period's end             |
 # | active cron run     | CRONACTIVE#{jobId}         | {runId}                     | GSI1: CRONACTIVE / {deadline}#id |
 
 CRON_ACTIVE_GSI_PK = "CRONACTIVE"
@@ -530,6 +531,12 @@ def inbound_seen(channel: str, account_id: str, message_id: str) -> tuple[str, s
     return f"INBOUND#{channel}:{account_id}", message_id
 
 
+def spend_notice(session_key: str, period: str) -> tuple[str, str]:
+    """A channel conversation was told that a spend limit refuses it in `period` (`daily:2026-11-28`, ...): it is
+    not told again before the period ends (the item's ttl)."""
+    return f"{_SPEND_NOTICE_PREFIX}{session_key}", period
+
+
 def approval_prompt(approval_id: str, channel: str) -> tuple[str, str]:
     """Where a tool approval's prompt was posted on a messenger (chat and message id), so the message can show the
     decision once it is made (`orbital.channels.approval_prompt`)."""
@@ -537,6 +544,7 @@ def approval_prompt(approval_id: str, channel: str) -> tuple[str, str]:
 
 
 _APPROVAL_PROMPT_PREFIX = "APPROVALPROMPT#"
+_SPEND_NOTICE_PREFIX = "SPENDNOTICE#"
 
 
 # --- what a key is: the kind of an item or object, told from its key (export and import, store/portable.py) ---------
@@ -575,6 +583,7 @@ _PK_PREFIX_KINDS = (
     ("EXECEVENT#", "exec-event"),
     (_WAIT_GROUP_PREFIX, "wait-group"),
     ("INBOUND#", "inbound-seen"),
+    (_SPEND_NOTICE_PREFIX, "spend-notice"),
     (_APPROVAL_PROMPT_PREFIX, "approval-prompt"),
     (_APPROVAL_PREFIX, "approval"),
 )

@@ -6,7 +6,7 @@
 // A tool call that waits for the owner's approval shows as a card at the end of its session (the tool, its masked
 // arguments, the rule and reason that asked, where a tainted run's content came from, the time left) with Approve,
 // Approve for this session and Deny; a decision made elsewhere takes the card away and says who decided.
-// Methods: sessions.list, session.preview, session.get, session.stats, config.get (the default model), chat.send,
+// Methods: sessions.list, session.preview, session.get, session.stats, spend.status (the strip in dollars), config.get (the default model), chat.send,
 // approval.resolve (the pending approvals themselves: ../approvals.js).
 // Events: chat (delta, tool, partial, paused, final, error) and status (reload after a reconnect). `paused` is not
 // a message of the transcript (the gateway never stores the prompt): the run shows as waiting instead.
@@ -14,6 +14,7 @@
 // GSV clients get no tool-result events: a card starts as "running" from the `tool` event, and the run's next event
 // re-reads the transcript (session.preview), whose stored toolResult messages fill the cards.
 
+import { spendItems } from "../spend.js";
 import { decidedText, taintSources, timeLeft } from "../approvals.js";
 import { busy as markBusy, clip, errorText, failed, fill, formatDuration, formatNumber, formatTime, h, icon, imageNode, markdown, randomId, rerender } from "../ui.js";
 
@@ -568,13 +569,15 @@ class ChatView {
         this.defaultModel = await this.gw.call("config.get", { path: "model" }).then((r) => r.value ?? null, () => null);
       }
       const asked = performance.now();
-      const [meta, stats] = await Promise.all([
+      const [meta, stats, spend] = await Promise.all([
         this.gw.call("session.get", { sessionKey: s.key }),
         this.gw.call("session.stats", { sessionKey: s.key }),
+        this.gw.call("spend.status", { sessionKey: s.key }).catch(() => null), // an older gateway: tokens only
       ]);
       if (stale()) return;
       s.meta = meta;
       s.stats = stats;
+      s.spend = spend;
       this.dequeued(s, stats, asked);
       s.label = meta.label || null;
       this.showHeader();
@@ -666,6 +669,7 @@ class ChatView {
       const b = budget[name];
       if (b && b.limit) items.push(metaItem(label, tokenUse(null, b), `All sessions of the gateway, ${b.period || ""}`));
     }
+    for (const [label, value, title] of spendItems(this.s.spend)) items.push(metaItem(label, value, title));
     fill(this.metaStrip, items);
   }
 

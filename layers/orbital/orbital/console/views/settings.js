@@ -2,16 +2,19 @@
 // - The model (`model` = {provider, id}): the provider from those the configuration names, the id free text.
 // - API keys (`apiKeys.<provider>`): write-only. config.get shows a stored key as "***"; the page only says whether
 //   one is set, and a key typed here leaves its input as soon as it is stored.
-// - Typed fields for timeouts, token budgets, session policies and compaction, each with its current value and
-//   default; a refused or invalid value is explained next to its field and the input is kept. Their range, default,
-//   choices and hint come from the gateway's schema (`config.schema`, the one config.set checks against); the page
-//   only names and groups them.
+// - Typed fields for timeouts, token budgets, spend caps (USD), session policies and compaction, each with its
+//   current value and default; a refused or invalid value is explained next to its field and the input is kept.
+//   Their range, default, choices and hint come from the gateway's schema (`config.schema`, the one config.set
+//   checks against); the page only names and groups them.
+// - Spend: dollars used, reserved and capped per period and scope, and the top sessions and cron jobs
+//   (`spend.status`, the console's spend.js).
 // - Advanced: any path set to a JSON value, and the whole configuration as read-only JSON (masked by the gateway).
 //   The gateway's refusal ("timeouts.toolMs: expected integer ≥ 1000, got …") shows next to the value, and its
 //   warning about a key it does not read ("unknown key `modle` — did you mean `model`?") next to the path.
 // The forms are drawn once; a reconnect, Refresh or a save reads the configuration again and shows the new values in
 // every field the user has not changed (what is typed stays).
 
+import { SpendCard } from "../spend.js";
 import { busy, clip, confirmAction, debounce, empty, errorText, failed, field, fill, h, header, icon, randomId, rerender, toast } from "../ui.js";
 
 export default {
@@ -30,6 +33,7 @@ const int = (path, label, opts = {}) => ({ kind: "int", path, label, ...opts });
 const choice = (path, label, options, opts = {}) => ({ kind: "select", path, label, options, ...opts });
 const text = (path, label, opts = {}) => ({ kind: "text", path, label, ...opts });
 const flag = (path, label, opts = {}) => ({ kind: "bool", path, label, ...opts });
+const num = (path, label, opts = {}) => ({ kind: "number", path, label, ...opts });
 
 const LIMITS = [
   { heading: "Timeouts" },
@@ -41,6 +45,11 @@ const LIMITS = [
   int("budgets.session", "Tokens per session", { optional: true }),
   int("budgets.daily", "Tokens per day", { optional: true }),
   int("budgets.monthly", "Tokens per month", { optional: true }),
+  { heading: "Spend caps (USD)" },
+  num("spend.limits.session", "Dollars per session", { optional: true }),
+  num("spend.limits.daily", "Dollars per day", { optional: true }),
+  num("spend.limits.monthly", "Dollars per month", { optional: true }),
+  num("spend.alertAt", "Alert at this share of a cap"),
 ];
 
 const SESSIONS = [
@@ -237,12 +246,21 @@ class SettingsView {
       h("div.settings-grid",
         this.modelCard(config),
         this.keysCard(config),
+        this.spendCard(),
         card("limits", "Limits", limits.el),
         card("sessions", "Sessions", sessions.el),
         more ? card("more", "More settings", h("details.settings-more-wrap", h("summary", "Every other setting the gateway reads"), more.el)) : null,
         this.advancedCard(),
       ),
     );
+  }
+
+  /** Spend in dollars (spend.status), read again with each read of the configuration. */
+  spendCard() {
+    const spend = new SpendCard(this.gw);
+    spend.load();
+    this.syncs.push(() => spend.load());
+    return card("spend", "Spend", spend.el);
   }
 
   /** config.set; resolves with its answer (`warning` when the gateway does not read the key). */
