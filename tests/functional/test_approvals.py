@@ -63,7 +63,7 @@ def test_the_run_pauses_until_yes_then_the_node_is_invoked(
     assert agent.call("session.stats", {"sessionKey": "main"})["isProcessing"] is True
     assert node_events(sender, node, "tool.invoke") == []
     # the execution waits in AwaitTools (a task token, no Lambda running) for as long as nobody answers
-    assert execution_states(flows, "run-a")[-1] == "AwaitTools"
+    assert wait_for(lambda: execution_states(flows, "run-a")[-1:] == ["AwaitTools"])
 
     reminder = agent.call("chat.send", {"sessionKey": "main", "message": "still waiting?"})
     assert reminder == {
