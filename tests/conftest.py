@@ -136,7 +136,8 @@ def sender() -> FakeSender:
 def services(aws: None, sender: FakeSender, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
     """Services on moto's DynamoDB and S3 (the AWS path). A test marked `atomic_table` keeps its items in the local
     runtime's SQLite table instead: one whose outcome rests on conditional writes racing atomically, as DynamoDB's
-    do and plain moto's do not (two racing updates can both pass their condition there)."""
+    do and plain moto's do not (two racing updates can both pass their condition there), or whose reads race writes
+    from other threads (a query of plain moto's table can fail while another thread adds an item)."""
     from orbital.runtime.services import build_services
     from orbital.settings import get_settings
 
