@@ -104,6 +104,8 @@ def evaluate(policy: Any, tool: str, args: Any) -> Verdict:
 
 
 def matches_tool(pattern: str, tool: str) -> bool:
+    """A tool name pattern as `toolApproval` rules read it (also the taint settings' patterns): trimmed, `*` alone
+    matches every name, without `*` the name exactly, else an anchored glob where only `*` is special."""
     pattern = pattern.strip()
     if not pattern:
         return False

@@ -21,10 +21,10 @@ is not risky to the owner's machines.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from orbital.domain.approval_policy import matches_tool as matches
 from orbital.domain.config import DEFAULT_UNTRUSTED_TOOLS, as_dict
 from orbital.domain.pairing import normalize_sender
 
@@ -45,20 +45,6 @@ PROCESS_READ_ACTIONS = frozenset({"list", "poll", "log"})
 OWNER_KINDS = frozenset({"client", "cli", "system"})
 """Who answers as the owner without being listed: a client authenticated with the gateway's credential (the
 console, the CLI, GSV clients) and the gateway itself."""
-
-
-def matches(pattern: str, tool: str) -> bool:
-    """A tool name pattern as `toolApproval` rules read it: trimmed, `*` alone matches every name, without `*` the
-    name exactly, else an anchored glob where only `*` is special."""
-    pattern = pattern.strip()
-    if not pattern:
-        return False
-    if pattern == "*":
-        return True
-    if "*" not in pattern:
-        return pattern == tool
-    regex = "".join(".*" if part == "*" else re.escape(part) for part in re.split(r"(\*)", pattern))
-    return re.fullmatch(regex, tool, re.DOTALL) is not None
 
 
 def matches_any(patterns: Iterable[Any], tool: str) -> bool:
