@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from orbital.agent import events
 from orbital.agent.providers._resolve import DEFAULT_MAX_TOKENS, provider_settings
 from orbital.domain import spend as rules
+from orbital.domain.messages import gateway_note
 from orbital.domain.session_keys import normalize_main_key, resolve_agent_main_session_key, session_agent_id
 from orbital.domain.spend import SpendExceeded, UnpricedModel
 from orbital.protocol.frames import event_frame
@@ -309,16 +310,7 @@ def _note_main_session(services: Services, config: dict[str, Any], text: str) ->
     key = resolve_agent_main_session_key(
         "main", normalize_main_key(session.get("mainKey") if isinstance(session, dict) else None)
     )
-    note = {
-        "role": "assistant",
-        "content": [{"type": "text", "text": text}],
-        "api": "orbital",
-        "provider": "orbital",
-        "model": ALERT_REASON,
-        "usage": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 0, "cost": {}},
-        "stopReason": "stop",
-        "timestamp": services.now_ms(),
-    }
+    note = gateway_note(text, ALERT_REASON, services.now_ms())
     try:
         services.sessions.get_or_create_meta(key)
         services.sessions.append_messages(key, [note])

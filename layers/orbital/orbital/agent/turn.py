@@ -47,7 +47,7 @@ from orbital.agent.waits import cancel_pending
 from orbital.domain import spend as spend_rules
 from orbital.domain.compaction import estimate_text_tokens
 from orbital.domain.config import as_dict
-from orbital.domain.messages import text_of
+from orbital.domain.messages import gateway_note, text_of
 from orbital.domain.reset_policy import initial_policy, should_auto_reset
 from orbital.domain.session_keys import session_agent_id
 from orbital.engines import waitgroup
@@ -89,16 +89,7 @@ def tool_calls_of(message: dict[str, Any]) -> list[dict[str, Any]]:
 
 def note_message(text: str, reason: str) -> dict[str, Any]:
     """An assistant message written by the gateway itself (iteration cap, budget)."""
-    return {
-        "role": "assistant",
-        "content": [{"type": "text", "text": text}],
-        "api": "orbital",
-        "provider": "orbital",
-        "model": reason,
-        "usage": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 0, "cost": {}},
-        "stopReason": "stop",
-        "timestamp": _now(),
-    }
+    return gateway_note(text, reason, _now())
 
 
 def user_message(

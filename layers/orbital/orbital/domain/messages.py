@@ -13,3 +13,18 @@ def text_of(message: dict[str, Any]) -> str:
     if not isinstance(content, list):
         return ""
     return "".join(b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text")
+
+
+def gateway_note(text: str, reason: str, now_ms: int) -> dict[str, Any]:
+    """An assistant message the gateway writes itself (an iteration cap, a budget, a spend alert): `model` says why,
+    no usage."""
+    return {
+        "role": "assistant",
+        "content": [{"type": "text", "text": text}],
+        "api": "orbital",
+        "provider": "orbital",
+        "model": reason,
+        "usage": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 0, "cost": {}},
+        "stopReason": "stop",
+        "timestamp": now_ms,
+    }
