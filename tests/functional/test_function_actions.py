@@ -100,7 +100,10 @@ def test_a_disconnect_stays_within_its_functions_actions(services: Any, staged: 
 def test_a_tick_stays_within_its_functions_actions(services: Any, staged: tuple[Any, int]) -> None:
     _, tid = staged
     services.workspace.put(keys.workspace_object("main", "HEARTBEAT.md"), b"# Checks\n", content_type="text/markdown")
-    later = services.now_ms() + 24 * 3600 * 1000  # the transfer's call long overdue; heartbeats scheduled and read
+    day = 24 * 3600 * 1000
+    # the transfer's call long overdue; heartbeats scheduled and read (at noon UTC, within their active hours whatever
+    # the time of day the test runs)
+    later = (services.now_ms() // day + 1) * day + day // 2
     with recorded(services) as made:
         scheduler.tick(services, now_ms=later)
         scheduler.tick(services, now_ms=later + 3600 * 1000)
