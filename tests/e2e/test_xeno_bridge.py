@@ -66,6 +66,8 @@ class BridgeProcess:
         if self.token_file is not None:
             args += ["--token-file", str(self.token_file)]
         env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "ORBITAL_"))}
+        # a home of its own: a token in the user's `~/.orbital` (any gateway started there) is not the test's
+        env["HOME"] = str(self.home)
         self.proc = subprocess.Popen(
             [*args, *self.extra], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
         )

@@ -37,7 +37,7 @@ def bridge(agent: Any, connect: Any) -> Any:
 
 
 def ended(agent: Any, key: str, run_id: str) -> None:
-    wait_for(lambda: agent.call("session.stats", {"sessionKey": key}).get("currentRunId") != run_id, timeout=30)
+    wait_for(lambda: agent.call("session.stats", {"sessionKey": key}).get("currentRunId") != run_id, timeout=90)
 
 
 def requested(sender: Any, client: Any) -> list[dict[str, Any]]:
