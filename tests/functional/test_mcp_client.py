@@ -347,3 +347,44 @@ def test_a_hostile_tool_list_is_capped_and_named_safely(services: Any) -> None:
         assert mcp_client.call_exposed(services, _config(server), long_name, {}).result == {
             "content": [{"type": "text", "text": "long"}]
         }
+
+
+def test_malformed_answers_fail_the_call_clearly(services: Any) -> None:
+    from orbital.tools import mcp_client
+
+    from tests.support.asgi_server import serving
+
+    async def garbage(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
+        await send({"type": "http.response.body", "body": b"{not json"})
+
+    Clock(services)
+    with serving(garbage) as base:
+        spec = mcp_client.spec({"mcp": {"servers": {"junk": {"url": f"{base}/mcp", "timeoutMs": 5000}}}}, "junk")
+        assert spec is not None
+        outcome = mcp_client.call_tool(services, spec, "echo", {})
+    assert outcome.error is not None
+    assert outcome.error.startswith("MCP server junk: the server answered with an error: Failed to parse JSON")
+    assert len(outcome.error) <= 600
+
+
+def test_header_values_stay_out_of_the_logs(services: Any, caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    from orbital.tools import mcp_client
+
+    Clock(services)
+    secret = "Bearer LOG-secret-0123456789"
+    caplog.set_level(logging.DEBUG)
+    with mcp_server(required_headers={"Authorization": secret}) as server:
+        assert (
+            mcp_client.call_tool(
+                services, _spec(server, headers={"Authorization": secret}), "echo", {"text": "a"}
+            ).error
+            is None
+        )
+        refused = mcp_client.call_tool(services, _spec(server, headers={"Authorization": secret + "x"}), "echo", {})
+    assert refused.error is not None
+    assert caplog.records and "LOG-secret" not in caplog.text
