@@ -72,6 +72,10 @@ class LoginError(Exception):
     """A login could not start or finish; the message says why (and holds no secret)."""
 
 
+class UnknownLogin(LoginError):
+    """No login under way has this state: never started, finished already or expired."""
+
+
 class NeedsLogin(Exception):
     """The server's grant is missing, revoked or expired: someone must log in again."""
 
@@ -400,10 +404,10 @@ def finish(
     """Finish the login of `state` with the authorization server's `code`: the server's name once its tokens are
     kept. LoginError (with what went wrong) otherwise; the login is used up either way."""
     if not state:
-        raise LoginError("the authorization server sent no state back")
+        raise UnknownLogin("the authorization server sent no state back")
     pending = mcp_auth.take_login(services.table, state, now_ms=services.now_ms())
     if pending is None:
-        raise LoginError("this login is unknown, was finished already or has expired: start it again")
+        raise UnknownLogin("this login is unknown, was finished already or has expired: start it again")
     name = str(pending.get("server", ""))
     if error:
         raise LoginError(f"the authorization server refused the login of {name}: {error[:200]}")
@@ -521,11 +525,9 @@ class GrantAuth(httpx2.Auth):
         )
 
     async def _after_refresh(self, grant: mcp_auth.Grant, response: httpx2.Response) -> mcp_auth.Grant:
-        body = bytearray()
-        async for chunk in response.aiter_bytes():
-            body.extend(chunk)
-            if len(body) > MAX_BODY:
-                raise OAuthFlowError(f"the token endpoint of {self.name} answered with too much")
+        body = await response.aread()  # httpx2 reads it anyway once the flow goes on (capped by the transport)
+        if len(body) > MAX_BODY:
+            raise OAuthFlowError(f"the token endpoint of {self.name} answered with too much")
         table = self.services.table
         if response.status_code == 200:
             try:
@@ -562,10 +564,7 @@ class GrantAuth(httpx2.Auth):
         refreshed = False
         if self._expiring(grant) and (grant.tokens or {}).get("refresh_token"):
             response = yield self._refresh_request(grant)
-            try:
-                grant = await self._after_refresh(grant, response)
-            finally:
-                await response.aclose()
+            grant = await self._after_refresh(grant, response)
             refreshed = True
         assert grant.tokens is not None
         request.headers["Authorization"] = f"Bearer {grant.tokens.get('access_token', '')}"
@@ -574,13 +573,8 @@ class GrantAuth(httpx2.Auth):
             return
         if refreshed or not grant.tokens.get("refresh_token"):
             await self._refused(grant)
-        refresh = self._refresh_request(grant)
-        await response.aclose()
-        answer = yield refresh
-        try:
-            grant = await self._after_refresh(grant, answer)
-        finally:
-            await answer.aclose()
+        answer = yield self._refresh_request(grant)
+        grant = await self._after_refresh(grant, answer)
         assert grant.tokens is not None
         request.headers["Authorization"] = f"Bearer {grant.tokens.get('access_token', '')}"
         response = yield request
