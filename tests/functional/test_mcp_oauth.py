@@ -261,3 +261,71 @@ def test_mcp_login_needs_the_admin_role(services: Any, connect: Any, protected: 
         "mcp.login", "admin", "operator"
     )
     assert protected.auth.registrations == 0
+
+
+# --- the callback route (no bearer: the state is the credential) ---------------------------------------------------
+
+
+@pytest.fixture
+def callback(token: str, services: Any) -> Iterator[Any]:
+    """The HTTP app, with `services` (a gateway with a token) installed, and no bearer on its requests."""
+    from orbital.rest.app import create_app
+    from orbital.runtime.services import use_services
+    from starlette.testclient import TestClient
+
+    use_services(services)
+    yield TestClient(create_app())
+    use_services(None)
+
+
+def _callback_path(answer: dict[str, str]) -> str:
+    return "/api/mcp/oauth/callback?" + "&".join(f"{k}={v}" for k, v in answer.items())
+
+
+def test_the_callback_finishes_the_login_without_a_bearer(
+    callback: Any, services: Any, connect: Any, protected: Running
+) -> None:
+    from orbital.store import mcp as tool_cache
+    from orbital.store import mcp_auth
+    from orbital.tools import mcp_client
+
+    admin = connect("client", "owner")
+    _configure(admin, protected)
+    assert mcp_client.list_tools(services, _spec(services), force=True).status == "needs-login"
+    started = admin.call("mcp.login", {"name": "prot", "redirectUri": REDIRECT})
+    answer = _authorize(started["url"])
+
+    page = callback.get(_callback_path(answer))
+    assert page.status_code == 200 and "Logged in" in page.text and "prot" in page.text
+    assert (
+        page.headers["cache-control"] == "no-store" and "default-src 'none'" in page.headers["content-security-policy"]
+    )
+    grant = mcp_auth.get(services.table, "prot")
+    assert grant is not None and grant.tokens is not None
+    assert grant.tokens["access_token"] not in page.text
+    cached = tool_cache.load(services.table, "prot")
+    assert cached is not None and cached.stale  # read again at its next use
+    assert mcp_client.list_tools(services, _spec(services)).status == "ok"
+
+    again = callback.get(_callback_path(answer))  # the same redirect replayed
+    assert again.status_code == 400 and "unknown" in again.text
+    assert protected.auth.code_exchanges == 1
+
+
+def test_the_callback_says_what_failed(callback: Any, services: Any, connect: Any, protected: Running) -> None:
+    from orbital.tools import mcp_oauth
+
+    admin = connect("client", "owner")
+    _configure(admin, protected)
+    started = admin.call("mcp.login", {"name": "prot", "redirectUri": REDIRECT})
+    state = _authorize(started["url"])["state"]
+    refused = callback.get(
+        "/api/mcp/oauth/callback",
+        params={"state": state, "error": "access_denied", "error_description": "<script>alert(1)</script>"},
+    )
+    assert refused.status_code == 400 and "access_denied" in refused.text
+    assert "<script>" not in refused.text and "&lt;script&gt;" in refused.text
+    assert callback.get("/api/mcp/oauth/callback").status_code == 400  # no state at all
+    with pytest.raises(mcp_oauth.UnknownLogin):  # the refused login is used up
+        mcp_oauth.finish(services, "code", state)
+    assert protected.auth.code_exchanges == 0
