@@ -329,3 +329,11 @@ def test_the_callback_says_what_failed(callback: Any, services: Any, connect: An
     with pytest.raises(mcp_oauth.UnknownLogin):  # the refused login is used up
         mcp_oauth.finish(services, "code", state)
     assert protected.auth.code_exchanges == 0
+
+
+def test_the_callback_path_is_the_same_everywhere() -> None:
+    from orbital.methods import mcp_auth
+    from orbital.rest import mcp_oauth as route
+    from orbital.tools import mcp_oauth
+
+    assert mcp_auth.CALLBACK_PATH == route.PATH == mcp_oauth.CALLBACK_PATH == "/api/mcp/oauth/callback"
