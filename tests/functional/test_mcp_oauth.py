@@ -337,3 +337,32 @@ def test_the_callback_path_is_the_same_everywhere() -> None:
     from orbital.tools import mcp_oauth
 
     assert mcp_auth.CALLBACK_PATH == route.PATH == mcp_oauth.CALLBACK_PATH == "/api/mcp/oauth/callback"
+
+
+def test_a_login_on_aws_comes_back_through_the_rest_lambda(services: Any, connect: Any, protected: Running) -> None:
+    """On AWS the callback is the rest API Lambda's (API Gateway → Mangum → the app), with the caller's redirectUri."""
+    from orbital.rest import app as rest
+    from orbital.runtime.services import use_services
+    from orbital.store import mcp_auth
+
+    from tests.functional.test_windie_rest_lambda import event
+
+    admin = connect("client", "owner")
+    _configure(admin, protected)
+    aws_redirect = "https://abc123.execute-api.us-east-1.amazonaws.com/api/mcp/oauth/callback"
+    started = admin.call("mcp.login", {"name": "prot", "redirectUri": aws_redirect})
+    location = httpx2.get(started["url"], follow_redirects=False).headers["location"]
+    assert location.startswith(aws_redirect + "?")
+    use_services(services)
+    rest.lambda_handler.cache_clear()
+    try:
+        made = event("GET", "/api/mcp/oauth/callback")
+        made["rawQueryString"] = urlsplit(location).query
+        answer = rest.lambda_handler()(made, None)
+    finally:
+        rest.lambda_handler.cache_clear()
+        use_services(None)
+    assert answer["statusCode"] == 200, answer["body"]
+    assert "Logged in" in answer["body"]
+    grant = mcp_auth.get(services.table, "prot")
+    assert grant is not None and grant.status == "ok"
