@@ -366,3 +366,33 @@ def test_a_login_on_aws_comes_back_through_the_rest_lambda(services: Any, connec
     assert "Logged in" in answer["body"]
     grant = mcp_auth.get(services.table, "prot")
     assert grant is not None and grant.status == "ok"
+
+
+def test_a_refresh_lost_to_another_process_adopts_its_tokens(
+    services: Any, connect: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two processes refresh the same grant at once; the authorization server rotates refresh tokens, so the slower
+    one's refresh is refused: it takes the tokens the faster one stored rather than calling the grant revoked."""
+    from orbital.store import mcp_auth
+    from orbital.tools import mcp_client, mcp_oauth
+
+    with oauth_mcp_server(access_ttl=30) as protected:
+        admin = connect("client", "owner")
+        _configure(admin, protected)
+        _login(admin, services)
+        spec = _spec(services)
+        stale = mcp_auth.get(services.table, "prot")
+        assert mcp_client.call_tool(services, spec, "echo", {"text": "first"}).error is None  # the faster one
+        assert protected.auth.refreshes >= 1
+        real_grant = mcp_oauth.GrantAuth._grant
+        reads: list[int] = []
+
+        async def racing_grant(self: Any) -> Any:
+            reads.append(1)
+            return stale if len(reads) == 1 else await real_grant(self)  # read before the other one stored
+
+        monkeypatch.setattr(mcp_oauth.GrantAuth, "_grant", racing_grant)
+        outcome = mcp_client.call_tool(services, spec, "echo", {"text": "second"})
+        assert outcome.error is None, outcome.error
+        grant = mcp_auth.get(services.table, "prot")
+        assert grant is not None and grant.status == "ok" and len(reads) > 1
