@@ -42,3 +42,13 @@ def test_safe_tools_still_win_over_an_untrusted_server() -> None:
     cfg["toolApproval"]["safeTools"] = ["mcp__docs__*"]
     assert not taint.is_untrusted(cfg, "mcp__docs__search")
     assert not taint.is_risky("mcp__docs__search", {}, own_target=None, safe=taint.safe_tools(cfg))
+
+
+def test_the_prompt_counts_remote_mcp_tools_apart_and_says_whose_text_they_are() -> None:
+    from orbital.domain.prompt import build_tooling_section
+
+    tools = [{"name": "gsv__ReadFile"}, {"name": "box__Bash"}, {"name": "mcp__docs__search"}]
+    section = build_tooling_section(tools)
+    assert "Native tools: 1. Node tools: 1." in section
+    assert "MCP tools: 1. Tools named `mcp__<server>__<tool>` are called on remote MCP servers" in section
+    assert "MCP tools" not in build_tooling_section(tools[:2])  # unchanged without MCP servers

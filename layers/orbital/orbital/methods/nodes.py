@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 from orbital.agent import events, runs
 from orbital.agent.settings import logs_timeout_ms, tool_timeout_ms
 from orbital.domain import roles
+from orbital.domain.config import default_agent_id
 from orbital.domain.ids import new_uuid
 from orbital.engines import deferred, probes
-from orbital.domain.config import default_agent_id
 from orbital.errors import BadRequestError, ConflictError, ForbiddenError, NotFoundError, RpcError, UnavailableError
 from orbital.ports import lifecycle
 from orbital.protocol.dispatch import DEFERRED
