@@ -396,3 +396,25 @@ def test_a_refresh_lost_to_another_process_adopts_its_tokens(
         assert outcome.error is None, outcome.error
         grant = mcp_auth.get(services.table, "prot")
         assert grant is not None and grant.status == "ok" and len(reads) > 1
+
+
+def test_a_login_works_for_a_server_speaking_sse(services: Any, connect: Any) -> None:
+    from orbital.tools import mcp_client
+
+    with oauth_mcp_server(transport="sse") as protected:
+        admin = connect("client", "owner")
+        admin.call(
+            "config.set",
+            {"path": "mcp.servers.prot", "value": {"url": protected.url, "transport": "sse", "oauth": {}}},
+        )
+        assert mcp_client.list_tools(services, _spec(services), force=True).status == "needs-login"
+        _login(admin, services)
+        spec = _spec(services)
+        listed = mcp_client.list_tools(services, spec, force=True)
+        assert listed.status == "ok", listed.error
+        outcome = mcp_client.call_tool(services, spec, "echo", {"text": "over sse"})
+        assert outcome.error is None and outcome.result is not None
+        assert outcome.result["content"] == [{"type": "text", "text": "echo: over sse"}]
+        protected.auth.expire_access_tokens()  # refused on the stream's request: refreshed, and the call goes on
+        assert mcp_client.call_tool(services, spec, "echo", {"text": "again"}).error is None
+        assert protected.auth.refreshes >= 1
