@@ -18,7 +18,7 @@ crash. Several processes may refresh at once: one whose refresh is refused adopt
 
 Tokens and client secrets never leave the table and the requests that need them: not in a method's result, a log
 line, an error message or `config.get`. Responses of the servers are read up to `MAX_BODY` bytes, each request
-within `HTTP_TIMEOUT_S`.
+within `HTTP_TIMEOUT_S` and each step of a login within `LOGIN_STEP_S`; redirects are not followed.
 """
 
 from __future__ import annotations
