@@ -499,3 +499,32 @@ def test_an_expired_login_is_not_finished(services: Any, connect: Any, protected
     with pytest.raises(mcp_oauth.UnknownLogin):
         mcp_oauth.finish(services, answer["code"], answer["state"])
     assert protected.auth.code_exchanges == 0
+
+
+def test_no_token_nor_secret_reaches_the_logs(
+    services: Any, connect: Any, protected: Running, caplog: pytest.LogCaptureFixture
+) -> None:
+    import logging
+
+    from orbital.store import mcp_auth
+    from orbital.tools import mcp_client
+
+    caplog.set_level(logging.DEBUG)
+    admin = connect("client", "owner")
+    _configure(admin, protected)
+    _login(admin, services)
+    spec = _spec(services)
+    protected.auth.expire_access_tokens()  # a refresh too
+    assert mcp_client.call_tool(services, spec, "echo", {"text": "x"}).error is None
+    grant = mcp_auth.get(services.table, "prot")
+    assert grant is not None and grant.tokens is not None and protected.auth.refreshes == 1
+    secrets = [grant.tokens["access_token"], grant.tokens["refresh_token"], grant.client["client_secret"]]
+    # the gateway's own logs and its HTTP clients' (not botocore's debug dumps of the table's writes, nor the test
+    # server's own)
+    ours = [
+        r for r in caplog.records if not r.name.startswith(("botocore", "boto3", "urllib3", "mcp.server", "uvicorn"))
+    ]
+    logged = "\n".join(f"{r.name} {r.getMessage()} {r.exc_text or ''}" for r in ours)
+    assert "HTTP Request: POST" in logged  # the requests were logged, without their secrets
+    leaked = [line for line in logged.splitlines() if any(s in line for s in secrets)]
+    assert not leaked
