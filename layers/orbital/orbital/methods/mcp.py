@@ -21,6 +21,7 @@ from orbital.errors import BadRequestError, NotFoundError
 from orbital.protocol.frames import REPLY_BUDGET_BYTES, fit
 from orbital.protocol.params import Text
 from orbital.protocol.registry import CLIENT, NoParams, Params, Result, Router
+from orbital.store import mcp_auth
 from orbital.tools import mcp_client
 
 if TYPE_CHECKING:
@@ -143,7 +144,7 @@ def auth_state(services: Services, spec: mcp_client.ServerSpec, status: str) -> 
     """`none` for a server without a login, else `needs-login` or `ok`."""
     if spec.oauth is None:
         return "none"
-    return "needs-login" if status == "needs-login" else "ok"
+    return "needs-login" if status == "needs-login" else mcp_auth.state(services.table, spec.name, spec.url)
 
 
 def _budget(count: int) -> int:
