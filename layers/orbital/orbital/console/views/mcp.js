@@ -8,7 +8,7 @@
 // (and adds it to `tools.allow` when an allow list leaves it out).
 // Everything a server says (tool names, descriptions, errors) is a stranger's text: it goes in as text, never HTML.
 
-import { busy, clip, confirmAction, dialog, empty, errorText, failed, field, formatTime, h, header, icon, safeUrl, toast } from "../ui.js";
+import { busy, clip, confirmAction, dialog, empty, errorText, failed, field, formatTime, h, header, icon, rerender, safeUrl, toast } from "../ui.js";
 
 const NAME = /^[A-Za-z0-9-]{1,32}$/;
 const HEADER_NAME = /^[!#$%&'*+^_`|~0-9A-Za-z-]+$/;
@@ -37,25 +37,30 @@ export function matchesTool(pattern, tool) {
   return new RegExp(`^${source}$`, "s").test(tool);
 }
 
-/** Whether `tool` passes a server's `tools` {allow, deny}: an allow list (when not empty) must match it, and no deny
- * pattern may. */
-export function toolAllowed(tools, tool) {
+/** Whether a tool passes a server's `tools` {allow, deny}, as the gateway judges it: a pattern matches the server's
+ * own name for the tool (`tool`) or the name the model sees (`exposed`); an allow list (when not empty) must match
+ * it, and no deny pattern may. */
+export function toolAllowed(tools, tool, exposed = tool) {
   const allow = Array.isArray(tools?.allow) ? tools.allow : [];
   const deny = Array.isArray(tools?.deny) ? tools.deny : [];
-  if (allow.length && !allow.some((p) => matchesTool(p, tool))) return false;
-  return !deny.some((p) => matchesTool(p, tool));
+  const hits = (p) => matchesTool(p, tool) || matchesTool(p, exposed);
+  if (allow.length && !allow.some(hits)) return false;
+  return !deny.some(hits);
 }
 
-/** The server's `tools` after switching `tool` on or off; lists that end up empty are left out. */
-export function switchTool(tools, tool, on) {
+/** The server's `tools` after switching a tool on or off (by the server's own name for it, `tool`); lists that end
+ * up empty are left out. */
+export function switchTool(tools, tool, on, exposed = tool) {
   let allow = Array.isArray(tools?.allow) ? [...tools.allow] : [];
   let deny = Array.isArray(tools?.deny) ? [...tools.deny] : [];
+  const named = (p) => [tool, exposed].includes(String(p).trim());
+  const hits = (p) => matchesTool(p, tool) || matchesTool(p, exposed);
   if (on) {
-    deny = deny.filter((p) => String(p).trim() !== tool);
-    if (allow.length && !allow.some((p) => matchesTool(p, tool))) allow.push(tool);
+    deny = deny.filter((p) => !named(p));
+    if (allow.length && !allow.some(hits)) allow.push(tool);
   } else {
-    allow = allow.filter((p) => String(p).trim() !== tool);
-    if (!deny.some((p) => matchesTool(p, tool))) deny.push(tool);
+    allow = allow.filter((p) => !named(p));
+    if (!deny.some(hits)) deny.push(tool);
   }
   const out = {};
   if (allow.length) out.allow = allow;
@@ -92,6 +97,7 @@ class McpView {
     this.alive = true;
     this.servers = [];
     this.config = {};
+    this.openTools = new Set(); // the servers whose tool list is unfolded: it stays so across redraws
     this.refreshButton = h("button", { type: "button", onclick: () => this.load() }, icon("refresh"), " Refresh");
     this.addButton = h("button.primary", { type: "button", onclick: () => this.edit(null) }, icon("plus"), " Add server");
     this.body = h("div.mcp-body", { "aria-live": "polite" }, h("p.muted", "Loading…"));
@@ -136,7 +142,7 @@ class McpView {
       this.body.replaceChildren(empty("No MCP servers yet. “Add server” connects one by its URL."));
       return;
     }
-    this.body.replaceChildren(...this.servers.map((s) => this.card(s)));
+    rerender(this.body, this.servers.map((s) => this.card(s)));
   }
 
   card(s) {
@@ -191,18 +197,21 @@ class McpView {
     if (!tools.length) return h("p.muted.no-tools", "No tools known yet: “Test” lists them.");
     const items = tools.map((t) => {
       const own = String(t.tool ?? t.name ?? "");
-      const allowed = t.allowed ?? toolAllowed(conf.tools, own);
+      const exposed = String(t.name ?? own);
+      const allowed = t.allowed ?? toolAllowed(conf.tools, own, exposed);
       const box = h("input", { type: "checkbox", checked: allowed, dataset: { key: `tool:${name}:${own}` }, "aria-label": `Offer ${own}` });
-      box.addEventListener("change", () => this.setTool(name, own, box.checked, box));
+      box.addEventListener("change", () => this.setTool(name, own, exposed, box.checked, box));
       const [description, cut] = clip(t.description || "", 240);
       return h(
         "li.mcp-tool",
         { dataset: { tool: own } },
-        h("label.check", box, " ", h("code", String(t.name ?? own))),
+        h("label.check", box, " ", h("code", own), exposed !== own ? h("span.muted.exposed", ` as ${exposed}`) : null),
         description ? h("div.muted.tool-description", description + (cut ? "…" : "")) : null,
       );
     });
-    return h("details.mcp-tools", h("summary", `Tools (${tools.length})`), h("ul.mcp-tool-list", items));
+    const details = h("details.mcp-tools", { open: this.openTools.has(name) }, h("summary", `Tools (${tools.length})`), h("ul.mcp-tool-list", items));
+    details.addEventListener("toggle", () => (details.open ? this.openTools.add(name) : this.openTools.delete(name)));
+    return details;
   }
 
   async test(name, button) {
@@ -282,13 +291,13 @@ class McpView {
     }
   }
 
-  async setTool(name, tool, on, box) {
+  async setTool(name, tool, exposed, on, box) {
     const conf = this.config[name] || {};
-    const tools = switchTool(conf.tools, tool, on);
+    const tools = switchTool(conf.tools, tool, on, exposed);
     box.disabled = true;
     try {
       await this.gw.call("config.set", { path: `mcp.servers.${name}.tools`, value: tools });
-      if (on && !toolAllowed(tools, tool)) toast(`${tool} stays off: a pattern in ${name}'s deny list matches it (Edit changes it).`, "error");
+      if (on && !toolAllowed(tools, tool, exposed)) toast(`${tool} stays off: a pattern in ${name}'s deny list matches it (Edit changes it).`, "error");
       else toast(`${tool} is ${on ? "offered to" : "hidden from"} the agent.`, "ok");
     } catch (err) {
       failed(on ? "Offering the tool" : "Hiding the tool", err);
