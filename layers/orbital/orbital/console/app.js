@@ -282,7 +282,7 @@ async function start() {
   state.approvals = new Approvals(state.gw);
   state.approvals.on(showApprovals);
   window.addEventListener("keydown", (ev) => {
-    // Alt+1…6 switch views
+    // Alt+1…8 switch views
     if (ev.altKey && !ev.ctrlKey && !ev.metaKey && /^[1-9]$/.test(ev.key)) {
       const view = VIEWS[Number(ev.key) - 1];
       if (view) {
