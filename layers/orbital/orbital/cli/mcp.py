@@ -40,6 +40,7 @@ HEADER_NAME = re.compile(r"^[!#$%&'*+^_`|~0-9A-Za-z-]+$")
 """A header's name: an HTTP token without dots (a dot would split the config path)."""
 TRANSPORTS = ("streamable-http", "sse")
 TRUSTS = ("untrusted", "trusted")
+MIN_TIMEOUT_MS = 1_000
 MAX_TIMEOUT_MS = 300_000
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
@@ -153,8 +154,8 @@ def _usage(args: argparse.Namespace) -> str | None:
         return "add needs the server's URL, e.g. `orbital mcp add docs https://example.com/mcp`"
     if not re.match(r"^https?://[^/\s]+", args.server_url):
         return f"the server's URL is http:// or https:// (got {args.server_url!r})"
-    if args.timeout_ms is not None and not 1 <= args.timeout_ms <= MAX_TIMEOUT_MS:
-        return f"--timeout-ms is 1 to {MAX_TIMEOUT_MS}"
+    if args.timeout_ms is not None and not MIN_TIMEOUT_MS <= args.timeout_ms <= MAX_TIMEOUT_MS:
+        return f"--timeout-ms is {MIN_TIMEOUT_MS} to {MAX_TIMEOUT_MS}"
     oauth_parts = args.oauth_scope or args.oauth_client_id or args.oauth_client_secret_env
     if oauth_parts and not args.oauth:
         return "--oauth-scope, --oauth-client-id and --oauth-client-secret-env go with --oauth"

@@ -13,6 +13,7 @@ import { busy, clip, confirmAction, dialog, empty, errorText, failed, field, for
 const NAME = /^[A-Za-z0-9-]{1,32}$/;
 const HEADER_NAME = /^[!#$%&'*+^_`|~0-9A-Za-z-]+$/;
 const MASK = "***";
+const MIN_TIMEOUT_MS = 1000;
 const MAX_TIMEOUT_MS = 300000;
 const STATUS_KIND = { ok: "ok", error: "error", "needs-login": "warn", disabled: "", unknown: "" };
 
@@ -316,7 +317,7 @@ class McpView {
     transport.value = conf.transport || "streamable-http";
     const trust = h("select", { name: "trust" }, h("option", { value: "untrusted" }, "Untrusted: its results taint the run"), h("option", { value: "trusted" }, "Trusted"));
     trust.value = conf.trust || "untrusted";
-    const timeout = h("input", { name: "timeoutMs", type: "number", min: "1", max: String(MAX_TIMEOUT_MS), value: conf.timeoutMs ?? "", placeholder: "30000" });
+    const timeout = h("input", { name: "timeoutMs", type: "number", min: String(MIN_TIMEOUT_MS), max: String(MAX_TIMEOUT_MS), value: conf.timeoutMs ?? "", placeholder: "30000" });
     const headerLines = Object.entries(conf.headers && typeof conf.headers === "object" ? conf.headers : {}).map(([k, v]) => `${k}: ${v}`);
     const headers = h("textarea", { name: "headers", rows: "3", spellcheck: "false", placeholder: "Authorization: Bearer …" });
     headers.value = headerLines.join("\n");
@@ -350,7 +351,7 @@ class McpView {
         field("Headers", headers, "One “Name: value” a line, sent on every request. Values are secrets: shown as *** once saved."),
         field("Offer only", allow, "Tool names or patterns with *, separated by commas (empty: every tool)."),
         field("Never offer", deny, "Tool names or patterns with *, separated by commas."),
-        field("Timeout (ms)", timeout, `Per call; at most ${MAX_TIMEOUT_MS}.`),
+        field("Timeout (ms)", timeout, `Per call, connecting included: ${MIN_TIMEOUT_MS} to ${MAX_TIMEOUT_MS} (default 30000).`),
         h("label.check", enabled, " Enabled"),
         h("label.check", oauth, " Needs a login (OAuth)"),
         oauthFields,
@@ -373,7 +374,7 @@ class McpView {
           return fail(err.message);
         }
         const ms = timeout.value.trim();
-        if (ms && !(Number.isInteger(Number(ms)) && Number(ms) >= 1 && Number(ms) <= MAX_TIMEOUT_MS)) return fail(`The timeout is a whole number of milliseconds, 1 to ${MAX_TIMEOUT_MS}.`);
+        if (ms && !(Number.isInteger(Number(ms)) && Number(ms) >= MIN_TIMEOUT_MS && Number(ms) <= MAX_TIMEOUT_MS)) return fail(`The timeout is a whole number of milliseconds, ${MIN_TIMEOUT_MS} to ${MAX_TIMEOUT_MS}.`);
         const value = { ...conf, url: address, transport: transport.value, trust: trust.value, enabled: enabled.checked };
         delete value.headers;
         delete value.tools;
