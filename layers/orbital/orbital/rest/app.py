@@ -44,7 +44,7 @@ def create_app() -> FastAPI:
 
     # lazy, as FastAPI above: the app and its routes are built at the first request (ADR 0029)
     from orbital.methods import registry
-    from orbital.rest import admin, console, core, pairing, windie
+    from orbital.rest import admin, console, core, mcp_oauth, pairing, windie
 
     app = FastAPI(
         title="Orbital",
@@ -58,6 +58,7 @@ def create_app() -> FastAPI:
     app.include_router(console.router)
     app.include_router(windie.router)
     app.include_router(pairing.router)
+    app.include_router(mcp_oauth.router)
     app.include_router(admin.router(registry()))
 
     build_document = app.openapi

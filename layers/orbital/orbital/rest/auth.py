@@ -57,6 +57,7 @@ PUBLIC: dict[tuple[str, str], str] = {
     ("GET", "/console/config.json"): "the console's settings: the WebSocket URL and whether a token is needed",
     ("GET", "/console/{name:path}"): "the console's scripts, style sheet and icon",
     ("POST", "/api/v1/pair/exchange"): "swaps a one-time pairing code for a device token; wrong codes are rate-limited",
+    ("GET", "/api/mcp/oauth/callback"): "ends an MCP server's login: the single-use state it carries is the credential",
 }
 """(method, path) -> why the route needs no gateway bearer. Any route not here must refuse a request without one
 (tests/functional/test_rest_app.py walks them all). The console's page and static files will join it."""

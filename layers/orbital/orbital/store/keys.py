@@ -642,3 +642,27 @@ def mcp_tools(server: str) -> tuple[str, str]:
 
 
 _PK_KINDS[MCP_TOOLS_PK] = "mcp-tools"
+
+# --- MCP servers' logins (ADR 0045): OAuth grants and the logins under way -------------------------------------
+#
+# | MCP OAuth grant     | MCPAUTH                    | {server}                    | client registration, tokens  |
+# | MCP login under way | MCPLOGIN                   | {state}                     | PKCE verifier; single use; ttl |
+
+MCP_AUTH_PK = "MCPAUTH"
+MCP_LOGIN_PK = "MCPLOGIN"
+
+
+def mcp_auth(server: str) -> tuple[str, str]:
+    """A remote MCP server's OAuth grant: the client registration the gateway uses with its authorization server,
+    the endpoints found, and the tokens (secrets: never returned by a method, never logged)."""
+    return MCP_AUTH_PK, server
+
+
+def mcp_login(state: str) -> tuple[str, str]:
+    """A login started by `mcp.login` and not yet finished: its PKCE verifier, found again by the `state` the
+    authorization server sends back to the callback; used once, gone after 10 minutes."""
+    return MCP_LOGIN_PK, state
+
+
+_PK_KINDS[MCP_AUTH_PK] = "mcp-auth"
+_PK_KINDS[MCP_LOGIN_PK] = "mcp-login"

@@ -38,7 +38,7 @@ from orbital.domain import mcp_names
 from orbital.domain.approval_policy import matches_tool
 from orbital.domain.config import as_dict
 from orbital.store import mcp as cache
-from orbital.tools import mcp_results
+from orbital.tools import mcp_oauth, mcp_results
 
 if TYPE_CHECKING:
     import httpx2
@@ -235,6 +235,8 @@ def _failure(spec: ServerSpec, exc: BaseException, guard: _Guard) -> McpFailure:
     for leaf in [*([guard.failure] if guard.failure is not None else []), *_leaves(exc)]:
         if isinstance(leaf, McpFailure):
             return leaf
+        if isinstance(leaf, mcp_oauth.NeedsLogin):
+            return McpFailure(str(leaf), status="needs-login")
         if isinstance(leaf, httpx2.HTTPStatusError):
             status = leaf.response.status_code
             if status in (401, 403):
@@ -255,7 +257,7 @@ def _failure(spec: ServerSpec, exc: BaseException, guard: _Guard) -> McpFailure:
 # --- connecting ------------------------------------------------------------------------------------------------
 
 
-def _guarded_transport(guard: _Guard) -> httpx2.AsyncBaseTransport:
+def _guarded_transport(guard: _Guard, *, refusal_ends: bool = True) -> httpx2.AsyncBaseTransport:
     import httpx2
 
     class _Capped(httpx2.AsyncByteStream):
@@ -288,7 +290,7 @@ def _guarded_transport(guard: _Guard) -> httpx2.AsyncBaseTransport:
                 guard.fail(exc)
                 raise
             guard.statuses.append(response.status_code)
-            if response.status_code in (401, 403):
+            if response.status_code in (401, 403) and refusal_ends:  # a login's auth refreshes and retries first
                 guard.fail(_refused_marker(response.status_code))
             return httpx2.Response(
                 status_code=response.status_code,
@@ -323,7 +325,7 @@ def _http_client(
         headers={**spec.headers, **(headers or {})},
         auth=auth,
         timeout=httpx2.Timeout(spec.timeout_s),
-        transport=_guarded_transport(guard),
+        transport=_guarded_transport(guard, refusal_ends=auth is None),
     )
 
 
@@ -390,8 +392,9 @@ async def connect(
 
 
 def _auth_for(services: Services, spec: ServerSpec) -> httpx2.Auth | None:
-    """The httpx2 auth of a server that needs a login (none here: a server's own headers carry its credentials)."""
-    return None
+    """The httpx2 auth of a server that needs a login (`mcp_oauth`: its bearer, refreshed); None for the others (a
+    server's own headers carry its credentials)."""
+    return mcp_oauth.auth_for(services, spec)
 
 
 async def _within(
@@ -400,6 +403,8 @@ async def _within(
     """Connect, run `op` on the session, close: all within the server's timeout; any failure as `McpFailure`."""
     import anyio
 
+    if spec.oauth is not None and mcp_oauth.auth_state(services, spec) != "ok":
+        raise McpFailure(mcp_oauth.needs_login_message(spec.name), status="needs-login")
     guard = _Guard()
 
     def changed() -> None:

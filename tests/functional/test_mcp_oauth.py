@@ -1,0 +1,263 @@
+"""Logging in to MCP servers that need OAuth (tools/mcp_oauth.py, methods/mcp_auth.py, rest/mcp_oauth.py), against a
+real authorization server and protected MCP server built with the SDK's server-side auth pieces
+(tests/support/mcp_oauth_server.py): discovery, dynamic registration or a configured client, PKCE, the code exchanged
+once, the bearer on calls, refresh before expiry and on a 401, a revoked grant shown as needs-login, tokens never
+shown."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import boto3
+import httpx2
+import pytest
+
+from tests.conftest import TABLE
+from tests.support.mcp_oauth_server import Running, oauth_mcp_server
+
+REDIRECT = "http://127.0.0.1:9/api/mcp/oauth/callback"
+
+
+@pytest.fixture
+def protected() -> Iterator[Running]:
+    with oauth_mcp_server() as running:
+        yield running
+
+
+def _configure(admin: Any, running: Running, name: str = "prot", **oauth: Any) -> None:
+    admin.call("config.set", {"path": f"mcp.servers.{name}", "value": {"url": running.url, "oauth": oauth}})
+
+
+def _spec(services: Any, name: str = "prot") -> Any:
+    from orbital.tools import mcp_client
+
+    found = mcp_client.spec(services.config.effective(), name)
+    assert found is not None
+    return found
+
+
+def _authorize(url: str) -> dict[str, str]:
+    """What a browser does with the login URL: the test server approves at once and redirects to the callback;
+    the code and state of that redirect."""
+    response = httpx2.get(url, follow_redirects=False)
+    assert response.status_code in (302, 303, 307), response.text
+    location = response.headers["location"]
+    assert location.startswith(REDIRECT)
+    query = parse_qs(urlsplit(location).query)
+    return {k: v[0] for k, v in query.items()}
+
+
+def _login(admin: Any, services: Any) -> str:
+    from orbital.tools import mcp_oauth
+
+    started = admin.call("mcp.login", {"name": "prot", "redirectUri": REDIRECT})
+    answer = _authorize(started["url"])
+    return mcp_oauth.finish(services, answer["code"], answer["state"])
+
+
+def _raw_items() -> str:
+    ddb = boto3.client("dynamodb", region_name="us-east-1")
+    return json.dumps(ddb.scan(TableName=TABLE)["Items"])
+
+
+def test_login_registers_exchanges_once_and_calls_carry_the_bearer(
+    services: Any, connect: Any, protected: Running
+) -> None:
+    from orbital.tools import mcp_client, mcp_oauth
+
+    admin = connect("client", "owner")
+    _configure(admin, protected)
+    spec = _spec(services)
+    assert mcp_oauth.auth_state(services, spec) == "needs-login"
+    before = mcp_client.list_tools(services, spec, force=True)
+    assert before.status == "needs-login" and "orbital mcp login prot" in (before.error or "")
+
+    started = admin.call("mcp.login", {"name": "prot", "redirectUri": REDIRECT})
+    assert set(started) == {"name", "url", "expiresAt"} and started["name"] == "prot"
+    assert started["expiresAt"] > services.now_ms()
+    query = parse_qs(urlsplit(started["url"]).query)
+    assert query["code_challenge_method"] == ["S256"] and query["redirect_uri"] == [REDIRECT]
+    assert query["resource"] == [protected.url] and query["scope"] == ["mcp"]
+    assert protected.auth.registrations == 1
+
+    answer = _authorize(started["url"])
+    assert mcp_oauth.finish(services, answer["code"], answer["state"]) == "prot"
+    assert protected.auth.code_exchanges == 1
+    assert mcp_oauth.auth_state(services, spec) == "ok"
+
+    listed = mcp_client.list_tools(services, spec, force=True)
+    assert listed.status == "ok", listed.error
+    assert {t["name"] for t in listed.tools} == {"mcp__prot__whoami", "mcp__prot__echo"}
+    echo = mcp_client.call_tool(services, spec, "echo", {"text": "hi"})
+    assert echo.error is None and echo.result is not None
+    assert echo.result["content"] == [{"type": "text", "text": "echo: hi"}]
+    assert protected.auth.authorized_requests > 0
+
+    # the state was used: the same redirect again (a replay) finishes nothing
+    with pytest.raises(mcp_oauth.UnknownLogin):
+        mcp_oauth.finish(services, answer["code"], answer["state"])
+    assert protected.auth.code_exchanges == 1
+
+    # a second login reuses the registration made by the first
+    _login(admin, services)
+    assert protected.auth.registrations == 1 and protected.auth.code_exchanges == 2
+
+
+def test_tokens_and_client_secret_are_never_shown(services: Any, connect: Any, protected: Running) -> None:
+    from orbital.store import mcp_auth
+    from orbital.tools import mcp_oauth
+
+    admin = connect("client", "owner")
+    _configure(admin, protected, clientName="Orbital test")
+    _login(admin, services)
+    grant = mcp_auth.get(services.table, "prot")
+    assert grant is not None and grant.tokens is not None
+    secrets = [grant.tokens["access_token"], grant.tokens["refresh_token"], grant.client["client_secret"]]
+    assert all(secrets)
+    assert grant.tokens["access_token"] in _raw_items()  # kept in the table (the gateway needs them)
+    shown = json.dumps(
+        [
+            admin.call("config.get", {}),
+            admin.call("mcp.login", {"name": "prot", "redirectUri": REDIRECT}),
+            grant.public(),
+        ]
+    )
+    assert not any(secret in shown for secret in secrets)
+    assert repr(mcp_oauth.GrantAuth(services, "prot", protected.url)) == "GrantAuth('prot')"
+
+
+def test_a_configured_client_is_used_without_registering(services: Any, connect: Any, protected: Running) -> None:
+    from orbital.tools import mcp_client
+
+    protected.auth.preregister("my-client", "my-secret", REDIRECT)
+    admin = connect("client", "owner")
+    _configure(admin, protected, clientId="my-client", clientSecret="my-secret", scope="mcp")
+    started = admin.call("mcp.login", {"name": "prot", "redirectUri": REDIRECT})
+    assert parse_qs(urlsplit(started["url"]).query)["client_id"] == ["my-client"]
+    from orbital.tools import mcp_oauth
+
+    answer = _authorize(started["url"])
+    mcp_oauth.finish(services, answer["code"], answer["state"])
+    assert protected.auth.registrations == 0 and protected.auth.code_exchanges == 1
+    assert mcp_client.list_tools(services, _spec(services), force=True).status == "ok"
+
+
+def test_a_token_about_to_expire_is_refreshed_before_use(services: Any, connect: Any) -> None:
+    from orbital.tools import mcp_client
+
+    with oauth_mcp_server(access_ttl=30) as protected:  # within the refresh margin: refreshed at every use
+        admin = connect("client", "owner")
+        _configure(admin, protected)
+        _login(admin, services)
+        spec = _spec(services)
+        first = mcp_client.call_tool(services, spec, "echo", {"text": "one"})
+        assert first.error is None
+        assert protected.auth.refreshes >= 1
+        refreshed = protected.auth.refreshes
+        second = mcp_client.call_tool(services, spec, "echo", {"text": "two"})
+        assert second.error is None and protected.auth.refreshes > refreshed
+
+
+def test_a_refused_access_token_is_refreshed_once_and_the_call_retried(
+    services: Any, connect: Any, protected: Running
+) -> None:
+    from orbital.tools import mcp_client
+
+    admin = connect("client", "owner")
+    _configure(admin, protected)
+    _login(admin, services)
+    spec = _spec(services)
+    protected.auth.expire_access_tokens()  # the server refuses the token the gateway still thinks live
+    outcome = mcp_client.call_tool(services, spec, "echo", {"text": "again"})
+    assert outcome.error is None, outcome.error
+    assert protected.auth.refreshes == 1
+
+
+def test_a_revoked_grant_shows_needs_login_and_calls_fail_clearly(
+    services: Any, connect: Any, protected: Running
+) -> None:
+    from orbital.store import mcp_auth
+    from orbital.tools import mcp_client, mcp_oauth
+
+    admin = connect("client", "owner")
+    _configure(admin, protected)
+    _login(admin, services)
+    spec = _spec(services)
+    assert mcp_client.list_tools(services, spec, force=True).status == "ok"
+    protected.auth.revoke_all()
+
+    outcome = mcp_client.call_tool(services, spec, "echo", {"text": "x"})
+    assert outcome.result is None and outcome.error is not None
+    assert "needs a login" in outcome.error and "orbital mcp login prot" in outcome.error
+    assert mcp_oauth.auth_state(services, spec) == "needs-login"
+    grant = mcp_auth.get(services.table, "prot")
+    assert grant is not None and grant.tokens is None and grant.public()["status"] == "needs-login"
+    listed = mcp_client.list_tools(services, spec, force=True)
+    assert listed.status == "needs-login"
+    assert {t["tool"] for t in listed.tools} == {"whoami", "echo"}  # the last good list is kept
+
+    _login(admin, services)  # logging in again brings it back
+    assert mcp_client.list_tools(services, spec, force=True).status == "ok"
+
+
+def test_tokens_are_not_sent_to_a_server_whose_url_changed(services: Any, connect: Any, protected: Running) -> None:
+    from orbital.tools import mcp_client, mcp_oauth
+
+    admin = connect("client", "owner")
+    _configure(admin, protected)
+    _login(admin, services)
+    with oauth_mcp_server() as other:
+        admin.call("config.set", {"path": "mcp.servers.prot.url", "value": other.url})
+        spec = _spec(services)
+        assert mcp_oauth.auth_state(services, spec) == "needs-login"
+        outcome = mcp_client.call_tool(services, spec, "echo", {"text": "x"})
+        assert outcome.error is not None and "needs a login" in outcome.error
+        assert other.auth.authorized_requests == 0 and other.auth.access == {}
+
+
+def test_a_login_whose_server_changed_meanwhile_is_refused(services: Any, connect: Any, protected: Running) -> None:
+    from orbital.tools import mcp_oauth
+
+    admin = connect("client", "owner")
+    _configure(admin, protected)
+    started = admin.call("mcp.login", {"name": "prot", "redirectUri": REDIRECT})
+    answer = _authorize(started["url"])
+    admin.call("config.set", {"path": "mcp.servers.prot.url", "value": "http://127.0.0.1:9/mcp"})
+    with pytest.raises(mcp_oauth.LoginError, match="URL changed"):
+        mcp_oauth.finish(services, answer["code"], answer["state"])
+    assert protected.auth.code_exchanges == 0
+
+
+def test_login_refusals(services: Any, connect: Any, protected: Running) -> None:
+    admin = connect("client", "owner")
+    admin.call("config.set", {"path": "mcp.servers.plain", "value": {"url": protected.url}})
+    _configure(admin, protected)
+    assert admin.error("mcp.login", {"name": "plain", "redirectUri": REDIRECT})["code"] == 400
+    assert admin.error("mcp.login", {"name": "nope", "redirectUri": REDIRECT})["code"] == 404
+    assert admin.error("mcp.login", {})["code"] == 400
+    for bad in (
+        "http://gateway.example.com/api/mcp/oauth/callback",  # plain http off the loopback
+        "https://gateway.example.com/elsewhere",
+        "https://gateway.example.com/api/mcp/oauth/callback?x=1",
+        "ftp://gateway.example.com/api/mcp/oauth/callback",
+    ):
+        assert admin.error("mcp.login", {"name": "prot", "redirectUri": bad})["code"] == 400, bad
+    # on AWS the gateway does not know its HTTP API's address: the caller must say it
+    error = admin.error("mcp.login", {"name": "prot"})
+    assert error["code"] == 400 and "redirectUri" in error["message"]
+    assert protected.auth.registrations == 0
+
+
+def test_mcp_login_needs_the_admin_role(services: Any, connect: Any, protected: Running) -> None:
+    from tests.functional.test_scopes import as_device, refusal
+
+    admin = connect("client", "owner")
+    _configure(admin, protected)
+    operator = as_device(services, connect("client", "ops"), "operator")
+    assert operator.error("mcp.login", {"name": "prot", "redirectUri": REDIRECT}) == refusal(
+        "mcp.login", "admin", "operator"
+    )
+    assert protected.auth.registrations == 0
