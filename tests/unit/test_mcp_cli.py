@@ -141,3 +141,16 @@ def test_a_header_without_a_colon_is_not_echoed() -> None:
     with pytest.raises(ValueError) as caught:
         mcp.server_config(args, {})
     assert "s3cret" not in str(caught.value)
+
+
+def test_login_sends_the_gateways_own_callback() -> None:
+    from orbital.tools.mcp_oauth import CALLBACK_PATH
+
+    assert mcp.CALLBACK_PATH == CALLBACK_PATH
+    assert mcp.redirect_uri("ws://127.0.0.1:8765/ws", None) == "http://127.0.0.1:8765/api/mcp/oauth/callback"
+    assert (
+        mcp.redirect_uri("wss://abc.execute-api.eu-west-1.amazonaws.com/prod", "https://def.example.com/")
+        == "https://def.example.com/api/mcp/oauth/callback"
+    )
+    assert mcp.redirect_uri("wss://abc.example.com/prod", None) is None  # the gateway says what it needs
+    assert mcp._usage(parse("list", "--http-url", "https://x")) == "--http-url goes with login"

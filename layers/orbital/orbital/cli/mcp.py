@@ -8,7 +8,9 @@
   token), then tests it (`mcp.test`) unless `--no-test`.
 - `orbital mcp test NAME`: connect now, list the tools, report (`mcp.test`; exit 1 when the server fails).
 - `orbital mcp refresh [NAME]`: list the tools again, of one server or all (`mcp.refresh`).
-- `orbital mcp login NAME`: the URL to open to authorize the gateway at a server that needs a login (`mcp.login`).
+- `orbital mcp login NAME [--http-url URL]`: the URL to open to authorize the gateway at a server that needs a login
+  (`mcp.login`); the server's authorization server sends the browser back to the gateway's HTTP API
+  (`/api/mcp/oauth/callback`), told from `--url` or given with `--http-url` (AWS).
 - `orbital mcp enable NAME` / `disable NAME`: `mcp.servers.NAME.enabled`.
 - `orbital mcp remove NAME`: deletes `mcp.servers.NAME`.
 
@@ -42,6 +44,8 @@ TRANSPORTS = ("streamable-http", "sse")
 TRUSTS = ("untrusted", "trusted")
 MIN_TIMEOUT_MS = 1_000
 MAX_TIMEOUT_MS = 300_000
+CALLBACK_PATH = "/api/mcp/oauth/callback"
+"""Where the server's authorization server sends the browser back to: the gateway's HTTP API."""
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
 
@@ -93,6 +97,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--disabled", action="store_true", help="add: configure it switched off")
     parser.add_argument("--replace", action="store_true", help="add: replace a server of the same name")
     parser.add_argument("--no-test", action="store_true", help="add: do not test the server after adding it")
+    parser.add_argument(
+        "--http-url",
+        default=None,
+        metavar="URL",
+        help="login: the gateway's HTTP API, where the login comes back to, when its host differs from --url's (AWS)",
+    )
     parser.add_argument("--tools", action="store_true", help="list: each server's tools too")
     parser.add_argument("--json", action="store_true", help="print the gateway's answer as JSON")
     local_token.add_arguments(parser, token_argument=False)
@@ -138,6 +148,8 @@ def _usage(args: argparse.Namespace) -> str | None:
         return f"{', '.join(given)} go with add"
     if args.tools and args.action != "list":
         return "--tools goes with list"
+    if args.http_url is not None and args.action != "login":
+        return "--http-url goes with login"
     if args.action != "add" and args.server_url is not None:
         return f"{args.action} takes no URL (got {args.server_url!r})"
     if args.action == "list":
@@ -259,6 +271,8 @@ def run(args: argparse.Namespace) -> int:
                 token=token,
                 client={"platform": "cli", "version": __version__},
             )
+            if args.action == "login":
+                return _login(client, args, url)
             return _ACTIONS[args.action](client, args, server)
     except RpcFailed as exc:
         hint = ""
@@ -451,8 +465,24 @@ def _refresh(client: Any, args: argparse.Namespace, _server: Any) -> int:
 # --- login ------------------------------------------------------------------------------------------------------
 
 
-def _login(client: Any, args: argparse.Namespace, _server: Any) -> int:
-    result = client.call("mcp.login", {"name": args.name})
+def redirect_uri(url: str, http_url: str | None) -> str | None:
+    """The gateway's OAuth callback as a browser reaches it, from the WebSocket URL (or `http_url`); None when it
+    cannot be told (the gateway then says what it needs)."""
+    from orbital.protocol import device_token  # lazy: `login` only
+
+    try:
+        _, base = device_token.endpoints(url, http_url)
+    except ValueError:
+        return None
+    return base + CALLBACK_PATH
+
+
+def _login(client: Any, args: argparse.Namespace, url: str) -> int:
+    params: dict[str, Any] = {"name": args.name}
+    callback = redirect_uri(url, args.http_url)
+    if callback:
+        params["redirectUri"] = callback
+    result = client.call("mcp.login", params)
     if args.json:
         _print_json(result)
         return 0
@@ -502,7 +532,6 @@ _ACTIONS = {
     "add": _add,
     "test": _test,
     "refresh": _refresh,
-    "login": _login,
     "enable": _switch,
     "disable": _switch,
     "remove": _remove,

@@ -15,6 +15,7 @@ const HEADER_NAME = /^[!#$%&'*+^_`|~0-9A-Za-z-]+$/;
 const MASK = "***";
 const MIN_TIMEOUT_MS = 1000;
 const MAX_TIMEOUT_MS = 300000;
+const CALLBACK_PATH = "/api/mcp/oauth/callback";
 const STATUS_KIND = { ok: "ok", error: "error", "needs-login": "warn", disabled: "", unknown: "" };
 
 export default {
@@ -233,7 +234,8 @@ class McpView {
     const undo = busy(button);
     let res;
     try {
-      res = await this.gw.call("mcp.login", { name });
+      // the authorization server sends the browser back to this gateway's HTTP API, where this page comes from
+      res = await this.gw.call("mcp.login", { name, redirectUri: `${location.origin}${CALLBACK_PATH}` });
     } catch (err) {
       failed(`Log in to ${name}`, err);
       return;
