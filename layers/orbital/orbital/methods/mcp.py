@@ -21,7 +21,7 @@ from orbital.errors import BadRequestError, NotFoundError
 from orbital.protocol.frames import REPLY_BUDGET_BYTES, fit
 from orbital.protocol.params import Text
 from orbital.protocol.registry import CLIENT, NoParams, Params, Result, Router
-from orbital.tools import mcp_client
+from orbital.tools import mcp_client, mcp_oauth
 
 if TYPE_CHECKING:
     from orbital.ports.services import Services
@@ -143,7 +143,9 @@ def auth_state(services: Services, spec: mcp_client.ServerSpec, status: str) -> 
     """`none` for a server without a login, else `needs-login` or `ok`."""
     if spec.oauth is None:
         return "none"
-    return "needs-login" if status == "needs-login" else "ok"
+    if status == "needs-login":
+        return "needs-login"
+    return mcp_oauth.auth_state(services, spec)  # `ok` only with a grant kept for the server's URL
 
 
 def _budget(count: int) -> int:
