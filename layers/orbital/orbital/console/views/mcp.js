@@ -191,11 +191,11 @@ class McpView {
       ),
       error ? h("p.error.last-error", { role: "status" }, `Last error: ${error}`) : null,
       h("div.row.mcp-actions", actions),
-      this.toolList(name, conf, tools),
+      this.toolList(name, conf, tools, s.toolsTruncated ? count : null),
     );
   }
 
-  toolList(name, conf, tools) {
+  toolList(name, conf, tools, of = null) {
     if (!tools.length) return h("p.muted.no-tools", "No tools known yet: “Test” lists them.");
     const items = tools.map((t) => {
       const own = String(t.tool ?? t.name ?? "");
@@ -211,7 +211,8 @@ class McpView {
         description ? h("div.muted.tool-description", description + (cut ? "…" : "")) : null,
       );
     });
-    const details = h("details.mcp-tools", { open: this.openTools.has(name) }, h("summary", `Tools (${tools.length})`), h("ul.mcp-tool-list", items));
+    const more = of ? h("p.muted.tools-cut", `The first ${tools.length} of ${of} tools: the gateway cut the list to keep its answer small.`) : null;
+    const details = h("details.mcp-tools", { open: this.openTools.has(name) }, h("summary", `Tools (${of || tools.length})`), h("ul.mcp-tool-list", items), more);
     details.addEventListener("toggle", () => (details.open ? this.openTools.add(name) : this.openTools.delete(name)));
     return details;
   }
