@@ -289,7 +289,11 @@ def test_a_refusal_of_a_server_with_oauth_means_it_needs_a_login(services: Any) 
         spec = _spec(server, oauth={})
         listed = mcp_client.list_tools(services, spec)
         assert listed.status == "needs-login"
-        assert listed.error == "the server needs a login (HTTP 401): run `orbital mcp login srv`"
+        # no login kept (tools/mcp_oauth.py): the server is not even asked
+        assert (
+            listed.error
+            == "the server needs a login: run `orbital mcp login srv` (or Log in in the console's MCP view)"
+        )
         outcome = mcp_client.call_tool(services, spec, "echo", {"text": "x"})
-        assert outcome.error == "MCP server srv: the server needs a login (HTTP 401): run `orbital mcp login srv`"
+        assert outcome.error == f"MCP server srv: {listed.error}"
         assert mcp_client.cached_tools(services, spec).status == "needs-login"

@@ -155,14 +155,14 @@ def test_results_carry_no_credentials(rpc: Any) -> None:
         url = server.url + "?key=QUERYSECRET&v=2"
         rpc.call(
             "config.set",
-            {"path": "mcp.servers.sec", "value": {"url": url, "headers": {"Authorization": HEADER}, "oauth": {}}},
+            {"path": "mcp.servers.sec", "value": {"url": url, "headers": {"Authorization": HEADER}}},
         )
         tested = rpc.call("mcp.test", {"name": "sec"})
         assert tested["ok"] is True
         listed = rpc.call("mcp.list", {})
     (server_info,) = listed["servers"]
     assert server_info["url"] == f"http://127.0.0.1:{server.port}/mcp?key=***&v=***"
-    assert server_info["auth"] == "ok"
+    assert server_info["auth"] == "none"  # no oauth section (a login's state: tests/functional/test_mcp_oauth.py)
     text = json.dumps([tested, listed])
     assert HEADER not in text and "QUERYSECRET" not in text
 

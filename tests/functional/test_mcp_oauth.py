@@ -261,3 +261,138 @@ def test_mcp_login_needs_the_admin_role(services: Any, connect: Any, protected: 
         "mcp.login", "admin", "operator"
     )
     assert protected.auth.registrations == 0
+
+
+# --- the callback route (no bearer: the state is the credential) ---------------------------------------------------
+
+
+@pytest.fixture
+def callback(token: str, services: Any) -> Iterator[Any]:
+    """The HTTP app, with `services` (a gateway with a token) installed, and no bearer on its requests."""
+    from orbital.rest.app import create_app
+    from orbital.runtime.services import use_services
+    from starlette.testclient import TestClient
+
+    use_services(services)
+    yield TestClient(create_app())
+    use_services(None)
+
+
+def _callback_path(answer: dict[str, str]) -> str:
+    return "/api/mcp/oauth/callback?" + "&".join(f"{k}={v}" for k, v in answer.items())
+
+
+def test_the_callback_finishes_the_login_without_a_bearer(
+    callback: Any, services: Any, connect: Any, protected: Running
+) -> None:
+    from orbital.store import mcp as tool_cache
+    from orbital.store import mcp_auth
+    from orbital.tools import mcp_client
+
+    admin = connect("client", "owner")
+    _configure(admin, protected)
+    assert mcp_client.list_tools(services, _spec(services), force=True).status == "needs-login"
+    started = admin.call("mcp.login", {"name": "prot", "redirectUri": REDIRECT})
+    answer = _authorize(started["url"])
+
+    page = callback.get(_callback_path(answer))
+    assert page.status_code == 200 and "Logged in" in page.text and "prot" in page.text
+    assert (
+        page.headers["cache-control"] == "no-store" and "default-src 'none'" in page.headers["content-security-policy"]
+    )
+    grant = mcp_auth.get(services.table, "prot")
+    assert grant is not None and grant.tokens is not None
+    assert grant.tokens["access_token"] not in page.text
+    cached = tool_cache.load(services.table, "prot")
+    assert cached is not None and cached.stale  # read again at its next use
+    assert mcp_client.list_tools(services, _spec(services)).status == "ok"
+
+    again = callback.get(_callback_path(answer))  # the same redirect replayed
+    assert again.status_code == 400 and "unknown" in again.text
+    assert protected.auth.code_exchanges == 1
+
+
+def test_the_callback_says_what_failed(callback: Any, services: Any, connect: Any, protected: Running) -> None:
+    from orbital.tools import mcp_oauth
+
+    admin = connect("client", "owner")
+    _configure(admin, protected)
+    started = admin.call("mcp.login", {"name": "prot", "redirectUri": REDIRECT})
+    state = _authorize(started["url"])["state"]
+    refused = callback.get(
+        "/api/mcp/oauth/callback",
+        params={"state": state, "error": "access_denied", "error_description": "<script>alert(1)</script>"},
+    )
+    assert refused.status_code == 400 and "access_denied" in refused.text
+    assert "<script>" not in refused.text and "&lt;script&gt;" in refused.text
+    assert callback.get("/api/mcp/oauth/callback").status_code == 400  # no state at all
+    with pytest.raises(mcp_oauth.UnknownLogin):  # the refused login is used up
+        mcp_oauth.finish(services, "code", state)
+    assert protected.auth.code_exchanges == 0
+
+
+def test_the_callback_path_is_the_same_everywhere() -> None:
+    from orbital.methods import mcp_auth
+    from orbital.rest import mcp_oauth as route
+    from orbital.tools import mcp_oauth
+
+    assert mcp_auth.CALLBACK_PATH == route.PATH == mcp_oauth.CALLBACK_PATH == "/api/mcp/oauth/callback"
+
+
+def test_a_login_on_aws_comes_back_through_the_rest_lambda(services: Any, connect: Any, protected: Running) -> None:
+    """On AWS the callback is the rest API Lambda's (API Gateway → Mangum → the app), with the caller's redirectUri."""
+    from orbital.rest import app as rest
+    from orbital.runtime.services import use_services
+    from orbital.store import mcp_auth
+
+    from tests.functional.test_windie_rest_lambda import event
+
+    admin = connect("client", "owner")
+    _configure(admin, protected)
+    aws_redirect = "https://abc123.execute-api.us-east-1.amazonaws.com/api/mcp/oauth/callback"
+    started = admin.call("mcp.login", {"name": "prot", "redirectUri": aws_redirect})
+    location = httpx2.get(started["url"], follow_redirects=False).headers["location"]
+    assert location.startswith(aws_redirect + "?")
+    use_services(services)
+    rest.lambda_handler.cache_clear()
+    try:
+        made = event("GET", "/api/mcp/oauth/callback")
+        made["rawQueryString"] = urlsplit(location).query
+        answer = rest.lambda_handler()(made, None)
+    finally:
+        rest.lambda_handler.cache_clear()
+        use_services(None)
+    assert answer["statusCode"] == 200, answer["body"]
+    assert "Logged in" in answer["body"]
+    grant = mcp_auth.get(services.table, "prot")
+    assert grant is not None and grant.status == "ok"
+
+
+def test_a_refresh_lost_to_another_process_adopts_its_tokens(
+    services: Any, connect: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two processes refresh the same grant at once; the authorization server rotates refresh tokens, so the slower
+    one's refresh is refused: it takes the tokens the faster one stored rather than calling the grant revoked."""
+    from orbital.store import mcp_auth
+    from orbital.tools import mcp_client, mcp_oauth
+
+    with oauth_mcp_server(access_ttl=30) as protected:
+        admin = connect("client", "owner")
+        _configure(admin, protected)
+        _login(admin, services)
+        spec = _spec(services)
+        stale = mcp_auth.get(services.table, "prot")
+        assert mcp_client.call_tool(services, spec, "echo", {"text": "first"}).error is None  # the faster one
+        assert protected.auth.refreshes >= 1
+        real_grant = mcp_oauth.GrantAuth._grant
+        reads: list[int] = []
+
+        async def racing_grant(self: Any) -> Any:
+            reads.append(1)
+            return stale if len(reads) == 1 else await real_grant(self)  # read before the other one stored
+
+        monkeypatch.setattr(mcp_oauth.GrantAuth, "_grant", racing_grant)
+        outcome = mcp_client.call_tool(services, spec, "echo", {"text": "second"})
+        assert outcome.error is None, outcome.error
+        grant = mcp_auth.get(services.table, "prot")
+        assert grant is not None and grant.status == "ok" and len(reads) > 1

@@ -67,6 +67,7 @@ SCOPE: dict[str, str | dict[str, str]] = {
     "config.set": "operate",
     "mcp.test": "operate",
     "mcp.refresh": "operate",
+    "mcp.login": "admin",
     "workspace.write": "operate",
     "workspace.delete": "operate",
     "channel.start": "operate",

@@ -6,7 +6,8 @@ person put it there; that person may never answer the run's approvals):
 - `channel`: a channel message from a sender not listed in `owners` (`channels.inbound`, through the run field
   `taint` of `runs.submit`);
 - `guest`: a WindieOS install's query (`dialects.windie`, through `chat.send`'s internal `taint`);
-- `tool`: a result of a tool matching `toolApproval.untrustedTools` (`agent.tools.tool_result_message`).
+- `tool`: a result of a tool matching `toolApproval.untrustedTools` (`agent.tools.tool_result_message`), unless it is
+  a remote MCP server's marked `trust: trusted`; an MCP server's error taints too (its text is the server's).
 
 Where it is kept:
 
@@ -133,8 +134,8 @@ def record(services: Services, session_key: str, found: dict[str, Any]) -> None:
 
 
 def record_tool_result(services: Services, session_key: str, tool: str, now: int) -> bool:
-    """Taint the session's run with a result of `tool` when `toolApproval.untrustedTools` names it. True when it
-    did."""
+    """Taint the session's run with a result of `tool` when `toolApproval.untrustedTools` names it (and it is not a
+    tool of a remote MCP server marked `trust: trusted`). True when it did."""
     if not tool or not rules.is_untrusted(services.config.effective(), tool):
         return False
     record(services, session_key, source("tool", f"result of {tool}", now))

@@ -10,6 +10,10 @@ for someone else are launched as deferred calls in one wait group (`engines/wait
   timeout `{status: "timeout", ...}`.
 - `gsv__Transfer` (kind `transfer`): answered by the transfer engine (done, failed, timed out).
 
+A remote MCP server's tool (`mcp__{server}__{tool}`, ADR 0045) is neither: it is called from this step itself, after
+the walk, the reply's MCP calls side by side, each bounded by its server's `timeoutMs` (`orbital.tools.mcp_calls`);
+a server's failure is that call's error, never the run's.
+
 Every call first goes through the approval gate (`approvals.decide`, ADR 0040): `deny` answers it at once with the
 policy's error; `ask` makes it an approval, one more call of the wait group (kind `approval`, answered by the
 decision), and stops the walk: the calls after it stay queued in the plan.
@@ -44,7 +48,7 @@ from orbital.engines import deferred, waitgroup
 from orbital.errors import RpcError
 from orbital.protocol.frames import event_frame
 from orbital.store import artifacts, keys
-from orbital.tools import native
+from orbital.tools import mcp_calls, native
 from orbital.tools.catalog import find_node_for_tool
 from orbital.tools.definitions import NATIVE_PREFIX
 
@@ -106,6 +110,13 @@ def _error(message: str) -> _Immediate:
 
 
 # --- dispatch --------------------------------------------------------------------------------------------------
+
+
+def lease_ms(config: dict[str, Any], calls: list[dict[str, Any]]) -> int:
+    """How long the tool calls of a reply may hold the run: `timeouts.toolMs`, or longer when it calls a remote MCP
+    server whose `timeoutMs` is (its tools may be listed again, then called: twice its timeout)."""
+    names = [str(block.get("name") or "") for block in calls]
+    return max(settings.tool_timeout_ms(config), 2 * mcp_calls.timeout_ms(config, names))
 
 
 def dispatch(it: Iteration, calls: list[dict[str, Any]]) -> tuple[list[dict[str, Any]] | None, int]:
@@ -187,6 +198,7 @@ def _advance(it: Iteration, plan: list[dict[str, Any]], round_: int) -> tuple[li
     env = native.ToolEnv(it.services, it.config, it.agent_id, it.session_key, it.now_ms)
     launches: list[Launch] = []
     meta_cache: list[Any] = []
+    remote: list[tuple[dict[str, Any], mcp_calls.Call]] = []
     for entry in plan:
         if "outcome" in entry or entry.get("callId"):
             continue
@@ -203,6 +215,9 @@ def _advance(it: Iteration, plan: list[dict[str, Any]], round_: int) -> tuple[li
                 launches.append(_approval(it, entry, tool_call_id, name, args, verdict))
                 break
         entry.pop("arguments", None)
+        if _remote_mcp(it, name):
+            remote.append((entry, mcp_calls.Call(name, args, it.agent_id)))
+            continue
         try:
             launch = _prepare(it, env, name, args, tool_call_id)
         except _Immediate as done:
@@ -219,6 +234,10 @@ def _advance(it: Iteration, plan: list[dict[str, Any]], round_: int) -> tuple[li
             if launch.on_client:
                 entry["onClient"] = True
             launches.append(launch)
+    if remote:  # made here, side by side, each bounded by its server's timeoutMs
+        outcomes = mcp_calls.call_many(it.services, it.config, [one for _, one in remote])
+        for (entry, _), outcome in zip(remote, outcomes, strict=True):
+            entry["outcome"] = outcome
     if not launches:
         return _messages(it, plan, None), 0
     deadline = max(launch.deadline_ms for launch in launches)
@@ -238,6 +257,17 @@ def _advance(it: Iteration, plan: list[dict[str, Any]], round_: int) -> tuple[li
             log.warning("could not start tool call %s: %s", launch.call_id, message)
             _answer_failed_launch(it, launch.call_id, message)
     return None, wait_s
+
+
+def _remote_mcp(it: Iteration, name: str) -> bool:
+    """A call of a remote MCP server's tool, made in this step (not a tool of the socket that started the run, and
+    one the model was offered)."""
+    if not mcp_calls.is_remote_mcp(name):
+        return False
+    client = it.client
+    if client is None:
+        return True
+    return name not in client.own and (client.offered is None or name in client.offered)
 
 
 def _left(it: Iteration) -> int:
@@ -584,6 +614,8 @@ def tool_result_message(
     if "error" in outcome:
         message["content"] = [{"type": "text", "text": f"Error: {outcome['error']}"}]
         message["isError"] = True
+        if outcome.get("taints"):  # the error is the tool's own words (an MCP server's), not the gateway's
+            taint.record_tool_result(services, session_key, str(entry.get("name") or ""), message["timestamp"])
         return message
     taint.record_tool_result(services, session_key, str(entry.get("name") or ""), message["timestamp"])
     result = outcome.get("result")

@@ -450,7 +450,7 @@ def _store_reply(r: _Run, run: dict[str, Any], reply: dict[str, Any]) -> dict[st
             meta["lastInputTokens"] = int(usage["input"])
         meta["updatedAt"] = _now()
         run["iteration"] = r.iteration
-        r.lease(run, settings.tool_timeout_ms(config) if calls else 0)
+        r.lease(run, tools.lease_ms(config, calls) if calls else 0)
         if not calls:  # the run ends with this reply: free the session in the same write
             freed.update(runs.release(meta, r.run_id, r.execution, _now()) or {})
         return True

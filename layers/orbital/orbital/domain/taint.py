@@ -12,7 +12,8 @@ it). While it is, a **risky** call gets `toolApproval.whenTainted` (ask or deny)
   or any `gsv__Message` of a run that has no conversation of its own) and `gsv__SessionSend` (a message into a
   session);
 - changes of config, cron or skills (`gsv__Cron` add / update / remove, and any native tool not known to only read);
-- any MCP tool (a name with an `mcp` segment: `mcp__{server}__{tool}`, `{nodeId}__mcp__{tool}`).
+- any MCP tool (a name with an `mcp` segment: `mcp__{server}__{tool}`, `{nodeId}__mcp__{tool}`), whatever the
+  server's `trust` (trust decides only whether its results taint the run, ADR 0045).
 
 Tools matched by `toolApproval.safeTools` are never risky (nor untrusted). A tool without `__` in its name is a tool
 of the socket that started the run (a WindieOS client's own): it runs on that device, at that client's request, and
@@ -32,6 +33,7 @@ TAINT_RULE = "toolApproval.whenTainted"
 """The `ruleId` of a verdict the taint rule gave (no rule of the policy may take it: the schema refuses it)."""
 NATIVE_PREFIX = "gsv__"
 SEPARATOR = "__"
+REMOTE_MCP_PREFIX = "mcp__"
 
 NATIVE_READ_ONLY = frozenset({"gsv__ListFiles", "gsv__ReadFile", "gsv__ConfigGet", "gsv__LogsGet", "gsv__SessionsList"})
 NATIVE_WRITES_FILES = frozenset({"gsv__WriteFile", "gsv__EditFile", "gsv__DeleteFile", "gsv__Transfer"})
@@ -66,10 +68,29 @@ def safe_tools(config: Mapping[str, Any]) -> list[Any]:
     return _patterns(config, "safeTools", ())
 
 
+def remote_mcp_server(tool: str) -> str | None:
+    """The configured server (`mcp.servers.{name}`) a remote MCP tool `mcp__{server}__{tool}` belongs to, else None
+    (a node's `{nodeId}__mcp__…` tools are the node's, not a configured server's)."""
+    if not tool.startswith(REMOTE_MCP_PREFIX):
+        return None
+    server, sep, rest = tool[len(REMOTE_MCP_PREFIX) :].partition(SEPARATOR)
+    return server if server and sep and rest else None
+
+
+def trusted_server(config: Mapping[str, Any], tool: str) -> bool:
+    """Whether `tool` is a tool of a remote MCP server configured with `trust: trusted` (its results do not taint)."""
+    server = remote_mcp_server(tool)
+    if server is None:
+        return False
+    servers = as_dict(as_dict(config.get("mcp")).get("servers"))
+    return as_dict(servers.get(server)).get("trust") == "trusted"
+
+
 def is_untrusted(config: Mapping[str, Any], tool: str) -> bool:
     """Whether a result of `tool` taints the run: it matches `toolApproval.untrustedTools` (web fetches and MCP
-    servers by default) and not `toolApproval.safeTools`."""
-    if matches_any(safe_tools(config), tool):
+    servers by default) and not `toolApproval.safeTools`, and is not a tool of a remote MCP server the owner marked
+    `trust: trusted` (`mcp.servers.{name}.trust`; such a tool stays risky for the gate all the same)."""
+    if matches_any(safe_tools(config), tool) or trusted_server(config, tool):
         return False
     return matches_any(_patterns(config, "untrustedTools", DEFAULT_UNTRUSTED_TOOLS), tool)
 

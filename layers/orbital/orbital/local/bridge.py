@@ -11,8 +11,8 @@
   flowing while a slow frame is handled — a peer's keepalive never times out because the gateway is busy.
 - Handlers run in a pool of threads (they may block on AWS calls and on the management API of this same server),
   except requests for `inline_methods`: methods that answer from what the gateway holds and never push to a socket
-  (`MethodSpec.reads_only`: `config.get`, `tools.list`, ...) and, when the gateway's AWS calls and management API
-  are answered in process, methods that only read, write and post (`MethodSpec.posts_without_waiting`: `tool.invoke`,
+  (`MethodSpec.reads_only`: `config.get`, `config.schema`, ...) and, when the gateway's AWS calls and management API
+  are answered in process, methods that only read, write and post (`MethodSpec.posts_without_waiting`: a node's
   `tool.result`) run on the event loop, saving the hop to a thread (and, for a post, the hop back), which costs more
   than such a method itself. A post made there is accepted at once and written in turn. Such a frame is handled by
   the task that read it when nothing of its socket's is queued or being handled (no hand-off to the socket's ordered

@@ -21,7 +21,8 @@ from orbital.errors import BadRequestError, NotFoundError
 from orbital.protocol.frames import REPLY_BUDGET_BYTES, fit
 from orbital.protocol.params import Text
 from orbital.protocol.registry import CLIENT, NoParams, Params, Result, Router
-from orbital.tools import mcp_client, mcp_oauth
+from orbital.store import mcp_auth
+from orbital.tools import mcp_client
 
 if TYPE_CHECKING:
     from orbital.ports.services import Services
@@ -143,9 +144,7 @@ def auth_state(services: Services, spec: mcp_client.ServerSpec, status: str) -> 
     """`none` for a server without a login, else `needs-login` or `ok`."""
     if spec.oauth is None:
         return "none"
-    if status == "needs-login":
-        return "needs-login"
-    return mcp_oauth.auth_state(services, spec)  # `ok` only with a grant kept for the server's URL
+    return "needs-login" if status == "needs-login" else mcp_auth.state(services.table, spec.name, spec.url)
 
 
 def _budget(count: int) -> int:

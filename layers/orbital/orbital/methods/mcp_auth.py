@@ -19,13 +19,15 @@ from orbital.domain import roles
 from orbital.errors import BadRequestError, NotFoundError, UnavailableError
 from orbital.protocol.params import Text
 from orbital.protocol.registry import CLIENT, Params, Result, Router
-from orbital.tools import mcp_client, mcp_oauth
+from orbital.tools import mcp_client
 
 if TYPE_CHECKING:
     from orbital.protocol.context import CallContext
 
 router = Router("mcp")
 
+CALLBACK_PATH = "/api/mcp/oauth/callback"
+"""The callback's path (`tools.mcp_oauth.CALLBACK_PATH`; that module loads the MCP SDK: imported only for a login)."""
 MAX_URI = 2000
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
@@ -48,10 +50,10 @@ def _redirect_uri(ctx: CallContext, given: str | None) -> str:
         if not endpoint:
             raise BadRequestError(
                 "redirectUri required: the gateway's HTTP API URL followed by "
-                f"{mcp_oauth.CALLBACK_PATH} (on AWS, the stack's HttpApiUrl output)"
+                f"{CALLBACK_PATH} (on AWS, the stack's HttpApiUrl output)"
             )
         parts = urlsplit(endpoint)
-        return f"{parts.scheme}://{parts.netloc}{mcp_oauth.CALLBACK_PATH}"
+        return f"{parts.scheme}://{parts.netloc}{CALLBACK_PATH}"
     uri = given.strip()
     if len(uri) > MAX_URI:
         raise BadRequestError(f"redirectUri: at most {MAX_URI} characters")
@@ -60,8 +62,8 @@ def _redirect_uri(ctx: CallContext, given: str | None) -> str:
         raise BadRequestError("redirectUri must be an http:// or https:// URL")
     if parts.scheme == "http" and parts.hostname not in _LOOPBACK:
         raise BadRequestError("redirectUri must be https:// (http:// only on the loopback)")
-    if parts.query or parts.fragment or not parts.path.endswith(mcp_oauth.CALLBACK_PATH):
-        raise BadRequestError(f"redirectUri must end in {mcp_oauth.CALLBACK_PATH}, without a query")
+    if parts.query or parts.fragment or not parts.path.endswith(CALLBACK_PATH):
+        raise BadRequestError(f"redirectUri must end in {CALLBACK_PATH}, without a query")
     return uri
 
 
@@ -79,6 +81,8 @@ def mcp_login(ctx: CallContext, params: LoginParams) -> dict[str, Any]:
     if spec.oauth is None:
         raise BadRequestError(f"MCP server {name} has no oauth section: it does not use a login")
     redirect_uri = _redirect_uri(ctx, params.redirectUri)
+    from orbital.tools import mcp_oauth  # lazy: the MCP SDK loads for a login, not with the method registry
+
     try:
         started = mcp_oauth.start(ctx.services, spec, redirect_uri)
     except mcp_oauth.LoginError as exc:

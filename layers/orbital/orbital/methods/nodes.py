@@ -13,9 +13,10 @@ from typing import TYPE_CHECKING, Any
 from orbital.agent import events, runs
 from orbital.agent.settings import logs_timeout_ms, tool_timeout_ms
 from orbital.domain import roles
+from orbital.domain.config import default_agent_id
 from orbital.domain.ids import new_uuid
 from orbital.engines import deferred, probes
-from orbital.errors import BadRequestError, ConflictError, ForbiddenError, NotFoundError, UnavailableError
+from orbital.errors import BadRequestError, ConflictError, ForbiddenError, NotFoundError, RpcError, UnavailableError
 from orbital.ports import lifecycle
 from orbital.protocol.dispatch import DEFERRED
 from orbital.protocol.frames import event_frame, fit
@@ -23,6 +24,7 @@ from orbital.protocol.params import GivenCount, GivenFlag, Items, Json, Number, 
 from orbital.protocol.registry import CLIENT, NODE, Params, Result, Router
 from orbital.store import conditions as cond
 from orbital.store import keys
+from orbital.tools import mcp_calls
 from orbital.tools.catalog import find_node_for_tool
 
 if TYPE_CHECKING:
@@ -71,16 +73,19 @@ class ToolInvokeResult(Result):
     params=ToolInvokeParams,
     result=ToolInvokeResult,
     deferred=True,
-    posts_without_waiting=True,
     modes=CLIENT,
     scope=roles.OPERATE,
     mode_error=(101, "Not connected"),
 )
 def tool_invoke(ctx: CallContext, params: ToolInvokeParams) -> Any:
     """Run a node tool (`{nodeId}__{tool}` or `{nodeId}:{tool}`) and answer with `{result}` when the node replies.
-    Fails with 503 at once if the node disconnects and with 504 after `timeouts.toolMs` without an answer."""
+    Fails with 503 at once if the node disconnects and with 504 after `timeouts.toolMs` without an answer. A remote
+    MCP server's tool (`mcp__{server}__{tool}`) is called at once, within the server's `timeoutMs`; its failure is a
+    500 with what went wrong."""
     if not params.tool:
         raise BadRequestError("tool required")
+    if mcp_calls.is_remote_mcp(params.tool):
+        return _invoke_remote_mcp(ctx, params.tool, params.args)
     found = find_node_for_tool(ctx.services, params.tool)
     if found is None:
         raise NotFoundError(f"No node provides tool: {params.tool}")
@@ -99,6 +104,17 @@ def tool_invoke(ctx: CallContext, params: ToolInvokeParams) -> Any:
     args = params.args if params.args is not None else {}
     _dispatch_to_node(ctx, node, call, "tool.invoke", {"callId": call.call_id, "tool": bare, "args": args})
     return DEFERRED
+
+
+def _invoke_remote_mcp(ctx: CallContext, tool: str, args: Any) -> dict[str, Any]:
+    config = ctx.config()
+    if args is not None and not isinstance(args, dict):
+        raise BadRequestError("args must be an object for an MCP tool")
+    one = mcp_calls.Call(tool, args or {}, default_agent_id(config))
+    outcome = mcp_calls.call(ctx.services, config, one)
+    if "error" in outcome:
+        raise RpcError(str(outcome["error"]), code=500)
+    return {"result": outcome.get("result")}
 
 
 class ToolRequestParams(Params):

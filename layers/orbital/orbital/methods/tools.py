@@ -1,4 +1,5 @@
-"""`tools.list` (spec §2.1): the native tools, then every connected node's tools under `{nodeId}__{name}`."""
+"""`tools.list` (spec §2.1): the native tools, every connected node's tools under `{nodeId}__{name}`, and the remote MCP
+servers' tools under `mcp__{server}__{tool}`."""
 
 from __future__ import annotations
 
@@ -24,10 +25,10 @@ class ToolsListResult(Result):
     tools: list[ToolDefinition]
 
 
-@router.method(
-    "tools.list", params=NoParams, result=ToolsListResult, reads_only=True, modes=EVERY_MODE, scope=roles.CONNECT
-)
+@router.method("tools.list", params=NoParams, result=ToolsListResult, modes=EVERY_MODE, scope=roles.CONNECT)
 def tools_list(ctx: CallContext, params: NoParams) -> dict[str, Any]:
     """Every tool an agent can call: the twelve native `gsv__*` tools, then the tools of each connected node (in
-    the order the nodes connected) named `{nodeId}__{tool}`."""
+    the order the nodes connected) named `{nodeId}__{tool}`, then each enabled remote MCP server's allowed tools
+    named `mcp__{server}__{tool}` (from the cache; a stale list is fetched again within the server's timeout, so
+    this is answered on a worker thread, not the local gateway's event loop)."""
     return {"tools": all_tools(ctx.services)}

@@ -20,13 +20,13 @@ from starlette.responses import HTMLResponse
 from orbital.runtime.attempts import ATTEMPTS, PEER_UID, TOO_MANY, peer_key
 from orbital.runtime.services import get_services
 from orbital.store import mcp as tool_cache
-from orbital.tools import mcp_oauth
 
 log = logging.getLogger("orbital.rest")
 
 router = APIRouter()
 
-PATH = mcp_oauth.CALLBACK_PATH
+PATH = "/api/mcp/oauth/callback"
+"""`tools.mcp_oauth.CALLBACK_PATH` (that module loads the MCP SDK: imported only when a login comes back)."""
 MAX_PARAM = 4096
 _HEADERS = {
     "Cache-Control": "no-store",
@@ -53,6 +53,8 @@ def _param(request: Request, name: str) -> str | None:
 def _finish(request: Request, peer: str | None) -> HTMLResponse:
     if ATTEMPTS.blocked(peer):
         return _page("Too many attempts", TOO_MANY, 429)
+    from orbital.tools import mcp_oauth  # lazy: the MCP SDK loads when a login comes back, not with the app
+
     services = get_services()
     error = _param(request, "error")
     if error:

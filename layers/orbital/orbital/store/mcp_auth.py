@@ -81,6 +81,13 @@ def get(table: Table, server: str) -> Grant | None:
     return None if rec is None else _grant(server, rec.data)
 
 
+def state(table: Table, server: str, url: str) -> str:
+    """`ok` when a grant for `url` is kept for `server`, else `needs-login` (no grant, revoked, or made for another
+    URL)."""
+    grant = get(table, server)
+    return OK if grant is not None and grant.usable_for(url) else NEEDS_LOGIN
+
+
 def save(
     table: Table,
     server: str,

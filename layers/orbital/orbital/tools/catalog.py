@@ -1,11 +1,13 @@
 """Which tools exist right now: the native tools, then each connected node's tools under `{nodeId}__{tool}` (spec
-§2.1, fix F1). Shared by `tools.list`, `tool.invoke` and the agent turn."""
+§2.1, fix F1), then each enabled remote MCP server's allowed tools under `mcp__{server}__{tool}` (ADR 0045). Shared by
+`tools.list`, `tool.invoke` and the agent turn."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
 from orbital.tools.definitions import native_tool_definitions
+from orbital.tools.mcp_calls import remote_tools
 
 if TYPE_CHECKING:
     from orbital.ports.services import Services
@@ -50,7 +52,9 @@ def node_tools(nodes: list[NodeEntry]) -> list[dict[str, Any]]:
 
 def all_tools(services: Services, nodes: list[NodeEntry] | None = None) -> list[dict[str, Any]]:
     """Native definitions first (protocol order), then each connected node's tools in connection order, renamed
-    `{nodeId}__{name}` with everything else left as the node declared it."""
+    `{nodeId}__{name}` with everything else left as the node declared it, then the remote MCP servers' tools in the
+    order the servers are configured (listed from the cache; a stale list is fetched again within the server's
+    timeout)."""
     if nodes is None:
         nodes = services.connections.nodes()
-    return native_tool_definitions() + node_tools(nodes)
+    return native_tool_definitions() + node_tools(nodes) + remote_tools(services)

@@ -39,7 +39,7 @@ from orbital.domain import mcp_names
 from orbital.domain.approval_policy import matches_tool
 from orbital.domain.config import as_dict
 from orbital.store import mcp as cache
-from orbital.tools import mcp_oauth, mcp_results
+from orbital.tools import mcp_results
 
 if TYPE_CHECKING:
     import httpx2
@@ -233,6 +233,8 @@ def _failure(spec: ServerSpec, exc: BaseException, guard: _Guard) -> McpFailure:
     from mcp.shared.exceptions import MCPError
     from mcp_types.jsonrpc import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
+    from orbital.tools import mcp_oauth  # lazy, as the SDK: it loads with a connection, not at the cold start
+
     refused = next((s for s in guard.statuses if s in (401, 403)), None)
     if refused is not None:
         return _refused(spec, refused)
@@ -405,6 +407,8 @@ async def connect(
 def _auth_for(services: Services, spec: ServerSpec) -> httpx2.Auth | None:
     """The httpx2 auth of a server that needs a login (`mcp_oauth`: its bearer, refreshed); None for the others (a
     server's own headers carry its credentials)."""
+    from orbital.tools import mcp_oauth  # lazy, as the SDK: it loads with a connection, not at the cold start
+
     return mcp_oauth.auth_for(services, spec)
 
 
@@ -413,6 +417,8 @@ async def _within(
 ) -> T:
     """Connect, run `op` on the session, close: all within the server's timeout; any failure as `McpFailure`."""
     import anyio
+
+    from orbital.tools import mcp_oauth  # lazy, as the SDK: it loads with a connection, not at the cold start
 
     if spec.oauth is not None and mcp_oauth.auth_state(services, spec) != "ok":
         raise McpFailure(mcp_oauth.needs_login_message(spec.name), status="needs-login")

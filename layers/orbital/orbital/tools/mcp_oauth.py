@@ -104,7 +104,7 @@ def oauth_settings(spec: Any) -> dict[str, Any] | None:
 
 
 def needs_login_message(name: str) -> str:
-    return f"MCP server {name} needs a login: run `orbital mcp login {name}` (or Log in in the console)"
+    return f"the server needs a login: run `orbital mcp login {name}` (or Log in in the console's MCP view)"
 
 
 # --- reading responses ------------------------------------------------------------------------------------------
@@ -465,8 +465,7 @@ def auth_state(services: Services, spec: Any) -> str:
         return "none"
     name = spec["name"] if isinstance(spec, Mapping) else spec.name
     url = spec["url"] if isinstance(spec, Mapping) else spec.url
-    grant = mcp_auth.get(services.table, str(name))
-    return "ok" if grant is not None and grant.usable_for(str(url)) else mcp_auth.NEEDS_LOGIN
+    return mcp_auth.state(services.table, str(name), str(url))
 
 
 def logout(services: Services, name: str) -> None:
