@@ -111,6 +111,7 @@ def test_edit_keeps_the_masked_header_and_disable_and_remove_ask_or_act(
     card = page.locator(f'[data-server="{name}"]')
     card.get_by_role("button", name=f"Edit {name}").click()
     form = page.get_by_role("dialog", name=f"Edit {name}")
+    expect(form.get_by_label("URL")).to_be_focused()  # the name is fixed: the URL comes first
     expect(form.get_by_label("Headers")).to_have_value("X-Key: ***")  # the mask, never the value
     form.get_by_label("Timeout (ms)").fill("15000")
     form.get_by_label("Trust").select_option("trusted")
@@ -260,3 +261,19 @@ def test_log_in_opens_the_servers_login_page_and_the_card_then_says_logged_in(
         tokens = [*protected.auth.access, *protected.auth.refresh]
         body = page.locator("body").inner_text()
         assert tokens and not any(token in body for token in tokens)
+
+
+def test_a_viewer_sees_the_servers_but_may_not_change_them(
+    console: Console, admin: GatewayClient, server: McpTestServer
+) -> None:
+    name = unique("ro")
+    admin.call("config.set", {"path": f"mcp.servers.{name}", "value": {"url": server.url}})
+    viewer = admin.call("device.token.create", {"name": unique("eyes"), "role": "viewer"})["token"]
+    page = console.open("#/mcp", token=viewer).page
+    card = page.locator(f'[data-server="{name}"]')
+    expect(card.locator("h2")).to_have_text(name)
+    card.get_by_role("button", name=f"Disable {name}").click()
+    expect(page.get_by_role("alert").filter(has_text="Disable failed")).to_contain_text("(403)")
+    card.get_by_role("button", name=f"Test {name}").click()
+    expect(page.get_by_role("alert").filter(has_text=f"Test of {name} failed")).to_contain_text("(403)")
+    assert stored(admin, name).get("enabled", True) is True

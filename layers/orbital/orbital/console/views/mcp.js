@@ -314,7 +314,7 @@ class McpView {
   /** The add (name null) or edit dialog; saves the server's whole object. */
   async edit(name) {
     const conf = name ? this.config[name] || {} : {};
-    const nameInput = h("input", { name: "name", autocomplete: "off", spellcheck: "false", value: name || "", placeholder: "e.g. docs", readonly: Boolean(name) });
+    const nameInput = h("input", { name: "name", autocomplete: "off", spellcheck: "false", placeholder: "e.g. docs" });
     const url = h("input", { name: "url", type: "url", autocomplete: "off", spellcheck: "false", value: conf.url || "", placeholder: "https://example.com/mcp" });
     const transport = h("select", { name: "transport" }, h("option", { value: "streamable-http" }, "Streamable HTTP"), h("option", { value: "sse" }, "SSE (older servers)"));
     transport.value = conf.transport || "streamable-http";
@@ -347,7 +347,7 @@ class McpView {
     const ok = await dialog(
       name ? `Edit ${name}` : "Add an MCP server",
       [
-        field("Name", nameInput, name ? null : "Letters, digits and dashes: its tools are offered as mcp__name__tool."),
+        name ? null : field("Name", nameInput, "Letters, digits and dashes: its tools are offered as mcp__name__tool."),
         field("URL", url),
         field("Transport", transport),
         field("Trust", trust),
@@ -365,7 +365,7 @@ class McpView {
         { label: name ? "Save" : "Add", value: true, kind: "primary" },
       ],
       async () => {
-        const id = nameInput.value.trim();
+        const id = name || nameInput.value.trim();
         if (!NAME.test(id)) return fail("A name is 1 to 32 letters, digits and dashes.");
         if (!name && this.config[id]) return fail(`A server named ${id} exists: edit it instead.`);
         const address = url.value.trim();
