@@ -297,3 +297,98 @@ def test_a_refusal_of_a_server_with_oauth_means_it_needs_a_login(services: Any) 
         outcome = mcp_client.call_tool(services, spec, "echo", {"text": "x"})
         assert outcome.error == f"MCP server srv: {listed.error}"
         assert mcp_client.cached_tools(services, spec).status == "needs-login"
+
+
+def test_a_server_that_accepts_but_never_answers_is_cut_at_its_timeout(services: Any) -> None:
+    import socket
+
+    from orbital.tools import mcp_client
+
+    Clock(services)
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)  # connections are queued, never read
+    try:
+        port = listener.getsockname()[1]
+        config = {"mcp": {"servers": {"mute": {"url": f"http://127.0.0.1:{port}/mcp", "timeoutMs": 1000}}}}
+        spec = mcp_client.spec(config, "mute")
+        assert spec is not None
+        assert mcp_client.call_tool(services, spec, "echo", {}).error == "MCP server mute: no answer within 1000 ms"
+        listed = mcp_client.list_tools(services, spec)
+        assert listed.status == "error" and listed.error == "no answer within 1000 ms"
+    finally:
+        listener.close()
+
+
+def test_a_response_larger_than_the_cap_is_cut_off(services: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from orbital.tools import mcp_client
+
+    Clock(services)
+    monkeypatch.setattr(mcp_client, "MAX_RESPONSE_BYTES", 20_000)
+    with mcp_server() as server:
+        spec = _spec(server)
+        assert mcp_client.call_tool(services, spec, "echo", {"text": "small"}).error is None
+        flood = mcp_client.call_tool(services, spec, "echo", {"text": "x" * 50_000})
+    assert flood == mcp_client.CallOutcome(
+        error="MCP server srv: the server sent more than 20000 bytes in one response"
+    )
+
+
+def test_a_hostile_tool_list_is_capped_and_named_safely(services: Any) -> None:
+    from orbital.tools import mcp_client
+
+    Clock(services)
+    with mcp_server() as server:
+        server.add_tool("files.read", "read", description="d" * 10_000)
+        server.add_tool("t" * 100, "long")
+        spec = _spec(server)
+        listed = mcp_client.list_tools(services, spec)
+        by_tool = {t["tool"]: t for t in listed.tools}
+        assert by_tool["files.read"]["name"] == "mcp__srv__files_read"
+        assert len(by_tool["files.read"]["description"]) == mcp_client.MAX_DESCRIPTION_CHARS
+        long_name = by_tool["t" * 100]["name"]
+        assert len(long_name) == 64
+        assert mcp_client.call_exposed(services, _config(server), long_name, {}).result == {
+            "content": [{"type": "text", "text": "long"}]
+        }
+
+
+def test_malformed_answers_fail_the_call_clearly(services: Any) -> None:
+    from orbital.tools import mcp_client
+
+    from tests.support.asgi_server import serving
+
+    async def garbage(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
+        await send({"type": "http.response.body", "body": b"{not json"})
+
+    Clock(services)
+    with serving(garbage) as base:
+        spec = mcp_client.spec({"mcp": {"servers": {"junk": {"url": f"{base}/mcp", "timeoutMs": 5000}}}}, "junk")
+        assert spec is not None
+        outcome = mcp_client.call_tool(services, spec, "echo", {})
+    assert outcome.error is not None
+    assert outcome.error.startswith("MCP server junk: the server answered with an error: Failed to parse JSON")
+    assert len(outcome.error) <= 600
+
+
+def test_header_values_stay_out_of_the_logs(services: Any, caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    from orbital.tools import mcp_client
+
+    Clock(services)
+    secret = "Bearer LOG-secret-0123456789"
+    caplog.set_level(logging.DEBUG)
+    with mcp_server(required_headers={"Authorization": secret}) as server:
+        assert (
+            mcp_client.call_tool(
+                services, _spec(server, headers={"Authorization": secret}), "echo", {"text": "a"}
+            ).error
+            is None
+        )
+        refused = mcp_client.call_tool(services, _spec(server, headers={"Authorization": secret + "x"}), "echo", {})
+    assert refused.error is not None
+    assert caplog.records and "LOG-secret" not in caplog.text

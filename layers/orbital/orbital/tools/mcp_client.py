@@ -282,7 +282,7 @@ def _guarded_transport(guard: _Guard, *, refusal_ends: bool = True) -> httpx2.As
             async for chunk in self._inner:
                 self._seen += len(chunk)
                 if self._seen > MAX_RESPONSE_BYTES:
-                    failure = McpFailure(f"the server sent more than {MAX_RESPONSE_BYTES // (1024 * 1024)} MB")
+                    failure = McpFailure(f"the server sent more than {MAX_RESPONSE_BYTES} bytes in one response")
                     guard.fail(failure)
                     raise httpx2.ReadError("response too large")
                 yield chunk
