@@ -262,6 +262,13 @@ def test_log_in_opens_the_servers_login_page_and_the_card_then_says_logged_in(
         body = page.locator("body").inner_text()
         assert tokens and not any(token in body for token in tokens)
 
+        protected.auth.revoke_all()  # the user withdrew the grant at the server
+        card.get_by_role("button", name=f"Test {name}").click()
+        expect(page.get_by_role("alert").filter(has_text=f"{name}: needs-login")).to_be_visible()
+        expect(card.locator(".badge.status")).to_have_text("needs-login")
+        expect(card.locator(".badge.auth")).to_have_text("needs login")
+        expect(card.get_by_role("button", name=f"Log in to {name}")).to_be_visible()
+
 
 def test_a_viewer_sees_the_servers_but_may_not_change_them(
     console: Console, admin: GatewayClient, server: McpTestServer

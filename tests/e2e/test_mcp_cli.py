@@ -97,9 +97,12 @@ def test_add_tests_the_server_and_its_header_reaches_only_the_server(
     as_json = orbital(gw, "list", "--json")
     entry = next(s for s in json.loads(as_json.stdout)["servers"] if s["name"] == "docs")
     assert entry["status"] == "ok" and entry["toolCount"] >= 1
+    refreshed = orbital(gw, "refresh")
+    assert refreshed.returncode == 0, refreshed.stderr
+    assert "docs: ok" in refreshed.stdout
     with_tools = orbital(gw, "list", "--tools")
     assert "mcp__docs__weather" in with_tools.stdout
-    for out in (done, listed, as_json, with_tools):
+    for out in (done, listed, as_json, refreshed, with_tools):
         assert SECRET not in out.stdout + out.stderr
         assert "cli-header-secret" not in out.stdout + out.stderr
 

@@ -58,6 +58,14 @@ def test_login_prints_the_url_and_following_it_logs_the_gateway_in(gw: GatewayPr
         for out in (added, done, tested):
             assert not any(token in out.stdout + out.stderr for token in tokens)
 
+        protected.auth.revoke_all()  # the user withdrew the grant at the server
+        revoked = orbital(gw, "test", "secure")
+        assert revoked.returncode == 1
+        assert revoked.stderr.startswith("secure: needs-login")
+        assert "`orbital mcp login secure` prints the URL to open." in revoked.stderr
+        listed = orbital(gw, "list")
+        assert "secure: needs a login: `orbital mcp login secure`" in listed.stdout
+
 
 def test_login_of_a_server_without_oauth_says_so(gw: GatewayProcess) -> None:
     with GatewayClient(gw.url, timeout=30) as admin:
