@@ -396,3 +396,106 @@ def test_a_refresh_lost_to_another_process_adopts_its_tokens(
         assert outcome.error is None, outcome.error
         grant = mcp_auth.get(services.table, "prot")
         assert grant is not None and grant.status == "ok" and len(reads) > 1
+
+
+def test_a_login_works_for_a_server_speaking_sse(services: Any, connect: Any) -> None:
+    from orbital.tools import mcp_client
+
+    with oauth_mcp_server(transport="sse") as protected:
+        admin = connect("client", "owner")
+        admin.call(
+            "config.set",
+            {"path": "mcp.servers.prot", "value": {"url": protected.url, "transport": "sse", "oauth": {}}},
+        )
+        assert mcp_client.list_tools(services, _spec(services), force=True).status == "needs-login"
+        _login(admin, services)
+        spec = _spec(services)
+        listed = mcp_client.list_tools(services, spec, force=True)
+        assert listed.status == "ok", listed.error
+        outcome = mcp_client.call_tool(services, spec, "echo", {"text": "over sse"})
+        assert outcome.error is None and outcome.result is not None
+        assert outcome.result["content"] == [{"type": "text", "text": "echo: over sse"}]
+        protected.auth.expire_access_tokens()  # refused on the stream's request: refreshed, and the call goes on
+        assert mcp_client.call_tool(services, spec, "echo", {"text": "again"}).error is None
+        assert protected.auth.refreshes >= 1
+
+
+# --- a hostile or broken server: its metadata is capped and checked ------------------------------------------------
+
+
+def _stranger(mode: str) -> Any:
+    """A server that wants a login and whose metadata is wrong in one way (`mode`)."""
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse, Response
+    from starlette.routing import Route
+
+    def base(request: Request) -> str:
+        return str(request.base_url).rstrip("/")
+
+    async def mcp(request: Request) -> Response:
+        header = f'Bearer resource_metadata="{base(request)}/.well-known/oauth-protected-resource/mcp"'
+        return Response(status_code=401, headers={"WWW-Authenticate": header})
+
+    async def resource(request: Request) -> Response:
+        if mode == "huge":
+            return Response(b'{"resource": "' + b"x" * (300 * 1024) + b'"}', media_type="application/json")
+        named = "https://elsewhere.example/mcp" if mode == "other-resource" else f"{base(request)}/mcp"
+        return JSONResponse({"resource": named, "authorization_servers": [base(request)]})
+
+    async def issuer(request: Request) -> Response:
+        return JSONResponse(
+            {
+                "issuer": "https://impostor.example",
+                "authorization_endpoint": "https://impostor.example/authorize",
+                "token_endpoint": "https://impostor.example/token",
+                "response_types_supported": ["code"],
+            }
+        )
+
+    return Starlette(
+        routes=[
+            Route("/mcp", mcp, methods=["GET", "POST"]),
+            Route("/.well-known/oauth-protected-resource/mcp", resource),
+            Route("/.well-known/oauth-authorization-server", issuer),
+        ]
+    )
+
+
+@pytest.mark.parametrize(
+    ("mode", "said"),
+    [
+        ("huge", "more than 256 KB"),
+        ("other-resource", "names another resource (https://elsewhere.example/mcp)"),
+        ("wrong-issuer", "names issuer https://impostor.example"),
+    ],
+)
+def test_a_stranger_s_bad_metadata_stops_the_login(services: Any, connect: Any, mode: str, said: str) -> None:
+    from orbital.store import mcp_auth
+
+    from tests.support.asgi_server import serving
+
+    with serving(_stranger(mode)) as base:
+        admin = connect("client", "owner")
+        admin.call("config.set", {"path": "mcp.servers.odd", "value": {"url": f"{base}/mcp", "oauth": {}}})
+        error = admin.error("mcp.login", {"name": "odd", "redirectUri": REDIRECT})
+    assert error["code"] == 503 and error["message"].startswith("could not start the login of odd: ")
+    assert said in error["message"]
+    assert mcp_auth.get(services.table, "odd") is None
+
+
+def test_an_expired_login_is_not_finished(services: Any, connect: Any, protected: Running) -> None:
+    from orbital.store import keys, mcp_auth
+    from orbital.tools import mcp_oauth
+
+    admin = connect("client", "owner")
+    _configure(admin, protected)
+    started = admin.call("mcp.login", {"name": "prot", "redirectUri": REDIRECT})
+    answer = _authorize(started["url"])
+    stored = services.table.get(keys.mcp_login(answer["state"]))
+    assert stored is not None and stored.data["expiresAt"] == started["expiresAt"]
+    assert started["expiresAt"] - services.now_ms() <= mcp_auth.LOGIN_TTL_MS
+    services.table.put(keys.mcp_login(answer["state"]), {**stored.data, "expiresAt": services.now_ms() - 1})
+    with pytest.raises(mcp_oauth.UnknownLogin):
+        mcp_oauth.finish(services, answer["code"], answer["state"])
+    assert protected.auth.code_exchanges == 0

@@ -157,27 +157,29 @@ class Running:
     base_url: str
     """The authorization server's issuer (`http://127.0.0.1:PORT`)."""
     url: str
-    """The MCP endpoint (`{base_url}/mcp`)."""
+    """The MCP endpoint (`{base_url}/mcp`, or `{base_url}/sse`)."""
     auth: OAuthServer
 
 
 @contextlib.contextmanager
-def oauth_mcp_server(*, access_ttl: int = 3600) -> Iterator[Running]:
+def oauth_mcp_server(*, access_ttl: int = 3600, transport: str = "streamable-http") -> Iterator[Running]:
     """The authorization server and the protected MCP server (tools `whoami`, `echo`), on uvicorn in a thread on
-    a free loopback port; stopped afterwards."""
+    a free loopback port; stopped afterwards. `transport="sse"`: the server speaks the older HTTP+SSE at `/sse`
+    (its messages at `/messages/`, protected alike)."""
     import uvicorn
 
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     base = f"http://127.0.0.1:{port}"
-    provider = OAuthServer(resource=f"{base}/mcp", access_ttl=access_ttl)
+    endpoint = f"{base}/sse" if transport == "sse" else f"{base}/mcp"
+    provider = OAuthServer(resource=endpoint, access_ttl=access_ttl)
     server = MCPServer(
         "protected",
         auth_server_provider=provider,
         auth=AuthSettings(
             issuer_url=base,  # type: ignore[arg-type]
-            resource_server_url=f"{base}/mcp",  # type: ignore[arg-type]
+            resource_server_url=endpoint,  # type: ignore[arg-type]
             client_registration_options=ClientRegistrationOptions(
                 enabled=True, valid_scopes=[SCOPE], default_scopes=[SCOPE]
             ),
@@ -197,7 +199,10 @@ def oauth_mcp_server(*, access_ttl: int = 3600) -> Iterator[Running]:
         """Says the text back."""
         return f"echo: {text}"
 
-    app = server.streamable_http_app(stateless_http=True, json_response=True, host="127.0.0.1")
+    if transport == "sse":
+        app = server.sse_app(host="127.0.0.1")
+    else:
+        app = server.streamable_http_app(stateless_http=True, json_response=True, host="127.0.0.1")
     http = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False))
     thread = threading.Thread(target=http.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
@@ -206,7 +211,7 @@ def oauth_mcp_server(*, access_ttl: int = 3600) -> Iterator[Running]:
         while not http.started:
             assert time.monotonic() < deadline and thread.is_alive(), "the OAuth test server did not start"
             time.sleep(0.01)
-        yield Running(base_url=base, url=f"{base}/mcp", auth=provider)
+        yield Running(base_url=base, url=endpoint, auth=provider)
     finally:
         http.should_exit = True
         thread.join(timeout=30)

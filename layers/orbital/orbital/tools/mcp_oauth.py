@@ -18,14 +18,16 @@ crash. Several processes may refresh at once: one whose refresh is refused adopt
 
 Tokens and client secrets never leave the table and the requests that need them: not in a method's result, a log
 line, an error message or `config.get`. Responses of the servers are read up to `MAX_BODY` bytes, each request
-within `HTTP_TIMEOUT_S`.
+within `HTTP_TIMEOUT_S` and each step of a login within `LOGIN_STEP_S`; redirects are not followed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import secrets
-from collections.abc import AsyncGenerator, Mapping
+import time
+from collections.abc import AsyncGenerator, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import urlencode, urlparse
@@ -59,8 +61,11 @@ from orbital.store import mcp_auth
 
 CALLBACK_PATH = "/api/mcp/oauth/callback"
 """Where the authorization server sends the browser back (`rest.mcp_oauth`)."""
-HTTP_TIMEOUT_S = 15.0
+HTTP_TIMEOUT_S = 10.0
 """One request to a server or its authorization server during a login or a refresh."""
+LOGIN_STEP_S = 25.0
+"""All the requests of one step of a login (`start`, `finish`) together: within the 29 s an HTTP API request has on
+AWS."""
 MAX_BODY = 256 * 1024
 """The most of a metadata, registration or token response that is read."""
 REFRESH_MARGIN_MS = 60_000
@@ -110,23 +115,48 @@ def needs_login_message(name: str) -> str:
 # --- reading responses ------------------------------------------------------------------------------------------
 
 
-def _body(response: httpx2.Response) -> bytes:
-    """The response's body, at most `MAX_BODY` bytes (LoginError past that)."""
+@dataclass
+class _Http:
+    """The HTTP client of one step of a login, and when the step must be done by (`time.monotonic()`)."""
+
+    client: httpx2.Client
+    deadline: float
+
+    def left(self, host: str) -> float:
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise LoginError(f"{host} took too long (a login step may take {LOGIN_STEP_S:.0f} s)")
+        return min(HTTP_TIMEOUT_S, left)
+
+
+@contextlib.contextmanager
+def _http() -> Iterator[_Http]:
+    with httpx2.Client(timeout=HTTP_TIMEOUT_S, follow_redirects=False) as client:
+        yield _Http(client, time.monotonic() + LOGIN_STEP_S)
+
+
+def _body(http: _Http, response: httpx2.Response) -> bytes:
+    """The response's body, at most `MAX_BODY` bytes (LoginError past that, or past the step's deadline)."""
+    host = response.request.url.host
     data = bytearray()
     for chunk in response.iter_bytes():
         data.extend(chunk)
         if len(data) > MAX_BODY:
-            raise LoginError(f"{response.request.url.host} answered with more than {MAX_BODY // 1024} KB")
+            raise LoginError(f"{host} answered with more than {MAX_BODY // 1024} KB")
+        http.left(host)
     return bytes(data)
 
 
-def _send(http: httpx2.Client, request: httpx2.Request) -> tuple[httpx2.Response, bytes]:
+def _send(http: _Http, request: httpx2.Request) -> tuple[httpx2.Response, bytes]:
+    request.extensions["timeout"] = httpx2.Timeout(http.left(request.url.host)).as_dict()
     try:
-        response = http.send(request, stream=True)
+        response = http.client.send(request, stream=True)
     except httpx2.HTTPError as exc:
         raise LoginError(f"could not reach {request.url.host}: {type(exc).__name__}") from None
     try:
-        return response, _body(response)
+        return response, _body(http, response)
+    except httpx2.HTTPError as exc:
+        raise LoginError(f"{request.url.host} broke off its answer: {type(exc).__name__}") from None
     finally:
         response.close()
 
@@ -167,11 +197,14 @@ def _origin(url: str) -> str:
     return f"{parsed.scheme}://{parsed.netloc}"
 
 
-def _discover(http: httpx2.Client, server_url: str) -> _Discovered:
+def _discover(http: _Http, server_url: str) -> _Discovered:
     header_url: str | None = None
     challenged: str | None = None
     try:  # the server's own answer to a request without a token names its metadata (RFC 9728 §5.1)
-        with http.stream("GET", server_url, headers={"Accept": "text/event-stream, application/json"}) as probe:
+        host = httpx2.URL(server_url).host
+        with http.client.stream(
+            "GET", server_url, headers={"Accept": "text/event-stream, application/json"}, timeout=http.left(host)
+        ) as probe:
             header_url = extract_resource_metadata_from_www_auth(probe)
             challenged = extract_scope_from_www_auth(probe) if probe.status_code in (401, 403) else None
     except httpx2.HTTPError as exc:
@@ -258,7 +291,7 @@ def _kept_client(
 
 
 def _register(
-    http: httpx2.Client,
+    http: _Http,
     oauth: dict[str, Any],
     found: _Discovered,
     server_url: str,
@@ -307,7 +340,7 @@ def start(services: Services, spec: Target, redirect_uri: str) -> Started:
     oauth = oauth_settings(spec)
     if oauth is None:
         raise LoginError(f"MCP server {spec.name} has no `oauth` section: it does not use a login")
-    with httpx2.Client(timeout=HTTP_TIMEOUT_S, follow_redirects=False) as http:
+    with _http() as http:
         found = _discover(http, spec.url)
         scope = oauth.get("scope") or get_client_metadata_scopes(
             found.challenged_scope, found.prm, found.asm, GRANT_TYPES
@@ -432,7 +465,7 @@ def finish(
         form["resource"] = str(pending["resource"])
     form, headers = _token_auth(client, form)
     token_endpoint = str(pending.get("tokenEndpoint", ""))
-    with httpx2.Client(timeout=HTTP_TIMEOUT_S, follow_redirects=False) as http:
+    with _http() as http:
         response, body = _send(http, httpx2.Request("POST", token_endpoint, data=form, headers=headers))
     if response.status_code not in (200, 201):
         raise LoginError(f"the authorization server refused the code ({response.status_code}): {_error_text(body)}")
