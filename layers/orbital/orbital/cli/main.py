@@ -14,6 +14,7 @@ from orbital.cli.channel import add_parser as add_channel_parser
 from orbital.cli.chat import add_parser as add_chat_parser
 from orbital.cli.devices import add_login_parser
 from orbital.cli.devices import add_parser as add_devices_parser
+from orbital.cli.mcp import add_parser as add_mcp_parser
 from orbital.cli.portable import add_parser as add_portable_parser
 from orbital.cli.xeno_bridge import add_parser as add_xeno_bridge_parser
 from orbital.node.cli import add_parser as add_node_parser
@@ -199,6 +200,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_devices_parser(sub)
 
     add_login_parser(sub)
+
+    add_mcp_parser(sub)
 
     add_channel_parser(sub)
 
