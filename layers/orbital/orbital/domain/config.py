@@ -195,6 +195,7 @@ _NAME_SLOTS = (
     ("channels",),
     ("channels", "*", "accounts"),
     ("session", "identityLinks"),
+    ("mcp", "servers"),
 )
 
 
@@ -220,13 +221,15 @@ def is_secret(path: Sequence[str]) -> bool:
     behind every masked read (`config.get`, `gsv__ConfigGet`) and every write of the mask (`restore_masked`):
 
     - every entry of `apiKeys` (`apiKeys.<provider>`);
-    - every value of a `headers` object (`providers.<name>.headers.<Header>`: where provider credentials go);
+    - every value of a `headers` object (`providers.<name>.headers.<Header>`, `mcp.servers.<name>.headers.<Header>`:
+      where provider and MCP server credentials go);
     - anything at or under a key that names a credential, anywhere: `auth.token`, `botToken`, `webhookSecret`,
       `clientSecret`, `accessToken`, `apiKey` / `api_key` / `API-Key`, `password`, `privateKey`, `credentials`,
       `Authorization`, `cookie`… — but not counters such as `maxTokens`, `reserveTokens`, `tokenBudget`.
 
     `apiKeys` and `headers` themselves are not secrets: their keys (provider and header names) stay readable, and
-    so do the names of skills, providers, channels, accounts and linked people (`skills.entries.1password`).
+    so do the names of skills, providers, channels, accounts, linked people and MCP servers
+    (`skills.entries.1password`, `mcp.servers.my-token`).
     """
     if len(path) >= 2 and path[0] == "apiKeys":
         return True

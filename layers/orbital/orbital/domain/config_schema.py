@@ -26,6 +26,7 @@ from pydantic.fields import FieldInfo
 
 from orbital.domain.approval_policy import DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS, MIN_TIMEOUT_MS, REGEX_FLAGS, regex_error
 from orbital.domain.config import DEFAULT_UNTRUSTED_TOOLS, MASK, defaults, get_path, is_missing, is_secret, masked_at
+from orbital.domain.mcp_names import SERVER_NAME_TEXT, valid_server_name
 from orbital.domain.taint import TAINT_RULE
 
 # --- providers -------------------------------------------------------------------------------------------------------
@@ -535,6 +536,66 @@ class ToolApproval(Section):
         return self
 
 
+# --- MCP servers (ADR 0045) ------------------------------------------------------------------------------------
+
+
+MCP_TIMEOUT_DEFAULT_MS = 30_000
+MCP_TIMEOUT_MAX_MS = 300_000
+MCP_TIMEOUT_MIN_MS = 1_000
+
+
+class McpToolFilter(Section):
+    allow: list[ToolPattern] | None = setting(
+        "Only the server's tools matching one of these patterns are offered (`*` any text; matched against the "
+        "server's own tool name and the offered `mcp__{server}__{tool}` name). Unset or empty: every tool.",
+    )
+    deny: list[ToolPattern] | None = setting("The server's tools never offered (patterns, as for allow).", default=[])
+
+
+class McpOAuth(Section):
+    scope: str | None = setting("The scopes to ask for (space-separated; else the server's).")
+    clientId: str | None = setting("A client id registered with the server's authorization server (else registered).")
+    clientSecret: str | None = setting("That client's secret, if it has one.")
+    clientName: str | None = setting("The name the gateway registers under.", default="Orbital")
+
+
+class McpServer(Section):
+    url: HttpUrl = Field(
+        description="Required. The server's endpoint (http:// or https://). Put credentials in `headers`, not here."
+    )
+    transport: Literal["streamable-http", "sse"] | None = setting(
+        "How the server speaks: streamable HTTP, or the older HTTP+SSE.", default="streamable-http"
+    )
+    headers: dict[str, str] | None = setting("HTTP headers of every request (their values are secrets).", default={})
+    enabled: bool | None = setting("false: the server's tools are not offered.", default=True)
+    tools: McpToolFilter | None = setting("Which of the server's tools are offered.")
+    trust: Literal["untrusted", "trusted"] | None = setting(
+        "untrusted: the server's results taint the run (the next risky call asks, ADR 0041); trusted: they do not.",
+        default="untrusted",
+    )
+    timeoutMs: int | None = setting(
+        "One call to the server, connecting included (ms); a tool list read waits as long.",
+        default=MCP_TIMEOUT_DEFAULT_MS,
+        ge=MCP_TIMEOUT_MIN_MS,
+        le=MCP_TIMEOUT_MAX_MS,
+    )
+    oauth: McpOAuth | None = setting("Present when the server needs a login (OAuth): `orbital mcp login NAME`.")
+
+
+class Mcp(Section):
+    servers: dict[str, McpServer] | None = setting(
+        f"Remote MCP servers by name ({SERVER_NAME_TEXT}); their tools are offered as `mcp__{{name}}__{{tool}}`.",
+        default={},
+    )
+
+    @model_validator(mode="after")
+    def _server_names(self) -> Mcp:
+        for name in self.servers or {}:
+            if not valid_server_name(name):
+                raise ValueError(f"server names of {SERVER_NAME_TEXT} (`{name[:40]}` is not)")
+        return self
+
+
 class Configuration(Section):
     """The whole configuration."""
 
@@ -561,6 +622,7 @@ class Configuration(Section):
     xeno: Xeno | None = setting("xeno clients.")
     embeddings: Embeddings | None = setting("Embeddings (semantic search).")
     toolApproval: ToolApproval | None = setting("Asking before tools run, and the taint rule (ADRs 0040, 0041).")
+    mcp: Mcp | None = setting("MCP servers whose tools the agent may use (ADR 0045).")
     owners: list[Owner] | None = setting(
         "Channel identities that are you: their messages do not taint a run and they may answer approvals "
         '(`"{channel}:{senderId}"`, e.g. `"telegram:123456789"`). Clients with the gateway token are owners anyway.',

@@ -29,6 +29,7 @@ Single table: `PK`, `SK`, `GSI1PK`/`GSI1SK` (index `GSI1`), `ttl` (epoch seconds
 | device pairing code | DEVICEPAIRS          | {code}                     | role, binding; single use; ttl          |
 | WindieOS settings   | WINDIESETTINGS       | {userId}                   | one user's client settings              |
 | approval prompt     | APPROVALPROMPT#{id}  | {channel}                  | a prompt's chat and message id; ttl     |
+| MCP tool list       | MCPTOOLS             | {server}                   | a remote MCP server's tools, status     |
 """
 
 from __future__ import annotations
@@ -626,3 +627,18 @@ def object_kind(key: str) -> str:
         archived = len(parts) == 3 and parts[1] == "sessions" and parts[2].endswith(".jsonl.gz")
         return "session-archive" if archived else "workspace"
     return next((kind for prefix, kind in _OBJECT_PREFIX_KINDS if key.startswith(prefix)), "other")
+
+
+# --- MCP servers (ADR 0045): each remote server's tool list, shared by every process ---------------------------
+#
+# (in the table of the module docstring: MCPTOOLS / {server})
+
+MCP_TOOLS_PK = "MCPTOOLS"
+
+
+def mcp_tools(server: str) -> tuple[str, str]:
+    """A remote MCP server's tool list as last read, and how reading it went (`orbital.store.mcp`)."""
+    return MCP_TOOLS_PK, server
+
+
+_PK_KINDS[MCP_TOOLS_PK] = "mcp-tools"
