@@ -41,12 +41,14 @@ from typing import Any, TextIO
 
 import anyio
 import mcp_types as types
+import yaml
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.shared.message import SessionMessage
 
 from orbital import __version__
 from orbital.domain import mcp_names
+from orbital.tools import mcp_results
 
 log = logging.getLogger("orbital.node")
 
@@ -183,8 +185,6 @@ def load_config(path: Path, environ: Mapping[str, str] | None = None) -> list[St
 
 def _parse(text: str, path: Path) -> Any:
     if path.suffix.lower() in (".yaml", ".yml"):
-        import yaml
-
         try:
             return yaml.safe_load(text)
         except yaml.YAMLError as exc:
@@ -379,7 +379,7 @@ class McpHost:
             ) from None
         except Exception as exc:
             raise McpCallError(f"MCP server {state.spec.name} failed to call {tool!r}: {_describe(exc)}") from None
-        answer, error = _provisional_result(result)
+        answer, error = mcp_results.convert(result)
         if error is not None:
             raise McpCallError(error)
         return answer
@@ -547,14 +547,3 @@ def _stderr_pipe(name: str) -> TextIO:
     read_fd, write_fd = os.pipe()
     threading.Thread(target=_log_stderr, args=(name, read_fd), name=f"mcp-{name}-stderr", daemon=True).start()
     return os.fdopen(write_fd, "w")
-
-
-def _provisional_result(result: Any) -> tuple[Any, str | None]:
-    blocks = [block.model_dump(mode="json", by_alias=True, exclude_none=True) for block in result.content]
-    text = "\n".join(b.get("text", "") for b in blocks if b.get("type") == "text")
-    if result.is_error:
-        return None, text or "error"
-    out: dict[str, Any] = {"content": blocks}
-    if result.structured_content is not None:
-        out["structuredContent"] = result.structured_content
-    return out, None
