@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import sys
 import time
@@ -43,6 +44,9 @@ def test_a_nodes_mcp_tools_are_listed_and_invoked(client: GatewayClient, node_fa
     assert echo["inputSchema"]["properties"]["text"]["type"] == "string"
     assert f"{node.node_id}__Bash" in tools  # its own tools still there
     assert text_of(invoke(client, f"{node.node_id}__mcp__files__echo", {"text": "hello"})) == "echo: hello"
+    picture = invoke(client, f"{node.node_id}__mcp__files__picture", {})["result"]
+    image = next(b for b in picture["content"] if b["type"] == "image")
+    assert image["mimeType"] == "image/png" and image["data"]
     weather = invoke(client, f"{node.node_id}__mcp__files__weather", {"city": "Lima"})
     assert weather["result"]["structuredContent"] == {"city": "Lima", "temperature": 21, "sky": "clear"}
     with pytest.raises(Exception, match="no coffee"):
@@ -93,6 +97,22 @@ def test_a_server_that_exits_is_restarted_and_a_changed_list_is_announced(
     assert text_of(invoke(client, f"{prefix}grow", {"name": "fresh"})) == "added fresh"
     wait_for(lambda: f"{prefix}fresh" in names(client), timeout=30)
     assert text_of(invoke(client, f"{prefix}fresh", {})) == "grown"
+    # stopping the node stops its servers
+    assert node.stop() == 0
+    for pid in starts.read_text().split():
+        wait_for(lambda pid=int(pid): not alive(pid), timeout=15)
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as fh:  # a zombie has exited
+            return fh.read().split(") ", 1)[1][0] != "Z"
+    except OSError:
+        return True
 
 
 def test_a_bad_server_definition_stops_the_node_with_a_reason(gateway: Any, tmp_path: Path) -> None:

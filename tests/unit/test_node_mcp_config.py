@@ -135,6 +135,10 @@ def test_announced_names_fit_64_characters_with_the_node_id_in_front() -> None:
     assert again == definitions  # stable: the same tools give the same names in any order
 
 
+def test_a_node_id_too_long_to_leave_room_for_names_announces_nothing() -> None:
+    assert tool_definitions("files", [_tool("read")], "n" * 50) == ([], {})
+
+
 def test_descriptions_schemas_and_counts_are_capped() -> None:
     huge_schema = {
         "type": "object",

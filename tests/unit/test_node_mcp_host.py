@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import os
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -143,3 +144,36 @@ def test_a_server_that_cannot_start_makes_its_calls_fail_clearly(tmp_path: Path)
         server("dies", env={"MCP_TEST_EXIT_AT_START": "1"}),
         workspace=tmp_path,
     )
+
+
+def test_a_server_that_never_answers_is_cut_at_the_start_timeout_and_stopped(tmp_path: Path) -> None:
+    pids = tmp_path / "pids"
+    hang = StdioServer(
+        "mute",
+        sys.executable,
+        ("-c", f"import os, time; open({str(pids)!r}, 'a').write(f'{{os.getpid()}}\\n'); time.sleep(600)"),
+    )
+
+    async def check(host: McpHost) -> None:
+        assert host.status()["mute"]["status"] == "restarting"
+        assert host.status()["mute"]["error"] == "timed out"
+        assert host.definitions() == []
+
+    hosted(check, hang, workspace=tmp_path, start_timeout=0.5)
+    for pid in pids.read_text().split():
+        deadline = time.monotonic() + 10
+        while _alive(int(pid)):
+            assert time.monotonic() < deadline, f"server {pid} still runs after the host stopped"
+            time.sleep(0.02)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as fh:  # a zombie (exited, not yet reaped by its parent) counts as gone
+            return fh.read().split(") ", 1)[1][0] != "Z"
+    except OSError:
+        return True

@@ -55,6 +55,8 @@ CLOSE_UNAUTHORIZED = 4001
 EXEC_EVENT_MAX_ATTEMPTS = 60
 API_GATEWAY_MESSAGE_BYTES = MAX_MESSAGE_BYTES
 """The message limit of a gateway that does not advertise one (a stock GSV gateway): API Gateway's."""
+REANNOUNCE_INTERVAL_S = 5.0
+"""The least time between two reconnects that announce a changed tool list of the node's MCP servers."""
 SAVE_TIMEOUT_S = 900.0
 """The longest the node waits for the gateway to confirm a saved result (the gateway ends that transfer before the
 tool call times out; this only guards against a gateway that never answers)."""
@@ -187,6 +189,7 @@ class NodeAgent:
         """The MCP tools sent in the last `connect`."""
         self._reannounce: asyncio.Task[None] | None = None
         self._reconnect_now = False
+        self._last_reannounce = float("-inf")
 
     # -- public -----------------------------------------------------------------------------------------------
     def connect_params(self) -> dict[str, Any]:
@@ -313,12 +316,16 @@ class NodeAgent:
             self._reannounce = asyncio.create_task(self._reannounce_when_idle())
 
     async def _reannounce_when_idle(self) -> None:
+        wait = self._last_reannounce + REANNOUNCE_INTERVAL_S - time.monotonic()
+        if wait > 0:  # a server that keeps changing its list does not keep the node reconnecting
+            await asyncio.sleep(wait)
         while self._calls_in_flight:  # a reconnect would fail them (the gateway ends a leaving node's calls)
             await asyncio.sleep(0.1)
         ws = self._ws
         if ws is None or not self.online or self.mcp.definitions() == self._announced_mcp:
             return  # the next connect announces whatever is current
         self._reconnect_now = True
+        self._last_reannounce = time.monotonic()
         with contextlib.suppress(Exception):
             await ws.close(1000, "tool list changed")
 
