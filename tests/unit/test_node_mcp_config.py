@@ -11,9 +11,11 @@ import pytest
 from orbital.domain.capabilities import validate_node_runtime
 from orbital.node import cli
 from orbital.node.mcp import (
+    MAX_ANNOUNCED_BYTES,
     MAX_DESCRIPTION_CHARS,
     MAX_TOOLS,
     McpConfigError,
+    McpHost,
     StdioServer,
     combine,
     load_config,
@@ -161,3 +163,14 @@ def test_the_runtime_declares_mcp_tools_so_the_gateway_accepts_them() -> None:
     runtime = node_runtime(TOOL_NAMES, mcp_tool_names=mcp_names, environ={})
     checked = validate_node_runtime("n", runtime, [*TOOL_NAMES, *mcp_names])
     assert checked["toolCapabilities"]["mcp__files__read"] == ["shell.exec"]
+
+
+def test_all_announced_mcp_tools_together_stay_within_their_budget(tmp_path: Path) -> None:
+    host = McpHost([StdioServer("a", "x"), StdioServer("b", "y")], node_id="n", workspace=tmp_path)
+    for name in ("a", "b"):
+        tools = [_tool(f"t{i}", "d" * MAX_DESCRIPTION_CHARS) for i in range(MAX_TOOLS)]
+        host._states[name].definitions, host._states[name].names = tool_definitions(name, tools, "n")
+    announced = host.definitions()
+    assert len(json.dumps(announced)) <= MAX_ANNOUNCED_BYTES
+    assert announced[0]["name"] == "mcp__a__t0"  # the first servers' first tools are kept
+    assert 0 < len(announced) < 2 * MAX_TOOLS

@@ -33,7 +33,8 @@ async def until(check: Callable[[], bool], what: str, timeout: float = 30.0) -> 
 
 def hosted(test: Callable[[McpHost], Awaitable[None]], *servers: StdioServer, workspace: Path, **options: Any) -> None:
     async def main() -> None:
-        host = McpHost(list(servers), node_id="laptop", workspace=workspace, backoff_base=0.05, **options)
+        options.setdefault("backoff_base", 0.05)
+        host = McpHost(list(servers), node_id="laptop", workspace=workspace, **options)
         await host.start()
         try:
             await test(host)
@@ -114,6 +115,18 @@ def test_a_server_that_exits_is_started_again(tmp_path: Path) -> None:
         assert (await host.call("mcp__t__echo", {"text": "back"}))["content"][0]["text"] == "echo: back"
 
     hosted(check, server(env={"MCP_TEST_STARTS": str(starts)}), workspace=tmp_path)
+
+
+def test_while_a_server_is_down_its_calls_say_so(tmp_path: Path) -> None:
+    async def check(host: McpHost) -> None:
+        with pytest.raises(McpCallError):
+            await host.call("mcp__t__crash", {})
+        await until(lambda: host.status()["t"]["status"] == "restarting", "the exit noticed")
+        with pytest.raises(McpCallError, match=r"MCP server t is not running \(restarting: exited\)"):
+            await host.call("mcp__t__echo", {"text": "anyone?"})
+        assert host.owns("mcp__t__echo")  # still announced while it is down
+
+    hosted(check, server(), workspace=tmp_path, backoff_base=600)
 
 
 def test_a_changed_tool_list_is_picked_up_and_reported(tmp_path: Path) -> None:
