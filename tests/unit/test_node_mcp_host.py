@@ -147,6 +147,7 @@ def test_a_server_that_cannot_start_makes_its_calls_fail_clearly(tmp_path: Path)
         status = host.status()
         assert status["gone"]["status"] == "restarting"
         assert "command not found" in (status["gone"]["error"] or "")
+        assert status["nowhere"]["error"] == f"working directory not found: {tmp_path / 'missing'}"
         assert status["dies"]["status"] in ("starting", "restarting")
         assert host.definitions() == []
         await until(lambda: host.status()["dies"]["starts"] >= 3, "retries")
@@ -154,6 +155,7 @@ def test_a_server_that_cannot_start_makes_its_calls_fail_clearly(tmp_path: Path)
     hosted(
         check,
         StdioServer("gone", str(tmp_path / "no-such-command")),
+        server("nowhere", cwd="missing"),
         server("dies", env={"MCP_TEST_EXIT_AT_START": "1"}),
         workspace=tmp_path,
     )

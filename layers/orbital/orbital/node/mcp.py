@@ -423,6 +423,8 @@ class McpHost:
         cwd = Path(spec.cwd).expanduser() if spec.cwd else self.workspace
         if not cwd.is_absolute():
             cwd = self.workspace / cwd
+        if not cwd.is_dir():
+            raise NotADirectoryError(f"working directory not found: {cwd}")
         params = StdioServerParameters(command=spec.command, args=list(spec.args), env=dict(spec.env), cwd=cwd)
         state.status, state.error = "starting", None
         errlog = _stderr_pipe(spec.name)
@@ -522,6 +524,8 @@ class McpHost:
 def _describe(exc: BaseException) -> str:
     if isinstance(exc, TimeoutError):
         return "timed out"
+    if isinstance(exc, NotADirectoryError):
+        return str(exc)
     if isinstance(exc, FileNotFoundError):
         return f"command not found: {exc.filename or exc}"
     if isinstance(exc, BaseExceptionGroup):
