@@ -37,6 +37,7 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidSta
 from orbital import __version__
 from orbital.domain.workspace_paths import tool_result_path
 from orbital.node.logs import clamp_lines, default_log_file, tail_lines
+from orbital.node.mcp import McpCallError, McpHost, StdioServer
 from orbital.node.probe import probe_bins
 from orbital.node.process import ProcessManager
 from orbital.node.results import FullOutput, Saved, fit_logs_result, fit_tool_result, full_output, too_large
@@ -54,6 +55,8 @@ CLOSE_UNAUTHORIZED = 4001
 EXEC_EVENT_MAX_ATTEMPTS = 60
 API_GATEWAY_MESSAGE_BYTES = MAX_MESSAGE_BYTES
 """The message limit of a gateway that does not advertise one (a stock GSV gateway): API Gateway's."""
+REANNOUNCE_INTERVAL_S = 5.0
+"""The least time between two reconnects that announce a changed tool list of the node's MCP servers."""
 SAVE_TIMEOUT_S = 900.0
 """The longest the node waits for the gateway to confirm a saved result (the gateway ends that transfer before the
 tool call times out; this only guards against a gateway that never answers)."""
@@ -125,6 +128,9 @@ class NodeOptions:
     advertise one); a number: that limit whatever the gateway says; None: no limit."""
     flush_interval: float = 1.0
     save_timeout: float = SAVE_TIMEOUT_S
+    mcp_servers: list[StdioServer] = field(default_factory=list)
+    """Stdio MCP servers this node runs and whose tools it offers (`orbital.node.mcp`)."""
+    mcp_backoff_base: float = 1.0
 
     def message_limit(self, advertised: int | None = None) -> int | None:
         if self.max_message_bytes == -1:
@@ -172,15 +178,29 @@ class NodeAgent:
         # sessionId -> session from that result; an event arriving first would be dropped)
         self._calls_in_flight: set[str] = set()
         self._held_events: dict[str, list[dict[str, Any]]] = {}
+        self.mcp = McpHost(
+            options.mcp_servers,
+            node_id=options.node_id,
+            workspace=self.workspace,
+            on_tools_changed=self._mcp_tools_changed,
+            backoff_base=options.mcp_backoff_base,
+        )
+        self._announced_mcp: list[dict[str, Any]] = []
+        """The MCP tools sent in the last `connect`."""
+        self._reannounce: asyncio.Task[None] | None = None
+        self._reconnect_now = False
+        self._last_reannounce = float("-inf")
 
     # -- public -----------------------------------------------------------------------------------------------
     def connect_params(self) -> dict[str, Any]:
+        mcp_tools = self.mcp.definitions()
+        self._announced_mcp = mcp_tools
         params: dict[str, Any] = {
             "minProtocol": 1,
             "maxProtocol": 1,
             "client": {"id": self.options.node_id, "version": __version__, "platform": host_os(), "mode": "node"},
-            "tools": self.tools.definitions(),
-            "nodeRuntime": node_runtime(TOOL_NAMES),
+            "tools": self.tools.definitions() + mcp_tools,
+            "nodeRuntime": node_runtime(TOOL_NAMES, mcp_tool_names=[tool["name"] for tool in mcp_tools]),
         }
         if self.options.token:
             params["auth"] = {"token": self.options.token}
@@ -205,6 +225,7 @@ class NodeAgent:
         flusher = asyncio.create_task(self._flush_loop())
         attempt = 0
         try:
+            await self._start_mcp()
             while not self._stop.is_set():
                 established_at: float | None = None
                 problem = ""
@@ -247,6 +268,10 @@ class NodeAgent:
                     break
                 if established_at is not None and time.monotonic() - established_at >= self.options.stable_after:
                     attempt = 0
+                if self._reconnect_now:  # closed by this node to announce a changed tool list
+                    self._reconnect_now = False
+                    log.info("reconnecting to announce the changed tool list", extra={"console": True})
+                    continue
                 delay = random.uniform(0, min(self.options.backoff_cap, self.options.backoff_base * 2**attempt))
                 attempt = min(attempt + 1, 30)
                 log.warning("%s; reconnecting in %.1f s", problem or "disconnected", delay)
@@ -257,6 +282,9 @@ class NodeAgent:
             flusher.cancel()
             for task in list(self._tasks):
                 task.cancel()
+            if self._reannounce is not None:
+                self._reannounce.cancel()
+            await self.mcp.stop()
             self.processes.shutdown()
             self.transfers.abort_all()
             with contextlib.suppress(asyncio.CancelledError):
@@ -264,6 +292,42 @@ class NodeAgent:
             if self._tasks:
                 await asyncio.gather(*self._tasks, return_exceptions=True)
             log.info("node stopped", extra={"console": True})
+
+    # -- MCP servers ------------------------------------------------------------------------------------------
+    async def _start_mcp(self) -> None:
+        """Start the MCP servers and wait for their tools (or a stop request) before the first `connect`."""
+        assert self._stop is not None
+        if not self.mcp.servers:
+            return
+        starting = asyncio.create_task(self.mcp.start())
+        stopped = asyncio.create_task(self._stop.wait())
+        try:
+            await asyncio.wait({starting, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopped.cancel()
+        if not starting.done():
+            starting.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await starting
+
+    def _mcp_tools_changed(self) -> None:
+        """A server's tool list changed: announce it (a new `connect`) once no tool call is in flight."""
+        if self._reannounce is None or self._reannounce.done():
+            self._reannounce = asyncio.create_task(self._reannounce_when_idle())
+
+    async def _reannounce_when_idle(self) -> None:
+        wait = self._last_reannounce + REANNOUNCE_INTERVAL_S - time.monotonic()
+        if wait > 0:  # a server that keeps changing its list does not keep the node reconnecting
+            await asyncio.sleep(wait)
+        while self._calls_in_flight:  # a reconnect would fail them (the gateway ends a leaving node's calls)
+            await asyncio.sleep(0.1)
+        ws = self._ws
+        if ws is None or not self.online or self.mcp.definitions() == self._announced_mcp:
+            return  # the next connect announces whatever is current
+        self._reconnect_now = True
+        self._last_reannounce = time.monotonic()
+        with contextlib.suppress(Exception):
+            await ws.close(1000, "tool list changed")
 
     # -- connection -------------------------------------------------------------------------------------------
     async def _connection_or_stop(self) -> tuple[float | None, str] | None:
@@ -650,9 +714,12 @@ class NodeAgent:
     async def _run_tool(self, call_id: str, tool: Any, args: Any, started: float) -> None:
         params: dict[str, Any]
         try:
-            result = await self.run_blocking(self.tools.execute, tool, args, call_id)
+            if self.mcp.owns(tool):
+                result = await self.mcp.call(tool, args)
+            else:
+                result = await self.run_blocking(self.tools.execute, tool, args, call_id)
             params = {"callId": call_id, "result": result}
-        except ToolError as exc:
+        except (ToolError, McpCallError) as exc:
             params = {"callId": call_id, "error": str(exc)}
         except Exception as exc:
             log.exception("tool %s crashed", tool)

@@ -13,6 +13,7 @@ from typing import Any
 
 from orbital.node.agent import NodeAgent, NodeOptions, redact_url
 from orbital.node.logs import configure_logging, default_log_file, log
+from orbital.node.mcp import StdioServer, combine, load_config, parse_flag
 from orbital.protocol import device_token, local_token
 
 DEFAULT_URL = local_token.DEFAULT_URL
@@ -68,6 +69,25 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         default=None,
         help="send transfer chunks as binary frames (default: on for ws:// to loopback, off otherwise, e.g. AWS)",
     )
+    parser.add_argument(
+        "--mcp",
+        action="append",
+        default=[],
+        metavar="NAME='COMMAND ARGS...'",
+        help=(
+            "run a stdio MCP server on this machine and offer its tools as this node's (mcp__NAME__TOOL); "
+            "repeatable. NAME: letters, digits and dashes"
+        ),
+    )
+    parser.add_argument(
+        "--mcp-config",
+        default=None,
+        metavar="FILE",
+        help=(
+            "JSON or YAML file of stdio MCP servers: {servers: {NAME: {command, args, env, cwd, timeoutMs}}} "
+            "(a desktop client's mcpServers key is read too); env values may name the node's own variables as ${VAR}"
+        ),
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging on stderr and in the log file")
     parser.set_defaults(func=run)
     return parser
@@ -115,6 +135,7 @@ def _options(args: argparse.Namespace, paired: device_token.Paired | None = None
         raise ValueError(f"workspace is not a directory: {workspace}")
     if args.keepalive < 0:
         raise ValueError("--keepalive must be >= 0")
+    mcp_servers = mcp_servers_of(args)
     return NodeOptions(
         url=url,
         node_id=node_id,
@@ -123,7 +144,16 @@ def _options(args: argparse.Namespace, paired: device_token.Paired | None = None
         log_file=log_file.resolve(),
         keepalive=float(args.keepalive),
         binary_frames=args.binary_frames,
+        mcp_servers=mcp_servers,
     )
+
+
+def mcp_servers_of(args: argparse.Namespace) -> list[StdioServer]:
+    """The MCP servers of `--mcp` and `--mcp-config` (McpConfigError, a ValueError, for a bad one)."""
+    flags = [parse_flag(value) for value in getattr(args, "mcp", None) or []]
+    config = getattr(args, "mcp_config", None)
+    from_file = load_config(Path(config).expanduser()) if config else []
+    return combine(from_file, flags)
 
 
 def run(args: argparse.Namespace) -> int:

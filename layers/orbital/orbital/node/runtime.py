@@ -20,6 +20,9 @@ TOOL_CAPABILITIES: dict[str, list[str]] = {
 HIDDEN_ENV = frozenset({"ORBITAL_TOKEN"})
 """Variables of the node itself that commands never see (and that hostEnv does not list)."""
 EXECUTION_BASELINE = ("filesystem.list", "filesystem.read", "filesystem.write", "shell.exec")
+MCP_TOOL_CAPABILITIES = ["shell.exec"]
+"""What a tool of an MCP server on the node declares: the server is a program of its own on this machine (the
+protocol's capability list has nothing closer)."""
 
 
 def host_os(platform: str | None = None) -> str:
@@ -41,10 +44,15 @@ def env_names(environ: Mapping[str, str] | None = None) -> list[str]:
 
 
 def node_runtime(
-    tool_names: Iterable[str], *, environ: Mapping[str, str] | None = None, platform: str | None = None
+    tool_names: Iterable[str],
+    *,
+    environ: Mapping[str, str] | None = None,
+    platform: str | None = None,
+    mcp_tool_names: Iterable[str] = (),
 ) -> dict[str, Any]:
     names = list(tool_names)
     tool_caps = {name: sorted(set(TOOL_CAPABILITIES[name])) for name in names}
+    tool_caps.update({name: list(MCP_TOOL_CAPABILITIES) for name in mcp_tool_names})
     host_caps: set[str] = set(EXECUTION_BASELINE)
     for caps in tool_caps.values():
         host_caps.update(caps)
