@@ -196,11 +196,18 @@ def _wait_for_answer(services: Services, waiter: str, seconds: float) -> dict[st
 
 
 def call(
-    services: Services, method: str, params: Any, wait_seconds: float, *, caller: Caller | None = None
+    services: Services,
+    method: str,
+    params: Any,
+    wait_seconds: float,
+    *,
+    caller: Caller | None = None,
+    internal: dict[str, Any] | None = None,
 ) -> dict[str, Any] | None:
     """Dispatch one call as a client socket of its own: the response frame (None: a deferred answer did not come
     within `wait_seconds`). The socket carries the caller's role (and device), so the dispatcher checks the method's
-    scope as it does for a socket (ADR 0042)."""
+    scope as it does for a socket (ADR 0042). `internal`: what a route of the gateway's own passes beside the params
+    (`CallContext.internal`; never from the request)."""
     waiter = http_answers.new_waiter()
     extra: dict[str, Any] = {"http": True}
     if caller is not None and caller.role != roles.DEFAULT_ROLE:
@@ -209,7 +216,7 @@ def call(
         extra["deviceId"] = caller.device_id
     conn = Connection(waiter, "client", services.now_ms(), extra=extra)
     frame = {"type": "req", "id": waiter, "method": method, "params": params}
-    outcome = Dispatcher(services.registry).dispatch(services, waiter, frame, conn=conn)
+    outcome = Dispatcher(services.registry).dispatch(services, waiter, frame, conn=conn, internal=internal)
     outcome.run_after_reply()
     if outcome.response is not None:
         return outcome.response

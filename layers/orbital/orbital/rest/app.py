@@ -44,7 +44,7 @@ def create_app() -> FastAPI:
 
     # lazy, as FastAPI above: the app and its routes are built at the first request (ADR 0029)
     from orbital.methods import registry
-    from orbital.rest import admin, console, core, pairing, windie
+    from orbital.rest import admin, console, core, mcp_server, pairing, windie
 
     app = FastAPI(
         title="Orbital",
@@ -59,6 +59,7 @@ def create_app() -> FastAPI:
     app.include_router(windie.router)
     app.include_router(pairing.router)
     app.include_router(admin.router(registry()))
+    app.router.routes.append(mcp_server.route())  # `/mcp`: Orbital as an MCP server
 
     build_document = app.openapi
 
