@@ -41,6 +41,7 @@ from urllib.parse import quote, unquote
 from fastapi import HTTPException
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import HTTPConnection
+from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from orbital import __version__
@@ -126,8 +127,6 @@ class Endpoint:
 
 def route() -> Any:
     """`POST /mcp` (Starlette's route: the SDK answers in its own shapes; FastAPI does not document it)."""
-    from starlette.routing import Route
-
     return Route(PATH, Endpoint(), methods=["POST"], name="mcp", include_in_schema=False)
 
 
@@ -165,6 +164,7 @@ def _schema(properties: dict[str, Any], required: list[str] | None = None) -> di
 
 @functools.cache
 def _server() -> Server[Any]:
+    # lazy: the MCP SDK loads at the first /mcp request, not with the app (the rest_api Lambda's cold start)
     import mcp_types as types
     from mcp.server.lowlevel import Server
 
@@ -212,7 +212,7 @@ def _server() -> Server[Any]:
         )
 
     async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
-        from mcp.shared.exceptions import MCPError
+        from mcp.shared.exceptions import MCPError  # lazy: as the SDK above
 
         request = _REQUEST.get()
         path = path_of(str(params.uri))
