@@ -18,6 +18,7 @@ import httpx2
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 from orbital.engines import deferred
 from orbital.rest import mcp_server
 from orbital.store import keys
@@ -132,14 +133,16 @@ def test_send_message_runs_a_turn_and_returns_its_reply(
 ) -> None:
     llm.script(reply("Hello from your agent"))
 
-    async def scenario() -> tuple[Any, Any, Any]:
+    async def scenario() -> tuple[Any, Any, Any, str]:
         async with _client(token, mode=mode) as client:
             tools = await client.list_tools()
             sent = await client.call_tool("send_message", {"text": "hi there"})
             history = await client.call_tool("read_session", {"sessionKey": "main"})
-            return tools, sent, history
+            return tools, sent, history, client.protocol_version
 
-    tools, sent, history = _run(scenario())
+    tools, sent, history, version = _run(scenario())
+    # the 2026 revision (no handshake) and the handshake era are both served
+    assert version in (MODERN_PROTOCOL_VERSIONS if mode == "auto" else HANDSHAKE_PROTOCOL_VERSIONS), version
     assert {t.name for t in tools.tools} == {"send_message", "list_sessions", "read_session", "list_files", "read_file"}
     assert not sent.is_error, sent
     assert sent.structured_content["status"] == "final"
@@ -190,6 +193,8 @@ def test_sessions_and_workspace_files_and_resources(token: str, flows: Any, agen
         async with _client(token) as client:
             return {
                 "sent": await client.call_tool("send_message", {"text": "remember the plan", "sessionKey": "ideas"}),
+                "refused": await client.call_tool("send_message", {"text": "x", "sessionKey": "k" * 5000}),
+                "empty": await client.call_tool("send_message", {"text": "  "}),
                 "root": await client.call_tool("list_files", {}),
                 "dir": await client.call_tool("list_files", {"path": "notes"}),
                 "file": await client.call_tool("read_file", {"path": "notes/plan.md"}),
@@ -208,6 +213,10 @@ def test_sessions_and_workspace_files_and_resources(token: str, flows: Any, agen
     assert got["missing"].is_error and "not found" in got["missing"].content[0].text.lower()
     assert got["escape"].is_error
     assert got["sent"].structured_content["reply"] == "noted"
+    # the method's own refusal is the tool's error, and its waiter is gone with it
+    assert got["refused"].is_error and got["refused"].content[0].text.startswith("sessionKey too long")
+    assert got["empty"].is_error and got["empty"].content[0].text == "text must be a non-empty string"
+    assert _waiters() == []
     assert "ideas" in [s["sessionKey"] for s in got["sessions"].structured_content["sessions"]]
     assert "ideas" in got["sessions"].content[0].text
     uris = [str(r.uri) for r in got["resources"].resources]
