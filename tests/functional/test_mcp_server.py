@@ -24,7 +24,7 @@ from orbital.rest import mcp_server
 from orbital.store import keys
 
 from tests.conftest import GATEWAY_TOKEN, TABLE, load_event, wait_for
-from tests.support.fake_llm import FakeLLM, reply
+from tests.support.fake_llm import FakeLLM, call, reply
 
 URL = "https://api.example.test/mcp"
 
@@ -261,3 +261,34 @@ def test_a_node_token_is_refused(token: str, flows: Any, agent: Any) -> None:
     answer = _run(_post(node, json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).encode()))
     assert answer.status_code == 403
     assert answer.json() == {"detail": "A node device token is for its node socket only", "code": 403}
+
+
+def test_a_turn_paused_for_an_approval_says_so_and_a_no_sent_over_mcp_answers_it(
+    token: str, flows: Any, agent: Any, connect: Any, llm: FakeLLM, services: Any
+) -> None:
+    connect("node", "box")
+    agent.call(
+        "config.set",
+        {
+            "path": "toolApproval",
+            "value": {"defaultDecision": "allow", "rules": [{"id": "ask", "tool": "box__Bash", "decision": "ask"}]},
+        },
+    )
+    llm.script(reply(tool_calls=[call("box__Bash", {"command": "ls"})]), reply("not listed, then"))
+
+    async def scenario() -> tuple[Any, Any, Any]:
+        async with _client(token) as client:
+            # the run pauses and never ends by itself: the whole wait passes
+            waiting = await client.call_tool("send_message", {"text": "list my files"})
+            answered = await client.call_tool("send_message", {"text": "no"})
+            return waiting, answered, client
+
+    waiting, answered, _ = _run(scenario())
+    assert waiting.structured_content["status"] == "running"
+    assert waiting.structured_content["approvalPending"] is True
+    assert waiting.structured_content["sessionKey"] == "agent:main:main"
+    assert waiting.content[0].text.startswith("The agent waits for a tool approval")
+    assert answered.structured_content["status"] == "paused"
+    assert answered.structured_content["runId"] == waiting.structured_content["runId"]
+    wait_for(lambda: (services.sessions.load_meta("agent:main:main") or {}).get("currentRun") is None, timeout=30)
+    assert len(llm.requests) == 2  # the model heard the denial and answered

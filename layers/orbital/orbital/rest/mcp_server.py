@@ -45,8 +45,10 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from orbital import __version__
+from orbital.agent import approvals
 from orbital.domain import roles
 from orbital.domain.messages import text_of
+from orbital.domain.session_keys import canonicalize_with_config
 from orbital.engines import deferred
 from orbital.rest import admin
 from orbital.rest.auth import Caller, gateway_with
@@ -323,11 +325,7 @@ def send_message(
         return answer, result
     outcome = _await_reply(services, call_id, wait)
     if outcome is None:
-        note = (
-            f"The agent is still working on it (run {run_id}); read the reply later with read_session "
-            f'{{"sessionKey": "{key}"}}.'
-        )
-        return note, {"status": "running", "sessionKey": key, "runId": run_id, "queued": bool(sent.get("queued"))}
+        return _still_running(services, key, run_id, queued=bool(sent.get("queued")))
     services.table.delete(keys.pending_call(call_id))
     found = outcome.get("result")
     ended: dict[str, Any] = found if isinstance(found, dict) else {}
@@ -341,6 +339,24 @@ def send_message(
         }
     error = str(ended.get("error") or outcome.get("error") or "The run failed")
     return f"The run failed: {error}", {"status": "error", "sessionKey": key, "runId": run_id, "error": error}
+
+
+def _still_running(services: Services, key: str, run_id: str | None, *, queued: bool) -> tuple[str, dict[str, Any]]:
+    """The answer for a turn that has not ended within the wait: its run id, and whether it waits for a tool
+    approval (someone must answer it: the console, `orbital approvals`, or a yes / no sent to the session)."""
+    canonical = canonicalize_with_config(key, services.config.effective())
+    meta = services.sessions.load_meta(canonical) or {}
+    run = meta.get("currentRun")
+    paused = isinstance(run, dict) and run.get("runId") == run_id and approvals.waits_for_answer(meta)
+    doing = "waits for a tool approval" if paused else "is still working on it"
+    note = (
+        f"The agent {doing} (run {run_id}); read the reply later with read_session "
+        f'{{"sessionKey": "{canonical}"}}.'
+    )
+    result: dict[str, Any] = {"status": "running", "sessionKey": canonical, "runId": run_id, "queued": queued}
+    if paused:
+        result["approvalPending"] = True
+    return note, result
 
 
 def _await_reply(services: Services, call_id: str, seconds: float) -> dict[str, Any] | None:
