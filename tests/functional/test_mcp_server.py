@@ -20,7 +20,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 from orbital.engines import deferred
-from orbital.rest import mcp_server
+from orbital.rest import limits, mcp_server
 from orbital.store import keys
 
 from tests.conftest import GATEWAY_TOKEN, TABLE, load_event, wait_for
@@ -227,12 +227,22 @@ def test_sessions_and_workspace_files_and_resources(token: str, flows: Any, agen
 
 def test_a_wrong_or_missing_bearer_is_a_401_before_the_body_is_read(token: str, flows: Any, services: Any) -> None:
     body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}).encode()
+    huge = b"{" + b" " * (limits.MAX_BODY_BYTES + 10) + b"}"
     for bearer in (None, "not-the-gateway-token-0123456789"):
-        for content in (body, b"{not json"):
+        for content in (body, b"{not json", huge):
             answer = _run(_post(bearer, content))
             assert answer.status_code == 401, answer.text
             assert answer.headers["www-authenticate"] == "Bearer"
-            assert answer.json()["code"] == 401
+            assert answer.json() == {"detail": "Not authenticated", "code": 401}
+    assert _run(_post(token, huge)).status_code == 413  # the body's size is only looked at with the bearer
+    # the same app on the local gateway's port
+    from orbital.rest.app import create_app
+    from starlette.testclient import TestClient
+
+    local = TestClient(create_app())
+    for content in (body, huge):
+        answer = local.post("/mcp", content=content, headers={"Content-Type": "application/json"})
+        assert answer.status_code == 401 and answer.headers["www-authenticate"] == "Bearer"
     assert GATEWAY_TOKEN == token
 
 

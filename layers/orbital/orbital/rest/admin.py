@@ -57,6 +57,8 @@ WAIT_SECONDS = 25.0
 """The longest an HTTP request waits for a deferred method's answer (API Gateway's integration timeout is 30 s)."""
 UNAUTHENTICATED = frozenset({PREFIX + "/pair/exchange"})
 """Routes under the prefix that are no method and take no bearer (`rest.auth.PUBLIC` says why)."""
+BEARER_FIRST = frozenset({"/mcp"})
+"""Routes outside the prefix whose bearer is judged before their body too (`rest.mcp_server`)."""
 LAMBDA_MARGIN_SECONDS = 2.0
 """Kept free of the invocation's remaining time on Lambda, to answer the 504 before the function is stopped."""
 FIRST_POLL_SECONDS = 0.02
@@ -161,7 +163,8 @@ class AuthFirst:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = str(scope.get("path", ""))
-        if scope["type"] == "http" and path.startswith(PREFIX + "/") and path not in UNAUTHENTICATED:
+        guarded = (path.startswith(PREFIX + "/") and path not in UNAUTHENTICATED) or path in BEARER_FIRST
+        if scope["type"] == "http" and guarded:
             refused = await run_in_threadpool(refusal, HTTPConnection(scope))
             if refused is not None:
                 await refused(scope, receive, send)

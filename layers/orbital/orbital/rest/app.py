@@ -126,7 +126,7 @@ def _refused_admin_call(path: str, headers: dict[str, Any]) -> dict[str, Any] | 
 
     from orbital.rest import admin  # lazy: it imports FastAPI
 
-    if not path.startswith(admin.PREFIX + "/"):
+    if not path.startswith(admin.PREFIX + "/") and path not in admin.BEARER_FIRST:
         return None
     raw = [
         (str(k).lower().encode("latin-1", "replace"), str(v).encode("latin-1", "replace")) for k, v in headers.items()

@@ -349,10 +349,7 @@ def _still_running(services: Services, key: str, run_id: str | None, *, queued: 
     run = meta.get("currentRun")
     paused = isinstance(run, dict) and run.get("runId") == run_id and approvals.waits_for_answer(meta)
     doing = "waits for a tool approval" if paused else "is still working on it"
-    note = (
-        f"The agent {doing} (run {run_id}); read the reply later with read_session "
-        f'{{"sessionKey": "{canonical}"}}.'
-    )
+    note = f'The agent {doing} (run {run_id}); read the reply later with read_session {{"sessionKey": "{canonical}"}}.'
     result: dict[str, Any] = {"status": "running", "sessionKey": canonical, "runId": run_id, "queued": queued}
     if paused:
         result["approvalPending"] = True
