@@ -110,6 +110,17 @@ async def _post(bearer: str | None, content: bytes) -> httpx2.Response:
         return await http.post(URL, content=content, headers=headers)
 
 
+async def _error_of(request: Any) -> str:
+    """The message of the protocol error a request is answered with."""
+    from mcp.shared.exceptions import MCPError
+
+    try:
+        await request
+    except MCPError as exc:
+        return str(exc.error.message)
+    raise AssertionError("no error")
+
+
 def _run(coroutine: Any) -> Any:
     return anyio.run(lambda: coroutine)
 
@@ -204,6 +215,8 @@ def test_sessions_and_workspace_files_and_resources(token: str, flows: Any, agen
                 "resources": await client.list_resources(),
                 "templates": await client.list_resource_templates(),
                 "resource": await client.read_resource(mcp_server.resource_uri("notes/plan.md")),
+                "foreign": await _error_of(client.read_resource("file:///etc/passwd")),
+                "absent": await _error_of(client.read_resource("orbital://workspace/notes/none.md")),
             }
 
     got = _run(scenario())
@@ -223,6 +236,8 @@ def test_sessions_and_workspace_files_and_resources(token: str, flows: Any, agen
     assert "orbital://workspace/notes/plan.md" in uris
     assert got["templates"].resource_templates[0].uri_template == "orbital://workspace/{path}"
     assert got["resource"].contents[0].text == "# Plan\nship it"
+    assert got["foreign"] == "Not a workspace resource: file:///etc/passwd"
+    assert "not found" in got["absent"].lower()
 
 
 def test_a_wrong_or_missing_bearer_is_a_401_before_the_body_is_read(token: str, flows: Any, services: Any) -> None:
