@@ -7,10 +7,11 @@ assistant, an IDE, a script with an MCP SDK) can talk to the user's agent and re
   first) and one of the 2026 revision (no handshake) are both served. DNS rebinding is the local front door's
   business, as for every route of the app.
 - **Who**: `Authorization: Bearer` with the gateway token or a device token whose role holds `read` (ADR 0042:
-  `viewer` and above), judged as every `/api` route judges it (`rest.auth`) before the body is read: 401 (with
-  `WWW-Authenticate: Bearer`) without one or with a wrong one, 403 for a token of another kind or role. Each tool is
-  the client method it stands for, called as that device (`rest.admin.call`), so the method's scope is checked as on
-  a socket; the tools a role may not call are left out of its list and refused by name.
+  `viewer` and above), judged as every `/api` route judges it (`rest.auth`), before the body is read
+  (`admin.BEARER_FIRST`, locally and on Lambda): 401 (with `WWW-Authenticate: Bearer`) without one or with a wrong
+  one, 403 for a token of another kind or role. Each tool is the client method it stands for, called as that device
+  (`rest.admin.call`), so the method's scope is checked as on a socket; the tools a role may not call are left out
+  of its list and refused by name.
 - **Tools**: `send_message {text, sessionKey?, waitSeconds?}` (`chat.send` into the given session, or `main`; scope
   `chat`) starts a turn and waits for its end, at most `SEND_WAIT_SECONDS` (25 s: API Gateway ends an HTTP request
   at 29 s; on Lambda also the invocation's remaining time less a margin), and returns the reply and the run id; a
@@ -127,7 +128,7 @@ class Endpoint:
             _REQUEST.reset(token)
 
 
-def route() -> Any:
+def route() -> Route:
     """`POST /mcp` (Starlette's route: the SDK answers in its own shapes; FastAPI does not document it)."""
     return Route(PATH, Endpoint(), methods=["POST"], name="mcp", include_in_schema=False)
 
