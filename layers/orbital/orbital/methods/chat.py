@@ -145,7 +145,8 @@ def chat_send(ctx: CallContext, params: ChatSendParams) -> dict[str, Any]:
         key,
         data,
         run_id=run_id,
-        extra={"origin": origin, "taint": ctx.internal.get("taint")},  # a dialect guest's query taints its run
+        # a dialect guest's query taints its run; `notify`: a waiter for the run's reply (the MCP endpoint's)
+        extra={"origin": origin, "taint": ctx.internal.get("taint"), "notify": ctx.internal.get("notify")},
         emit_error=events.error_emitter(services),
         check_budget=False,
         meta=meta,

@@ -57,6 +57,8 @@ WAIT_SECONDS = 25.0
 """The longest an HTTP request waits for a deferred method's answer (API Gateway's integration timeout is 30 s)."""
 UNAUTHENTICATED = frozenset({PREFIX + "/pair/exchange"})
 """Routes under the prefix that are no method and take no bearer (`rest.auth.PUBLIC` says why)."""
+BEARER_FIRST = frozenset({"/mcp"})
+"""Routes outside the prefix whose bearer is judged before their body too (`rest.mcp_server`)."""
 LAMBDA_MARGIN_SECONDS = 2.0
 """Kept free of the invocation's remaining time on Lambda, to answer the 504 before the function is stopped."""
 FIRST_POLL_SECONDS = 0.02
@@ -161,7 +163,8 @@ class AuthFirst:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = str(scope.get("path", ""))
-        if scope["type"] == "http" and path.startswith(PREFIX + "/") and path not in UNAUTHENTICATED:
+        guarded = (path.startswith(PREFIX + "/") and path not in UNAUTHENTICATED) or path in BEARER_FIRST
+        if scope["type"] == "http" and guarded:
             refused = await run_in_threadpool(refusal, HTTPConnection(scope))
             if refused is not None:
                 await refused(scope, receive, send)
@@ -196,11 +199,18 @@ def _wait_for_answer(services: Services, waiter: str, seconds: float) -> dict[st
 
 
 def call(
-    services: Services, method: str, params: Any, wait_seconds: float, *, caller: Caller | None = None
+    services: Services,
+    method: str,
+    params: Any,
+    wait_seconds: float,
+    *,
+    caller: Caller | None = None,
+    internal: dict[str, Any] | None = None,
 ) -> dict[str, Any] | None:
     """Dispatch one call as a client socket of its own: the response frame (None: a deferred answer did not come
     within `wait_seconds`). The socket carries the caller's role (and device), so the dispatcher checks the method's
-    scope as it does for a socket (ADR 0042)."""
+    scope as it does for a socket (ADR 0042). `internal`: what a route of the gateway's own passes beside the params
+    (`CallContext.internal`; never from the request)."""
     waiter = http_answers.new_waiter()
     extra: dict[str, Any] = {"http": True}
     if caller is not None and caller.role != roles.DEFAULT_ROLE:
@@ -209,7 +219,7 @@ def call(
         extra["deviceId"] = caller.device_id
     conn = Connection(waiter, "client", services.now_ms(), extra=extra)
     frame = {"type": "req", "id": waiter, "method": method, "params": params}
-    outcome = Dispatcher(services.registry).dispatch(services, waiter, frame, conn=conn)
+    outcome = Dispatcher(services.registry).dispatch(services, waiter, frame, conn=conn, internal=internal)
     outcome.run_after_reply()
     if outcome.response is not None:
         return outcome.response

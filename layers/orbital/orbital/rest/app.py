@@ -44,7 +44,7 @@ def create_app() -> FastAPI:
 
     # lazy, as FastAPI above: the app and its routes are built at the first request (ADR 0029)
     from orbital.methods import registry
-    from orbital.rest import admin, console, core, mcp_oauth, pairing, windie
+    from orbital.rest import admin, console, core, mcp_oauth, mcp_server, pairing, windie
 
     app = FastAPI(
         title="Orbital",
@@ -60,6 +60,7 @@ def create_app() -> FastAPI:
     app.include_router(pairing.router)
     app.include_router(mcp_oauth.router)
     app.include_router(admin.router(registry()))
+    app.router.routes.append(mcp_server.route())  # `/mcp`: Orbital as an MCP server
 
     build_document = app.openapi
 
@@ -126,7 +127,7 @@ def _refused_admin_call(path: str, headers: dict[str, Any]) -> dict[str, Any] | 
 
     from orbital.rest import admin  # lazy: it imports FastAPI
 
-    if not path.startswith(admin.PREFIX + "/"):
+    if not path.startswith(admin.PREFIX + "/") and path not in admin.BEARER_FIRST:
         return None
     raw = [
         (str(k).lower().encode("latin-1", "replace"), str(v).encode("latin-1", "replace")) for k, v in headers.items()
