@@ -14,13 +14,15 @@ Tools (every server has them):
 - `fail {message?}`: an `isError` result with the message (default "it broke");
 - `slow {seconds}`: sleeps, then answers `slept {seconds}`;
 - `drop {}`: the server closes the connection in the middle of the call (no answer);
-- `mixed {}`: audio, an embedded text resource, an embedded binary resource and a resource link.
+- `mixed {}`: audio, an embedded text resource, an embedded binary resource and a resource link;
+- `together {count}`: answers `together` once `count` calls of it are in progress at once (`alone` after 20 s).
 
 `server.add_tool(name, reply)` adds a tool answering `reply` (text), `server.remove_tool(name)` removes one; the
 next call of any tool on any connection then carries `notifications/tools/list_changed` before its answer
 (`server.notified` counts those sent). `server.requests` counts HTTP requests, `server.calls` the tool calls by
 name, `server.headers` the headers of the last request (to check what the client sent). `server.stop()` /
-`server.start()` stop and restart it on the same port (a server that went away and came back).
+`server.start()` stop and restart it on the same port (a server that went away and came back). With
+`required_headers={"X-Api-Key": "k"}` a request without them is answered 401.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ from pydantic import BaseModel
 
 PNG_BASE64 = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
 WAV_BASE64 = base64.b64encode(b"RIFF\x24\x00\x00\x00WAVEfmt " + bytes(28)).decode()
-BASE_TOOLS = ("echo", "picture", "weather", "fail", "slow", "drop", "mixed")
+BASE_TOOLS = ("echo", "picture", "weather", "fail", "slow", "drop", "mixed", "together")
 
 
 class Weather(BaseModel):
@@ -57,16 +59,25 @@ class _Dropped(Exception):
 class McpTestServer:
     """One SDK server on its own loopback port (see the module)."""
 
-    def __init__(self, transport: str = "streamable-http", *, name: str = "test-server") -> None:
+    def __init__(
+        self,
+        transport: str = "streamable-http",
+        *,
+        name: str = "test-server",
+        required_headers: dict[str, str] | None = None,
+    ) -> None:
         if transport not in ("streamable-http", "sse"):
             raise ValueError(transport)
         self.transport = transport
         self.name = name
+        self.required_headers = {k.lower(): v for k, v in (required_headers or {}).items()}
         self.requests = 0
         self.calls: Counter[str] = Counter()
         self.headers: dict[str, str] = {}
         self.notified = 0
         self._pending_notice = False
+        self._together = 0
+        self._met = False
         self._lock = threading.Lock()
         self._drops: list[asyncio.Event] = []
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -136,6 +147,21 @@ class McpTestServer:
             await asyncio.sleep(60)
             return "not reached"
 
+        @mcp.tool(description="Waits until `count` calls of it are in progress at once.", structured_output=False)
+        async def together(count: int, ctx: Context) -> str:
+            harness.calls["together"] += 1
+            harness._together += 1
+            try:
+                deadline = time.monotonic() + 20
+                while not harness._met and time.monotonic() < deadline:
+                    harness._met = harness._together >= count
+                    await asyncio.sleep(0.02)
+                return "together" if harness._met else "alone"
+            finally:
+                harness._together -= 1
+                if harness._together == 0:
+                    harness._met = False
+
         @mcp.tool(description="Content of every other kind.")
         async def mixed(ctx: Context) -> list[types.ContentBlock]:
             harness.calls["mixed"] += 1
@@ -193,6 +219,12 @@ class McpTestServer:
             harness.requests += 1
             harness._loop = asyncio.get_running_loop()
             harness.headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+            if any(harness.headers.get(k) != v for k, v in harness.required_headers.items()):
+                await send(
+                    {"type": "http.response.start", "status": 401, "headers": [(b"content-type", b"text/plain")]}
+                )
+                await send({"type": "http.response.body", "body": b"unauthorized"})
+                return
             dropped = asyncio.Event()
             with harness._lock:
                 harness._drops.append(dropped)
@@ -290,9 +322,12 @@ class McpTestServer:
 
 
 @contextlib.contextmanager
-def mcp_server(transport: str = "streamable-http", *, name: str = "test-server") -> Iterator[McpTestServer]:
-    """A started test server (`transport`: `streamable-http` or `sse`), stopped afterwards."""
-    server = McpTestServer(transport, name=name)
+def mcp_server(
+    transport: str = "streamable-http", *, name: str = "test-server", required_headers: dict[str, str] | None = None
+) -> Iterator[McpTestServer]:
+    """A started test server (`transport`: `streamable-http` or `sse`), stopped afterwards; with `required_headers`
+    it answers 401 to a request without them."""
+    server = McpTestServer(transport, name=name, required_headers=required_headers)
     with server:
         yield server
 

@@ -56,6 +56,7 @@ SCOPE: dict[str, str | dict[str, str]] = {
     "cron.preview": "read",
     "skills.status": "read",
     "spend.status": "read",  # lands with the spend caps
+    "mcp.list": "read",
     # chatting
     "chat.send": "chat",
     "session.patch": "chat",
@@ -64,6 +65,8 @@ SCOPE: dict[str, str | dict[str, str]] = {
     "approval.resolve": "chat",
     # changing the gateway
     "config.set": "operate",
+    "mcp.test": "operate",
+    "mcp.refresh": "operate",
     "workspace.write": "operate",
     "workspace.delete": "operate",
     "channel.start": "operate",

@@ -574,7 +574,8 @@ class McpServer(Section):
         default="untrusted",
     )
     timeoutMs: int | None = setting(
-        "One call to the server, connecting included (ms); a tool list read waits as long.",
+        "One call to the server, connecting included (ms); reading its tool list waits as long (`mcp.test` and "
+        "`mcp.refresh` at most 20000).",
         default=MCP_TIMEOUT_DEFAULT_MS,
         ge=MCP_TIMEOUT_MIN_MS,
         le=MCP_TIMEOUT_MAX_MS,

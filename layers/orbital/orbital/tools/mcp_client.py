@@ -34,6 +34,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from orbital import __version__
 from orbital.domain import mcp_names
 from orbital.domain.approval_policy import matches_tool
 from orbital.domain.config import as_dict
@@ -197,6 +198,8 @@ class _Guard:
     an answer at once rather than at the timeout)."""
 
     statuses: list[int] = field(default_factory=list)
+    posted: list[int] = field(default_factory=list)
+    """The statuses of the POSTs (the requests themselves; a GET stream a server does not offer is no failure)."""
     failure: BaseException | None = None
     cancel: Callable[[], None] | None = None
 
@@ -228,10 +231,14 @@ def _failure(spec: ServerSpec, exc: BaseException, guard: _Guard) -> McpFailure:
     """What went wrong, in words that name no credential (no header, no URL with its query)."""
     import httpx2
     from mcp.shared.exceptions import MCPError
+    from mcp_types.jsonrpc import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
     refused = next((s for s in guard.statuses if s in (401, 403)), None)
     if refused is not None:
         return _refused(spec, refused)
+    status = next((s for s in guard.posted if s >= 400), None)
+    if status is not None:
+        return McpFailure(f"the server answered HTTP {status}")
     for leaf in [*([guard.failure] if guard.failure is not None else []), *_leaves(exc)]:
         if isinstance(leaf, McpFailure):
             return leaf
@@ -246,6 +253,10 @@ def _failure(spec: ServerSpec, exc: BaseException, guard: _Guard) -> McpFailure:
             return McpFailure(f"no answer within {spec.timeout_ms} ms")
         if isinstance(leaf, httpx2.RemoteProtocolError | httpx2.ReadError):
             return McpFailure("the server closed the connection before answering")
+        if isinstance(leaf, MCPError) and leaf.code == CONNECTION_CLOSED:
+            return McpFailure(f"the connection ended before the answer ({_one_line(leaf.error.message, 200)})")
+        if isinstance(leaf, MCPError) and leaf.code == REQUEST_TIMEOUT:
+            return McpFailure(f"no answer within {spec.timeout_ms} ms")
         if isinstance(leaf, MCPError):
             return McpFailure(f"the server answered with an error: {_one_line(leaf.error.message)}")
     first = _leaves(exc)[0]
@@ -267,7 +278,7 @@ def _guarded_transport(guard: _Guard) -> httpx2.AsyncBaseTransport:
             async for chunk in self._inner:
                 self._seen += len(chunk)
                 if self._seen > MAX_RESPONSE_BYTES:
-                    failure = McpFailure(f"the server sent more than {MAX_RESPONSE_BYTES // (1024 * 1024)} MB")
+                    failure = McpFailure(f"the server sent more than {MAX_RESPONSE_BYTES} bytes in one response")
                     guard.fail(failure)
                     raise httpx2.ReadError("response too large")
                 yield chunk
@@ -288,6 +299,8 @@ def _guarded_transport(guard: _Guard) -> httpx2.AsyncBaseTransport:
                 guard.fail(exc)
                 raise
             guard.statuses.append(response.status_code)
+            if request.method == "POST":
+                guard.posted.append(response.status_code)
             if response.status_code in (401, 403):
                 guard.fail(_refused_marker(response.status_code))
             return httpx2.Response(
@@ -338,12 +351,10 @@ async def connect(
     """An initialized SDK session with the server, over its transport, with its headers (and `auth`, an httpx2 auth
     that adds a login's bearer). The caller bounds the time (`_within`); `on_tools_changed` is called when the
     server says its tool list changed."""
-    import mcp_types as types
+    import mcp_types as types  # lazy, as every SDK import here: loaded when a server is used, off the cold start
     from mcp import ClientSession
     from mcp.client.sse import sse_client
     from mcp.client.streamable_http import streamable_http_client
-
-    import orbital
 
     guard = guard if guard is not None else _Guard()
 
@@ -382,7 +393,7 @@ async def connect(
                 write,
                 read_timeout_seconds=spec.timeout_s,
                 message_handler=on_message,
-                client_info=types.Implementation(name=_CLIENT_NAME, version=orbital.__version__),
+                client_info=types.Implementation(name=_CLIENT_NAME, version=__version__),
             )
         )
         await session.initialize()
