@@ -218,3 +218,16 @@ def _paused(sender: Any, connection_id: str, run_id: str) -> dict[str, Any]:
     event = wait_for(found, timeout=60)
     assert event["state"] == "paused", event
     return event
+
+
+def test_the_model_reads_no_header_value_and_has_no_tool_to_add_a_server(
+    agent: Any, sender: Any, llm: FakeLLM, server: McpTestServer
+) -> None:
+    add_server(agent, "docs", server_config(server, headers={"Authorization": "Bearer sk-mcp-secret-42"}))
+    calls = [call("gsv__ConfigGet", {"path": "mcp"}), call("gsv__ConfigGet", {})]
+    run(agent, sender, llm, "r-secret", reply(tool_calls=calls), reply("nothing to see"))
+    texts = tool_contents(llm, 1)
+    assert "docs" in texts[0] and "Authorization" in texts[0]
+    assert all("sk-mcp-secret-42" not in text for text in texts)
+    offered = {t["function"]["name"] for t in llm.requests[0].body["tools"]}
+    assert not {name for name in offered if name.startswith("gsv__") and "Config" in name} - {"gsv__ConfigGet"}
