@@ -231,3 +231,16 @@ def test_the_model_reads_no_header_value_and_has_no_tool_to_add_a_server(
     assert all("sk-mcp-secret-42" not in text for text in texts)
     offered = {t["function"]["name"] for t in llm.requests[0].body["tools"]}
     assert not {name for name in offered if name.startswith("gsv__") and "Config" in name} - {"gsv__ConfigGet"}
+
+
+def test_tool_invoke_on_aws_keeps_within_the_socket_lambdas_time(
+    agent: Any, server: McpTestServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from orbital.methods import nodes
+
+    assert not agent.services.settings.local
+    monkeypatch.setattr(nodes, "AWS_MCP_STEP_MS", 2000)  # 12 s in a deployment: less for the test
+    add_server(agent, "docs", server_config(server, timeoutMs=300000))
+    failed = agent.error("tool.invoke", {"tool": "mcp__docs__slow", "args": {"seconds": 120}})
+    assert failed == {"code": 500, "message": "MCP server docs: no answer within 2000 ms"}
+    assert agent.call("tool.invoke", {"tool": "mcp__docs__echo", "args": {"text": "quick"}})["result"]

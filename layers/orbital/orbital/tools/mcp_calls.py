@@ -20,7 +20,7 @@ import logging
 import uuid
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from orbital.domain import mcp_names
@@ -119,10 +119,29 @@ class Call:
     agent_id: str
 
 
-def call(services: Services, config: dict[str, Any], one: Call) -> dict[str, Any]:
+def _resolve(
+    services: Services, config: dict[str, Any], name: str, cap_ms: int | None
+) -> tuple[mcp_client.ServerSpec, str] | str:
+    """The server (its timeout cut to `cap_ms`, when given) and its own tool name behind `name`, or why not."""
+    if cap_ms is None:
+        return mcp_client.resolve(services, config, name)
+    parts = mcp_names.split(name)
+    found = mcp_client.spec(config, parts[0]) if parts is not None else None
+    if found is None or not found.enabled:
+        return mcp_client.resolve(services, config, name)  # its words for what is missing or disabled
+    spec = replace(found, timeout_ms=min(found.timeout_ms, cap_ms))
+    listed = mcp_client.list_tools(services, spec)
+    tool = next((t for t in listed.tools if t.get("name") == name), None)
+    if tool is None or not tool.get("allowed"):
+        return mcp_client.resolve(services, config, name)  # from the cache just written: no second connection
+    return spec, str(tool["tool"])
+
+
+def call(services: Services, config: dict[str, Any], one: Call, *, cap_ms: int | None = None) -> dict[str, Any]:
     """Make the call now: `{"result": …}`, or `{"error": …}` (with `taints: true` when the server answered or failed
-    after it was reached: its text may be the server's)."""
-    found = mcp_client.resolve(services, config, one.name)
+    after it was reached: its text may be the server's). `cap_ms` cuts the server's `timeoutMs` for the listing and
+    the call each (a caller with less time than that: `tool.invoke` in a 29 s Lambda)."""
+    found = _resolve(services, config, one.name, cap_ms)
     if isinstance(found, str):  # the gateway's own words: not configured, disabled, no such tool, not allowed
         return {"error": found[:1].upper() + found[1:]}
     spec, tool = found
