@@ -244,3 +244,22 @@ def test_tool_invoke_on_aws_keeps_within_the_socket_lambdas_time(
     failed = agent.error("tool.invoke", {"tool": "mcp__docs__slow", "args": {"seconds": 120}})
     assert failed == {"code": 500, "message": "MCP server docs: no answer within 2000 ms"}
     assert agent.call("tool.invoke", {"tool": "mcp__docs__echo", "args": {"text": "quick"}})["result"]
+
+
+def test_an_mcp_call_the_policy_asks_about_runs_after_the_yes_in_the_resumed_step(
+    agent: Any, sender: Any, llm: FakeLLM, server: McpTestServer
+) -> None:
+    add_server(agent, "asked", server_config(server))
+    rule = {"id": "ask-mcp", "tool": "mcp__asked__*", "decision": "ask"}
+    agent.call("config.set", {"path": "toolApproval", "value": {"defaultDecision": "allow", "rules": [rule]}})
+    before = server.calls["echo"]
+    llm.script(reply(tool_calls=[call("mcp__asked__echo", {"text": "after yes"})]), reply("done"))
+    agent.call("chat.send", {"sessionKey": "main", "message": "go", "runId": "r-asked"})
+    paused = _paused(sender, agent.connection_id, "r-asked")
+    assert paused["approval"]["tool"] == "mcp__asked__echo" and paused["approval"]["ruleId"] == "ask-mcp"
+    assert server.calls["echo"] == before  # not called while it waits
+    approved = agent.call("chat.send", {"sessionKey": "main", "message": "yes"})
+    assert approved["status"] == "paused" and "approved" in approved["response"].lower()
+    assert final_of(sender, agent.connection_id, "r-asked", timeout=60)["state"] == "final"
+    assert tool_contents(llm, 1) == ["echo: after yes"]
+    assert server.calls["echo"] == before + 1
