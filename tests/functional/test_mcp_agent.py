@@ -263,3 +263,18 @@ def test_an_mcp_call_the_policy_asks_about_runs_after_the_yes_in_the_resumed_ste
     assert final_of(sender, agent.connection_id, "r-asked", timeout=60)["state"] == "final"
     assert tool_contents(llm, 1) == ["echo: after yes"]
     assert server.calls["echo"] == before + 1
+
+
+def test_audio_resources_and_links_reach_the_model_as_text_and_images(
+    agent: Any, sender: Any, llm: FakeLLM, server: McpTestServer
+) -> None:
+    add_server(agent, "docs", server_config(server))
+    run(agent, sender, llm, "r-mixed", reply(tool_calls=[call("mcp__docs__mixed", {})]), reply("seen"))
+    [result] = tool_results(agent)
+    kinds = [block["type"] for block in result["content"]]
+    assert kinds == ["text", "text", "image", "text"]
+    audio, notes, image, link = result["content"]
+    assert audio["text"].startswith("[audio: audio/wav, ") and "not shown" in audio["text"]
+    assert "file:///notes.txt" in notes["text"] and "notes" in notes["text"]
+    assert image["mimeType"] == "image/png" and "data" not in image  # stored with the session's media
+    assert "https://example.test/report.pdf" in link["text"]
