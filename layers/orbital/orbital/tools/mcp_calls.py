@@ -38,10 +38,6 @@ log = logging.getLogger("orbital.tools.mcp")
 RESULT_LIMIT_BYTES = MAX_MESSAGE_BYTES
 """The most of a result (its text and structured parts; images are stored apart) the model is given whole: the
 128 KB a node's result may have."""
-MAX_DESCRIPTION_CHARS = 4096
-"""A server's tool description is cut to this (it is the server's text, put in front of the model)."""
-MAX_SCHEMA_BYTES = 32 * 1024
-"""An input schema larger than this is replaced by an open object schema."""
 MAX_PARALLEL = 8
 """At most this many servers listed, or calls made, at once by one caller."""
 OPEN_SCHEMA: dict[str, Any] = {"type": "object"}
@@ -60,12 +56,10 @@ def _definition(server: str, tool: dict[str, Any]) -> dict[str, Any] | None:
     name = tool.get("name")
     if not isinstance(name, str) or not tool.get("allowed", True):
         return None
-    description = tool.get("description")
+    description = tool.get("description")  # capped, as the schema is, when the list was read (`mcp_client`)
     text = description if isinstance(description, str) else ""
-    if len(text) > MAX_DESCRIPTION_CHARS:
-        text = text[:MAX_DESCRIPTION_CHARS] + " […]"
     schema = tool.get("inputSchema")
-    if not isinstance(schema, dict) or len(json.dumps(schema, default=str)) > MAX_SCHEMA_BYTES:
+    if not isinstance(schema, dict):
         schema = dict(OPEN_SCHEMA)
     own = tool.get("tool") if isinstance(tool.get("tool"), str) else name
     label = f"[MCP server {server}: {own}]"
@@ -84,7 +78,7 @@ def _listed(services: Services, spec: mcp_client.ServerSpec) -> list[dict[str, A
 
 def remote_tools(services: Services, config: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """Every enabled remote server's allowed tools, in the order the servers are configured, each
-    `{name, description, inputSchema}` (the description labelled with its server and cut, the schema bounded)."""
+    `{name, description, inputSchema}` (the description labelled with its server)."""
     specs = mcp_client.specs(config if config is not None else services.config.effective())
     if not specs:
         return []
