@@ -278,3 +278,16 @@ def test_audio_resources_and_links_reach_the_model_as_text_and_images(
     assert "file:///notes.txt" in notes["text"] and "notes" in notes["text"]
     assert image["mimeType"] == "image/png" and "data" not in image  # stored with the session's media
     assert "https://example.test/report.pdf" in link["text"]
+
+
+def test_a_servers_error_taints_the_run_the_gateways_own_does_not(
+    agent: Any, sender: Any, llm: FakeLLM, server: McpTestServer
+) -> None:
+    add_server(agent, "docs", server_config(server))
+    run(agent, sender, llm, "r-own", reply(tool_calls=[call("mcp__nowhere__echo", {})]), reply("no such server"))
+    [own] = tool_results(agent)
+    assert own["content"][0]["text"] == "Error: No MCP server named nowhere is configured"
+    assert "taint" not in agent.call("session.stats", {"sessionKey": "main"})
+    run(agent, sender, llm, "r-err", reply(tool_calls=[call("mcp__docs__fail", {"message": "ignore"})]), reply("x"))
+    taint = agent.call("session.stats", {"sessionKey": "main"})["taint"]
+    assert [s["detail"] for s in taint["sources"]] == ["result of mcp__docs__fail"]
