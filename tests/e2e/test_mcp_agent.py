@@ -117,17 +117,18 @@ def test_slow_dropping_and_unreachable_servers_fail_their_calls_not_the_run(
     http, _ = servers
     slow, dropping, gone = unique("slow"), unique("drop"), unique("gone")
     add_server(user, slow, server_config(http, timeoutMs=5000))
-    add_server(user, dropping, server_config(http))
     with mcp_server() as going:
         add_server(user, gone, server_config(going))
         assert f"mcp__{gone}__echo" in {t["name"] for t in user.call("tools.list")["tools"]}
-    key = f"agent:main:{unique('failures')}"
-    calls = [
-        call(f"mcp__{slow}__slow", {"seconds": 120}),
-        call(f"mcp__{dropping}__drop", {}),
-        call(f"mcp__{gone}__echo", {"text": "anyone?"}),
-    ]
-    requests = chat(user, llm, key, reply(tool_calls=calls), reply("none of them worked"))
+    with mcp_server() as dropper:  # its own server: a drop ends every call in flight on the server that drops
+        add_server(user, dropping, server_config(dropper))
+        key = f"agent:main:{unique('failures')}"
+        calls = [
+            call(f"mcp__{slow}__slow", {"seconds": 120}),
+            call(f"mcp__{dropping}__drop", {}),
+            call(f"mcp__{gone}__echo", {"text": "anyone?"}),
+        ]
+        requests = chat(user, llm, key, reply(tool_calls=calls), reply("none of them worked"))
     texts = tool_texts(requests[1])
     assert texts[0] == f"Error: MCP server {slow}: no answer within 5000 ms"
     assert texts[1].startswith(f"Error: MCP server {dropping}: ")

@@ -218,3 +218,76 @@ def _paused(sender: Any, connection_id: str, run_id: str) -> dict[str, Any]:
     event = wait_for(found, timeout=60)
     assert event["state"] == "paused", event
     return event
+
+
+def test_the_model_reads_no_header_value_and_has_no_tool_to_add_a_server(
+    agent: Any, sender: Any, llm: FakeLLM, server: McpTestServer
+) -> None:
+    add_server(agent, "docs", server_config(server, headers={"Authorization": "Bearer sk-mcp-secret-42"}))
+    calls = [call("gsv__ConfigGet", {"path": "mcp"}), call("gsv__ConfigGet", {})]
+    run(agent, sender, llm, "r-secret", reply(tool_calls=calls), reply("nothing to see"))
+    texts = tool_contents(llm, 1)
+    assert "docs" in texts[0] and "Authorization" in texts[0]
+    assert all("sk-mcp-secret-42" not in text for text in texts)
+    offered = {t["function"]["name"] for t in llm.requests[0].body["tools"]}
+    assert not {name for name in offered if name.startswith("gsv__") and "Config" in name} - {"gsv__ConfigGet"}
+
+
+def test_tool_invoke_on_aws_keeps_within_the_socket_lambdas_time(
+    agent: Any, server: McpTestServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from orbital.methods import nodes
+
+    assert not agent.services.settings.local
+    monkeypatch.setattr(nodes, "AWS_MCP_STEP_MS", 2000)  # 12 s in a deployment: less for the test
+    add_server(agent, "docs", server_config(server, timeoutMs=300000))
+    failed = agent.error("tool.invoke", {"tool": "mcp__docs__slow", "args": {"seconds": 120}})
+    assert failed == {"code": 500, "message": "MCP server docs: no answer within 2000 ms"}
+    assert agent.call("tool.invoke", {"tool": "mcp__docs__echo", "args": {"text": "quick"}})["result"]
+
+
+def test_an_mcp_call_the_policy_asks_about_runs_after_the_yes_in_the_resumed_step(
+    agent: Any, sender: Any, llm: FakeLLM, server: McpTestServer
+) -> None:
+    add_server(agent, "asked", server_config(server))
+    rule = {"id": "ask-mcp", "tool": "mcp__asked__*", "decision": "ask"}
+    agent.call("config.set", {"path": "toolApproval", "value": {"defaultDecision": "allow", "rules": [rule]}})
+    before = server.calls["echo"]
+    llm.script(reply(tool_calls=[call("mcp__asked__echo", {"text": "after yes"})]), reply("done"))
+    agent.call("chat.send", {"sessionKey": "main", "message": "go", "runId": "r-asked"})
+    paused = _paused(sender, agent.connection_id, "r-asked")
+    assert paused["approval"]["tool"] == "mcp__asked__echo" and paused["approval"]["ruleId"] == "ask-mcp"
+    assert server.calls["echo"] == before  # not called while it waits
+    approved = agent.call("chat.send", {"sessionKey": "main", "message": "yes"})
+    assert approved["status"] == "paused" and "approved" in approved["response"].lower()
+    assert final_of(sender, agent.connection_id, "r-asked", timeout=60)["state"] == "final"
+    assert tool_contents(llm, 1) == ["echo: after yes"]
+    assert server.calls["echo"] == before + 1
+
+
+def test_audio_resources_and_links_reach_the_model_as_text_and_images(
+    agent: Any, sender: Any, llm: FakeLLM, server: McpTestServer
+) -> None:
+    add_server(agent, "docs", server_config(server))
+    run(agent, sender, llm, "r-mixed", reply(tool_calls=[call("mcp__docs__mixed", {})]), reply("seen"))
+    [result] = tool_results(agent)
+    kinds = [block["type"] for block in result["content"]]
+    assert kinds == ["text", "text", "image", "text"]
+    audio, notes, image, link = result["content"]
+    assert audio["text"].startswith("[audio: audio/wav, ") and "not shown" in audio["text"]
+    assert "file:///notes.txt" in notes["text"] and "notes" in notes["text"]
+    assert image["mimeType"] == "image/png" and "data" not in image  # stored with the session's media
+    assert "https://example.test/report.pdf" in link["text"]
+
+
+def test_a_servers_error_taints_the_run_the_gateways_own_does_not(
+    agent: Any, sender: Any, llm: FakeLLM, server: McpTestServer
+) -> None:
+    add_server(agent, "docs", server_config(server))
+    run(agent, sender, llm, "r-own", reply(tool_calls=[call("mcp__nowhere__echo", {})]), reply("no such server"))
+    [own] = tool_results(agent)
+    assert own["content"][0]["text"] == "Error: No MCP server named nowhere is configured"
+    assert "taint" not in agent.call("session.stats", {"sessionKey": "main"})
+    run(agent, sender, llm, "r-err", reply(tool_calls=[call("mcp__docs__fail", {"message": "ignore"})]), reply("x"))
+    taint = agent.call("session.stats", {"sessionKey": "main"})["taint"]
+    assert [s["detail"] for s in taint["sources"]] == ["result of mcp__docs__fail"]

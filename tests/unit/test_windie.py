@@ -17,10 +17,16 @@ class _NoNodes:
         return []
 
 
+class _NoMcp:
+    def effective(self) -> dict[str, Any]:
+        return {}
+
+
 class _Services:
-    """Just what manifest validation reads: the connected nodes (none)."""
+    """Just what manifest validation reads: the connected nodes (none) and the configuration (no MCP servers)."""
 
     connections = _NoNodes()
+    config = _NoMcp()
 
 
 def _handshake(**extra: Any) -> dict[str, Any]:

@@ -38,6 +38,9 @@ router = Router("nodes")
 AGENT_TOOL, AGENT_LOGS = deferred.AGENT_TOOL, deferred.AGENT_LOGS
 
 EXEC_TTL_SECONDS = 24 * 3600
+AWS_MCP_STEP_MS = 12_000
+"""On AWS, `tool.invoke` of a remote MCP tool lists (when the list is stale) and calls within this each: the socket's
+Lambda has 29 s. The agent's own calls have the server's whole `timeoutMs` (its Lambda has 900 s)."""
 MAX_CALL_ID_CHARS = 256
 """A client-chosen call id (`tool.request`) is a key and data, never an execution name; this keeps it a sane key."""
 
@@ -80,8 +83,8 @@ class ToolInvokeResult(Result):
 def tool_invoke(ctx: CallContext, params: ToolInvokeParams) -> Any:
     """Run a node tool (`{nodeId}__{tool}` or `{nodeId}:{tool}`) and answer with `{result}` when the node replies.
     Fails with 503 at once if the node disconnects and with 504 after `timeouts.toolMs` without an answer. A remote
-    MCP server's tool (`mcp__{server}__{tool}`) is called at once, within the server's `timeoutMs`; its failure is a
-    500 with what went wrong."""
+    MCP server's tool (`mcp__{server}__{tool}`) is called at once, within the server's `timeoutMs` (on AWS at most
+    12 s, in the socket's Lambda); its failure is a 500 with what went wrong."""
     if not params.tool:
         raise BadRequestError("tool required")
     if mcp_calls.is_remote_mcp(params.tool):
@@ -111,7 +114,8 @@ def _invoke_remote_mcp(ctx: CallContext, tool: str, args: Any) -> dict[str, Any]
     if args is not None and not isinstance(args, dict):
         raise BadRequestError("args must be an object for an MCP tool")
     one = mcp_calls.Call(tool, args or {}, default_agent_id(config))
-    outcome = mcp_calls.call(ctx.services, config, one)
+    cap = None if ctx.services.settings.local else AWS_MCP_STEP_MS  # within the socket Lambda's 29 s
+    outcome = mcp_calls.call(ctx.services, config, one, cap_ms=cap)
     if "error" in outcome:
         raise RpcError(str(outcome["error"]), code=500)
     return {"result": outcome.get("result")}

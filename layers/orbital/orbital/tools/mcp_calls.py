@@ -20,7 +20,7 @@ import logging
 import uuid
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from orbital.domain import mcp_names
@@ -38,10 +38,6 @@ log = logging.getLogger("orbital.tools.mcp")
 RESULT_LIMIT_BYTES = MAX_MESSAGE_BYTES
 """The most of a result (its text and structured parts; images are stored apart) the model is given whole: the
 128 KB a node's result may have."""
-MAX_DESCRIPTION_CHARS = 4096
-"""A server's tool description is cut to this (it is the server's text, put in front of the model)."""
-MAX_SCHEMA_BYTES = 32 * 1024
-"""An input schema larger than this is replaced by an open object schema."""
 MAX_PARALLEL = 8
 """At most this many servers listed, or calls made, at once by one caller."""
 OPEN_SCHEMA: dict[str, Any] = {"type": "object"}
@@ -60,12 +56,10 @@ def _definition(server: str, tool: dict[str, Any]) -> dict[str, Any] | None:
     name = tool.get("name")
     if not isinstance(name, str) or not tool.get("allowed", True):
         return None
-    description = tool.get("description")
+    description = tool.get("description")  # capped, as the schema is, when the list was read (`mcp_client`)
     text = description if isinstance(description, str) else ""
-    if len(text) > MAX_DESCRIPTION_CHARS:
-        text = text[:MAX_DESCRIPTION_CHARS] + " […]"
     schema = tool.get("inputSchema")
-    if not isinstance(schema, dict) or len(json.dumps(schema, default=str)) > MAX_SCHEMA_BYTES:
+    if not isinstance(schema, dict):
         schema = dict(OPEN_SCHEMA)
     own = tool.get("tool") if isinstance(tool.get("tool"), str) else name
     label = f"[MCP server {server}: {own}]"
@@ -84,7 +78,7 @@ def _listed(services: Services, spec: mcp_client.ServerSpec) -> list[dict[str, A
 
 def remote_tools(services: Services, config: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """Every enabled remote server's allowed tools, in the order the servers are configured, each
-    `{name, description, inputSchema}` (the description labelled with its server and cut, the schema bounded)."""
+    `{name, description, inputSchema}` (the description labelled with its server)."""
     specs = mcp_client.specs(config if config is not None else services.config.effective())
     if not specs:
         return []
@@ -119,10 +113,29 @@ class Call:
     agent_id: str
 
 
-def call(services: Services, config: dict[str, Any], one: Call) -> dict[str, Any]:
+def _resolve(
+    services: Services, config: dict[str, Any], name: str, cap_ms: int | None
+) -> tuple[mcp_client.ServerSpec, str] | str:
+    """The server (its timeout cut to `cap_ms`, when given) and its own tool name behind `name`, or why not."""
+    if cap_ms is None:
+        return mcp_client.resolve(services, config, name)
+    parts = mcp_names.split(name)
+    found = mcp_client.spec(config, parts[0]) if parts is not None else None
+    if found is None or not found.enabled:
+        return mcp_client.resolve(services, config, name)  # its words for what is missing or disabled
+    spec = replace(found, timeout_ms=min(found.timeout_ms, cap_ms))
+    listed = mcp_client.list_tools(services, spec)
+    tool = next((t for t in listed.tools if t.get("name") == name), None)
+    if tool is None or not tool.get("allowed"):
+        return mcp_client.resolve(services, config, name)  # from the cache just written: no second connection
+    return spec, str(tool["tool"])
+
+
+def call(services: Services, config: dict[str, Any], one: Call, *, cap_ms: int | None = None) -> dict[str, Any]:
     """Make the call now: `{"result": …}`, or `{"error": …}` (with `taints: true` when the server answered or failed
-    after it was reached: its text may be the server's)."""
-    found = mcp_client.resolve(services, config, one.name)
+    after it was reached: its text may be the server's). `cap_ms` cuts the server's `timeoutMs` for the listing and
+    the call each (a caller with less time than that: `tool.invoke` in a 29 s Lambda)."""
+    found = _resolve(services, config, one.name, cap_ms)
     if isinstance(found, str):  # the gateway's own words: not configured, disabled, no such tool, not allowed
         return {"error": found[:1].upper() + found[1:]}
     spec, tool = found
