@@ -104,6 +104,14 @@ def test_a_node_may_answer_calls_but_not_drive_the_gateway(connect: Any) -> None
     assert node.call("tools.list")["tools"]  # its keepalive
 
 
+@pytest.mark.parametrize("node_id", ["mcp", "MCP"])
+def test_a_node_may_not_take_the_id_of_mcp_tools(connect: Any, node_id: str) -> None:
+    """`mcp__{server}__{tool}` names a remote MCP server's tool (ADR 0045): a node called `mcp` would shadow them."""
+    with pytest.raises(AssertionError, match="'mcp' is reserved for the tools of MCP servers"):
+        connect("node", node_id)
+    assert connect("node", "mcp-box").call("tools.list")["tools"]  # a longer id is a node like any other
+
+
 def test_a_client_may_not_answer_a_node_call(connect: Any) -> None:
     client = connect("client", "ui")
     assert client.error("tool.result", {"callId": "nope", "result": 1}) == {

@@ -1,11 +1,11 @@
-"""An MCP tool result as the agent's pipeline takes it (`orbital.tools.mcp_results`)."""
+"""An MCP tool result as the agent's pipeline takes it (`orbital.domain.mcp_results`)."""
 
 from __future__ import annotations
 
 import base64
 
 import mcp_types as types
-from orbital.tools import mcp_results
+from orbital.domain import mcp_results
 
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + bytes(20)).decode()
 

@@ -1,5 +1,5 @@
-"""Fitting a node's tool results to the gateway's message limit (`orbital.node.results`), and the outbox dropping a
-message that can never be sent."""
+"""Fitting a node's tool results to the gateway's message limit (`orbital.domain.tool_results`), and the outbox
+dropping a message that can never be sent."""
 
 from __future__ import annotations
 
@@ -10,14 +10,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from orbital.node.agent import NodeAgent, NodeOptions
-from orbital.node.results import (
+from orbital.domain.tool_results import (
     ENVELOPE_BYTES,
     Saved,
     encoded_size,
     fit_tool_result,
     full_output,
 )
+from orbital.node.agent import NodeAgent, NodeOptions
 
 LIMITS = (ENVELOPE_BYTES + 600, 5_000, 20_000, 128 * 1024)
 POINTER = "gsv:tool-results/c1.txt"

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 from pydantic import BaseModel, BeforeValidator, ConfigDict
 
 from orbital.aws import secrets
-from orbital.domain import roles
+from orbital.domain import mcp_names, roles
 from orbital.domain.capabilities import RuntimeInvalid, validate_node_runtime
 from orbital.engines import device_auth, socket_gate
 from orbital.errors import RpcError, UnavailableError
@@ -236,6 +236,8 @@ def connect(ctx: CallContext, params: ConnectParams) -> dict[str, Any]:
         node_id = raw_id or f"node-{ctx.connection_id}"
         if node_id.startswith(RESERVED_NODE_PREFIX):  # the gateway's own owners of calls (a dialect socket's tools)
             raise RpcError(f"Invalid node id: ids starting with {RESERVED_NODE_PREFIX!r} are reserved", code=103)
+        if node_id.lower() == mcp_names.PREFIX.rstrip("_"):  # `mcp__…` names a remote MCP server's tool (ADR 0045)
+            raise RpcError("Invalid node id: 'mcp' is reserved for the tools of MCP servers", code=103)
         tools = params.tools
         if not tools:
             raise RpcError("Node mode requires tools", code=103)

@@ -6,8 +6,8 @@ Results that cannot be delivered while the socket is down wait in a bounded outb
 Nothing is sent that the gateway would refuse: a message stays within the limit the gateway advertises in `hello-ok`
 (`features.limits.maxMessageBytes`; API Gateway's 128 KB for a gateway that does not say), sent in fragments of at
 most its frame limit. A tool result over it is saved whole in the agent workspace and answered with a preview and a
-pointer (`orbital.node.results`); anything else that still would not fit is dropped with a log line, never sent (the
-gateway would close the socket, and the message would be sent again after every reconnect).
+pointer (`orbital.domain.tool_results`); anything else that still would not fit is dropped with a log line, never
+sent (the gateway would close the socket, and the message would be sent again after every reconnect).
 """
 
 from __future__ import annotations
@@ -35,12 +35,12 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus, InvalidURI
 
 from orbital import __version__
+from orbital.domain.tool_results import FullOutput, Saved, fit_logs_result, fit_tool_result, full_output, too_large
 from orbital.domain.workspace_paths import tool_result_path
 from orbital.node.logs import clamp_lines, default_log_file, tail_lines
 from orbital.node.mcp import McpCallError, McpHost, StdioServer
 from orbital.node.probe import probe_bins
 from orbital.node.process import ProcessManager
-from orbital.node.results import FullOutput, Saved, fit_logs_result, fit_tool_result, full_output, too_large
 from orbital.node.runtime import host_os, node_runtime
 from orbital.node.tools import TOOL_NAMES, NodeTools, ToolError
 from orbital.node.transfer import BINARY_CHUNK_SIZE, CHUNK_SIZE, TransferManager

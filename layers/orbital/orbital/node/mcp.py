@@ -6,7 +6,7 @@ node starts each one with the MCP SDK's stdio client when it starts, lists its t
 `mcp__{server}__{tool}` (`orbital.domain.mcp_names`, within 64 characters once the gateway puts `{nodeId}__` in front),
 so the agent sees `{nodeId}__mcp__{server}__{tool}`. A `tool.invoke` of such a name is a `tools/call` on the server,
 answered like any node tool (the same logs, the same large-result handling); the result is mapped by
-`orbital.tools.mcp_results`, a server's `isError` result becoming the call's error.
+`orbital.domain.mcp_results`, a server's `isError` result becoming the call's error.
 
 A server that exits (or cannot be started) is started again with exponential backoff (1 s doubling to 60 s, back to
 1 s once it has run a minute); while it is down its tools stay announced and their calls fail with a clear error.
@@ -47,8 +47,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.shared.message import SessionMessage
 
 from orbital import __version__
-from orbital.domain import mcp_names
-from orbital.tools import mcp_results
+from orbital.domain import mcp_names, mcp_results
 
 log = logging.getLogger("orbital.node")
 

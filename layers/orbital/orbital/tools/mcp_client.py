@@ -15,7 +15,7 @@ agent's Lambda on AWS.
   dropped connection) is the call's error text, never an exception.
 
 Everything a server sends is a stranger's: tool names, descriptions and schemas are capped before they are stored,
-responses are cut off past `MAX_RESPONSE_BYTES`, and results are mapped by `orbital.tools.mcp_results`. Header
+responses are cut off past `MAX_RESPONSE_BYTES`, and results are mapped by `orbital.domain.mcp_results`. Header
 values (credentials) are never logged nor put in a message.
 
 The sync functions work from a plain thread (the agent step, a method handler) and from a thread whose event loop
@@ -35,11 +35,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from orbital import __version__
-from orbital.domain import mcp_names
+from orbital.domain import mcp_names, mcp_results
 from orbital.domain.approval_policy import matches_tool
 from orbital.domain.config import as_dict
 from orbital.store import mcp as cache
-from orbital.tools import mcp_results
 
 if TYPE_CHECKING:
     import httpx2

@@ -2,8 +2,8 @@
 
 A node's `tool.result` carries `{content: [blocks]}` where a block is `{type: "text", text}` or `{type: "image",
 data, mimeType}` (base64); the agent keeps the text, stores the images and saves a result over its limits
-(`agent/tools.py`, `node/results.py`). `convert` gives an MCP `CallToolResult` (the SDK's model, or its wire JSON)
-that shape, so a remote server's result and a node-hosted server's result go through the same pipeline:
+(`agent/tools.py`, `domain/tool_results.py`). `convert` gives an MCP `CallToolResult` (the SDK's model, or its
+wire JSON) that shape, so a remote server's result and a node-hosted server's result go through the same pipeline:
 
 - text blocks stay text; images (PNG, JPEG, GIF, WebP) stay images;
 - audio, and images of another type, become a text line with their type and size (the pipeline keeps no audio);
