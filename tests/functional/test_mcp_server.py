@@ -303,7 +303,7 @@ def test_a_turn_paused_for_an_approval_says_so_and_a_no_sent_over_mcp_answers_it
 
     async def scenario() -> tuple[Any, Any, Any]:
         async with _client(token) as client:
-            # the run pauses and never ends by itself: the whole wait passes
+            # the run pauses and never ends by itself: the answer comes once it is paused, not at the end of the wait
             waiting = await client.call_tool("send_message", {"text": "list my files"})
             answered = await client.call_tool("send_message", {"text": "no"})
             return waiting, answered, client

@@ -15,7 +15,8 @@ assistant, an IDE, a script with an MCP SDK) can talk to the user's agent and re
 - **Tools**: `send_message {text, sessionKey?, waitSeconds?}` (`chat.send` into the given session, or `main`; scope
   `chat`) starts a turn and waits for its end, at most `SEND_WAIT_SECONDS` (25 s: API Gateway ends an HTTP request
   at 29 s; on Lambda also the invocation's remaining time less a margin), and returns the reply and the run id; a
-  turn still running then is answered `status: "running"` with its run id, to read later with `read_session`.
+  turn still running then, or paused on a tool approval (answered as soon as it pauses), is answered
+  `status: "running"` with its run id, to read later with `read_session`.
   `list_sessions`, `read_session {sessionKey, limit?}`, `list_files {path?}` and `read_file {path}` (scope `read`)
   read sessions and the default agent's workspace.
 - **Resources**: the workspace's files as `orbital://workspace/{path}` (listed up to `RESOURCE_FILES` files).
@@ -324,7 +325,7 @@ def send_message(
         answer = str(sent.get("response") or sent.get("error") or status)
         result = {"status": status, "sessionKey": key, "runId": run_id, "reply": answer}
         return answer, result
-    outcome = _await_reply(services, call_id, wait)
+    outcome = _await_reply(services, call_id, wait, lambda: _paused(services, key, run_id))
     if outcome is None:
         return _still_running(services, key, run_id, queued=bool(sent.get("queued")))
     services.table.delete(keys.pending_call(call_id))
@@ -346,9 +347,7 @@ def _still_running(services: Services, key: str, run_id: str | None, *, queued: 
     """The answer for a turn that has not ended within the wait: its run id, and whether it waits for a tool
     approval (someone must answer it: the console, `orbital approvals`, or a yes / no sent to the session)."""
     canonical = canonicalize_with_config(key, services.config.effective())
-    meta = services.sessions.load_meta(canonical) or {}
-    run = meta.get("currentRun")
-    paused = isinstance(run, dict) and run.get("runId") == run_id and approvals.waits_for_answer(meta)
+    paused = _paused(services, canonical, run_id)
     doing = "waits for a tool approval" if paused else "is still working on it"
     note = f'The agent {doing} (run {run_id}); read the reply later with read_session {{"sessionKey": "{canonical}"}}.'
     result: dict[str, Any] = {"status": "running", "sessionKey": canonical, "runId": run_id, "queued": queued}
@@ -357,8 +356,17 @@ def _still_running(services: Services, key: str, run_id: str | None, *, queued: 
     return note, result
 
 
-def _await_reply(services: Services, call_id: str, seconds: float) -> dict[str, Any] | None:
-    """The outcome the run settled its pending call with, polled for at most `seconds`; None if it has not ended."""
+def _paused(services: Services, key: str, run_id: str | None) -> bool:
+    """Whether the session's run `run_id` is paused on a tool approval (only someone's answer moves it on)."""
+    canonical = canonicalize_with_config(key, services.config.effective())
+    meta = services.sessions.load_meta(canonical) or {}
+    run = meta.get("currentRun")
+    return isinstance(run, dict) and run.get("runId") == run_id and approvals.waits_for_answer(meta)
+
+
+def _await_reply(services: Services, call_id: str, seconds: float, paused: Callable[[], bool]) -> dict[str, Any] | None:
+    """The outcome the run settled its pending call with, polled for at most `seconds`; None if it has not ended, or
+    as soon as the run is `paused` on a tool approval (waiting on would only run the caller's clock down)."""
     deadline = time.monotonic() + seconds
     pause = FIRST_POLL_SECONDS
     while True:
@@ -370,7 +378,7 @@ def _await_reply(services: Services, call_id: str, seconds: float) -> dict[str, 
         if rec is not None and rec.attrs.get("st") == deferred.DONE:
             return deferred.outcome_of(services, rec)
         left = deadline - time.monotonic()
-        if left <= 0:
+        if left <= 0 or paused():
             return None
         time.sleep(min(pause, left))
         pause = min(pause * 1.5, LONGEST_POLL_SECONDS)
