@@ -173,14 +173,16 @@ def test_bridge_manage_without_a_running_loop() -> None:
         bridge.manage("POST", "any", b"{}", {})
 
 
-def test_tool_calls_run_on_the_loop(tmp_path: Path) -> None:
-    """`tool.invoke` and `tool.result` post to sockets: they run on the bridge's loop, since the management API and
-    the Step Functions calls are answered in this process. The call is answered."""
+def test_tool_results_run_on_the_loop_and_tool_invoke_on_a_worker(tmp_path: Path) -> None:
+    """`tool.result` posts to sockets: it runs on the bridge's loop, since the management API and the Step Functions
+    calls are answered in this process. `tool.invoke` runs on a worker thread: for a remote MCP server's tool it waits
+    for the server (ADR 0045). The call is answered."""
     from tests.e2e.conftest import NODE_RUNTIME
 
     for gw in _started(tmp_path):
         assert gw.bridge is not None
-        assert {"tool.invoke", "tool.result", "config.get"} <= gw.bridge.inline_methods
+        assert {"tool.result", "config.get"} <= gw.bridge.inline_methods
+        assert "tool.invoke" not in gw.bridge.inline_methods
         with GatewayClient(gw.ws_url) as node, GatewayClient(gw.ws_url) as caller:
             node.connect("node", "loop-node", tools=[{"name": "Echo", "inputSchema": {}}], nodeRuntime=NODE_RUNTIME)
             caller.connect("client")

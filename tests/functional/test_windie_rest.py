@@ -91,9 +91,10 @@ def _windie_routes() -> list[tuple[str, str]]:
 
     found = []
     for path, item in create_app().openapi()["paths"].items():
-        # the one route for a caller without a credential: it swaps a one-time pairing code for a device token
-        # (its refusals: tests/functional/test_device_tokens.py)
-        if path.startswith("/api/") and path != "/api/v1/pair/exchange":
+        # the routes for a caller without a credential: the pairing exchange swaps a one-time pairing code for a
+        # device token (its refusals: tests/functional/test_device_tokens.py); an MCP server's login comes back to
+        # the OAuth callback with its single-use state (tests/functional/test_mcp_oauth.py)
+        if path.startswith("/api/") and path not in ("/api/v1/pair/exchange", "/api/mcp/oauth/callback"):
             for method in item:
                 concrete = re.sub(r"\{[^}]+\}", "x", path)
                 concrete = concrete.replace("/ocr/x", "/ocr/run").replace("/vision/x", "/vision/locate")
