@@ -95,7 +95,7 @@ def _item(key: tuple[str, str], data: Any = None, **attrs: Any) -> dict[str, Any
     return item
 
 
-CONFIG = {
+CONFIG: dict[str, Any] = {
     "apiKeys": {"anthropic": SECRET},
     "channels": {"telegram": {"botToken": BOT_TOKEN}, "discord": {"botToken": "discord-secret"}},
     "mcp": {"servers": {"files": {"url": "https://mcp.example", "headers": {"Authorization": MCP_HEADER}}}},
@@ -338,8 +338,8 @@ def test_import_under_a_new_id_rewrites_the_id_everywhere(exported: Path) -> Non
     for k, v in before_items.items():
         if k != keys.CONFIG:
             assert items.items[k] == v
-    for k, v in before_objects.items():
-        assert objects.objects[k] == v
+    for name, body in before_objects.items():
+        assert objects.objects[name] == body
     added = set(items.items) - set(before_items)
     assert len(added) == 17
     assert all(aa._belongs(pk, sk, "twin", {new_job}) for pk, sk in added)
