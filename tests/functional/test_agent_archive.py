@@ -357,3 +357,17 @@ def test_copy_inside_a_stack(source: Source, aws: None) -> None:
     again = agent_archive.copy_agent(items, objects, "main", "twin", replace=True)
     assert again.replaced_items == report.items and again.replaced_objects == report.objects
     assert agent_archive.agent_ids(items, objects) == ["main", "twin"]
+
+
+def test_an_agent_archive_imports_under_its_own_id_without_agent(
+    source: Source, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data_dir = tmp_path / "fresh"
+    code, out, err = _cli(capsys, "import", str(source.archive), "--data-dir", str(data_dir), "--json")
+    assert code == 0, err
+    assert json.loads(out)["agentId"] == "main"
+    items, objects = _dump_local(data_dir)
+    assert keys.session_meta("agent:main:main") in items and "agents/main/MEMORY.md" in objects
+    assert keys.CONFIG not in items  # main, the default agent, needs no entry of its own
+    code, _, err = _cli(capsys, "export", "--agent", "main", "--data-dir", str(data_dir), "--out", "a.zip", "b.zip")
+    assert code == 1 and "not both" in err
