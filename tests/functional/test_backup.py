@@ -318,3 +318,17 @@ def test_the_schedule_takes_backups_and_prunes(store: LocalStore, data_dir: Path
     names = [b.name for b in backup.list_backups(data_dir / "backups")]
     assert len(names) == 2 and names == sorted(taken)[-2:]
     assert not os.path.exists(data_dir / "backups" / f".partial-{taken[-1]}")
+
+
+def test_an_existing_backup_directory_keeps_its_mode_and_what_is_written_is_private(
+    store: LocalStore, data_dir: Path, tmp_path: Path
+) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o755)
+    shared.chmod(0o755)
+    taken = backup.take(store, data_dir, shared, keep=7)
+    assert _mode(shared) == 0o755
+    assert _mode(shared / "blobs") == 0o700 and _mode(taken.info.path) == 0o700
+    assert _mode(taken.info.path / backup.MANIFEST) == 0o600
+    with pytest.raises(backup.BackupError, match="cannot be the data directory"):
+        backup.take(store, data_dir, data_dir, keep=7)

@@ -294,9 +294,11 @@ def _held(directory: Path) -> Iterator[None]:
 
 
 def _make_dir(directory: Path) -> None:
+    """Create `directory` readable by its owner only. One that exists keeps its mode (a `backup.dir` may name a
+    directory shared with other things): what a backup writes in it is 0700 and 0600 itself."""
     if not directory.exists():
         directory.mkdir(parents=True, mode=private.DIR_MODE)
-    directory.chmod(private.DIR_MODE)
+        directory.chmod(private.DIR_MODE)  # mkdir's mode is subject to the umask
 
 
 def _fsync_path(path: Path) -> None:
@@ -421,6 +423,8 @@ def take(
 ) -> Taken:
     """Take a backup of the open data directory `store` into `directory`, verify it, then prune beyond `keep`.
     BackupBusy while another is being taken there; BackupError if it cannot be taken (nothing of it is kept)."""
+    if directory.expanduser().absolute() == data_dir.expanduser().absolute():
+        raise BackupError("the backup directory cannot be the data directory itself: set backup.dir to another one")
     with _held(directory):
         _clean(directory)  # partials of a crash
         at = now_ms if now_ms is not None else int(time.time() * 1000)
