@@ -4,6 +4,7 @@ a backup taken by the command itself, listing (also as JSON, and with --verify f
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -75,3 +76,21 @@ def test_list_verify_finds_damage(data_dir: Path, capsys: pytest.CaptureFixture[
     capsys.readouterr()
     assert main(["backup", "list", "--data-dir", str(data_dir), "--dir", str(elsewhere), "--verify"]) == 1
     assert "DAMAGED" in capsys.readouterr().out
+
+
+def test_a_lost_data_directory_is_restored_from_backups_kept_elsewhere(
+    data_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    elsewhere = data_dir.parent / "elsewhere"
+    assert main(["backup", "now", "--data-dir", str(data_dir), "--dir", str(elsewhere), "--json"]) == 0
+    name = json.loads(capsys.readouterr().out)["name"]
+    shutil.rmtree(data_dir)
+    assert main(["backup", "restore", name, "--data-dir", str(data_dir), "--dir", str(elsewhere)]) == 0
+    assert "there was no data directory" in capsys.readouterr().out
+    assert not list(data_dir.parent.glob("data.replaced-*"))
+    store = LocalStore.open(data_dir)
+    try:
+        assert store.workspace.get("agents/main/MEMORY.md")[0] == b"remember"
+        assert store.table.get(("TEST#1", "ITEM")).data == {"x": 1}
+    finally:
+        store.close()

@@ -202,7 +202,10 @@ def _restore(args: argparse.Namespace, data_dir: Path) -> int:
     directory = _directory(args, data_dir)
     aside = restore(data_dir, directory, args.name)
     if args.json:
-        print(json.dumps({"restored": args.name, "dataDir": str(data_dir), "replaced": str(aside)}, indent=2))
+        replaced = str(aside) if aside else None
+        print(json.dumps({"restored": args.name, "dataDir": str(data_dir), "replaced": replaced}, indent=2))
+    elif aside is None:
+        print(f"Restored backup {args.name} into {data_dir} (there was no data directory)")
     else:
         print(f"Restored backup {args.name} into {data_dir}; the replaced data directory is kept as {aside}")
     return 0

@@ -672,11 +672,12 @@ class Backups:
 # --- restoring --------------------------------------------------------------------------------------------------------
 
 
-def restore(data_dir: Path, directory: Path, name: str, *, now: float | None = None) -> Path:
+def restore(data_dir: Path, directory: Path, name: str, *, now: float | None = None) -> Path | None:
     """Put the backup `name` of `directory` in place of `data_dir`, which no process may hold (its lock is taken
     here): the backup is verified (every blob hashed), a new data directory is built beside it, the current one is
     renamed `<data_dir>.replaced-<UTC time>` (returned) and the new one takes its name. A backup directory inside the
-    replaced data directory moves into the new one. BackupError if it cannot be done (nothing is changed then)."""
+    replaced data directory moves into the new one (None returned when there was no data directory: a lost one is
+    restored from a backup kept elsewhere). BackupError if it cannot be done (nothing is changed then)."""
     data_dir = data_dir.expanduser().absolute()
     directory = directory.expanduser().absolute()
     info = find_backup(directory, name)
@@ -685,7 +686,8 @@ def restore(data_dir: Path, directory: Path, name: str, *, now: float | None = N
     if aside.exists():
         raise BackupError(f"{aside} exists already: move it away first")
     lock_fd: int | None = None
-    if data_dir.exists():
+    existed = data_dir.exists()
+    if existed:
         try:
             lock_fd = private.lock_exclusively(data_dir / "lock")
         except private.LockHeld as held:
@@ -699,7 +701,7 @@ def restore(data_dir: Path, directory: Path, name: str, *, now: float | None = N
             _remove_tree(staging)
             _build(directory, info, manifest, staging)
         inside = directory.is_relative_to(data_dir) and data_dir.exists()
-        if data_dir.exists():
+        if existed:
             data_dir.rename(aside)
         if inside:
             moved = aside / directory.relative_to(data_dir)
@@ -714,7 +716,7 @@ def restore(data_dir: Path, directory: Path, name: str, *, now: float | None = N
     finally:
         if lock_fd is not None:
             os.close(lock_fd)
-    return aside
+    return aside if existed else None
 
 
 def _build(directory: Path, info: BackupInfo, manifest: dict[str, Any], staging: Path) -> None:
