@@ -53,10 +53,10 @@ def _history_texts(client: GatewayClient, key: str) -> list[str]:
 def test_a_restore_brings_back_a_deleted_session(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
     key = f"agent:main:e2e-{uuid.uuid4().hex[:8]}"
-    gw = GatewayProcess(data_dir).start()
+    gw = GatewayProcess(data_dir, auth="token").start()  # as `make dev` runs it: `backup now` finds its token
     try:
         with FakeLLM() as llm, GatewayClient(gw.url, timeout=20) as client:
-            client.connect("client", "backup-admin")
+            client.connect("client", "backup-admin", token=gw.token)
             configure_fake_model(client, llm.base_url)
             llm.responder = lambda _request: reply("Behind the blue door.")
             started = client.call("chat.send", {"sessionKey": key, "message": "where is the key?"})
@@ -88,10 +88,10 @@ def test_a_restore_brings_back_a_deleted_session(tmp_path: Path) -> None:
     aside = list(tmp_path.glob("data.replaced-*"))
     assert len(aside) == 1 and str(aside[0]) in restored.stdout
 
-    gw = GatewayProcess(data_dir).start()
+    gw = GatewayProcess(data_dir, auth="token").start()  # as `make dev` runs it: `backup now` finds its token
     try:
         with GatewayClient(gw.url, timeout=20) as client:
-            client.connect("client", "backup-admin")
+            client.connect("client", "backup-admin", token=gw.token)
             assert "Behind the blue door." in _history_texts(client, key)
             assert client.call("backup.status", {})["count"] == 1  # the backups moved with the data directory
     finally:
