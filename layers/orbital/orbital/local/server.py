@@ -201,9 +201,12 @@ class LocalGateway:
         self._configure_env(self.stack.endpoint)
         # lazy: every `orbital` command loads this module; the gateway's parts load when one starts
         from orbital.aws import clients
-        from orbital.runtime.services import use_storage
+        from orbital.local.portable import TableItems, WorkspaceObjects
+        from orbital.runtime.services import use_portable_stores, use_storage
 
         use_storage(self.store.table, self.store.workspace)
+        table, objects = self.store.table, self.store.workspace
+        use_portable_stores(lambda: (TableItems(table), WorkspaceObjects(objects)))
         self.stack.in_process.serve_management(os.environ["ORBITAL_WS_MGMT_ENDPOINT"])
         clients.serve_in_process(self.stack.in_process.serve)
         if self.options.seed:
@@ -480,9 +483,10 @@ class LocalGateway:
             self.stack = None
         if self.store is not None:
             # lazy: every `orbital` command loads this module; the gateway's parts load when one starts
-            from orbital.runtime.services import use_storage
+            from orbital.runtime.services import use_portable_stores, use_storage
 
             use_storage(None, None)
+            use_portable_stores(None)
             try:
                 self.store.close()
             finally:
