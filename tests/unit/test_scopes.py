@@ -108,6 +108,9 @@ SCOPE: dict[str, str | dict[str, str]] = {
     "device.token.list": "admin",
     "device.token.revoke": "admin",
     "device.pair.create": "admin",
+    # agents
+    "agents.list": "read",
+    "agents.clone": "admin",
 }
 
 

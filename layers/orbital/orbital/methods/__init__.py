@@ -13,6 +13,7 @@ def registry() -> Registry:
     # lazy: the families are imported when the registry is first assembled, not by every entry point's import
     from orbital.dialects import exoclaw, windie, xeno
     from orbital.methods import (
+        agents,
         approvals,
         channels,
         chat,
@@ -55,6 +56,7 @@ def registry() -> Registry:
         installs,
         devices,
         mcp_auth,
+        agents,
         xeno,
         exoclaw,
         windie,
