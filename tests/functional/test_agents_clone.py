@@ -214,3 +214,19 @@ def test_replace_puts_a_fresh_copy_in_place_of_the_agent(gateway: Any) -> None:
     assert rpc.call("workspace.read", {"path": "MEMORY.md", "agentId": "twin"})["content"] == MEMORY.decode()
     assert [e["id"] for e in rpc.call("config.get", {"path": "agents.list"})["value"]] == ["main", "twin"]
     assert len(rpc.call("cron.list", {"agentId": "twin", "includeDisabled": True})["jobs"]) == 1
+
+
+def test_a_clone_on_aws_stays_within_the_dispatchers_actions(services: Any) -> None:
+    """Every DynamoDB and S3 call of a clone and of a clone that replaces (deletes) is one the template grants the
+    functions that dispatch methods (the socket's and the HTTP API's)."""
+    from tests.functional.test_function_actions import granted, recorded
+
+    populate(services)
+    rpc = admin(services)
+    with recorded(services) as made:
+        rpc.call("agents.clone", {"from": "main", "to": "twin"})
+        rpc.call("agents.clone", {"from": "main", "to": "twin", "replace": True})
+        rpc.call("agents.list")
+    assert {"dynamodb:Scan", "dynamodb:BatchWriteItem", "s3:PutObject", "s3:DeleteObject"} <= made, made
+    for function in ("WsMessageFunction", "RestApiFunction"):
+        assert made <= granted(function), made - granted(function)
