@@ -230,3 +230,23 @@ def test_a_clone_on_aws_stays_within_the_dispatchers_actions(services: Any) -> N
     assert {"dynamodb:Scan", "dynamodb:BatchWriteItem", "s3:PutObject", "s3:DeleteObject"} <= made, made
     for function in ("WsMessageFunction", "RestApiFunction"):
         assert made <= granted(function), made - granted(function)
+
+
+def test_the_clone_gets_the_originals_settings_but_not_its_bindings(gateway: Any) -> None:
+    populate(gateway)
+    rpc = admin(gateway)
+    entry = {"id": "other", "default": False, "heartbeat": {"every": "2h"}, "spend": {"limits": {"daily": 3}}}
+    rpc.call("config.set", {"path": "agents.list", "value": [{"id": "main", "default": True}, entry]})
+    bindings = [{"agentId": "other", "match": {"channel": "telegram", "accountId": "default"}}]
+    rpc.call("config.set", {"path": "agents.bindings", "value": bindings})
+
+    rpc.call("agents.clone", {"from": "other", "to": "copy"})
+
+    listed = rpc.call("config.get", {"path": "agents.list"})["value"]
+    assert listed == [
+        {"id": "main", "default": True},
+        entry,
+        {"id": "copy", "heartbeat": {"every": "2h"}, "spend": {"limits": {"daily": 3}}},
+    ]
+    assert rpc.call("config.get", {"path": "agents.bindings"})["value"] == bindings  # no traffic moves to the copy
+    assert rpc.call("workspace.read", {"path": "MEMORY.md", "agentId": "copy"})["content"] == "other's memory\n"

@@ -27,6 +27,7 @@ from orbital.errors import BadRequestError, ConflictError, NotFoundError
 from orbital.protocol.params import Flag, Text
 from orbital.protocol.registry import CLIENT, NoParams, Params, Result, Router
 from orbital.store import agent_archive
+from orbital.store.contention import retrying
 
 if TYPE_CHECKING:
     from orbital.ports.services import Services
@@ -146,8 +147,14 @@ def _add_entry(services: Services, source: str, target: str) -> None:
         kept = [e for e in entries if str(e.get("id") or "").strip().lower() != target]
         return [*kept, {"id": target, **clone}]
 
-    # the list holds no secret: the effective one is written back as it is
-    services.config.set_path("agents.list", update(services.config.effective()))
+    repo = services.config
+
+    def attempt() -> None:
+        current, version = repo.load()
+        # the list holds no secret: the effective one, updated, is written back as it is
+        repo.save(cfg.set_path(current, "agents.list", update(cfg.effective(current, repo.base))), version)
+
+    retrying("config", attempt)  # a concurrent change of the configuration is read again, never lost
 
 
 @router.method("agents.clone", params=AgentsCloneParams, result=AgentsCloneResult, modes=CLIENT, scope=roles.ADMIN)
