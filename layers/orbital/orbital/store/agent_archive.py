@@ -599,8 +599,11 @@ def _select(items: Items, objects: Objects, agent: str, now: float) -> _Selectio
 
 
 def _belongs_live(pk: str, sk: str, agent: str) -> bool:
-    """A live item of the agent's sessions (left out, but counted)."""
-    return pk.startswith(keys.SESSION_PK_PREFIX + keys.agent_session_prefix(agent))
+    """A live item of the agent's sessions (left out, but counted): the keys clients use for them."""
+    prefix = keys.agent_session_prefix(agent)
+    if pk == keys.CLIENTS_PK and sk.startswith(keys.CLIENT_ALIAS_PREFIX):
+        return f"~{prefix}" in sk
+    return pk.startswith(keys.SESSION_PK_PREFIX + prefix)
 
 
 def export_agent(
