@@ -250,3 +250,19 @@ def test_the_clone_gets_the_originals_settings_but_not_its_bindings(gateway: Any
     ]
     assert rpc.call("config.get", {"path": "agents.bindings"})["value"] == bindings  # no traffic moves to the copy
     assert rpc.call("workspace.read", {"path": "MEMORY.md", "agentId": "copy"})["content"] == "other's memory\n"
+
+
+def test_replacing_the_default_agent_keeps_it_the_default(gateway: Any) -> None:
+    populate(gateway)
+    rpc = admin(gateway)
+    rpc.call("config.set", {"path": "agents.list", "value": [{"id": "other"}, {"id": "main", "default": True}]})
+
+    rpc.call("agents.clone", {"from": "other", "to": "main", "replace": True})
+
+    assert rpc.call("config.get", {"path": "agents.list"})["value"] == [
+        {"id": "other"},
+        {"id": "main", "default": True},
+    ]
+    assert rpc.call("workspace.read", {"path": "MEMORY.md", "agentId": "main"})["content"] == "other's memory\n"
+    listed = {a["id"]: a for a in rpc.call("agents.list")["agents"]}
+    assert listed["main"]["default"] is True and listed["main"]["sessions"] == 1

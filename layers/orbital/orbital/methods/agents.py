@@ -132,8 +132,9 @@ def _agent_id(value: str | None, name: str) -> str:
 
 def _add_entry(services: Services, source: str, target: str) -> None:
     """Give `target` an entry in `agents.list` with the settings of `source`'s (not `default`); an entry `target`
-    had is replaced. When the list named no agent, the default agent gets an entry too, so that adding the clone
-    does not take the heartbeat from it (the heartbeat runs for the listed agents, or the default one when none)."""
+    had is replaced (keeping its `default`). When the list named no agent, the default agent gets an entry too, so
+    that adding the clone does not take the heartbeat from it (the heartbeat runs for the listed agents, or the
+    default one when none)."""
 
     def update(config: dict[str, Any]) -> list[dict[str, Any]]:
         entries = [copy.deepcopy(e) for e in _entries(config)]
@@ -144,6 +145,9 @@ def _add_entry(services: Services, source: str, target: str) -> None:
         settings = {k: v for k, v in (own or {}).items() if k not in ("id", "default")}
         # a session key of the original's in its settings (a heartbeat's target) names the clone's own session
         clone = json.loads(json.dumps(settings).replace(f'"agent:{source}:', f'"agent:{target}:'))
+        replaced = next((e for e in entries if str(e.get("id") or "").strip().lower() == target), None)
+        if replaced is not None and "default" in replaced:
+            clone["default"] = replaced["default"]  # the agent replaced stays the default one if it was
         kept = [e for e in entries if str(e.get("id") or "").strip().lower() != target]
         return [*kept, {"id": target, **clone}]
 
