@@ -26,7 +26,6 @@ from orbital.domain.session_keys import session_agent_id
 from orbital.errors import BadRequestError, ConflictError, NotFoundError
 from orbital.protocol.params import Flag, Text
 from orbital.protocol.registry import CLIENT, NoParams, Params, Result, Router
-from orbital.store import agent_archive
 from orbital.store.contention import retrying
 
 if TYPE_CHECKING:
@@ -171,6 +170,10 @@ def agents_clone(ctx: CallContext, params: AgentsCloneParams) -> dict[str, Any]:
     target = _agent_id(params.to, "to")
     if source == target:
         raise BadRequestError("from and to are the same agent")
+    from orbital.store import (
+        agent_archive,  # lazy: the archive's code loads when an agent is cloned, not per cold start
+    )
+
     services = ctx.services
     items, objects = services.portable_stores()
     try:
