@@ -80,7 +80,7 @@ def test_fits_a_phone_and_every_section_is_reachable_by_keyboard(browser: Any, g
         page = context.new_page()
         tab = Console(page, gateway.http).open()
         for number, view in enumerate(
-            ("chat", "nodes", "workspace", "schedules", "channels", "settings", "devices", "mcp"), start=1
+            ("chat", "nodes", "workspace", "schedules", "channels", "settings", "devices", "mcp", "agents"), start=1
         ):
             page.keyboard.press(f"Alt+{number}")
             expect(page.locator("#view")).to_have_attribute("data-view", view)

@@ -29,6 +29,7 @@ IAM_ACTIONS = {
         "UpdateItem": "dynamodb:UpdateItem",
         "DeleteItem": "dynamodb:DeleteItem",
         "BatchWriteItem": "dynamodb:BatchWriteItem",
+        "Scan": "dynamodb:Scan",
     },
     "s3": {
         "GetObject": "s3:GetObject",

@@ -3,6 +3,8 @@ itself (`orbital.ports.services`) knows no family and makes the registry it is g
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from orbital import methods
 from orbital.ports.services import Services
@@ -51,3 +53,37 @@ def test_a_native_tool_has_one_owner() -> None:
     registry.include(first)
     with pytest.raises(ValueError, match=r"native_tools\[gsv__X\]"):
         registry.include(second)
+
+
+def test_services_open_their_own_table_and_bucket_as_portable_stores(aws: None) -> None:
+    from orbital.settings import get_settings
+    from orbital.store.portable_aws import DynamoItems, S3Objects
+
+    settings = get_settings()
+    items, objects = build_services(settings).portable_stores()
+    assert isinstance(items, DynamoItems) and items.name == settings.table_name
+    assert isinstance(objects, S3Objects) and objects.name == settings.bucket_name
+    assert list(items.scan()) == []  # moto's table of the template, reachable
+
+
+def test_stores_given_by_a_composition_root_come_with_their_portable_form(tmp_path: Path) -> None:
+    from orbital.local.database import Database
+    from orbital.local.files import FileWorkspace
+    from orbital.local.portable import TableItems, WorkspaceObjects
+    from orbital.local.sqlite_table import SqliteTable
+    from orbital.runtime.services import use_portable_stores, use_storage
+
+    with Database(tmp_path / "table.sqlite3") as db:
+        table, workspace = SqliteTable(db), FileWorkspace(tmp_path / "objects")
+        with pytest.raises(RuntimeError, match="without their portable form"):
+            build_services(Settings(), table=table, workspace=workspace).portable_stores()
+        made = (TableItems(table), WorkspaceObjects(workspace))
+        given = build_services(Settings(), table=table, workspace=workspace, portable=lambda: made)
+        assert given.portable_stores() == made
+        use_storage(table, workspace)
+        use_portable_stores(lambda: made)
+        try:
+            assert build_services(Settings()).portable_stores() == made  # what the local gateway does
+        finally:
+            use_storage(None, None)
+            use_portable_stores(None)

@@ -110,6 +110,9 @@ SCOPE: dict[str, str | dict[str, str]] = {
     "backup.run": "admin",
     "device.token.revoke": "admin",
     "device.pair.create": "admin",
+    # agents
+    "agents.list": "read",
+    "agents.clone": "admin",
 }
 
 

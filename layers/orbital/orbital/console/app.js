@@ -3,7 +3,7 @@
 // in the address's fragment, `#token=…` as `make dev` prints it, is moved there and taken out of the address bar
 // before anything else runs), connects, and
 // shows one view at a time by the address's hash (#/chat/<session>, #/nodes, #/workspace/<path>, #/schedules,
-// #/channels, #/settings, #/devices, #/mcp). Views are modules with `mount(container, ctx)` returning a cleanup function, or an
+// #/channels, #/settings, #/devices, #/mcp, #/agents). Views are modules with `mount(container, ctx)` returning a cleanup function, or an
 // object {destroy(), update(params)?, canLeave()?}: `update` takes a new sub-path without mounting again,
 // `canLeave` (true, false or a Promise of either) is asked before the address leaves the view's current one (unsaved
 // edits), however it changes: a link, Alt+digit, Back, or typing.
@@ -20,8 +20,9 @@ import channels from "./views/channels.js";
 import settings from "./views/settings.js";
 import devices from "./views/devices.js";
 import mcp from "./views/mcp.js";
+import agents from "./views/agents.js";
 
-const VIEWS = [chat, nodes, workspace, schedules, channels, settings, devices, mcp];
+const VIEWS = [chat, nodes, workspace, schedules, channels, settings, devices, mcp, agents];
 const TOKEN_KEY = "orbital.console.token";
 const THEME_KEY = "orbital.console.theme";
 
@@ -282,7 +283,7 @@ async function start() {
   state.approvals = new Approvals(state.gw);
   state.approvals.on(showApprovals);
   window.addEventListener("keydown", (ev) => {
-    // Alt+1…8 switch views
+    // Alt+1…9 switch views
     if (ev.altKey && !ev.ctrlKey && !ev.metaKey && /^[1-9]$/.test(ev.key)) {
       const view = VIEWS[Number(ev.key) - 1];
       if (view) {

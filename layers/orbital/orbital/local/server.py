@@ -204,9 +204,12 @@ class LocalGateway:
         self._configure_env(self.stack.endpoint)
         # lazy: every `orbital` command loads this module; the gateway's parts load when one starts
         from orbital.aws import clients
-        from orbital.runtime.services import use_storage
+        from orbital.local.portable import TableItems, WorkspaceObjects
+        from orbital.runtime.services import use_portable_stores, use_storage
 
         use_storage(self.store.table, self.store.workspace)
+        table, objects = self.store.table, self.store.workspace
+        use_portable_stores(lambda: (TableItems(table), WorkspaceObjects(objects)))
         if self.options.persist:
             self._use_backups()
         self.stack.in_process.serve_management(os.environ["ORBITAL_WS_MGMT_ENDPOINT"])
@@ -503,9 +506,10 @@ class LocalGateway:
             self.stack = None
         if self.store is not None:
             # lazy: every `orbital` command loads this module; the gateway's parts load when one starts
-            from orbital.runtime.services import use_storage
+            from orbital.runtime.services import use_portable_stores, use_storage
 
             use_storage(None, None)
+            use_portable_stores(None)
             try:
                 self.store.close()
             finally:

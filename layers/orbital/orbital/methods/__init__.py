@@ -13,6 +13,7 @@ def registry() -> Registry:
     # lazy: the families are imported when the registry is first assembled, not by every entry point's import
     from orbital.dialects import exoclaw, windie, xeno
     from orbital.methods import (
+        agents,
         approvals,
         backup,
         channels,
@@ -56,6 +57,7 @@ def registry() -> Registry:
         installs,
         devices,
         mcp_auth,
+        agents,
         backup,
         xeno,
         exoclaw,

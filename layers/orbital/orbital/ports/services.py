@@ -25,6 +25,7 @@ from orbital.store.table import Table
 if TYPE_CHECKING:
     from orbital.ports.backups import Backups
     from orbital.protocol.registry import Hooks, Registry
+    from orbital.store.portable import Items, Objects
     from orbital.store.repos import GatewayRepo
     from orbital.store.sessions import SessionRepo
     from orbital.store.spend import SpendRepo
@@ -42,12 +43,16 @@ class Services:
         table: Table | None = None,
         workspace: Workspace | None = None,
         backups: Backups | None = None,
+        portable: Callable[[], tuple[Items, Objects]] | None = None,
     ) -> None:
         """`registry`: the method registry, or what makes it on first use (so a container that never needs the
         families' hooks never assembles them). `table` and `workspace`: the stores to use (the local gateway's in
         its data directory); by default DynamoDB and S3, built on first use. `backups`: the local backups' engine
-        (the local gateway's; none on AWS)."""
+        (the local gateway's; none on AWS). `portable`: what opens that table and workspace as the portable
+        archive's stores (`portable_stores`); by default the DynamoDB table and S3 bucket of the settings."""
         self.settings = settings
+        self._portable = portable
+        self._stores_given = table is not None or workspace is not None
         if table is not None:
             self.__dict__["table"] = table
         if workspace is not None:
@@ -123,6 +128,20 @@ class Services:
         from orbital.store.spend import SpendRepo  # lazy: built on first use, off the cold start
 
         return SpendRepo(self.table)
+
+    def portable_stores(self) -> tuple[Items, Objects]:
+        """This gateway's own table and workspace as the stores of `orbital.store.portable` (whole items and objects
+        in and out, as an export or an import moves them): given by the composition root for stores it gave (the
+        local gateway's data directory), else the DynamoDB table and S3 bucket of the settings."""
+        if self._portable is not None:
+            return self._portable()
+        if self._stores_given:
+            raise RuntimeError("this gateway's stores were given without their portable form")
+        from orbital.store.portable_aws import DynamoItems, S3Objects  # lazy: only moving agents needs them
+
+        return DynamoItems(clients.dynamodb(), self.settings.table_name), S3Objects(
+            clients.s3(), self.settings.bucket_name
+        )
 
     @property
     def sender(self) -> Sender:

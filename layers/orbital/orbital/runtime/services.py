@@ -10,6 +10,8 @@ its Services and never comes here.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from orbital import methods
 from orbital.aws.push import Sender
@@ -19,10 +21,15 @@ from orbital.settings import Settings, get_settings
 from orbital.store.table import Table
 from orbital.store.workspace import Workspace
 
+if TYPE_CHECKING:
+    from orbital.store.portable import Items, Objects
+
 _storage: tuple[Table, Workspace] | None = None
 """The table and workspace the local gateway keeps in its data directory (`use_storage`); None: DynamoDB and S3."""
 _backups: Backups | None = None
 """The local gateway's backups (`use_backups`); None on AWS."""
+_portable: Callable[[], tuple[Items, Objects]] | None = None
+"""What opens those as the portable archive's stores (`use_portable_stores`); None: DynamoDB and S3."""
 
 
 def build_services(
@@ -31,13 +38,22 @@ def build_services(
     sender: Sender | None = None,
     table: Table | None = None,
     workspace: Workspace | None = None,
+    portable: Callable[[], tuple[Items, Objects]] | None = None,
 ) -> Services:
     """The gateway's Services for `settings`: the registry of `orbital.methods`, assembled on its first use; the
-    stores given (or to `use_storage`), else DynamoDB and S3."""
+    stores given (or to `use_storage`, with their portable form given to `use_portable_stores`), else DynamoDB and
+    S3."""
     if table is None and workspace is None and _storage is not None:
         table, workspace = _storage
+        portable = portable or _portable
     return Services(
-        settings, sender=sender, registry=methods.registry, table=table, workspace=workspace, backups=_backups
+        settings,
+        sender=sender,
+        registry=methods.registry,
+        table=table,
+        workspace=workspace,
+        backups=_backups,
+        portable=portable,
     )
 
 
@@ -53,6 +69,13 @@ def use_backups(backups: Backups | None) -> None:
     """Give every Services from now on the local gateway's backups (its composition root passes them); None: none."""
     global _backups
     _backups = backups
+
+
+def use_portable_stores(portable: Callable[[], tuple[Items, Objects]] | None) -> None:
+    """What opens the stores given to `use_storage` as the portable archive's (`Services.portable_stores`: moving
+    and cloning agents inside the gateway); None: none."""
+    global _portable
+    _portable = portable
     _services_for.cache_clear()
 
 
