@@ -56,6 +56,7 @@ SCOPE: dict[str, str | dict[str, str]] = {
     "cron.preview": "read",
     "skills.status": "read",
     "spend.status": "read",  # lands with the spend caps
+    "backup.status": "read",
     "mcp.list": "read",
     # chatting
     "chat.send": "chat",
@@ -106,6 +107,7 @@ SCOPE: dict[str, str | dict[str, str]] = {
     # device tokens
     "device.token.create": "admin",
     "device.token.list": "admin",
+    "backup.run": "admin",
     "device.token.revoke": "admin",
     "device.pair.create": "admin",
 }

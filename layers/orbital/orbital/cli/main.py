@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from orbital.cli.approvals import add_parser as add_approvals_parser
+from orbital.cli.backup import add_parser as add_backup_parser
 from orbital.cli.channel import add_parser as add_channel_parser
 from orbital.cli.chat import add_parser as add_chat_parser
 from orbital.cli.devices import add_login_parser
@@ -206,6 +207,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_channel_parser(sub)
 
     add_portable_parser(sub)
+
+    add_backup_parser(sub)
 
     add_xeno_bridge_parser(sub)
     return parser

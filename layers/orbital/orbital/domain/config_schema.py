@@ -110,6 +110,14 @@ def _duration(value: str) -> str:
     return value
 
 
+def _every_or_off(value: str) -> str:
+    if value.strip().lower() == "off":
+        return value
+    if not _DURATION.match(value.strip()) or value.strip() in ("", "0"):
+        raise ValueError('a duration such as "24h", "6h" or "30m", or "off"')
+    return value
+
+
 def _clock(value: str) -> str:
     if not re.match(r"^([01]\d|2[0-3]):[0-5]\d$|^24:00$", value):
         raise ValueError('a time of day "HH:MM"')
@@ -139,6 +147,7 @@ Zone = Annotated[str, AfterValidator(_zone)]
 HttpUrl = Annotated[str, AfterValidator(_http_url)]
 Duration = Annotated[str, AfterValidator(_duration)]
 Clock = Annotated[str, AfterValidator(_clock)]
+EveryOrOff = Annotated[str, AfterValidator(_every_or_off)]
 SenderId = Annotated[str, BeforeValidator(_as_text)]
 Name = Annotated[str, Field(min_length=1)]
 
@@ -147,6 +156,7 @@ _TYPE_TEXT: dict[Any, str] = {
     HttpUrl: "http(s) URL",
     Duration: 'duration ("30m", "1h30m", "45s"; "0" is off)',
     Clock: '"HH:MM"',
+    EveryOrOff: 'duration ("24h", "6h", "30m") or "off"',
     SenderId: "string",
     Name: "non-empty string",
 }
@@ -597,6 +607,19 @@ class Mcp(Section):
         return self
 
 
+class Backup(Section):
+    every: EveryOrOff | None = setting(
+        "How often the local gateway backs up its data directory by itself (unset or off: only when asked).",
+        default="off",
+    )
+    keep: int | None = setting("Backups kept: the oldest beyond this are removed.", default=7, ge=1)
+    dir: str | None = setting(
+        "Where backups go (made readable by you only; a relative path is under the data directory).",
+        default="<data dir>/backups",
+        min_length=1,
+    )
+
+
 class Configuration(Section):
     """The whole configuration."""
 
@@ -624,6 +647,7 @@ class Configuration(Section):
     embeddings: Embeddings | None = setting("Embeddings (semantic search).")
     toolApproval: ToolApproval | None = setting("Asking before tools run, and the taint rule (ADRs 0040, 0041).")
     mcp: Mcp | None = setting("MCP servers whose tools the agent may use (ADR 0045).")
+    backup: Backup | None = setting("Automatic local backups of the data directory (ADR 0047; none on AWS).")
     owners: list[Owner] | None = setting(
         "Channel identities that are you: their messages do not taint a run and they may answer approvals "
         '(`"{channel}:{senderId}"`, e.g. `"telegram:123456789"`). Clients with the gateway token are owners anyway.',

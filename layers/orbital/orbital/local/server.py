@@ -112,6 +112,9 @@ class LocalGateway:
         """The token clients present (given, or kept in the data directory); None in `same-user` mode."""
         self.token_created = False
         """This start drew the token (the data directory had none)."""
+        self.backups: Any = None
+        """The data directory's backups and their schedule (`orbital.local.backup.Backups`); None without
+        persistence."""
         self.xeno: Any = None
         """xeno's Unix socket (`orbital.local.xeno_socket.XenoSocket`), when served."""
 
@@ -204,6 +207,8 @@ class LocalGateway:
         from orbital.runtime.services import use_storage
 
         use_storage(self.store.table, self.store.workspace)
+        if self.options.persist:
+            self._use_backups()
         self.stack.in_process.serve_management(os.environ["ORBITAL_WS_MGMT_ENDPOINT"])
         clients.serve_in_process(self.stack.in_process.serve)
         if self.options.seed:
@@ -252,7 +257,18 @@ class LocalGateway:
                 housekeeping_every=ttl.SWEEP_EVERY_S,
             )
             self.ticker.start()
+        if self.backups is not None:
+            self.backups.start()
         self._write_runtime()
+
+    def _use_backups(self) -> None:
+        """The data directory's backups (ADR 0047), for the `backup` methods and the schedule."""
+        # lazy: every `orbital` command loads this module; the gateway's parts load when one starts
+        from orbital.local.backup import Backups
+        from orbital.runtime.services import get_services, use_backups
+
+        self.backups = Backups(self.store, self.data_dir, lambda: get_services().config.effective())
+        use_backups(self.backups)
 
     def _delete_expired(self) -> int:
         """DynamoDB's TTL deletes, locally (`orbital.local.ttl`)."""
@@ -468,6 +484,13 @@ class LocalGateway:
         if self.ticker is not None:
             self.ticker.stop()
             self.ticker = None
+        if self.backups is not None:
+            # lazy: every `orbital` command loads this module; the gateway's parts load when one starts
+            from orbital.runtime.services import use_backups
+
+            self.backups.stop()
+            use_backups(None)
+            self.backups = None
         if self._runtime_written:  # never another gateway's (one that holds the data directory)
             self.runtime_file.unlink(missing_ok=True)
             self._runtime_written = False

@@ -14,6 +14,7 @@ def registry() -> Registry:
     from orbital.dialects import exoclaw, windie, xeno
     from orbital.methods import (
         approvals,
+        backup,
         channels,
         chat,
         config,
@@ -55,6 +56,7 @@ def registry() -> Registry:
         installs,
         devices,
         mcp_auth,
+        backup,
         xeno,
         exoclaw,
         windie,

@@ -23,6 +23,7 @@ from orbital.store.dynamo_table import DynamoTable
 from orbital.store.table import Table
 
 if TYPE_CHECKING:
+    from orbital.ports.backups import Backups
     from orbital.protocol.registry import Hooks, Registry
     from orbital.store.repos import GatewayRepo
     from orbital.store.sessions import SessionRepo
@@ -40,16 +41,20 @@ class Services:
         sender: Sender | None = None,
         table: Table | None = None,
         workspace: Workspace | None = None,
+        backups: Backups | None = None,
     ) -> None:
         """`registry`: the method registry, or what makes it on first use (so a container that never needs the
         families' hooks never assembles them). `table` and `workspace`: the stores to use (the local gateway's in
-        its data directory); by default DynamoDB and S3, built on first use."""
+        its data directory); by default DynamoDB and S3, built on first use. `backups`: the local backups' engine
+        (the local gateway's; none on AWS)."""
         self.settings = settings
         if table is not None:
             self.__dict__["table"] = table
         if workspace is not None:
             self.__dict__["workspace"] = workspace
         self._sender = sender
+        self.backups = backups
+        """The local backups (ADR 0047): given by the local gateway; None on AWS."""
         self._registry: Registry | None = None
         self._make_registry: Callable[[], Registry] | None = None
         if callable(registry):

@@ -13,6 +13,7 @@ import functools
 
 from orbital import methods
 from orbital.aws.push import Sender
+from orbital.ports.backups import Backups
 from orbital.ports.services import Services
 from orbital.settings import Settings, get_settings
 from orbital.store.table import Table
@@ -20,6 +21,8 @@ from orbital.store.workspace import Workspace
 
 _storage: tuple[Table, Workspace] | None = None
 """The table and workspace the local gateway keeps in its data directory (`use_storage`); None: DynamoDB and S3."""
+_backups: Backups | None = None
+"""The local gateway's backups (`use_backups`); None on AWS."""
 
 
 def build_services(
@@ -33,7 +36,9 @@ def build_services(
     stores given (or to `use_storage`), else DynamoDB and S3."""
     if table is None and workspace is None and _storage is not None:
         table, workspace = _storage
-    return Services(settings, sender=sender, registry=methods.registry, table=table, workspace=workspace)
+    return Services(
+        settings, sender=sender, registry=methods.registry, table=table, workspace=workspace, backups=_backups
+    )
 
 
 def use_storage(table: Table | None, workspace: Workspace | None) -> None:
@@ -41,6 +46,13 @@ def use_storage(table: Table | None, workspace: Workspace | None) -> None:
     its SQLite table and file workspace); None, None: DynamoDB and S3 again."""
     global _storage
     _storage = (table, workspace) if table is not None and workspace is not None else None
+    _services_for.cache_clear()
+
+
+def use_backups(backups: Backups | None) -> None:
+    """Give every Services from now on the local gateway's backups (its composition root passes them); None: none."""
+    global _backups
+    _backups = backups
     _services_for.cache_clear()
 
 
