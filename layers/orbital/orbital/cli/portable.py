@@ -5,6 +5,14 @@ a local data directory and a deployed stack, or keep a backup of either.
     orbital export --stack NAME [--region R] [--profile P]   a deployed stack (or --table T --bucket B)
     orbital import FILE --stack NAME | --table T --bucket B | --data-dir DIR
 
+    orbital export --agent ID [FILE] [--data-dir DIR | --stack NAME | ...]   one agent alone
+    orbital import FILE [--agent NEWID] [--replace] --data-dir DIR | --stack NAME | ...
+
+With `--agent`, export writes the archive of one agent (`orbital.store.agent_archive`: its sessions, workspace,
+cron jobs, heartbeat, usage history, no secret), and import brings such an archive in under its own id or NEWID
+(refused if that agent exists, unless `--replace`). An agent archive is recognised by its manifest, so `orbital
+import` needs no `--agent` for it.
+
 A local data directory is opened in this process (`orbital.local.server.local_state`: its table and workspace,
 `orbital.local.portable`): taken for the time of the command when no gateway runs on it, else, for an export,
 read beside the gateway that runs there (named by the `runtime.json` it wrote, whose process is alive). An import
@@ -73,6 +81,13 @@ def add_parser(subparsers: Any) -> None:
     source.add_argument("--table", default=None, metavar="T", help="a DynamoDB table (with --bucket)")
     export.add_argument("--bucket", default=None, metavar="B", help="the S3 workspace bucket (with --table)")
     export.add_argument(
+        "--agent",
+        default=None,
+        metavar="ID",
+        help="export this one agent alone (its sessions, workspace, cron jobs; never a secret)",
+    )
+    export.add_argument("file", nargs="?", default=None, metavar="FILE", help="archive to write (same as --out)")
+    export.add_argument(
         "-o",
         "--out",
         default=None,
@@ -98,6 +113,13 @@ def add_parser(subparsers: Any) -> None:
     target.add_argument("--table", default=None, metavar="T", help="a DynamoDB table (with --bucket)")
     target.add_argument("--data-dir", default=None, metavar="DIR", help="a local data directory (created if needed)")
     imp.add_argument("--bucket", default=None, metavar="B", help="the S3 workspace bucket (with --table)")
+    imp.add_argument(
+        "--agent",
+        default=None,
+        metavar="ID",
+        help="import an agent archive under this id (default: the id it was exported with)",
+    )
+    imp.add_argument("--replace", action="store_true", help="replace an agent that already has that id")
     _common(imp)
     imp.set_defaults(func=_cmd_import)
 
@@ -118,8 +140,14 @@ def _cmd_export(args: argparse.Namespace) -> int:
     # lazy: only this command needs it (boto3, the archive, the local store)
     from orbital.store.portable import export_state
 
+    if args.file and args.out:
+        print("orbital export: give the archive as FILE or as --out, not both", file=sys.stderr)
+        return 1
+    if args.agent is not None:
+        return _cmd_export_agent(args)
     name = f"orbital-export-{time.strftime('%Y%m%d-%H%M%S')}.zip"
-    out = Path(args.out).expanduser() if args.out else Path.cwd() / name
+    given = args.file or args.out
+    out = Path(given).expanduser() if given else Path.cwd() / name
     if out.is_dir():
         out = out / name
     try:
@@ -157,11 +185,95 @@ def _cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_export_agent(args: argparse.Namespace) -> int:
+    # lazy: only this command needs it (boto3, the archive, the local store)
+    from orbital.store.agent_archive import check_agent_id, export_agent
+
+    name = f"orbital-agent-{args.agent}-{time.strftime('%Y%m%d-%H%M%S')}.zip"
+    given = args.file or args.out
+    out = Path(given).expanduser() if given else Path.cwd() / name
+    if out.is_dir():
+        out = out / name
+    try:
+        _check_args(args)
+        agent = check_agent_id(args.agent)
+        with _source(args) as store, _Bar(enabled=not args.json) as bar:
+            manifest = export_agent(store.items, store.objects, agent, out, progress=bar)
+    except KeyboardInterrupt:
+        print("orbital export: interrupted (no archive written)", file=sys.stderr)
+        return 130
+    except Exception as exc:
+        print(f"orbital export: {_describe(exc)}", file=sys.stderr)
+        return 1
+    if args.json:
+        summary = {k: v for k, v in manifest.to_json().items() if k != "objects"}
+        print(json.dumps({"archive": str(out), **summary}, indent=2))
+        return 0
+    items = sum(manifest.item_counts.values())
+    print(
+        f"Exported agent {agent}: {items} items and {len(manifest.objects)} files ({_bytes(manifest.object_bytes)}) "
+        f"from {store.label} to {out}",
+        flush=True,
+    )
+    print(f"  items     {_kinds(manifest.item_counts)}")
+    print(f"  files     {_kinds(manifest.object_counts)}")
+    _print_expects(manifest.expects)
+    print("The archive holds no API key or token; it holds the agent's memory and conversations: keep it private.")
+    return 0
+
+
+def _print_expects(expects: dict[str, Any]) -> None:
+    secrets = expects.get("secrets") or []
+    bindings = expects.get("bindings") or []
+    if secrets:
+        print(f"  expects   {', '.join(secrets)} (set them where the agent goes: they are not in the archive)")
+    if bindings:
+        print(f"  bindings  {len(bindings)} listed in the archive, not made active by an import")
+
+
+def _cmd_import_agent(args: argparse.Namespace, archive: Path) -> int:
+    # lazy: only this command needs it (boto3, the archive, the local store)
+    from orbital.store.agent_archive import check_agent_id, import_agent, read_agent_manifest
+
+    try:
+        _check_args(args)
+        manifest = read_agent_manifest(archive)  # a foreign file is refused before any target is opened
+        agent = check_agent_id(args.agent) if args.agent is not None else manifest.agent_id
+        with _target(args) as store, _Bar(enabled=not args.json) as bar:
+            report = import_agent(store.items, store.objects, archive, agent, replace=args.replace, progress=bar)
+    except KeyboardInterrupt:
+        print("orbital import: interrupted (run it again with --replace to finish)", file=sys.stderr)
+        return 130
+    except Exception as exc:
+        print(f"orbital import: {_describe(exc)}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps({"archive": str(archive), "target": store.label, **report.to_json()}, indent=2))
+        return 0
+    as_what = f" as {agent}" if agent != manifest.agent_id else ""
+    print(f"Imported agent {manifest.agent_id}{as_what} from {archive} into {store.label}", flush=True)
+    print(f"  {report.items} items ({report.sessions} sessions, {report.cron_jobs} cron jobs), {report.objects} files")
+    if report.replaced_items or report.replaced_objects:
+        print(f"  replaced  {report.replaced_items} items and {report.replaced_objects} files of the former {agent}")
+    _print_expects(report.expects)
+    return 0
+
+
 def _cmd_import(args: argparse.Namespace) -> int:
     # lazy: only this command needs it (boto3, the archive, the local store)
+    from orbital.store.agent_archive import is_agent_archive
     from orbital.store.portable import import_state, read_manifest
 
     archive = Path(args.archive)
+    if is_agent_archive(archive):
+        return _cmd_import_agent(args, archive)
+    if args.agent is not None or args.replace:
+        print(
+            f"orbital import: {archive} is not one agent's archive (--agent and --replace apply to archives written "
+            "by `orbital export --agent`)",
+            file=sys.stderr,
+        )
+        return 1
     try:
         _check_args(args)
         manifest = read_manifest(archive)  # a foreign file is refused before any target is opened

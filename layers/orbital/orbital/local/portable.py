@@ -59,6 +59,9 @@ class TableItems(Items):
     def put_counter(self, item: dict[str, Any]) -> bool:
         return self.table.put_items([item], unless_smaller="n") == 1
 
+    def delete_many(self, keys: list[Key]) -> None:
+        self.table.write_batch(deletes=list(dict.fromkeys(keys)))
+
     def refusal(self, item: Mapping[str, Any]) -> str | None:
         for name, value in item.items():
             if not isinstance(value, Mapping) or len(value) != 1:
@@ -113,8 +116,14 @@ class WorkspaceObjects(Objects):
         self.name = name
 
     def list_keys(self) -> Iterator[str]:
-        for info in self.workspace.list_all(""):
+        return self.list_prefix("")
+
+    def list_prefix(self, prefix: str) -> Iterator[str]:
+        for info in self.workspace.list_all(prefix):
             yield info.key
+
+    def delete(self, key: str) -> None:
+        self.workspace.delete(key)
 
     def read(self, key: str) -> tuple[ByteStream, StoredObject] | None:
         opened = self.workspace.stream(key)

@@ -666,3 +666,41 @@ def mcp_login(state: str) -> tuple[str, str]:
 
 _PK_KINDS[MCP_AUTH_PK] = "mcp-auth"
 _PK_KINDS[MCP_LOGIN_PK] = "mcp-login"
+
+# --- one agent's share of the table and the workspace (`orbital.store.agent_archive`) --------------------------------
+#
+# An agent owns: the sessions whose key starts with `agent:{id}:` (with their messages, inputs, approval history,
+# registry entries, spend notices and media under `media/agent:{id}:…`), its workspace `agents/{id}/`, HEARTBEAT and
+# LASTACTIVE `{id}`, its cron jobs (`agentId`) with their runs, the spend counters of scopes `agent:{id}`,
+# `session:agent:{id}:…` and `cron:{jobId}` of its jobs, and the flag `seeded:{id}`.
+
+SESSION_PK_PREFIX = session_pk("")
+CRON_RUNS_PK_PREFIX = cron_runs_pk("")
+SPEND_NOTICE_PREFIX = _SPEND_NOTICE_PREFIX
+
+
+def agent_session_prefix(agent_id: str) -> str:
+    """What every session key of agent `agent_id` starts with."""
+    return f"agent:{agent_id}:"
+
+
+def agent_workspace_root(agent_id: str) -> str:
+    """The prefix of every object of the agent's workspace."""
+    return f"{agent_root(agent_id)}/"
+
+
+def agent_media_prefix(agent_id: str) -> str:
+    """The prefix of the media of every session of the agent (`session_media_prefix` of its keys)."""
+    return media_object(agent_session_prefix(agent_id))
+
+
+def spend_scope_agent(agent_id: str) -> str:
+    return f"agent:{agent_id}"
+
+
+def spend_scope_session(session_key: str) -> str:
+    return f"session:{session_key}"
+
+
+def spend_scope_cron(job_id: str) -> str:
+    return f"cron:{job_id}"

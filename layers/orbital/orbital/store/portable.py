@@ -195,6 +195,10 @@ class Items(ABC):
         """Why this store cannot hold `item` as it is (None: it can). Asked of every item before an import writes."""
         return None
 
+    def delete_many(self, keys: list[Key]) -> None:
+        """Delete the items at `keys` (a key with no item is fine). Used by an agent's import with `replace`."""
+        raise PortableError(f"{self.name} cannot delete items")
+
 
 class Objects(ABC):
     """The workspace objects an archive is written from, or into."""
@@ -218,6 +222,14 @@ class Objects(ABC):
     @abstractmethod
     def write(self, key: str, body: bytes, entry: ObjectEntry) -> None:
         """Store `body` at `key` with the headers and metadata of `entry` (its SHA-256 is that of `body`)."""
+
+    def list_prefix(self, prefix: str) -> Iterator[str]:
+        """The keys that start with `prefix` (stores that can list by prefix do it without listing everything)."""
+        return (key for key in self.list_keys() if key.startswith(prefix))
+
+    def delete(self, key: str) -> None:
+        """Delete the object at `key` (none there is fine). Used by an agent's import with `replace`."""
+        raise PortableError(f"{self.name} cannot delete objects")
 
 
 # --- manifest -----------------------------------------------------------------------------------------------------
@@ -313,7 +325,7 @@ class Manifest:
             skipped = data.get("skipped") or {}
             if items.get("file") != ITEMS_FILE:
                 raise ValueError("items file")
-            objects = [_object_entry(o) for o in data["objects"]]
+            objects = [object_entry_from_json(o) for o in data["objects"]]
             manifest = cls(
                 created_at=_text(data.get("createdAt")),
                 orbital_version=data.get("orbitalVersion") if isinstance(data.get("orbitalVersion"), str) else None,
@@ -363,7 +375,7 @@ def _counts(value: Any) -> dict[str, int]:
     return {str(k): _size(v) for k, v in value.items()}
 
 
-def _object_entry(data: Any) -> ObjectEntry:
+def object_entry_from_json(data: Any) -> ObjectEntry:
     if not isinstance(data, dict):
         raise ValueError("expected an object entry")
     key, file = _text(data.get("key")), _text(data.get("file"))
@@ -535,7 +547,7 @@ def _write_archive(zf: zipfile.ZipFile, items: Items, objects: Objects, now: flo
     skipped_items: Counter[str] = Counter()
     digest = hashlib.sha256()
     size = 0
-    with zf.open(_member(ITEMS_FILE), "w", force_zip64=True) as member:
+    with zf.open(zip_member(ITEMS_FILE), "w", force_zip64=True) as member:
         for done, item in enumerate(items.scan(), 1):
             kind = keys.item_kind(*item_key(item))
             if kind in LIVE_ITEM_KINDS:
@@ -565,7 +577,7 @@ def _write_archive(zf: zipfile.ZipFile, items: Items, objects: Objects, now: flo
     object_counts: Counter[str] = Counter()
     progress("objects", 0, len(listed))
     for done, key in enumerate(listed, 1):
-        entry = _write_object(zf, objects, key, f"{OBJECTS_DIR}{len(entries) + 1:08d}")
+        entry = write_object(zf, objects, key, f"{OBJECTS_DIR}{len(entries) + 1:08d}")
         if entry is None:
             skipped_objects["vanished"] += 1  # deleted between the listing and the read
         else:
@@ -586,18 +598,18 @@ def _write_archive(zf: zipfile.ZipFile, items: Items, objects: Objects, now: flo
         items_sha256=digest.hexdigest(),
         objects=entries,
     )
-    zf.writestr(_member(MANIFEST_FILE), json.dumps(manifest.to_json(), indent=1, ensure_ascii=False))
+    zf.writestr(zip_member(MANIFEST_FILE), json.dumps(manifest.to_json(), indent=1, ensure_ascii=False))
     return manifest
 
 
-def _member(name: str) -> zipfile.ZipInfo:
+def zip_member(name: str) -> zipfile.ZipInfo:
     info = zipfile.ZipInfo(name, date_time=time.localtime()[:6])
     info.compress_type = zipfile.ZIP_DEFLATED
     info.external_attr = 0o600 << 16  # unpacked by hand, its files stay private too
     return info
 
 
-def _write_object(zf: zipfile.ZipFile, objects: Objects, key: str, name: str) -> ObjectEntry | None:
+def write_object(zf: zipfile.ZipFile, objects: Objects, key: str, name: str) -> ObjectEntry | None:
     opened = objects.read(key)
     if opened is None:
         return None
@@ -605,7 +617,7 @@ def _write_object(zf: zipfile.ZipFile, objects: Objects, key: str, name: str) ->
     digest = hashlib.sha256()
     size = 0
     try:
-        with zf.open(_member(name), "w", force_zip64=stored.size >= zipfile.ZIP64_LIMIT) as member:
+        with zf.open(zip_member(name), "w", force_zip64=stored.size >= zipfile.ZIP64_LIMIT) as member:
             for chunk in iter(lambda: body.read(CHUNK), b""):
                 member.write(chunk)
                 digest.update(chunk)
@@ -627,21 +639,21 @@ def _write_object(zf: zipfile.ZipFile, objects: Objects, key: str, name: str) ->
 
 def read_manifest(archive: Path) -> Manifest:
     """The manifest of `archive`, validated (format, version, fields) without reading the rest."""
-    with _open_archive(archive) as zf:
+    with open_archive(archive) as zf:
         return _manifest_of(zf)
 
 
 def verify_archive(archive: Path, progress: Progress | None = None) -> Manifest:
     """Check every member of `archive` against its manifest (sizes, SHA-256, well-formed items without a key twice);
     ArchiveError says what is wrong. Returns the manifest."""
-    with _open_archive(archive) as zf:
+    with open_archive(archive) as zf:
         manifest = _manifest_of(zf)
         _verify(zf, manifest, progress or _no_progress)
         return manifest
 
 
 @contextlib.contextmanager
-def _open_archive(archive: Path) -> Iterator[zipfile.ZipFile]:
+def open_archive(archive: Path) -> Iterator[zipfile.ZipFile]:
     try:
         zf = zipfile.ZipFile(archive)
     except FileNotFoundError:
@@ -668,7 +680,7 @@ def _manifest_of(zf: zipfile.ZipFile) -> Manifest:
     return Manifest.from_json(data)
 
 
-def _read_member(zf: zipfile.ZipFile, name: str) -> Iterator[bytes]:
+def read_member(zf: zipfile.ZipFile, name: str) -> Iterator[bytes]:
     """A member's bytes in chunks; ArchiveError if it is missing or fails its CRC."""
     try:
         with zf.open(name) as fh:
@@ -685,14 +697,14 @@ def _verify(zf: zipfile.ZipFile, manifest: Manifest, progress: Progress, target:
     progress("verify", 0, total)
     digest = hashlib.sha256()
     size = 0
-    for chunk in _read_member(zf, ITEMS_FILE):
+    for chunk in read_member(zf, ITEMS_FILE):
         digest.update(chunk)
         size += len(chunk)
     if size != manifest.items_size or digest.hexdigest() != manifest.items_sha256:
         raise ArchiveError(f"damaged Orbital export: {ITEMS_FILE} does not match its checksum")
     seen: set[tuple[str, str]] = set()
     count = 0
-    for item in _items(zf):
+    for item in archive_items(zf):
         key = item_key(item)
         if key in seen:
             raise ArchiveError(f"damaged Orbital export: item {key[0]} / {key[1]} appears twice")
@@ -706,7 +718,7 @@ def _verify(zf: zipfile.ZipFile, manifest: Manifest, progress: Progress, target:
     for done, entry in enumerate(manifest.objects, 2):
         digest = hashlib.sha256()
         size = 0
-        for chunk in _read_member(zf, entry.file):
+        for chunk in read_member(zf, entry.file):
             digest.update(chunk)
             size += len(chunk)
         if size != entry.size or digest.hexdigest() != entry.sha256:
@@ -714,11 +726,11 @@ def _verify(zf: zipfile.ZipFile, manifest: Manifest, progress: Progress, target:
         progress("verify", done, total)
 
 
-def _items(zf: zipfile.ZipFile) -> Iterator[dict[str, Any]]:
-    """The items of the archive, in boto3's form; ArchiveError on a malformed line."""
+def archive_items(zf: zipfile.ZipFile, name: str = ITEMS_FILE) -> Iterator[dict[str, Any]]:
+    """The items of the archive's member `name` (JSON lines), in boto3's form; ArchiveError on a malformed line."""
     pending = b""
     number = 0
-    for chunk in _read_member(zf, ITEMS_FILE):
+    for chunk in read_member(zf, name):
         pending += chunk
         *lines, pending = pending.split(b"\n")
         for line in lines:
@@ -780,7 +792,7 @@ def import_state(
     module docstring)."""
     report_progress = progress or _no_progress
     cutoff = time.time() if now is None else now
-    with _open_archive(archive) as zf:
+    with open_archive(archive) as zf:
         manifest = _manifest_of(zf)
         _verify(zf, manifest, report_progress, items)
         report = ImportReport(manifest)
@@ -797,7 +809,7 @@ def _import_items(
     done = 0
     batch: list[dict[str, Any]] = []
     size = max(1, target.batch)
-    for item in _items(zf):
+    for item in archive_items(zf):
         batch.append(item)
         if len(batch) == size:
             _import_batch(target, batch, report, now)
@@ -842,8 +854,8 @@ def _import_objects(
     total = len(manifest.objects)
     progress("objects", 0, total)
     for done, entry in enumerate(manifest.objects, 1):
-        body = b"".join(_read_member(zf, entry.file))
-        if _holds(target, entry, body):
+        body = b"".join(read_member(zf, entry.file))
+        if holds(target, entry, body):
             report.objects_unchanged += 1
         else:
             target.write(entry.key, body, entry)
@@ -851,7 +863,7 @@ def _import_objects(
         progress("objects", done, total)
 
 
-def _holds(target: Objects, entry: ObjectEntry, body: bytes) -> bool:
+def holds(target: Objects, entry: ObjectEntry, body: bytes) -> bool:
     """Whether the target already holds `entry`: same headers, metadata and bytes."""
     stored = target.head(entry.key)
     if stored is None or stored.size != entry.size:

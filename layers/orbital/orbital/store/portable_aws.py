@@ -77,6 +77,21 @@ class DynamoItems(Items):
             _backoff(attempt)
         raise PortableError("DynamoDB kept refusing writes (throttled): nothing is lost, run the import again")
 
+    def delete_many(self, keys: list[Key]) -> None:
+        for start in range(0, len(keys), 25):
+            chunk = list(dict.fromkeys(keys[start : start + 25]))
+            pending: dict[str, Any] = {
+                self.name: [{"DeleteRequest": {"Key": {"PK": {"S": pk}, "SK": {"S": sk}}}} for pk, sk in chunk]
+            }
+            for attempt in range(BATCH_ATTEMPTS):
+                resp = self.ddb.batch_write_item(RequestItems=pending)
+                pending = resp.get("UnprocessedItems") or {}
+                if not pending:
+                    break
+                _backoff(attempt)
+            else:
+                raise PortableError("DynamoDB kept refusing deletes (throttled): run the import again")
+
     def put_counter(self, item: dict[str, Any]) -> bool:
         try:
             self.ddb.put_item(
@@ -104,7 +119,10 @@ class S3Objects(Objects):
         self.name = bucket
 
     def list_keys(self) -> Iterator[str]:
-        kwargs: dict[str, Any] = {"Bucket": self.name}
+        return self.list_prefix("")
+
+    def list_prefix(self, prefix: str) -> Iterator[str]:
+        kwargs: dict[str, Any] = {"Bucket": self.name, "Prefix": prefix}
         while True:
             resp = self.s3.list_objects_v2(**kwargs)
             for obj in resp.get("Contents", []):
@@ -131,6 +149,9 @@ class S3Objects(Objects):
                 return None
             raise
         return _described(head)
+
+    def delete(self, key: str) -> None:
+        self.s3.delete_object(Bucket=self.name, Key=key)
 
     def write(self, key: str, body: bytes, entry: ObjectEntry) -> None:
         self.s3.put_object(

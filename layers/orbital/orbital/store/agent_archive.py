@@ -1,0 +1,1044 @@
+"""One agent on its own: its archive, its import under the same or another id, its copy inside one gateway.
+
+`export_agent` writes what belongs to one agent into a zip archive; `import_agent` writes such an archive into a
+table and bucket under the agent's own id or a new one; `copy_agent` does both at once inside one store (no file).
+They work on the `Items` / `Objects` ports of `orbital.store.portable` (locally `orbital.local.portable`, on AWS
+`orbital.store.portable_aws`), so an agent moves between the local runtime and a stack either way.
+
+What belongs to agent `{id}` (`keys.py`, "one agent's share"): the sessions whose key starts with `agent:{id}:` —
+their meta, messages, queued inputs, approval history, registry entries, spend notices and media
+(`media/agent:{id}:…`, which holds message bodies too large for an item) —, its workspace `agents/{id}/…` (identity,
+memory, skill overrides, other files, session archives), its heartbeat state and last-active context, its cron jobs
+(`agentId`) with their run history, its spend counters (scopes `agent:{id}`, `session:{key}` of its sessions,
+`cron:{jobId}` of its jobs) kept as history, and the flag that its workspace was seeded. Its entry of the
+configuration's `agents.list` goes in the manifest (secrets removed), and so do its `agents.bindings` — listed, never
+made active by an import. Left out: live state (`portable.LIVE_ITEM_KINDS`), items whose ttl passed, the watch
+records of cron runs in progress (`cron-active`), everything of the gateway as a whole (the configuration and its
+secrets, API keys, channel tokens, MCP servers with their headers and OAuth grants, device tokens, pairings, usage
+of the month, channel registry) and everything of another agent.
+
+The archive is a zip like the gateway's export (mode 0600, written under a temporary name and renamed):
+
+    items.jsonl        the agent's items in DynamoDB JSON, as stored
+    objects/00000001   the bytes of one object each
+    manifest.json      {"format": "orbital-agent", "version": 1, "agentId": "main", "createdAt": "...",
+                        "orbitalVersion": "...", "counts": {"items": {...}, "objects": {...}},
+                        "skipped": {"items": {...}}, "expects": {"secrets": ["apiKeys.anthropic", ...],
+                        "bindings": [{"agentId": "main", "match": {...}}]}, "config": {"agent": {...} | null},
+                        "items": {"file": "items.jsonl", "count": N, "size": N, "sha256": "..."},
+                        "objects": [{"key": "agents/main/MEMORY.md", "file": "objects/00000001", ...}, ...]}
+
+`expects.secrets` names (never holds) the secrets the agent uses where it was: every API key and provider or MCP
+header set, and the tokens of the channels its bindings name (of every channel, for the default agent).
+
+Import: the archive is checked whole before anything is written — its checksums, and that every item and object
+belongs to the agent it names (a session key of that agent, its workspace or media, its heartbeat, its jobs: an
+item of any other kind, another agent's key, a path that climbs out with `..`, an index key that is not the one its
+kind has, is refused with what it is). Then the id is rewritten everywhere: in keys, in session keys and workspace
+paths inside the data, `agentId` fields; every cron job gets a new id (references rewritten too), so two imports of
+one archive under two ids are two independent agents. An id that already exists is refused (`AgentExistsError`)
+unless `replace`, which first deletes that agent's own items and objects (nothing else). The agent's entry is added
+to `agents.list` of the target's configuration (without `default`, with the id rewritten), unless the caller does
+that itself (`add_to_config=False`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+import re
+import tempfile
+import time
+import uuid
+import zipfile
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from orbital import __version__
+from orbital.domain import config as cfg
+from orbital.domain.config_schema import AgentEntry
+from orbital.domain.ids import normalize_agent_id
+from orbital.store import keys
+from orbital.store.portable import (
+    ITEMS_FILE,
+    LIVE_ITEM_KINDS,
+    MANIFEST_FILE,
+    OBJECTS_DIR,
+    ArchiveError,
+    Items,
+    Key,
+    ObjectEntry,
+    Objects,
+    PortableError,
+    Progress,
+    archive_items,
+    expired,
+    item_key,
+    item_to_json,
+    object_entry_from_json,
+    open_archive,
+    read_member,
+    write_object,
+    zip_member,
+)
+
+FORMAT = "orbital-agent"
+VERSION = 1
+
+_VALID_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+_BATCH = 25
+_KEY_ATTRS = frozenset({"PK", "SK"})
+_INDEX_ATTRS = ("GSI1PK", "GSI1SK")
+_MAX_OBJECT_KEY = 1024
+
+
+class AgentArchiveError(ArchiveError):
+    """The file is not an agent archive, is damaged, or holds something that does not belong to its agent."""
+
+
+class AgentExistsError(PortableError):
+    """The target already has an agent with that id (and `replace` was not given)."""
+
+
+class AgentNotFoundError(PortableError):
+    """The source has no agent with that id."""
+
+
+def check_agent_id(raw: str) -> str:
+    """`raw` if it is a valid agent id (lowercase letters, digits, `-`, `_`; 1 to 64, starting with a letter or a
+    digit); PortableError otherwise (an id is never silently changed into another one)."""
+    if not isinstance(raw, str) or not _VALID_ID.match(raw):
+        raise PortableError(
+            f"invalid agent id {raw!r}: use 1 to 64 lowercase letters, digits, '-' or '_', starting with a letter "
+            "or a digit"
+        )
+    return raw
+
+
+# --- what belongs to an agent -----------------------------------------------------------------------------------------
+
+
+def _data(item: Mapping[str, Any]) -> dict[str, Any]:
+    raw = item.get("d")
+    if not isinstance(raw, Mapping) or not isinstance(raw.get("S"), str):
+        return {}
+    try:
+        data = json.loads(raw["S"])
+    except ValueError:
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _job_agent(item: Mapping[str, Any]) -> str | None:
+    """The agent of a cron job item (its `agentId`; a job without one is the default agent's)."""
+    agent = _data(item).get("agentId")
+    return normalize_agent_id(agent if isinstance(agent, str) else None)
+
+
+def _job_id(sk: str) -> str:
+    return sk[len(keys.CRON_JOB_PREFIX) :]
+
+
+def _is_job(pk: str, sk: str) -> bool:
+    return pk == keys.CRON_PK and sk.startswith(keys.CRON_JOB_PREFIX)
+
+
+def _belongs(pk: str, sk: str, agent: str, jobs: set[str]) -> bool:
+    """Whether the item at (pk, sk) is agent `agent`'s, given the ids of its cron jobs (a job item itself is checked
+    by its `agentId` before)."""
+    if keys.item_kind(pk, sk) in LIVE_ITEM_KINDS:
+        return False
+    prefix = keys.agent_session_prefix(agent)
+    if pk.startswith(keys.SESSION_PK_PREFIX):
+        return pk[len(keys.SESSION_PK_PREFIX) :].startswith(prefix)
+    if pk == keys.SESSION_REGISTRY_PK:
+        return sk.startswith(prefix)
+    if pk in (keys.HEARTBEAT_PK, keys.LAST_ACTIVE_PK):
+        return sk == agent
+    if _is_job(pk, sk):
+        return _job_id(sk) in jobs
+    if pk.startswith(keys.CRON_RUNS_PK_PREFIX):
+        return pk[len(keys.CRON_RUNS_PK_PREFIX) :] in jobs
+    if pk.startswith(keys.SPEND_PREFIX):
+        return (
+            sk == keys.spend_scope_agent(agent)
+            or sk.startswith(keys.spend_scope_session(prefix))
+            or any(sk == keys.spend_scope_cron(job) for job in jobs)
+        )
+    if pk.startswith(keys.SPEND_NOTICE_PREFIX):
+        return pk[len(keys.SPEND_NOTICE_PREFIX) :].startswith(prefix)
+    return (pk, sk) == keys.workspace_seeded_flag(agent)
+
+
+def _owns_object(key: str, agent: str) -> bool:
+    return key.startswith((keys.agent_workspace_root(agent), keys.agent_media_prefix(agent)))
+
+
+def _object_key_problem(key: str, agent: str) -> str | None:
+    """Why an archive may not write the object `key` for agent `agent` (None: it may)."""
+    if not _owns_object(key, agent):
+        return "it is not in the agent's workspace or its sessions' media"
+    if len(key) > _MAX_OBJECT_KEY:
+        return "its key is too long"
+    if "\\" in key or any(ord(c) < 32 or ord(c) == 127 for c in key):
+        return "its key holds a backslash or a control character"
+    if any(part in ("", ".", "..") for part in key.split("/")):
+        return "its key has an empty, '.' or '..' segment"
+    return None
+
+
+def _index_problem(item: Mapping[str, Any], pk: str, sk: str) -> str | None:
+    """An item of an agent has the index keys of its kind only: a due cron job, a cron run, or none."""
+    gsi = item.get("GSI1PK")
+    if gsi is None and item.get("GSI1SK") is None:
+        return None
+    gsi_pk = gsi.get("S") if isinstance(gsi, Mapping) else None
+    gsi_sk = item.get("GSI1SK", {}).get("S") if isinstance(item.get("GSI1SK"), Mapping) else None
+    if not isinstance(gsi_pk, str) or not isinstance(gsi_sk, str):
+        return "its index keys are not strings"
+    if _is_job(pk, sk) and gsi_pk == keys.CRON_DUE_GSI_PK and gsi_sk.endswith(f"#{_job_id(sk)}"):
+        return None
+    if pk.startswith(keys.CRON_RUNS_PK_PREFIX) and gsi_pk == keys.CRON_RUNS_GSI_PK:
+        return None
+    return f"its index key {gsi_pk!r} is not one an item of its kind has"
+
+
+# --- rewriting an agent's id and its jobs' ids ------------------------------------------------------------------------
+
+
+class _Rewrite:
+    """Renames agent `old` to `new` and cron job ids by `jobs`, in keys and in the data of items."""
+
+    def __init__(self, old: str, new: str, jobs: Mapping[str, str]) -> None:
+        self.old, self.new, self.jobs = old, new, dict(jobs)
+        ids = re.escape(old)
+        self._agent = re.compile(rf"(?<![A-Za-z0-9_-])(agent:|agents/){ids}(?=[:/]|$)")
+
+    @property
+    def identity(self) -> bool:
+        return self.old == self.new and all(a == b for a, b in self.jobs.items())
+
+    def text(self, value: str) -> str:
+        """A key, session key, path or scope with the agent and job ids rewritten (whitespace-free text only: prose
+        that mentions a key is left as written)."""
+        if not value or any(c.isspace() for c in value):
+            return value
+        if self.old != self.new and self.old in value:
+            value = self._agent.sub(lambda m: f"{m.group(1)}{self.new}", value)
+        for old_job, new_job in self.jobs.items():
+            if old_job in value:
+                value = value.replace(old_job, new_job)
+        return value
+
+    def data(self, value: Any, name: str | None = None) -> Any:
+        if isinstance(value, str):
+            if name == "agentId" and value == self.old:
+                return self.new
+            return self.text(value)
+        if isinstance(value, list):
+            return [self.data(v) for v in value]
+        if isinstance(value, dict):
+            return {k: self.data(v, k) for k, v in value.items()}
+        return value
+
+    def key(self, pk: str, sk: str) -> Key:
+        if pk in (keys.HEARTBEAT_PK, keys.LAST_ACTIVE_PK) and sk == self.old:
+            return pk, self.new
+        if (pk, sk) == keys.workspace_seeded_flag(self.old):
+            return keys.workspace_seeded_flag(self.new)
+        if pk.startswith(keys.SPEND_PREFIX) and sk == keys.spend_scope_agent(self.old):
+            return self.text(pk), keys.spend_scope_agent(self.new)
+        return self.text(pk), self.text(sk)
+
+    def item(self, item: Mapping[str, Any]) -> dict[str, Any]:
+        if self.identity:
+            return dict(item)
+        pk, sk = self.key(*item_key(item))
+        out: dict[str, Any] = {}
+        for name, value in item.items():
+            if name == "PK":
+                out[name] = {"S": pk}
+            elif name == "SK":
+                out[name] = {"S": sk}
+            elif name == "d" and isinstance(value, Mapping) and isinstance(value.get("S"), str):
+                out[name] = {"S": self._json_text(value["S"])}
+            elif isinstance(value, Mapping) and isinstance(value.get("S"), str):
+                out[name] = {"S": self.text(value["S"])}
+            else:
+                out[name] = value
+        return out
+
+    def _json_text(self, text: str) -> str:
+        try:
+            data = json.loads(text)
+        except ValueError:
+            return text
+        rewritten = self.data(data)
+        if rewritten == data:
+            return text  # unchanged data keeps its stored text as it is
+        return json.dumps(rewritten, separators=(",", ":"), ensure_ascii=False)
+
+    def object_key(self, key: str) -> str:
+        return self.text(key) if self.old != self.new or self.jobs else key
+
+
+# --- the manifest -----------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AgentManifest:
+    """What an agent archive holds, and how to check it."""
+
+    agent_id: str
+    created_at: str
+    orbital_version: str | None
+    item_counts: dict[str, int]
+    object_counts: dict[str, int]
+    skipped_items: dict[str, int]
+    expects: dict[str, Any]
+    """`secrets`: config paths of the secrets the agent used (names only); `bindings`: its bindings, not active."""
+    agent_config: dict[str, Any] | None
+    """The agent's entry of `agents.list` (secrets removed), or None when it had none."""
+    items_count: int
+    items_size: int
+    items_sha256: str
+    objects: list[ObjectEntry]
+
+    @property
+    def object_bytes(self) -> int:
+        return sum(o.size for o in self.objects)
+
+    @property
+    def sessions(self) -> int:
+        return self.item_counts.get("session", 0)
+
+    @property
+    def cron_jobs(self) -> int:
+        return self.item_counts.get("cron-job", 0)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "version": VERSION,
+            "agentId": self.agent_id,
+            "createdAt": self.created_at,
+            "orbitalVersion": self.orbital_version,
+            "counts": {
+                "items": dict(sorted(self.item_counts.items())),
+                "objects": dict(sorted(self.object_counts.items())),
+            },
+            "skipped": {"items": dict(sorted(self.skipped_items.items()))},
+            "expects": self.expects,
+            "config": {"agent": self.agent_config},
+            "items": {
+                "file": ITEMS_FILE,
+                "count": self.items_count,
+                "size": self.items_size,
+                "sha256": self.items_sha256,
+            },
+            "objects": [o.to_json() for o in self.objects],
+        }
+
+    @classmethod
+    def from_json(cls, data: Any) -> AgentManifest:
+        if not isinstance(data, dict) or data.get("format") != FORMAT:
+            if isinstance(data, dict) and data.get("format") == "orbital-export":
+                raise AgentArchiveError("this is a whole gateway's export, not one agent's archive")
+            raise AgentArchiveError("not an Orbital agent archive (its manifest names another format)")
+        version = data.get("version")
+        if not isinstance(version, int) or isinstance(version, bool):
+            raise AgentArchiveError("damaged agent archive: the manifest has no format version")
+        if version != VERSION:
+            newer = " (written by a newer Orbital: upgrade this one)" if version > VERSION else ""
+            raise AgentArchiveError(
+                f"agent archive format version {version} is not supported; this reads {VERSION}{newer}"
+            )
+        try:
+            agent_id = check_agent_id(data["agentId"])
+            items = data["items"]
+            if items.get("file") != ITEMS_FILE:
+                raise ValueError("items file")
+            counts = data.get("counts") or {}
+            expects = data.get("expects") or {}
+            secrets = expects.get("secrets") or []
+            bindings = expects.get("bindings") or []
+            if not isinstance(secrets, list) or not all(isinstance(s, str) for s in secrets):
+                raise ValueError("expects.secrets")
+            if not isinstance(bindings, list) or not all(isinstance(b, dict) for b in bindings):
+                raise ValueError("expects.bindings")
+            agent_config = (data.get("config") or {}).get("agent")
+            if agent_config is not None and not isinstance(agent_config, dict):
+                raise ValueError("config.agent")
+            objects = [object_entry_from_json(o) for o in data["objects"]]
+            manifest = cls(
+                agent_id=agent_id,
+                created_at=str(data.get("createdAt") or ""),
+                orbital_version=data.get("orbitalVersion") if isinstance(data.get("orbitalVersion"), str) else None,
+                item_counts=_counts(counts.get("items")),
+                object_counts=_counts(counts.get("objects")),
+                skipped_items=_counts((data.get("skipped") or {}).get("items")),
+                expects={"secrets": list(secrets), "bindings": list(bindings)},
+                agent_config=agent_config,
+                items_count=_count(items.get("count")),
+                items_size=_count(items.get("size")),
+                items_sha256=_digest(items.get("sha256")),
+                objects=objects,
+            )
+        except PortableError as exc:
+            raise AgentArchiveError(f"damaged agent archive: {exc}") from None
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise AgentArchiveError(f"damaged agent archive: malformed manifest ({exc})") from None
+        seen: set[str] = set()
+        for entry in manifest.objects:
+            if entry.key in seen:
+                raise AgentArchiveError(f"damaged agent archive: object {entry.key!r} appears twice")
+            seen.add(entry.key)
+        return manifest
+
+
+Manifest = AgentManifest
+
+
+def _count(value: Any) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ValueError("expected a count")
+    return value
+
+
+def _digest(value: Any) -> str:
+    if not isinstance(value, str) or not _SHA256.match(value):
+        raise ValueError("expected a sha256")
+    return value
+
+
+def _counts(value: Any) -> dict[str, int]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ValueError("expected counts")
+    return {str(k): _count(v) for k, v in value.items()}
+
+
+# --- the configuration: the agent's entry, its bindings, the secrets it expects ---------------------------------------
+
+
+def _config(items: Items) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The stored configuration overrides and the CONFIG item itself (None: none stored)."""
+    found = items.get_many([keys.CONFIG]).get(keys.CONFIG)
+    return (_data(found) if found else {}), found
+
+
+def _agent_list(config: Mapping[str, Any]) -> list[Any]:
+    agents = config.get("agents")
+    entries = agents.get("list") if isinstance(agents, dict) else None
+    return entries if isinstance(entries, list) else []
+
+
+def _entry_of(config: Mapping[str, Any], agent: str) -> dict[str, Any] | None:
+    for entry in _agent_list(config):
+        if isinstance(entry, dict) and isinstance(entry.get("id"), str) and normalize_agent_id(entry["id"]) == agent:
+            return entry
+    return None
+
+
+def _bindings_of(config: Mapping[str, Any], agent: str) -> list[dict[str, Any]]:
+    agents = config.get("agents")
+    bindings = agents.get("bindings") if isinstance(agents, dict) else None
+    return [
+        b
+        for b in (bindings if isinstance(bindings, list) else [])
+        if isinstance(b, dict) and isinstance(b.get("agentId"), str) and normalize_agent_id(b["agentId"]) == agent
+    ]
+
+
+def _without_secrets(value: Any, path: list[str]) -> Any:
+    if isinstance(value, dict):
+        return {k: _without_secrets(v, [*path, k]) for k, v in value.items() if not cfg.is_secret([*path, k])}
+    if isinstance(value, list):
+        return [_without_secrets(v, [*path, str(i)]) for i, v in enumerate(value)]
+    return value
+
+
+def _secret_paths(value: Any, path: list[str]) -> Iterator[list[str]]:
+    """The paths of the secrets set in `value` (the first secret segment of each; its value never read)."""
+    if path and cfg.is_secret(path):
+        if value not in (None, "", {}, []):
+            yield path
+        return
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from _secret_paths(v, [*path, str(k)])
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from _secret_paths(v, [*path, str(i)])
+
+
+def _expects(config: Mapping[str, Any], agent: str, bindings: list[dict[str, Any]]) -> dict[str, Any]:
+    channels = {
+        str(b["match"]["channel"]).lower()
+        for b in bindings
+        if isinstance(b.get("match"), dict) and isinstance(b["match"].get("channel"), str)
+    }
+    default = cfg.default_agent_id(dict(config)) == agent
+    secrets = []
+    for path in _secret_paths(config, []):
+        if path[0] == "channels" and len(path) > 1 and not default and path[1].lower() not in channels:
+            continue  # the token of a channel this agent does not answer on
+        secrets.append(".".join(path))
+    return {"secrets": sorted(set(secrets)), "bindings": bindings}
+
+
+def _clean_entry(entry: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """An `agents.list` entry as an archive carries it: the settings the schema knows, no secrets, no `default`."""
+    if entry is None:
+        return None
+    kept = {k: v for k, v in entry.items() if k in AgentEntry.model_fields and k not in ("id", "default")}
+    return _without_secrets(kept, ["agents", "list", "0"])
+
+
+# --- export -----------------------------------------------------------------------------------------------------------
+
+
+def agent_ids(items: Items, objects: Objects) -> list[str]:
+    """Every agent the store knows: in the configuration's `agents.list`, in session keys, heartbeats, last-active
+    contexts, cron jobs and workspaces."""
+    found: set[str] = set()
+    for item in items.scan():
+        pk, sk = item_key(item)
+        ident: str | None = None
+        if (pk, sk) == keys.CONFIG:
+            found.update(
+                normalize_agent_id(e["id"]) for e in _agent_list(_data(item)) if isinstance(e, dict) and e.get("id")
+            )
+        elif pk.startswith(keys.SESSION_PK_PREFIX) and sk == "META":
+            ident = _session_agent(pk[len(keys.SESSION_PK_PREFIX) :])
+        elif pk == keys.SESSION_REGISTRY_PK:
+            ident = _session_agent(sk)
+        elif pk in (keys.HEARTBEAT_PK, keys.LAST_ACTIVE_PK):
+            ident = sk
+        elif _is_job(pk, sk):
+            ident = _job_agent(item)
+        if ident and _VALID_ID.match(ident):
+            found.add(ident)
+    for key in objects.list_prefix(keys.agent_root("")):
+        ident = key[len(keys.agent_root("")) :].split("/", 1)[0]
+        if _VALID_ID.match(ident):
+            found.add(ident)
+    return sorted(found)
+
+
+def _session_agent(session_key: str) -> str | None:
+    parts = session_key.split(":")
+    return parts[1] if len(parts) >= 3 and parts[0] == "agent" else None
+
+
+def agent_exists(items: Items, objects: Objects, agent_id: str) -> bool:
+    """Whether the store holds anything of agent `agent_id` (its workspace, an entry of `agents.list`, a session,
+    a heartbeat, a cron job, ...)."""
+    agent = check_agent_id(agent_id)
+    if next(iter(objects.list_prefix(keys.agent_workspace_root(agent))), None) is not None:
+        return True
+    return agent in agent_ids(items, objects)
+
+
+@dataclass
+class _Selection:
+    """An agent's items and objects, as found in a store."""
+
+    items: list[dict[str, Any]]
+    object_keys: list[str]
+    skipped: Counter[str]
+    config: dict[str, Any]
+
+
+def _select(items: Items, objects: Objects, agent: str, now: float) -> _Selection:
+    jobs: set[str] = set()
+    held: list[dict[str, Any]] = []  # job-keyed items seen before their job
+    chosen: list[dict[str, Any]] = []
+    skipped: Counter[str] = Counter()
+    config: dict[str, Any] = {}
+    for item in items.scan():
+        pk, sk = item_key(item)
+        if (pk, sk) == keys.CONFIG:
+            config = _data(item)
+            continue
+        kind = keys.item_kind(pk, sk)
+        if _is_job(pk, sk):
+            if _job_agent(item) != agent:
+                continue
+            jobs.add(_job_id(sk))
+        elif pk.startswith(keys.CRON_RUNS_PK_PREFIX) or pk.startswith(keys.SPEND_PREFIX):
+            held.append(item)
+            continue
+        elif pk.startswith(keys.cron_active_pk("")):
+            continue  # a run in progress belongs to the gateway running it
+        if not _belongs(pk, sk, agent, jobs):
+            if kind in LIVE_ITEM_KINDS and _belongs_live(pk, sk, agent):
+                skipped[kind] += 1
+            continue
+        if expired(item, now):
+            skipped["expired"] += 1
+            continue
+        chosen.append(item)
+    for item in held:
+        if _belongs(*item_key(item), agent, jobs):
+            if expired(item, now):
+                skipped["expired"] += 1
+            else:
+                chosen.append(item)
+    object_keys: list[str] = []
+    for prefix in (keys.agent_workspace_root(agent), keys.agent_media_prefix(agent)):
+        object_keys.extend(sorted(objects.list_prefix(prefix)))
+    return _Selection(chosen, object_keys, skipped, config)
+
+
+def _belongs_live(pk: str, sk: str, agent: str) -> bool:
+    """A live item of the agent's sessions (left out, but counted): the keys clients use for them."""
+    prefix = keys.agent_session_prefix(agent)
+    if pk == keys.CLIENTS_PK and sk.startswith(keys.CLIENT_ALIAS_PREFIX):
+        return f"~{prefix}" in sk
+    return pk.startswith(keys.SESSION_PK_PREFIX + prefix)
+
+
+def export_agent(
+    items: Items,
+    objects: Objects,
+    agent_id: str,
+    path: Path,
+    *,
+    progress: Progress | None = None,
+    now: float | None = None,
+) -> AgentManifest:
+    """Write agent `agent_id`'s items and objects into the archive `path` (mode 0600, replaced atomically).
+    AgentNotFoundError if the store has nothing of that agent."""
+    agent = check_agent_id(agent_id)
+    report = progress or _no_progress
+    cutoff = time.time() if now is None else now
+    selection = _select(items, objects, agent, cutoff)
+    entry = _entry_of(selection.config, agent)
+    if not selection.items and not selection.object_keys and entry is None:
+        raise AgentNotFoundError(f"no agent {agent!r} here")
+    out = Path(path)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent)
+    tmp = Path(tmp_name)
+    try:
+        tmp.chmod(0o600)
+        with os.fdopen(fd, "wb") as fh:
+            with zipfile.ZipFile(fh, "w", compression=zipfile.ZIP_DEFLATED, allowZip64=True) as zf:
+                manifest = _write(zf, objects, agent, selection, report)
+            fh.flush()
+            os.fsync(fh.fileno())
+        tmp.replace(out)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return manifest
+
+
+def _write(
+    zf: zipfile.ZipFile, objects: Objects, agent: str, selection: _Selection, progress: Progress
+) -> AgentManifest:
+    digest = hashlib.sha256()
+    size = 0
+    counts: Counter[str] = Counter()
+    progress("items", 0, len(selection.items))
+    with zf.open(zip_member(ITEMS_FILE), "w", force_zip64=True) as member:
+        for done, item in enumerate(sorted(selection.items, key=item_key), 1):
+            line = (json.dumps(item_to_json(item), ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+            member.write(line)
+            digest.update(line)
+            size += len(line)
+            counts[keys.item_kind(*item_key(item))] += 1
+            if done % 100 == 0:
+                progress("items", done, len(selection.items))
+    progress("items", len(selection.items), len(selection.items))
+    entries: list[ObjectEntry] = []
+    object_counts: Counter[str] = Counter()
+    skipped = Counter(selection.skipped)
+    progress("objects", 0, len(selection.object_keys))
+    for done, key in enumerate(selection.object_keys, 1):
+        entry = write_object(zf, objects, key, f"{OBJECTS_DIR}{len(entries) + 1:08d}")
+        if entry is None:
+            skipped["vanished"] += 1
+        else:
+            entries.append(entry)
+            object_counts[keys.object_kind(key)] += 1
+        progress("objects", done, len(selection.object_keys))
+    bindings = _bindings_of(selection.config, agent)
+    manifest = AgentManifest(
+        agent_id=agent,
+        created_at=dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        orbital_version=__version__,
+        item_counts=dict(counts),
+        object_counts=dict(object_counts),
+        skipped_items=dict(skipped),
+        expects=_expects(selection.config, agent, bindings),
+        agent_config=_clean_entry(_entry_of(selection.config, agent)),
+        items_count=sum(counts.values()),
+        items_size=size,
+        items_sha256=digest.hexdigest(),
+        objects=entries,
+    )
+    zf.writestr(zip_member(MANIFEST_FILE), json.dumps(manifest.to_json(), indent=1, ensure_ascii=False))
+    return manifest
+
+
+# --- import -----------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class AgentImportReport:
+    """What an import (or a copy) wrote."""
+
+    source_id: str
+    agent_id: str
+    items: int = 0
+    objects: int = 0
+    sessions: int = 0
+    cron_jobs: int = 0
+    replaced_items: int = 0
+    replaced_objects: int = 0
+    job_ids: dict[str, str] = field(default_factory=dict)
+    """Old cron job id → the new one."""
+    expects: dict[str, Any] = field(default_factory=dict)
+    config_added: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "from": self.source_id,
+            "agentId": self.agent_id,
+            "items": self.items,
+            "objects": self.objects,
+            "sessions": self.sessions,
+            "cronJobs": self.cron_jobs,
+            "replaced": {"items": self.replaced_items, "objects": self.replaced_objects},
+            "jobIds": dict(self.job_ids),
+            "expects": self.expects,
+            "configAdded": self.config_added,
+        }
+
+
+@dataclass
+class _Payload:
+    """An agent's items and objects, checked, ready to be written under another id."""
+
+    agent_id: str
+    items: list[dict[str, Any]]
+    objects: list[tuple[ObjectEntry, Callable[[], bytes]]]
+    agent_config: dict[str, Any] | None
+    expects: dict[str, Any]
+
+
+def _check_items(payload_items: list[dict[str, Any]], agent: str, target: Items | None) -> set[str]:
+    """Refuse (AgentArchiveError) an item that is not agent `agent`'s; the ids of its cron jobs."""
+    jobs: set[str] = set()
+    for item in payload_items:
+        pk, sk = item_key(item)
+        if _is_job(pk, sk):
+            if _job_agent(item) != agent:
+                raise AgentArchiveError(f"the archive holds cron job {_job_id(sk)!r} of another agent")
+            jobs.add(_job_id(sk))
+    seen: set[Key] = set()
+    for item in payload_items:
+        key = item_key(item)
+        if key in seen:
+            raise AgentArchiveError(f"damaged agent archive: item {key[0]} / {key[1]} appears twice")
+        seen.add(key)
+        if not _belongs(*key, agent, jobs):
+            raise AgentArchiveError(f"the archive holds item {key[0]} / {key[1]}, which is not agent {agent!r}'s")
+        if why := _index_problem(item, *key):
+            raise AgentArchiveError(f"the archive's item {key[0]} / {key[1]} is refused: {why}")
+        if target is not None and (why := target.refusal(item)):
+            raise PortableError(f"item {key[0]} / {key[1]} cannot be imported into {target.name}: {why}")
+    return jobs
+
+
+def _check_objects(entries: list[ObjectEntry], agent: str) -> None:
+    for entry in entries:
+        if why := _object_key_problem(entry.key, agent):
+            raise AgentArchiveError(f"the archive's object {entry.key!r} is refused: {why}")
+
+
+def _apply(
+    items: Items,
+    objects: Objects,
+    payload: _Payload,
+    target_id: str,
+    *,
+    replace: bool,
+    add_to_config: bool,
+    progress: Progress,
+    now: float,
+) -> AgentImportReport:
+    source = payload.agent_id
+    jobs = _check_items(payload.items, source, items)
+    _check_objects([entry for entry, _ in payload.objects], source)
+    rewrite = _Rewrite(source, target_id, {job: str(uuid.uuid4()) for job in sorted(jobs)})
+    new_items = [rewrite.item(item) for item in payload.items if not expired(item, now)]
+    new_jobs = set(rewrite.jobs.values())
+    for item in new_items:  # what is written is the target agent's, whatever the rewrite made of it
+        if not _belongs(*item_key(item), target_id, new_jobs):
+            raise AgentArchiveError(f"item {item_key(item)} would not belong to agent {target_id!r}")
+    new_keys = [rewrite.object_key(entry.key) for entry, _ in payload.objects]
+    for key in new_keys:
+        if why := _object_key_problem(key, target_id):
+            raise AgentArchiveError(f"object {key!r} is refused: {why}")
+    report = AgentImportReport(source_id=source, agent_id=target_id, job_ids=dict(rewrite.jobs))
+    report.expects = {
+        "secrets": list(payload.expects.get("secrets") or []),
+        "bindings": [rewrite.data(b) for b in payload.expects.get("bindings") or []],
+    }
+    if agent_exists(items, objects, target_id):
+        if not replace:
+            raise AgentExistsError(f"agent {target_id!r} already exists here (replace it with --replace)")
+        report.replaced_items, report.replaced_objects = _remove(items, objects, target_id)
+
+    progress("items", 0, len(new_items))
+    for start in range(0, len(new_items), max(1, min(items.batch, _BATCH))):
+        batch = new_items[start : start + max(1, min(items.batch, _BATCH))]
+        items.put_many(batch)
+        report.items += len(batch)
+        progress("items", report.items, len(new_items))
+    for item in new_items:
+        kind = keys.item_kind(*item_key(item))
+        report.sessions += kind == "session"
+        report.cron_jobs += kind == "cron-job"
+    progress("objects", 0, len(new_keys))
+    for done, ((entry, body), key) in enumerate(zip(payload.objects, new_keys, strict=True), 1):
+        data = body()
+        if len(data) != entry.size or hashlib.sha256(data).hexdigest() != entry.sha256:
+            raise AgentArchiveError(f"damaged agent archive: the bytes of {entry.key!r} do not match their checksum")
+        objects.write(key, data, ObjectEntry(key, entry.file, entry.size, entry.sha256, entry.headers, entry.metadata))
+        report.objects += 1
+        progress("objects", done, len(new_keys))
+    if add_to_config:
+        report.config_added = _add_to_config(items, target_id, payload.agent_config, rewrite)
+    return report
+
+
+def _remove(items: Items, objects: Objects, agent: str) -> tuple[int, int]:
+    """Delete agent `agent`'s own items (with the live ones of its sessions and its cron runs in progress) and
+    objects; (items, objects) deleted."""
+    scanned = [item_key(item) for item in items.scan() if not _is_job(*item_key(item)) or _job_agent(item) == agent]
+    jobs = {_job_id(sk) for pk, sk in scanned if _is_job(pk, sk)}
+    active = tuple(keys.cron_active_pk(job) for job in jobs)
+    doomed = [
+        (pk, sk)
+        for pk, sk in scanned
+        if _belongs(pk, sk, agent, jobs) or _belongs_live(pk, sk, agent) or (active and pk.startswith(active))
+    ]
+    for start in range(0, len(doomed), _BATCH):
+        items.delete_many(doomed[start : start + _BATCH])
+    gone = 0
+    for prefix in (keys.agent_workspace_root(agent), keys.agent_media_prefix(agent)):
+        for key in list(objects.list_prefix(prefix)):
+            objects.delete(key)
+            gone += 1
+    return len(doomed), gone
+
+
+def _add_to_config(items: Items, agent: str, entry: Mapping[str, Any] | None, rewrite: _Rewrite) -> bool:
+    """Put the agent's entry into `agents.list` of the stored configuration (replacing one with its id). The default
+    agent `main` needs none when the archive had none."""
+    if entry is None and agent == "main":
+        return False
+    config, stored = _config(items)
+    new_entry = {"id": agent, **((_clean_entry(rewrite.data(dict(entry))) or {}) if entry else {})}
+    section = config.get("agents")
+    agents: dict[str, Any] = section if isinstance(section, dict) else {}
+    listed = [e for e in _agent_list(config) if not (isinstance(e, dict) and normalize_agent_id(e.get("id")) == agent)]
+    updated = {**config, "agents": {**agents, "list": [*listed, new_entry]}}
+    version = 0
+    if stored is not None and isinstance(stored.get("v"), Mapping) and "N" in stored["v"]:
+        version = int(str(stored["v"]["N"]))
+    item: dict[str, Any] = dict(stored or {})
+    item.update(
+        {
+            "PK": {"S": keys.CONFIG[0]},
+            "SK": {"S": keys.CONFIG[1]},
+            "d": {"S": json.dumps(updated, separators=(",", ":"), ensure_ascii=False)},
+            "v": {"N": str(version + 1)},
+        }
+    )
+    items.put_many([item])
+    return True
+
+
+def _read_archive(zf: zipfile.ZipFile, progress: Progress) -> tuple[AgentManifest, list[dict[str, Any]]]:
+    try:
+        raw = zf.read(MANIFEST_FILE)
+    except KeyError:
+        raise AgentArchiveError("not an Orbital agent archive (it has no manifest.json)") from None
+    except (zipfile.BadZipFile, EOFError, OSError) as exc:
+        raise AgentArchiveError(f"damaged agent archive: manifest.json cannot be read ({exc})") from None
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        raise AgentArchiveError("damaged agent archive: manifest.json is not JSON") from None
+    manifest = AgentManifest.from_json(data)
+    progress("verify", 0, 1 + len(manifest.objects))
+    digest = hashlib.sha256()
+    size = 0
+    for chunk in read_member(zf, ITEMS_FILE):
+        digest.update(chunk)
+        size += len(chunk)
+    if size != manifest.items_size or digest.hexdigest() != manifest.items_sha256:
+        raise AgentArchiveError(f"damaged agent archive: {ITEMS_FILE} does not match its checksum")
+    items = list(archive_items(zf))
+    if len(items) != manifest.items_count:
+        raise AgentArchiveError(
+            f"damaged agent archive: {len(items)} items where the manifest lists {manifest.items_count}"
+        )
+    for done, entry in enumerate(manifest.objects, 2):
+        digest = hashlib.sha256()
+        size = 0
+        for chunk in read_member(zf, entry.file):
+            digest.update(chunk)
+            size += len(chunk)
+            if size > entry.size:
+                break
+        if size != entry.size or digest.hexdigest() != entry.sha256:
+            raise AgentArchiveError(f"damaged agent archive: the bytes of {entry.key!r} do not match their checksum")
+        progress("verify", done, 1 + len(manifest.objects))
+    return manifest, items
+
+
+def read_agent_manifest(path: Path) -> AgentManifest:
+    """The manifest of an agent archive, validated without reading the rest."""
+    with open_archive(path) as zf:
+        try:
+            raw = zf.read(MANIFEST_FILE)
+        except KeyError:
+            raise AgentArchiveError("not an Orbital agent archive (it has no manifest.json)") from None
+        try:
+            return AgentManifest.from_json(json.loads(raw.decode("utf-8")))
+        except (UnicodeDecodeError, ValueError) as exc:
+            if isinstance(exc, PortableError):
+                raise
+            raise AgentArchiveError("damaged agent archive: manifest.json is not JSON") from None
+
+
+def is_agent_archive(path: Path) -> bool:
+    """Whether `path` is a zip whose manifest names the agent archive format (for `orbital import`)."""
+    try:
+        with open_archive(path) as zf:
+            data = json.loads(zf.read(MANIFEST_FILE).decode("utf-8"))
+    except (PortableError, KeyError, ValueError, OSError, zipfile.BadZipFile):
+        return False
+    return isinstance(data, dict) and data.get("format") == FORMAT
+
+
+def import_agent(
+    items: Items,
+    objects: Objects,
+    path: Path,
+    agent_id: str | None = None,
+    *,
+    replace: bool = False,
+    progress: Progress | None = None,
+    add_to_config: bool = True,
+    now: float | None = None,
+) -> AgentImportReport:
+    """Write the agent archive `path` into `items` and `objects` as agent `agent_id` (default: the archive's own
+    id). Everything is checked before anything is written (module docstring)."""
+    report_progress = progress or _no_progress
+    with open_archive(Path(path)) as zf:
+        manifest, archived = _read_archive(zf, report_progress)
+        target = check_agent_id(agent_id) if agent_id is not None else manifest.agent_id
+
+        def member(entry: ObjectEntry) -> Callable[[], bytes]:
+            return lambda: b"".join(read_member(zf, entry.file))
+
+        payload = _Payload(
+            agent_id=manifest.agent_id,
+            items=archived,
+            objects=[(entry, member(entry)) for entry in manifest.objects],
+            agent_config=manifest.agent_config,
+            expects=manifest.expects,
+        )
+        return _apply(
+            items,
+            objects,
+            payload,
+            target,
+            replace=replace,
+            add_to_config=add_to_config,
+            progress=report_progress,
+            now=time.time() if now is None else now,
+        )
+
+
+def copy_agent(
+    items: Items,
+    objects: Objects,
+    source_id: str,
+    target_id: str,
+    *,
+    replace: bool = False,
+    add_to_config: bool = True,
+    progress: Progress | None = None,
+    now: float | None = None,
+) -> AgentImportReport:
+    """Copy agent `source_id` to `target_id` inside one store: what `export_agent` then `import_agent` would do,
+    without a file. AgentNotFoundError for an unknown source; AgentExistsError for an existing target unless
+    `replace`; PortableError when both are the same."""
+    source = check_agent_id(source_id)
+    target = check_agent_id(target_id)
+    if source == target:
+        raise PortableError("an agent cannot be copied onto itself")
+    cutoff = time.time() if now is None else now
+    selection = _select(items, objects, source, cutoff)
+    entry = _entry_of(selection.config, source)
+    if not selection.items and not selection.object_keys and entry is None:
+        raise AgentNotFoundError(f"no agent {source!r} here")
+    read: list[tuple[ObjectEntry, Callable[[], bytes]]] = []
+    for key in selection.object_keys:
+        opened = objects.read(key)
+        if opened is None:
+            continue  # deleted since the listing
+        stream, stored = opened
+        try:
+            body = stream.read()
+        finally:
+            stream.close()
+        described = ObjectEntry(
+            key=key,
+            file="",
+            size=len(body),
+            sha256=hashlib.sha256(body).hexdigest(),
+            headers=dict(stored.headers),
+            metadata=dict(stored.metadata),
+        )
+        read.append((described, _constant(body)))
+    bindings = _bindings_of(selection.config, source)
+    payload = _Payload(
+        agent_id=source,
+        items=selection.items,
+        objects=read,
+        agent_config=_clean_entry(entry),
+        expects=_expects(selection.config, source, bindings),
+    )
+    return _apply(
+        items,
+        objects,
+        payload,
+        target,
+        replace=replace,
+        add_to_config=add_to_config,
+        progress=progress or _no_progress,
+        now=cutoff,
+    )
+
+
+def _constant(body: bytes) -> Callable[[], bytes]:
+    return lambda: body
+
+
+def _no_progress(kind: str, done: int, total: int | None) -> None:
+    return None
