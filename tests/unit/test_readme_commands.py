@@ -31,7 +31,8 @@ def _commands(text: str) -> list[str]:
             line = line.strip()
             if line.startswith(".venv/bin/orbital "):
                 line = line[len(".venv/bin/") :]
-            if line.split(" ", 2)[1:2] and line.split(" ", 2)[0] == "orbital" and line.split(" ", 2)[1] in SUBCOMMANDS:
+            words = line.split()
+            if len(words) > 1 and words[0] == "orbital" and words[1] in SUBCOMMANDS:
                 found.append(line)
     prose = re.sub(r"^```.*?^```", "", text, flags=re.S | re.M)
     for quoted in re.findall(r"`(orbital (?:backup|export|import) [^`]+)`", prose.replace("\n", " ")):
@@ -82,7 +83,7 @@ def test_the_readme_shows_each_command_it_describes() -> None:
     assert any(a[0] == "export" and "--table" in a for a in argvs)  # the point-in-time restore's way back
 
 
-@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize("command", COMMANDS, ids=[shlex.join(_argv(c)) for c in COMMANDS])
 def test_a_readme_command_parses_with_the_real_cli(command: str) -> None:
     argv = _argv(command)
     try:
