@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import uuid
 from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any, cast
@@ -128,3 +129,26 @@ def test_on_aws_the_card_says_what_to_use_instead(console: Console) -> None:
     assert "backup.status" in called
     assert "backup.run" not in called
     assert console.errors == []
+
+
+def test_a_device_that_may_only_read_sees_the_backups_and_is_told_it_may_not_take_one(
+    console: Console, no_schedule: GatewayClient
+) -> None:
+    admin = no_schedule
+    name = f"viewer-{uuid.uuid4().hex[:4]}"
+    made = admin.call("device.token.create", {"name": name, "role": "viewer"})
+    try:
+        admin.call("backup.run", {})
+        before = admin.call("backup.status", {})
+        page = console.open("#/settings", token=made["token"]).page
+        card = page.get_by_role("region", name="Backups")
+        expect(card.locator("dl.backup-facts")).to_have_attribute("data-last", before["last"]["name"])  # read: yes
+
+        card.get_by_role("button", name="Back up now").click()
+        refusal = card.get_by_role("alert")
+        expect(refusal).to_contain_text("Could not back up")
+        expect(refusal).to_contain_text("needs scope admin")
+        assert admin.call("backup.status", {})["count"] == before["count"]  # nothing was taken
+        expect(card.get_by_role("button", name="Back up now")).to_be_enabled()  # and it may be tried again
+    finally:
+        admin.call("device.token.revoke", {"tokenId": made["tokenId"]})
