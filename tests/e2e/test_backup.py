@@ -158,7 +158,7 @@ def test_kill_9_during_a_backup_loses_nothing(tmp_path: Path) -> None:
             assert status["count"] == 1 and status["last"]["name"] == first["name"]
             # nothing was lost: every object is there, and the next backup has them all
             workspace = store_for(gw).workspace
-            assert len([e for e in workspace.list_all("agents/main/bulk/")]) == 1500
+            assert len(list(workspace.list_all("agents/main/bulk/"))) == 1500
             again = client.call("backup.run", {})
             assert again["objects"] >= 1500 and again["verified"] is True
     finally:

@@ -23,6 +23,12 @@ ON_AWS = (
     "and files from the bucket's object versions, and use `orbital export --stack NAME` for a portable backup"
 )
 
+NOT_PERSISTED = "this local gateway keeps no state (it was started without persistence): there is nothing to back up"
+
+
+def _unavailable(ctx: CallContext) -> str:
+    return NOT_PERSISTED if ctx.services.settings.local else ON_AWS
+
 
 class BackupSummary(Result):
     name: str
@@ -63,7 +69,14 @@ def backup_status(ctx: CallContext, params: NoParams) -> dict[str, Any]:
     """The local backups: the settings, the last backup, when the next one is due, whether one is running."""
     backups = ctx.services.backups
     if backups is None:
-        return {"available": False, "reason": ON_AWS, "running": False, "last": None, "next": None, "count": 0}
+        return {
+            "available": False,
+            "reason": _unavailable(ctx),
+            "running": False,
+            "last": None,
+            "next": None,
+            "count": 0,
+        }
     return backups.status()
 
 
@@ -73,5 +86,5 @@ def backup_run(ctx: CallContext, params: NoParams) -> dict[str, Any]:
     being taken; 400 on AWS)."""
     backups = ctx.services.backups
     if backups is None:
-        raise BadRequestError(ON_AWS)
+        raise BadRequestError(_unavailable(ctx))
     return backups.run()
