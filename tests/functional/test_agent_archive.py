@@ -357,3 +357,38 @@ def test_copy_inside_a_stack(source: Source, aws: None) -> None:
     again = agent_archive.copy_agent(items, objects, "main", "twin", replace=True)
     assert again.replaced_items == report.items and again.replaced_objects == report.objects
     assert agent_archive.agent_ids(items, objects) == ["main", "twin"]
+
+
+def test_an_agent_archive_imports_under_its_own_id_without_agent(
+    source: Source, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data_dir = tmp_path / "fresh"
+    code, out, err = _cli(capsys, "import", str(source.archive), "--data-dir", str(data_dir), "--json")
+    assert code == 0, err
+    assert json.loads(out)["agentId"] == "main"
+    items, objects = _dump_local(data_dir)
+    assert keys.session_meta("agent:main:main") in items and "agents/main/MEMORY.md" in objects
+    assert keys.CONFIG not in items  # main, the default agent, needs no entry of its own
+    code, _, err = _cli(capsys, "export", "--agent", "main", "--data-dir", str(data_dir), "--out", "a.zip", "b.zip")
+    assert code == 1 and "not both" in err
+
+
+def test_a_hostile_archive_is_refused_before_any_write(
+    source: Source, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.unit.test_agent_archive import GOOD, GOOD_OBJECTS, _forge, _item
+
+    data_dir = tmp_path / "data"
+    shutil.copytree(source.data_dir, data_dir)
+    before = _dump_local(data_dir)
+    cases = {
+        "config.zip": ([*GOOD, _item(keys.CONFIG, {"apiKeys": {"openai": "attacker"}})], GOOD_OBJECTS),
+        "other.zip": ([*GOOD, _item(keys.session_meta("agent:main:main"), {"x": 1})], GOOD_OBJECTS),
+        "climb.zip": (GOOD, {**GOOD_OBJECTS, "agents/evil/../main/MEMORY.md": b"overwritten"}),
+    }
+    for name, (items, objects) in cases.items():
+        archive = _forge(tmp_path / name, "evil", items, objects)
+        for agent in ([], ["--agent", "main", "--replace"]):
+            code, _, err = _cli(capsys, "import", str(archive), *agent, "--data-dir", str(data_dir))
+            assert code == 1 and ("is refused" in err or "not agent 'evil'" in err), err
+    assert _dump_local(data_dir) == before

@@ -67,7 +67,8 @@ def add_parser(subparsers: Any) -> None:
             "Write everything that belongs to the agent into one archive: configuration with its secrets, sessions "
             "and messages, pairings, cron jobs and runs, heartbeats, skills and workspace files. The source is a "
             "local data directory (read beside its gateway if one is running), or a deployed stack. The file is "
-            "created readable by you only: it holds your API keys."
+            "created readable by you only: it holds your API keys. With --agent, only that agent goes (its sessions, "
+            "workspace, cron jobs, heartbeat and usage history), and no secret."
         ),
     )
     source = export.add_mutually_exclusive_group()
@@ -104,7 +105,9 @@ def add_parser(subparsers: Any) -> None:
             "Write the items and files of an archive made by `orbital export` into a deployed stack, an explicit "
             "table and bucket, or a local data directory (not while a gateway runs on it). Items and files with "
             "the same key are replaced, nothing else is touched; what the target already holds unchanged is not "
-            "written again, so running it twice is harmless."
+            "written again, so running it twice is harmless. An archive of one agent (`orbital export --agent`) "
+            "is imported under its own id, or the one given with --agent; an agent that already has that id is "
+            "refused unless --replace, and nothing of another agent is touched."
         ),
     )
     imp.add_argument("archive", metavar="FILE", help="an archive written by `orbital export`")
