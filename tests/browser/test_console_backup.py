@@ -8,16 +8,14 @@ import json
 import re
 import uuid
 from collections.abc import Iterator
-from types import SimpleNamespace
-from typing import Any, cast
+from typing import Any
 
 import pytest
 from orbital.client import GatewayClient
-from orbital.methods.backup import backup_status
-from orbital.protocol.registry import NoParams
 from playwright.sync_api import expect
 
 from tests.browser.conftest import Console
+from tests.conftest import Rpc
 
 
 def format_bytes(n: float) -> str:
@@ -112,10 +110,10 @@ def route_backup_status(page: Any, answer: dict[str, Any]) -> list[str]:
     return called
 
 
-def test_on_aws_the_card_says_what_to_use_instead(console: Console) -> None:
-    """A gateway on AWS has no local backups: the card shows its answer (the real handler's, with no backup engine)
-    and the way to restore there, and offers no button."""
-    answer = backup_status(cast(Any, SimpleNamespace(services=SimpleNamespace(backups=None))), NoParams())
+def test_on_aws_the_card_says_what_to_use_instead(console: Console, rpc: Rpc) -> None:
+    """A gateway on AWS has no local backups: the card shows its answer (`backup.status` through the dispatcher on
+    the AWS path, under moto) and the way to restore there, and offers no button."""
+    answer = rpc.call("backup.status", {})
     assert answer["available"] is False
     called = route_backup_status(console.page, answer)
     page = console.open("#/settings").page
