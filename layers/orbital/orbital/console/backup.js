@@ -4,16 +4,13 @@
 //   (or that automatic backups are off) and how many are kept where;
 // - "Back up now" calls `backup.run` (it answers with the new backup, once it is written and verified; 409 while
 //   one runs) and reads the status again;
-// - on AWS (`available: false`) the gateway's reason, and what to use there instead: point-in-time recovery of the
-//   table, object versions of the bucket and `orbital export --stack`. No button.
+// - without local backups (`available: false`: on AWS) the gateway's reason, which says what to use there instead
+//   (point-in-time recovery of the table, object versions of the bucket, `orbital export --stack`). No button.
 // A gateway without backup.status (or a token that may not read it) shows why the card is empty.
 
 import { busy, errorText, fill, formatBytes, formatNumber, formatTime, h, toast } from "./ui.js";
 
-const ON_AWS =
-  "On AWS the stack keeps its own history: point-in-time recovery holds the table's last 35 days, object versions the " +
-  "bucket's last 30, and `orbital export --stack NAME` writes a portable backup. The README's Backups section, On AWS, " +
-  "has the commands to restore.";
+const SEE_README = "The README's Backups section has the commands to restore.";
 
 function sentence(text) {
   const s = String(text || "").trim();
@@ -47,7 +44,7 @@ export class BackupCard {
   render(status) {
     if (status.available === false) {
       this.el.dataset.available = "false";
-      fill(this.el, h("p.backup-reason", sentence(status.reason) || "This gateway takes no backups of its own."), h("p.hint", ON_AWS));
+      fill(this.el, h("p.backup-reason", sentence(status.reason) || "This gateway takes no backups of its own."), h("p.hint", SEE_README));
       return;
     }
     this.el.dataset.available = "true";
