@@ -219,6 +219,21 @@ def test_bucket_is_private_encrypted_and_retained(template: dict[str, Any]) -> N
     assert bucket["DeletionPolicy"] == bucket["UpdateReplacePolicy"] == "Retain"
 
 
+def test_table_and_bucket_keep_what_a_restore_needs(template: dict[str, Any]) -> None:
+    """The README's restore on AWS relies on both: the table's point-in-time recovery (35 days) and the bucket's
+    object versions, with an old version kept as long as the README says (30 days)."""
+    table = resource(template, "StateTable")["Properties"]
+    assert table["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}
+    bucket = resource(template, "WorkspaceBucket")["Properties"]
+    assert bucket["VersioningConfiguration"] == {"Status": "Enabled"}
+    rules = {rule["Id"]: rule for rule in bucket["LifecycleConfiguration"]["Rules"]}
+    kept = rules["expire-old-versions"]
+    assert kept["Status"] == "Enabled"
+    assert kept["NoncurrentVersionExpiration"] == {"NoncurrentDays": 30}
+    readme = (ROOT / "README.md").read_text()
+    assert "old versions of its objects for 30 days" in readme
+
+
 # --- IAM ---------------------------------------------------------------------------------------------------------
 
 

@@ -8,12 +8,15 @@
 //   checks against); the page only names and groups them.
 // - Spend: dollars used, reserved and capped per period and scope, and the top sessions and cron jobs
 //   (`spend.status`, the console's spend.js).
+// - Backups: the last local backup, its size, the next one and "Back up now"; on AWS what to use instead
+//   (`backup.status` / `backup.run`, the console's backup.js).
 // - Advanced: any path set to a JSON value, and the whole configuration as read-only JSON (masked by the gateway).
 //   The gateway's refusal ("timeouts.toolMs: expected integer ≥ 1000, got …") shows next to the value, and its
 //   warning about a key it does not read ("unknown key `modle` — did you mean `model`?") next to the path.
 // The forms are drawn once; a reconnect, Refresh or a save reads the configuration again and shows the new values in
 // every field the user has not changed (what is typed stays).
 
+import { BackupCard } from "../backup.js";
 import { SpendCard } from "../spend.js";
 import { busy, clip, confirmAction, debounce, empty, errorText, failed, field, fill, h, header, icon, randomId, rerender, toast } from "../ui.js";
 
@@ -247,6 +250,7 @@ class SettingsView {
         this.modelCard(config),
         this.keysCard(config),
         this.spendCard(),
+        this.backupCard(),
         card("limits", "Limits", limits.el),
         card("sessions", "Sessions", sessions.el),
         more ? card("more", "More settings", h("details.settings-more-wrap", h("summary", "Every other setting the gateway reads"), more.el)) : null,
@@ -261,6 +265,14 @@ class SettingsView {
     spend.load();
     this.syncs.push(() => spend.load());
     return card("spend", "Spend", spend.el);
+  }
+
+  /** The local backups (backup.status, the console's backup.js), read again with each read of the configuration. */
+  backupCard() {
+    const backups = new BackupCard(this.gw);
+    backups.load();
+    this.syncs.push(() => backups.load());
+    return card("backups", "Backups", backups.el);
   }
 
   /** config.set; resolves with its answer (`warning` when the gateway does not read the key). */
