@@ -10,18 +10,8 @@ import mcp_types as types
 import pytest
 from orbital.domain.capabilities import validate_node_runtime
 from orbital.node import cli
-from orbital.node.mcp import (
-    MAX_ANNOUNCED_BYTES,
-    MAX_DESCRIPTION_CHARS,
-    MAX_TOOLS,
-    McpConfigError,
-    McpHost,
-    StdioServer,
-    combine,
-    load_config,
-    parse_flag,
-    tool_definitions,
-)
+from orbital.node.mcp import MAX_ANNOUNCED_BYTES, MAX_DESCRIPTION_CHARS, MAX_TOOLS, McpHost, tool_definitions
+from orbital.node.mcp_config import McpConfigError, StdioServer, combine, load_config, parse_flag
 from orbital.node.runtime import node_runtime
 from orbital.node.tools import TOOL_NAMES
 

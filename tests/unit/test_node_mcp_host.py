@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from orbital.node.mcp import McpCallError, McpHost, StdioServer
+from orbital.node.mcp import McpCallError, McpHost
+from orbital.node.mcp_config import StdioServer
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVER = str(ROOT / "tests" / "support" / "mcp_stdio_server.py")

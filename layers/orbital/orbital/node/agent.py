@@ -38,7 +38,8 @@ from orbital import __version__
 from orbital.domain.tool_results import FullOutput, Saved, fit_logs_result, fit_tool_result, full_output, too_large
 from orbital.domain.workspace_paths import tool_result_path
 from orbital.node.logs import clamp_lines, default_log_file, tail_lines
-from orbital.node.mcp import McpCallError, McpHost, StdioServer
+from orbital.node.mcp import McpCallError, McpHost
+from orbital.node.mcp_config import StdioServer
 from orbital.node.probe import probe_bins
 from orbital.node.process import ProcessManager
 from orbital.node.runtime import host_os, node_runtime

@@ -11,9 +11,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from orbital.node.agent import NodeAgent, NodeOptions, redact_url
 from orbital.node.logs import configure_logging, default_log_file, log
-from orbital.node.mcp import StdioServer, combine, load_config, parse_flag
+from orbital.node.mcp_config import StdioServer, combine, load_config, parse_flag
 from orbital.protocol import device_token, local_token
 
 DEFAULT_URL = local_token.DEFAULT_URL
@@ -95,6 +94,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def pair(args: argparse.Namespace) -> device_token.Paired:
     """`--pair CODE`: trade the code for a device token and save it for the URL. ValueError when that fails."""
+    # lazy: `orbital node` only; the node's agent loads the MCP SDK (0.4 s), and every `orbital` command builds this
+    # module's parser
+    from orbital.node.agent import redact_url
+
     gateway_url = local_token.url(getattr(args, "url", None))
     try:
         paired = device_token.exchange(args.pair, url=gateway_url, http_url=getattr(args, "http_url", None) or None)
@@ -114,6 +117,10 @@ def pair(args: argparse.Namespace) -> device_token.Paired:
 
 
 def _options(args: argparse.Namespace, paired: device_token.Paired | None = None) -> Any:
+    # lazy: `orbital node` only; the node's agent loads the MCP SDK (0.4 s), and every `orbital` command builds this
+    # module's parser
+    from orbital.node.agent import NodeOptions
+
     token: str | None
     if paired is not None:
         url, token = paired.url, paired.token
@@ -158,6 +165,10 @@ def mcp_servers_of(args: argparse.Namespace) -> list[StdioServer]:
 
 def run(args: argparse.Namespace) -> int:
     """Run the node until Ctrl-C/SIGTERM (exit 0) or until the gateway refuses it for good (exit 2)."""
+    # lazy: `orbital node` only; the node's agent loads the MCP SDK (0.4 s), and every `orbital` command builds this
+    # module's parser
+    from orbital.node.agent import NodeAgent, redact_url
+
     try:
         paired = pair(args) if getattr(args, "pair", None) else None
         options = _options(args, paired)
