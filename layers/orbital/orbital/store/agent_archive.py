@@ -77,9 +77,15 @@ from orbital.store.portable import (
     PortableError,
     Progress,
     archive_items,
+    count_of,
+    counts_of,
+    digest_of,
     expired,
     item_key,
     item_to_json,
+    manifest_json,
+    member_matches,
+    no_progress,
     object_entry_from_json,
     open_archive,
     read_member,
@@ -91,7 +97,6 @@ FORMAT = "orbital-agent"
 VERSION = 1
 
 _VALID_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
-_SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _BATCH = 25
 _KEY_ATTRS = frozenset({"PK", "SK"})
 _INDEX_ATTRS = ("GSI1PK", "GSI1SK")
@@ -380,14 +385,14 @@ class AgentManifest:
                 agent_id=agent_id,
                 created_at=str(data.get("createdAt") or ""),
                 orbital_version=data.get("orbitalVersion") if isinstance(data.get("orbitalVersion"), str) else None,
-                item_counts=_counts(counts.get("items")),
-                object_counts=_counts(counts.get("objects")),
-                skipped_items=_counts((data.get("skipped") or {}).get("items")),
+                item_counts=counts_of(counts.get("items")),
+                object_counts=counts_of(counts.get("objects")),
+                skipped_items=counts_of((data.get("skipped") or {}).get("items")),
                 expects={"secrets": list(secrets), "bindings": list(bindings)},
                 agent_config=agent_config,
-                items_count=_count(items.get("count")),
-                items_size=_count(items.get("size")),
-                items_sha256=_digest(items.get("sha256")),
+                items_count=count_of(items.get("count")),
+                items_size=count_of(items.get("size")),
+                items_sha256=digest_of(items.get("sha256")),
                 objects=objects,
             )
         except PortableError as exc:
@@ -403,26 +408,6 @@ class AgentManifest:
 
 
 Manifest = AgentManifest
-
-
-def _count(value: Any) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise ValueError("expected a count")
-    return value
-
-
-def _digest(value: Any) -> str:
-    if not isinstance(value, str) or not _SHA256.match(value):
-        raise ValueError("expected a sha256")
-    return value
-
-
-def _counts(value: Any) -> dict[str, int]:
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise ValueError("expected counts")
-    return {str(k): _count(v) for k, v in value.items()}
 
 
 # --- the configuration: the agent's entry, its bindings, the secrets it expects ---------------------------------------
@@ -618,7 +603,7 @@ def export_agent(
     """Write agent `agent_id`'s items and objects into the archive `path` (mode 0600, replaced atomically).
     AgentNotFoundError if the store has nothing of that agent."""
     agent = check_agent_id(agent_id)
-    report = progress or _no_progress
+    report = progress or no_progress
     cutoff = time.time() if now is None else now
     selection = _select(items, objects, agent, cutoff)
     entry = _entry_of(selection.config, agent)
@@ -871,24 +856,9 @@ def _add_to_config(items: Items, agent: str, entry: Mapping[str, Any] | None, re
 
 
 def _read_archive(zf: zipfile.ZipFile, progress: Progress) -> tuple[AgentManifest, list[dict[str, Any]]]:
-    try:
-        raw = zf.read(MANIFEST_FILE)
-    except KeyError:
-        raise AgentArchiveError("not an Orbital agent archive (it has no manifest.json)") from None
-    except (zipfile.BadZipFile, EOFError, OSError) as exc:
-        raise AgentArchiveError(f"damaged agent archive: manifest.json cannot be read ({exc})") from None
-    try:
-        data = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
-        raise AgentArchiveError("damaged agent archive: manifest.json is not JSON") from None
-    manifest = AgentManifest.from_json(data)
+    manifest = AgentManifest.from_json(_manifest_json(zf))
     progress("verify", 0, 1 + len(manifest.objects))
-    digest = hashlib.sha256()
-    size = 0
-    for chunk in read_member(zf, ITEMS_FILE):
-        digest.update(chunk)
-        size += len(chunk)
-    if size != manifest.items_size or digest.hexdigest() != manifest.items_sha256:
+    if not member_matches(zf, ITEMS_FILE, manifest.items_size, manifest.items_sha256):
         raise AgentArchiveError(f"damaged agent archive: {ITEMS_FILE} does not match its checksum")
     items = list(archive_items(zf))
     if len(items) != manifest.items_count:
@@ -896,14 +866,7 @@ def _read_archive(zf: zipfile.ZipFile, progress: Progress) -> tuple[AgentManifes
             f"damaged agent archive: {len(items)} items where the manifest lists {manifest.items_count}"
         )
     for done, entry in enumerate(manifest.objects, 2):
-        digest = hashlib.sha256()
-        size = 0
-        for chunk in read_member(zf, entry.file):
-            digest.update(chunk)
-            size += len(chunk)
-            if size > entry.size:
-                break
-        if size != entry.size or digest.hexdigest() != entry.sha256:
+        if not member_matches(zf, entry.file, entry.size, entry.sha256):
             raise AgentArchiveError(f"damaged agent archive: the bytes of {entry.key!r} do not match their checksum")
         progress("verify", done, 1 + len(manifest.objects))
     return manifest, items
@@ -912,16 +875,11 @@ def _read_archive(zf: zipfile.ZipFile, progress: Progress) -> tuple[AgentManifes
 def read_agent_manifest(path: Path) -> AgentManifest:
     """The manifest of an agent archive, validated without reading the rest."""
     with open_archive(path) as zf:
-        try:
-            raw = zf.read(MANIFEST_FILE)
-        except KeyError:
-            raise AgentArchiveError("not an Orbital agent archive (it has no manifest.json)") from None
-        try:
-            return AgentManifest.from_json(json.loads(raw.decode("utf-8")))
-        except (UnicodeDecodeError, ValueError) as exc:
-            if isinstance(exc, PortableError):
-                raise
-            raise AgentArchiveError("damaged agent archive: manifest.json is not JSON") from None
+        return AgentManifest.from_json(_manifest_json(zf))
+
+
+def _manifest_json(zf: zipfile.ZipFile) -> Any:
+    return manifest_json(zf, "an Orbital agent archive", "damaged agent archive", AgentArchiveError)
 
 
 def is_agent_archive(path: Path) -> bool:
@@ -947,7 +905,7 @@ def import_agent(
 ) -> AgentImportReport:
     """Write the agent archive `path` into `items` and `objects` as agent `agent_id` (default: the archive's own
     id). Everything is checked before anything is written (module docstring)."""
-    report_progress = progress or _no_progress
+    report_progress = progress or no_progress
     with open_archive(Path(path)) as zf:
         manifest, archived = _read_archive(zf, report_progress)
         target = check_agent_id(agent_id) if agent_id is not None else manifest.agent_id
@@ -1031,14 +989,10 @@ def copy_agent(
         target,
         replace=replace,
         add_to_config=add_to_config,
-        progress=progress or _no_progress,
+        progress=progress or no_progress,
         now=cutoff,
     )
 
 
 def _constant(body: bytes) -> Callable[[], bytes]:
     return lambda: body
-
-
-def _no_progress(kind: str, done: int, total: int | None) -> None:
-    return None

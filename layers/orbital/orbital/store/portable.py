@@ -330,13 +330,13 @@ class Manifest:
                 created_at=_text(data.get("createdAt")),
                 orbital_version=data.get("orbitalVersion") if isinstance(data.get("orbitalVersion"), str) else None,
                 source={str(k): str(v) for k, v in (data.get("source") or {}).items()},
-                item_counts=_counts(counts.get("items")),
-                object_counts=_counts(counts.get("objects")),
-                skipped_items=_counts(skipped.get("items")),
-                skipped_objects=_counts(skipped.get("objects")),
-                items_count=_size(items.get("count")),
-                items_size=_size(items.get("size")),
-                items_sha256=_digest(items.get("sha256")),
+                item_counts=counts_of(counts.get("items")),
+                object_counts=counts_of(counts.get("objects")),
+                skipped_items=counts_of(skipped.get("items")),
+                skipped_objects=counts_of(skipped.get("objects")),
+                items_count=count_of(items.get("count")),
+                items_size=count_of(items.get("size")),
+                items_sha256=digest_of(items.get("sha256")),
                 objects=objects,
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
@@ -355,24 +355,27 @@ def _text(value: Any) -> str:
     return value
 
 
-def _size(value: Any) -> int:
+def count_of(value: Any) -> int:
+    """A manifest's count or size: a whole number, not negative (ValueError otherwise)."""
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
         raise ValueError("expected a count")
     return value
 
 
-def _digest(value: Any) -> str:
+def digest_of(value: Any) -> str:
+    """A manifest's SHA-256: 64 lowercase hex digits (ValueError otherwise)."""
     if not isinstance(value, str) or not _SHA256.match(value):
         raise ValueError("expected a sha256")
     return value
 
 
-def _counts(value: Any) -> dict[str, int]:
+def counts_of(value: Any) -> dict[str, int]:
+    """A manifest's counts by kind (ValueError for anything else)."""
     if value is None:
         return {}
     if not isinstance(value, dict):
         raise ValueError("expected counts")
-    return {str(k): _size(v) for k, v in value.items()}
+    return {str(k): count_of(v) for k, v in value.items()}
 
 
 def object_entry_from_json(data: Any) -> ObjectEntry:
@@ -388,8 +391,8 @@ def object_entry_from_json(data: Any) -> ObjectEntry:
     return ObjectEntry(
         key=key,
         file=file,
-        size=_size(data.get("size")),
-        sha256=_digest(data.get("sha256")),
+        size=count_of(data.get("size")),
+        sha256=digest_of(data.get("sha256")),
         headers=headers,
         metadata={str(k): _text(v) for k, v in metadata.items()},
     )
@@ -523,7 +526,7 @@ def export_state(
 ) -> Manifest:
     """Write every item of `items` and object of `objects` that belongs to the agent into the archive `out` (mode
     0600, replaced atomically: a failed export leaves no partial file). Returns its manifest."""
-    report = progress or _no_progress
+    report = progress or no_progress
     cutoff = time.time() if now is None else now
     out = Path(out)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent)
@@ -648,7 +651,7 @@ def verify_archive(archive: Path, progress: Progress | None = None) -> Manifest:
     ArchiveError says what is wrong. Returns the manifest."""
     with open_archive(archive) as zf:
         manifest = _manifest_of(zf)
-        _verify(zf, manifest, progress or _no_progress)
+        _verify(zf, manifest, progress or no_progress)
         return manifest
 
 
@@ -667,17 +670,34 @@ def open_archive(archive: Path) -> Iterator[zipfile.ZipFile]:
 
 
 def _manifest_of(zf: zipfile.ZipFile) -> Manifest:
+    return Manifest.from_json(manifest_json(zf, "an Orbital export", "damaged Orbital export"))
+
+
+def manifest_json(zf: zipfile.ZipFile, what: str, damaged: str, error: type[ArchiveError] = ArchiveError) -> Any:
+    """The parsed `manifest.json` of an archive; `error` naming `what` it should be, or saying it is `damaged`."""
     try:
         raw = zf.read(MANIFEST_FILE)
     except KeyError:
-        raise ArchiveError("not an Orbital export (it has no manifest.json)") from None
+        raise error(f"not {what} (it has no manifest.json)") from None
     except (zipfile.BadZipFile, EOFError, OSError) as exc:
-        raise ArchiveError(f"damaged Orbital export: manifest.json cannot be read ({exc})") from None
+        raise error(f"{damaged}: manifest.json cannot be read ({exc})") from None
     try:
-        data = json.loads(raw.decode("utf-8"))
+        return json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError):
-        raise ArchiveError("damaged Orbital export: manifest.json is not JSON") from None
-    return Manifest.from_json(data)
+        raise error(f"{damaged}: manifest.json is not JSON") from None
+
+
+def member_matches(zf: zipfile.ZipFile, name: str, size: int, sha256: str) -> bool:
+    """Whether the member `name` has `size` bytes with this SHA-256 (read in chunks, no further than one past
+    `size`)."""
+    digest = hashlib.sha256()
+    read = 0
+    for chunk in read_member(zf, name):
+        digest.update(chunk)
+        read += len(chunk)
+        if read > size:
+            return False
+    return read == size and digest.hexdigest() == sha256
 
 
 def read_member(zf: zipfile.ZipFile, name: str) -> Iterator[bytes]:
@@ -695,12 +715,7 @@ def _verify(zf: zipfile.ZipFile, manifest: Manifest, progress: Progress, target:
     """Check the archive against its manifest and, with a `target`, that it can hold every item."""
     total = 1 + len(manifest.objects)
     progress("verify", 0, total)
-    digest = hashlib.sha256()
-    size = 0
-    for chunk in read_member(zf, ITEMS_FILE):
-        digest.update(chunk)
-        size += len(chunk)
-    if size != manifest.items_size or digest.hexdigest() != manifest.items_sha256:
+    if not member_matches(zf, ITEMS_FILE, manifest.items_size, manifest.items_sha256):
         raise ArchiveError(f"damaged Orbital export: {ITEMS_FILE} does not match its checksum")
     seen: set[tuple[str, str]] = set()
     count = 0
@@ -716,12 +731,7 @@ def _verify(zf: zipfile.ZipFile, manifest: Manifest, progress: Progress, target:
         raise ArchiveError(f"damaged Orbital export: {count} items where the manifest lists {manifest.items_count}")
     progress("verify", 1, total)
     for done, entry in enumerate(manifest.objects, 2):
-        digest = hashlib.sha256()
-        size = 0
-        for chunk in read_member(zf, entry.file):
-            digest.update(chunk)
-            size += len(chunk)
-        if size != entry.size or digest.hexdigest() != entry.sha256:
+        if not member_matches(zf, entry.file, entry.size, entry.sha256):
             raise ArchiveError(f"damaged Orbital export: the bytes of {entry.key!r} do not match their checksum")
         progress("verify", done, total)
 
@@ -790,7 +800,7 @@ def import_state(
     """Write the items and objects of `archive` into `items` and `objects`. The whole archive is checked first;
     nothing is written if it is foreign or damaged, or holds an item the target cannot keep. Idempotent (see the
     module docstring)."""
-    report_progress = progress or _no_progress
+    report_progress = progress or no_progress
     cutoff = time.time() if now is None else now
     with open_archive(archive) as zf:
         manifest = _manifest_of(zf)
@@ -890,5 +900,6 @@ def holds(target: Objects, entry: ObjectEntry, body: bytes) -> bool:
     return digest.hexdigest() == entry.sha256
 
 
-def _no_progress(kind: str, done: int, total: int | None) -> None:
+def no_progress(kind: str, done: int, total: int | None) -> None:
+    """A `Progress` that reports nothing."""
     return None
