@@ -17,13 +17,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
-import uuid
 from typing import Any
 
-from orbital import __version__
-from orbital.cli.chat import approval_lines, args_line, redact_url
+from orbital.cli import gateway
+from orbital.cli.chat import approval_lines, args_line
 from orbital.protocol import local_token
 
 PROG = "orbital approvals"
@@ -72,10 +70,6 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     return parser
 
 
-def _err(text: str) -> None:
-    print(f"{PROG}: {text}", file=sys.stderr, flush=True)
-
-
 def _usage(args: argparse.Namespace) -> str | None:
     """What is wrong with the combination of arguments, if anything."""
     if args.limit is not None and (args.action != "history" or args.limit < 1):
@@ -100,53 +94,23 @@ def _usage(args: argparse.Namespace) -> str | None:
 def run(args: argparse.Namespace) -> int:
     problem = _usage(args)
     if problem:
-        _err(problem)
+        gateway.error(PROG, problem)
         return 2
-    try:
-        url, token = local_token.from_arguments(PROG, args)
-    except local_token.TokenFileError as exc:
-        _err(str(exc))
-        return 1
-    # lazy: only this command needs it (the parser of every `orbital` command imports this module)
-    from orbital.client import GatewayClient, RpcFailed
+    return gateway.run(PROG, args, "approvals", lambda client, _url: _act(client, args), _failure)
 
-    try:
-        with GatewayClient(url, timeout=args.timeout, open_timeout=args.timeout) as client:
-            client.connect(
-                "client",
-                f"cli-approvals-{uuid.uuid4().hex[:8]}",
-                token=token,
-                client={"platform": "cli", "version": __version__},
-            )
-            if args.action == "list":
-                return _list(client, args)
-            if args.action == "history":
-                return _history(client, args)
-            return _answer(client, args)
-    except RpcFailed as exc:
-        _err(_failure(exc.code, exc.message))
-        return 1
-    except (OSError, TimeoutError) as exc:
-        _err(f"cannot reach the gateway at {_where(url)}: {_describe(exc)}")
-        return 1
-    except Exception as exc:  # closed by the gateway during the handshake (a wrong token), protocol errors
-        _err(f"{_where(url)}: {_describe(exc)}")
-        return 1
+
+def _act(client: Any, args: argparse.Namespace) -> int:
+    if args.action == "list":
+        return _list(client, args)
+    if args.action == "history":
+        return _history(client, args)
+    return _answer(client, args)
 
 
 def _failure(code: int, message: str) -> str:
     if code == 403:
         return f"not allowed to answer: {message} (403)"
     return f"{message} ({code})"
-
-
-def _where(url: str) -> str:
-    return redact_url(url)
-
-
-def _describe(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 # --- list -------------------------------------------------------------------------------------------------------
@@ -228,13 +192,13 @@ def _answer(client: Any, args: argparse.Namespace) -> int:
         params["remember"] = "session"
     result = client.call("approval.resolve", params)
     if not isinstance(result, dict):
-        _err(f"approval.resolve answered {result!r}")
+        gateway.error(PROG, f"approval.resolve answered {result!r}")
         return 1
     if args.json:
         print(json.dumps(result, indent=2, ensure_ascii=False))
     if not result.get("resolved"):
         message = str(result.get("message") or f"Already decided: {result.get('decision', '?')}")
-        _err(message)
+        gateway.error(PROG, message)
         return ALREADY_DECIDED
     if not args.json:
         what = f"{known.get('tool', '?')} in {known.get('sessionKey', '?')} ({approval_id})" if known else approval_id

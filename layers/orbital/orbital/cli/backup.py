@@ -15,10 +15,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import uuid
 from pathlib import Path
 from typing import Any
 
+from orbital.cli import gateway
 from orbital.protocol import local_token
 
 PROG = "orbital backup"
@@ -111,20 +111,13 @@ def _now(args: argparse.Namespace, data_dir: Path) -> int:
 
 
 def _ask_gateway(running: dict[str, Any], data_dir: Path, timeout: float) -> dict[str, Any]:
-    # lazy: the parser of every `orbital` command imports this module; only this one needs these
-    from orbital import __version__
-    from orbital.client import GatewayClient, RpcFailed
+    # lazy: the parser of every `orbital` command imports this module; only this one needs it
+    from orbital.client import RpcFailed
 
     url = str(running.get("wsUrl") or local_token.DEFAULT_URL)
     token = local_token.resolve_token(data_dir_arg=str(data_dir), gateway_url=url)
     try:
-        with GatewayClient(url, timeout=timeout) as client:
-            client.connect(
-                "client",
-                f"cli-backup-{uuid.uuid4().hex[:8]}",
-                token=token,
-                client={"platform": "cli", "version": __version__},
-            )
+        with gateway.connected(url, token, "backup", timeout) as client:
             result = client.call("backup.run", {})
     except RpcFailed as exc:
         raise Failure(f"{exc.message} ({exc.code})") from None

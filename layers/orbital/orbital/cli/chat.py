@@ -40,7 +40,6 @@ import signal
 import sys
 import threading
 import time
-import urllib.parse
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -51,6 +50,7 @@ from orbital import __version__
 from orbital.domain import spend_words
 from orbital.protocol import local_token
 from orbital.protocol.frames import fragments
+from orbital.protocol.local_token import redact_url
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -104,20 +104,6 @@ class CallFailed(ChatError):
         super().__init__(f"{method} failed ({code}): {message}")
         self.code = code
         self.message = message
-
-
-def redact_url(url: str) -> str:
-    """The URL without credentials, query string or fragment (they may carry a secret)."""
-    try:
-        parts = urllib.parse.urlsplit(url)
-        host = parts.hostname or ""
-        port = parts.port
-    except ValueError:
-        return "<invalid URL>"
-    if ":" in host:
-        host = f"[{host}]"
-    netloc = f"{host}:{port}" if port else host
-    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
 # --- the socket ---------------------------------------------------------------------------------------------------

@@ -21,10 +21,9 @@ import json
 import shlex
 import sys
 import time
-import uuid
 from typing import Any
 
-from orbital import __version__
+from orbital.cli import gateway
 from orbital.protocol import device_token, local_token
 
 PROG = "orbital devices"
@@ -112,10 +111,6 @@ def add_login_parser(subparsers: Any) -> argparse.ArgumentParser:
     return parser
 
 
-def _err(prog: str, text: str) -> None:
-    print(f"{prog}: {text}", file=sys.stderr, flush=True)
-
-
 # --- login ------------------------------------------------------------------------------------------------------
 
 
@@ -128,9 +123,9 @@ def run_login(args: argparse.Namespace) -> int:
         )
         path = device_token.save(paired, name=name)
     except (device_token.PairingFailed, device_token.DeviceFileError) as exc:
-        _err("orbital login", str(exc))
+        gateway.error("orbital login", str(exc))
         return 1
-    print(f"Paired with {_redact(paired.url)}: a {paired.role} device (token {paired.token_id or '?'}).")
+    print(f"Paired with {local_token.redact_url(paired.url)}: a {paired.role} device (token {paired.token_id or '?'}).")
     print(f"The token is saved in {path}.")
     if paired.role == "node":
         print(f"This is a node token: run `orbital node{_url_flag(paired.url)}` to serve tools with it.")
@@ -144,12 +139,6 @@ def run_login(args: argparse.Namespace) -> int:
 
 def _url_flag(url: str) -> str:
     return "" if device_token.gateway_key(url) == device_token.gateway_key(local_token.DEFAULT_URL) else f" --url {url}"
-
-
-def _redact(url: str) -> str:
-    from orbital.cli.chat import redact_url  # lazy: the chat module is large
-
-    return redact_url(url)
 
 
 # --- devices ----------------------------------------------------------------------------------------------------
@@ -206,44 +195,22 @@ def _usage(args: argparse.Namespace) -> str | None:
 def run(args: argparse.Namespace) -> int:
     problem = _usage(args)
     if problem:
-        _err(PROG, problem)
+        gateway.error(PROG, problem)
         return 2
-    try:
-        url, token = local_token.from_arguments(PROG, args)
-    except local_token.TokenFileError as exc:
-        _err(PROG, str(exc))
-        return 1
-    # lazy: only this command needs it (the parser of every `orbital` command imports this module)
-    from orbital.client import GatewayClient, RpcFailed
-
-    try:
-        with GatewayClient(url, timeout=args.timeout, open_timeout=args.timeout) as client:
-            client.connect(
-                "client",
-                f"cli-devices-{uuid.uuid4().hex[:8]}",
-                token=token,
-                client={"platform": "cli", "version": __version__},
-            )
-            if args.action == "list":
-                return _list(client, args)
-            if args.action == "revoke":
-                return _revoke(client, args)
-            return _add(client, args, url)
-    except RpcFailed as exc:
-        hint = " (managing devices needs an admin token)" if exc.code in (401, 403) else ""
-        _err(PROG, f"{exc.message} ({exc.code}){hint}")
-        return 1
-    except (OSError, TimeoutError) as exc:
-        _err(PROG, f"cannot reach the gateway at {_redact(url)}: {_describe(exc)}")
-        return 1
-    except Exception as exc:  # closed by the gateway during the handshake (a wrong token), protocol errors
-        _err(PROG, f"{_redact(url)}: {_describe(exc)}")
-        return 1
+    return gateway.run(PROG, args, "devices", lambda client, url: _act(client, args, url), _refusal)
 
 
-def _describe(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+def _act(client: Any, args: argparse.Namespace, url: str) -> int:
+    if args.action == "list":
+        return _list(client, args)
+    if args.action == "revoke":
+        return _revoke(client, args)
+    return _add(client, args, url)
+
+
+def _refusal(code: int, message: str) -> str:
+    hint = " (managing devices needs an admin token)" if code in (401, 403) else ""
+    return f"{message} ({code}){hint}"
 
 
 def when(value: Any, *, never: str = "never") -> str:
@@ -367,14 +334,15 @@ def _add(client: Any, args: argparse.Namespace, url: str) -> int:
     made = made if isinstance(made, dict) else {}
     code = str(made.get("code") or "")
     if not code:
-        _err(PROG, "the gateway's answer holds no code")
+        gateway.error(PROG, "the gateway's answer holds no code")
         return 1
     command = pair_command(args.role, code, url, node_id=params.get("nodeId"), http_url=args.http_url)
     print(f"Pairing code: {code}  (one use, until {when(made.get('expiresAt'), never='?')})")
     print("On the new machine, run:")
     print(f"  {command}")
     if local_token.local_url(url):
-        print(f"(The gateway listens on {_redact(url)}: another machine needs an address that reaches it as --url.)")
+        where = local_token.redact_url(url)
+        print(f"(The gateway listens on {where}: another machine needs an address that reaches it as --url.)")
     try:
         device_token.endpoints(url, args.http_url)
     except ValueError:

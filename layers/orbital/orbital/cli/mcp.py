@@ -29,10 +29,9 @@ import os
 import re
 import sys
 import time
-import uuid
 from typing import Any
 
-from orbital import __version__
+from orbital.cli import gateway
 from orbital.protocol import local_token
 
 PROG = "orbital mcp"
@@ -109,10 +108,6 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--timeout", type=float, default=60.0, metavar="S", help="RPC timeout (default 60)")
     parser.set_defaults(func=run)
     return parser
-
-
-def _err(text: str) -> None:
-    print(f"{PROG}: {text}", file=sys.stderr, flush=True)
 
 
 def clean(value: Any, limit: int = 300) -> str:
@@ -246,57 +241,29 @@ def server_config(args: argparse.Namespace, environ: dict[str, str] | None = Non
 def run(args: argparse.Namespace) -> int:
     problem = _usage(args)
     if problem:
-        _err(problem)
+        gateway.error(PROG, problem)
         return 2
     server: dict[str, Any] | None = None
     if args.action == "add":
         try:
             server = server_config(args)
         except ValueError as exc:
-            _err(str(exc))
+            gateway.error(PROG, str(exc))
             return 2
-    try:
-        url, token = local_token.from_arguments(PROG, args)
-    except local_token.TokenFileError as exc:
-        _err(str(exc))
-        return 1
-    # lazy: only this command needs it (the parser of every `orbital` command imports this module)
-    from orbital.client import GatewayClient, RpcFailed
-
-    try:
-        with GatewayClient(url, timeout=args.timeout, open_timeout=args.timeout) as client:
-            client.connect(
-                "client",
-                f"cli-mcp-{uuid.uuid4().hex[:8]}",
-                token=token,
-                client={"platform": "cli", "version": __version__},
-            )
-            if args.action == "login":
-                return _login(client, args, url)
-            return _ACTIONS[args.action](client, args, server)
-    except RpcFailed as exc:
-        hint = ""
-        if exc.code == 403:
-            hint = " (header values and client secrets are secrets: setting them needs an admin token)"
-        _err(f"{clean(exc.message, 1000)} ({exc.code}){hint}")
-        return 1
-    except (OSError, TimeoutError) as exc:
-        _err(f"cannot reach the gateway at {_redact(url)}: {_describe(exc)}")
-        return 1
-    except Exception as exc:  # closed by the gateway during the handshake (a wrong token), protocol errors
-        _err(f"{_redact(url)}: {_describe(exc)}")
-        return 1
+    return gateway.run(PROG, args, "mcp", lambda client, url: _act(client, args, url, server), _refusal)
 
 
-def _redact(url: str) -> str:
-    from orbital.cli.chat import redact_url  # lazy: the chat module is large
+def _act(client: Any, args: argparse.Namespace, url: str, server: dict[str, Any] | None) -> int:
+    if args.action == "login":
+        return _login(client, args, url)
+    return _ACTIONS[args.action](client, args, server)
 
-    return redact_url(url)
 
-
-def _describe(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+def _refusal(code: int, message: str) -> str:
+    hint = ""
+    if code == 403:
+        hint = " (header values and client secrets are secrets: setting them needs an admin token)"
+    return f"{clean(message, 1000)} ({code}){hint}"
 
 
 def _print_json(value: Any) -> None:
@@ -324,7 +291,7 @@ def _configured(client: Any, name: str) -> Any:
 
 
 def _unknown(name: str) -> int:
-    _err(f"no MCP server named {name!r} (`{PROG}` lists them; `{PROG} add {name} URL` adds one)")
+    gateway.error(PROG, f"no MCP server named {name!r} (`{PROG}` lists them; `{PROG} add {name} URL` adds one)")
     return 1
 
 
@@ -363,7 +330,7 @@ def _list(client: Any, args: argparse.Namespace, _server: Any) -> int:
                 clean(s.get("trust") or "untrusted", 20),
                 clean(s.get("auth") or "none", 20),
                 _when(s.get("checkedAt")),
-                _redact(str(s.get("url") or "")),
+                local_token.redact_url(str(s.get("url") or "")),
             )
         )
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
@@ -391,7 +358,7 @@ def _list(client: Any, args: argparse.Namespace, _server: Any) -> int:
 def _add(client: Any, args: argparse.Namespace, server: Any) -> int:
     name = args.name
     if not args.replace and _configured(client, name) is not None:
-        _err(f"a server named {name!r} exists: --replace replaces it, `{PROG} remove {name}` removes it")
+        gateway.error(PROG, f"a server named {name!r} exists: --replace replaces it, `{PROG} remove {name}` removes it")
         return 1
     answer = client.call("config.set", {"path": f"mcp.servers.{name}", "value": server})
     testing = not (args.no_test or args.disabled or "oauth" in server)
@@ -399,7 +366,8 @@ def _add(client: Any, args: argparse.Namespace, server: Any) -> int:
         _print_json(answer)
         return 0
     if not args.json:
-        print(f"Added {name} ({_redact(server['url'])}): its tools reach the model as mcp__{name}__TOOL.")
+        shown = local_token.redact_url(server["url"])
+        print(f"Added {name} ({shown}): its tools reach the model as mcp__{name}__TOOL.")
         if isinstance(answer, dict) and answer.get("warning"):
             print(f"{PROG}: warning: {clean(answer['warning'])}", file=sys.stderr)
         if "oauth" in server:
@@ -489,7 +457,7 @@ def _login(client: Any, args: argparse.Namespace, url: str) -> int:
     result = result if isinstance(result, dict) else {}
     link = str(result.get("url") or "")
     if not re.match(r"^https?://", link):
-        _err(f"the gateway's answer holds no URL to open (got {clean(link, 80)!r})")
+        gateway.error(PROG, f"the gateway's answer holds no URL to open (got {clean(link, 80)!r})")
         return 1
     expires = result.get("expiresAt")
     until = f" (valid until {_when(expires)})" if isinstance(expires, (int, float)) else ""

@@ -16,8 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from orbital.cli.chat import redact_url
 from orbital.protocol import device_token, local_token
+from orbital.protocol.local_token import redact_url
 
 DEFAULT_KEEPALIVE = 240.0
 

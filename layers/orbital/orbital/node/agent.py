@@ -46,6 +46,7 @@ from orbital.node.runtime import host_os, node_runtime
 from orbital.node.tools import TOOL_NAMES, NodeTools, ToolError
 from orbital.node.transfer import BINARY_CHUNK_SIZE, CHUNK_SIZE, TransferManager
 from orbital.protocol.frames import FRAGMENT_BYTES, MAX_MESSAGE_BYTES, fragments
+from orbital.protocol.local_token import redact_url
 
 log = logging.getLogger("orbital.node")
 
@@ -96,16 +97,6 @@ class MessageTooLarge(Exception):
 def _loopback_ws(url: str) -> bool:
     parts = urllib.parse.urlsplit(url)
     return parts.scheme == "ws" and (parts.hostname or "") in ("127.0.0.1", "::1", "localhost")
-
-
-def redact_url(url: str) -> str:
-    """The URL without query string, fragment or credentials (they may carry a token)."""
-    parts = urllib.parse.urlsplit(url)
-    host = parts.hostname or ""
-    if ":" in host:
-        host = f"[{host}]"
-    netloc = f"{host}:{parts.port}" if parts.port else host
-    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
 @dataclass

@@ -94,10 +94,6 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def pair(args: argparse.Namespace) -> device_token.Paired:
     """`--pair CODE`: trade the code for a device token and save it for the URL. ValueError when that fails."""
-    # lazy: `orbital node` only; the node's agent loads the MCP SDK (0.4 s), and every `orbital` command builds this
-    # module's parser
-    from orbital.node.agent import redact_url
-
     gateway_url = local_token.url(getattr(args, "url", None))
     try:
         paired = device_token.exchange(args.pair, url=gateway_url, http_url=getattr(args, "http_url", None) or None)
@@ -109,7 +105,7 @@ def pair(args: argparse.Namespace) -> device_token.Paired:
             f"orbital node: warning: the code was for a {paired.role} device, not a node", file=sys.stderr, flush=True
         )
     print(
-        f"Paired with {redact_url(paired.url)} as a {paired.role} device (token {paired.token_id or '?'}); "
+        f"Paired with {local_token.redact_url(paired.url)} as a {paired.role} device (token {paired.token_id or '?'}); "
         f"the token is saved in {path}.",
         flush=True,
     )
@@ -167,7 +163,7 @@ def run(args: argparse.Namespace) -> int:
     """Run the node until Ctrl-C/SIGTERM (exit 0) or until the gateway refuses it for good (exit 2)."""
     # lazy: `orbital node` only; the node's agent loads the MCP SDK (0.4 s), and every `orbital` command builds this
     # module's parser
-    from orbital.node.agent import NodeAgent, redact_url
+    from orbital.node.agent import NodeAgent
 
     try:
         paired = pair(args) if getattr(args, "pair", None) else None
@@ -181,7 +177,7 @@ def run(args: argparse.Namespace) -> int:
         log.info(
             "node %s starting (gateway %s, workspace %s)",
             options.node_id,
-            redact_url(options.url),
+            local_token.redact_url(options.url),
             options.workspace,
             extra={"console": True, "fields": {"nodeId": options.node_id, "logFile": str(options.log_file)}},
         )

@@ -25,7 +25,7 @@ import stat
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 from orbital.protocol import device_token
 from orbital.protocol.peers import loopback_address
@@ -59,6 +59,20 @@ def data_dir(given: str | None = None) -> Path:
 
 def url(given: str | None = None) -> str:
     return given or os.environ.get(URL_ENV) or DEFAULT_URL
+
+
+def redact_url(url: str) -> str:
+    """The URL without credentials, query string or fragment (they may carry a secret), to show or log."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        port = parts.port
+    except ValueError:
+        return "<invalid URL>"
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = f"{host}:{port}" if port else host
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
 def read_token_file(path: Path) -> str:
