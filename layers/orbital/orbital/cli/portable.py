@@ -31,7 +31,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -148,25 +148,13 @@ def _cmd_export(args: argparse.Namespace) -> int:
         return 1
     if args.agent is not None:
         return _cmd_export_agent(args)
-    name = f"orbital-export-{time.strftime('%Y%m%d-%H%M%S')}.zip"
-    given = args.file or args.out
-    out = Path(given).expanduser() if given else Path.cwd() / name
-    if out.is_dir():
-        out = out / name
-    try:
-        _check_args(args)
-        with _source(args) as store, _Bar(enabled=not args.json) as bar:
-            manifest = export_state(store.items, store.objects, out, bar)
-    except KeyboardInterrupt:
-        print("orbital export: interrupted (no archive written)", file=sys.stderr)
-        return 130
-    except Exception as exc:
-        print(f"orbital export: {_describe(exc)}", file=sys.stderr)
-        return 1
+    out = _archive_path(args, f"orbital-export-{time.strftime('%Y%m%d-%H%M%S')}.zip")
+    done = _export(args, lambda store, bar: export_state(store.items, store.objects, out, bar))
+    if isinstance(done, int):
+        return done
+    manifest, store = done
     if args.json:
-        summary = {k: v for k, v in manifest.to_json().items() if k != "objects"}
-        print(json.dumps({"archive": str(out), **summary}, indent=2))
-        return 0
+        return _print_summary(out, manifest.to_json())
     items = sum(manifest.item_counts.values())
     files = len(manifest.objects)
     print(
@@ -188,30 +176,50 @@ def _cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_export_agent(args: argparse.Namespace) -> int:
-    # lazy: only this command needs it (boto3, the archive, the local store)
-    from orbital.store.agent_archive import check_agent_id, export_agent
-
-    name = f"orbital-agent-{args.agent}-{time.strftime('%Y%m%d-%H%M%S')}.zip"
+def _archive_path(args: argparse.Namespace, name: str) -> Path:
+    """Where `orbital export` writes: FILE or --out (a directory gets `name` in it), else `name` here."""
     given = args.file or args.out
     out = Path(given).expanduser() if given else Path.cwd() / name
-    if out.is_dir():
-        out = out / name
+    return out / name if out.is_dir() else out
+
+
+def _export(args: argparse.Namespace, write: Callable[[Store, _Bar], Any]) -> tuple[Any, Store] | int:
+    """`write(store, bar)` the archive from the source the arguments name: its manifest and the store, or the exit
+    status after saying on stderr why nothing was written."""
     try:
         _check_args(args)
-        agent = check_agent_id(args.agent)
         with _source(args) as store, _Bar(enabled=not args.json) as bar:
-            manifest = export_agent(store.items, store.objects, agent, out, progress=bar)
+            return write(store, bar), store
     except KeyboardInterrupt:
         print("orbital export: interrupted (no archive written)", file=sys.stderr)
         return 130
     except Exception as exc:
         print(f"orbital export: {_describe(exc)}", file=sys.stderr)
         return 1
+
+
+def _print_summary(out: Path, manifest: dict[str, Any]) -> int:
+    summary = {k: v for k, v in manifest.items() if k != "objects"}
+    print(json.dumps({"archive": str(out), **summary}, indent=2))
+    return 0
+
+
+def _cmd_export_agent(args: argparse.Namespace) -> int:
+    # lazy: only this command needs it (boto3, the archive, the local store)
+    from orbital.store.agent_archive import check_agent_id, export_agent
+
+    out = _archive_path(args, f"orbital-agent-{args.agent}-{time.strftime('%Y%m%d-%H%M%S')}.zip")
+    try:
+        agent = check_agent_id(args.agent)
+    except Exception as exc:
+        print(f"orbital export: {_describe(exc)}", file=sys.stderr)
+        return 1
+    done = _export(args, lambda store, bar: export_agent(store.items, store.objects, agent, out, progress=bar))
+    if isinstance(done, int):
+        return done
+    manifest, store = done
     if args.json:
-        summary = {k: v for k, v in manifest.to_json().items() if k != "objects"}
-        print(json.dumps({"archive": str(out), **summary}, indent=2))
-        return 0
+        return _print_summary(out, manifest.to_json())
     items = sum(manifest.item_counts.values())
     print(
         f"Exported agent {agent}: {items} items and {len(manifest.objects)} files ({_bytes(manifest.object_bytes)}) "
