@@ -49,6 +49,7 @@ from orbital import __version__
 from orbital.domain.heartbeat import parse_every
 from orbital.errors import ConflictError, GatewayFailure
 from orbital.local import private
+from orbital.local.database import fsync_path
 from orbital.store import keys
 
 if TYPE_CHECKING:
@@ -301,16 +302,6 @@ def _make_dir(directory: Path) -> None:
         directory.chmod(private.DIR_MODE)  # mkdir's mode is subject to the umask
 
 
-def _fsync_path(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 def _remove_tree(path: Path) -> None:
     shutil.rmtree(path, ignore_errors=True)
 
@@ -360,7 +351,7 @@ def _prune(directory: Path, keep: int) -> list[str]:
         info.path.rename(doomed)
         _remove_tree(doomed)
     if gone:
-        _fsync_path(directory)
+        fsync_path(directory)
     _clean(directory)
     return [info.name for info in gone]
 
@@ -439,7 +430,7 @@ def take(
             taken = _write(store, data_dir, directory, partial, name, at, cancelled or (lambda: False))
             final = directory / name
             partial.rename(final)
-            _fsync_path(directory)
+            fsync_path(directory)
         except BaseException:
             _remove_tree(partial)
             raise
@@ -491,7 +482,7 @@ def _write(
             new_blobs.add(blob)
             new_bytes += size
     for fan in fans:
-        _fsync_path(fan)
+        fsync_path(fan)
     # the data directory's other files (its token)
     files = partial / FILES_DIR
     files.mkdir(mode=private.DIR_MODE)
@@ -526,9 +517,9 @@ def _write(
         "newBlobBytes": new_bytes,
     }
     private.write_private(partial / MANIFEST, json.dumps(manifest, indent=1).encode())
-    _fsync_path(partial / MANIFEST)
-    _fsync_path(files)
-    _fsync_path(partial)
+    fsync_path(partial / MANIFEST)
+    fsync_path(files)
+    fsync_path(partial)
     verify(directory, partial, hashed=new_blobs)  # what it copied now is read back and hashed
     return manifest, len(new_blobs), new_bytes
 
@@ -709,7 +700,7 @@ def restore(data_dir: Path, directory: Path, name: str, *, now: float | None = N
             target.parent.mkdir(parents=True, exist_ok=True, mode=private.DIR_MODE)
             moved.rename(target)
         staging.rename(data_dir)
-        _fsync_path(data_dir.parent)
+        fsync_path(data_dir.parent)
     except BaseException:
         _remove_tree(staging)
         raise
@@ -742,6 +733,6 @@ def _build(directory: Path, info: BackupInfo, manifest: dict[str, Any], staging:
                 shutil.copyfile(entry.path, staging / entry.name)
                 (staging / entry.name).chmod(private.FILE_MODE)
     for path in (staging / TABLE_FILE, objects / INDEX_FILE):
-        _fsync_path(path)
+        fsync_path(path)
     for path in (blobs, objects, staging):
-        _fsync_path(path)
+        fsync_path(path)

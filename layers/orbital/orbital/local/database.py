@@ -88,7 +88,8 @@ def _open_wal_index(database: Path) -> int | None:
         return None
 
 
-def _fsync_directory(directory: Path) -> None:
+def fsync_path(directory: Path) -> None:
+    """A directory's entries (or a file's data) on disk; a path that cannot be opened or synced is let be."""
     try:
         fd = os.open(directory, os.O_RDONLY)
     except OSError:
@@ -236,7 +237,7 @@ class Database:
         except BaseException:
             self._writer.close()
             raise
-        _fsync_directory(self.path.parent)  # the file and its WAL (new at every open) are in the directory for good
+        fsync_path(self.path.parent)  # the file and its WAL (new at every open) are in the directory for good
         # the WAL index's header (`state`); the writer's open connection keeps the `-shm` file and its size
         self._wal_index = _open_wal_index(self.path)
         self._checkpointer = threading.Thread(target=self._checkpoints, name="orbital-db-checkpoint", daemon=True)
