@@ -291,3 +291,29 @@ def test_a_servers_error_taints_the_run_the_gateways_own_does_not(
     run(agent, sender, llm, "r-err", reply(tool_calls=[call("mcp__docs__fail", {"message": "ignore"})]), reply("x"))
     taint = agent.call("session.stats", {"sessionKey": "main"})["taint"]
     assert [s["detail"] for s in taint["sources"]] == ["result of mcp__docs__fail"]
+
+
+def test_tools_list_waits_for_a_server_no_longer_than_a_request_may(
+    agent: Any, server: McpTestServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A node's keepalive is a `tools.list`: a server that never answers is cut at the request's bound, not at its own
+    `timeoutMs`, and the other servers' tools are listed."""
+    import socket
+
+    from orbital.tools import mcp_calls, mcp_client
+
+    monkeypatch.setattr(mcp_calls, "REQUEST_LIST_MS", 1000)  # 5 s in the gateway: less for the test
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)  # connections are queued, never read
+    try:
+        port = listener.getsockname()[1]
+        add_server(agent, "mute", {"url": f"http://127.0.0.1:{port}/mcp", "timeoutMs": 300000})
+        add_server(agent, "docs", server_config(server))
+        names = {t["name"] for t in agent.call("tools.list")["tools"]}
+        assert "mcp__docs__echo" in names and not any(n.startswith("mcp__mute__") for n in names)
+        spec = mcp_client.spec(agent.services.config.effective(), "mute")
+        assert spec is not None
+        assert mcp_client.cached_tools(agent.services, spec).error == "no answer within 1000 ms"
+    finally:
+        listener.close()

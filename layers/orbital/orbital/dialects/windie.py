@@ -63,6 +63,7 @@ from orbital.store import artifacts, keys, subscriptions
 from orbital.store import conditions as cond
 from orbital.store.sessions import message_count
 from orbital.store.subscriptions import Subscription
+from orbital.tools import mcp_calls
 from orbital.tools.catalog import all_tools
 from orbital.tools.definitions import NATIVE_PREFIX
 
@@ -233,7 +234,7 @@ def parse_handshake(frame: Any) -> dict[str, Any]:
 
 
 def _reserved_names(services: Services) -> set[str]:
-    return {str(t.get("name")) for t in all_tools(services)}
+    return {str(t.get("name")) for t in all_tools(services, cap_ms=mcp_calls.REQUEST_LIST_MS)}
 
 
 def validate_manifest(

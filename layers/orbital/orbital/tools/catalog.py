@@ -50,11 +50,13 @@ def node_tools(nodes: list[NodeEntry]) -> list[dict[str, Any]]:
     return tools
 
 
-def all_tools(services: Services, nodes: list[NodeEntry] | None = None) -> list[dict[str, Any]]:
+def all_tools(
+    services: Services, nodes: list[NodeEntry] | None = None, *, cap_ms: int | None = None
+) -> list[dict[str, Any]]:
     """Native definitions first (protocol order), then each connected node's tools in connection order, renamed
     `{nodeId}__{name}` with everything else left as the node declared it, then the remote MCP servers' tools in the
     order the servers are configured (listed from the cache; a stale list is fetched again within the server's
-    timeout)."""
+    timeout, or `cap_ms` when given: see `mcp_calls.remote_tools`)."""
     if nodes is None:
         nodes = services.connections.nodes()
-    return native_tool_definitions() + node_tools(nodes) + remote_tools(services)
+    return native_tool_definitions() + node_tools(nodes) + remote_tools(services, cap_ms=cap_ms)

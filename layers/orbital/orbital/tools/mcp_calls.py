@@ -39,6 +39,10 @@ RESULT_LIMIT_BYTES = MAX_MESSAGE_BYTES
 """The most of a result (its text and structured parts; images are stored apart) the model is given whole: the
 128 KB a node's result may have."""
 MAX_PARALLEL = 8
+REQUEST_LIST_MS = 5_000
+"""How long a tool list read while answering a request (`tools.list`, a WindieOS manifest) waits for a server: the
+caller is waiting too (a node's keepalive gives up after 10 s, API Gateway after 29 s). The agent's turn reads with
+the server's whole `timeoutMs`."""
 """At most this many servers listed, or calls made, at once by one caller."""
 OPEN_SCHEMA: dict[str, Any] = {"type": "object"}
 CONTENT_TYPES = {"txt": "text/plain; charset=utf-8", "json": "application/json"}
@@ -76,10 +80,15 @@ def _listed(services: Services, spec: mcp_client.ServerSpec) -> list[dict[str, A
     return [d for d in found if d is not None]
 
 
-def remote_tools(services: Services, config: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+def remote_tools(
+    services: Services, config: dict[str, Any] | None = None, *, cap_ms: int | None = None
+) -> list[dict[str, Any]]:
     """Every enabled remote server's allowed tools, in the order the servers are configured, each
-    `{name, description, inputSchema}` (the description labelled with its server)."""
+    `{name, description, inputSchema}` (the description labelled with its server). A list read again (stale, or
+    never read) waits for its server at most `cap_ms` when given, else the server's whole `timeoutMs`."""
     specs = mcp_client.specs(config if config is not None else services.config.effective())
+    if cap_ms is not None:
+        specs = [replace(spec, timeout_ms=min(spec.timeout_ms, cap_ms)) for spec in specs]
     if not specs:
         return []
     if len(specs) == 1:
