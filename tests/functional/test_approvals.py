@@ -38,6 +38,7 @@ def tool_contents(llm: FakeLLM, request: int) -> list[str]:
     return [m["content"] for m in llm.requests[request].body["messages"] if m["role"] == "tool"]
 
 
+@pytest.mark.atomic_table  # the node answers at once, racing AwaitTools' registration: atomic on DynamoDB, not on moto
 def test_the_run_pauses_until_yes_then_the_node_is_invoked(
     agent: Any, connect: Any, sender: Any, llm: FakeLLM, flows: Any
 ) -> None:

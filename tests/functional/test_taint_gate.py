@@ -49,6 +49,7 @@ def tool_texts(llm: FakeLLM, request: int) -> list[str]:
     return [m["content"] for m in llm.requests[request].body["messages"] if m["role"] == "tool"]
 
 
+@pytest.mark.atomic_table  # the node answers at once, racing AwaitTools' registration: atomic on DynamoDB, not on moto
 def test_a_strangers_message_makes_the_run_ask_before_a_shell_command_and_only_an_owner_answers(
     agent: Any, bridge: Any, connect: Any, sender: Any, llm: FakeLLM, services: Any
 ) -> None:
@@ -82,6 +83,7 @@ def test_a_strangers_message_makes_the_run_ask_before_a_shell_command_and_only_a
     assert tool_texts(llm, 1) == ["ok"]
 
 
+@pytest.mark.atomic_table  # the node answers at once, racing AwaitTools' registration: atomic on DynamoDB, not on moto
 def test_an_owners_message_runs_the_same_call_unasked(
     agent: Any, bridge: Any, connect: Any, sender: Any, llm: FakeLLM
 ) -> None:
