@@ -130,6 +130,7 @@ def test_a_process_that_dies_is_started_again(gateway: LocalGateway) -> None:
         wait_for(lambda: not armed, timeout=30)
         answer = _echo_call(node, caller, "after")
         assert answer["ok"] is True and answer["payload"]["result"] == {"echo": "after"}, answer
+        wait_for(lambda: armed)  # as above: the worker starts the call's timer, maybe after the answer is out
         sfn = gateway.stack.client("stepfunctions")
         arn = gateway.stack.state_machine_arns["DeferredCallStateMachine"]
         timers = [e["name"] for e in sfn.list_executions(stateMachineArn=arn)["executions"]]
