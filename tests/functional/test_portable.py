@@ -212,13 +212,12 @@ def _populate(services: Any) -> None:
     sessions.append_messages(work_key, [{"role": "user", "content": [{"type": "text", "text": LARGE_TEXT}]}])
     sessions.touch_registry(work_key, default_label="Work")
 
-    gateway = services.gateway
-    gateway.put_pair({"channel": "telegram", "senderId": "4242", "requestedAt": 1, "firstMessage": "hi"})
-    gateway.put_heartbeat_state("main", {"lastRunAt": 1_700_000_000_000}, create=True)
-    gateway.put_last_active(
+    services.pairs.put({"channel": "telegram", "senderId": "4242", "requestedAt": 1, "firstMessage": "hi"})
+    services.heartbeats.put("main", {"lastRunAt": 1_700_000_000_000}, create=True)
+    services.last_active.put(
         "main", {"channel": "telegram", "accountId": "default", "peer": {"kind": "dm", "id": "4242"}}
     )
-    gateway.append_cron_run({"jobId": job_id, "ts": 1_700_000_000_000, "status": "ok", "durationMs": 12})
+    services.cron.append_run({"jobId": job_id, "ts": 1_700_000_000_000, "status": "ok", "durationMs": 12})
 
     table = services.table
     table.put(keys.inbound_seen("telegram", "default", "m-1"), {"at": 1}, ttl=FUTURE, attrs={"st": "done"})

@@ -181,7 +181,7 @@ def _process(
             "requestedAt": services.now_ms(),
             "firstMessage": text[:200],
         }
-        if services.gateway.put_pair(pair):  # repeats are silent
+        if services.pairs.put(pair):  # repeats are silent
             _reply(services, channel, account_id, peer, pairing.PAIRING_PENDING_REPLY, message_id)
         return {"status": "pending_pairing", "senderId": normalized}
 
@@ -203,7 +203,7 @@ def _process(
     )
     now = services.now_ms()
     services.connections.touch_channel(channel, account_id, now)
-    services.gateway.put_last_active(
+    services.last_active.put(
         agent_id, {"channel": channel, "accountId": account_id, "peer": peer, "sessionKey": key, "timestamp": now}
     )
 

@@ -25,10 +25,15 @@ from orbital.store.table import Table
 if TYPE_CHECKING:
     from orbital.ports.backups import Backups
     from orbital.protocol.registry import Hooks, Registry
+    from orbital.store.calls import CallRepo
+    from orbital.store.cron_jobs import CronRepo
+    from orbital.store.heartbeats import HeartbeatRepo
+    from orbital.store.last_active import LastActiveRepo
+    from orbital.store.pairs import PairingRepo
     from orbital.store.portable import Items, Objects
-    from orbital.store.repos import GatewayRepo
     from orbital.store.sessions import SessionRepo
     from orbital.store.spend import SpendRepo
+    from orbital.store.transfers import TransferRepo
     from orbital.store.usage import UsageRepo
     from orbital.store.workspace import Workspace
 
@@ -110,10 +115,46 @@ class Services:
         return S3Workspace(clients.s3(), self.settings.bucket_name, cache=self.settings.local)
 
     @functools.cached_property
-    def gateway(self) -> GatewayRepo:
-        from orbital.store.repos import GatewayRepo  # lazy: built on first use, off the cold start
+    def calls(self) -> CallRepo:
+        """Deferred calls' items (`engines.deferred` keeps the rules)."""
+        from orbital.store.calls import CallRepo  # lazy: built on first use, off the cold start
 
-        return GatewayRepo(self.table)
+        return CallRepo(self.table, lambda: self.workspace)
+
+    @functools.cached_property
+    def transfers(self) -> TransferRepo:
+        """Active transfers' items (`engines.transfer` keeps the protocol)."""
+        from orbital.store.transfers import TransferRepo  # lazy: built on first use, off the cold start
+
+        return TransferRepo(self.table)
+
+    @functools.cached_property
+    def pairs(self) -> PairingRepo:
+        """Pending pairings of channel senders."""
+        from orbital.store.pairs import PairingRepo  # lazy: built on first use, off the cold start
+
+        return PairingRepo(self.table)
+
+    @functools.cached_property
+    def heartbeats(self) -> HeartbeatRepo:
+        """Each agent's heartbeat state."""
+        from orbital.store.heartbeats import HeartbeatRepo  # lazy: built on first use, off the cold start
+
+        return HeartbeatRepo(self.table)
+
+    @functools.cached_property
+    def last_active(self) -> LastActiveRepo:
+        """Where each agent was last talked to."""
+        from orbital.store.last_active import LastActiveRepo  # lazy: built on first use, off the cold start
+
+        return LastActiveRepo(self.table)
+
+    @functools.cached_property
+    def cron(self) -> CronRepo:
+        """Cron jobs and their run history."""
+        from orbital.store.cron_jobs import CronRepo  # lazy: built on first use, off the cold start
+
+        return CronRepo(self.table)
 
     @functools.cached_property
     def usage(self) -> UsageRepo:
