@@ -23,7 +23,7 @@ from orbital.store.workspace import Workspace
 
 @pytest.fixture
 def workspace(tmp_path: Path) -> Iterator[Workspace]:
-    from orbital.local.files import FileWorkspace
+    from orbital.store.backends.files import FileWorkspace
 
     opened = FileWorkspace(tmp_path / "workspace")
     try:

@@ -67,11 +67,11 @@ def test_services_open_their_own_table_and_bucket_as_portable_stores(aws: None) 
 
 
 def test_stores_given_by_a_composition_root_come_with_their_portable_form(tmp_path: Path) -> None:
-    from orbital.local.database import Database
-    from orbital.local.files import FileWorkspace
     from orbital.local.portable import TableItems, WorkspaceObjects
-    from orbital.local.sqlite_table import SqliteTable
     from orbital.runtime.services import use_portable_stores, use_storage
+    from orbital.store.backends.database import Database
+    from orbital.store.backends.files import FileWorkspace
+    from orbital.store.backends.sqlite import SqliteTable
 
     with Database(tmp_path / "table.sqlite3") as db:
         table, workspace = SqliteTable(db), FileWorkspace(tmp_path / "objects")

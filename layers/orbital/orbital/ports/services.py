@@ -17,9 +17,9 @@ from orbital.aws.push import ManagementApiSender, Sender
 from orbital.ports.lifecycle import disconnect
 from orbital.settings import Settings
 from orbital.store import http_answers
+from orbital.store.backends.dynamo import DynamoTable
 from orbital.store.config_repo import ConfigRepo
 from orbital.store.connections import ConnectionRepo
-from orbital.store.dynamo_table import DynamoTable
 from orbital.store.table import Table
 
 if TYPE_CHECKING:
@@ -110,7 +110,7 @@ class Services:
 
     @functools.cached_property
     def workspace(self) -> Workspace:
-        from orbital.store.workspace import S3Workspace  # lazy: built on first use, off the cold start
+        from orbital.store.backends.s3 import S3Workspace  # lazy: built on first use, off the cold start
 
         return S3Workspace(clients.s3(), self.settings.bucket_name, cache=self.settings.local)
 
