@@ -99,6 +99,7 @@ class LocalGateway:
         self.root = options.project.resolve() if options.project else find_project_root()
         self.stack: Any = None
         self.bridge: Any = None
+        self.sender: Any = None
         self.store: Any = None
         """The data directory's table and workspace (`orbital.local.store.LocalStore`)."""
         self._runtime_written = False
@@ -204,17 +205,18 @@ class LocalGateway:
         self.stack.start()
         self._configure_env(self.stack.endpoint)
         # lazy: every `orbital` command loads this module; the gateway's parts load when one starts
-        from orbital.aws import clients
         from orbital.local.portable import TableItems, WorkspaceObjects
-        from orbital.runtime.services import use_portable_stores, use_storage
+        from orbital.local.sender import BridgeSender
+        from orbital.runtime.services import use_flows, use_portable_stores, use_storage
+        from orbital.settings import get_settings
 
+        self.sender = BridgeSender(max_bytes=get_settings().max_frame_bytes)  # posts once the bridge is set
+        use_flows(self.stack.workflows, self.sender)
         use_storage(self.store.table, self.store.workspace)
         table, objects = self.store.table, self.store.workspace
         use_portable_stores(lambda: (TableItems(table), WorkspaceObjects(objects)))
         if self.options.persist:
             self._use_backups()
-        self.stack.in_process.serve_management(os.environ["ORBITAL_WS_MGMT_ENDPOINT"])
-        clients.serve_in_process(self.stack.in_process.serve)
         if self.options.seed:
             self._seed()
         # lazy: every `orbital` command loads this module; the gateway's parts load when one starts
@@ -246,7 +248,7 @@ class LocalGateway:
             except XenoSocketInUse as exc:
                 self.xeno = None
                 raise StartupError(str(exc)) from None
-        self.stack.in_process.bridge = self.bridge
+        self.sender.bridge = self.bridge
         if self.options.persist:
             # lazy: every `orbital` command loads this module; the gateway's parts load when one starts
             from orbital.local.restart import end_interrupted
@@ -296,7 +298,7 @@ class LocalGateway:
         self._runtime_written = True
 
     def _configure_env(self, endpoint: str) -> None:
-        # in process, the management endpoint is only a name the hook recognizes: nothing listens there for it
+        # the management endpoint is only a name here: the local Sender posts to the bridge itself
         mgmt = f"http://127.0.0.1:{self.port}/{STAGE}"
         env = {
             "ORBITAL_TABLE": LOCAL_TABLE,
@@ -499,17 +501,14 @@ class LocalGateway:
             self.runtime_file.unlink(missing_ok=True)
             self._runtime_written = False
         if self.stack is not None:
-            # lazy: every `orbital` command loads this module; the gateway's parts load when one starts
-            from orbital.aws import clients
-
-            clients.serve_in_process(None)
             self.stack.stop()
             self.stack = None
         if self.store is not None:
             # lazy: every `orbital` command loads this module; the gateway's parts load when one starts
-            from orbital.runtime.services import use_portable_stores, use_storage
+            from orbital.runtime.services import use_flows, use_portable_stores, use_storage
 
             use_storage(None, None)
+            use_flows(None, None)
             use_portable_stores(None)
             try:
                 self.store.close()

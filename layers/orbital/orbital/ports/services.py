@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from orbital.aws import clients
-from orbital.aws.push import ManagementApiSender, Sender
+from orbital.aws.push import ManagementApiSender
 from orbital.ports.lifecycle import disconnect
 from orbital.settings import Settings
 from orbital.store import http_answers
@@ -24,6 +24,8 @@ from orbital.store.table import Table
 
 if TYPE_CHECKING:
     from orbital.ports.backups import Backups
+    from orbital.ports.sender import Sender
+    from orbital.ports.workflows import Workflows
     from orbital.protocol.registry import Hooks, Registry
     from orbital.store.calls import CallRepo
     from orbital.store.cron_jobs import CronRepo
@@ -45,6 +47,7 @@ class Services:
         *,
         registry: Registry | Callable[[], Registry],
         sender: Sender | None = None,
+        workflows: Workflows | None = None,
         table: Table | None = None,
         workspace: Workspace | None = None,
         backups: Backups | None = None,
@@ -54,7 +57,8 @@ class Services:
         families' hooks never assembles them). `table` and `workspace`: the stores to use (the local gateway's in
         its data directory); by default DynamoDB and S3, built on first use. `backups`: the local backups' engine
         (the local gateway's; none on AWS). `portable`: what opens that table and workspace as the portable
-        archive's stores (`portable_stores`); by default the DynamoDB table and S3 bucket of the settings."""
+        archive's stores (`portable_stores`); by default the DynamoDB table and S3 bucket of the settings.
+        `workflows`: the state machines' executions; by default Step Functions, built on first use."""
         self.settings = settings
         self._portable = portable
         self._stores_given = table is not None or workspace is not None
@@ -63,6 +67,8 @@ class Services:
         if workspace is not None:
             self.__dict__["workspace"] = workspace
         self._sender = sender
+        if workflows is not None:
+            self.__dict__["workflows"] = workflows
         self.backups = backups
         """The local backups (ADR 0047): given by the local gateway; None on AWS."""
         self._registry: Registry | None = None
@@ -93,6 +99,14 @@ class Services:
     @functools.cached_property
     def table(self) -> Table:
         return DynamoTable(clients.dynamodb(), self.settings.table_name, cache=self.settings.local)
+
+    @functools.cached_property
+    def workflows(self) -> Workflows:
+        """The state machines' executions (the Workflows port)."""
+        # lazy: off the socket functions' cold start (most of their requests start no execution)
+        from orbital.aws.workflows import StepFunctionsWorkflows
+
+        return StepFunctionsWorkflows(clients.stepfunctions())
 
     @functools.cached_property
     def config(self) -> ConfigRepo:
@@ -190,17 +204,13 @@ class Services:
             endpoint = self.settings.mgmt_endpoint
             if not endpoint:
                 raise RuntimeError("no management endpoint configured (ORBITAL_WS_MGMT_ENDPOINT)")
-            self._sender = ManagementApiSender(
-                endpoint, local=self.settings.local, max_bytes=self.settings.max_frame_bytes
-            )
+            self._sender = ManagementApiSender(endpoint, max_bytes=self.settings.max_frame_bytes)
         return self._sender
 
     def use_endpoint(self, endpoint: str) -> None:
         """Adopt the management endpoint of the API that invoked us when none was configured."""
         if self._sender is None and not self.settings.mgmt_endpoint:
-            self._sender = ManagementApiSender(
-                endpoint, local=self.settings.local, max_bytes=self.settings.max_frame_bytes
-            )
+            self._sender = ManagementApiSender(endpoint, max_bytes=self.settings.max_frame_bytes)
 
     def push(self, connection_id: str, frame: dict[str, Any]) -> bool:
         """Send a frame; a gone socket (410) is cleaned up and reported as False. A reply too large to send goes

@@ -14,7 +14,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from orbital import methods
-from orbital.aws.push import Sender
 from orbital.ports.backups import Backups
 from orbital.ports.services import Services
 from orbital.settings import Settings, get_settings
@@ -22,6 +21,8 @@ from orbital.store.table import Table
 from orbital.store.workspace import Workspace
 
 if TYPE_CHECKING:
+    from orbital.ports.sender import Sender
+    from orbital.ports.workflows import Workflows
     from orbital.store.portable import Items, Objects
 
 _storage: tuple[Table, Workspace] | None = None
@@ -30,12 +31,15 @@ _backups: Backups | None = None
 """The local gateway's backups (`use_backups`); None on AWS."""
 _portable: Callable[[], tuple[Items, Objects]] | None = None
 """What opens those as the portable archive's stores (`use_portable_stores`); None: DynamoDB and S3."""
+_flows: tuple[Workflows, Sender] | None = None
+"""The local gateway's Workflows and Sender (`use_flows`); None: Step Functions and the management API."""
 
 
 def build_services(
     settings: Settings,
     *,
     sender: Sender | None = None,
+    workflows: Workflows | None = None,
     table: Table | None = None,
     workspace: Workspace | None = None,
     portable: Callable[[], tuple[Items, Objects]] | None = None,
@@ -46,9 +50,13 @@ def build_services(
     if table is None and workspace is None and _storage is not None:
         table, workspace = _storage
         portable = portable or _portable
+    if _flows is not None:
+        workflows = workflows or _flows[0]
+        sender = sender or _flows[1]
     return Services(
         settings,
         sender=sender,
+        workflows=workflows,
         registry=methods.registry,
         table=table,
         workspace=workspace,
@@ -62,6 +70,14 @@ def use_storage(table: Table | None, workspace: Workspace | None) -> None:
     its SQLite table and file workspace); None, None: DynamoDB and S3 again."""
     global _storage
     _storage = (table, workspace) if table is not None and workspace is not None else None
+    _services_for.cache_clear()
+
+
+def use_flows(workflows: Workflows | None, sender: Sender | None) -> None:
+    """Build every Services from now on with these Workflows and Sender (the local gateway's composition root passes
+    its Step Functions stand-in and its bridge's sender); None, None: Step Functions and the management API again."""
+    global _flows
+    _flows = (workflows, sender) if workflows is not None and sender is not None else None
     _services_for.cache_clear()
 
 
