@@ -26,7 +26,6 @@ whoever answers — the node, the node's loss, a timeout, a failed launch.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import time
