@@ -4,10 +4,12 @@ itself (`orbital.ports.services`) knows no family and makes the registry it is g
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from orbital import methods
-from orbital.ports.services import Services
+from orbital.ports.capabilities import ON_AWS
+from orbital.ports.services import Lazy, Services
 from orbital.protocol.registry import Registry, Router
 from orbital.runtime.services import build_services
 from orbital.settings import Settings
@@ -25,6 +27,23 @@ def test_services_of_the_root_carry_the_registry_of_the_methods_and_its_run_hook
     }
 
 
+def ports(**given: Any) -> dict[str, Any]:
+    """Every port but the registry, none of them usable (a test that needs one gives it)."""
+
+    def unused() -> Any:
+        raise AssertionError("a port was built that the test does not use")
+
+    return {
+        "table": Lazy(unused),
+        "workspace": Lazy(unused),
+        "sender": Lazy(unused),
+        "backups": None,
+        "portable": unused,
+        "capabilities": ON_AWS,
+        **given,
+    }
+
+
 def test_services_make_the_registry_they_are_given_once_on_first_use() -> None:
     made: list[Registry] = []
 
@@ -32,7 +51,7 @@ def test_services_make_the_registry_they_are_given_once_on_first_use() -> None:
         made.append(Registry())
         return made[-1]
 
-    services = Services(Settings(), registry=make)
+    services = Services(Settings(), registry=make, **ports())
     assert made == []
     assert services.registry is services.registry
     assert len(made) == 1 and services.registry is made[0]
@@ -42,7 +61,35 @@ def test_services_take_a_registry_as_it_is() -> None:
     router = Router("only")
     registry = Registry()
     registry.include(router)
-    assert Services(Settings(), registry=registry).registry is registry
+    assert Services(Settings(), registry=registry, **ports()).registry is registry
+
+
+def test_services_build_a_lazy_port_once_on_first_use_and_take_a_port_as_it_is(tmp_path: Path) -> None:
+    from orbital.local.files import FileWorkspace
+
+    built: list[FileWorkspace] = []
+
+    def make() -> FileWorkspace:
+        built.append(FileWorkspace(tmp_path / "objects"))
+        return built[-1]
+
+    with FileWorkspace(tmp_path / "given") as given:
+        services = Services(Settings(), registry=Registry(), **ports(workspace=Lazy(make), table=given))
+        assert built == []
+        assert services.workspace is services.workspace is built[0] and len(built) == 1
+        assert services.table is given  # not a table, but Services never looks: the root chose it
+        built[0].close()
+
+
+def test_a_sender_is_adopted_only_in_place_of_one_not_yet_built() -> None:
+    from tests.conftest import FakeSender
+
+    services = Services(Settings(), registry=Registry(), **ports())
+    adopted = FakeSender()
+    assert services.adopt_sender(adopted) and services.sender is adopted
+    assert not services.adopt_sender(FakeSender()) and services.sender is adopted
+    given = Services(Settings(), registry=Registry(), **ports(sender=adopted))
+    assert not given.adopt_sender(FakeSender()) and given.sender is adopted
 
 
 def test_a_native_tool_has_one_owner() -> None:
@@ -66,12 +113,11 @@ def test_services_open_their_own_table_and_bucket_as_portable_stores(aws: None) 
     assert list(items.scan()) == []  # moto's table of the template, reachable
 
 
-def test_stores_given_by_a_composition_root_come_with_their_portable_form(tmp_path: Path) -> None:
+def test_stores_given_to_the_aws_root_come_with_their_portable_form(tmp_path: Path) -> None:
     from orbital.local.database import Database
     from orbital.local.files import FileWorkspace
     from orbital.local.portable import TableItems, WorkspaceObjects
     from orbital.local.sqlite_table import SqliteTable
-    from orbital.runtime.services import use_portable_stores, use_storage
 
     with Database(tmp_path / "table.sqlite3") as db:
         table, workspace = SqliteTable(db), FileWorkspace(tmp_path / "objects")
@@ -80,10 +126,25 @@ def test_stores_given_by_a_composition_root_come_with_their_portable_form(tmp_pa
         made = (TableItems(table), WorkspaceObjects(workspace))
         given = build_services(Settings(), table=table, workspace=workspace, portable=lambda: made)
         assert given.portable_stores() == made
-        use_storage(table, workspace)
-        use_portable_stores(lambda: made)
-        try:
-            assert build_services(Settings()).portable_stores() == made  # what the local gateway does
-        finally:
-            use_storage(None, None)
-            use_portable_stores(None)
+        workspace.close()
+
+
+def test_the_local_root_builds_its_services_on_the_data_directory(tmp_path: Path) -> None:
+    from orbital.local.portable import TableItems, WorkspaceObjects
+    from orbital.local.services import build_local_services
+    from orbital.local.store import LocalStore
+
+    store = LocalStore.open(tmp_path / "data")
+    try:
+        settings = Settings(local=True, mgmt_endpoint="http://127.0.0.1:1/local")
+        services = build_local_services(settings, store)
+        assert services.table is store.table and services.workspace is store.workspace
+        items, objects = services.portable_stores()
+        assert isinstance(items, TableItems) and isinstance(objects, WorkspaceObjects)
+        assert services.backups is None
+        caps = services.capabilities
+        assert caps.binary_frames and caps.own_machine and not caps.bounded_requests
+        assert caps.http_api_url == "http://127.0.0.1:1/local"
+        assert build_services(settings).capabilities == ON_AWS  # the AWS root's, whatever the settings say
+    finally:
+        store.close()

@@ -279,7 +279,7 @@ def connect(ctx: CallContext, params: ConnectParams) -> dict[str, Any]:
             "methods": ctx.services.registry.names(),
             "events": EVENTS,
             # binary GSV frames only where no API Gateway sits in between (it refuses inbound binary frames)
-            "transferModes": ["binary", "text", "presigned"] if ctx.services.settings.local else ["text", "presigned"],
+            "transferModes": ctx.services.capabilities.transfer_modes,
             # what this gateway accepts in one message and one frame: API Gateway's caps, enforced locally too
             "limits": limits(),
         },
