@@ -3,9 +3,11 @@ itself (`orbital.ports.services`) knows no family and makes the registry it is g
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 from typing import Any
 
+import orbital
 import pytest
 from orbital import methods
 from orbital.ports.capabilities import ON_AWS
@@ -148,3 +150,91 @@ def test_the_local_root_builds_its_services_on_the_data_directory(tmp_path: Path
         assert build_services(settings).capabilities == ON_AWS  # the AWS root's, whatever the settings say
     finally:
         store.close()
+
+
+# --- the roots are the only places that choose implementations ----------------------------------------------------
+
+PACKAGE = Path(orbital.__file__).resolve().parent
+
+ROOTS = {
+    "runtime/services.py": "the AWS composition root",
+    "local/services.py": "the local gateway's composition root",
+    "local/store.py": "opens a data directory's table and workspace, for the local root and the tools that read it",
+    "cli/portable.py": "`orbital export` / `import`: the tool's own stores, of a stack or of a data directory",
+}
+"""The modules of `orbital` that may construct a backend, each with why."""
+
+
+def _backends() -> set[str]:
+    """The names of the classes that implement a port: every subclass of the Table and Workspace ports, and the
+    structural implementations of the others (the sender, the portable archive's stores)."""
+    from orbital.aws import push
+    from orbital.local import portable as local_portable
+    from orbital.ports.services import Services
+    from orbital.store import portable_aws
+    from orbital.store.table import Table
+    from orbital.store.workspace import Workspace
+
+    del Services  # imported for its ports' modules to be loaded
+    found: set[str] = set()
+    pending: list[type] = [Table, Workspace]
+    while pending:
+        for sub in pending.pop().__subclasses__():
+            if sub.__module__.startswith("orbital."):
+                found.add(sub.__name__)
+            pending.append(sub)
+    found |= {push.ManagementApiSender.__name__, portable_aws.DynamoItems.__name__, portable_aws.S3Objects.__name__}
+    found |= {local_portable.TableItems.__name__, local_portable.WorkspaceObjects.__name__}
+    return found
+
+
+def _constructed(tree: ast.AST, names: set[str]) -> list[tuple[int, str]]:
+    calls = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+            if name in names:
+                calls.append((node.lineno, name))
+    return calls
+
+
+def test_only_the_composition_roots_construct_a_backend() -> None:
+    names = _backends()
+    assert {"DynamoTable", "SqliteTable", "S3Workspace", "FileWorkspace", "ManagementApiSender"} <= names
+    found = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        module = path.relative_to(PACKAGE).as_posix()
+        if module in ROOTS:
+            continue
+        calls = _constructed(ast.parse(path.read_text(encoding="utf-8")), names)
+        if calls:
+            found[module] = calls
+    assert found == {}, "construct backends only in a composition root (ADR 0049): " + repr(found)
+    for module in ROOTS:
+        assert (PACKAGE / module).exists(), module
+
+
+def test_the_backend_check_sees_a_construction() -> None:
+    tree = ast.parse("from x import DynamoTable\ntable = DynamoTable(client, 'name')\nother = m.S3Workspace(c)\n")
+    assert _constructed(tree, {"DynamoTable", "S3Workspace"}) == [(2, "DynamoTable"), (3, "S3Workspace")]
+
+
+def test_no_settings_local_below_the_entry_points_and_roots() -> None:
+    """The middle layers ask the ports' capabilities (`orbital.ports.capabilities`), never `settings.local`: only
+    the entry points (`runtime/` handlers, `cli/`, `local/`) and the roots read it."""
+    middle = ("rest", "methods", "dialects", "channels", "agent", "tools", "engines", "ports", "store", "aws")
+    found = []
+    for layer in middle:
+        for path in sorted((PACKAGE / layer).rglob("*.py")):
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Attribute) and node.attr == "local" and _is_settings(node.value):
+                    found.append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
+    assert found == []
+
+
+def _is_settings(node: ast.expr) -> bool:
+    return (isinstance(node, ast.Name) and node.id == "settings") or (
+        isinstance(node, ast.Attribute) and node.attr == "settings"
+    )
