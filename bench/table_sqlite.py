@@ -61,10 +61,10 @@ def fill(table: Any, messages: int) -> None:
 def reads() -> None:
     import boto3
     from moto import mock_aws
-    from orbital.local.database import Database
-    from orbital.local.sqlite_table import SqliteTable
     from orbital.local.template import load_template, table_definition
-    from orbital.store.dynamo_table import DynamoTable
+    from orbital.store.backends.database import Database
+    from orbital.store.backends.dynamo import DynamoTable
+    from orbital.store.backends.sqlite import SqliteTable
 
     print("1. reads, us per call (DynamoDB table with its cache on moto, every read a hit; SQLite, no cache)")
     os.environ.update(AWS_ACCESS_KEY_ID="x", AWS_SECRET_ACCESS_KEY="x", AWS_DEFAULT_REGION="us-east-1")
@@ -140,9 +140,9 @@ def busy(us: float) -> None:
 
 
 def write_rate(mode: str, threads: int, writes: int, work_us: float) -> float:
-    from orbital.local.database import Database
-    from orbital.local.sqlite_table import SqliteTable
     from orbital.store import conditions as cond
+    from orbital.store.backends.database import Database
+    from orbital.store.backends.sqlite import SqliteTable
 
     with tempfile.TemporaryDirectory(dir=os.environ.get("ORBITAL_BENCH_DIR")) as tmp:
         db = Database(Path(tmp) / "bench.db", durable=mode != "off", sync="full" if mode == "full" else "group")

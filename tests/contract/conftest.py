@@ -50,13 +50,13 @@ def create_table(client: Any, name: str) -> None:
 def open_table(kind: str, directory: Path, client: Any = None) -> Iterator[Any]:
     """A fresh table of `kind`; a DynamoDB one in `client`'s moto (default: a moto of its own)."""
     if kind == "sqlite":
-        from orbital.local.database import Database
-        from orbital.local.sqlite_table import SqliteTable
+        from orbital.store.backends.database import Database
+        from orbital.store.backends.sqlite import SqliteTable
 
         with Database(directory / "orbital.db") as db:
             yield SqliteTable(db)
         return
-    from orbital.store.dynamo_table import DynamoTable
+    from orbital.store.backends.dynamo import DynamoTable
 
     with ExitStack() as stack:
         if client is None:

@@ -22,9 +22,10 @@ from urllib.parse import urlsplit
 
 import pytest
 import requests
-from orbital.local.files import FileWorkspace, WorkspaceInUse
 from orbital.local.object_urls import ObjectRoute, mount
-from orbital.store.workspace import MissingObject, S3Workspace, Workspace
+from orbital.store.backends.files import FileWorkspace, WorkspaceInUse
+from orbital.store.backends.s3 import S3Workspace
+from orbital.store.workspace import MissingObject, Workspace
 
 from tests.support.asgi_server import elsewhere, serving
 
@@ -659,7 +660,7 @@ CHILD = textwrap.dedent(
     """
     import sys
     from pathlib import Path
-    from orbital.local.files import FileWorkspace
+    from orbital.store.backends.files import FileWorkspace
 
     store = FileWorkspace(Path(sys.argv[1]))
     store.put("agents/main/notes/today.md", b"written before the kill", content_type="text/markdown")

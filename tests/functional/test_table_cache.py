@@ -13,7 +13,7 @@ from tests.conftest import TABLE
 @pytest.fixture
 def table(aws: None) -> Any:
     import boto3
-    from orbital.store.dynamo_table import DynamoTable
+    from orbital.store.backends.dynamo import DynamoTable
 
     return DynamoTable(boto3.client("dynamodb", region_name="us-east-1"), TABLE, cache=True)
 
@@ -103,7 +103,7 @@ def test_a_key_known_to_be_absent_is_read_without_a_request(table: Any) -> None:
 
 def test_without_the_cache_knowing_absent_keys_changes_nothing(aws: None) -> None:
     import boto3
-    from orbital.store.dynamo_table import DynamoTable
+    from orbital.store.backends.dynamo import DynamoTable
 
     lambda_table = DynamoTable(boto3.client("dynamodb", region_name="us-east-1"), TABLE, cache=False)
     lambda_table.know_absent(("P", "gone"))
@@ -139,7 +139,7 @@ def test_a_view_is_made_once_per_stored_version_of_the_item(table: Any) -> None:
 def test_a_view_ends_with_its_items_ttl(table: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     import time
 
-    from orbital.store import dynamo_table as table_module
+    from orbital.store.backends import dynamo as table_module
 
     now = time.time()
     table.put(("P", "t"), {"v": 1}, ttl=int(now) + 60)
@@ -165,7 +165,7 @@ def test_a_view_of_an_item_a_write_raced_is_made_but_not_kept(table: Any) -> Non
 
 def test_without_the_cache_a_view_is_made_from_a_read_each_time(aws: None) -> None:
     import boto3
-    from orbital.store.dynamo_table import DynamoTable
+    from orbital.store.backends.dynamo import DynamoTable
 
     plain = DynamoTable(boto3.client("dynamodb", region_name="us-east-1"), TABLE)
     plain.put(("P", "n"), {"v": 1})

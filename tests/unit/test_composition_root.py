@@ -67,7 +67,7 @@ def test_services_take_a_registry_as_it_is() -> None:
 
 
 def test_services_build_a_lazy_port_once_on_first_use_and_take_a_port_as_it_is(tmp_path: Path) -> None:
-    from orbital.local.files import FileWorkspace
+    from orbital.store.backends.files import FileWorkspace
 
     built: list[FileWorkspace] = []
 
@@ -116,10 +116,10 @@ def test_services_open_their_own_table_and_bucket_as_portable_stores(aws: None) 
 
 
 def test_stores_given_to_the_aws_root_come_with_their_portable_form(tmp_path: Path) -> None:
-    from orbital.local.database import Database
-    from orbital.local.files import FileWorkspace
     from orbital.local.portable import TableItems, WorkspaceObjects
-    from orbital.local.sqlite_table import SqliteTable
+    from orbital.store.backends.database import Database
+    from orbital.store.backends.files import FileWorkspace
+    from orbital.store.backends.sqlite import SqliteTable
 
     with Database(tmp_path / "table.sqlite3") as db:
         table, workspace = SqliteTable(db), FileWorkspace(tmp_path / "objects")
@@ -168,14 +168,17 @@ ROOTS = {
 def _backends() -> set[str]:
     """The names of the classes that implement a port: every subclass of the Table and Workspace ports, and the
     structural implementations of the others (the sender, the portable archive's stores)."""
+    import importlib
+    import pkgutil
+
     from orbital.aws import push
     from orbital.local import portable as local_portable
-    from orbital.ports.services import Services
-    from orbital.store import portable_aws
+    from orbital.store import backends, portable_aws
     from orbital.store.table import Table
     from orbital.store.workspace import Workspace
 
-    del Services  # imported for its ports' modules to be loaded
+    for module in pkgutil.iter_modules(backends.__path__):
+        importlib.import_module(f"{backends.__name__}.{module.name}")
     found: set[str] = set()
     pending: list[type] = [Table, Workspace]
     while pending:

@@ -14,11 +14,11 @@ to `<name>` once it is complete, on disk and verified, so a half-written one is 
 at any point leaves the earlier backups as they were. Verifying opens the copies and compares their item counts by
 kind and the objects' hashes with the manifest (`verify`; `deep` also reads every blob back and hashes it).
 
-The workspace already keeps objects by content hash (`orbital.local.files`), and a blob never changes once written:
-a backup hard-links the blobs it does not have yet into the shared store (copies them where the backup directory is
-on another file system), so an unchanged object is never copied twice and a new backup of an unchanged gateway adds
-no blob. The index is copied and the blobs linked under the workspace's lock (a write waits for it), so the index
-and its blobs agree; the table is copied in one step of SQLite's backup API, a read transaction that sees one
+The workspace already keeps objects by content hash (`orbital.store.backends.files`), and a blob never changes once
+written: a backup hard-links the blobs it does not have yet into the shared store (copies them where the backup
+directory is on another file system), so an unchanged object is never copied twice and a new backup of an unchanged
+gateway adds no blob. The index is copied and the blobs linked under the workspace's lock (a write waits for it), so the
+index and its blobs agree; the table is copied in one step of SQLite's backup API, a read transaction that sees one
 commit and blocks no writer. Pruning keeps the newest `keep` backups and removes the blobs none of them names.
 
 `Backups` is the engine of one open data directory (the gateway's, or the CLI's when no gateway runs); it answers
@@ -48,9 +48,9 @@ from typing import TYPE_CHECKING, Any
 from orbital import __version__
 from orbital.domain.heartbeat import parse_every
 from orbital.errors import ConflictError, GatewayFailure
-from orbital.local import private
-from orbital.local.database import fsync_path
 from orbital.store import keys
+from orbital.store.backends import private
+from orbital.store.backends.database import fsync_path
 
 if TYPE_CHECKING:
     from orbital.local.store import LocalStore

@@ -20,8 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from orbital.local import frontdoor, peer_uid, private, ttl
+from orbital.local import frontdoor, peer_uid, ttl
 from orbital.protocol import local_token
+from orbital.store.backends import private
 
 if TYPE_CHECKING:
     from orbital.local.store import LocalStore
@@ -404,8 +405,8 @@ class LocalGateway:
     def _with_object_urls(self, app: Any) -> Any:
         """`app`, serving the presigned URLs of the workspace under `/_objects/` when it is on files."""
         # lazy: every `orbital` command loads this module; the gateway's parts load when one starts
-        from orbital.local.files import FileWorkspace
         from orbital.local.object_urls import ObjectRoute, mount
+        from orbital.store.backends.files import FileWorkspace
 
         workspace = self.services.workspace
         return mount(app, ObjectRoute(workspace)) if isinstance(workspace, FileWorkspace) else app

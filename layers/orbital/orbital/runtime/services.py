@@ -21,7 +21,7 @@ from orbital.aws.push import ManagementApiSender, Sender
 from orbital.ports.capabilities import ON_AWS
 from orbital.ports.services import Lazy, Services
 from orbital.settings import Settings, get_settings
-from orbital.store.dynamo_table import DynamoTable
+from orbital.store.backends.dynamo import DynamoTable
 from orbital.store.table import Table
 from orbital.store.workspace import Workspace
 
@@ -57,7 +57,7 @@ def _dynamo_table(settings: Settings) -> Table:
 
 
 def _s3_workspace(settings: Settings) -> Workspace:
-    from orbital.store.workspace import S3Workspace  # lazy: built on first use, off the cold start
+    from orbital.store.backends.s3 import S3Workspace  # lazy: built on first use, off the cold start
 
     return S3Workspace(clients.s3(), settings.bucket_name, cache=settings.local)
 

@@ -164,8 +164,8 @@ def check_query(
 
 
 class Table(ABC):
-    """The port (see the module's docstring). Implementations: `orbital.store.dynamo_table.DynamoTable` and
-    `orbital.local.sqlite_table.SqliteTable`."""
+    """The port (see the module's docstring). Implementations: `orbital.store.backends.dynamo.DynamoTable` and
+    `orbital.store.backends.sqlite.SqliteTable`."""
 
     # --- reads ------------------------------------------------------------------------------------------------
 

@@ -35,8 +35,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
-from orbital.local import private
-from orbital.local.signed_urls import ObjectUrls
+from orbital.store.backends import private
+from orbital.store.backends.signed_urls import ObjectUrls
 from orbital.store.workspace import Listing, MissingObject, ObjectInfo, Workspace, check_range
 
 INDEX_FILE = "index.sqlite3"

@@ -5,7 +5,7 @@ as one JSON object (`a`; NULL for none), `ttl` and the index keys (`g1pk`, `g1sk
 partition by sort key (prefix and range queries, the last N with `ORDER BY sk DESC`); a partial index on
 (`g1pk`, `g1sk`) holds the items that are in the secondary index, one on `ttl` those that expire.
 
-Every write is one transaction of the `Database` (`orbital.local.database`): the item as it stands is read, the
+Every write is one transaction of the `Database` (`orbital.store.backends.database`): the item as it stands is read, the
 condition (`orbital.store.conditions`) evaluated against it in Python, and the new row written, all under the
 database's write lock, so conditional writes are atomic (of two racing claims exactly one wins). A write returns
 once it is on disk, except for items bound to the process (`keys.process_bound`: connections, registries of
@@ -29,9 +29,9 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, TypeVar
 
 from orbital.errors import ConflictError
-from orbital.local.database import Database
 from orbital.protocol.jsontext import compact, loads
 from orbital.store import keys
+from orbital.store.backends.database import Database
 from orbital.store.conditions import MISSING, Condition
 from orbital.store.table import (
     ConditionFailed,
