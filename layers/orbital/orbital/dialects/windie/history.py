@@ -164,10 +164,11 @@ def _rehydrate(services: Services, sock: _Socket, rid: Any, payload: dict[str, A
 
 
 def compaction_seconds(services: Services, config: dict[str, Any]) -> float:
-    """How long `compact-history` may take: `timeouts.llmMs` locally; on AWS, where it runs inside the frame's
-    Lambda invocation, what that invocation has left less a margin, and never over `COMPACTION_AWS_S`."""
+    """How long `compact-history` may take: `timeouts.llmMs` where requests are not cut off (the local gateway);
+    on AWS, where it runs inside the frame's Lambda invocation, what that invocation has left less a margin, and
+    never over `COMPACTION_AWS_S`."""
     longest = settings.llm_timeout_ms(config) / 1000
-    if services.settings.local:
+    if not services.capabilities.bounded_requests:
         return longest
     left = invocation.remaining_seconds()
     bound = COMPACTION_AWS_S if left is None else left - LAMBDA_MARGIN_S
