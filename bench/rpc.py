@@ -177,7 +177,6 @@ def count_calls(gateway: Any) -> tuple[dict[str, dict[str, int]], dict[str, dict
     for name in [n for n in os.environ if n.startswith("ORBITAL_")]:  # what the local gateway set for itself
         del os.environ[name]
     reset_settings()
-    clients.serve_in_process(None)
     settings = get_settings()
     cold: dict[str, dict[str, int]] = {}
     with mock_aws():

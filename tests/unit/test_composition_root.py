@@ -39,6 +39,7 @@ def ports(**given: Any) -> dict[str, Any]:
         "table": Lazy(unused),
         "workspace": Lazy(unused),
         "sender": Lazy(unused),
+        "workflows": Lazy(unused),
         "backups": None,
         "portable": unused,
         "capabilities": ON_AWS,
@@ -138,8 +139,14 @@ def test_the_local_root_builds_its_services_on_the_data_directory(tmp_path: Path
 
     store = LocalStore.open(tmp_path / "data")
     try:
+        from orbital.local.sender import BridgeSender
+        from orbital.local.workflows import LocalWorkflows, stopped
+
         settings = Settings(local=True, mgmt_endpoint="http://127.0.0.1:1/local")
-        services = build_local_services(settings, store)
+        workflows = LocalWorkflows(stopped)
+        services = build_local_services(settings, store, workflows=workflows)
+        assert services.workflows is workflows
+        assert isinstance(services.sender, BridgeSender) and services.sender.bridge is None  # set by the gateway
         assert services.table is store.table and services.workspace is store.workspace
         items, objects = services.portable_stores()
         assert isinstance(items, TableItems) and isinstance(objects, WorkspaceObjects)
@@ -161,6 +168,7 @@ ROOTS = {
     "local/services.py": "the local gateway's composition root",
     "local/store.py": "opens a data directory's table and workspace, for the local root and the tools that read it",
     "cli/portable.py": "`orbital export` / `import`: the tool's own stores, of a stack or of a data directory",
+    "local/stack.py": "the local Step Functions stand-in: its Workflows backend is a view of its own process",
 }
 """The modules of `orbital` that may construct a backend, each with why."""
 
@@ -171,8 +179,10 @@ def _backends() -> set[str]:
     import importlib
     import pkgutil
 
-    from orbital.aws import push
+    from orbital.aws import push, workflows
     from orbital.local import portable as local_portable
+    from orbital.local import sender as local_sender
+    from orbital.local import workflows as local_workflows
     from orbital.store import backends, portable_aws
     from orbital.store.table import Table
     from orbital.store.workspace import Workspace
@@ -188,6 +198,8 @@ def _backends() -> set[str]:
             pending.append(sub)
     found |= {push.ManagementApiSender.__name__, portable_aws.DynamoItems.__name__, portable_aws.S3Objects.__name__}
     found |= {local_portable.TableItems.__name__, local_portable.WorkspaceObjects.__name__}
+    found |= {workflows.StepFunctionsWorkflows.__name__, local_workflows.LocalWorkflows.__name__}
+    found.add(local_sender.BridgeSender.__name__)
     return found
 
 
@@ -205,6 +217,7 @@ def _constructed(tree: ast.AST, names: set[str]) -> list[tuple[int, str]]:
 def test_only_the_composition_roots_construct_a_backend() -> None:
     names = _backends()
     assert {"DynamoTable", "SqliteTable", "S3Workspace", "FileWorkspace", "ManagementApiSender"} <= names
+    assert {"StepFunctionsWorkflows", "LocalWorkflows", "BridgeSender"} <= names
     found = {}
     for path in sorted(PACKAGE.rglob("*.py")):
         module = path.relative_to(PACKAGE).as_posix()

@@ -538,7 +538,7 @@ def _finish(services: Services, transfer_id: int, transferred: int) -> None:
         return
     call, token = claimed
     deferred.answer(services, call, payload=xfer.result(transferred))
-    deferred.close_execution(token)
+    deferred.close_execution(services, token)
 
 
 def fail(services: Services, transfer_id: int, error: str) -> None:
@@ -552,7 +552,7 @@ def fail(services: Services, transfer_id: int, error: str) -> None:
         return
     call, token = claimed
     deferred.answer(services, call, error={"code": 500, "message": error})
-    deferred.close_execution(token, error="TransferFailed", cause=error)
+    deferred.close_execution(services, token, error="TransferFailed", cause=error)
 
 
 def _abort(services: Services, xfer: Transfer, error: str) -> None:

@@ -99,6 +99,8 @@ class LocalGateway:
         self.root = options.project.resolve() if options.project else find_project_root()
         self.stack: Any = None
         self.bridge: Any = None
+        self.sender: Any = None
+        """The bridge's Sender (`orbital.local.sender.BridgeSender`), posting once the bridge is set."""
         self.store: Any = None
         """The data directory's table and workspace (`orbital.local.store.LocalStore`)."""
         self._runtime_written = False
@@ -191,17 +193,12 @@ class LocalGateway:
         self.stack.start()
         self._configure_env(self.stack.endpoint)
         self._compose()
-        self.stack.in_process.serve_management(os.environ["ORBITAL_WS_MGMT_ENDPOINT"])
-        # lazy: every `orbital` command loads this module; the gateway's parts load when one starts
-        from orbital.aws import clients
-
-        clients.serve_in_process(self.stack.in_process.serve)
         if self.options.seed:
             self._seed()
         self.bridge = self._make_bridge()
         if self.options.xeno:
             self._make_xeno()
-        self.stack.in_process.bridge = self.bridge
+        self.sender.bridge = self.bridge
         if self.options.persist:
             # lazy: every `orbital` command loads this module; the gateway's parts load when one starts
             from orbital.local.restart import end_interrupted
@@ -241,7 +238,10 @@ class LocalGateway:
             from orbital.local.backup import Backups
 
             self.backups = Backups(self.store, self.data_dir, lambda: self.services.config.effective())
-        self.services = build_local_services(get_settings(), self.store, backups=self.backups)
+        self.services = build_local_services(
+            get_settings(), self.store, workflows=self.stack.workflows, backups=self.backups
+        )
+        self.sender = self.services.sender  # the bridge's: it posts once the bridge is set (`prepare`)
         use_services(self.services)
 
     def _make_bridge(self) -> Any:
@@ -316,7 +316,7 @@ class LocalGateway:
         self._runtime_written = True
 
     def _configure_env(self, endpoint: str) -> None:
-        # in process, the management endpoint is only a name the hook recognizes: nothing listens there for it
+        # the management endpoint is only a name here: the local Sender posts to the bridge itself
         mgmt = f"http://127.0.0.1:{self.port}/{STAGE}"
         env = {
             "ORBITAL_TABLE": LOCAL_TABLE,
@@ -513,10 +513,6 @@ class LocalGateway:
             self.runtime_file.unlink(missing_ok=True)
             self._runtime_written = False
         if self.stack is not None:
-            # lazy: every `orbital` command loads this module; the gateway's parts load when one starts
-            from orbital.aws import clients
-
-            clients.serve_in_process(None)
             self.stack.stop()
             self.stack = None
         if self.services is not None:

@@ -232,7 +232,7 @@ def _delivered(
         else:
             delivered = deferred.answer(ctx.services, call, payload={"result": result})
     _maybe_register_exec_session(ctx, call, result)
-    deferred.close_execution(token)
+    deferred.close_execution(ctx.services, token)
     return {"ok": True} if delivered else {"ok": True, "dropped": True}
 
 
@@ -382,7 +382,7 @@ def logs_result(ctx: CallContext, params: LogsResultParams) -> dict[str, Any]:
         truncated = bool(params.truncated) or cut
         payload = {"nodeId": call.node_id, "lines": lines, "count": len(lines), "truncated": truncated}
         delivered = deferred.answer(ctx.services, call, payload=payload)
-    deferred.close_execution(token)
+    deferred.close_execution(ctx.services, token)
     return {"ok": True} if delivered else {"ok": True, "dropped": True}
 
 

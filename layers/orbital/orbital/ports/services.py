@@ -16,7 +16,6 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from orbital.aws.push import Sender
 from orbital.ports.capabilities import Capabilities
 from orbital.ports.lifecycle import disconnect
 from orbital.settings import Settings
@@ -27,6 +26,8 @@ from orbital.store.table import Table
 
 if TYPE_CHECKING:
     from orbital.ports.backups import Backups
+    from orbital.ports.sender import Sender
+    from orbital.ports.workflows import Workflows
     from orbital.protocol.registry import Hooks, Registry
     from orbital.store.portable import Items, Objects
     from orbital.store.repos import GatewayRepo
@@ -58,19 +59,21 @@ class Services:
         table: Table | Lazy[Table],
         workspace: Workspace | Lazy[Workspace],
         sender: Sender | Lazy[Sender],
+        workflows: Workflows | Lazy[Workflows],
         backups: Backups | None,
         portable: Callable[[], tuple[Items, Objects]],
         capabilities: Capabilities,
     ) -> None:
         """`registry`: the method registry, or what makes it on first use (so a container that never needs the
-        families' hooks never assembles them). `table`, `workspace`, `sender`: the stores and the way to the
-        sockets. `backups`: the local backups' engine (the local gateway's; None on AWS). `portable`: what opens
-        that table and workspace as the portable archive's stores (`portable_stores`). `capabilities`: what the
-        place this runs in can do (`orbital.ports.capabilities`)."""
+        families' hooks never assembles them). `table`, `workspace`, `sender`, `workflows`: the stores, the way
+        to the sockets and the state machines' executions. `backups`: the local backups' engine (the local
+        gateway's; None on AWS). `portable`: what opens that table and workspace as the portable archive's stores
+        (`portable_stores`). `capabilities`: what the place this runs in can do (`orbital.ports.capabilities`)."""
         self.settings = settings
         self._table = table
         self._workspace = workspace
         self._sender: Sender | Lazy[Sender] = sender
+        self._workflows = workflows
         self._portable = portable
         self.backups = backups
         """The local backups (ADR 0047): given by the local gateway; None on AWS."""
@@ -103,6 +106,11 @@ class Services:
     @functools.cached_property
     def table(self) -> Table:
         return _built(self._table)
+
+    @functools.cached_property
+    def workflows(self) -> Workflows:
+        """The state machines' executions (the Workflows port)."""
+        return _built(self._workflows)
 
     @functools.cached_property
     def config(self) -> ConfigRepo:

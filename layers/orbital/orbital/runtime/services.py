@@ -1,7 +1,7 @@
 """The AWS composition root: the one place that chooses the ports of a gateway on AWS. It gives `Services` (the
 ports, `orbital.ports.services`) the method registry of `orbital.methods`, whose hooks carry every family's reactions
 (socket loss, deferred-call kinds, workflow steps, a run's replies and end, the native tools above the tools layer),
-the DynamoDB table, the S3 workspace, the management API's sender and what API Gateway and Lambda can do
+the DynamoDB table, the S3 workspace, the management API's sender, Step Functions and what API Gateway and Lambda can do
 (`orbital.ports.capabilities.ON_AWS`). The local gateway has its own root (`orbital.local.services`).
 
 Every Lambda entry point reaches its Services here (`get_services`: built once per warm container, at the first
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from orbital import methods
 from orbital.aws import clients
-from orbital.aws.push import ManagementApiSender, Sender
+from orbital.aws.push import ManagementApiSender
 from orbital.ports.capabilities import ON_AWS
 from orbital.ports.services import Lazy, Services
 from orbital.settings import Settings, get_settings
@@ -26,6 +26,8 @@ from orbital.store.table import Table
 from orbital.store.workspace import Workspace
 
 if TYPE_CHECKING:
+    from orbital.ports.sender import Sender
+    from orbital.ports.workflows import Workflows
     from orbital.store.portable import Items, Objects
 
 
@@ -33,19 +35,22 @@ def build_services(
     settings: Settings,
     *,
     sender: Sender | None = None,
+    workflows: Workflows | None = None,
     table: Table | None = None,
     workspace: Workspace | None = None,
     portable: Callable[[], tuple[Items, Objects]] | None = None,
 ) -> Services:
     """The gateway's Services on AWS for `settings`: the registry of `orbital.methods`, assembled on its first use;
-    the DynamoDB table, the S3 workspace and the management API's sender of the settings, each built on its first
-    use. A test may give its own `sender`, `table`, `workspace` (and their `portable` form) instead."""
+    the DynamoDB table, the S3 workspace, the management API's sender and Step Functions of the settings, each built
+    on its first use. A test may give its own `sender`, `workflows`, `table`, `workspace` (and their `portable`
+    form) instead."""
     return Services(
         settings,
         registry=methods.registry,
         table=table if table is not None else Lazy(functools.partial(_dynamo_table, settings)),
         workspace=workspace if workspace is not None else Lazy(functools.partial(_s3_workspace, settings)),
         sender=sender if sender is not None else Lazy(functools.partial(_configured_sender, settings)),
+        workflows=workflows if workflows is not None else Lazy(_step_functions),
         backups=None,
         portable=portable or _portable(settings, given=table is not None or workspace is not None),
         capabilities=ON_AWS,
@@ -62,6 +67,13 @@ def _s3_workspace(settings: Settings) -> Workspace:
     return S3Workspace(clients.s3(), settings.bucket_name, cache=settings.local)
 
 
+def _step_functions() -> Workflows:
+    # lazy: off the socket functions' cold start (most of their requests start no execution)
+    from orbital.aws.workflows import StepFunctionsWorkflows
+
+    return StepFunctionsWorkflows(clients.stepfunctions())
+
+
 def _configured_sender(settings: Settings) -> Sender:
     endpoint = settings.mgmt_endpoint
     if not endpoint:
@@ -70,7 +82,7 @@ def _configured_sender(settings: Settings) -> Sender:
 
 
 def _management_sender(settings: Settings, endpoint: str) -> Sender:
-    return ManagementApiSender(endpoint, local=settings.local, max_bytes=settings.max_frame_bytes)
+    return ManagementApiSender(endpoint, max_bytes=settings.max_frame_bytes)
 
 
 def _portable(settings: Settings, *, given: bool) -> Callable[[], tuple[Items, Objects]]:
