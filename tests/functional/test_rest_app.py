@@ -307,6 +307,7 @@ def test_the_routes_are_handed_the_services_the_app_is_told_to_use(token: str, s
         table=Lazy(unused),
         workspace=Lazy(unused),
         sender=Lazy(unused),
+        workflows=Lazy(unused),
         backups=None,
         portable=unused,
         capabilities=ON_AWS,
