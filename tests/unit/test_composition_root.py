@@ -254,3 +254,14 @@ def _is_settings(node: ast.expr) -> bool:
     return (isinstance(node, ast.Name) and node.id == "settings") or (
         isinstance(node, ast.Attribute) and node.attr == "settings"
     )
+
+
+def test_the_routes_reach_services_only_through_their_dependency() -> None:
+    """No route looks its Services up: in `rest/` only the dependency (`rest/deps.py`) asks the root for it."""
+    asking = []
+    for path in sorted((PACKAGE / "rest").rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module == "orbital.runtime.services":
+                asking.append(path.name)
+    assert asking == ["deps.py"]
