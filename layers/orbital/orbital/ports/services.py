@@ -87,7 +87,7 @@ class Services:
 
     @functools.cached_property
     def table(self) -> Table:
-        return DynamoTable(clients.dynamodb(), self.settings.table_name, cache=self.settings.local)
+        return DynamoTable(clients.dynamodb(), self.settings.table_name)
 
     @functools.cached_property
     def config(self) -> ConfigRepo:
@@ -107,7 +107,7 @@ class Services:
     def workspace(self) -> Workspace:
         from orbital.store.backends.s3 import S3Workspace  # lazy: built on first use, off the cold start
 
-        return S3Workspace(clients.s3(), self.settings.bucket_name, cache=self.settings.local)
+        return S3Workspace(clients.s3(), self.settings.bucket_name)
 
     @functools.cached_property
     def gateway(self) -> GatewayRepo:
