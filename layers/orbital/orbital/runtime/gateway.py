@@ -87,7 +87,6 @@ def handle_connect(event: dict[str, Any], context: Any = None) -> dict[str, Any]
     bearer = judged.kind is credentials.Kind.GATEWAY or client_device
     # a WindieOS install's token: that install's user, speaking WindieOS only
     install = judged.install
-    services.connections.opened(connection_id)
     forced = detect.forced(event.get("queryStringParameters"))
     if install is not None:
         forced = detect.WINDIE

@@ -58,13 +58,13 @@ def build_services(
 
 
 def _dynamo_table(settings: Settings) -> Table:
-    return DynamoTable(clients.dynamodb(), settings.table_name, cache=settings.local)
+    return DynamoTable(clients.dynamodb(), settings.table_name)
 
 
 def _s3_workspace(settings: Settings) -> Workspace:
     from orbital.store.backends.s3 import S3Workspace  # lazy: built on first use, off the cold start
 
-    return S3Workspace(clients.s3(), settings.bucket_name, cache=settings.local)
+    return S3Workspace(clients.s3(), settings.bucket_name)
 
 
 def _step_functions() -> Workflows:
