@@ -12,9 +12,7 @@ from orbital.dialects.windie.common import (
     _now_iso,
 )
 from orbital.domain.config import as_dict
-from orbital.errors import ConflictError
-from orbital.store import conditions as cond
-from orbital.store import keys
+from orbital.store import subscriptions
 from orbital.store.subscriptions import Subscription
 
 if TYPE_CHECKING:
@@ -66,16 +64,10 @@ def _numbered(services: Services, sub: Subscription, events: list[tuple[str, dic
     no number is taken (a socket gets only its own turns' events, so no other socket's event takes one either)."""
     if not events:
         return []
-    try:
-        rec = services.table.update(
-            keys.run_subscription(sub.run_id, sub.connection_id),
-            add={SEQUENCE: len(events)},
-            condition=cond.exists("PK"),
-        )
-    except ConflictError:
+    last = subscriptions.count_events(services.table, sub.run_id, sub.connection_id, len(events))
+    if last is None:
         sub.scratch["stopped"] = True
         return []
-    last = int(rec.attrs.get(SEQUENCE) or 0) if rec is not None else 0
     return _local_events(sub.ref, events, last - len(events))
 
 
@@ -118,7 +110,3 @@ def _ref(payload: dict[str, Any], name: str = "conversation_ref") -> str:
     if not isinstance(value, str) or not value.strip() or len(value) > MAX_REF_CHARS:
         raise _Invalid(f"{name} is required")
     return value
-
-
-SEQUENCE = "seq"
-"""The attribute of a subscription that counts the events its turn was sent (`_numbered`)."""

@@ -14,7 +14,7 @@ from orbital.dialects.windie.common import (
     log,
 )
 from orbital.dialects.windie.conversations import _run_prefix, _screenshots, label, session_key
-from orbital.dialects.windie.frames import SEQUENCE, _local_events, _numbered, _plain, _ref, _Socket
+from orbital.dialects.windie.frames import _local_events, _numbered, _plain, _ref, _Socket
 from orbital.dialects.windie.preview import query_preview
 from orbital.dialects.windie.run_events import encode
 from orbital.dialects.windie.user_settings import (
@@ -22,11 +22,8 @@ from orbital.dialects.windie.user_settings import (
     load_settings_item,
 )
 from orbital.domain import commands
-from orbital.errors import ConflictError
-from orbital.store import conditions as cond
-from orbital.store import keys, subscriptions
+from orbital.store import subscriptions
 from orbital.store.sessions import message_count
-from orbital.store.subscriptions import Subscription
 
 if TYPE_CHECKING:
     from orbital.ports.services import Services
@@ -118,10 +115,8 @@ def _answered(
         done = [("streaming-response", {"text": response}), ("streaming-complete", {"final_response": response})]
         return _local_events(ref, done, opened)
     # the run's subscription numbers the rest of the turn, after what this turn's own subscription numbered
-    try:
-        key = keys.run_subscription(answer.run_id, conn.connection_id)
-        services.table.update(key, add={SEQUENCE: opened}, condition=cond.exists("PK"))
-    except ConflictError:  # the run ended meanwhile (a /stop): the turn completes with the response
+    if subscriptions.count_events(services.table, answer.run_id, conn.connection_id, opened) is None:
+        # the run ended meanwhile (a /stop): the turn completes with the response
         approval_answers.settle(services, answer, follow=False)
         done = [("streaming-response", {"text": response}), ("streaming-complete", {"final_response": response})]
         return _local_events(ref, done, opened)
@@ -180,9 +175,8 @@ def _turn_runs(services: Services, key: str, user: str, conversation: str, turn:
     """The runs of one turn of this user's conversation that are still followed (running or queued), found by the
     turn's id exactly as the client sent it (the subscriptions keep it)."""
     found = set()
-    for rec in services.table.query(keys.CLIENTS_PK, sk_prefix=keys.RUN_SUBSCRIPTION_PREFIX):
-        sub = Subscription.from_record(rec)
-        if sub is None or sub.session_key != key:
+    for sub in subscriptions.every(services.table):
+        if sub.session_key != key:
             continue
         if sub.ref.get("turn") == turn and sub.ref.get("conv") == conversation and sub.ref.get("user") == user:
             found.add(sub.run_id)
@@ -224,10 +218,8 @@ def _stop(services: Services, sock: _Socket, rid: Any, payload: dict[str, Any]) 
         targets = _turn_runs(services, key, sock.user, conversation, turn)
     stopped = False
     for run_id in targets:
-        for rec in services.table.query(keys.CLIENTS_PK, sk_prefix=f"{keys.RUN_SUBSCRIPTION_PREFIX}{run_id}~"):
-            sub = Subscription.from_record(rec)
-            if sub is not None and sub.run_id == run_id:
-                subscriptions.drop(services.table, sub)
+        for sub in subscriptions.of_run(services.table, run_id):
+            subscriptions.drop(services.table, sub)
         stopped = _stop_run(services, key, run_id) or stopped
     body: dict[str, Any] = {"conversation_ref": conversation, "stopped": stopped}
     if turn is not None:

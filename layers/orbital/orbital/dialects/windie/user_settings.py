@@ -18,7 +18,7 @@ from orbital.dialects.windie.common import (
 )
 from orbital.dialects.windie.frames import _plain, _Socket
 from orbital.domain.config import as_dict
-from orbital.store import keys
+from orbital.store.windie_settings import WindieSettingsRepo
 
 if TYPE_CHECKING:
     from orbital.ports.services import Services
@@ -26,8 +26,7 @@ if TYPE_CHECKING:
 
 def load_settings_item(services: Services, user_id: str) -> dict[str, Any]:
     """A user's stored settings (what they changed; nothing secret)."""
-    rec = services.table.get(keys.windie_settings(user_id))
-    return dict(rec.data) if rec is not None else {}
+    return WindieSettingsRepo(services.table).load(user_id)
 
 
 def _chosen_model(config: dict[str, Any], stored: dict[str, Any]) -> dict[str, str] | None:
@@ -132,7 +131,7 @@ def _update_settings(services: Services, sock: _Socket, rid: Any, payload: dict[
         if enabled:
             stored["provider_enabled"] = {**(stored.get("provider_enabled") or {}), **enabled}
         stored["updatedAt"] = services.now_ms()
-        services.table.put(keys.windie_settings(sock.user), stored)
+        WindieSettingsRepo(services.table).save(sock.user, stored)
     return [_plain("settings-updated", {"updated_keys": updated}, rid, user=sock.user)]
 
 
