@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -531,19 +532,17 @@ def test_five_megabytes_through_the_nodes_http_functions(tmp_path: Path) -> None
 
 def test_the_local_gateway_mounts_the_route_for_a_file_workspace(tmp_path: Path) -> None:
     from orbital.local.server import GatewayOptions, LocalGateway
-    from orbital.runtime.services import get_services, reset_services
 
     gateway = LocalGateway(GatewayOptions(project=ROOT, data_dir=tmp_path / "data"))
     store = FileWorkspace(tmp_path / "objects")
     try:
-        get_services().__dict__["workspace"] = store
+        gateway.services = SimpleNamespace(workspace=store)  # what its composition root gives it
         with serving(gateway._with_object_urls(elsewhere)) as base:
             store.set_base_url(base)
             store.put("m/x", b"mounted")
             assert requests.get(store.presign_get("m/x")).content == b"mounted"
             assert requests.get(f"{base}/health").status_code == 299
     finally:
-        reset_services()
         store.close()
 
 

@@ -142,7 +142,9 @@ def test_steps_of_the_earlier_per_call_executions_still_answer(flows, connect, s
     node = connect("node", "n1")
     client = connect("client", "c1")
     ended: list[tuple[str, str | None]] = []
-    monkeypatch.setattr(deferred, "close_execution", lambda token, **kw: ended.append((token, kw.get("error"))))
+    monkeypatch.setattr(
+        deferred, "close_execution", lambda _services, token, **kw: ended.append((token, kw.get("error")))
+    )
     for _ in range(3):
         _invoke(client, "n1__Bash", {"command": "x"})
     first, second, third = [e["payload"]["callId"] for e in _events(sender, node.connection_id, "tool.invoke")]

@@ -33,7 +33,6 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from orbital.aws import clients
 from orbital.engines import waitgroup
 from orbital.errors import ConflictError, UnavailableError
 from orbital.protocol.frames import error_frame, ok_frame
@@ -170,12 +169,8 @@ def _arm_timer(services: Services, arn: str, second: int) -> None:
     if second in armed:
         return
     now = time.time()
-    sfn = clients.stepfunctions()
     payload = {"due": second, "waitSeconds": max(0, math.ceil(second - now))}
-    try:
-        sfn.start_execution(stateMachineArn=arn, name=f"due-{second}", input=json.dumps(payload))
-    except sfn.exceptions.ExecutionAlreadyExists:
-        pass
+    services.workflows.start(arn, f"due-{second}", payload)  # False: another container armed it already
     if len(armed) >= MAX_ARMED_REMEMBERED:  # only seconds still to come matter
         armed.difference_update([s for s in armed if s <= now])
     armed.add(second)
@@ -385,7 +380,7 @@ def sweep_overdue(services: Services, now_ms: int) -> int:
                 done[0].call_id,
                 done[0].kind,
             )
-            close_execution(done[1], error="Overdue", cause="answered by the scheduler tick")
+            close_execution(services, done[1], error="Overdue", cause="answered by the scheduler tick")
             swept += 1
     return swept
 
@@ -422,17 +417,16 @@ def register_token(services: Services, call_id: str, token: str) -> bool:
     return True
 
 
-def close_execution(token: str | None, *, error: str | None = None, cause: str = "") -> None:
+def close_execution(services: Services, token: str | None, *, error: str | None = None, cause: str = "") -> None:
     """End the waiting execution (success, or failure with `error`). A closed or expired token is fine."""
     if not token:
         return
-    sfn = clients.stepfunctions()
     try:
         if error:
-            sfn.send_task_failure(taskToken=token, error=error, cause=cause[:32000])
+            services.workflows.fail(token, error=error, cause=cause[:32000])
         else:
-            sfn.send_task_success(taskToken=token, output="{}")
-    except Exception as exc:  # TaskTimedOut / InvalidToken / TaskDoesNotExist: the execution is already over
+            services.workflows.succeed(token, {})
+    except Exception as exc:  # the execution is not reachable: its own timeout ends it
         log.debug("closing execution: %s", type(exc).__name__)
 
 
@@ -475,6 +469,6 @@ def fail_node_calls(services: Services, node_id: str, reason: str, *, kinds: set
         else:
             answer(services, call, error={"code": 503, "message": reason})
         _count_done(services, call)
-        close_execution(token, error="NodeLost", cause=reason)
+        close_execution(services, token, error="NodeLost", cause=reason)
         failed += 1
     return failed
