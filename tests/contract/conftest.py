@@ -1,9 +1,8 @@
 """The implementations of the table port the contract tests run against, each fresh for every test:
 
 - `sqlite`: `SqliteTable` on a `Database` in the test's temporary directory;
-- `dynamo`: `DynamoTable` (no cache, as on Lambda) on plain moto (`mock_aws`), the table created as template.yaml
-  declares it (`PK`/`SK`, the `GSI1` index on `GSI1PK`/`GSI1SK`, TTL on `ttl`);
-- `dynamo-cached`: the same with its in-memory cache on.
+- `dynamo`: `DynamoTable` on plain moto (`mock_aws`), the table created as template.yaml declares it (`PK`/`SK`, the
+  `GSI1` index on `GSI1PK`/`GSI1SK`, TTL on `ttl`).
 
 Plain moto here means the tests do not use the `aws` fixture (which makes moto's writes atomic with the local
 stack's patches), so they check DynamoDB's behaviour as moto models it, not ours.
@@ -20,7 +19,7 @@ import pytest
 
 from tests.conftest import ROOT
 
-KINDS = ["sqlite", "dynamo", "dynamo-cached"]
+KINDS = ["sqlite", "dynamo"]
 NAME = "orbital-contract"
 
 
@@ -63,7 +62,7 @@ def open_table(kind: str, directory: Path, client: Any = None) -> Iterator[Any]:
             client = stack.enter_context(plain_moto())
         name = f"{NAME}-{kind}"
         create_table(client, name)
-        yield DynamoTable(client, name, cache=kind == "dynamo-cached")
+        yield DynamoTable(client, name)
 
 
 @pytest.fixture(params=KINDS)

@@ -281,7 +281,7 @@ def _send_workspace_object(services: Services, xfer: Transfer) -> None:
         return
     size = xfer.size or 0
     offset = 0
-    piece_size = BINARY_CHUNK_BYTES if services.settings.local else CHUNK_BYTES
+    piece_size = BINARY_CHUNK_BYTES if services.capabilities.binary_frames else CHUNK_BYTES
     while offset < size:
         try:
             body = services.workspace.read_range(key, offset, min(size, offset + piece_size * 8))
@@ -305,7 +305,7 @@ def _post_chunk(
 ) -> bool:
     """Binary GSV frames on the local gateway (unless the source used text frames: relays keep the framing);
     `bin` text frames, with the offset, through API Gateway."""
-    if services.settings.local and binary:
+    if services.capabilities.binary_frames and binary:
         return services.sender.post(connection_id, pack_chunk(transfer_id, data))
     frame = {"type": "bin", "transferId": transfer_id, "offset": offset, "data": base64.b64encode(data).decode()}
     return services.sender.post(connection_id, frame)

@@ -114,7 +114,7 @@ def _invoke_remote_mcp(ctx: CallContext, tool: str, args: Any) -> dict[str, Any]
     if args is not None and not isinstance(args, dict):
         raise BadRequestError("args must be an object for an MCP tool")
     one = mcp_calls.Call(tool, args or {}, default_agent_id(config))
-    cap = None if ctx.services.settings.local else AWS_MCP_STEP_MS  # within the socket Lambda's 29 s
+    cap = AWS_MCP_STEP_MS if ctx.services.capabilities.bounded_requests else None  # within the socket Lambda's 29 s
     outcome = mcp_calls.call(ctx.services, config, one, cap_ms=cap)
     if "error" in outcome:
         raise RpcError(str(outcome["error"]), code=500)

@@ -1,43 +1,23 @@
-"""The S3 workspace (AWS): the `Workspace` port (`orbital.store.workspace`) over one bucket.
-
-With `cache=True` (the one-process local gateway, where every write goes through this object, as for the table in
-ADR 0005) `S3Workspace` keeps listings in memory and every put, copy or delete drops the listings it could change. A
-listing that was being read while a write landed is not kept (a generation counter tells), so the cache never holds
-an older state than the store. A Lambda container keeps no listing: other containers write too.
-"""
+"""The S3 workspace (AWS): the `Workspace` port (`orbital.store.workspace`) over one bucket."""
 
 from __future__ import annotations
 
-import threading
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
-from orbital.store.workspace import ByteStream, Listing, MissingObject, ObjectInfo, Workspace, check_range
+from orbital.store.workspace import ByteStream, Headers, Listing, MissingObject, ObjectInfo, Workspace
 
 if TYPE_CHECKING:
     from botocore.client import BaseClient
 
 
 class S3Workspace(Workspace):
-    def __init__(self, client: BaseClient, bucket: str, *, cache: bool = False) -> None:
+    def __init__(self, client: BaseClient, bucket: str) -> None:
         self.client = client
         self.bucket = bucket
-        self._cache_on = cache
-        self._listings: dict[tuple[str, str | None], Listing] = {}
-        self._generation = 0
-        self._lock = threading.Lock()
 
     @property
     def s3_bucket(self) -> str | None:
         return self.bucket
-
-    def _changed(self, key: str) -> None:
-        """A write to `key`: forget every listing that could include it."""
-        if not self._cache_on:
-            return
-        with self._lock:
-            self._generation += 1
-            for cached in [k for k in self._listings if key.startswith(k[0])]:
-                del self._listings[cached]
 
     def _code(self, exc: Exception) -> Any:
         return getattr(exc, "response", {}).get("Error", {}).get("Code")
@@ -59,7 +39,7 @@ class S3Workspace(Workspace):
             cache_control=resp.get("CacheControl") or None,
         )
 
-    def head(self, key: str) -> ObjectInfo | None:
+    def _head(self, key: str) -> ObjectInfo | None:
         try:
             resp = self.client.head_object(Bucket=self.bucket, Key=key)
         except self.client.exceptions.ClientError as exc:
@@ -79,22 +59,21 @@ class S3Workspace(Workspace):
                 return None
             raise
 
-    def get(self, key: str) -> tuple[bytes, ObjectInfo] | None:
+    def _get(self, key: str) -> tuple[bytes, ObjectInfo] | None:
         resp = self._get_object(key)
         if resp is None:
             return None
         body = resp["Body"].read()
         return body, self._info(key, resp, len(body))
 
-    def stream(self, key: str) -> tuple[ByteStream, ObjectInfo] | None:
+    def _stream(self, key: str) -> tuple[ByteStream, ObjectInfo] | None:
         resp = self._get_object(key)
         if resp is None:
             return None
         body: ByteStream = resp["Body"]
         return body, self._info(key, resp)
 
-    def read_range(self, key: str, start: int, end: int) -> bytes | None:
-        check_range(start, end)
+    def _read_range(self, key: str, start: int, end: int) -> bytes | None:
         try:
             resp = self.client.get_object(Bucket=self.bucket, Key=key, Range=f"bytes={start}-{end - 1}")
         except self.client.exceptions.NoSuchKey:
@@ -107,35 +86,21 @@ class S3Workspace(Workspace):
             raise
         return bytes(resp["Body"].read())
 
-    def put(
-        self,
-        key: str,
-        body: bytes,
-        *,
-        content_type: str = "application/octet-stream",
-        metadata: dict[str, str] | None = None,
-        content_encoding: str | None = None,
-        content_disposition: str | None = None,
-        content_language: str | None = None,
-        cache_control: str | None = None,
-    ) -> None:
-        kwargs: dict[str, Any] = {"Bucket": self.bucket, "Key": key, "Body": body, "ContentType": content_type}
-        if metadata:
-            kwargs["Metadata"] = metadata
+    def _put(self, key: str, body: bytes, headers: Headers) -> None:
+        kwargs: dict[str, Any] = {"Bucket": self.bucket, "Key": key, "Body": body, "ContentType": headers.content_type}
+        if headers.metadata:
+            kwargs["Metadata"] = headers.metadata
         for param, value in (
-            ("ContentEncoding", content_encoding),
-            ("ContentDisposition", content_disposition),
-            ("ContentLanguage", content_language),
-            ("CacheControl", cache_control),
+            ("ContentEncoding", headers.content_encoding),
+            ("ContentDisposition", headers.content_disposition),
+            ("ContentLanguage", headers.content_language),
+            ("CacheControl", headers.cache_control),
         ):
             if value:
                 kwargs[param] = value
-        try:
-            self.client.put_object(**kwargs)
-        finally:
-            self._changed(key)
+        self.client.put_object(**kwargs)
 
-    def copy(self, source: str, destination: str, *, content_type: str) -> None:
+    def _copy(self, source: str, destination: str, content_type: str) -> None:
         try:
             self.client.copy_object(
                 Bucket=self.bucket,
@@ -148,31 +113,12 @@ class S3Workspace(Workspace):
             if self._missing(exc):
                 raise MissingObject(source) from None
             raise
-        finally:
-            self._changed(destination)
 
-    def delete(self, key: str) -> None:
-        try:
-            self.client.delete_object(Bucket=self.bucket, Key=key)
-        finally:
-            self._changed(key)
+    def _delete(self, key: str) -> None:
+        self.client.delete_object(Bucket=self.bucket, Key=key)
 
-    def listing(self, prefix: str, *, delimiter: str | None = "/") -> Listing:
-        """Following pagination; from the cache when it is on."""
-        if not self._cache_on:
-            return self._list(prefix, delimiter)
-        with self._lock:
-            hit = self._listings.get((prefix, delimiter))
-            generation = self._generation
-        if hit is not None:
-            return Listing(list(hit.keys), list(hit.prefixes))
-        fresh = self._list(prefix, delimiter)
-        with self._lock:
-            if self._generation == generation:  # nothing was written meanwhile
-                self._listings[(prefix, delimiter)] = fresh
-        return Listing(list(fresh.keys), list(fresh.prefixes))
-
-    def _list(self, prefix: str, delimiter: str | None) -> Listing:
+    def _listing(self, prefix: str, delimiter: str | None) -> Listing:
+        """Following pagination."""
         kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix}
         if delimiter:
             kwargs["Delimiter"] = delimiter
@@ -195,16 +141,8 @@ class S3Workspace(Workspace):
             kwargs["ContinuationToken"] = resp["NextContinuationToken"]
         return Listing(objects, prefixes)
 
-    def presign_get(self, key: str, expires: int = 900) -> str:
+    def _presign(self, method: Literal["GET", "PUT"], key: str, expires: int) -> str:
+        operation = "get_object" if method == "GET" else "put_object"
         return str(
-            self.client.generate_presigned_url(
-                "get_object", Params={"Bucket": self.bucket, "Key": key}, ExpiresIn=expires
-            )
-        )
-
-    def presign_put(self, key: str, expires: int = 900) -> str:
-        return str(
-            self.client.generate_presigned_url(
-                "put_object", Params={"Bucket": self.bucket, "Key": key}, ExpiresIn=expires
-            )
+            self.client.generate_presigned_url(operation, Params={"Bucket": self.bucket, "Key": key}, ExpiresIn=expires)
         )
