@@ -213,6 +213,22 @@ def test_calls_due_at_a_second_and_answered_before_they_existed(table: Table, wo
     assert calls.outcome_of(_record(table, "launch-failed")) == {"error": "no node"}
 
 
+def test_calls_read_in_one_batch_given_an_outcome_and_deleted(table: Table, workspace: Workspace) -> None:
+    calls = CallRepo(table, lambda: workspace)
+    calls.create(_call("c1"))
+    calls.create(_call("c2"))
+    found = calls.records(["c1", "missing", "c2"])
+    assert sorted(found) == ["c1", "c2"] and found["c1"].data["callId"] == "c1"
+    assert calls.record("missing") is None
+    calls.claim("c1")
+    calls.set_outcome("c1", {"error": "Tool execution timed out"})  # the owner's reaction, after the claim
+    assert calls.outcome_of(_record(table, "c1")) == {"error": "Tool execution timed out"}
+    lookup = calls.get("c1")
+    assert lookup is not None and lookup.state == DONE
+    calls.delete("c2")
+    assert calls.record("c2") is None and calls.records(["c2"]) == {}
+
+
 def test_an_outcome_too_large_for_an_item_is_kept_in_the_workspace(table: Table, workspace: Workspace) -> None:
     asked: list[int] = []
 

@@ -152,7 +152,7 @@ def resume(it: Iteration, on_client: set[str] | None = None) -> tuple[list[dict[
     plan = load_plan(services, rec.data)
     round_ = waitgroup.round_of(rec)
     call_ids = [str(e["callId"]) for e in plan if e.get("callId") and not e.get("approvalId") and "outcome" not in e]
-    found = services.table.get_many(keys.pending_call(cid) for cid in call_ids)
+    found = services.calls.records(call_ids)
     for entry in plan:
         if "outcome" in entry or not entry.get("callId"):
             continue
@@ -166,7 +166,7 @@ def resume(it: Iteration, on_client: set[str] | None = None) -> tuple[list[dict[
                 entry["outcome"] = outcome
                 entry.pop("arguments", None)
             continue
-        entry["outcome"] = _answer_of(services, entry, found.get(keys.pending_call(str(entry.get("callId")))))
+        entry["outcome"] = _answer_of(services, entry, found.get(str(entry.get("callId"))))
     if all("outcome" in e for e in plan):
         return _messages(it, plan, on_client), 0
     results, wait_s = _advance(it, plan, round_ + 1)
@@ -552,7 +552,7 @@ def _answer_of(services: Services, entry: dict[str, Any], rec: Any) -> dict[str,
     on_timeout: dict[str, Any] = given if isinstance(given, dict) else {"error": TIMED_OUT}
     claimed = deferred.claim(services, call_id, on_timeout)
     if claimed is None:  # answered just now
-        again = services.table.get(keys.pending_call(call_id))
+        again = services.calls.record(call_id)
         return deferred.outcome_of(services, again) if again is not None else on_timeout
     return dict(on_timeout)
 

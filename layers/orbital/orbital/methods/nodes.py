@@ -268,14 +268,12 @@ def _tool_timeout(services: Services, call: deferred.PendingCall) -> None:
 
 @router.on_call_timeout("session")
 def _session_timeout(services: Services, call: deferred.PendingCall) -> None:
-    services.table.update(
-        keys.pending_call(call.call_id), set_attrs={"out": json.dumps({"error": "Tool execution timed out"})}
-    )
+    services.calls.set_outcome(call.call_id, {"error": "Tool execution timed out"})
 
 
 @router.on_call_node_lost("session")
 def _session_node_lost(services: Services, call: deferred.PendingCall, reason: str) -> None:
-    services.table.update(keys.pending_call(call.call_id), set_attrs={"out": json.dumps({"error": reason})})
+    services.calls.set_outcome(call.call_id, {"error": reason})
 
 
 # --- logs ----------------------------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -139,6 +139,24 @@ class CallRepo:
     def get(self, call_id: str) -> Lookup | None:
         rec = self.table.get(keys.pending_call(call_id))
         return _lookup(rec) if rec is not None else None
+
+    def record(self, call_id: str) -> Record | None:
+        """The call's item as stored (its state and outcome attributes with it), or None."""
+        return self.table.get(keys.pending_call(call_id))
+
+    def records(self, call_ids: Iterable[str]) -> dict[str, Record]:
+        """The items of those calls that exist, by call id, in one batch read."""
+        wanted = {keys.pending_call(call_id): call_id for call_id in call_ids}
+        found = self.table.get_many(wanted)
+        return {call_id: found[key] for key, call_id in wanted.items() if key in found}
+
+    def set_outcome(self, call_id: str, outcome: dict[str, Any]) -> None:
+        """Store the outcome a call's owner consumes, whatever its state (a family's reaction to a timeout or a
+        node's loss, after the claim)."""
+        self.table.update(keys.pending_call(call_id), set_attrs={"out": self.stored_outcome(call_id, outcome)})
+
+    def delete(self, call_id: str) -> None:
+        self.table.delete(keys.pending_call(call_id))
 
     def claim(self, call_id: str, outcome: dict[str, Any] | None = None) -> tuple[PendingCall, str | None] | None:
         """Flip pending → done (storing `outcome`, if given, for whoever consumes it later). Returns the call and
