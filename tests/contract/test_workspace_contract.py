@@ -23,9 +23,9 @@ from urllib.parse import urlsplit
 import pytest
 import requests
 from orbital.local.object_urls import ObjectRoute, mount
-from orbital.store.backends.files import FileWorkspace, WorkspaceInUse
+from orbital.store.backends.files import FileWorkspace, WorkspaceInUseError
 from orbital.store.backends.s3 import S3Workspace
-from orbital.store.workspace import Headers, MissingObject, Workspace
+from orbital.store.workspace import Headers, MissingObjectError, Workspace
 
 from tests.support.asgi_server import elsewhere, serving
 
@@ -289,7 +289,7 @@ def test_copy_replaces_type_and_metadata(workspace: Workspace) -> None:
     assert source is not None and (source.content_type, source.metadata) == ("text/plain", {"owner": "me"})
     workspace.delete("c/src.bin")
     assert workspace.get("c/dst.bin") == got  # the copy stands alone
-    with pytest.raises(MissingObject):
+    with pytest.raises(MissingObjectError):
         workspace.copy("c/src.bin", "c/again.bin", content_type="text/plain")
     assert workspace.head("c/again.bin") is None
 
@@ -691,7 +691,7 @@ def test_the_port_hands_the_backend_the_headers_of_a_put() -> None:
 
 def test_one_workspace_per_directory(tmp_path: Path) -> None:
     with FileWorkspace(tmp_path / "objects"):
-        with pytest.raises(WorkspaceInUse):
+        with pytest.raises(WorkspaceInUseError):
             FileWorkspace(tmp_path / "objects")
     FileWorkspace(tmp_path / "objects").close()  # free again once closed
 

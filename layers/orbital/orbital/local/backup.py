@@ -286,7 +286,7 @@ def _held(directory: Path) -> Iterator[None]:
     _make_dir(directory)
     try:
         fd = private.lock_exclusively(directory / LOCK_FILE)
-    except private.LockHeld as held:
+    except private.LockHeldError as held:
         raise BackupBusy(f"a backup is being taken in {directory} (pid {held.holder or '?'})") from None
     try:
         yield
@@ -694,7 +694,7 @@ def restore(data_dir: Path, directory: Path, name: str, *, now: float | None = N
     if existed:
         try:
             lock_fd = private.lock_exclusively(data_dir / "lock")
-        except private.LockHeld as held:
+        except private.LockHeldError as held:
             raise BackupError(
                 f"{data_dir} is in use (pid {held.holder or '?'}): stop the gateway first (Ctrl-C where it runs)"
             ) from None

@@ -39,7 +39,7 @@ def _lock(data_dir: Path) -> int | None:
     data_dir.mkdir(parents=True, exist_ok=True)
     try:
         fd = private.lock_exclusively(data_dir / LOCK_FILE)
-    except private.LockHeld as held:
+    except private.LockHeldError as held:
         holder = held.holder or "another process"
         raise DataDirLocked(
             f"{data_dir} is in use by another Orbital gateway (pid {holder}); stop it first, or use another data "

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from orbital.store import conditions as cond
 from orbital.store import keys
-from orbital.store.table import ConditionFailed, Record, Table
+from orbital.store.table import ConditionFailedError, Record, Table
 
 USED = "u"
 RESERVED = "r"
@@ -65,7 +65,7 @@ class SpendRepo:
                 ttl=expires_at,
                 current_on_conflict=True,
             )
-        except ConditionFailed as exc:
+        except ConditionFailedError as exc:
             raise Refused(_counted(exc.current).used) from None
         return _counted(rec)
 

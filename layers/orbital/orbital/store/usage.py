@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from orbital.domain.budgets import DAILY, MONTHLY, Period
 from orbital.store import conditions as cond
 from orbital.store import keys
-from orbital.store.table import ConditionFailed, Record, Table
+from orbital.store.table import ConditionFailedError, Record, Table
 
 MONTH_ATTR = "m"
 
@@ -90,7 +90,7 @@ class UsageRepo:
                 ttl=period.expires_at,
                 current_on_conflict=True,
             )
-        except ConditionFailed as exc:
+        except ConditionFailedError as exc:
             used = _used(exc.current, period)
             scope = _over(used, amount, daily, monthly) or (DAILY if daily is not None else MONTHLY)
             raise Refused(scope, used.of(scope)) from None

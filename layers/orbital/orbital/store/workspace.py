@@ -48,7 +48,7 @@ class Listing:
     prefixes: list[str]
 
 
-class MissingObject(KeyError):
+class MissingObjectError(KeyError):
     """The object a copy reads from does not exist."""
 
 
@@ -111,7 +111,8 @@ class Workspace(ABC):
         self._put(key, body, headers)
 
     def copy(self, source: str, destination: str, *, content_type: str) -> None:
-        """Copy an object (metadata replaced, with `content_type`). `MissingObject` when `source` does not exist."""
+        """Copy an object (metadata replaced, with `content_type`). `MissingObjectError` when `source` does not
+        exist."""
         check_key(destination)
         self._copy(source, destination, content_type)
 

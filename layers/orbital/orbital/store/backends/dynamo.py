@@ -21,7 +21,7 @@ from tenacity import RetryError, Retrying, retry_if_result, stop_after_attempt, 
 from orbital.errors import ConflictError
 from orbital.protocol.jsontext import compact, loads
 from orbital.store import conditions as cond
-from orbital.store.table import RESERVED, ConditionFailed, Record, ReturnValues, Table, Update
+from orbital.store.table import RESERVED, ConditionFailedError, Record, ReturnValues, Table, Update
 
 if TYPE_CHECKING:
     from botocore.client import BaseClient
@@ -332,7 +332,7 @@ class DynamoTable(Table):
         except self.client.exceptions.ConditionalCheckFailedException as exc:
             if current_on_conflict:
                 current = exc.response.get("Item")
-                raise ConditionFailed(
+                raise ConditionFailedError(
                     f"update conflict on {pk}/{sk}", self._decode(current) if current else None
                 ) from exc
             raise ConflictError(f"update conflict on {pk}/{sk}") from exc

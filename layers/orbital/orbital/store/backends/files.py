@@ -37,7 +37,7 @@ from typing import IO, Any, Literal
 
 from orbital.store.backends import private
 from orbital.store.backends.signed_urls import ObjectUrls
-from orbital.store.workspace import Headers, Listing, MissingObject, ObjectInfo, Workspace, check_key
+from orbital.store.workspace import Headers, Listing, MissingObjectError, ObjectInfo, Workspace, check_key
 
 INDEX_FILE = "index.sqlite3"
 MAX_PUT_BYTES = 5 * 1024**3
@@ -46,7 +46,7 @@ workspace takes (the transfer engine and the node set no lower one)."""
 DIR_MODE = 0o700
 
 
-class WorkspaceInUse(RuntimeError):
+class WorkspaceInUseError(RuntimeError):
     """Another `FileWorkspace` (in this process or another) has the directory open."""
 
 
@@ -334,8 +334,8 @@ class FileWorkspace(Workspace):
     def _take_lock(self) -> int:
         try:
             return private.lock_exclusively(self.root / "lock")
-        except private.LockHeld:
-            raise WorkspaceInUse(f"{self.root} is open in another workspace (close that one first)") from None
+        except private.LockHeldError:
+            raise WorkspaceInUseError(f"{self.root} is open in another workspace (close that one first)") from None
 
     def _recover(self) -> None:
         """Remove what a crash may have left: writes under way, blobs no key names."""
@@ -460,7 +460,7 @@ class FileWorkspace(Workspace):
         with self._lock:
             found = self.index.get(source)
             if found is None:
-                raise MissingObject(source)
+                raise MissingObjectError(source)
             copied = replace(
                 found,
                 key=destination,

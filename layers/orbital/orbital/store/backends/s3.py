@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Literal
 
-from orbital.store.workspace import ByteStream, Headers, Listing, MissingObject, ObjectInfo, Workspace
+from orbital.store.workspace import ByteStream, Headers, Listing, MissingObjectError, ObjectInfo, Workspace
 
 if TYPE_CHECKING:
     from botocore.client import BaseClient
@@ -111,7 +111,7 @@ class S3Workspace(Workspace):
             )
         except self.client.exceptions.ClientError as exc:
             if self._missing(exc):
-                raise MissingObject(source) from None
+                raise MissingObjectError(source) from None
             raise
 
     def _delete(self, key: str) -> None:
