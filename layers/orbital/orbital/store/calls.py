@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from orbital.errors import ConflictError
 from orbital.store import conditions as cond
 from orbital.store import keys
-from orbital.store.table import ConditionFailed, Record, Table
+from orbital.store.table import ConditionFailedError, Record, Table
 
 if TYPE_CHECKING:
     from orbital.store.workspace import Workspace
@@ -194,7 +194,7 @@ class CallRepo:
                 unindex=True,
                 current_on_conflict=True,
             )
-        except ConditionFailed as refused:
+        except ConditionFailedError as refused:
             rec = refused.current
             if rec is None:  # no call, or a store that did not send the item back: a read tells which
                 return NodeAnswer(found=self.get(call_id))
