@@ -1,10 +1,11 @@
 """Deferred calls: a request answered later by a node (tool.invoke, logs.get, node.probe, transfers).
 
-A pending call is one DynamoDB item (`st` = pending | done). Whoever flips it from pending to done first answers
-the caller — the node's result, the node's loss, or the timeout — so a call is answered exactly once. The wait
-belongs to Step Functions, but not one execution per call (ADR 0019): a call is due at the second its timeout ends,
-rounded up, and one `deferred_call` execution per due second (named after it, started by the first call due then)
-waits for that second and answers, as timed out, every call due then that is still pending:
+A pending call is one table item (`st` = pending | done; its repository is `orbital.store.calls`). Whoever flips
+it from pending to done first answers the caller — the node's result, the node's loss, or the timeout — so a call
+is answered exactly once. The wait belongs to Step Functions, but not one execution per call (ADR 0019): a call is
+due at the second its timeout ends, rounded up, and one `deferred_call` execution per due second (named after it,
+started by the first call due then) waits for that second and answers, as timed out, every call due then that is
+still pending:
 
     request handler: put call → post evt to node → mark the call due at its second (one small item) → make sure
                      that second's execution runs (StartExecution only if this container has not started it yet)

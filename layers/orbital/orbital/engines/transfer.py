@@ -1,8 +1,8 @@
 """The transfer engine: files between nodes and the agent workspace (spec §4, fixes F10 and F13).
 
-No Lambda holds a stream between frames. State lives in one DynamoDB item per transfer (static description in the
-JSON payload; state, size, mime and a byte counter as flat attributes updated atomically), bytes live on the wire
-or in S3:
+No Lambda holds a stream between frames. State lives in one table item per transfer (`orbital.store.transfers`:
+static description in the JSON payload; state, size, mime and byte counters as flat attributes updated
+atomically), bytes live on the wire or in S3:
 
 - node → node, chunks: each chunk frame is relayed to the destination as it arrives. Binary frames (local gateway)
   get their offset from the byte counter; `{"type":"bin","transferId","offset","data"}` text frames (API Gateway)
