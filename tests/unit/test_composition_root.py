@@ -89,10 +89,10 @@ def test_a_sender_is_adopted_only_in_place_of_one_not_yet_built() -> None:
 
     services = Services(Settings(), registry=Registry(), **ports())
     adopted = FakeSender()
-    assert services.adopt_sender(adopted) and services.sender is adopted
-    assert not services.adopt_sender(FakeSender()) and services.sender is adopted
+    assert services.adopt_sender(lambda: adopted) and services.sender is adopted
+    assert not services.adopt_sender(FakeSender) and services.sender is adopted
     given = Services(Settings(), registry=Registry(), **ports(sender=adopted))
-    assert not given.adopt_sender(FakeSender()) and given.sender is adopted
+    assert not given.adopt_sender(FakeSender) and given.sender is adopted
 
 
 def test_a_native_tool_has_one_owner() -> None:
@@ -265,3 +265,22 @@ def test_the_routes_reach_services_only_through_their_dependency() -> None:
             if isinstance(node, ast.ImportFrom) and node.module == "orbital.runtime.services":
                 asking.append(path.name)
     assert asking == ["deps.py"]
+
+
+def test_the_aws_root_posts_through_the_invoking_apis_endpoint_when_none_is_configured() -> None:
+    from orbital.aws.push import ManagementApiSender
+    from orbital.runtime.services import adopt_endpoint
+
+    unset = build_services(Settings(mgmt_endpoint=None))
+    with pytest.raises(RuntimeError, match="no management endpoint"):
+        _ = unset.sender
+    adopt_endpoint(unset, "https://abc.execute-api.us-east-1.amazonaws.com/prod")
+    sender = unset.sender
+    assert isinstance(sender, ManagementApiSender)
+    assert sender.endpoint_url == "https://abc.execute-api.us-east-1.amazonaws.com/prod"
+    adopt_endpoint(unset, "https://other.example/prod")
+    assert unset.sender is sender  # adopted once
+    configured = build_services(Settings(mgmt_endpoint="https://configured.example/prod"))
+    adopt_endpoint(configured, "https://abc.execute-api.us-east-1.amazonaws.com/prod")
+    assert isinstance(configured.sender, ManagementApiSender)
+    assert configured.sender.endpoint_url == "https://configured.example/prod"

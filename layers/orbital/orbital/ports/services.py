@@ -202,12 +202,13 @@ class Services:
             self._sender = self._sender.make()
         return self._sender
 
-    def adopt_sender(self, sender: Sender) -> bool:
-        """Use `sender` unless a sender is in use already (built, or given as it is): the AWS root adopts the
-        management endpoint of the API that invoked it when none was configured. Whether it was adopted."""
+    def adopt_sender(self, make: Callable[[], Sender]) -> bool:
+        """Use the sender `make` builds unless a sender is in use already (built, or given as it is): the AWS root
+        adopts the management endpoint of the API that invoked it when none was configured. Whether it was
+        adopted."""
         if not isinstance(self._sender, Lazy):
             return False
-        self._sender = sender
+        self._sender = make()
         return True
 
     def push(self, connection_id: str, frame: dict[str, Any]) -> bool:

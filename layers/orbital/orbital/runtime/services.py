@@ -101,7 +101,7 @@ def _portable(settings: Settings, *, given: bool) -> Callable[[], tuple[Items, O
 def adopt_endpoint(services: Services, endpoint: str) -> None:
     """Post through the management endpoint of the API that invoked us when none was configured."""
     if not services.settings.mgmt_endpoint:
-        services.adopt_sender(_management_sender(services.settings, endpoint))
+        services.adopt_sender(functools.partial(_management_sender, services.settings, endpoint))
 
 
 @functools.cache
