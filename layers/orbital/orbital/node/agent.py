@@ -23,10 +23,9 @@ import struct
 import tempfile
 import threading
 import time
-import urllib.parse
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,15 +35,16 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidSta
 from orbital import __version__
 from orbital.domain.tool_results import FullOutput, Saved, fit_logs_result, fit_tool_result, full_output, too_large
 from orbital.domain.workspace_paths import tool_result_path
-from orbital.node.logs import clamp_lines, default_log_file, tail_lines
+from orbital.node.errors import ConnectionLost, FatalConnectError, HandshakeFailed, MessageTooLarge
+from orbital.node.logs import clamp_lines, tail_lines
 from orbital.node.mcp import McpCallError, McpHost
-from orbital.node.mcp_config import StdioServer
+from orbital.node.options import NodeOptions
 from orbital.node.probe import probe_bins
 from orbital.node.process import ProcessManager
 from orbital.node.runtime import host_os, node_runtime
 from orbital.node.tools import TOOL_NAMES, NodeTools, ToolError
 from orbital.node.transfer import BINARY_CHUNK_SIZE, CHUNK_SIZE, TransferManager
-from orbital.protocol.frames import FRAGMENT_BYTES, MAX_MESSAGE_BYTES, fragments
+from orbital.protocol.frames import FRAGMENT_BYTES, fragments
 from orbital.protocol.local_token import redact_url
 from orbital.protocol.reconnect import Backoff
 
@@ -55,82 +55,8 @@ FATAL_CODES = frozenset({401, 403, 103})
 (403), an invalid registration."""
 CLOSE_UNAUTHORIZED = 4001
 EXEC_EVENT_MAX_ATTEMPTS = 60
-API_GATEWAY_MESSAGE_BYTES = MAX_MESSAGE_BYTES
-"""The message limit of a gateway that does not advertise one (a stock GSV gateway): API Gateway's."""
 REANNOUNCE_INTERVAL_S = 5.0
 """The least time between two reconnects that announce a changed tool list of the node's MCP servers."""
-SAVE_TIMEOUT_S = 900.0
-"""The longest the node waits for the gateway to confirm a saved result (the gateway ends that transfer before the
-tool call times out; this only guards against a gateway that never answers)."""
-
-
-class FatalConnectError(Exception):
-    """The gateway refused this node for good (bad token, invalid registration): retrying cannot help."""
-
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(f"{code}: {message}")
-        self.code = code
-        self.message = message
-
-
-class ConnectionLost(ConnectionError):
-    def __init__(self, code: int | None = None, reason: str = "") -> None:
-        super().__init__(f"connection lost ({code} {reason})".strip() if code else "connection lost")
-        self.code = code
-        self.reason = reason
-
-
-class HandshakeFailed(Exception):
-    pass
-
-
-class MessageTooLarge(Exception):
-    """A request over the gateway's message limit: not sent (the gateway would close the socket for it)."""
-
-    def __init__(self, method: str, size: int, limit: int) -> None:
-        super().__init__(f"{method} of {size} bytes exceeds the gateway's limit of {limit} bytes per message")
-        self.method = method
-        self.size = size
-        self.limit = limit
-
-
-def _loopback_ws(url: str) -> bool:
-    parts = urllib.parse.urlsplit(url)
-    return parts.scheme == "ws" and (parts.hostname or "") in ("127.0.0.1", "::1", "localhost")
-
-
-@dataclass
-class NodeOptions:
-    url: str
-    node_id: str
-    workspace: Path
-    token: str | None = None
-    log_file: Path = field(default_factory=default_log_file)
-    keepalive: float = 240.0
-    binary_frames: bool | None = None
-    backoff_base: float = 0.5
-    backoff_cap: float = 30.0
-    stable_after: float = 30.0
-    handshake_timeout: float = 15.0
-    keepalive_timeout: float = 10.0
-    request_timeout: float = 30.0
-    outbox_size: int = 256
-    max_message_bytes: int | None = -1
-    """-1: the gateway's own limit (`hello-ok.features.limits.maxMessageBytes`, API Gateway's 128 KB when it does not
-    advertise one); a number: that limit whatever the gateway says; None: no limit."""
-    flush_interval: float = 1.0
-    save_timeout: float = SAVE_TIMEOUT_S
-    mcp_servers: list[StdioServer] = field(default_factory=list)
-    """Stdio MCP servers this node runs and whose tools it offers (`orbital.node.mcp`)."""
-    mcp_backoff_base: float = 1.0
-
-    def message_limit(self, advertised: int | None = None) -> int | None:
-        if self.max_message_bytes == -1:
-            return advertised if advertised is not None else API_GATEWAY_MESSAGE_BYTES
-        return self.max_message_bytes
-
-    def use_binary_frames(self) -> bool:
-        return _loopback_ws(self.url) if self.binary_frames is None else self.binary_frames
 
 
 @dataclass
