@@ -23,8 +23,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from orbital.aws import clients
-from orbital.local.bridge import BridgeUnavailable
-from orbital.local.sfn_worker import CALL_TIMEOUT, LOOP_CALL_TIMEOUT, Refused, WorkerGone
+from orbital.local.bridge import BridgeUnavailableError
+from orbital.local.sfn_worker import CALL_TIMEOUT, LOOP_CALL_TIMEOUT, WorkerGoneError, WorkerRefusedError
 
 if TYPE_CHECKING:
     from botocore.client import BaseClient
@@ -60,7 +60,7 @@ class DirectClient:
         def call(**params: Any) -> dict[str, Any]:
             try:
                 result = serve(params)
-            except _Unserved:
+            except _UnservedError:
                 return fallback(**params)
             except Exception as exc:
                 raise self._client_error(exc, operation) from exc
@@ -85,7 +85,7 @@ class DirectClient:
         return error_class(response, operation)
 
 
-class _Unserved(Exception):
+class _UnservedError(Exception):
     """This call is not answered directly (the gateway stopped, or the bridge is not reachable): boto3 serves it."""
 
 
@@ -94,7 +94,7 @@ def error_answer(exc: BaseException, what: str = "") -> tuple[str, str, int]:
     from moto.core.exceptions import ServiceException
     from werkzeug.exceptions import HTTPException
 
-    if isinstance(exc, Refused):
+    if isinstance(exc, WorkerRefusedError):
         return exc.error_code, exc.message, exc.status
     if isinstance(exc, HTTPException):
         code = str(getattr(exc, "error_type", "") or type(exc).__name__).rsplit("#", 1)[-1]
@@ -139,7 +139,7 @@ def wrap(client: BaseClient, served: InProcessAws) -> Any:
     def through(run: Callable[[str, dict[str, Any]], Any], method: str) -> Callable[[dict[str, Any]], Any]:
         def serve(params: dict[str, Any]) -> Any:
             if not served.enabled:
-                raise _Unserved
+                raise _UnservedError
             try:
                 return run(method, params)
             finally:
@@ -174,14 +174,14 @@ def _forwarded(served: InProcessAws) -> Callable[[str, dict[str, Any]], Any]:
             timeout = CALL_TIMEOUT
         try:
             if process is None:
-                raise WorkerGone("no Step Functions process")
+                raise WorkerGoneError("no Step Functions process")
             return process.call(method, params, timeout=timeout)
-        except WorkerGone:
+        except WorkerGoneError:
             # the gateway is not stopping (`through` saw to that): the process died, and retries cannot help
-            raise Refused("ServiceUnavailable", "the local Step Functions process has ended", 503) from None
+            raise WorkerRefusedError("ServiceUnavailable", "the local Step Functions process has ended", 503) from None
         except TimeoutError:
             message = f"the local Step Functions process did not answer within {timeout:g} s"
-            raise Refused("ServiceUnavailable", message, 503) from None
+            raise WorkerRefusedError("ServiceUnavailable", message, 503) from None
 
     return run
 
@@ -191,14 +191,14 @@ def _post(served: InProcessAws) -> Callable[[dict[str, Any]], Any]:
     def serve(params: dict[str, Any]) -> Any:
         bridge = served.bridge
         if bridge is None or not served.enabled:
-            raise _Unserved
+            raise _UnservedError
         data = params["Data"]
         if isinstance(data, str):
             data = data.encode("utf-8")
         try:
             status, headers, body = bridge.manage("POST", params["ConnectionId"], bytes(data), {})
-        except (BridgeUnavailable, TimeoutError):
-            raise _Unserved from None  # boto3's path: a connection error as over HTTP, with its retries
+        except (BridgeUnavailableError, TimeoutError):
+            raise _UnservedError from None  # boto3's path: a connection error as over HTTP, with its retries
         served.note_served()
         if 200 <= status < 300:
             return {}
@@ -206,6 +206,6 @@ def _post(served: InProcessAws) -> Callable[[dict[str, Any]], Any]:
             message = str(json.loads(body).get("message", ""))
         except (ValueError, AttributeError):
             message = body.decode("utf-8", "replace")
-        raise Refused(headers.get("x-amzn-ErrorType", "ClientError"), message, status)
+        raise WorkerRefusedError(headers.get("x-amzn-ErrorType", "ClientError"), message, status)
 
     return serve

@@ -24,7 +24,7 @@ import threading
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
-from orbital.local.bridge import BridgeUnavailable
+from orbital.local.bridge import BridgeUnavailableError
 
 if TYPE_CHECKING:
     from botocore.awsrequest import AWSPreparedRequest, AWSResponse
@@ -171,7 +171,7 @@ class InProcessAws:
             status, out_headers, out_body = self.bridge.manage(
                 request.method or "POST", unquote(match["cid"]), data, headers
             )
-        except BridgeUnavailable as exc:  # what a socket error would have been over HTTP (botocore retries it)
+        except BridgeUnavailableError as exc:  # what a socket error would have been over HTTP (botocore retries it)
             from botocore.exceptions import EndpointConnectionError
 
             raise EndpointConnectionError(endpoint_url=request.url, error=exc) from exc

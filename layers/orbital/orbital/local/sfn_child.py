@@ -21,7 +21,7 @@ from orbital.local.direct import error_answer, moto_action
 from orbital.local.sfn_worker import (
     INLINE_METHODS,
     AfterReply,
-    Channel,
+    WorkerChannel,
     held_starts,
     hold_execution_starts,
     start_held,
@@ -48,7 +48,7 @@ def main(argv: list[str]) -> int:
     step_functions.ready_task_callbacks()
     run = moto_action(StepFunctionResponse, step_functions.REGION, DEFAULT_ACCOUNT_ID, contextlib.nullcontext)
     pool = ThreadPoolExecutor(max_workers=16, thread_name_prefix="orbital-sfn")
-    channel: Channel | None = None
+    channel: WorkerChannel | None = None
 
     def invoke(name: str, payload: bytes | str | None) -> tuple[bytes, bool]:
         assert channel is not None
@@ -75,7 +75,7 @@ def main(argv: list[str]) -> int:
     def inline(kind: str, payload: Any) -> bool:
         return kind == "sfn" and payload[0] in INLINE_METHODS
 
-    channel = Channel(conn, serve, dispatch, _moto_error, "orbital-sfn-worker", inline)
+    channel = WorkerChannel(conn, serve, dispatch, _moto_error, "orbital-sfn-worker", inline)
     channel.closed.wait()
     # the gateway is gone: executions still running have no one to answer them
     os._exit(0)

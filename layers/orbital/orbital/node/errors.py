@@ -13,18 +13,18 @@ class FatalConnectError(Exception):
         self.message = message
 
 
-class ConnectionLost(ConnectionError):
+class ConnectionLostError(ConnectionError):
     def __init__(self, code: int | None = None, reason: str = "") -> None:
         super().__init__(f"connection lost ({code} {reason})".strip() if code else "connection lost")
         self.code = code
         self.reason = reason
 
 
-class HandshakeFailed(Exception):
+class HandshakeFailedError(Exception):
     pass
 
 
-class MessageTooLarge(Exception):
+class MessageTooLargeError(Exception):
     """A request over the gateway's message limit: not sent (the gateway would close the socket for it)."""
 
     def __init__(self, method: str, size: int, limit: int) -> None:

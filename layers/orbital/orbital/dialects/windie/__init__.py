@@ -55,11 +55,11 @@ from orbital.dialects.windie.common import (
     MAX_TOOL_IMAGE_BYTES,
     REMOVED_FIELDS,
     RESERVED,
-    _Invalid,
+    _InvalidFrameError,
     router,
 )
 from orbital.dialects.windie.conversations import agent_of, label, session_key
-from orbital.dialects.windie.frames import _error, _Socket, turn_event
+from orbital.dialects.windie.frames import _error, _WindieSocket, turn_event
 from orbital.dialects.windie.handshake import (
     _after_handshake,
     _handshake,
@@ -130,7 +130,7 @@ def receive(services: Services, inbound: DialectInbound) -> list[Any]:
 
 
 def _message(services: Services, conn: Connection, frame: Any) -> list[Any]:
-    sock = _Socket(conn)
+    sock = _WindieSocket(conn)
     if not isinstance(frame, dict):
         return [_error(None, "Invalid message: expected a JSON object", sock.user)]
     rid = frame.get("id")
@@ -152,7 +152,7 @@ def _message(services: Services, conn: Connection, frame: Any) -> list[Any]:
         return [_error(rid, f"Unknown message type: {kind[:60]}", sock.user)]
     try:
         return handler(services, sock, rid, payload)
-    except _Invalid as exc:
+    except _InvalidFrameError as exc:
         return [_error(rid, exc.message, sock.user)]
 
 
