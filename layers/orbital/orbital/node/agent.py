@@ -46,7 +46,7 @@ from orbital.node.tools import TOOL_NAMES, NodeToolError, NodeTools
 from orbital.node.transfer import BINARY_CHUNK_SIZE, CHUNK_SIZE, TransferManager
 from orbital.protocol.frames import FRAGMENT_BYTES, fragments
 from orbital.protocol.local_token import redact_url
-from orbital.protocol.reconnect import Backoff
+from orbital.protocol.reconnect import Backoff, Ended, keep_connected
 
 log = logging.getLogger("orbital.node")
 
@@ -144,55 +144,11 @@ class NodeAgent:
         backoff = Backoff(self.options.backoff_base, self.options.backoff_cap, self.options.stable_after)
         try:
             await self._start_mcp()
-            while not self._stop.is_set():
-                established_at: float | None = None
-                problem = ""
-                try:
-                    outcome = await self._connection_or_stop()
-                    if outcome is None:
-                        break
-                    established_at, problem = outcome
-                    if self.replaced_by_another:
-                        log.error(
-                            "%s: a newer connection took node id %s (another `orbital node` with this id?) - stopping "
-                            "rather than taking it back",
-                            problem,
-                            self.options.node_id,
-                            extra={"console": True},
-                        )
-                        return 3
-                    if self.forgotten:
-                        log.error(
-                            "%s: the gateway's owner removed node %s from its registry - stopping",
-                            problem,
-                            self.options.node_id,
-                            extra={"console": True},
-                        )
-                        return 3
-                except FatalConnectError as exc:
-                    log.error(
-                        "the gateway refused this node (%s): %s - not retrying",
-                        exc.code,
-                        exc.message,
-                        extra={"fields": {"code": exc.code}},
-                    )
-                    return 2
-                except (OSError, TimeoutError, InvalidHandshake, HandshakeFailedError, ConnectionClosed) as exc:
-                    problem = f"cannot connect to {redact_url(self.options.url)}: {exc or type(exc).__name__}"
-                except Exception as exc:  # never let one bad connection end the node
-                    log.exception("connection failed unexpectedly")
-                    problem = f"connection failed: {type(exc).__name__}: {exc}"
-                if self._stop.is_set():
-                    break
-                backoff.ended(established_at)
-                if self._reconnect_now:  # closed by this node to announce a changed tool list
-                    self._reconnect_now = False
-                    log.info("reconnecting to announce the changed tool list", extra={"console": True})
-                    continue
-                delay = backoff.next_delay()
-                log.warning("%s; reconnecting in %.1f s", problem or "disconnected", delay)
-                await backoff.wait(delay, self._stop)
-            return 0
+            stopped = self._stop
+            outcome = await keep_connected(
+                self._one_connection, backoff, stopped, running=lambda: not stopped.is_set(), waiting=_log_wait
+            )
+            return outcome or 0
         finally:
             flusher.cancel()
             for task in list(self._tasks):
@@ -207,6 +163,52 @@ class NodeAgent:
             if self._tasks:
                 await asyncio.gather(*self._tasks, return_exceptions=True)
             log.info("node stopped", extra={"console": True})
+
+    async def _one_connection(self) -> Ended | int:
+        """One connection, served until it ends; an exit code when the node must stop: 0 stopped while connecting,
+        2 refused for good, 3 replaced by a newer connection of its id or removed from the gateway's registry."""
+        established_at: float | None = None
+        problem = ""
+        try:
+            outcome = await self._connection_or_stop()
+            if outcome is None:
+                return 0
+            established_at, problem = outcome
+            if self.replaced_by_another:
+                log.error(
+                    "%s: a newer connection took node id %s (another `orbital node` with this id?) - stopping "
+                    "rather than taking it back",
+                    problem,
+                    self.options.node_id,
+                    extra={"console": True},
+                )
+                return 3
+            if self.forgotten:
+                log.error(
+                    "%s: the gateway's owner removed node %s from its registry - stopping",
+                    problem,
+                    self.options.node_id,
+                    extra={"console": True},
+                )
+                return 3
+        except FatalConnectError as exc:
+            log.error(
+                "the gateway refused this node (%s): %s - not retrying",
+                exc.code,
+                exc.message,
+                extra={"fields": {"code": exc.code}},
+            )
+            return 2
+        except (OSError, TimeoutError, InvalidHandshake, HandshakeFailedError, ConnectionClosed) as exc:
+            problem = f"cannot connect to {redact_url(self.options.url)}: {exc or type(exc).__name__}"
+        except Exception as exc:  # never let one bad connection end the node
+            log.exception("connection failed unexpectedly")
+            problem = f"connection failed: {type(exc).__name__}: {exc}"
+        at_once = self._reconnect_now and not (self._stop is not None and self._stop.is_set())
+        if at_once:  # closed by this node to announce a changed tool list
+            self._reconnect_now = False
+            log.info("reconnecting to announce the changed tool list", extra={"console": True})
+        return Ended(established_at, problem, at_once=at_once)
 
     # -- MCP servers ------------------------------------------------------------------------------------------
     async def _start_mcp(self) -> None:
@@ -735,6 +737,10 @@ class NodeAgent:
             return
         bins = await self.run_blocking(probe_bins, payload.get("bins"), payload.get("timeoutMs"))
         await self.deliver("node.probe.result", {"probeId": probe_id, "ok": True, "bins": bins})
+
+
+def _log_wait(ended: Ended, delay: float) -> None:
+    log.warning("%s; reconnecting in %.1f s", ended.problem or "disconnected", delay)
 
 
 def _b64(data: bytes) -> str:
