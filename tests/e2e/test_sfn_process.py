@@ -203,7 +203,7 @@ def test_a_process_that_does_not_start_leaves_them_in_the_gateway(
     from orbital.local import sfn_worker
 
     def refuse(self: Any, *args: Any, **kwargs: Any) -> None:
-        raise sfn_worker.WorkerGone("not today")
+        raise sfn_worker.WorkerGoneError("not today")
 
     monkeypatch.setattr(sfn_worker.StepFunctionsProcess, "connect", refuse)
     running = in_process_gateway(tmp_path / "data", persist=False)

@@ -17,7 +17,7 @@ from orbital.protocol.local_token import redact_url
 
 
 class FakeConn:
-    """Stands in for `chat.Connection`: a queue of frames and scripted answers per method."""
+    """Stands in for `chat.ChatConnection`: a queue of frames and scripted answers per method."""
 
     url = "ws://user:pw@gw.example:8765/ws?token=secret-in-url"
 

@@ -11,14 +11,18 @@ run by `make lint`). This checks what the tool does not:
 - an import of an `orbital` module inside a function says why it is lazy (a comment on it or above its block);
 - the Lambda entry points (`functions/`, outside the package) are thin: they reach the gateway through the runtime
   or the HTTP app, which take their Services from the composition root (`orbital.runtime.services`);
+- no function is over 80 lines and no module over 800, but those allowed, each for a reason
+  (docs/adr/0052-size-limits.md);
 - the package root holds only the package's face; no import is placed after code (`noqa: E402`).
 """
 
 from __future__ import annotations
 
 import ast
+import importlib
 import re
 import tomllib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -215,6 +219,83 @@ def test_every_lambda_entry_point_goes_through_the_runtime() -> None:
                 assert not any(a.name.startswith("orbital") for a in node.names), path.relative_to(ROOT)
 
 
+# --- size limits --------------------------------------------------------------------------------------------------
+
+MAX_FUNCTION_LINES = 80
+MAX_MODULE_LINES = 800
+OVERSIZED: dict[str, str] = {
+    # being split by other changes: each goes when the change that shrinks it is in
+    "agent/runs.py:submit": "being split by other changes",
+    "engines/cron.py": "being split by other changes",
+    "engines/transfer.py:start": "being split by other changes",
+    "local/backup.py:_write": "being split by other changes",
+    "local/bridge.py:Bridge._websocket": "being split by other changes",
+    "local/server.py:LocalGateway.prepare": "being split by other changes",
+    "methods/connect.py:connect": "being split by other changes",
+    "store/agent_archive.py": "being split by other changes",
+    "store/portable.py": "being split by other changes",
+    "store/sessions.py:SessionRepo._reset": "being split by other changes",
+}
+"""What may stay over the limits, each with its reason (recorded in docs/adr/0052-size-limits.md): a module as its
+path under the package, a function as `path:qualified.name`."""
+SIZE_ADR = ROOT / "docs" / "adr" / "0052-size-limits.md"
+
+
+def _functions(tree: ast.Module) -> Iterator[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]]:
+    """Every function and method of a module, by qualified name (`Class.method`, `outer.inner`)."""
+    todo: list[tuple[str, ast.AST]] = [("", tree)]
+    while todo:
+        prefix, parent = todo.pop()
+        for node in ast.iter_child_nodes(parent):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                name = f"{prefix}{node.name}"
+                if not isinstance(node, ast.ClassDef):
+                    yield name, node
+                todo.append((f"{name}.", node))
+            else:
+                todo.append((prefix, node))
+
+
+def _oversized() -> dict[str, int]:
+    """Every module over `MAX_MODULE_LINES` and function over `MAX_FUNCTION_LINES` in the package, with its size."""
+    found: dict[str, int] = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        where = path.relative_to(PACKAGE).as_posix()
+        lines = len(text.splitlines())
+        if lines > MAX_MODULE_LINES:
+            found[where] = lines
+        for name, node in _functions(ast.parse(text)):
+            size = (node.end_lineno or node.lineno) - node.lineno + 1
+            if size > MAX_FUNCTION_LINES:
+                found[f"{where}:{name}"] = size
+    return found
+
+
+def test_no_function_or_module_is_over_its_size_limit() -> None:
+    over = {name: size for name, size in _oversized().items() if name not in OVERSIZED}
+    assert not over, (
+        f"over {MAX_FUNCTION_LINES} lines a function, {MAX_MODULE_LINES} a module: split them along what they do "
+        f"(or allow one in OVERSIZED, with its reason in {SIZE_ADR.name}): {over}"
+    )
+
+
+def test_the_size_allow_list_holds_only_what_is_over_and_says_why() -> None:
+    over = _oversized()
+    stale = sorted(name for name in OVERSIZED if name not in over)
+    assert not stale, f"no longer over the limit: take them out of OVERSIZED (and {SIZE_ADR.name}): {stale}"
+    adr = SIZE_ADR.read_text(encoding="utf-8")
+    unexplained = sorted(name for name, reason in OVERSIZED.items() if not reason or f"`{name}`" not in adr)
+    assert not unexplained, f"every allowed one is named, with its reason, in {SIZE_ADR.name}: {unexplained}"
+
+
+def test_the_size_check_counts_methods_and_nested_functions() -> None:
+    body = "\n".join(f"        x{n} = {n}" for n in range(MAX_FUNCTION_LINES))
+    tree = ast.parse(f"class A:\n    def big(self):\n{body}\n\n    def small(self):\n        pass\n")
+    sizes = {name: (node.end_lineno or 0) - node.lineno + 1 for name, node in _functions(tree)}
+    assert sizes["A.big"] == MAX_FUNCTION_LINES + 1 and sizes["A.small"] == 2
+
+
 # --- the package root, imports after code -------------------------------------------------------------------------
 
 
@@ -232,3 +313,104 @@ def test_no_import_placed_after_code() -> None:
         if NOQA_E402.search(line)
     ]
     assert not offenders, f"imports after code (noqa: E402): {offenders}"
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(LAYER).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imported_names(module: str, tree: ast.AST, is_package: bool) -> dict[str, str]:
+    """The module's bindings of imported names: local name -> dotted name it stands for."""
+    names: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                names[alias.asname or alias.name.split(".")[0]] = (
+                    alias.name if alias.asname else alias.name.split(".")[0]
+                )
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = module.split(".")[: len(module.split(".")) - node.level + (1 if is_package else 0)]
+                base = ".".join([*parts, base] if base else parts)
+            for alias in node.names:
+                names[alias.asname or alias.name] = f"{base}.{alias.name}"
+    return names
+
+
+def classes_in(sources: dict[str, tuple[str, bool]]) -> dict[str, list[str]]:
+    """Every class of the given modules (name -> (source, is package)): dotted name -> its bases, as dotted names
+    (a library's base as it is imported, a builtin as `builtins.X`)."""
+    found: dict[str, list[str]] = {}
+    for module, (source, is_package) in sources.items():
+        tree = ast.parse(source)
+        imported = _imported_names(module, tree, is_package)
+        local = {n.name for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.ClassDef):
+                continue
+            bases = []
+            for base in node.bases:
+                text = ast.unparse(base.value if isinstance(base, ast.Subscript) else base)
+                head, _, rest = text.partition(".")
+                if head in local and not rest:
+                    bases.append(f"{module}.{head}")
+                elif head in imported:
+                    bases.append(imported[head] + (f".{rest}" if rest else ""))
+                else:
+                    bases.append(f"builtins.{text}")
+            found[f"{module}.{node.name}"] = bases
+    return found
+
+
+def exception_classes(classes: dict[str, list[str]]) -> set[str]:
+    """The classes that derive from BaseException, through the package's own classes and the libraries'."""
+    memo: dict[str, bool] = {}
+
+    def is_exception(name: str) -> bool:
+        if name not in memo:
+            memo[name] = False
+            if name in classes:
+                memo[name] = any(is_exception(base) for base in classes[name])
+            else:
+                module, _, attr = name.rpartition(".")
+                try:
+                    value = getattr(importlib.import_module(module), attr)
+                except (ImportError, AttributeError):
+                    value = None
+                memo[name] = isinstance(value, type) and issubclass(value, BaseException)
+        return memo[name]
+
+    return {name for name in classes if is_exception(name)}
+
+
+def _package_sources() -> dict[str, tuple[str, bool]]:
+    return {
+        _module_name(path): (path.read_text(encoding="utf-8"), path.name == "__init__.py")
+        for path in PACKAGE.rglob("*.py")
+    }
+
+
+def test_the_class_checks_see_exceptions_through_bases() -> None:
+    classes = classes_in(
+        {
+            "pkg.a": ("import json\nclass Base(ValueError): ...\nclass Broken(json.JSONDecodeError): ...", False),
+            "pkg.b": ("from .a import Base\nclass Refused(Base): ...\nclass Plain: ...", False),
+        }
+    )
+    assert exception_classes(classes) == {"pkg.a.Base", "pkg.a.Broken", "pkg.b.Refused"}
+
+
+def test_every_exception_class_name_ends_in_error() -> None:
+    classes = classes_in(_package_sources())
+    wrong = sorted(name for name in exception_classes(classes) if not name.rsplit(".", 1)[1].endswith("Error"))
+    assert not wrong, f"exception classes whose name does not end in Error: {wrong}"
+
+
+def test_no_two_classes_share_a_name() -> None:
+    by_name: dict[str, list[str]] = {}
+    for name in classes_in(_package_sources()):
+        by_name.setdefault(name.rsplit(".", 1)[1], []).append(name)
+    shared = {name: where for name, where in by_name.items() if len(where) > 1}
+    assert not shared, f"classes that share a name: {shared}"

@@ -44,7 +44,7 @@ def test_a_minimal_handshake_has_the_default_policy():
 
 @pytest.mark.parametrize("field", windie.REMOVED_FIELDS)
 def test_the_removed_top_level_fields_are_refused(field):
-    with pytest.raises(common._Invalid, match=field):
+    with pytest.raises(common._InvalidFrameError, match=field):
         windie.parse_handshake(_handshake(**{field: ["x"]}))
 
 
@@ -53,7 +53,7 @@ def test_a_top_level_operating_system_is_folded_into_the_runtime():
     inner = {"version": 1, "runtime": {"operating_system": "macOS"}}
     given = windie.parse_handshake(_handshake(operating_system="Windows", agent_definition=inner))
     assert given["runtime"] == {"operating_system": "macOS"}  # the canonical place wins
-    with pytest.raises(common._Invalid):
+    with pytest.raises(common._InvalidFrameError):
         windie.parse_handshake(_handshake(operating_system={"name": "x"}))
 
 
@@ -71,7 +71,7 @@ def test_a_top_level_operating_system_is_folded_into_the_runtime():
     ],
 )
 def test_a_bad_agent_definition_is_refused(definition):
-    with pytest.raises(common._Invalid):
+    with pytest.raises(common._InvalidFrameError):
         windie.parse_handshake(_handshake(agent_definition=definition))
 
 
@@ -98,7 +98,7 @@ def test_the_policy_and_client_only_mode_of_the_typescript_sdk():
 
 def test_not_json_or_not_a_handshake_is_refused():
     for frame in (None, [], {"type": "query"}):
-        with pytest.raises(common._Invalid):
+        with pytest.raises(common._InvalidFrameError):
             windie.parse_handshake(frame)
 
 
@@ -377,7 +377,7 @@ def test_history_converts_tool_calls_and_their_results():
     assert messages[1]["content"] == [{"type": "toolCall", "id": "c1", "name": "read_file", "arguments": {"path": "a"}}]
     assert messages[2]["toolCallId"] == "c1" and messages[2]["toolName"] == "read_file"
     assert messages[3]["content"] == "[output of other]\nstray"
-    with pytest.raises(common._Invalid):
+    with pytest.raises(common._InvalidFrameError):
         windie.convert_history(None, "k", [{"role": "system", "content": "x"}], None, 1)  # type: ignore[arg-type]
 
 
@@ -390,7 +390,7 @@ def test_provider_keys_keep_a_blank_key_and_check_their_shape():
     )
     assert enabled == {"openai": False} and keys == {"groq": "k"}
     for bad in ([], {"bad name": {}}, {"openai": {"enabled": "yes"}}, {"openai": {"api_key": 1}}):
-        with pytest.raises(common._Invalid):
+        with pytest.raises(common._InvalidFrameError):
             user_settings._provider_keys(bad)
 
 

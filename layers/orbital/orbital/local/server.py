@@ -118,7 +118,7 @@ class LocalGateway:
         self.services: Any = None
         """This gateway's Services (`orbital.local.services`), installed for the handlers it invokes."""
         self.backups: Any = None
-        """The data directory's backups and their schedule (`orbital.local.backup.Backups`); None without
+        """The data directory's backups and their schedule (`orbital.local.backup.LocalBackups`); None without
         persistence."""
         self.xeno: Any = None
         """xeno's Unix socket (`orbital.local.xeno_socket.XenoSocket`), when served."""
@@ -210,7 +210,7 @@ class LocalGateway:
     def _open_store(self) -> None:
         """The data directory's table and workspace, the directory taken (and made private) for this gateway."""
         # lazy: every `orbital` command loads this module; the gateway's parts load when one starts
-        from orbital.local.store import DataDirLocked, LocalStore
+        from orbital.local.store import DataDirLockedError, LocalStore
 
         tightened = private.make_private(self.data_dir)
         if tightened:
@@ -222,7 +222,7 @@ class LocalGateway:
                 temporary=not self.options.persist,
                 base_url=self.http_url,
             )
-        except DataDirLocked as exc:
+        except DataDirLockedError as exc:
             raise StartupError(str(exc)) from None
 
     def _compose(self) -> None:
@@ -235,9 +235,9 @@ class LocalGateway:
 
         if self.options.persist:
             # lazy: every `orbital` command loads this module; the gateway's parts load when one starts
-            from orbital.local.backup import Backups
+            from orbital.local.backup import LocalBackups
 
-            self.backups = Backups(self.store, self.data_dir, lambda: self.services.config.effective())
+            self.backups = LocalBackups(self.store, self.data_dir, lambda: self.services.config.effective())
         self.services = build_local_services(
             get_settings(), self.store, workflows=self.stack.workflows, backups=self.backups
         )
@@ -269,12 +269,12 @@ class LocalGateway:
 
     def _make_xeno(self) -> None:
         # lazy: every `orbital` command loads this module; the gateway's parts load when one starts
-        from orbital.local.xeno_socket import XenoSocket, XenoSocketInUse
+        from orbital.local.xeno_socket import XenoSocket, XenoSocketInUseError
 
         self.xeno = XenoSocket(self.options.xeno_home or self.data_dir, self.bridge, self.token)
         try:
             self.xeno.check()
-        except XenoSocketInUse as exc:
+        except XenoSocketInUseError as exc:
             self.xeno = None
             raise StartupError(str(exc)) from None
 
@@ -592,7 +592,7 @@ def local_state(data_dir: Path, *, exclusive: bool = True) -> Iterator[LocalStor
     it; off: opened beside the gateway running on it, to read. What is written is on disk when it returns, and
     readable by its owner only."""
     # lazy: every `orbital` command loads this module; the gateway's parts load when one starts
-    from orbital.local.store import DataDirLocked, LocalStore
+    from orbital.local.store import DataDirLockedError, LocalStore
 
     data_dir = data_dir.expanduser()
     umask = os.umask(0o077)
@@ -603,7 +603,7 @@ def local_state(data_dir: Path, *, exclusive: bool = True) -> Iterator[LocalStor
                 log.warning("%s was readable by other users: made it private (%s)", data_dir, tightened)
         try:
             store = LocalStore.open(data_dir, exclusive=exclusive)
-        except DataDirLocked as exc:
+        except DataDirLockedError as exc:
             raise StartupError(str(exc)) from None
         try:
             yield store

@@ -25,7 +25,7 @@ class Counted:
     reserved: int = 0
 
 
-class Refused(Exception):
+class SpendRefusedError(Exception):
     """A reservation that would take the counter past its limit; `used` is the counter as it stood (micro-USD)."""
 
     def __init__(self, used: int) -> None:
@@ -53,10 +53,10 @@ class SpendRepo:
         }
 
     def reserve(self, period: str, period_key: str, scope: str, amount: int, limit: int, *, expires_at: int) -> Counted:
-        """Add `amount` if the counter stays within `limit` (one conditional UpdateItem); raises `Refused`."""
+        """Add `amount` if the counter stays within `limit` (one conditional UpdateItem); raises `SpendRefusedError`."""
         amount = max(0, int(amount))
         if amount > limit:
-            raise Refused(self.read(period, period_key, scope).used)
+            raise SpendRefusedError(self.read(period, period_key, scope).used)
         try:
             rec = self.table.update(
                 keys.spend_counter(period, period_key, scope),
@@ -66,7 +66,7 @@ class SpendRepo:
                 current_on_conflict=True,
             )
         except ConditionFailedError as exc:
-            raise Refused(_counted(exc.current).used) from None
+            raise SpendRefusedError(_counted(exc.current).used) from None
         return _counted(rec)
 
     def add(self, period: str, period_key: str, scope: str, used: int, reserved: int, *, expires_at: int) -> Counted:

@@ -50,7 +50,7 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidSta
 
 from orbital import __version__
 from orbital.protocol.frames import FRAGMENT_BYTES, MAX_MESSAGE_BYTES, fragments
-from orbital.protocol.reconnect import Backoff
+from orbital.protocol.reconnect import Backoff, Ended, keep_connected
 from orbital.xeno.unix_socket import listener, remove, same_user, socket_path
 from orbital.xeno.uploads import Uploader, http_base
 
@@ -66,7 +66,7 @@ TASK_METHODS = frozenset({"gateway.heartbeat", "gateway.new_session"})
 _EXPIRED_KEPT = 256
 
 
-class TokenUnavailable(ValueError):
+class TokenUnavailableError(ValueError):
     """The token cannot be read (its file is missing, unreadable or empty)."""
 
 
@@ -81,7 +81,7 @@ class BridgeOptions:
     url: str
     """The gateway's WebSocket URL, `ws://` or `wss://` (`?dialect=xeno` is added)."""
     token: Callable[[], str | None] = _no_token
-    """The gateway token, asked for at each connection attempt (may raise TokenUnavailable)."""
+    """The gateway token, asked for at each connection attempt (may raise TokenUnavailableError)."""
     display_url: str = ""
     """The URL as logs and errors show it (no query string, no credentials)."""
     http_url: str | None = None
@@ -133,7 +133,7 @@ def _key(rpc_id: Any) -> str:
 
 
 @dataclass
-class _Request:
+class _RelayedRequest:
     """A client's request relayed to the gateway, until it is answered."""
 
     rpc_id: Any
@@ -143,7 +143,7 @@ class _Request:
     timer: asyncio.TimerHandle | None = None
 
 
-def _request_of(message: Any) -> _Request | None:
+def _request_of(message: Any) -> _RelayedRequest | None:
     """The request `message` is, if the gateway answers it (xeno answers JSON-RPC 2.0 objects with a string or
     number id, and nothing else)."""
     if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
@@ -154,7 +154,7 @@ def _request_of(message: Any) -> _Request | None:
     method = message.get("method")
     params = message.get("params")
     request_id = params.get("requestId") if method == "gateway.query" and isinstance(params, dict) else None
-    return _Request(
+    return _RelayedRequest(
         rpc_id, method if isinstance(method, str) else "", request_id if isinstance(request_id, str) else None
     )
 
@@ -193,7 +193,7 @@ class _Relay:
         self._wake = asyncio.Event()
         self._attempted = asyncio.Event()
         """Set when the connection attempt under way (or the next one) has ended, then replaced."""
-        self._pending: dict[str, _Request] = {}
+        self._pending: dict[str, _RelayedRequest] = {}
         self._expired: dict[str, None] = {}
         self._runs: dict[str, int] = {}
         """`requestId` → runs accepted and not done yet."""
@@ -298,14 +298,14 @@ class _Relay:
                 self._gone = True
 
     # -- requests in flight -----------------------------------------------------------------------------------
-    def _track(self, key: str, request: _Request) -> None:
+    def _track(self, key: str, request: _RelayedRequest) -> None:
         self._untrack(key)  # a client reusing the id of a request still in flight: the newer one is followed
         timeout = self.options.task_timeout if request.method in TASK_METHODS else self.options.request_timeout
         if timeout > 0:
             request.timer = asyncio.get_running_loop().call_later(timeout, self._expire, key, timeout)
         self._pending[key] = request
 
-    def _untrack(self, key: str) -> _Request | None:
+    def _untrack(self, key: str) -> _RelayedRequest | None:
         request = self._pending.pop(key, None)
         if request is not None and request.timer is not None:
             request.timer.cancel()
@@ -353,25 +353,31 @@ class _Relay:
 
     async def _upstream_loop(self) -> None:
         backoff = Backoff(self.options.backoff_base, self.options.backoff_cap, self.options.stable_after)
-        while not self._gone:
-            established: float | None = None
-            ws = await self._connect()
-            if ws is not None:
-                established = time.monotonic()
-                reason = await self._serve(ws)
-                if self._gone:
-                    return
-                self._set_problem(f"the connection {reason}")
-                await self._fail_all(
-                    f"Connection to the Orbital gateway lost before it answered ({reason}); the request may or may "
-                    "not have been carried out. The bridge is reconnecting.",
-                    f"Connection to the Orbital gateway lost before the reply arrived ({reason}); the reply, if "
-                    "there is one, will be in the session's history (gateway.initialize).",
-                )
-            backoff.ended(established)
-            delay = backoff.next_delay()
-            log.debug("%s: next connection attempt in %.1f s", self.name, delay)
-            await backoff.wait(delay, self._wake)
+        await keep_connected(
+            self._one_connection, backoff, self._wake, running=lambda: not self._gone, waiting=self._log_wait
+        )
+
+    async def _one_connection(self) -> Ended | None:
+        """One connection to the gateway, relayed until it ends (the requests it leaves unanswered answered with an
+        error); None when the bridge is gone."""
+        ws = await self._connect()
+        if ws is None:
+            return Ended()
+        established = time.monotonic()
+        reason = await self._serve(ws)
+        if self._gone:
+            return None
+        self._set_problem(f"the connection {reason}")
+        await self._fail_all(
+            f"Connection to the Orbital gateway lost before it answered ({reason}); the request may or may "
+            "not have been carried out. The bridge is reconnecting.",
+            f"Connection to the Orbital gateway lost before the reply arrived ({reason}); the reply, if "
+            "there is one, will be in the session's history (gateway.initialize).",
+        )
+        return Ended(established, reason)
+
+    def _log_wait(self, ended: Ended, delay: float) -> None:
+        log.debug("%s: next connection attempt in %.1f s", self.name, delay)
 
     async def _connect(self) -> ClientConnection | None:
         """One connection attempt; those waiting for it are told when it has ended."""
@@ -537,7 +543,7 @@ class XenoBridge:
         self._stop_requested = False
 
     async def start(self) -> None:
-        """Serve the socket (XenoSocketInUse when another process serves it)."""
+        """Serve the socket (XenoSocketInUseError when another process serves it)."""
         bound = listener(self.path)
         self._server = await asyncio.start_unix_server(self._client, sock=bound, limit=MAX_LINE_BYTES)
         log.info("serving %s for %s", self.path, self.options.display_url or "the gateway")

@@ -2,7 +2,7 @@
 
 Three layers, so the protocol side can be tested without a terminal:
 
-- `Connection`: a client-mode socket whose frames are read by a background thread. Responses resolve the call
+- `ChatConnection`: a client-mode socket whose frames are read by a background thread. Responses resolve the call
   waiting for them; events go to a queue; a dropped socket ends every wait with `ChatError` instead of a hang.
 - `ChatDriver`: sends `chat.send` and follows one run: it keeps the `chat` events of that run (its `runId` under the
   key this client used), streams them to a view and decides when the run is over (`final` or `error` from the
@@ -34,13 +34,21 @@ import argparse
 import sys
 from typing import Any
 
-from orbital.cli.chat.connection import LOST, CallFailed, ChatError, Connection, NotSent, Refused, Unreachable
+from orbital.cli.chat.connection import (
+    LOST,
+    CallFailedError,
+    ChatConnection,
+    ChatError,
+    ChatRefusedError,
+    NotSentError,
+    UnreachableError,
+)
 from orbital.cli.chat.driver import ChatDriver, RunResult, RunView, Sent
 from orbital.cli.chat.interactive import interactive
 from orbital.cli.chat.messages import (
     STAYS_PAUSED,
-    Answer,
     Approver,
+    TerminalDecision,
     ToolCall,
     approval_lines,
     args_line,
@@ -60,23 +68,23 @@ from orbital.protocol import local_token
 __all__ = [
     "LOST",
     "STAYS_PAUSED",
-    "Answer",
     "Approver",
-    "CallFailed",
+    "CallFailedError",
+    "ChatConnection",
     "ChatDriver",
     "ChatError",
-    "Connection",
-    "NotSent",
+    "ChatRefusedError",
+    "NotSentError",
     "PlainView",
     "QuietView",
-    "Refused",
     "RichView",
     "RunResult",
     "RunView",
     "Sent",
     "TerminalApprover",
+    "TerminalDecision",
     "ToolCall",
-    "Unreachable",
+    "UnreachableError",
     "add_parser",
     "approval_lines",
     "args_line",

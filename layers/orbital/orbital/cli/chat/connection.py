@@ -28,15 +28,15 @@ class ChatError(Exception):
     """A failure this command reports in one line: unreachable gateway, lost connection, refused call."""
 
 
-class Unreachable(ChatError):
+class UnreachableError(ChatError):
     """The gateway could not be reached or the handshake did not complete: worth another try later."""
 
 
-class Refused(ChatError):
+class ChatRefusedError(ChatError):
     """The gateway refused the connection (a wrong token, a protocol it does not speak): another try would fail too."""
 
 
-class NotSent(ChatError):
+class NotSentError(ChatError):
     """The socket was gone before the request was written: nothing reached the gateway."""
 
 
@@ -44,7 +44,7 @@ REFUSING_CLOSE_CODES = frozenset({1008, 4001})
 """A close during the handshake with one of these is a refusal (policy, unauthorized), not a passing failure."""
 
 
-class CallFailed(ChatError):
+class CallFailedError(ChatError):
     """The gateway answered a request with an error frame."""
 
     def __init__(self, method: str, code: int, message: str) -> None:
@@ -65,7 +65,7 @@ LOST = None
 """Put on the event queue (after every event that came before) when the socket is gone."""
 
 
-class Connection:
+class ChatConnection:
     """A connected client-mode socket. `call()` may be used from any thread; `events` receives every event frame
     and, once the socket is gone, `LOST` (`lost` then says why)."""
 
@@ -103,22 +103,22 @@ class Connection:
 
     def _open(self, token: str | None, client_id: str) -> Any:
         # lazy: only this command needs it (the parser of every `orbital` command imports this module)
-        from orbital.client import GatewayClient, RpcFailed
+        from orbital.client import GatewayClient, RpcFailedError
 
         where = redact_url(self.url)
         try:
             client = GatewayClient(self.url, timeout=self.timeout, open_timeout=self.timeout)
         except Exception as exc:  # refused, DNS, TLS, HTTP status, bad URL, timeout
-            raise Unreachable(f"cannot reach {where}: {_describe(exc)}") from None
+            raise UnreachableError(f"cannot reach {where}: {_describe(exc)}") from None
         try:
             client.connect("client", client_id, token=token, client={"version": __version__, "platform": "cli"})
-        except RpcFailed as exc:
+        except RpcFailedError as exc:
             client.close()
-            raise Refused(f"{where} refused the connection ({exc.code}): {exc.message}") from None
+            raise ChatRefusedError(f"{where} refused the connection ({exc.code}): {exc.message}") from None
         except Exception as exc:  # closed during the handshake (e.g. a wrong token), timeout
             client.close()
             code = getattr(getattr(exc, "rcvd", None), "code", None)
-            failed = Refused if code in REFUSING_CLOSE_CODES else Unreachable
+            failed = ChatRefusedError if code in REFUSING_CLOSE_CODES else UnreachableError
             raise failed(f"connecting to {where} failed: {_describe(exc)}") from None
         self.hello = client.hello or {}
         while client.events:  # anything that arrived during the handshake
@@ -172,7 +172,7 @@ class Connection:
 
     def _send(self, frame: dict[str, Any]) -> None:
         if self._gone.is_set():
-            raise NotSent(f"connection to {redact_url(self.url)} lost: {self.lost}")
+            raise NotSentError(f"connection to {redact_url(self.url)} lost: {self.lost}")
         try:
             text = json.dumps(frame)
             with self._send_lock:
@@ -182,7 +182,7 @@ class Connection:
             raise ChatError(f"connection to {redact_url(self.url)} lost: {_close_reason(exc)}") from None
 
     def call(self, method: str, params: Any = None, *, timeout: float | None = None) -> Any:
-        """Send one request and return its payload; `CallFailed` for an error answer, `ChatError` when the
+        """Send one request and return its payload; `CallFailedError` for an error answer, `ChatError` when the
         socket goes away, `TimeoutError` when no answer comes in time."""
         frame_id = f"c{next(self._ids)}"
         waiter = _Waiter()
@@ -205,7 +205,7 @@ class Connection:
             err = res.get("error")
             if not isinstance(err, dict):
                 err = {}
-            raise CallFailed(method, int(err.get("code") or 0), str(err.get("message") or "unknown error"))
+            raise CallFailedError(method, int(err.get("code") or 0), str(err.get("message") or "unknown error"))
         return res.get("payload")
 
     @property

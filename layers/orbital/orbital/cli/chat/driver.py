@@ -13,9 +13,9 @@ from typing import Any, Protocol
 from orbital.cli.chat.connection import (
     LOST,
     RPC_TIMEOUT,
-    CallFailed,
+    CallFailedError,
+    ChatConnection,
     ChatError,
-    Connection,
 )
 from orbital.cli.chat.messages import (
     Approver,
@@ -114,7 +114,7 @@ class RunView(Protocol):
 class ChatDriver:
     """Sends messages to one session and follows their runs to the end."""
 
-    def __init__(self, conn: Connection, session_key: str, *, rpc_timeout: float = RPC_TIMEOUT) -> None:
+    def __init__(self, conn: ChatConnection, session_key: str, *, rpc_timeout: float = RPC_TIMEOUT) -> None:
         self.conn = conn
         self.session_key = session_key
         self.rpc_timeout = rpc_timeout
@@ -136,7 +136,7 @@ class ChatDriver:
         this token may not read it."""
         try:
             status = self.conn.call("spend.status", {"sessionKey": self.session_key}, timeout=self.rpc_timeout)
-        except (CallFailed, TimeoutError):
+        except (CallFailedError, TimeoutError):
             return result
         line = spend_words.status_line(status)
         if line is None:
@@ -368,7 +368,7 @@ class _Following:
                 self.view.note(self.driver.answer(payload, answer.decision, remember=answer.remember))
                 if approval is not None:
                     self.answered.add(approval["approvalId"])
-            except CallFailed as exc:
+            except CallFailedError as exc:
                 self.view.note(f"Error: {exc.message}")
             except (ChatError, TimeoutError) as exc:
                 self.view.note(f"Error: {exc}")

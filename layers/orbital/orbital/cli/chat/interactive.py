@@ -10,12 +10,12 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from orbital.cli.chat.connection import (
-    CallFailed,
+    CallFailedError,
+    ChatConnection,
     ChatError,
-    Connection,
-    NotSent,
-    Refused,
-    Unreachable,
+    ChatRefusedError,
+    NotSentError,
+    UnreachableError,
 )
 from orbital.cli.chat.driver import ChatDriver, RunView, Sent
 from orbital.cli.chat.one_shot import _command_text, resumes_run
@@ -56,17 +56,18 @@ class _Session:
         self.session = session
         self.console = console
         self.plain = plain
-        self.conn: Connection | None = None
+        self.conn: ChatConnection | None = None
         self.lost: str | None = None
         """Why the last connection was lost, until a new one is open."""
         self.client_id = f"chat-{uuid.uuid4().hex[:8]}"
 
-    def _connect(self) -> Connection:
-        return Connection(self.url, token=self.token, client_id=self.client_id)
+    def _connect(self) -> ChatConnection:
+        return ChatConnection(self.url, token=self.token, client_id=self.client_id)
 
     def driver(self, stop: threading.Event | None = None) -> ChatDriver:
-        """The driver of a live connection: `Refused` when the gateway will not take this client, `GaveUp` when
-        Ctrl-C ended the retries (a KeyboardInterrupt, or `stop` set where Ctrl-C sets it instead)."""
+        """The driver of a live connection: `ChatRefusedError` when the gateway will not take this client,
+        `GaveUpError` when Ctrl-C ended the retries (a KeyboardInterrupt, or `stop` set where Ctrl-C sets it
+        instead)."""
         if self.conn is not None and self.conn.is_lost:
             self.lost = self.conn.lost or "the connection closed"
             self.conn.close()
@@ -80,12 +81,12 @@ class _Session:
             self.conn = self._connect()
         return ChatDriver(self.conn, self.session)
 
-    def _reconnect(self, stop: threading.Event | None) -> Connection:
+    def _reconnect(self, stop: threading.Event | None) -> ChatConnection:
         """Connect again with backoff until it works, or Ctrl-C: `stop` is set by it where the caller already turned
         Ctrl-C into an event; otherwise Ctrl-C sets one of this loop's own for as long as it runs, so it is seen
         whatever the loop is doing when it comes (an attempt, a note, the wait), not only where a KeyboardInterrupt
         would surface."""
-        gave_up = GaveUp("stopped reconnecting; the next message tries again")
+        gave_up = GaveUpError("stopped reconnecting; the next message tries again")
         with contextlib.ExitStack() as scope:
             stopped = stop if stop is not None else scope.enter_context(interrupt_flag())
             attempt = 0
@@ -93,7 +94,7 @@ class _Session:
                 while not stopped.is_set():
                     try:
                         return self._connect()
-                    except Unreachable as exc:
+                    except UnreachableError as exc:
                         delay = random.uniform(0, min(RECONNECT_CAP_S, RECONNECT_BASE_S * 2**attempt))
                         attempt += 1
                         self._note(f"{exc}; next try in {delay:.1f} s")
@@ -119,7 +120,7 @@ class _Session:
             self.conn.close()
 
 
-class GaveUp(ChatError):
+class GaveUpError(ChatError):
     """Ctrl-C while reconnecting: back to the prompt, nothing sent."""
 
 
@@ -143,7 +144,7 @@ def send_and_show(state: _Session, text: str, *, timeout: float | None) -> tuple
     console = state.console
     try:
         driver = state.driver()
-    except GaveUp as exc:
+    except GaveUpError as exc:
         console.print(Text(str(exc), style="bold yellow"))
         return False, False
     except ChatError as exc:
@@ -153,16 +154,16 @@ def send_and_show(state: _Session, text: str, *, timeout: float | None) -> tuple
         try:
             try:
                 sent = driver.send(text)
-            except NotSent:  # lost just now, before the message went out: reconnect and send it
+            except NotSentError:  # lost just now, before the message went out: reconnect and send it
                 driver = state.driver(interrupted)
                 sent = driver.send(text)
-        except GaveUp as exc:
+        except GaveUpError as exc:
             console.print(Text(str(exc), style="bold yellow"))
             return False, False
-        except Refused as exc:
+        except ChatRefusedError as exc:
             console.print(Text(f"Error: {exc}", style="bold red"))
             return False, True
-        except CallFailed as exc:
+        except CallFailedError as exc:
             console.print(Text(f"Error: {exc.message}", style="bold red"))
             return False, False
         except (ChatError, TimeoutError) as exc:

@@ -161,7 +161,7 @@ def decided_text(resolution: dict[str, Any]) -> str:
 
 
 @dataclass
-class Answer:
+class TerminalDecision:
     """What the person at the terminal said to a paused run: a decision (`approve`/`deny`, `remember` for the rest
     of the session), or none because it was decided elsewhere meanwhile, or `leave` (Ctrl-C, Ctrl-D): the run stays
     paused and this client stops waiting for it. `held` are the events read while asking, in order."""
@@ -175,4 +175,4 @@ class Answer:
 class Approver(Protocol):
     """Asks whoever is at the terminal about a paused run (given the `paused` payload and the run's id)."""
 
-    def __call__(self, payload: dict[str, Any], run_id: str) -> Answer: ...
+    def __call__(self, payload: dict[str, Any], run_id: str) -> TerminalDecision: ...

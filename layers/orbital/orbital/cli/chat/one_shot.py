@@ -7,8 +7,8 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from orbital.cli.chat.connection import (
+    ChatConnection,
     ChatError,
-    Connection,
 )
 from orbital.cli.chat.driver import ChatDriver, RunView
 from orbital.cli.chat.messages import (
@@ -44,7 +44,7 @@ def one_shot(
 ) -> int:
     """Send one message and report its outcome: 0 when the run ends with `final` (or a command succeeds)."""
     try:
-        conn = Connection(url, token=token, keepalive=0)
+        conn = ChatConnection(url, token=token, keepalive=0)
     except ChatError as exc:
         _err(str(exc))
         return 1

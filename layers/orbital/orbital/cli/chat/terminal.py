@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from orbital.cli.chat.connection import (
-    Connection,
+    ChatConnection,
 )
 from orbital.cli.chat.driver import POLL_S
 from orbital.cli.chat.messages import (
-    Answer,
+    TerminalDecision,
     approval_of,
 )
 
@@ -101,7 +101,7 @@ class TerminalApprover:
     or the run's end ends the question; those events are handed back to be shown in order. Ctrl-C or Ctrl-D
     leaves the question and the run paused. POSIX terminals only (`available()`)."""
 
-    def __init__(self, conn: Connection, interrupt: threading.Event, out: IO[str] | None = None) -> None:
+    def __init__(self, conn: ChatConnection, interrupt: threading.Event, out: IO[str] | None = None) -> None:
         self.conn = conn
         self.interrupt = interrupt
         self.out = out or sys.stdout
@@ -133,7 +133,7 @@ class TerminalApprover:
             and payload.get("state") in ("final", "error")
         )
 
-    def __call__(self, payload: dict[str, Any], run_id: str) -> Answer:
+    def __call__(self, payload: dict[str, Any], run_id: str) -> TerminalDecision:
         import select
 
         approval = approval_of(payload)
@@ -153,7 +153,7 @@ class TerminalApprover:
                 if self.interrupt.is_set():
                     self.interrupt.clear()
                     self._write("\n")
-                    return Answer(leave=True, held=held)
+                    return TerminalDecision(leave=True, held=held)
                 while True:
                     try:
                         frame = self.conn.events.get_nowait()
@@ -162,25 +162,25 @@ class TerminalApprover:
                     held.append(frame)
                     if self._settles(frame, run_id, approval_id):
                         self._write("\n")
-                        return Answer(held=held)
+                        return TerminalDecision(held=held)
                 ready, _, _ = select.select([fd], [], [], POLL_S)
                 if not ready:
                     continue
                 data = os.read(fd, 1024)
                 if not data:  # Ctrl-D
                     self._write("\n")
-                    return Answer(leave=True, held=held)
+                    return TerminalDecision(leave=True, held=held)
                 typed += data
                 if b"\n" not in typed and b"\r" not in typed:
                     continue
                 word = typed.decode("utf-8", "replace").strip().lower()
                 typed = b""
                 if word in APPROVE_ANSWERS:
-                    return Answer(decision="approve", held=held)
+                    return TerminalDecision(decision="approve", held=held)
                 if word in DENY_ANSWERS:
-                    return Answer(decision="deny", held=held)
+                    return TerminalDecision(decision="deny", held=held)
                 if word in SESSION_ANSWERS and approval:
-                    return Answer(decision="approve", remember=True, held=held)
+                    return TerminalDecision(decision="approve", remember=True, held=held)
                 self._write(f"Answer y or n{', or s' if approval else ''}. {question}")
 
 

@@ -32,13 +32,14 @@
 - **What a query would get** (`query_preview`: its model, tools and system prompt; `config_snapshot`): computed once,
   here, for the first turn's events and for the HTTP API's `/api/sdk/*` previews (`rest.windie`), so that a preview
   by a caller reports what a query by that caller over `/ws` is given.
-
-The package, by section: `handshake` (the first frame, the manifest, who the socket is), `frames` (replies and a
-turn's numbered events), `conversations`, `preview` (what a query would get), `query` (`query`, `stop-query`),
-`tool_results`, `history` (`rehydrate-conversation`, `compact-history`), `user_settings` (`load-settings`,
-`update-settings`, `list-models`, `wakeword-detected`) and `run_events` (a run's events as the turn's); this module
-dispatches a socket's frames to them and cleans up after a socket that went away.
 """
+
+# The package, by part (the docstring above is the protocol's reference, docs/protocol.md): `handshake` (the first
+# frame, the manifest, who the socket is), `frames` (replies and a turn's numbered events), `conversations`,
+# `preview` (what a query would get), `query` (`query`, `stop-query`), `tool_results`, `history`
+# (`rehydrate-conversation`, `compact-history`), `user_settings` (`load-settings`, `update-settings`, `list-models`,
+# `wakeword-detected`) and `run_events` (a run's events as the turn's); this module dispatches a socket's frames to
+# them and cleans up after a socket that went away.
 
 from __future__ import annotations
 
@@ -54,11 +55,11 @@ from orbital.dialects.windie.common import (
     MAX_TOOL_IMAGE_BYTES,
     REMOVED_FIELDS,
     RESERVED,
-    _Invalid,
+    _InvalidFrameError,
     router,
 )
 from orbital.dialects.windie.conversations import agent_of, label, session_key
-from orbital.dialects.windie.frames import _error, _Socket, turn_event
+from orbital.dialects.windie.frames import _error, _WindieSocket, turn_event
 from orbital.dialects.windie.handshake import (
     _after_handshake,
     _handshake,
@@ -129,7 +130,7 @@ def receive(services: Services, inbound: DialectInbound) -> list[Any]:
 
 
 def _message(services: Services, conn: Connection, frame: Any) -> list[Any]:
-    sock = _Socket(conn)
+    sock = _WindieSocket(conn)
     if not isinstance(frame, dict):
         return [_error(None, "Invalid message: expected a JSON object", sock.user)]
     rid = frame.get("id")
@@ -151,7 +152,7 @@ def _message(services: Services, conn: Connection, frame: Any) -> list[Any]:
         return [_error(rid, f"Unknown message type: {kind[:60]}", sock.user)]
     try:
         return handler(services, sock, rid, payload)
-    except _Invalid as exc:
+    except _InvalidFrameError as exc:
         return [_error(rid, exc.message, sock.user)]
 
 

@@ -69,7 +69,7 @@ PROVIDER_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,40}$")
 _SLUG = re.compile(r"[^A-Za-z0-9_.:-]")
 
 
-class _Invalid(Exception):
+class _InvalidFrameError(Exception):
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message

@@ -11,7 +11,7 @@ from orbital.dialects.windie.common import (
     MAX_SCREENSHOTS,
     log,
 )
-from orbital.dialects.windie.frames import _Socket
+from orbital.dialects.windie.frames import _WindieSocket
 from orbital.domain.session_keys import resolve_agent_by_specificity
 from orbital.store import artifacts, keys
 
@@ -51,7 +51,7 @@ def _image_entry(services: Services, artifact_id: Any, reader: str | None) -> di
     return {"type": "image", "mimeType": found.content_type, "r2Key": keys.media_object(found.artifact_id)}
 
 
-def _screenshots(services: Services, sock: _Socket, payload: dict[str, Any]) -> list[dict[str, Any]]:
+def _screenshots(services: Services, sock: _WindieSocket, payload: dict[str, Any]) -> list[dict[str, Any]]:
     wanted: list[Any] = []
     if payload.get("screenshot_ref") is not None:
         wanted.append(payload["screenshot_ref"])

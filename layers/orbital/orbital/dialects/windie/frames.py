@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from orbital.dialects.windie.common import (
     MAX_REF_CHARS,
-    _Invalid,
+    _InvalidFrameError,
     _now_iso,
 )
 from orbital.domain.config import as_dict
@@ -81,7 +81,7 @@ def _error(rid: Any, message: str, user: str, *, turn: str | None = None, conver
     return frame
 
 
-class _Socket:
+class _WindieSocket:
     """What the handshake established about a socket."""
 
     def __init__(self, conn: Connection) -> None:
@@ -108,5 +108,5 @@ class _Socket:
 def _ref(payload: dict[str, Any], name: str = "conversation_ref") -> str:
     value = payload.get(name)
     if not isinstance(value, str) or not value.strip() or len(value) > MAX_REF_CHARS:
-        raise _Invalid(f"{name} is required")
+        raise _InvalidFrameError(f"{name} is required")
     return value

@@ -21,7 +21,7 @@ from orbital.dialects.windie.common import (
     MODES,
     REMOVED_FIELDS,
     RESERVED,
-    _Invalid,
+    _InvalidFrameError,
     _size,
 )
 from orbital.dialects.windie.frames import _plain
@@ -44,7 +44,7 @@ def _names(value: Any, where: str) -> list[str] | None:
     if value is None:
         return None
     if not isinstance(value, list) or len(value) > MAX_NAMES or not all(isinstance(v, str) for v in value):
-        raise _Invalid(f"{where} must be a list of strings")
+        raise _InvalidFrameError(f"{where} must be a list of strings")
     return list(value)
 
 
@@ -54,18 +54,18 @@ def parse_agent_definition(value: Any) -> tuple[dict[str, Any], dict[str, Any], 
     if value is None:
         return {"mode": "default_plus_client"}, {}, []
     if not isinstance(value, dict):
-        raise _Invalid("agent_definition must be an object")
+        raise _InvalidFrameError("agent_definition must be an object")
     version = value.get("version", 1)
     if version != 1 or isinstance(version, bool):
-        raise _Invalid("agent_definition.version must be 1")
+        raise _InvalidFrameError("agent_definition.version must be 1")
     tools = value.get("tools")
     if tools is None:
         tools = {}
     if not isinstance(tools, dict):
-        raise _Invalid("agent_definition.tools must be an object")
+        raise _InvalidFrameError("agent_definition.tools must be an object")
     mode = tools.get("mode", "default_plus_client")
     if mode not in MODES:
-        raise _Invalid(f"agent_definition.tools.mode must be one of {', '.join(sorted(MODES))}")
+        raise _InvalidFrameError(f"agent_definition.tools.mode must be one of {', '.join(sorted(MODES))}")
     policy: dict[str, Any] = {"mode": mode}
     available = _names(tools.get("available_tools"), "available_tools")
     if available is not None:
@@ -77,28 +77,28 @@ def parse_agent_definition(value: Any) -> tuple[dict[str, Any], dict[str, Any], 
     if capabilities:
         unknown = sorted(set(capabilities) - CAPABILITIES)
         if unknown:
-            raise _Invalid(f"unknown capability {unknown[0][:40]!r} in disabled_capabilities")
+            raise _InvalidFrameError(f"unknown capability {unknown[0][:40]!r} in disabled_capabilities")
         policy["capabilities"] = sorted(set(capabilities))
     manifest = tools.get("client_manifest")
     entries: list[Any] = []
     if manifest is not None:
         if not isinstance(manifest, dict) or not isinstance(manifest.get("tools", []), list):
-            raise _Invalid("client_manifest must be an object with a list of tools")
+            raise _InvalidFrameError("client_manifest must be an object with a list of tools")
         entries = list(manifest.get("tools") or [])
         if len(entries) > MAX_MANIFEST_TOOLS or _size(entries) > MAX_MANIFEST_BYTES:
-            raise _Invalid(f"client_manifest is too large (at most {MAX_MANIFEST_TOOLS} tools, 256 KB)")
+            raise _InvalidFrameError(f"client_manifest is too large (at most {MAX_MANIFEST_TOOLS} tools, 256 KB)")
         if not all(isinstance(e, dict) for e in entries):
-            raise _Invalid("every client_manifest tool must be an object")
+            raise _InvalidFrameError("every client_manifest tool must be an object")
     runtime = value.get("runtime")
     if runtime is None:
         runtime = {}
     if not isinstance(runtime, dict):
-        raise _Invalid("agent_definition.runtime must be an object")
+        raise _InvalidFrameError("agent_definition.runtime must be an object")
     kept: dict[str, Any] = {}
     system = runtime.get("operating_system")
     if system is not None:
         if not isinstance(system, str):
-            raise _Invalid("runtime.operating_system must be a string")
+            raise _InvalidFrameError("runtime.operating_system must be a string")
         kept["operating_system"] = system[:64]
     methods = _names(runtime.get("coordinate_methods"), "runtime.coordinate_methods")
     if methods is not None:
@@ -109,20 +109,20 @@ def parse_agent_definition(value: Any) -> tuple[dict[str, Any], dict[str, Any], 
 def parse_handshake(frame: Any) -> dict[str, Any]:
     """A handshake frame as `{user_id, policy, runtime, manifest}`; raises _Invalid saying what is wrong."""
     if not isinstance(frame, dict):
-        raise _Invalid("not a JSON object")
+        raise _InvalidFrameError("not a JSON object")
     if frame.get("type") != "handshake":
-        raise _Invalid("the first message must be the handshake")
+        raise _InvalidFrameError("the first message must be the handshake")
     removed = [name for name in REMOVED_FIELDS if name in frame]
     if removed:
-        raise _Invalid(f"{removed[0]} is no longer accepted at the top level: send agent_definition")
+        raise _InvalidFrameError(f"{removed[0]} is no longer accepted at the top level: send agent_definition")
     user = frame.get("user_id")
     if user is not None and (not isinstance(user, str) or len(user) > MAX_REF_CHARS):
-        raise _Invalid("user_id must be a string")
+        raise _InvalidFrameError("user_id must be a string")
     policy, runtime, manifest = parse_agent_definition(frame.get("agent_definition"))
     system = frame.get("operating_system")
     if system is not None:  # the shipped Python SDK sends it at the top level: tolerated as the runtime's
         if not isinstance(system, str):
-            raise _Invalid("operating_system must be a string")
+            raise _InvalidFrameError("operating_system must be a string")
         runtime.setdefault("operating_system", system[:64])
     return {"user_id": user or None, "policy": policy, "runtime": runtime, "manifest": manifest}
 
@@ -205,7 +205,7 @@ def _refused(reason: str) -> list[Any]:
 def _handshake(services: Services, inbound: DialectInbound) -> list[Any]:
     try:
         given = parse_handshake(inbound.frame)
-    except _Invalid as exc:
+    except _InvalidFrameError as exc:
         return _refused(f"Invalid handshake: {exc.message}")
     extra = inbound.conn.extra if inbound.conn is not None else {}
     install = extra.get("install") if isinstance(extra.get("install"), dict) else None
@@ -252,6 +252,6 @@ def definition_tools(
     raises ValueError saying what is wrong (the handshake would be refused)."""
     try:
         policy, _, manifest = parse_agent_definition(agent_definition)
-    except _Invalid as exc:
+    except _InvalidFrameError as exc:
         raise ValueError(exc.message) from None
     return caller_policy(policy, admin=admin), validate_manifest(services, manifest, guest=not admin)[0]

@@ -16,11 +16,11 @@ from orbital.dialects.windie.common import (
     LAMBDA_MARGIN_S,
     MAX_REHYDRATE_MESSAGES,
     MIN_COMPACTION_S,
-    _Invalid,
+    _InvalidFrameError,
     log,
 )
 from orbital.dialects.windie.conversations import _image_entry, label, session_key
-from orbital.dialects.windie.frames import _error, _local_events, _ref, _Socket
+from orbital.dialects.windie.frames import _error, _local_events, _ref, _WindieSocket
 from orbital.dialects.windie.preview import query_model
 from orbital.dialects.windie.query import (
     _mark_guest,
@@ -83,7 +83,7 @@ def convert_history(
     open_calls: dict[str, str] = {}
     for n, entry in enumerate(entries):
         if not isinstance(entry, dict):
-            raise _Invalid(f"messages[{n}] must be an object")
+            raise _InvalidFrameError(f"messages[{n}] must be an object")
         role = entry.get("role")
         content = entry.get("content")
         if content is None:
@@ -133,18 +133,18 @@ def convert_history(
             else:
                 messages.append({"role": "user", "content": f"[output of {name}]\n{content}", "timestamp": stamp})
         else:
-            raise _Invalid(f"messages[{n}].role must be user, assistant or tool")
+            raise _InvalidFrameError(f"messages[{n}].role must be user, assistant or tool")
     return messages
 
 
-def _rehydrate(services: Services, sock: _Socket, rid: Any, payload: dict[str, Any]) -> list[Any]:
+def _rehydrate(services: Services, sock: _WindieSocket, rid: Any, payload: dict[str, Any]) -> list[Any]:
     conversation = _ref(payload)
     mode = payload.get("rehydrate_mode", "replace")
     if mode != "replace":
-        raise _Invalid('rehydrate_mode must be "replace"')
+        raise _InvalidFrameError('rehydrate_mode must be "replace"')
     entries = payload.get("messages")
     if not isinstance(entries, list) or len(entries) > MAX_REHYDRATE_MESSAGES:
-        raise _Invalid(f"messages must be a list (at most {MAX_REHYDRATE_MESSAGES})")
+        raise _InvalidFrameError(f"messages must be a list (at most {MAX_REHYDRATE_MESSAGES})")
     key = session_key(services.config.effective(), sock.user, conversation)
     if runs.current_run(services, key) is not None:
         return [
@@ -175,7 +175,7 @@ def compaction_seconds(services: Services, config: dict[str, Any]) -> float:
     return max(0.0, min(longest, COMPACTION_AWS_S, bound))
 
 
-def _compact(services: Services, sock: _Socket, rid: Any, payload: dict[str, Any]) -> list[Any]:
+def _compact(services: Services, sock: _WindieSocket, rid: Any, payload: dict[str, Any]) -> list[Any]:
     """Summarize a conversation's older messages now, within what this request may take (on AWS, its Lambda
     invocation's remaining time), holding the session as a run does meanwhile: a query sent meanwhile queues."""
     conversation = _ref(payload)
@@ -212,9 +212,9 @@ def _compact(services: Services, sock: _Socket, rid: Any, payload: dict[str, Any
         done = compaction.maybe_compact(
             services, config, key, meta, messages, model, "", force=force, deadline=deadline, strict=True
         )
-    except compaction.SummaryFailed:
+    except compaction.SummaryFailedError:
         return failed("The model could not summarize the history; history unchanged")
-    except compaction.OutOfTime:
+    except compaction.OutOfTimeError:
         log.warning("compacting %s did not finish within %.1fs", key, seconds)
         return failed(f"Compaction could not finish within {seconds:.0f}s (this request's limit); history unchanged")
     except Exception:

@@ -14,7 +14,7 @@ from orbital.dialects.windie.common import (
     log,
 )
 from orbital.dialects.windie.conversations import _run_prefix, _screenshots, label, session_key
-from orbital.dialects.windie.frames import _local_events, _numbered, _plain, _ref, _Socket
+from orbital.dialects.windie.frames import _local_events, _numbered, _plain, _ref, _WindieSocket
 from orbital.dialects.windie.preview import query_preview
 from orbital.dialects.windie.run_events import encode
 from orbital.dialects.windie.user_settings import (
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from orbital.store.connections import Connection
 
 
-def _query(services: Services, sock: _Socket, rid: Any, payload: dict[str, Any]) -> list[Any]:
+def _query(services: Services, sock: _WindieSocket, rid: Any, payload: dict[str, Any]) -> list[Any]:
     turn = str(rid) if rid is not None else str(uuid.uuid4())
     refused = {"turn": turn, "user": sock.user}  # a turn refused at once: its one event, numbered 1
     conversation = payload.get("conversation_ref")
@@ -135,7 +135,7 @@ def _command_name(text: str) -> str | None:
 
 def _transparency(
     services: Services,
-    sock: _Socket,
+    sock: _WindieSocket,
     conversation: str,
     config: dict[str, Any],
     own: list[dict[str, Any]],
@@ -202,7 +202,7 @@ def _stop_run(services: Services, key: str, run_id: str) -> bool:
         time.sleep(0.05)
 
 
-def _stop(services: Services, sock: _Socket, rid: Any, payload: dict[str, Any]) -> list[Any]:
+def _stop(services: Services, sock: _WindieSocket, rid: Any, payload: dict[str, Any]) -> list[Any]:
     """Stop the conversation's running turn, or the turn `turn_ref` names, running or still queued. `stopped`:
     whether a turn was stopped (or taken out of the queue) by this request. The end of a stopped turn never follows
     the acknowledgement: its subscriptions go first (so no "Run cancelled by user" error either), and a step still

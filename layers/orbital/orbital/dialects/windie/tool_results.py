@@ -11,10 +11,10 @@ from orbital.agent import client_tools
 from orbital.dialects.windie.common import (
     MAX_REF_CHARS,
     MAX_TOOL_IMAGE_BYTES,
-    _Invalid,
+    _InvalidFrameError,
     log,
 )
-from orbital.dialects.windie.frames import _Socket
+from orbital.dialects.windie.frames import _WindieSocket
 from orbital.domain import sniff
 from orbital.domain.config import as_dict
 from orbital.engines import deferred
@@ -24,21 +24,21 @@ if TYPE_CHECKING:
     from orbital.ports.services import Services
 
 
-def _tool_result(services: Services, sock: _Socket, rid: Any, payload: dict[str, Any]) -> list[Any]:
+def _tool_result(services: Services, sock: _WindieSocket, rid: Any, payload: dict[str, Any]) -> list[Any]:
     request_id = payload.get("request_id")
     if not isinstance(request_id, str) or not request_id or len(request_id) > MAX_REF_CHARS:
-        raise _Invalid("request_id is required")
+        raise _InvalidFrameError("request_id is required")
     found = deferred.get(services, request_id)
     owner = client_tools.owner(sock.conn.connection_id)
     if found is None or found.call.kind != deferred.CLIENT_TOOL or found.call.node_id != owner:
-        raise _Invalid("Unknown request_id")
+        raise _InvalidFrameError("Unknown request_id")
     if found.state != deferred.PENDING:
         return []  # late (timed out, stopped): dropped
     deferred.settle(services, request_id, _outcome(services, sock, payload))
     return []
 
 
-def _outcome(services: Services, sock: _Socket, payload: dict[str, Any]) -> dict[str, Any]:
+def _outcome(services: Services, sock: _WindieSocket, payload: dict[str, Any]) -> dict[str, Any]:
     """A `tool-result` as a tool call's outcome: its output text, with the screenshot (an artifact, or inline, kept
     as one) as a reference to that artifact; `success: false` as an error."""
     data = as_dict(payload.get("data"))
@@ -61,7 +61,7 @@ def _too_large(size: int) -> str:
     return f"screenshot left out: {size} bytes, over the {MAX_TOOL_IMAGE_BYTES} a model takes"
 
 
-def _result_image(services: Services, sock: _Socket, data: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
+def _result_image(services: Services, sock: _WindieSocket, data: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
     """A tool result's screenshot as an image referencing an artifact (an inline one is stored as one first, owned
     by the socket's user), never its bytes: a tool result is stored with the session and sent with every later
     model call. (None, why) when there is none, or it is not usable: missing, not the user's, not an image, over
@@ -95,5 +95,5 @@ def _result_image(services: Services, sock: _Socket, data: dict[str, Any]) -> tu
     return None, ""
 
 
-def _bundle_result(services: Services, sock: _Socket, rid: Any, payload: dict[str, Any]) -> list[Any]:
+def _bundle_result(services: Services, sock: _WindieSocket, rid: Any, payload: dict[str, Any]) -> list[Any]:
     return []  # bundles are never sent, so their results answer nothing

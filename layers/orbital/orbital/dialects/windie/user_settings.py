@@ -14,9 +14,9 @@ from orbital.dialects.windie.common import (
     SETTING_CHOICES,
     SETTING_DEFAULTS,
     SETTING_FLAGS,
-    _Invalid,
+    _InvalidFrameError,
 )
-from orbital.dialects.windie.frames import _plain, _Socket
+from orbital.dialects.windie.frames import _plain, _WindieSocket
 from orbital.domain.config import as_dict
 from orbital.store.windie_settings import WindieSettingsRepo
 
@@ -48,7 +48,9 @@ def _check_model_choice(config: dict[str, Any], stored: dict[str, Any], changes:
     choice = changes.get("selected_model_id") or stored.get("selected_model_id") or model.get("id") or ""
     model_id = model_catalog.runtime_model_id(str(choice))
     if not model_id or not model_catalog.is_offered(config, str(provider), model_id):
-        raise _Invalid(f"Model not offered by this gateway: {str(provider)[:60]}/{model_id[:100]} (see list-models)")
+        raise _InvalidFrameError(
+            f"Model not offered by this gateway: {str(provider)[:60]}/{model_id[:100]} (see list-models)"
+        )
 
 
 def settings_view(services: Services, user_id: str) -> dict[str, Any]:
@@ -66,7 +68,7 @@ def settings_view(services: Services, user_id: str) -> dict[str, Any]:
     return view
 
 
-def _load_settings(services: Services, sock: _Socket, rid: Any, payload: dict[str, Any]) -> list[Any]:
+def _load_settings(services: Services, sock: _WindieSocket, rid: Any, payload: dict[str, Any]) -> list[Any]:
     return [_plain("settings-loaded", {"config": settings_view(services, sock.user)}, rid, user=sock.user)]
 
 
@@ -74,25 +76,25 @@ def _provider_keys(value: Any) -> tuple[dict[str, bool], dict[str, str]]:
     """`provider_api_keys` as (enabled flags, keys to set); a blank `api_key` (what `settings-loaded` shows) keeps
     the key there is."""
     if not isinstance(value, dict):
-        raise _Invalid("provider_api_keys must be an object")
+        raise _InvalidFrameError("provider_api_keys must be an object")
     enabled: dict[str, bool] = {}
     secrets_given: dict[str, str] = {}
     for name, entry in value.items():
         if not isinstance(name, str) or not PROVIDER_NAME.match(name) or not isinstance(entry, dict):
-            raise _Invalid("provider_api_keys entries are {provider: {enabled, api_key}}")
+            raise _InvalidFrameError("provider_api_keys entries are {provider: {enabled, api_key}}")
         if "enabled" in entry:
             if not isinstance(entry["enabled"], bool):
-                raise _Invalid(f"provider_api_keys.{name}.enabled must be true or false")
+                raise _InvalidFrameError(f"provider_api_keys.{name}.enabled must be true or false")
             enabled[name] = entry["enabled"]
         key = entry.get("api_key")
         if key is not None and not isinstance(key, str):
-            raise _Invalid(f"provider_api_keys.{name}.api_key must be a string")
+            raise _InvalidFrameError(f"provider_api_keys.{name}.api_key must be a string")
         if key and key.strip():
             secrets_given[name] = key.strip()
     return enabled, secrets_given
 
 
-def _update_settings(services: Services, sock: _Socket, rid: Any, payload: dict[str, Any]) -> list[Any]:
+def _update_settings(services: Services, sock: _WindieSocket, rid: Any, payload: dict[str, Any]) -> list[Any]:
     changes: dict[str, Any] = {}
     updated: list[str] = []
     enabled: dict[str, bool] = {}
@@ -102,27 +104,27 @@ def _update_settings(services: Services, sock: _Socket, rid: Any, payload: dict[
             continue
         if name in SETTING_FLAGS:
             if not isinstance(value, bool):
-                raise _Invalid(f"{name} must be true or false")
+                raise _InvalidFrameError(f"{name} must be true or false")
             changes[name] = value
         elif name in SETTING_CHOICES:
             if value not in SETTING_CHOICES[name]:
-                raise _Invalid(f"{name} must be one of {', '.join(sorted(SETTING_CHOICES[name]))}")
+                raise _InvalidFrameError(f"{name} must be one of {', '.join(sorted(SETTING_CHOICES[name]))}")
             changes[name] = value
         elif name in MODEL_KEYS:
             if not isinstance(value, str) or not value.strip() or len(value) > 200:
-                raise _Invalid(f"{name} must be a non-empty string")
+                raise _InvalidFrameError(f"{name} must be a non-empty string")
             changes[name] = value.strip()
         elif name == "provider_api_keys":
             enabled, provider_keys = _provider_keys(value)
         else:
-            raise _Invalid(f"Unknown setting: {str(name)[:60]}")
+            raise _InvalidFrameError(f"Unknown setting: {str(name)[:60]}")
         updated.append(name)
     if provider_keys and not sock.admin:
-        raise _Invalid("Provider API keys can be set only with the gateway's own token")
+        raise _InvalidFrameError("Provider API keys can be set only with the gateway's own token")
     for provider, secret in provider_keys.items():  # through config.set: its rules, its masking, its audit
         done = base.call(services, sock.conn, "config.set", {"path": f"apiKeys.{provider}", "value": secret})
         if not done.ok:
-            raise _Invalid(f"Could not set the key of {provider}: {done.message}")
+            raise _InvalidFrameError(f"Could not set the key of {provider}: {done.message}")
     stored = load_settings_item(services, sock.user)
     if any(name in changes for name in MODEL_KEYS):  # (with the keys just set: a provider they make usable counts)
         _check_model_choice(services.config.effective(), stored, changes)
@@ -135,11 +137,11 @@ def _update_settings(services: Services, sock: _Socket, rid: Any, payload: dict[
     return [_plain("settings-updated", {"updated_keys": updated}, rid, user=sock.user)]
 
 
-def _list_models(services: Services, sock: _Socket, rid: Any, payload: dict[str, Any]) -> list[Any]:
+def _list_models(services: Services, sock: _WindieSocket, rid: Any, payload: dict[str, Any]) -> list[Any]:
     return [_plain("models-listed", model_catalog.catalog(services.config.effective()), rid, user=sock.user)]
 
 
-def _wakeword(services: Services, sock: _Socket, rid: Any, payload: dict[str, Any]) -> list[Any]:
+def _wakeword(services: Services, sock: _WindieSocket, rid: Any, payload: dict[str, Any]) -> list[Any]:
     speech = bool(settings_view(services, sock.user).get("speech_mode_enabled"))
     activated = {"speech_mode_enabled": speech, "greeting": GREETING, "status": "listening"}
     return [
