@@ -8,7 +8,7 @@ import re
 from typing import Any
 
 import pytest
-from orbital.client import GatewayClient, RpcFailed
+from orbital.client import GatewayClient, RpcFailedError
 from playwright.sync_api import expect
 
 from tests.browser.conftest import PHONE, Console
@@ -127,7 +127,7 @@ def test_creates_a_new_file_and_deletes_files(console: Console, admin: GatewayCl
     expect(page).to_have_url(re.compile(r"#/workspace/drafts/$"))
     folder = page.get_by_role("region", name="Folder drafts/")
     expect(folder.get_by_role("link", name="fresh.txt")).to_have_count(0)
-    with pytest.raises(RpcFailed) as gone:
+    with pytest.raises(RpcFailedError) as gone:
         read(admin, "drafts/fresh.txt")
     assert gone.value.code == 404
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from orbital.errors import ConflictError
 from orbital.store import conditions as cond
-from orbital.store.table import ConditionFailed, Record
+from orbital.store.table import ConditionFailedError, Record
 
 
 def soon() -> int:
@@ -367,15 +367,15 @@ def test_a_failed_condition_can_carry_the_item_as_it_stood(table: Any) -> None:
     key = ("USAGE", "2026-01")
     table.put(key, {"v": 1}, attrs={"m": 90})
     within = cond.not_exists("m") | cond.le("m", 100 - 20)
-    with pytest.raises(ConditionFailed) as failed:
+    with pytest.raises(ConditionFailedError) as failed:
         table.update(key, add={"m": 20}, condition=within, current_on_conflict=True)
     assert failed.value.current == Record("USAGE", "2026-01", {"v": 1}, {"m": 90})
-    with pytest.raises(ConditionFailed) as missing:
+    with pytest.raises(ConditionFailedError) as missing:
         table.update(("USAGE", "none"), add={"m": 1}, condition=cond.exists("PK"), current_on_conflict=True)
     assert missing.value.current is None
     with pytest.raises(ConflictError) as plain:
         table.update(key, add={"m": 20}, condition=within)
-    assert not isinstance(plain.value, ConditionFailed)
+    assert not isinstance(plain.value, ConditionFailedError)
     smaller = cond.not_exists("m") | cond.le("m", 100 - 5)
     assert table.update(key, add={"m": 5}, condition=smaller, current_on_conflict=True).attrs["m"] == 95
 
@@ -386,7 +386,7 @@ def test_a_condition_sees_an_expired_item_until_it_is_deleted(table: Any) -> Non
     table.put(key, {"v": 1}, ttl=gone(), attrs={"st": "x"})
     assert table.get(key) is None
     assert refused(table, lambda: table.put(key, {"v": 2}, condition=cond.not_exists("PK")))
-    with pytest.raises(ConditionFailed) as failed:
+    with pytest.raises(ConditionFailedError) as failed:
         table.update(key, add={"n": 1}, condition=cond.eq("st", "y"), current_on_conflict=True)
     assert failed.value.current is None  # as it stood: expired, so absent
     assert table.delete_expired(time.time()) == 1

@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from orbital.errors import ConflictError
 from orbital.store import conditions as cond
-from orbital.store.table import ConditionFailed, Record
+from orbital.store.table import ConditionFailedError, Record
 
 from tests.contract.conftest import KINDS, open_table, plain_moto
 
@@ -228,7 +228,7 @@ class Run:
                 return t.next_counter(self.key(args["key"]), args["amount"])
             if name == "delete_expired":
                 return t.delete_expired(time.time())
-        except ConditionFailed as exc:
+        except ConditionFailedError as exc:
             return ("ConditionFailed", self.record(exc.current))
         except ConflictError as exc:
             return ("ConflictError", str(exc).replace(self.prefix, ""))

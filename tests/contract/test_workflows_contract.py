@@ -198,6 +198,6 @@ def test_errors_other_than_the_expected_ones_are_raised(backend: Backend) -> Non
 
 
 def _error_code(exc: BaseException) -> str:
-    """The AWS error code a backend raised: botocore's ClientError, or the local process's `Refused`."""
+    """The AWS error code a backend raised: botocore's ClientError, or the local process's `WorkerRefusedError`."""
     code = getattr(exc, "error_code", None) or getattr(exc, "response", {}).get("Error", {}).get("Code")
     return str(code)

@@ -21,9 +21,9 @@ from urllib.parse import urlsplit
 
 import pytest
 import requests
-from orbital.local.files import FileWorkspace, WorkspaceInUse
+from orbital.local.files import FileWorkspace, WorkspaceInUseError
 from orbital.local.object_urls import ObjectRoute, mount
-from orbital.store.workspace import MissingObject, S3Workspace, Workspace
+from orbital.store.workspace import MissingObjectError, S3Workspace, Workspace
 
 from tests.support.asgi_server import elsewhere, serving
 
@@ -287,7 +287,7 @@ def test_copy_replaces_type_and_metadata(workspace: Workspace) -> None:
     assert source is not None and (source.content_type, source.metadata) == ("text/plain", {"owner": "me"})
     workspace.delete("c/src.bin")
     assert workspace.get("c/dst.bin") == got  # the copy stands alone
-    with pytest.raises(MissingObject):
+    with pytest.raises(MissingObjectError):
         workspace.copy("c/src.bin", "c/again.bin", content_type="text/plain")
     assert workspace.head("c/again.bin") is None
 
@@ -651,7 +651,7 @@ def test_bad_keys_and_bodies(tmp_path: Path) -> None:
 
 def test_one_workspace_per_directory(tmp_path: Path) -> None:
     with FileWorkspace(tmp_path / "objects"):
-        with pytest.raises(WorkspaceInUse):
+        with pytest.raises(WorkspaceInUseError):
             FileWorkspace(tmp_path / "objects")
     FileWorkspace(tmp_path / "objects").close()  # free again once closed
 

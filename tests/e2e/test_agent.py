@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from orbital.client import GatewayClient, RpcFailed
+from orbital.client import GatewayClient, RpcFailedError
 
 from tests.conftest import wait_for
 from tests.e2e.test_nodes import SPILLED, as_read, big_text
@@ -303,7 +303,7 @@ def test_iteration_cap_and_budget(user: GatewayClient, fake: FakeLLM) -> None:
     follow_run(user, send(user, key, "one")["runId"])
     user.call("session.patch", {"sessionKey": key, "budget": {"maxTokens": 20}})
     requests_before = len(fake.requests)
-    with pytest.raises(RpcFailed) as over:  # refused before a run starts (ADR 0026)
+    with pytest.raises(RpcFailedError) as over:  # refused before a run starts (ADR 0026)
         send(user, key, "two")
     assert over.value.code == 429 and over.value.message.startswith("Token budget exceeded (session: ")
     assert len(fake.requests) == requests_before

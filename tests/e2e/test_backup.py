@@ -15,7 +15,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from orbital.client import GatewayClient, RpcFailed
+from orbital.client import GatewayClient, RpcFailedError
 from orbital.local import backup
 from orbital.local.store import LocalStore
 from orbital.store import keys
@@ -177,7 +177,7 @@ def test_automatic_backups_on_every_pruned_to_keep(tmp_path: Path) -> None:
             try:
                 client.call("config.set", {"path": "backup.every", "value": "daily"})
                 raise AssertionError("a bad duration was accepted")
-            except RpcFailed as exc:
+            except RpcFailedError as exc:
                 assert exc.code == 400
             client.call("config.set", {"path": "backup.keep", "value": 2})
             client.call("config.set", {"path": "backup.every", "value": "1s"})

@@ -8,7 +8,7 @@ import signal
 from pathlib import Path
 
 import pytest
-from orbital.client import GatewayClient, RpcFailed
+from orbital.client import GatewayClient, RpcFailedError
 
 from tests.e2e.conftest import GatewayProcess
 from tests.support.agent import configure_fake_model, follow_run
@@ -42,14 +42,14 @@ def test_usage_counters_survive_a_restart(tmp_path: Path) -> None:
                 after = client.call("session.stats", {"sessionKey": "agent:main:someone-else"})["budget"]
                 assert after["daily"] == before["daily"] and after["monthly"] == before["monthly"]
                 client.call("config.set", {"path": "budgets.daily", "value": 42})
-                with pytest.raises(RpcFailed) as refused:
+                with pytest.raises(RpcFailedError) as refused:
                     client.call("chat.send", {"sessionKey": "agent:main:someone-else", "message": "more"})
                 assert refused.value.code == 429
                 assert refused.value.message.startswith("Token budget exceeded (daily: 42/42): ")
                 # room for the message, not for the system prompt: refused before the run too (the check estimates
                 # what the first model call will reserve, its system prompt included)
                 client.call("config.set", {"path": "budgets.daily", "value": 52})
-                with pytest.raises(RpcFailed) as refused:
+                with pytest.raises(RpcFailedError) as refused:
                     client.call("chat.send", {"sessionKey": "agent:main:someone-else", "message": "more"})
                 assert refused.value.message.startswith("Token budget exceeded (daily: 42/52): ")
                 assert len(llm.requests) == 1

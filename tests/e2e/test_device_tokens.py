@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from orbital.client import GatewayClient, RpcFailed
+from orbital.client import GatewayClient, RpcFailedError
 
 from tests.e2e.conftest import ROOT, GatewayProcess, end
 
@@ -46,7 +46,7 @@ def test_a_node_with_its_own_token_is_cut_off_by_revoking_it(gateway_with_token:
 
         # the node token is no client's credential, nor another node's
         with GatewayClient(gw.url, timeout=15) as intruder:
-            with pytest.raises(RpcFailed) as refused:
+            with pytest.raises(RpcFailedError) as refused:
                 intruder.connect("client", "intruder", token=made["token"])
             assert refused.value.code == 403
 

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from orbital.client import GatewayClient, RpcFailed
+from orbital.client import GatewayClient, RpcFailedError
 from websockets.sync.client import connect as ws_connect
 
 from tests.e2e.conftest import GatewayProcess
@@ -49,7 +49,7 @@ def test_a_request_that_cannot_fit_the_session_budget_is_refused_before_any_stre
             frames = exo.chat(rpc_id, {"channel": "websocket", "account": acct, "content": "hello"})
             assert frames == [{"id": rpc_id, "error": "token budget exceeded (session: 0/50)"}]
             assert exo.quiet_after(rpc_id) == []
-    with pytest.raises(RpcFailed) as refused:  # a GSV client: its chat.send fails, nothing is stored
+    with pytest.raises(RpcFailedError) as refused:  # a GSV client: its chat.send fails, nothing is stored
         gsv.call("chat.send", {"sessionKey": key, "message": "hello"})
     assert refused.value.code == 429
     assert refused.value.message.startswith("Token budget exceeded (session: 0/50): the next model call would need")

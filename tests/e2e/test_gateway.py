@@ -8,7 +8,7 @@ import urllib.error
 import urllib.request
 
 import pytest
-from orbital.client import GatewayClient, RpcFailed
+from orbital.client import GatewayClient, RpcFailedError
 from websockets.exceptions import ConnectionClosed
 
 from tests.conftest import NODE_RUNTIME, NODE_TOOLS
@@ -239,7 +239,7 @@ def test_auth_required_when_token_set(data_dir):
         assert closed.value.rcvd.code == 4001
         assert closed.value.rcvd.reason == "Unauthorized"
         missing = GatewayClient(gw.url)
-        with pytest.raises((RpcFailed, ConnectionClosed)):
+        with pytest.raises((RpcFailedError, ConnectionClosed)):
             missing.connect("client")
         missing.close()
     finally:

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from orbital.client import GatewayClient, RpcFailed
+from orbital.client import GatewayClient, RpcFailedError
 
 from tests.conftest import wait_for
 from tests.e2e.conftest import GatewayProcess, NodeProcess
@@ -81,7 +81,7 @@ def test_a_node_without_host_role_connects_and_the_seed_checks_still_hold(gatewa
         special = {"hostCapabilities": ["text.search"], "toolCapabilities": {grep[0]["name"]: ["text.search"]}}
         with late_node(gateway, special_id, tools=grep, runtime=special):
             assert f"{special_id}__{grep[0]['name']}" in names(admin)
-            with pytest.raises(RpcFailed) as err:
+            with pytest.raises(RpcFailedError) as err:
                 admin.call("tool.invoke", {"tool": grep[0]["name"], "args": {}})
             assert (err.value.code, err.value.message) == (404, f"No node provides tool: {grep[0]['name']}")
         status = admin.call("skills.status", {})
@@ -106,7 +106,7 @@ def test_node_registry_forget(gateway: Any, admin: GatewayClient) -> None:
     node = late_node(gateway, node_id, tools=tools, runtime=runtime)  # 1. connects without hostRole
     try:
         assert f"{node_id}__{tool}" in names(admin)  # 2.
-        with pytest.raises(RpcFailed) as err:  # 3.
+        with pytest.raises(RpcFailedError) as err:  # 3.
             admin.call("node.forget", {"nodeId": node_id})
         assert "still connected" in err.value.message
         assert err.value.code == 409
@@ -138,7 +138,7 @@ def test_node_registry_forget(gateway: Any, admin: GatewayClient) -> None:
 
 def test_exec_events_from_a_client_are_refused_in_both_releases_words(gateway: Any, admin: GatewayClient) -> None:
     """The late suite's "rejects node.exec.event from non-node clients" and the seed's."""
-    with pytest.raises(RpcFailed) as err:
+    with pytest.raises(RpcFailedError) as err:
         admin.call(
             "node.exec.event",
             {"eventId": "e1", "sessionId": "s1", "event": "finished", "exitCode": 0, "endedAt": 1},
@@ -167,7 +167,7 @@ def test_a_late_node_that_never_answers_probes_gets_tool_calls(
         f'---\nname: {skill}\ndescription: GitHub work\nmetadata: {{"gsv": {{"requires": {{"bins": ["gh"]}}}}}}\n---\n'
     )
     admin.call("workspace.write", {"path": f"skills/{skill}/SKILL.md", "content": text})
-    with contextlib.suppress(RpcFailed):  # past the first run's commissioning, whose prompt lists no skills
+    with contextlib.suppress(RpcFailedError):  # past the first run's commissioning, whose prompt lists no skills
         admin.call("workspace.delete", {"path": "BOOTSTRAP.md"})
     node_id = unique("node-late")
     key = f"agent:main:e2e-{uuid.uuid4().hex[:8]}"
@@ -202,7 +202,7 @@ def test_a_real_orbital_node_forgotten_with_force_stops(gateway: Any, admin: Gat
     node_id = unique("orbital-node")
     node = NodeProcess(gateway, node_id, tmp_path / node_id / "ws").start()
     try:
-        with pytest.raises(RpcFailed) as err:
+        with pytest.raises(RpcFailedError) as err:
             admin.call("node.forget", {"nodeId": node_id})
         assert (err.value.code, err.value.message) == (
             409,

@@ -79,7 +79,7 @@ def test_a_node_tool_call_over_http_waits_for_the_node(gateway: GatewayProcess, 
 def test_a_workspace_path_over_the_limit_is_a_400_not_a_500(guarded: GatewayProcess) -> None:
     """The local file workspace refuses a key over 1024 bytes: the method says so as a bad request, over HTTP and on
     the socket alike."""
-    from orbital.client import GatewayClient, RpcFailed
+    from orbital.client import GatewayClient, RpcFailedError
 
     long_path = "notes/" + "a" * 2000 + ".md"
     calls = [("workspace.write", {"path": long_path, "content": "x"}), ("workspace.read", {"path": long_path})]
@@ -90,6 +90,6 @@ def test_a_workspace_path_over_the_limit_is_a_400_not_a_500(guarded: GatewayProc
     with GatewayClient(guarded.url, timeout=15) as client:
         client.connect("client", token=TOKEN)
         for method, params in calls:
-            with pytest.raises(RpcFailed) as refused:
+            with pytest.raises(RpcFailedError) as refused:
                 client.call(method, params)
             assert refused.value.code == 400 and refused.value.message.startswith("Path too long"), method

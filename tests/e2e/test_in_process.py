@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from orbital.client import GatewayClient, RpcFailed
+from orbital.client import GatewayClient, RpcFailedError
 from orbital.local.server import LocalGateway
 
 from tests.conftest import wait_for
@@ -35,7 +35,7 @@ def test_state_methods_are_served_in_process(gateway: LocalGateway) -> None:
         assert c.call("config.get", {"path": "agents.defaultHeartbeat.every"})["value"] == "45m"
         c.call("workspace.write", {"path": "notes/inproc.md", "content": "in process"})
         assert c.call("workspace.read", {"path": "notes/inproc.md"})["content"] == "in process"
-        with pytest.raises(RpcFailed) as err:
+        with pytest.raises(RpcFailedError) as err:
             c.call("workspace.read", {"path": "notes/missing.md"})
         assert err.value.code == 404
     # the same state in the data directory's database, read beside the gateway
@@ -130,8 +130,8 @@ def test_no_aws_client_is_answered_in_process(gateway: LocalGateway) -> None:
 
 
 def test_after_stop_the_ports_fail_like_a_closed_port(tmp_path: Path) -> None:
-    from orbital.local.bridge import BridgeUnavailable
-    from orbital.local.sfn_worker import Refused
+    from orbital.local.bridge import BridgeUnavailableError
+    from orbital.local.sfn_worker import WorkerRefusedError
     from orbital.runtime.services import get_services
 
     for gw in _started(tmp_path):
@@ -141,10 +141,10 @@ def test_after_stop_the_ports_fail_like_a_closed_port(tmp_path: Path) -> None:
             assert services.sender.post(cid, {"type": "evt", "event": "ping"}) is True
         gw.stop()
         assert gw.stack is None
-        with pytest.raises(BridgeUnavailable):
+        with pytest.raises(BridgeUnavailableError):
             services.sender.post(cid, {"type": "evt", "event": "ping"})
         assert services.registry is not None  # the services themselves are still there
-        with pytest.raises(Refused) as refused:
+        with pytest.raises(WorkerRefusedError) as refused:
             services.workflows.status("arn:aws:states:us-east-1:1:execution:x:y")
         assert refused.value.error_code == "ServiceUnavailable"
 
@@ -152,7 +152,7 @@ def test_after_stop_the_ports_fail_like_a_closed_port(tmp_path: Path) -> None:
 def test_bridge_manage_without_a_running_loop() -> None:
     import asyncio
 
-    from orbital.local.bridge import Bridge, BridgeUnavailable
+    from orbital.local.bridge import Bridge, BridgeUnavailableError
 
     bridge = Bridge(lambda *_: None, {})
     status, headers, _ = bridge.manage("POST", "never-connected", b"{}", {})
@@ -160,7 +160,7 @@ def test_bridge_manage_without_a_running_loop() -> None:
     loop = asyncio.new_event_loop()
     loop.close()
     bridge.loop = loop
-    with pytest.raises(BridgeUnavailable):
+    with pytest.raises(BridgeUnavailableError):
         bridge.manage("POST", "any", b"{}", {})
 
 

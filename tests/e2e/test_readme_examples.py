@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from orbital.client import GatewayClient, RpcFailed
+from orbital.client import GatewayClient, RpcFailedError
 
 from tests.conftest import wait_for
 from tests.e2e.conftest import ROOT, GatewayProcess
@@ -93,7 +93,7 @@ def test_the_recommended_approval_policy(home: tuple[Path, GatewayProcess]) -> N
             "when": [{"path": "command", "op": "regex", "value": "("}],
             "decision": "ask",
         }
-        with pytest.raises(RpcFailed) as refused:  # "refuses a rule it cannot use ... with the reason"
+        with pytest.raises(RpcFailedError) as refused:  # "refuses a rule it cannot use ... with the reason"
             c.call("config.set", {"path": "toolApproval.rules", "value": [bad]})
         assert refused.value.code == 400 and "regex" in refused.value.message
         assert c.call("config.get", {"path": "toolApproval.rules"})["value"] == rules

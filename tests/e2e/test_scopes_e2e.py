@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from orbital.client import GatewayClient, RpcFailed
+from orbital.client import GatewayClient, RpcFailedError
 
 from tests.e2e.conftest import NODE_RUNTIME, GatewayProcess
 
@@ -25,7 +25,7 @@ def gateway_with_token(tmp_path: Path) -> Iterator[GatewayProcess]:
 
 
 def _refused(client: GatewayClient, method: str, params: dict[str, object]) -> tuple[int, str]:
-    with pytest.raises(RpcFailed) as caught:
+    with pytest.raises(RpcFailedError) as caught:
         client.call(method, params)
     return caught.value.code, caught.value.message
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from orbital.client import GatewayClient, RpcFailed
+from orbital.client import GatewayClient, RpcFailedError
 
 from tests.e2e.conftest import GatewayProcess
 from tests.support.agent import configure_fake_model, follow_run
@@ -33,7 +33,7 @@ def test_a_reached_cap_refuses_chat_send_with_the_gsv_sentence(tmp_path: Path) -
                 status = client.call("spend.status", {})
                 daily = next(p for p in status["periods"] if (p["scope"], p["period"]) == ("global", "daily"))
                 assert daily["usedUsd"] == pytest.approx(4.98) and daily["limitUsd"] == 5
-                with pytest.raises(RpcFailed) as refused:
+                with pytest.raises(RpcFailedError) as refused:
                     client.call("chat.send", {"sessionKey": "main", "message": "more"})
                 assert refused.value.code == 429
                 assert refused.value.message == "spend limit reached (daily: $4.98 / $5.00)"

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from orbital.client import GatewayClient, RpcFailed
+from orbital.client import GatewayClient, RpcFailedError
 from websockets.sync.client import connect as ws_connect
 
 from tests.e2e.conftest import GatewayProcess
@@ -51,7 +51,7 @@ def gsv(gateway: GatewayProcess, capped: FakeLLM) -> Iterator[GatewayClient]:
 
 def test_gsv_gets_the_429_and_nothing_is_stored(gsv: GatewayClient, capped: FakeLLM) -> None:
     key = f"agent:main:spend-{uuid.uuid4().hex[:6]}"
-    with pytest.raises(RpcFailed) as refused:
+    with pytest.raises(RpcFailedError) as refused:
         gsv.call("chat.send", {"sessionKey": key, "message": "hello"})
     assert refused.value.code == 429 and refused.value.message == SENTENCE
     assert capped.requests == []

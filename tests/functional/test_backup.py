@@ -251,7 +251,7 @@ def test_the_schema_checks_the_backup_section() -> None:
 
 def test_the_engine_answers_status_and_run(store: LocalStore, data_dir: Path) -> None:
     config = {"backup": {"every": "1h", "keep": 2}}
-    engine = backup.Backups(store, data_dir, lambda: config)
+    engine = backup.LocalBackups(store, data_dir, lambda: config)
     status = engine.status(now_ms=1_800_000_000_000)
     assert status == {
         "available": True,
@@ -275,7 +275,7 @@ def test_the_engine_answers_status_and_run(store: LocalStore, data_dir: Path) ->
 
 
 def test_one_backup_at_a_time(store: LocalStore, data_dir: Path) -> None:
-    engine = backup.Backups(store, data_dir, dict)
+    engine = backup.LocalBackups(store, data_dir, dict)
     # another process holds the backup directory
     held = backup._held(data_dir / "backups")
     held.__enter__()
@@ -297,7 +297,7 @@ def test_one_backup_at_a_time(store: LocalStore, data_dir: Path) -> None:
 
 def test_the_schedule_takes_backups_and_prunes(store: LocalStore, data_dir: Path, monkeypatch) -> None:
     monkeypatch.setattr(backup, "POLL_S", 0.05)
-    engine = backup.Backups(store, data_dir, lambda: {"backup": {"every": "1s", "keep": 2}})
+    engine = backup.LocalBackups(store, data_dir, lambda: {"backup": {"every": "1s", "keep": 2}})
     taken: list[str] = []
     done = threading.Event()
     real_take = engine.take

@@ -35,7 +35,7 @@ def local(tmp_path: Path) -> Iterator[LocalStore]:
 def test_with_the_local_engine_status_and_run_answer(services: Any, connect: Any, local: LocalStore) -> None:
     data_dir = local.root
     local.workspace.put("agents/main/MEMORY.md", b"remember")
-    engine = backup.Backups(local, data_dir, lambda: {"backup": {"every": "6h", "keep": 3}})
+    engine = backup.LocalBackups(local, data_dir, lambda: {"backup": {"every": "6h", "keep": 3}})
     services.backups = engine
     rpc = connect("client", "backup-admin")
     assert rpc.call("backup.status", {})["last"] is None

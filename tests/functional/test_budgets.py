@@ -13,7 +13,7 @@ import pytest
 from orbital.agent import budgets, context
 from orbital.domain.budgets import period_of
 from orbital.store import keys
-from orbital.store.usage import Refused, day_attr
+from orbital.store.usage import UsageRefusedError, day_attr
 
 from tests.conftest import wait_for
 from tests.support.agent import chat_events, final_of
@@ -56,7 +56,7 @@ def test_a_reservation_holds_the_estimate_until_it_settles_to_the_real_usage(ser
     assert counted(services) == (60, 60)  # the estimate is held while the call runs
     first.settle(70)
     assert counted(services) == (70, 70)  # then replaced by the real usage
-    with pytest.raises(budgets.BudgetExceeded) as refused:
+    with pytest.raises(budgets.BudgetExceededError) as refused:
         budgets.reserve(services, daily(100), None, 31)
     assert (refused.value.scope, refused.value.used, refused.value.limit) == ("daily", 70, 100)
     assert counted(services) == (70, 70)  # a refusal changes nothing
@@ -65,10 +65,10 @@ def test_a_reservation_holds_the_estimate_until_it_settles_to_the_real_usage(ser
     last.release()  # the call failed
     last.settle(500)  # and nothing more happens to a spend that ended
     assert counted(services) == (70, 70)
-    with pytest.raises(budgets.BudgetExceeded) as monthly:
+    with pytest.raises(budgets.BudgetExceededError) as monthly:
         budgets.reserve(services, {"budgets": {"daily": 1000, "monthly": 80}}, None, 20)
     assert (monthly.value.scope, monthly.value.used, monthly.value.limit) == ("monthly", 70, 80)
-    with pytest.raises(budgets.BudgetExceeded) as too_big:
+    with pytest.raises(budgets.BudgetExceededError) as too_big:
         budgets.reserve(services, daily(100), None, 101)  # more than the whole budget
     assert (too_big.value.scope, too_big.value.used) == ("daily", 70)
     period = period_of(services.now_ms())
@@ -123,14 +123,14 @@ def test_simultaneous_reservations_cannot_share_the_last_tokens(services: Any) -
     that fits two: two get their tokens, six are refused, and the counter never passes the limit."""
     limit, estimate, error_per_call, threads = 250, 100, 7, 8
     hold_usage_updates(services, threads)
-    spends: list[budgets.Spend] = []
-    refusals: list[budgets.BudgetExceeded] = []
+    spends: list[budgets.Reservation] = []
+    refusals: list[budgets.BudgetExceededError] = []
     lock = threading.Lock()
 
     def call_model() -> None:
         try:
             spend_ = budgets.reserve(services, daily(limit), None, estimate)
-        except budgets.BudgetExceeded as exc:
+        except budgets.BudgetExceededError as exc:
             with lock:
                 refusals.append(exc)
             return
@@ -159,7 +159,7 @@ def test_parallel_reservations_never_take_a_counter_past_its_limit(services: Any
     lock = threading.Lock()
     highest: list[int] = []
     settled: list[int] = []
-    refusals: list[Refused] = []
+    refusals: list[UsageRefusedError] = []
     failures: list[BaseException] = []
 
     def worker(index: int) -> None:
@@ -169,7 +169,7 @@ def test_parallel_reservations_never_take_a_counter_past_its_limit(services: Any
             while True:
                 try:
                     after = services.usage.reserve(period_of(services.now_ms()), estimate, daily=limit, monthly=None)
-                except Refused as refused:
+                except UsageRefusedError as refused:
                     with lock:
                         refusals.append(refused)
                     return

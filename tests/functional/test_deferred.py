@@ -502,15 +502,15 @@ def test_a_node_answer_is_one_write_and_refusals_read_the_call_back(flows, conne
     assert rec.attrs["st"] == deferred.DONE and deferred.outcome_of(services, rec) == {"result": "kept"}
 
     # a store that refuses without sending the item back: a read decides instead
-    from orbital.store.table import ConditionFailed
+    from orbital.store.table import ConditionFailedError
 
     real_update = services.table.update
 
     def without_item(*args: Any, **kwargs: Any) -> Any:
         try:
             return real_update(*args, **kwargs)
-        except ConditionFailed as refused:
-            raise ConditionFailed(str(refused), None) from None
+        except ConditionFailedError as refused:
+            raise ConditionFailedError(str(refused), None) from None
 
     monkeypatch.setattr(services.table, "update", without_item)
     _invoke(client, "n1__Bash", {"command": "last"})

@@ -11,7 +11,7 @@ import pytest
 from orbital.agent.turn import note_message
 from orbital.dialects import exoclaw
 from orbital.domain import spend
-from orbital.domain.spend import SpendExceeded
+from orbital.domain.spend import SpendExceededError
 from orbital.store.subscriptions import Subscription
 
 from tests.conftest import GATEWAY_TOKEN as TOKEN
@@ -66,7 +66,7 @@ def test_windie_gets_an_error_event_of_the_turn(token, flows, sender, services, 
 
 def test_a_run_stopped_half_way_ends_with_exoclaws_error_then_done(services: Any) -> None:
     """The stream's end when a run stopped half-way (a real gateway's run: tests/e2e/test_spend_caps_clients.py)."""
-    note = note_message(SpendExceeded("daily", 4.98, 5.0).note(), spend.NOTE_REASON)  # as the run ends with it
+    note = note_message(SpendExceededError("daily", 4.98, 5.0).note(), spend.NOTE_REASON)  # as the run ends with it
     sub = Subscription(run_id="r", connection_id="c", dialect="exoclaw", session_key="k", ref={"id": "7"})
     frames = exoclaw.encode(services, sub, {"state": "final", "message": note})
     assert frames == [

@@ -8,7 +8,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from orbital.local.store import DataDirLocked, LocalStore
+from orbital.local.store import DataDirLockedError, LocalStore
 from orbital.local.upgrade import holds_earlier_state, read_earlier_state
 from orbital.ports.services import Services
 from orbital.runtime.services import build_services
@@ -34,7 +34,7 @@ def _services(store: LocalStore) -> Services:
 def test_one_process_per_data_directory(tmp_path: Path) -> None:
     store = LocalStore.open(tmp_path / "data")
     try:
-        with pytest.raises(DataDirLocked, match="in use by another Orbital gateway"):
+        with pytest.raises(DataDirLockedError, match="in use by another Orbital gateway"):
             LocalStore.open(tmp_path / "data")
         beside = LocalStore.open(tmp_path / "data", exclusive=False)  # a tool next to the running gateway
         store.table.put(("T#x", "a"), {"v": 1})

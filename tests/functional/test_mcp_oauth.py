@@ -97,7 +97,7 @@ def test_login_registers_exchanges_once_and_calls_carry_the_bearer(
     assert protected.auth.authorized_requests > 0
 
     # the state was used: the same redirect again (a replay) finishes nothing
-    with pytest.raises(mcp_oauth.UnknownLogin):
+    with pytest.raises(mcp_oauth.UnknownLoginError):
         mcp_oauth.finish(services, answer["code"], answer["state"])
     assert protected.auth.code_exchanges == 1
 
@@ -326,7 +326,7 @@ def test_the_callback_says_what_failed(callback: Any, services: Any, connect: An
     assert refused.status_code == 400 and "access_denied" in refused.text
     assert "<script>" not in refused.text and "&lt;script&gt;" in refused.text
     assert callback.get("/api/mcp/oauth/callback").status_code == 400  # no state at all
-    with pytest.raises(mcp_oauth.UnknownLogin):  # the refused login is used up
+    with pytest.raises(mcp_oauth.UnknownLoginError):  # the refused login is used up
         mcp_oauth.finish(services, "code", state)
     assert protected.auth.code_exchanges == 0
 
@@ -496,7 +496,7 @@ def test_an_expired_login_is_not_finished(services: Any, connect: Any, protected
     assert stored is not None and stored.data["expiresAt"] == started["expiresAt"]
     assert started["expiresAt"] - services.now_ms() <= mcp_auth.LOGIN_TTL_MS
     services.table.put(keys.mcp_login(answer["state"]), {**stored.data, "expiresAt": services.now_ms() - 1})
-    with pytest.raises(mcp_oauth.UnknownLogin):
+    with pytest.raises(mcp_oauth.UnknownLoginError):
         mcp_oauth.finish(services, answer["code"], answer["state"])
     assert protected.auth.code_exchanges == 0
 

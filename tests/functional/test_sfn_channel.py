@@ -14,7 +14,7 @@ from typing import Any
 
 import boto3
 import pytest
-from orbital.local.sfn_worker import AfterReply, Channel, Workers, held_starts, hold_execution_starts
+from orbital.local.sfn_worker import AfterReply, WorkerChannel, Workers, held_starts, hold_execution_starts
 
 from tests.conftest import wait_for
 
@@ -49,8 +49,10 @@ def test_after_reply_work_runs_once_the_answer_is_sent(pair: tuple[Connection, C
             return AfterReply({"value": payload}, after)
         return {"plain": payload}
 
-    server = Channel(a, serve, Workers("orbital-test-serve").run, _describe, "orbital-test-server")
-    client = Channel(b, lambda kind, payload: None, Workers("orbital-test-client").run, _describe, "orbital-test-c")
+    server = WorkerChannel(a, serve, Workers("orbital-test-serve").run, _describe, "orbital-test-server")
+    client = WorkerChannel(
+        b, lambda kind, payload: None, Workers("orbital-test-client").run, _describe, "orbital-test-c"
+    )
     assert client.request("later", 7) == {"value": 7}
     events.append("answered")
     answered.set()
@@ -70,10 +72,10 @@ def test_inline_requests_are_answered_on_the_reading_thread(pair: tuple[Connecti
         threads[kind] = threading.current_thread().name
         return True
 
-    server = Channel(
+    server = WorkerChannel(
         a, serve, Workers("orbital-test-pool").run, _describe, "orbital-test-reader", lambda kind, _: kind == "quick"
     )
-    client = Channel(b, lambda kind, payload: None, Workers("orbital-test-c2").run, _describe, "orbital-test-c2r")
+    client = WorkerChannel(b, lambda kind, payload: None, Workers("orbital-test-c2").run, _describe, "orbital-test-c2r")
     assert client.request("quick", None) and client.request("slow", None)
     assert threads == {"quick": "orbital-test-reader", "slow": "orbital-test-pool"}
     server.close()

@@ -121,7 +121,7 @@ def test_a_call_settles_to_the_reported_usage_with_cache_reads_at_their_price(
 
 def test_cache_writes_are_priced_as_such(services: Any) -> None:
     config = {"spend": {"prices": {"anthropic/claude-x": PRICE}, "limits": {"daily": 10}}}
-    hold = caps.reserve(services, config, caps.Call("anthropic", "claude-x", 100, max_output=100))
+    hold = caps.reserve(services, config, caps.ModelCall("anthropic", "claude-x", 100, max_output=100))
     assert used(services) == pytest.approx(100 * 0.001 + 100 * 0.002)  # the worst case, while the call runs
     hold.settle({"input": 10, "output": 10, "cacheRead": 1000, "cacheWrite": 1000})
     assert used(services) == pytest.approx(0.01 + 0.02 + 0.1 + 1.25)
@@ -169,7 +169,7 @@ def test_embeddings_count_at_the_providers_token_count_and_are_refused_past_a_li
         assert used(services) == pytest.approx(3 * 0.01)  # the provider counted 3 tokens
         win = day(services)
         services.spend.add("daily", win.key, "global", rules.to_micro(0.99), 0, expires_at=win.expires_at)
-        with pytest.raises(rules.SpendExceeded) as refused:
+        with pytest.raises(rules.SpendExceededError) as refused:
             embeddings.embed(config, "hello world", services=services)
         assert refused.value.message == "spend limit reached (daily: $1.02 / $1.00)"
         assert len(server.requests) == 1
@@ -184,7 +184,7 @@ def test_crossing_alert_at_tells_clients_and_the_main_session_once(agent: Any, s
     run(agent, sender, llm, {"input": 5000, "output": 0})  # $5: below 80 %
     run(agent, sender, llm, {"input": 3500, "output": 0})  # $8.50: crosses it
     config = agent.services.config.effective()
-    later = caps.reserve(agent.services, config, caps.Call("openai", "gpt-test", 10, max_output=10))
+    later = caps.reserve(agent.services, config, caps.ModelCall("openai", "gpt-test", 10, max_output=10))
     later.settle({"input": 100, "output": 0})  # still past it: no second alert
 
     def alerts() -> list[dict[str, Any]]:
@@ -231,7 +231,7 @@ def test_parallel_callers_never_spend_more_than_one_small_limit(services: Any, t
     start = threading.Barrier(threads)
     lock = threading.Lock()
     settled: list[float] = []
-    refusals: list[rules.SpendExceeded] = []
+    refusals: list[rules.SpendExceededError] = []
     failures: list[BaseException] = []
 
     def worker(index: int) -> None:
@@ -240,8 +240,8 @@ def test_parallel_callers_never_spend_more_than_one_small_limit(services: Any, t
             n = 0
             while True:
                 try:
-                    hold = caps.reserve(services, config, caps.Call("openai", "gpt-test", 20, max_output=20))
-                except rules.SpendExceeded as exc:  # worst case $0.06
+                    hold = caps.reserve(services, config, caps.ModelCall("openai", "gpt-test", 20, max_output=20))
+                except rules.SpendExceededError as exc:  # worst case $0.06
                     with lock:
                         refusals.append(exc)
                     return

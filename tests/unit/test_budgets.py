@@ -55,22 +55,22 @@ def test_periods_are_utc_days_and_months_that_expire_a_little_after_the_month() 
 
 
 def test_a_refusal_names_scope_used_and_limit_in_both_dialects() -> None:
-    exc = budgets.BudgetExceeded("daily", 10234, 10000, estimate=512)
+    exc = budgets.BudgetExceededError("daily", 10234, 10000, estimate=512)
     assert isinstance(exc, RpcError) and exc.code == 429 and exc.retryable is False
     assert exc.exoclaw_message == "token budget exceeded (daily: 10234/10000)"
     assert exc.message.startswith("Token budget exceeded (daily: 10234/10000): ")
     assert "budgets.daily" in exc.message and "512" in exc.message
     assert exc.to_wire()["code"] == 429
-    session = budgets.BudgetExceeded("session", 9500, 10000)
+    session = budgets.BudgetExceededError("session", 9500, 10000)
     assert session.exoclaw_message == "token budget exceeded (session: 9500/10000)"
     assert "session.patch" in session.message
-    assert "budgets.monthly" in budgets.BudgetExceeded("monthly", 1, 1).message
+    assert "budgets.monthly" in budgets.BudgetExceededError("monthly", 1, 1).message
     assert not is_passing(exc)  # a channel message refused by a budget is answered, not delivered again
 
 
 @pytest.mark.parametrize("scope", ["session", "daily", "monthly"])
 def test_a_runs_budget_note_tells_which_refusal_it_was(scope: str) -> None:
-    exc = budgets.BudgetExceeded(scope, 60, 50, estimate=13)
+    exc = budgets.BudgetExceededError(scope, 60, 50, estimate=13)
     note = {"role": "assistant", "model": budgets.NOTE_REASON, "content": [{"type": "text", "text": exc.note()}]}
     assert exc.note().startswith(f"Token budget reached ({scope}: 60/50)")
     found = agent_budgets.exceeded_of(note)

@@ -16,7 +16,7 @@ from orbital.cli.chat import LOST, ChatDriver, PlainView, RichView, RunResult, S
 
 
 class FakeConn:
-    """Stands in for `chat.Connection`: a queue of frames and scripted answers per method."""
+    """Stands in for `chat.ChatConnection`: a queue of frames and scripted answers per method."""
 
     url = "ws://user:pw@gw.example:8765/ws?token=secret-in-url"
 

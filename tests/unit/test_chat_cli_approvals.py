@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from orbital.cli import approvals as approvals_cli
 from orbital.cli import chat
-from orbital.cli.chat import Answer, ChatDriver, PlainView, RunResult, Sent
+from orbital.cli.chat import ChatDriver, PlainView, RunResult, Sent, TerminalDecision
 
 from tests.unit.test_chat_cli import FakeConn, assistant, evt, sent
 
@@ -90,11 +90,11 @@ class Recorder:
 class Scripted:
     """An approver that answers at once, and records what it was asked."""
 
-    def __init__(self, answer: Answer) -> None:
+    def __init__(self, answer: TerminalDecision) -> None:
         self.answer = answer
         self.asked: list[tuple[dict[str, Any], str]] = []
 
-    def __call__(self, payload: dict[str, Any], run_id: str) -> Answer:
+    def __call__(self, payload: dict[str, Any], run_id: str) -> TerminalDecision:
         self.asked.append((payload, run_id))
         return self.answer
 
@@ -107,7 +107,7 @@ def test_an_answer_at_the_terminal_resolves_that_approval_and_the_run_goes_on():
         answers={"approval.resolve": {"approvalId": "1a2b3c4d", "decision": "approve", "resolved": True}},
     )
     view = Recorder()
-    approver = Scripted(Answer(decision="approve"))
+    approver = Scripted(TerminalDecision(decision="approve"))
     result = ChatDriver(conn, "main").follow(sent(), view, timeout=5, approver=approver)
     assert result.ok and result.text == "Listed."
     assert conn.calls == [("approval.resolve", {"approvalId": "1a2b3c4d", "decision": "approve", "via": "cli"})]
@@ -125,7 +125,9 @@ def test_approve_for_the_session_sends_remember_and_deny_says_so():
         answers={"approval.resolve": {"approvalId": "1a2b3c4d", "decision": "approve", "resolved": True}},
     )
     view = Recorder()
-    ChatDriver(conn, "main").follow(sent(), view, timeout=5, approver=Scripted(Answer("approve", remember=True)))
+    ChatDriver(conn, "main").follow(
+        sent(), view, timeout=5, approver=Scripted(TerminalDecision("approve", remember=True))
+    )
     assert conn.calls[0][1] == {"approvalId": "1a2b3c4d", "decision": "approve", "via": "cli", "remember": "session"}
     assert ("note", "Approved laptop__Bash, and calls like it for the rest of this session.") in view.log
 
@@ -135,7 +137,7 @@ def test_approve_for_the_session_sends_remember_and_deny_says_so():
         answers={"approval.resolve": {"approvalId": "1a2b3c4d", "decision": "deny", "resolved": True}},
     )
     view = Recorder()
-    ChatDriver(conn, "main").follow(sent(), view, timeout=5, approver=Scripted(Answer("deny")))
+    ChatDriver(conn, "main").follow(sent(), view, timeout=5, approver=Scripted(TerminalDecision("deny")))
     assert conn.calls[0][1] == {"approvalId": "1a2b3c4d", "decision": "deny", "via": "cli"}
     assert ("note", "Denied laptop__Bash.") in view.log
 
@@ -150,7 +152,7 @@ def test_an_answer_that_came_second_shows_who_decided_first():
         },
     )
     view = Recorder()
-    ChatDriver(conn, "main").follow(sent(), view, timeout=5, approver=Scripted(Answer("approve")))
+    ChatDriver(conn, "main").follow(sent(), view, timeout=5, approver=Scripted(TerminalDecision("approve")))
     assert ("note", message) in view.log
 
 
@@ -158,7 +160,7 @@ def test_a_gateway_without_the_approval_in_its_event_gets_yes_as_a_message():
     reply = {"status": "paused", "runId": "r1", "response": "Approved laptop__Bash. Continuing run."}
     conn = FakeConn(paused(None), evt("r1", "final", message=assistant("ok")), answers={"chat.send": reply})
     view = Recorder()
-    approver = Scripted(Answer("approve"))
+    approver = Scripted(TerminalDecision("approve"))
     ChatDriver(conn, "main").follow(sent(), view, timeout=5, approver=approver)
     assert conn.calls == [("chat.send", {"sessionKey": "main", "message": "yes"})]
     assert ("note", "Approved laptop__Bash. Continuing run.") in view.log
@@ -192,7 +194,7 @@ def test_without_a_terminal_the_run_waits_and_a_decision_from_elsewhere_is_shown
 def test_leaving_the_question_ends_the_wait_with_the_run_still_paused():
     later = evt("r1", "final", message=assistant("never read"))
     conn = FakeConn(paused())
-    approver = Scripted(Answer(leave=True, held=[later]))
+    approver = Scripted(TerminalDecision(leave=True, held=[later]))
     out = io.StringIO()
     result = ChatDriver(conn, "main").follow(sent(), PlainView(out, out), timeout=5, approver=approver)
     assert result.state == "paused" and not result.ok and result.cause == "paused"
@@ -204,7 +206,7 @@ def test_events_read_while_asking_are_handled_after_the_question_in_order():
     held = [resolved("deny", by={"kind": "channel", "id": "telegram:42", "label": "Ann"}, via="telegram")]
     conn = FakeConn(paused(), evt("r1", "final", message=assistant("Skipped it.")))
     view = Recorder()
-    result = ChatDriver(conn, "main").follow(sent(), view, timeout=5, approver=Scripted(Answer(held=held)))
+    result = ChatDriver(conn, "main").follow(sent(), view, timeout=5, approver=Scripted(TerminalDecision(held=held)))
     assert result.ok
     assert conn.calls == []
     assert view.log[2:] == [("resumed",), ("note", "Denied laptop__Bash by Ann (via telegram)."), ("finished", "final")]

@@ -8,7 +8,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
-from orbital.cli.chat import CallFailed, ChatDriver
+from orbital.cli.chat import CallFailedError, ChatDriver
 from orbital.domain import spend_words
 from orbital.errors import RpcError
 
@@ -91,7 +91,7 @@ def test_slash_status_shows_dollars_beside_tokens() -> None:
     assert ("spend.status", {"sessionKey": "main"}) in conn.calls
 
 
-@pytest.mark.parametrize("answer", [CallFailed("spend.status", 404, "unknown method"), TimeoutError("slow")])
+@pytest.mark.parametrize("answer", [CallFailedError("spend.status", 404, "unknown method"), TimeoutError("slow")])
 def test_slash_status_without_spend_status_is_unchanged(answer: Exception) -> None:
     result = {"status": "command", "command": "status", "response": "Tokens: 1 in / 1 out"}
     conn = FakeConn(answers={"chat.send": result, "spend.status": answer})

@@ -136,7 +136,7 @@ def test_endpoints_that_cannot_be_told() -> None:
 def test_exchange_with_an_unreachable_gateway_says_so() -> None:
     from tests.e2e.conftest import free_port
 
-    with pytest.raises(device_token.PairingFailed, match=r"cannot reach http://127\.0\.0\.1"):
+    with pytest.raises(device_token.PairingFailedError, match=r"cannot reach http://127\.0\.0\.1"):
         device_token.exchange("ABCD2345", url=f"ws://127.0.0.1:{free_port()}/ws", name="x", timeout=5)
 
 

@@ -192,9 +192,9 @@ def test_errors_end_the_stream_and_a_providers_says_so():
 
 def test_a_run_a_budget_stopped_between_model_calls_ends_with_exoclaws_error():
     from orbital.agent.turn import note_message
-    from orbital.domain.budgets import NOTE_REASON, BudgetExceeded
+    from orbital.domain.budgets import NOTE_REASON, BudgetExceededError
 
-    note = note_message(BudgetExceeded("daily", 10234, 10000, estimate=800).note(), NOTE_REASON)
+    note = note_message(BudgetExceededError("daily", 10234, 10000, estimate=800).note(), NOTE_REASON)
     assert _encode({"state": "final", "message": note}) == [
         {"id": "42", "event": "error", "data": "token budget exceeded (daily: 10234/10000)"},
         {"id": "42", "event": "done"},

@@ -17,6 +17,7 @@ run by `make lint`). This checks what the tool does not:
 from __future__ import annotations
 
 import ast
+import importlib
 import re
 import tomllib
 from pathlib import Path
@@ -232,3 +233,104 @@ def test_no_import_placed_after_code() -> None:
         if NOQA_E402.search(line)
     ]
     assert not offenders, f"imports after code (noqa: E402): {offenders}"
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(LAYER).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imported_names(module: str, tree: ast.AST, is_package: bool) -> dict[str, str]:
+    """The module's bindings of imported names: local name -> dotted name it stands for."""
+    names: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                names[alias.asname or alias.name.split(".")[0]] = (
+                    alias.name if alias.asname else alias.name.split(".")[0]
+                )
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = module.split(".")[: len(module.split(".")) - node.level + (1 if is_package else 0)]
+                base = ".".join([*parts, base] if base else parts)
+            for alias in node.names:
+                names[alias.asname or alias.name] = f"{base}.{alias.name}"
+    return names
+
+
+def classes_in(sources: dict[str, tuple[str, bool]]) -> dict[str, list[str]]:
+    """Every class of the given modules (name -> (source, is package)): dotted name -> its bases, as dotted names
+    (a library's base as it is imported, a builtin as `builtins.X`)."""
+    found: dict[str, list[str]] = {}
+    for module, (source, is_package) in sources.items():
+        tree = ast.parse(source)
+        imported = _imported_names(module, tree, is_package)
+        local = {n.name for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.ClassDef):
+                continue
+            bases = []
+            for base in node.bases:
+                text = ast.unparse(base.value if isinstance(base, ast.Subscript) else base)
+                head, _, rest = text.partition(".")
+                if head in local and not rest:
+                    bases.append(f"{module}.{head}")
+                elif head in imported:
+                    bases.append(imported[head] + (f".{rest}" if rest else ""))
+                else:
+                    bases.append(f"builtins.{text}")
+            found[f"{module}.{node.name}"] = bases
+    return found
+
+
+def exception_classes(classes: dict[str, list[str]]) -> set[str]:
+    """The classes that derive from BaseException, through the package's own classes and the libraries'."""
+    memo: dict[str, bool] = {}
+
+    def is_exception(name: str) -> bool:
+        if name not in memo:
+            memo[name] = False
+            if name in classes:
+                memo[name] = any(is_exception(base) for base in classes[name])
+            else:
+                module, _, attr = name.rpartition(".")
+                try:
+                    value = getattr(importlib.import_module(module), attr)
+                except (ImportError, AttributeError):
+                    value = None
+                memo[name] = isinstance(value, type) and issubclass(value, BaseException)
+        return memo[name]
+
+    return {name for name in classes if is_exception(name)}
+
+
+def _package_sources() -> dict[str, tuple[str, bool]]:
+    return {
+        _module_name(path): (path.read_text(encoding="utf-8"), path.name == "__init__.py")
+        for path in PACKAGE.rglob("*.py")
+    }
+
+
+def test_the_class_checks_see_exceptions_through_bases() -> None:
+    classes = classes_in(
+        {
+            "pkg.a": ("import json\nclass Base(ValueError): ...\nclass Broken(json.JSONDecodeError): ...", False),
+            "pkg.b": ("from .a import Base\nclass Refused(Base): ...\nclass Plain: ...", False),
+        }
+    )
+    assert exception_classes(classes) == {"pkg.a.Base", "pkg.a.Broken", "pkg.b.Refused"}
+
+
+def test_every_exception_class_name_ends_in_error() -> None:
+    classes = classes_in(_package_sources())
+    wrong = sorted(name for name in exception_classes(classes) if not name.rsplit(".", 1)[1].endswith("Error"))
+    assert not wrong, f"exception classes whose name does not end in Error: {wrong}"
+
+
+def test_no_two_classes_share_a_name() -> None:
+    by_name: dict[str, list[str]] = {}
+    for name in classes_in(_package_sources()):
+        by_name.setdefault(name.rsplit(".", 1)[1], []).append(name)
+    shared = {name: where for name, where in by_name.items() if len(where) > 1}
+    assert not shared, f"classes that share a name: {shared}"

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from orbital.node.process import OutputBuffer, ProcessManager, resolve_shell
-from orbital.node.tools import NodeTools, ToolError
+from orbital.node.tools import NodeToolError, NodeTools
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="POSIX shell semantics")
 
@@ -106,12 +106,12 @@ def test_workdir_relative_to_workspace(tools: NodeTools, tmp_path: Path) -> None
     assert result["workdir"] == str(tmp_path / "sub" / "dir")
     absolute = tools.execute("Bash", {"command": "pwd", "workdir": str(tmp_path / "sub")})
     assert absolute["output"].strip() == str((tmp_path / "sub").resolve())
-    with pytest.raises(ToolError, match=r"^workdir does not exist: "):
+    with pytest.raises(NodeToolError, match=r"^workdir does not exist: "):
         tools.execute("Bash", {"command": "pwd", "workdir": "missing"})
 
 
 def test_empty_command_is_an_error(tools: NodeTools) -> None:
-    with pytest.raises(ToolError, match=r"^command must not be empty$"):
+    with pytest.raises(NodeToolError, match=r"^command must not be empty$"):
         tools.execute("Bash", {"command": "   "})
 
 

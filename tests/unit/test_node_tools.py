@@ -13,7 +13,7 @@ import pytest
 from orbital.domain.capabilities import validate_node_runtime
 from orbital.node import tools as tools_module
 from orbital.node.runtime import host_os, node_runtime
-from orbital.node.tools import TOOL_NAMES, NodeTools, ToolError, expand_braces
+from orbital.node.tools import TOOL_NAMES, NodeToolError, NodeTools, expand_braces
 
 
 @pytest.fixture
@@ -99,7 +99,7 @@ def test_host_os_names() -> None:
 
 
 def test_unknown_tool(tools: NodeTools) -> None:
-    with pytest.raises(ToolError, match=r"^Tool not found: Nope$"):
+    with pytest.raises(NodeToolError, match=r"^Tool not found: Nope$"):
         tools.execute("Nope", {})
 
 
@@ -127,7 +127,7 @@ def test_read_offset_and_limit(tools: NodeTools, tmp_path: Path) -> None:
 
 
 def test_read_missing_file(tools: NodeTools, tmp_path: Path) -> None:
-    with pytest.raises(ToolError, match=r"^Failed to read '.*nope\.txt': No such file or directory$"):
+    with pytest.raises(NodeToolError, match=r"^Failed to read '.*nope\.txt': No such file or directory$"):
         tools.execute("Read", {"path": "nope.txt"})
 
 
@@ -144,10 +144,10 @@ def test_read_image_is_structured(tools: NodeTools, tmp_path: Path) -> None:
 
 def test_read_binary_is_an_error(tools: NodeTools, tmp_path: Path) -> None:
     (tmp_path / "a.zip").write_bytes(b"PK\x03\x04" + bytes(range(256)) * 8)
-    with pytest.raises(ToolError, match=r"^Binary file \(application/zip, 2\.0 KB\) - not a text file$"):
+    with pytest.raises(NodeToolError, match=r"^Binary file \(application/zip, 2\.0 KB\) - not a text file$"):
         tools.execute("Read", {"path": "a.zip"})
     (tmp_path / "blob").write_bytes(b"\xff\xfe\xfa" * 10)
-    with pytest.raises(ToolError, match=r"^Binary file \(unknown type, 30 bytes\) - not a text file$"):
+    with pytest.raises(NodeToolError, match=r"^Binary file \(unknown type, 30 bytes\) - not a text file$"):
         tools.execute("Read", {"path": "blob"})
 
 
@@ -163,7 +163,7 @@ def test_write_counts_bytes_and_creates_parents(tools: NodeTools, tmp_path: Path
 
 
 def test_write_requires_content(tools: NodeTools) -> None:
-    with pytest.raises(ToolError, match=r"^content is required$"):
+    with pytest.raises(NodeToolError, match=r"^content is required$"):
         tools.execute("Write", {"path": "x.txt"})
 
 
@@ -180,7 +180,7 @@ def test_edit_replaces_once(tools: NodeTools, tmp_path: Path) -> None:
 def test_edit_replace_all_and_ambiguity(tools: NodeTools, tmp_path: Path) -> None:
     path = tmp_path / "many.txt"
     path.write_text("a-a-a")
-    with pytest.raises(ToolError) as info:
+    with pytest.raises(NodeToolError) as info:
         tools.execute("Edit", {"path": str(path), "oldString": "a", "newString": "b"})
     assert str(info.value) == (
         f"oldString found 3 times in '{path}'. Use replaceAll: true or provide more context to make it unique."
@@ -194,7 +194,7 @@ def test_edit_replace_all_and_ambiguity(tools: NodeTools, tmp_path: Path) -> Non
 def test_edit_not_found(tools: NodeTools, tmp_path: Path) -> None:
     path = tmp_path / "x.txt"
     path.write_text("abc")
-    with pytest.raises(ToolError) as info:
+    with pytest.raises(NodeToolError) as info:
         tools.execute("Edit", {"path": str(path), "oldString": "zzz", "newString": "y"})
     assert str(info.value) == f"oldString not found in '{path}'"
 
@@ -245,7 +245,7 @@ def test_glob_two_matches_and_cap(tools: NodeTools, tmp_path: Path, monkeypatch:
 
 
 def test_glob_missing_directory(tools: NodeTools) -> None:
-    with pytest.raises(ToolError, match=r"^Directory not found: "):
+    with pytest.raises(NodeToolError, match=r"^Directory not found: "):
         tools.execute("Glob", {"pattern": "*", "path": "missing"})
 
 
@@ -298,5 +298,5 @@ def test_grep_skips_huge_files(tools: NodeTools, tmp_path: Path, monkeypatch: py
 
 
 def test_grep_bad_regex(tools: NodeTools) -> None:
-    with pytest.raises(ToolError, match=r"^Invalid regex pattern: "):
+    with pytest.raises(NodeToolError, match=r"^Invalid regex pattern: "):
         tools.execute("Grep", {"pattern": "("})

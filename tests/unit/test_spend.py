@@ -8,8 +8,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 from orbital.domain import spend
-from orbital.domain.budgets import BudgetExceeded
-from orbital.domain.spend import SpendExceeded, UnpricedModel, Usage
+from orbital.domain.budgets import BudgetExceededError
+from orbital.domain.spend import SpendExceededError, UnpricedModelError, Usage
 
 
 def ms(text: str) -> int:
@@ -121,24 +121,24 @@ def test_the_limits_that_apply_to_a_call() -> None:
 
 
 def test_a_refusal_reads_as_the_gsv_sentence_and_is_a_budget_refusal() -> None:
-    refused = SpendExceeded("daily", 4.981, 5)
-    assert isinstance(refused, BudgetExceeded)  # every path that stops on a token budget stops on it too
+    refused = SpendExceededError("daily", 4.981, 5)
+    assert isinstance(refused, BudgetExceededError)  # every path that stops on a token budget stops on it too
     assert refused.code == 429 and refused.retryable is False
     assert refused.message == "spend limit reached (daily: $4.98 / $5.00)"
     assert refused.exoclaw_message == "spend limit exceeded (daily: $4.98/$5.00)"
     assert (refused.period, refused.used, refused.limit) == ("daily", 4.981, 5.0)
-    again = SpendExceeded.from_details(refused.to_wire()["details"])
+    again = SpendExceededError.from_details(refused.to_wire()["details"])
     assert again is not None and again.message == refused.message
-    assert SpendExceeded.from_details({"budget": {}}) is None
+    assert SpendExceededError.from_details({"budget": {}}) is None
     noted = spend.exceeded_in_note(refused.note())
     assert noted is not None and noted.exoclaw_message == refused.exoclaw_message
 
 
 def test_an_unpriced_model_names_the_override_to_set() -> None:
-    refused = UnpricedModel("local", "llama")
+    refused = UnpricedModelError("local", "llama")
     assert 'spend.prices["local/llama"]' in refused.message
     assert "spend.unpricedModels" in refused.message
-    assert isinstance(refused, BudgetExceeded) and refused.code == 400 and refused.note() == refused.message
+    assert isinstance(refused, BudgetExceededError) and refused.code == 400 and refused.note() == refused.message
 
 
 def test_the_price_database_is_not_imported_with_the_gateway() -> None:

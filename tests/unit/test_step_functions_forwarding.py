@@ -7,7 +7,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from orbital.local.sfn_worker import CALL_TIMEOUT, LOOP_CALL_TIMEOUT, Refused, WorkerGone
+from orbital.local.sfn_worker import CALL_TIMEOUT, LOOP_CALL_TIMEOUT, WorkerGoneError, WorkerRefusedError
 from orbital.local.workflows import forwarded
 
 
@@ -39,13 +39,13 @@ def test_a_call_on_the_event_loop_waits_briefly_and_a_silent_process_is_a_503() 
     assert process.timeouts == [CALL_TIMEOUT, LOOP_CALL_TIMEOUT] and LOOP_CALL_TIMEOUT < CALL_TIMEOUT
 
     served.states = Process(TimeoutError("no answer"))
-    with pytest.raises(Refused) as silent:
+    with pytest.raises(WorkerRefusedError) as silent:
         _on_the_loop(run)
     assert silent.value.status == 503 and silent.value.error_code == "ServiceUnavailable"
     assert f"within {LOOP_CALL_TIMEOUT:g} s" in silent.value.message
 
-    for gone in (None, Process(WorkerGone("died"))):
+    for gone in (None, Process(WorkerGoneError("died"))):
         served.states = gone
-        with pytest.raises(Refused) as ended:
+        with pytest.raises(WorkerRefusedError) as ended:
             run("start_execution", {})
         assert (ended.value.status, ended.value.message) == (503, "the local Step Functions process has ended")

@@ -464,8 +464,8 @@ def test_cli_setup_status_remove(cli: Any, capsys: pytest.CaptureFixture[str], m
     assert RecordingClient.instances[-1].calls == [("channel.stop", {"channel": "telegram", "accountId": "main"})]
     capsys.readouterr()
 
-    from orbital.client import RpcFailed
+    from orbital.client import RpcFailedError
 
-    RecordingClient.fail_with = RpcFailed(400, "Telegram needs a public URL for its webhook")
+    RecordingClient.fail_with = RpcFailedError(400, "Telegram needs a public URL for its webhook")
     assert cli(["channel", "telegram", "setup", "--account", "main"]) == 1
     assert "Telegram needs a public URL" in capsys.readouterr().err

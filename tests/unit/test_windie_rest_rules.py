@@ -170,9 +170,9 @@ def test_titles_are_cleaned() -> None:
 
 def test_embeddings_setup(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    with pytest.raises(embeddings.NotConfigured, match=r"embeddings\.provider"):
+    with pytest.raises(embeddings.EmbeddingsNotConfiguredError, match=r"embeddings\.provider"):
         embeddings.setup(defaults())
-    with pytest.raises(embeddings.NotConfigured, match="API key"):
+    with pytest.raises(embeddings.EmbeddingsNotConfiguredError, match="API key"):
         embeddings.setup(effective({"embeddings": {"provider": "openai", "model": "m"}}))
     local = embeddings.setup(effective({"embeddings": {"provider": "Ollama", "model": "nomic-embed-text"}}))
     assert local.provider == "ollama" and local.timeout_s == embeddings.DEFAULT_TIMEOUT_MS / 1000

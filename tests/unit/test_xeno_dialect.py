@@ -65,7 +65,7 @@ def test_a_path_is_refused_unless_the_socket_is_the_local_gateways_unix_socket(t
         (services(local=True, auth_token="t"), over_ws),  # a local gateway: only for its Unix socket
         (services(local=True), over_ws),  # with or without a token
     ):
-        with pytest.raises(xeno._Unreadable) as refused:
+        with pytest.raises(xeno._UnreadableError) as refused:
             xeno._media(where, conn, attachments)
         assert str(picture) in str(refused.value) and "Unix socket" in str(refused.value)
 
@@ -102,7 +102,7 @@ def test_a_path_into_the_data_directory_is_refused(tmp_path: Path) -> None:
     conn = Connection("conn-1", "client", 0, dialect="xeno", extra={"local": True})
     where = services(local=True, data_dir=str(data_dir))
     for path in (data_dir / "token", tmp_path / "link", tmp_path / "data" / ".." / "data" / "token"):
-        with pytest.raises(xeno._Unreadable, match="data directory"):
+        with pytest.raises(xeno._UnreadableError, match="data directory"):
             xeno._media(where, conn, [{"type": "document", "path": str(path)}])
 
 

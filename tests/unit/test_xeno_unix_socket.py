@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from orbital.xeno.unix_socket import (
-    XenoSocketInUse,
+    XenoSocketInUseError,
     address,
     claim,
     listener,
@@ -33,7 +33,7 @@ def test_a_long_path_is_bound_probed_claimed_and_removed(tmp_path: Path) -> None
         assert not probe(path)  # bound, not listening: nobody answers
         bound.listen()
         assert probe(path)
-        with pytest.raises(XenoSocketInUse, match="already in use"):
+        with pytest.raises(XenoSocketInUseError, match="already in use"):
             claim(path)
         with address(path) as where, socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
             client.connect(where)

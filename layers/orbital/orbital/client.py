@@ -16,7 +16,7 @@ from websockets.sync.client import connect as ws_connect
 from orbital.protocol.frames import fragments
 
 
-class RpcFailed(Exception):
+class RpcFailedError(Exception):
     def __init__(self, code: int, message: str) -> None:
         super().__init__(f"{code}: {message}")
         self.code = code
@@ -85,7 +85,7 @@ class GatewayClient:
         res = self.request(method, params, timeout=timeout)
         if not res.get("ok"):
             err = res.get("error") or {}
-            raise RpcFailed(int(err.get("code", 0)), str(err.get("message", "")))
+            raise RpcFailedError(int(err.get("code", 0)), str(err.get("message", "")))
         return res.get("payload")
 
     def connect(

@@ -66,7 +66,7 @@ class UnavailableError(RpcError):
     code = 503
 
 
-class GatewayFailure(RpcError):
+class GatewayFailureError(RpcError):
     """A 500 with a message meant for the user (GSV reports thrown errors with their message)."""
 
     code = 500

@@ -1,8 +1,8 @@
 """Token budgets for every run, whoever starts it (ADR 0026): the one interface runs, dialects and status use.
 
-    check_before_run(services, config, session_key, meta, text)  before a run starts: raises `BudgetExceeded`
+    check_before_run(services, config, session_key, meta, text)  before a run starts: raises `BudgetExceededError`
                                                                  (`runs.submit` calls it for every run it is given)
-    reserve(services, config, meta, estimate) -> Spend           before every model call: raises `BudgetExceeded`
+    reserve(services, config, meta, estimate) -> Spend           before every model call: raises `BudgetExceededError`
     Spend.settle(total_tokens) / Spend.release()                 after the call (its real usage / it failed)
     count_unanswered(services, session_key, session_id, usage)   a call stopped or failed after it reached its
                                                                  provider: the session's totals count it too
@@ -38,7 +38,7 @@ from orbital.domain.budgets import (
     MONTHLY,
     NOTE_REASON,
     SESSION,
-    BudgetExceeded,
+    BudgetExceededError,
     Limits,
     Period,
     exceeded_in_note,
@@ -50,7 +50,7 @@ from orbital.domain.budgets import (
 from orbital.domain.compaction import estimate_context_tokens
 from orbital.domain.messages import text_of
 from orbital.domain.reset_policy import initial_policy, should_auto_reset
-from orbital.store.usage import Refused
+from orbital.store.usage import UsageRefusedError
 
 if TYPE_CHECKING:
     from orbital.ports.services import Services
@@ -60,10 +60,10 @@ __all__ = [
     "MONTHLY",
     "NOTE_REASON",
     "SESSION",
-    "BudgetExceeded",
+    "BudgetExceededError",
     "Limits",
-    "Spend",
-    "SpendExceeded",
+    "Reservation",
+    "SpendExceededError",
     "check_before_run",
     "count_unanswered",
     "exceeded_of",
@@ -75,7 +75,7 @@ __all__ = [
 
 log = logging.getLogger("orbital.agent.budgets")
 
-SpendExceeded = spend_rules.SpendExceeded
+SpendExceededError = spend_rules.SpendExceededError
 
 
 def _int(value: Any) -> int:
@@ -100,7 +100,7 @@ def check_before_run(
     origin: dict[str, Any] | None = None,
     overrides: dict[str, Any] | None = None,
 ) -> None:
-    """Refuse a run whose first model call would go past a budget: raises `BudgetExceeded` for the first scope
+    """Refuse a run whose first model call would go past a budget: raises `BudgetExceededError` for the first scope
     (session, daily, monthly) where what is used plus the call's estimate exceeds the limit. The estimate is the one
     `reserve` is given for that call (`first_call_estimate`): the system prompt the run would be sent with (`origin`,
     `overrides`: the run's), the session's history (none for a session that is new or whose reset policy resets it
@@ -128,14 +128,14 @@ def check_before_run(
         used = 0 if fresh else _session_used(meta)
         if would_exceed(used, estimate, found.session):
             log.info("run for %s refused: session budget %s/%s", session_key, used, found.session)
-            raise BudgetExceeded(SESSION, used, found.session, estimate=estimate)
+            raise BudgetExceededError(SESSION, used, found.session, estimate=estimate)
     if found.gateway:
         counted = services.usage.read(period_of(now))
         for scope in GATEWAY_SCOPES:
             limit = found.of(scope)
             if limit is not None and would_exceed(counted.of(scope), estimate, limit):
                 log.info("run for %s refused: %s budget %s/%s", session_key, scope, counted.of(scope), limit)
-                raise BudgetExceeded(scope, counted.of(scope), limit, estimate=estimate)
+                raise BudgetExceededError(scope, counted.of(scope), limit, estimate=estimate)
 
 
 def _cron_job_of(origin: dict[str, Any] | None) -> str | None:
@@ -169,7 +169,7 @@ def first_call_estimate(
 # --- around each model call ---------------------------------------------------------------------------------------
 
 
-class Spend:
+class Reservation:
     """The tokens one model call reserved in the gateway's counters, until it settles or releases them."""
 
     def __init__(self, services: Services, period: Period, reserved: int, hold: dollars.Hold | None = None) -> None:
@@ -209,35 +209,35 @@ def reserve(
     estimate: int,
     *,
     now_ms: int | None = None,
-    call: dollars.Call | None = None,
-) -> Spend:
-    """Before a model call whose request is estimated at `estimate` tokens: refuse it (`BudgetExceeded`) if the
+    call: dollars.ModelCall | None = None,
+) -> Reservation:
+    """Before a model call whose request is estimated at `estimate` tokens: refuse it (`BudgetExceededError`) if the
     session's totals plus the estimate exceed its budget (`meta` None: a call outside any session's usage, such as
     a summary, is not held to one), or if the daily or monthly counter could not take the estimate within its limit;
     otherwise the estimate is reserved there (one conditional UpdateItem, none without a gateway limit). The caller
     must `settle` or `release` what it gets.
 
     With `call` (the model and where the call counts) the spend caps in USD are held to as well
-    (`orbital.agent.spend.reserve`, after the token budgets): `SpendExceeded` / `UnpricedModel` when one refuses,
-    the token reservation taken back."""
+    (`orbital.agent.spend.reserve`, after the token budgets): `SpendExceededError` / `UnpricedModelError` when one
+    refuses, the token reservation taken back."""
     estimate = max(0, int(estimate))
     found = limits(config, meta or {})
     if meta is not None and found.session is not None:
         used = _session_used(meta)
         if would_exceed(used, estimate, found.session):
-            raise BudgetExceeded(SESSION, used, found.session, estimate=estimate)
+            raise BudgetExceededError(SESSION, used, found.session, estimate=estimate)
     now = now_ms if now_ms is not None else services.now_ms()
     period = period_of(now)
     reserved = 0
     if found.gateway:
         try:
             services.usage.reserve(period, estimate, daily=found.daily, monthly=found.monthly)
-        except Refused as refused:
+        except UsageRefusedError as refused:
             limit = found.of(refused.scope)
             assert limit is not None
-            raise BudgetExceeded(refused.scope, refused.used, limit, estimate=estimate) from None
+            raise BudgetExceededError(refused.scope, refused.used, limit, estimate=estimate) from None
         reserved = estimate
-    spend = Spend(services, period, reserved)
+    spend = Reservation(services, period, reserved)
     if call is not None:
         try:
             spend.hold = dollars.reserve(services, config, call, now_ms=now)
@@ -289,7 +289,7 @@ def status(
     return result
 
 
-def exceeded_of(message: dict[str, Any] | None) -> BudgetExceeded | None:
+def exceeded_of(message: dict[str, Any] | None) -> BudgetExceededError | None:
     """The refusal a run's ending note stands for (a run a budget stopped between model calls), else None: a
     dialect turns it into its own words (`exoclaw_message`)."""
     if not isinstance(message, dict):

@@ -11,7 +11,7 @@ WindieOS install's) is summarized like any other, but what it yields never goes 
 are the owner's, and read into the owner's runs.
 
 A compaction asked for inside a request (WindieOS's `compact-history`) has a `deadline`: every model call gets only
-the time left before it, and when one runs out of it the compaction stops with `OutOfTime` (the session unchanged)
+the time left before it, and when one runs out of it the compaction stops with `OutOfTimeError` (the session unchanged)
 instead of degrading to a summary-less note.
 """
 
@@ -47,7 +47,7 @@ DEADLINE_SLACK_S = 0.25
 """A model call that failed this close to a compaction's deadline failed for want of time."""
 
 
-class OutOfTime(Exception):
+class OutOfTimeError(Exception):
     """A compaction with a deadline could not finish before it (nothing was changed)."""
 
 
@@ -68,14 +68,14 @@ def ask(
     services: Services, config: dict[str, Any], model: dict[str, str], prompt: str, *, deadline: float | None = None
 ) -> str:
     """One plain model call (no tools, no streaming), for summaries and memories. Not counted in session usage, but
-    held to the gateway's daily and monthly budgets and counted there (raises `BudgetExceeded` when one refuses);
+    held to the gateway's daily and monthly budgets and counted there (raises `BudgetExceededError` when one refuses);
     what it reserved there is settled or released whatever happens. `deadline` (`time.monotonic()`): the call gets
-    at most the time left before it, and raises `OutOfTime` when that runs out."""
+    at most the time left before it, and raises `OutOfTimeError` when that runs out."""
     timeout_s = settings.llm_timeout_ms(config) / 1000
     left = _left(deadline)
     if left is not None:
         if left <= DEADLINE_SLACK_S:
-            raise OutOfTime
+            raise OutOfTimeError
         timeout_s = min(timeout_s, left)
     request = ModelRequest(
         provider=model["provider"],
@@ -94,7 +94,7 @@ def ask(
         spend.release()
         left = _left(deadline)
         if isinstance(exc, Exception) and left is not None and left <= DEADLINE_SLACK_S:
-            raise OutOfTime from exc
+            raise OutOfTimeError from exc
         raise
     spend.settle(int(as_dict(reply.get("usage")).get("totalTokens") or 0), as_dict(reply.get("usage")))
     return text_of(reply)
@@ -110,9 +110,9 @@ def summarize(
     deadline: float | None = None,
     strict: bool = False,
 ) -> tuple[str, str]:
-    """(summary, memories) of the plan's old messages, by the first tier that works (`OutOfTime` when the deadline
+    """(summary, memories) of the plan's old messages, by the first tier that works (`OutOfTimeError` when the deadline
     runs out first). When no model call works, a note of what was left out stands in, unless `strict` (a compaction
-    someone asked for): then `SummaryFailed`, and the history stays as it is."""
+    someone asked for): then `SummaryFailedError`, and the history stays as it is."""
     for partial in (False, True):
         try:
             summary, memories = "", list[str]()
@@ -131,16 +131,16 @@ def summarize(
                     memories.append(found)
             if summary:
                 return summary, rules.join_memories(memories)
-        except OutOfTime:
+        except OutOfTimeError:
             raise
         except Exception as exc:
             log.warning("summarizing (%s) failed: %s", "partial" if partial else "full", exc)
     if strict:
-        raise SummaryFailed("The model could not summarize the history")
+        raise SummaryFailedError("The model could not summarize the history")
     return rules.plaintext_summary(len(plan.old), plan.image_count), ""
 
 
-class SummaryFailed(Exception):
+class SummaryFailedError(Exception):
     """No model call made a summary (a `strict` compaction leaves the history as it is)."""
 
 
@@ -170,7 +170,7 @@ def maybe_compact(
 ) -> list[dict[str, Any]] | None:
     """Compact when due (or `force`d after an overflow). Returns the new message list, or None when nothing was
     done (disabled, no credentials for the model, nothing old enough to summarize). `deadline`
-    (`time.monotonic()`): raises `OutOfTime`, the session unchanged, when the summary cannot be made before it.
+    (`time.monotonic()`): raises `OutOfTimeError`, the session unchanged, when the summary cannot be made before it.
     `messages_estimate`: the messages' estimated tokens when the caller keeps them (else they are counted)."""
     rule_settings = rules.compaction_settings(config)
     if not rule_settings.enabled or not has_credentials(config, model["provider"]):

@@ -10,7 +10,7 @@
 | `embeddings.timeoutMs`    | one call, at most (default 20000; 1000 to 120000)                                    |
 
 Without a provider and a model (the default) embeddings are not configured. A call is made once, with its
-timeout; a failure is described without the key (`EmbeddingsFailed`).
+timeout; a failure is described without the key (`EmbeddingsFailedError`).
 """
 
 from __future__ import annotations
@@ -49,11 +49,11 @@ KNOWN_DIMENSIONS = {
 _seen_dimensions: dict[tuple[str, str], int] = {}
 
 
-class NotConfigured(Exception):
+class EmbeddingsNotConfiguredError(Exception):
     """Embeddings are not configured (the message says what is missing)."""
 
 
-class EmbeddingsFailed(Exception):
+class EmbeddingsFailedError(Exception):
     """The provider could not be reached or refused; the message is safe to show (no key in it)."""
 
 
@@ -103,16 +103,19 @@ def _positive(value: Any) -> int | None:
 
 
 def setup(config: dict[str, Any]) -> Setup:
-    """What `embed` would use; NotConfigured when the section names no provider and model, or the provider has no
+    """What `embed` would use; EmbeddingsNotConfiguredError when the section names no provider and model, or the
+    provider has no
     key or endpoint."""
     section = as_dict(config.get("embeddings"))
     provider, model = _text(section.get("provider")), _text(section.get("model"))
     if provider is None or model is None:
-        raise NotConfigured("Embeddings provider not configured (set embeddings.provider and embeddings.model)")
+        raise EmbeddingsNotConfiguredError(
+            "Embeddings provider not configured (set embeddings.provider and embeddings.model)"
+        )
     try:
         resolve_provider(config, provider)
     except ModelError as exc:
-        raise NotConfigured(f"Embeddings provider not configured: {exc.message}") from None
+        raise EmbeddingsNotConfiguredError(f"Embeddings provider not configured: {exc.message}") from None
     dimensions = _positive(section.get("dimensions"))
     timeout_ms = _positive(section.get("timeoutMs")) or DEFAULT_TIMEOUT_MS
     return Setup(
@@ -127,9 +130,10 @@ def embed(
     config: dict[str, Any], text: str, *, max_timeout_s: float | None = None, services: Services | None = None
 ) -> Embedding:
     """One vector for `text` from the configured provider, within `embeddings.timeoutMs` and `max_timeout_s` (what
-    the caller can wait: on AWS, within API Gateway's 29 s). Raises NotConfigured or EmbeddingsFailed. With
-    `services` the call is held to the gateway's token budgets and spend caps and counted there (its input is the
-    text's estimate, settled to the provider's count when it gives one; `BudgetExceeded` / `SpendExceeded`)."""
+    the caller can wait: on AWS, within API Gateway's 29 s). Raises EmbeddingsNotConfiguredError or
+    EmbeddingsFailedError. With `services` the call is held to the gateway's token budgets and spend caps and counted
+    there (its input is the text's estimate, settled to the provider's count when it gives one;
+    `BudgetExceededError` / `SpendExceededError`)."""
     chosen = setup(config)
     if max_timeout_s is not None and chosen.timeout_s > max_timeout_s:
         chosen = replace(chosen, timeout_s=max_timeout_s)
@@ -137,7 +141,7 @@ def embed(
     estimate = estimate_text_tokens(text)
     spend = None
     if services is not None:
-        call = spend_caps.Call(chosen.provider, chosen.model, estimate, max_output=0)
+        call = spend_caps.ModelCall(chosen.provider, chosen.model, estimate, max_output=0)
         spend = budgets.reserve(services, config, None, estimate, call=call)
     counted: list[int] = []
     try:
@@ -145,21 +149,21 @@ def embed(
             vector = _bedrock(info.base_url, info.region, chosen, text)
         else:
             vector = _openai_compatible(info.base_url, info.api_key, info.headers, chosen, text, counted)
-    except EmbeddingsFailed:
+    except EmbeddingsFailedError:
         if spend is not None:
             spend.release()
         raise
     except Exception as exc:
         if spend is not None:
             spend.release()
-        raise EmbeddingsFailed(
+        raise EmbeddingsFailedError(
             f"Embeddings provider {chosen.provider} failed: {summary(describe(exc), secrets_of(info))}"
         ) from None
     if spend is not None:
         tokens = counted[0] if counted else estimate
         spend.settle(tokens, {"input": tokens, "output": 0})
     if not vector or not all(isinstance(x, int | float) and not isinstance(x, bool) for x in vector):
-        raise EmbeddingsFailed(f"Embeddings provider {chosen.provider} returned no vector")
+        raise EmbeddingsFailedError(f"Embeddings provider {chosen.provider} returned no vector")
     floats = [float(x) for x in vector]
     _seen_dimensions[(chosen.provider, chosen.model)] = len(floats)
     return Embedding(floats, chosen.provider, chosen.model)
@@ -189,7 +193,7 @@ def _openai_compatible(
         counted.append(tokens)  # the provider's own count, for the spend
     data = getattr(response, "data", None) or []
     if not data:
-        raise EmbeddingsFailed(f"Embeddings provider {chosen.provider} returned no vector")
+        raise EmbeddingsFailedError(f"Embeddings provider {chosen.provider} returned no vector")
     return list(getattr(data[0], "embedding", None) or [])
 
 

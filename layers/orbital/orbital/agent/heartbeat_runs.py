@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from orbital.agent import events, runs
 from orbital.domain import heartbeat as rules
-from orbital.domain.budgets import BudgetExceeded
+from orbital.domain.budgets import BudgetExceededError
 from orbital.domain.ids import normalize_agent_id
 from orbital.domain.prompt import is_heartbeat_file_meaningful
 from orbital.engines import heartbeat
@@ -149,7 +149,7 @@ def _run_one(services: Services, config: dict[str, Any], agent_id: str, now_ms: 
         return {**result, "status": "skipped", "skipReason": reason}
     try:
         started = _start_run(services, agent_id, settings, rules.REASON_INTERVAL, now_ms)
-    except BudgetExceeded as exc:  # refused before it started, as every run is when a budget is spent
+    except BudgetExceededError as exc:  # refused before it started, as every run is when a budget is spent
         log.info("heartbeat of %s refused: %s", agent_id, exc.message)
         return {**result, "status": "failed", "error": exc.message}
     except Exception as exc:

@@ -204,7 +204,7 @@ def submit(
     """Start a run for `data` on the session, or queue it behind the current run. `extra` may carry the run
     fields of `RUN_FIELDS`; `channel_context` (`{channel, accountId, peer}`) becomes the session's last channel.
 
-    With `check_budget` a run that a token budget refuses is not started nor queued: `BudgetExceeded` (429) is
+    With `check_budget` a run that a token budget refuses is not started nor queued: `BudgetExceededError` (429) is
     raised before anything is stored (`budgets.check_before_run`). `meta` is the session's meta if the caller has
     just read it (saves a read)."""
     run_id = run_id or str(uuid.uuid4())

@@ -4,7 +4,7 @@ Both are one plain model call each (no tools, no streaming) through `compaction.
 gateway's daily and monthly token budgets like compaction's summaries do. The configured `model` is used; without
 credentials for its provider the service is not configured. Each model call takes at most `timeouts.llmMs`; a whole
 request at most `MAX_BATCHES` calls and, when the caller gives one, its time limit (on AWS `AWS_CALL_MS`: an HTTP API
-integration ends at 29 s), each call's timeout shortened to what is left. What cannot finish in time is `TooSlow`.
+integration ends at 29 s), each call's timeout shortened to what is left. What cannot finish in time is `TooSlowError`.
 
 Summaries: the conversations are summarized in batches that fit a share of the model's context window, each batch
 given the summary so far; the model answers a JSON object `{"summary", "facts"}` (a reply that is not one is taken
@@ -69,21 +69,22 @@ Answer with the title only: no quotes, no punctuation at the end.
 </assistant_message>"""
 
 
-class NotConfigured(Exception):
+class SemanticNotConfiguredError(Exception):
     pass
 
 
 def configured_model(config: dict[str, Any]) -> dict[str, str]:
-    """The model these calls use: the configured one, when its provider has credentials; NotConfigured else."""
+    """The model these calls use: the configured one, when its provider has credentials; SemanticNotConfiguredError
+    else."""
     model = context.effective_model(config, {}, {})
     if not model.get("provider") or not has_credentials(config, model["provider"]):
-        raise NotConfigured(
+        raise SemanticNotConfiguredError(
             f"Semantic summarization not configured (no credentials for the model provider {model.get('provider')!r})"
         )
     return model
 
 
-class TooSlow(Exception):
+class TooSlowError(Exception):
     """The request could not be answered within its time limit (or its number of model calls)."""
 
 
@@ -93,7 +94,7 @@ def _bounded(config: dict[str, Any], deadline: float | None) -> dict[str, Any]:
         return config
     left_ms = int((deadline - time.monotonic()) * 1000)
     if left_ms < MIN_CALL_MS:
-        raise TooSlow("The summary could not be finished in time; send fewer or shorter conversations")
+        raise TooSlowError("The summary could not be finished in time; send fewer or shorter conversations")
     timeouts = as_dict(config.get("timeouts"))
     return {**config, "timeouts": {**timeouts, "llmMs": min(llm_timeout_ms(config), left_ms)}}
 
@@ -142,13 +143,16 @@ def parse_summary(reply: str) -> tuple[str, list[str]]:
 def summarize(
     services: Services, config: dict[str, Any], conversations: list[str], *, time_limit_ms: int | None = None
 ) -> tuple[str, list[str]]:
-    """(summary, facts) of the conversations. Raises NotConfigured, TooSlow, `ModelError`, `BudgetExceeded`."""
+    """(summary, facts) of the conversations. Raises SemanticNotConfiguredError, TooSlowError, `ModelError`,
+    `BudgetExceededError`."""
     model = configured_model(config)
     deadline = _deadline(time_limit_ms)
     budget = max(8_000, context_window(config, model["provider"], model["id"]) * 2)  # ~half the window in chars
     groups = batches([c for c in conversations if c.strip()], budget)
     if len(groups) > MAX_BATCHES:
-        raise TooSlow(f"Too much to summarize at once (more than {MAX_BATCHES} model calls); send fewer conversations")
+        raise TooSlowError(
+            f"Too much to summarize at once (more than {MAX_BATCHES} model calls); send fewer conversations"
+        )
     summary, facts = "", list[str]()
     for group in groups:
         earlier = EARLIER.format(summary=summary, facts="\n".join(f"- {f}" for f in facts)) if summary else ""
@@ -181,8 +185,8 @@ def title(
     *,
     time_limit_ms: int | None = None,
 ) -> str:
-    """A short title for a conversation from its first exchange. Raises NotConfigured, `ModelError`,
-    `BudgetExceeded`."""
+    """A short title for a conversation from its first exchange. Raises SemanticNotConfiguredError, `ModelError`,
+    `BudgetExceededError`."""
     model = configured_model(config)
     prompt = TITLE_PROMPT.format(user=user_message.strip(), assistant=assistant_message.strip())
     return clean_title(compaction.ask(services, _bounded(config, _deadline(time_limit_ms)), model, prompt))

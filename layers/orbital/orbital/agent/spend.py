@@ -1,10 +1,10 @@
 """Spend caps in US dollars around every model call (ADR 0044), beside the token budgets (`orbital.agent.budgets`,
 which calls this module wherever it reserves and settles, so every kind of model call is held to both).
 
-    check_before_run(services, config, session_key, meta, model, estimate, origin)  before a run: `SpendExceeded`
+    check_before_run(services, config, session_key, meta, model, estimate, origin)  before a run: `SpendExceededError`
     reserve(services, config, call) -> Hold                before a model call: the worst case reserved against every
                                                            limit that applies (one conditional UpdateItem each);
-                                                           `SpendExceeded` / `UnpricedModel` when one refuses
+                                                           `SpendExceededError` / `UnpricedModelError` when one refuses
     Hold.settle(usage) / Hold.release()                    after the call: its real price / nothing
     status(services, config, session_key?, agent_id?)      `spend.status`
 
@@ -28,16 +28,16 @@ from orbital.agent.providers._resolve import DEFAULT_MAX_TOKENS, provider_settin
 from orbital.domain import spend as rules
 from orbital.domain.messages import gateway_note
 from orbital.domain.session_keys import normalize_main_key, resolve_agent_main_session_key, session_agent_id
-from orbital.domain.spend import SpendExceeded, UnpricedModel
+from orbital.domain.spend import SpendExceededError, UnpricedModelError
 from orbital.protocol.frames import event_frame
 from orbital.store import conditions as cond
 from orbital.store import keys
-from orbital.store.spend import Refused
+from orbital.store.spend import SpendRefusedError
 
 if TYPE_CHECKING:
     from orbital.ports.services import Services
 
-__all__ = ["Call", "Hold", "SpendExceeded", "UnpricedModel", "check_before_run", "reserve", "status"]
+__all__ = ["Hold", "ModelCall", "SpendExceededError", "UnpricedModelError", "check_before_run", "reserve", "status"]
 
 log = logging.getLogger("orbital.agent.spend")
 
@@ -48,7 +48,7 @@ TOP = 5
 
 
 @dataclass(frozen=True)
-class Call:
+class ModelCall:
     """What a model call is, for its price and its limits: the model, the input estimate, the session it counts in
     (`session_key`, `session_id`: none for a call outside a session's usage) and the cron job behind its run."""
 
@@ -71,14 +71,14 @@ def call_of(
     session_key: str | None = None,
     meta: dict[str, Any] | None = None,
     origin: dict[str, Any] | None = None,
-) -> Call:
+) -> ModelCall:
     """The `Call` of a model call of a session's run (`meta`: the session's, `origin`: the run's)."""
     run = (meta or {}).get("currentRun") or {}
     if not isinstance(origin, dict):
         origin = run.get("origin") if isinstance(run.get("origin"), dict) else {}
     assert isinstance(origin, dict)
     job_id = origin.get("jobId") if origin.get("kind") == "cron" and isinstance(origin.get("jobId"), str) else None
-    return Call(
+    return ModelCall(
         provider=str(model.get("provider") or ""),
         model=str(model.get("id") or ""),
         estimate=max(0, int(estimate)),
@@ -103,7 +103,7 @@ def _job_limit(services: Services, job_id: str | None) -> Any:
     return job.get("spendLimitUsd")
 
 
-def _caps(services: Services, config: dict[str, Any], call: Call) -> list[rules.Cap]:
+def _caps(services: Services, config: dict[str, Any], call: ModelCall) -> list[rules.Cap]:
     return rules.caps(
         config,
         agent_id=call.agent_id,
@@ -117,7 +117,7 @@ def _window(config: dict[str, Any], period: str, now_ms: int, session_id: str | 
     return rules.window(period, now_ms, rules.zone(config), session_id=session_id)
 
 
-def _worst(config: dict[str, Any], call: Call) -> int | None:
+def _worst(config: dict[str, Any], call: ModelCall) -> int | None:
     """The call's worst case in micro-dollars (its input estimate and its whole output limit), None: unpriced."""
     output = call.max_output if call.max_output is not None else _max_output(config, call.provider)
     found = rules.price(config, call.provider, call.model, rules.Usage(input=call.estimate, output=output))
@@ -127,9 +127,9 @@ def _worst(config: dict[str, Any], call: Call) -> int | None:
 # --- before a run ---------------------------------------------------------------------------------------------------
 
 
-def check_before_run(services: Services, config: dict[str, Any], call: Call, *, now_ms: int) -> None:
-    """Refuse a run whose first model call could not be reserved: `SpendExceeded` for the first limit where what is
-    counted plus the call's worst case goes past it, `UnpricedModel` for a model without a price under a limit.
+def check_before_run(services: Services, config: dict[str, Any], call: ModelCall, *, now_ms: int) -> None:
+    """Refuse a run whose first model call could not be reserved: `SpendExceededError` for the first limit where what is
+    counted plus the call's worst case goes past it, `UnpricedModelError` for a model without a price under a limit.
     Reads the counters (one GetItem per limit); writes nothing."""
     caps = _caps(services, config, call)
     if not caps:
@@ -138,7 +138,7 @@ def check_before_run(services: Services, config: dict[str, Any], call: Call, *, 
     if worst is None:
         if rules.unpriced_allowed(config):
             return
-        raise UnpricedModel(call.provider, call.model)
+        raise UnpricedModelError(call.provider, call.model)
     for cap in caps:
         win = _window(config, cap.period, now_ms, call.session_id)
         used = services.spend.read(cap.period, win.key, cap.scope).used
@@ -151,7 +151,7 @@ def check_before_run(services: Services, config: dict[str, Any], call: Call, *, 
                 rules.to_usd(used),
                 cap.limit,
             )
-            raise SpendExceeded(cap.period, rules.to_usd(used), cap.limit, scope=cap.scope)
+            raise SpendExceededError(cap.period, rules.to_usd(used), cap.limit, scope=cap.scope)
 
 
 # --- around each model call -----------------------------------------------------------------------------------------
@@ -173,7 +173,7 @@ class Hold:
 
     services: Services
     config: dict[str, Any]
-    call: Call
+    call: ModelCall
     counters: list[_Counter] = field(default_factory=list)
     done: bool = False
 
@@ -210,7 +210,7 @@ class Hold:
                 _maybe_alert(self.services, self.config, counter, after.used)
 
 
-def _counters(config: dict[str, Any], call: Call, caps: list[rules.Cap], now_ms: int) -> list[_Counter]:
+def _counters(config: dict[str, Any], call: ModelCall, caps: list[rules.Cap], now_ms: int) -> list[_Counter]:
     """The counters of the caps, then the ones counted without a limit: the gateway's day and month, the session's
     and the cron job's day."""
     found: dict[tuple[str, str, str], _Counter] = {}
@@ -228,10 +228,10 @@ def _counters(config: dict[str, Any], call: Call, caps: list[rules.Cap], now_ms:
     return list(found.values())
 
 
-def reserve(services: Services, config: dict[str, Any], call: Call, *, now_ms: int | None = None) -> Hold:
+def reserve(services: Services, config: dict[str, Any], call: ModelCall, *, now_ms: int | None = None) -> Hold:
     """Before a model call: reserve its worst case on every limit that applies, one conditional UpdateItem each; a
-    refusal takes back what was reserved and raises `SpendExceeded` (`UnpricedModel`: a limit applies and the model
-    has no price). The caller must `settle` or `release` the `Hold`."""
+    refusal takes back what was reserved and raises `SpendExceededError` (`UnpricedModelError`: a limit applies and the
+    model has no price). The caller must `settle` or `release` the `Hold`."""
     now = now_ms if now_ms is not None else services.now_ms()
     caps = _caps(services, config, call)
     hold = Hold(services, config, call, _counters(config, call, caps, now))
@@ -241,7 +241,7 @@ def reserve(services: Services, config: dict[str, Any], call: Call, *, now_ms: i
     if worst is None:
         if rules.unpriced_allowed(config):
             return hold
-        raise UnpricedModel(call.provider, call.model)
+        raise UnpricedModelError(call.provider, call.model)
     for counter in hold.counters:
         if counter.limit is None:
             continue
@@ -254,9 +254,9 @@ def reserve(services: Services, config: dict[str, Any], call: Call, *, now_ms: i
                 rules.to_micro(counter.limit),
                 expires_at=counter.expires_at,
             )
-        except Refused as refused:
+        except SpendRefusedError as refused:
             hold.release()
-            raise SpendExceeded(
+            raise SpendExceededError(
                 counter.period, rules.to_usd(refused.used), counter.limit, scope=counter.scope
             ) from None
         counter.reserved = worst

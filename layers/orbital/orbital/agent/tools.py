@@ -97,7 +97,7 @@ class Launch:
     """A call of a tool of the socket that started the run (its result is the socket's already)."""
 
 
-class _Immediate(Exception):
+class _ImmediateError(Exception):
     """A call answered while being prepared (validation errors, fire-and-forget sends)."""
 
     def __init__(self, outcome: dict[str, Any]) -> None:
@@ -105,8 +105,8 @@ class _Immediate(Exception):
         self.outcome = outcome
 
 
-def _error(message: str) -> _Immediate:
-    return _Immediate({"error": message})
+def _error(message: str) -> _ImmediateError:
+    return _ImmediateError({"error": message})
 
 
 # --- dispatch --------------------------------------------------------------------------------------------------
@@ -220,7 +220,7 @@ def _advance(it: Iteration, plan: list[dict[str, Any]], round_: int) -> tuple[li
             continue
         try:
             launch = _prepare(it, env, name, args, tool_call_id)
-        except _Immediate as done:
+        except _ImmediateError as done:
             entry["outcome"] = done.outcome
         except native.ToolError as exc:
             entry["outcome"] = {"error": exc.message}
@@ -352,7 +352,8 @@ def _pending(
 
 
 def _prepare(it: Iteration, env: native.ToolEnv, name: str, args: dict[str, Any], tool_call_id: str) -> Launch:
-    """Validate one call. Raises _Immediate / ToolError when it is answered at once; returns its Launch otherwise."""
+    """Validate one call. Raises _ImmediateError / ToolError when it is answered at once; returns its Launch
+    otherwise."""
     if it.client is not None and it.client.offered is not None and name not in it.client.offered:
         raise _error(f"Tool not available in this conversation: {name}")
     if it.client is not None and name in it.client.own:  # never a backend tool's name, even one of the socket's
@@ -364,7 +365,7 @@ def _prepare(it: Iteration, env: native.ToolEnv, name: str, args: dict[str, Any]
     if name == "gsv__Transfer":
         return _transfer(it, args)
     if name.startswith(NATIVE_PREFIX):
-        raise _Immediate({"result": native.run_sync(env, name, args)})
+        raise _ImmediateError({"result": native.run_sync(env, name, args)})
     return _node_tool(it, name, args)
 
 
@@ -475,7 +476,7 @@ def _session_send(it: Iteration, args: dict[str, Any]) -> Launch:
             result["note"] = (
                 "This is the session of the current run: the message runs after it, so no reply is awaited."
             )
-        raise _Immediate({"result": result})
+        raise _ImmediateError({"result": result})
     timeout = wait_s * 1000
     call = _pending(
         it,
@@ -504,7 +505,7 @@ def _inject(
             extra={"notify": notify, "origin": data["origin"]},
             emit_error=events.error_emitter(it.services),
         )
-    except budgets.BudgetExceeded as exc:  # the target's budget (or the gateway's) refuses it: say which
+    except budgets.BudgetExceededError as exc:  # the target's budget (or the gateway's) refuses it: say which
         raise native.ToolError(exc.message) from None
     except RpcError:
         raise native.ToolError("Failed to inject message into session") from None

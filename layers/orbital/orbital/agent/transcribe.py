@@ -181,7 +181,7 @@ def _openai(services: Services, config: dict[str, Any] | None, r2_key: str, mime
     content_type = (mime_type or "").split(";", 1)[0].strip() or "application/octet-stream"
     # held to the spend caps (ADR 0044): the audio's worst case reserved, the provider's token count settled
     estimate = max(1, len(body) // AUDIO_BYTES_PER_TOKEN)
-    call = spend_caps.Call(OPENAI, model, estimate, max_output=estimate)
+    call = spend_caps.ModelCall(OPENAI, model, estimate, max_output=estimate)
     hold = spend_caps.reserve(services, config or {}, call)
     try:
         with openai.OpenAI(

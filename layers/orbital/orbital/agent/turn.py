@@ -372,7 +372,7 @@ def _model_turn(r: _Run, meta: dict[str, Any]) -> dict[str, Any]:
             estimate if budgets.limits(config, meta).any else 0,
             call=spend_caps.call_of(config, call.model, estimate, session_key=r.key, meta=meta),
         )
-    except budgets.BudgetExceeded as exc:
+    except budgets.BudgetExceededError as exc:
         return _end_with_note(r, note_message(exc.note(), _note_reason(exc)))
     progress = Progress()
     try:
@@ -389,17 +389,17 @@ def _model_turn(r: _Run, meta: dict[str, Any]) -> dict[str, Any]:
     return _store_reply(r, run, reply)
 
 
-def _note_reason(exc: budgets.BudgetExceeded) -> str:
+def _note_reason(exc: budgets.BudgetExceededError) -> str:
     """The `model` of the note a refusal ends a run with: a spend limit's, else a token budget's."""
     return (
         spend_rules.NOTE_REASON
-        if isinstance(exc, spend_rules.SpendExceeded | spend_rules.UnpricedModel)
+        if isinstance(exc, spend_rules.SpendExceededError | spend_rules.UnpricedModelError)
         else (budgets.NOTE_REASON)
     )
 
 
 def _count_unanswered(
-    r: _Run, meta: dict[str, Any], spend: budgets.Spend, estimate: int, progress: Progress, *, stopped: bool
+    r: _Run, meta: dict[str, Any], spend: budgets.Reservation, estimate: int, progress: Progress, *, stopped: bool
 ) -> None:
     """A model call that gave no reply: what it spent is counted once its request reached the provider (a stopped
     call: it was sent; a failed one: the provider had begun its stream), in the gateway's counters and the

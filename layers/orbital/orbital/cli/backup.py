@@ -55,7 +55,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     return parser
 
 
-class Failure(Exception):
+class BackupCommandError(Exception):
     """Told to the user in one line."""
 
 
@@ -67,14 +67,14 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.action == "restore":
             if not args.name:
-                raise Failure("restore needs the NAME of a backup (see `orbital backup list`)")
+                raise BackupCommandError("restore needs the NAME of a backup (see `orbital backup list`)")
             return _restore(args, data_dir)
         if args.name:
-            raise Failure(f"{args.action} takes no NAME")
+            raise BackupCommandError(f"{args.action} takes no NAME")
         if args.action == "list":
             return _list(args, data_dir)
         return _now(args, data_dir)
-    except (Failure, BackupError, OSError) as exc:
+    except (BackupCommandError, BackupError, OSError) as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 1
 
@@ -95,7 +95,7 @@ def _now(args: argparse.Namespace, data_dir: Path) -> int:
     running = running_gateway(data_dir)
     if running is not None:
         if args.dir:
-            raise Failure("--dir cannot be used while a gateway runs: it backs up to its backup.dir")
+            raise BackupCommandError("--dir cannot be used while a gateway runs: it backs up to its backup.dir")
         summary = _ask_gateway(running, data_dir, args.timeout)
         where = f"by the gateway running on {data_dir} (pid {running.get('pid')})"
     else:
@@ -112,19 +112,19 @@ def _now(args: argparse.Namespace, data_dir: Path) -> int:
 
 def _ask_gateway(running: dict[str, Any], data_dir: Path, timeout: float) -> dict[str, Any]:
     # lazy: the parser of every `orbital` command imports this module; only this one needs it
-    from orbital.client import RpcFailed
+    from orbital.client import RpcFailedError
 
     url = str(running.get("wsUrl") or local_token.DEFAULT_URL)
     token = local_token.resolve_token(data_dir_arg=str(data_dir), gateway_url=url)
     try:
         with gateway.connected(url, token, "backup", timeout) as client:
             result = client.call("backup.run", {})
-    except RpcFailed as exc:
-        raise Failure(f"{exc.message} ({exc.code})") from None
+    except RpcFailedError as exc:
+        raise BackupCommandError(f"{exc.message} ({exc.code})") from None
     except (OSError, TimeoutError) as exc:
-        raise Failure(f"cannot reach the gateway at {url}: {exc}") from None
+        raise BackupCommandError(f"cannot reach the gateway at {url}: {exc}") from None
     if not isinstance(result, dict):
-        raise Failure("the gateway's answer is not a backup")
+        raise BackupCommandError("the gateway's answer is not a backup")
     return result
 
 
@@ -134,14 +134,14 @@ def _take_here(args: argparse.Namespace, data_dir: Path) -> tuple[dict[str, Any]
     from orbital.local.server import StartupError, local_state
 
     if not data_dir.is_dir():
-        raise Failure(f"{data_dir}: no such data directory")
+        raise BackupCommandError(f"{data_dir}: no such data directory")
     try:
         with local_state(data_dir) as store:
             settings = settings_of(stored_config(data_dir), data_dir)
             directory = Path(args.dir).expanduser() if args.dir else settings.dir
             taken = take(store, data_dir.expanduser(), directory, keep=settings.keep)
     except StartupError as exc:
-        raise Failure(str(exc)) from None
+        raise BackupCommandError(str(exc)) from None
     return taken.info.to_json(), f"of {data_dir} into {directory}"
 
 
@@ -188,7 +188,7 @@ def _restore(args: argparse.Namespace, data_dir: Path) -> int:
 
     running = running_gateway(data_dir)
     if running is not None:
-        raise Failure(
+        raise BackupCommandError(
             f"a gateway is running on {data_dir} (pid {running.get('pid')}): stop it first (Ctrl-C where it runs), "
             "then restore"
         )

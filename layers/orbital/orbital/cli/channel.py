@@ -70,7 +70,7 @@ def _common(parser: argparse.ArgumentParser, *, account_default: str | None = "d
 def _calls(args: argparse.Namespace, calls: list[tuple[str, dict[str, Any]]]) -> int:
     """Run the calls in order on one connection; print the last result."""
     # lazy: only this command needs it (the parser of every `orbital` command imports this module)
-    from orbital.client import GatewayClient, RpcFailed
+    from orbital.client import GatewayClient, RpcFailedError
 
     try:
         url, token = local_token.from_arguments("orbital channel", args)
@@ -83,7 +83,7 @@ def _calls(args: argparse.Namespace, calls: list[tuple[str, dict[str, Any]]]) ->
             client.connect("client", None, token=token)
             for method, params in calls:
                 payload = client.call(method, params)
-    except RpcFailed as exc:
+    except RpcFailedError as exc:
         print(f"orbital channel: {exc.message} ({exc.code})", file=sys.stderr)
         return 1
     except (OSError, TimeoutError) as exc:

@@ -81,15 +81,15 @@ class ChatError(Exception):
     """A failure this command reports in one line: unreachable gateway, lost connection, refused call."""
 
 
-class Unreachable(ChatError):
+class UnreachableError(ChatError):
     """The gateway could not be reached or the handshake did not complete: worth another try later."""
 
 
-class Refused(ChatError):
+class ChatRefusedError(ChatError):
     """The gateway refused the connection (a wrong token, a protocol it does not speak): another try would fail too."""
 
 
-class NotSent(ChatError):
+class NotSentError(ChatError):
     """The socket was gone before the request was written: nothing reached the gateway."""
 
 
@@ -97,7 +97,7 @@ REFUSING_CLOSE_CODES = frozenset({1008, 4001})
 """A close during the handshake with one of these is a refusal (policy, unauthorized), not a passing failure."""
 
 
-class CallFailed(ChatError):
+class CallFailedError(ChatError):
     """The gateway answered a request with an error frame."""
 
     def __init__(self, method: str, code: int, message: str) -> None:
@@ -121,7 +121,7 @@ LOST = None
 """Put on the event queue (after every event that came before) when the socket is gone."""
 
 
-class Connection:
+class ChatConnection:
     """A connected client-mode socket. `call()` may be used from any thread; `events` receives every event frame
     and, once the socket is gone, `LOST` (`lost` then says why)."""
 
@@ -159,22 +159,22 @@ class Connection:
 
     def _open(self, token: str | None, client_id: str) -> Any:
         # lazy: only this command needs it (the parser of every `orbital` command imports this module)
-        from orbital.client import GatewayClient, RpcFailed
+        from orbital.client import GatewayClient, RpcFailedError
 
         where = redact_url(self.url)
         try:
             client = GatewayClient(self.url, timeout=self.timeout, open_timeout=self.timeout)
         except Exception as exc:  # refused, DNS, TLS, HTTP status, bad URL, timeout
-            raise Unreachable(f"cannot reach {where}: {_describe(exc)}") from None
+            raise UnreachableError(f"cannot reach {where}: {_describe(exc)}") from None
         try:
             client.connect("client", client_id, token=token, client={"version": __version__, "platform": "cli"})
-        except RpcFailed as exc:
+        except RpcFailedError as exc:
             client.close()
-            raise Refused(f"{where} refused the connection ({exc.code}): {exc.message}") from None
+            raise ChatRefusedError(f"{where} refused the connection ({exc.code}): {exc.message}") from None
         except Exception as exc:  # closed during the handshake (e.g. a wrong token), timeout
             client.close()
             code = getattr(getattr(exc, "rcvd", None), "code", None)
-            failed = Refused if code in REFUSING_CLOSE_CODES else Unreachable
+            failed = ChatRefusedError if code in REFUSING_CLOSE_CODES else UnreachableError
             raise failed(f"connecting to {where} failed: {_describe(exc)}") from None
         self.hello = client.hello or {}
         while client.events:  # anything that arrived during the handshake
@@ -228,7 +228,7 @@ class Connection:
 
     def _send(self, frame: dict[str, Any]) -> None:
         if self._gone.is_set():
-            raise NotSent(f"connection to {redact_url(self.url)} lost: {self.lost}")
+            raise NotSentError(f"connection to {redact_url(self.url)} lost: {self.lost}")
         try:
             text = json.dumps(frame)
             with self._send_lock:
@@ -238,7 +238,7 @@ class Connection:
             raise ChatError(f"connection to {redact_url(self.url)} lost: {_close_reason(exc)}") from None
 
     def call(self, method: str, params: Any = None, *, timeout: float | None = None) -> Any:
-        """Send one request and return its payload; `CallFailed` for an error answer, `ChatError` when the
+        """Send one request and return its payload; `CallFailedError` for an error answer, `ChatError` when the
         socket goes away, `TimeoutError` when no answer comes in time."""
         frame_id = f"c{next(self._ids)}"
         waiter = _Waiter()
@@ -261,7 +261,7 @@ class Connection:
             err = res.get("error")
             if not isinstance(err, dict):
                 err = {}
-            raise CallFailed(method, int(err.get("code") or 0), str(err.get("message") or "unknown error"))
+            raise CallFailedError(method, int(err.get("code") or 0), str(err.get("message") or "unknown error"))
         return res.get("payload")
 
     @property
@@ -446,7 +446,7 @@ def decided_text(resolution: dict[str, Any]) -> str:
 
 
 @dataclass
-class Answer:
+class TerminalDecision:
     """What the person at the terminal said to a paused run: a decision (`approve`/`deny`, `remember` for the rest
     of the session), or none because it was decided elsewhere meanwhile, or `leave` (Ctrl-C, Ctrl-D): the run stays
     paused and this client stops waiting for it. `held` are the events read while asking, in order."""
@@ -460,7 +460,7 @@ class Answer:
 class Approver(Protocol):
     """Asks whoever is at the terminal about a paused run (given the `paused` payload and the run's id)."""
 
-    def __call__(self, payload: dict[str, Any], run_id: str) -> Answer: ...
+    def __call__(self, payload: dict[str, Any], run_id: str) -> TerminalDecision: ...
 
 
 # --- the driver ---------------------------------------------------------------------------------------------------
@@ -546,7 +546,7 @@ class RunView(Protocol):
 class ChatDriver:
     """Sends messages to one session and follows their runs to the end."""
 
-    def __init__(self, conn: Connection, session_key: str, *, rpc_timeout: float = RPC_TIMEOUT) -> None:
+    def __init__(self, conn: ChatConnection, session_key: str, *, rpc_timeout: float = RPC_TIMEOUT) -> None:
         self.conn = conn
         self.session_key = session_key
         self.rpc_timeout = rpc_timeout
@@ -568,7 +568,7 @@ class ChatDriver:
         this token may not read it."""
         try:
             status = self.conn.call("spend.status", {"sessionKey": self.session_key}, timeout=self.rpc_timeout)
-        except (CallFailed, TimeoutError):
+        except (CallFailedError, TimeoutError):
             return result
         line = spend_words.status_line(status)
         if line is None:
@@ -760,7 +760,7 @@ class ChatDriver:
                         view.note(self.answer(payload, answer.decision, remember=answer.remember))
                         if approval is not None:
                             answered.add(approval["approvalId"])
-                    except CallFailed as exc:
+                    except CallFailedError as exc:
                         view.note(f"Error: {exc.message}")
                     except (ChatError, TimeoutError) as exc:
                         view.note(f"Error: {exc}")
@@ -1165,7 +1165,7 @@ class TerminalApprover:
     or the run's end ends the question; those events are handed back to be shown in order. Ctrl-C or Ctrl-D
     leaves the question and the run paused. POSIX terminals only (`available()`)."""
 
-    def __init__(self, conn: Connection, interrupt: threading.Event, out: IO[str] | None = None) -> None:
+    def __init__(self, conn: ChatConnection, interrupt: threading.Event, out: IO[str] | None = None) -> None:
         self.conn = conn
         self.interrupt = interrupt
         self.out = out or sys.stdout
@@ -1197,7 +1197,7 @@ class TerminalApprover:
             and payload.get("state") in ("final", "error")
         )
 
-    def __call__(self, payload: dict[str, Any], run_id: str) -> Answer:
+    def __call__(self, payload: dict[str, Any], run_id: str) -> TerminalDecision:
         import select
 
         approval = approval_of(payload)
@@ -1217,7 +1217,7 @@ class TerminalApprover:
                 if self.interrupt.is_set():
                     self.interrupt.clear()
                     self._write("\n")
-                    return Answer(leave=True, held=held)
+                    return TerminalDecision(leave=True, held=held)
                 while True:
                     try:
                         frame = self.conn.events.get_nowait()
@@ -1226,25 +1226,25 @@ class TerminalApprover:
                     held.append(frame)
                     if self._settles(frame, run_id, approval_id):
                         self._write("\n")
-                        return Answer(held=held)
+                        return TerminalDecision(held=held)
                 ready, _, _ = select.select([fd], [], [], POLL_S)
                 if not ready:
                     continue
                 data = os.read(fd, 1024)
                 if not data:  # Ctrl-D
                     self._write("\n")
-                    return Answer(leave=True, held=held)
+                    return TerminalDecision(leave=True, held=held)
                 typed += data
                 if b"\n" not in typed and b"\r" not in typed:
                     continue
                 word = typed.decode("utf-8", "replace").strip().lower()
                 typed = b""
                 if word in APPROVE_ANSWERS:
-                    return Answer(decision="approve", held=held)
+                    return TerminalDecision(decision="approve", held=held)
                 if word in DENY_ANSWERS:
-                    return Answer(decision="deny", held=held)
+                    return TerminalDecision(decision="deny", held=held)
                 if word in SESSION_ANSWERS and approval:
-                    return Answer(decision="approve", remember=True, held=held)
+                    return TerminalDecision(decision="approve", remember=True, held=held)
                 self._write(f"Answer y or n{', or s' if approval else ''}. {question}")
 
 
@@ -1307,7 +1307,7 @@ def one_shot(
 ) -> int:
     """Send one message and report its outcome: 0 when the run ends with `final` (or a command succeeds)."""
     try:
-        conn = Connection(url, token=token, keepalive=0)
+        conn = ChatConnection(url, token=token, keepalive=0)
     except ChatError as exc:
         _err(str(exc))
         return 1
@@ -1371,16 +1371,17 @@ class _Session:
         self.session = session
         self.console = console
         self.plain = plain
-        self.conn: Connection | None = None
+        self.conn: ChatConnection | None = None
         self.lost: str | None = None
         """Why the last connection was lost, until a new one is open."""
         self.client_id = f"chat-{uuid.uuid4().hex[:8]}"
 
-    def _connect(self) -> Connection:
-        return Connection(self.url, token=self.token, client_id=self.client_id)
+    def _connect(self) -> ChatConnection:
+        return ChatConnection(self.url, token=self.token, client_id=self.client_id)
 
     def driver(self, stop: threading.Event | None = None) -> ChatDriver:
-        """The driver of a live connection: `Refused` when the gateway will not take this client, `GaveUp` when
+        """The driver of a live connection: `ChatRefusedError` when the gateway will not take this client,
+        `GaveUpError` when
         Ctrl-C ended the retries (a KeyboardInterrupt, or `stop` set where Ctrl-C sets it instead)."""
         if self.conn is not None and self.conn.is_lost:
             self.lost = self.conn.lost or "the connection closed"
@@ -1395,12 +1396,12 @@ class _Session:
             self.conn = self._connect()
         return ChatDriver(self.conn, self.session)
 
-    def _reconnect(self, stop: threading.Event | None) -> Connection:
+    def _reconnect(self, stop: threading.Event | None) -> ChatConnection:
         """Connect again with backoff until it works, or Ctrl-C: `stop` is set by it where the caller already turned
         Ctrl-C into an event; otherwise Ctrl-C sets one of this loop's own for as long as it runs, so it is seen
         whatever the loop is doing when it comes (an attempt, a note, the wait), not only where a KeyboardInterrupt
         would surface."""
-        gave_up = GaveUp("stopped reconnecting; the next message tries again")
+        gave_up = GaveUpError("stopped reconnecting; the next message tries again")
         with contextlib.ExitStack() as scope:
             stopped = stop if stop is not None else scope.enter_context(interrupt_flag())
             attempt = 0
@@ -1408,7 +1409,7 @@ class _Session:
                 while not stopped.is_set():
                     try:
                         return self._connect()
-                    except Unreachable as exc:
+                    except UnreachableError as exc:
                         delay = random.uniform(0, min(RECONNECT_CAP_S, RECONNECT_BASE_S * 2**attempt))
                         attempt += 1
                         self._note(f"{exc}; next try in {delay:.1f} s")
@@ -1434,7 +1435,7 @@ class _Session:
             self.conn.close()
 
 
-class GaveUp(ChatError):
+class GaveUpError(ChatError):
     """Ctrl-C while reconnecting: back to the prompt, nothing sent."""
 
 
@@ -1458,7 +1459,7 @@ def send_and_show(state: _Session, text: str, *, timeout: float | None) -> tuple
     console = state.console
     try:
         driver = state.driver()
-    except GaveUp as exc:
+    except GaveUpError as exc:
         console.print(Text(str(exc), style="bold yellow"))
         return False, False
     except ChatError as exc:
@@ -1468,16 +1469,16 @@ def send_and_show(state: _Session, text: str, *, timeout: float | None) -> tuple
         try:
             try:
                 sent = driver.send(text)
-            except NotSent:  # lost just now, before the message went out: reconnect and send it
+            except NotSentError:  # lost just now, before the message went out: reconnect and send it
                 driver = state.driver(interrupted)
                 sent = driver.send(text)
-        except GaveUp as exc:
+        except GaveUpError as exc:
             console.print(Text(str(exc), style="bold yellow"))
             return False, False
-        except Refused as exc:
+        except ChatRefusedError as exc:
             console.print(Text(f"Error: {exc}", style="bold red"))
             return False, True
-        except CallFailed as exc:
+        except CallFailedError as exc:
             console.print(Text(f"Error: {exc.message}", style="bold red"))
             return False, False
         except (ChatError, TimeoutError) as exc:

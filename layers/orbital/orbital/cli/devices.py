@@ -122,7 +122,7 @@ def run_login(args: argparse.Namespace) -> int:
             args.pair, url=gateway_url, name=name, http_url=args.http_url or None, timeout=args.timeout
         )
         path = device_token.save(paired, name=name)
-    except (device_token.PairingFailed, device_token.DeviceFileError) as exc:
+    except (device_token.PairingFailedError, device_token.DeviceFileError) as exc:
         gateway.error("orbital login", str(exc))
         return 1
     print(f"Paired with {local_token.redact_url(paired.url)}: a {paired.role} device (token {paired.token_id or '?'}).")

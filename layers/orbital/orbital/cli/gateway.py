@@ -64,13 +64,13 @@ def run(
         error(prog, str(exc))
         return 1
     # lazy: only the commands that call the gateway need it (every `orbital` command builds their parsers)
-    from orbital.client import RpcFailed
+    from orbital.client import RpcFailedError
 
     where = local_token.redact_url(url)
     try:
         with connected(url, token, name, args.timeout) as client:
             return act(client, url)
-    except RpcFailed as exc:
+    except RpcFailedError as exc:
         error(prog, refused(exc.code, exc.message))
         return 1
     except (OSError, TimeoutError) as exc:

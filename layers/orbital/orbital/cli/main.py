@@ -81,7 +81,7 @@ def _parse_json_arg(text: str | None) -> Any:
 
 
 def _cmd_call(args: argparse.Namespace) -> int:
-    from orbital.client import GatewayClient, RpcFailed  # lazy: `orbital call` only
+    from orbital.client import GatewayClient, RpcFailedError  # lazy: `orbital call` only
 
     params = _parse_json_arg(args.params)
     try:
@@ -94,7 +94,7 @@ def _cmd_call(args: argparse.Namespace) -> int:
         with GatewayClient(url, timeout=args.timeout) as client:
             client.connect("client", args.client_id, token=token)
             payload = client.hello if args.method == "connect" else client.call(args.method, params)
-    except RpcFailed as exc:
+    except RpcFailedError as exc:
         print(json.dumps({"code": exc.code, "message": exc.message}), file=sys.stderr)
         return 1
     except (OSError, TimeoutError) as exc:

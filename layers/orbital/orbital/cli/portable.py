@@ -45,7 +45,7 @@ RUNTIME_FILE = "runtime.json"
 """Written by a running local gateway into its data directory (readable by its owner only): its pid and URLs."""
 
 
-class Failure(Exception):
+class PortableCommandError(Exception):
     """An error told to the user in one line."""
 
 
@@ -315,9 +315,9 @@ def _cmd_import(args: argparse.Namespace) -> int:
 
 def _check_args(args: argparse.Namespace) -> None:
     if bool(args.table) != bool(args.bucket):
-        raise Failure("--table and --bucket go together")
+        raise PortableCommandError("--table and --bucket go together")
     if not (args.stack or args.table) and (args.region or args.profile or args.endpoint_url):
-        raise Failure("--region, --profile and --endpoint-url apply to --stack or --table")
+        raise PortableCommandError("--region, --profile and --endpoint-url apply to --stack or --table")
 
 
 # --- sources and targets ---------------------------------------------------------------------------------------------
@@ -330,7 +330,7 @@ def _source(args: argparse.Namespace) -> Iterator[Store]:
         return
     data_dir = Path(args.data_dir or os.environ.get(DATA_DIR_ENV) or DEFAULT_DATA_DIR).expanduser()
     if not data_dir.is_dir():
-        raise Failure(f"{data_dir}: no such data directory")
+        raise PortableCommandError(f"{data_dir}: no such data directory")
     with _local(data_dir, writing=False) as store:
         yield store
 
@@ -377,12 +377,12 @@ def _local(data_dir: Path, *, writing: bool) -> Iterator[Store]:
             except StartupError as exc:  # a gateway (or another tool) holds the directory
                 running = running_gateway(data_dir)
                 if running is None:
-                    raise Failure(f"cannot open {data_dir}: {exc}") from None
+                    raise PortableCommandError(f"cannot open {data_dir}: {exc}") from None
             else:
                 label = f"the data directory {data_dir}"
         if running is not None:
             if writing:
-                raise Failure(
+                raise PortableCommandError(
                     f"a gateway is running on {data_dir} (pid {running.get('pid')}): stop it first (Ctrl-C where it "
                     "runs), then import again"
                 )
@@ -484,6 +484,6 @@ def _describe(exc: BaseException) -> str:
 
     if isinstance(exc, NoCredentialsError):
         return "no AWS credentials found: configure them (aws configure, AWS_PROFILE) or pass --profile"
-    if isinstance(exc, Failure | PortableError | BotoCoreError | ValueError | OSError):
+    if isinstance(exc, PortableCommandError | PortableError | BotoCoreError | ValueError | OSError):
         return str(exc) or type(exc).__name__
     return f"{type(exc).__name__}: {exc}"

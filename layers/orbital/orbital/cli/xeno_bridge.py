@@ -93,7 +93,7 @@ def token_source(token_file: str | None, *, url: str = "", data_dir: str | None 
     ORBITAL_TOKEN, a device token saved for `url` (`orbital login --pair`), or for a gateway at a loopback `url` the
     data directory's token file (read at every connection attempt: the gateway may draw it after the bridge
     started)."""
-    from orbital.xeno.bridge import TokenUnavailable  # lazy: the bridge (websockets, httpx) for this command only
+    from orbital.xeno.bridge import TokenUnavailableError  # lazy: the bridge (websockets, httpx) for this command only
 
     if not token_file:
         # the order of every `orbital` command (local_token): the environment, a device token saved for the URL
@@ -116,9 +116,9 @@ def token_source(token_file: str | None, *, url: str = "", data_dir: str | None 
             text = path.read_text(encoding="utf-8").strip()
         except (OSError, UnicodeDecodeError) as exc:
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
-            raise TokenUnavailable(f"cannot read the token file {path}: {reason}") from None
+            raise TokenUnavailableError(f"cannot read the token file {path}: {reason}") from None
         if not text or any(c.isspace() for c in text):
-            raise TokenUnavailable(f"the token file {path} must hold the token alone, on one line")
+            raise TokenUnavailableError(f"the token file {path} must hold the token alone, on one line")
         return text
 
     read()
@@ -140,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
     """Serve until Ctrl-C/SIGTERM (exit 0); 2 when it cannot start."""
     # lazy: the bridge (websockets, httpx) for this command only
     from orbital.xeno.bridge import BridgeOptions, XenoBridge
-    from orbital.xeno.unix_socket import XenoSocketInUse
+    from orbital.xeno.unix_socket import XenoSocketInUseError
 
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO, format="orbital xeno-bridge: %(levelname)s %(message)s"
@@ -164,7 +164,7 @@ def run(args: argparse.Namespace) -> int:
             keepalive=float(args.keepalive),
         )
         bridge = XenoBridge(options)
-    except ValueError as exc:  # TokenUnavailable included
+    except ValueError as exc:  # TokenUnavailableError included
         print(f"orbital xeno-bridge: {exc}", file=sys.stderr)
         return 2
     if url.startswith("ws://") and not _loopback(url) and (args.token_file or os.environ.get("ORBITAL_TOKEN")):
@@ -179,7 +179,7 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         asyncio.run(main())
-    except XenoSocketInUse as exc:
+    except XenoSocketInUseError as exc:
         print(f"orbital xeno-bridge: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:

@@ -30,7 +30,7 @@ from orbital.aws import secrets
 from orbital.dialects import approval_answers, base
 from orbital.dialects.detect import EXOCLAW
 from orbital.domain import spend_words
-from orbital.domain.budgets import BudgetExceeded
+from orbital.domain.budgets import BudgetExceededError
 from orbital.domain.messages import text_of
 from orbital.domain.session_keys import resolve_agent_by_specificity
 from orbital.engines import device_auth, socket_gate
@@ -230,7 +230,7 @@ def _chat(services: Services, conn: Connection, rpc_id: str, params: Any) -> lis
         return _answered(services, conn, rpc_id, answer, sent.payload)
     approval_answers.settle(services, answer, follow=False)
     if not sent.ok:  # a token budget or a spend limit refused it: Exoclaw's own words, and no stream
-        refused = BudgetExceeded.from_details(sent.details) or spend_words.refusal_in(sent.message)
+        refused = BudgetExceededError.from_details(sent.details) or spend_words.refusal_in(sent.message)
         return [_failure(rpc_id, refused.exoclaw_message if refused is not None else sent.message)]
     reply = str(sent.payload.get("response") or sent.payload.get("error") or "")
     return [{"id": rpc_id, "event": "text", "data": reply}, {"id": rpc_id, "event": "done"}]

@@ -129,7 +129,7 @@ PROVIDER_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,40}$")
 _SLUG = re.compile(r"[^A-Za-z0-9_.:-]")
 
 
-class _Invalid(Exception):
+class _InvalidFrameError(Exception):
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
@@ -150,28 +150,28 @@ def _names(value: Any, where: str) -> list[str] | None:
     if value is None:
         return None
     if not isinstance(value, list) or len(value) > MAX_NAMES or not all(isinstance(v, str) for v in value):
-        raise _Invalid(f"{where} must be a list of strings")
+        raise _InvalidFrameError(f"{where} must be a list of strings")
     return list(value)
 
 
 def parse_agent_definition(value: Any) -> tuple[dict[str, Any], dict[str, Any], list[Any]]:
-    """An `agent_definition` as (tool policy, runtime, manifest entries); raises _Invalid for a bad shape. Unknown
-    keys are ignored."""
+    """An `agent_definition` as (tool policy, runtime, manifest entries); raises _InvalidFrameError for a bad
+    shape. Unknown keys are ignored."""
     if value is None:
         return {"mode": "default_plus_client"}, {}, []
     if not isinstance(value, dict):
-        raise _Invalid("agent_definition must be an object")
+        raise _InvalidFrameError("agent_definition must be an object")
     version = value.get("version", 1)
     if version != 1 or isinstance(version, bool):
-        raise _Invalid("agent_definition.version must be 1")
+        raise _InvalidFrameError("agent_definition.version must be 1")
     tools = value.get("tools")
     if tools is None:
         tools = {}
     if not isinstance(tools, dict):
-        raise _Invalid("agent_definition.tools must be an object")
+        raise _InvalidFrameError("agent_definition.tools must be an object")
     mode = tools.get("mode", "default_plus_client")
     if mode not in MODES:
-        raise _Invalid(f"agent_definition.tools.mode must be one of {', '.join(sorted(MODES))}")
+        raise _InvalidFrameError(f"agent_definition.tools.mode must be one of {', '.join(sorted(MODES))}")
     policy: dict[str, Any] = {"mode": mode}
     available = _names(tools.get("available_tools"), "available_tools")
     if available is not None:
@@ -183,28 +183,28 @@ def parse_agent_definition(value: Any) -> tuple[dict[str, Any], dict[str, Any], 
     if capabilities:
         unknown = sorted(set(capabilities) - CAPABILITIES)
         if unknown:
-            raise _Invalid(f"unknown capability {unknown[0][:40]!r} in disabled_capabilities")
+            raise _InvalidFrameError(f"unknown capability {unknown[0][:40]!r} in disabled_capabilities")
         policy["capabilities"] = sorted(set(capabilities))
     manifest = tools.get("client_manifest")
     entries: list[Any] = []
     if manifest is not None:
         if not isinstance(manifest, dict) or not isinstance(manifest.get("tools", []), list):
-            raise _Invalid("client_manifest must be an object with a list of tools")
+            raise _InvalidFrameError("client_manifest must be an object with a list of tools")
         entries = list(manifest.get("tools") or [])
         if len(entries) > MAX_MANIFEST_TOOLS or _size(entries) > MAX_MANIFEST_BYTES:
-            raise _Invalid(f"client_manifest is too large (at most {MAX_MANIFEST_TOOLS} tools, 256 KB)")
+            raise _InvalidFrameError(f"client_manifest is too large (at most {MAX_MANIFEST_TOOLS} tools, 256 KB)")
         if not all(isinstance(e, dict) for e in entries):
-            raise _Invalid("every client_manifest tool must be an object")
+            raise _InvalidFrameError("every client_manifest tool must be an object")
     runtime = value.get("runtime")
     if runtime is None:
         runtime = {}
     if not isinstance(runtime, dict):
-        raise _Invalid("agent_definition.runtime must be an object")
+        raise _InvalidFrameError("agent_definition.runtime must be an object")
     kept: dict[str, Any] = {}
     system = runtime.get("operating_system")
     if system is not None:
         if not isinstance(system, str):
-            raise _Invalid("runtime.operating_system must be a string")
+            raise _InvalidFrameError("runtime.operating_system must be a string")
         kept["operating_system"] = system[:64]
     methods = _names(runtime.get("coordinate_methods"), "runtime.coordinate_methods")
     if methods is not None:
@@ -213,22 +213,22 @@ def parse_agent_definition(value: Any) -> tuple[dict[str, Any], dict[str, Any], 
 
 
 def parse_handshake(frame: Any) -> dict[str, Any]:
-    """A handshake frame as `{user_id, policy, runtime, manifest}`; raises _Invalid saying what is wrong."""
+    """A handshake frame as `{user_id, policy, runtime, manifest}`; raises _InvalidFrameError saying what is wrong."""
     if not isinstance(frame, dict):
-        raise _Invalid("not a JSON object")
+        raise _InvalidFrameError("not a JSON object")
     if frame.get("type") != "handshake":
-        raise _Invalid("the first message must be the handshake")
+        raise _InvalidFrameError("the first message must be the handshake")
     removed = [name for name in REMOVED_FIELDS if name in frame]
     if removed:
-        raise _Invalid(f"{removed[0]} is no longer accepted at the top level: send agent_definition")
+        raise _InvalidFrameError(f"{removed[0]} is no longer accepted at the top level: send agent_definition")
     user = frame.get("user_id")
     if user is not None and (not isinstance(user, str) or len(user) > MAX_REF_CHARS):
-        raise _Invalid("user_id must be a string")
+        raise _InvalidFrameError("user_id must be a string")
     policy, runtime, manifest = parse_agent_definition(frame.get("agent_definition"))
     system = frame.get("operating_system")
     if system is not None:  # the shipped Python SDK sends it at the top level: tolerated as the runtime's
         if not isinstance(system, str):
-            raise _Invalid("operating_system must be a string")
+            raise _InvalidFrameError("operating_system must be a string")
         runtime.setdefault("operating_system", system[:64])
     return {"user_id": user or None, "policy": policy, "runtime": runtime, "manifest": manifest}
 
@@ -322,7 +322,7 @@ def _refused(reason: str) -> list[Any]:
 def _handshake(services: Services, inbound: DialectInbound) -> list[Any]:
     try:
         given = parse_handshake(inbound.frame)
-    except _Invalid as exc:
+    except _InvalidFrameError as exc:
         return _refused(f"Invalid handshake: {exc.message}")
     extra = inbound.conn.extra if inbound.conn is not None else {}
     install = extra.get("install") if isinstance(extra.get("install"), dict) else None
@@ -426,7 +426,7 @@ def _error(rid: Any, message: str, user: str, *, turn: str | None = None, conver
     return frame
 
 
-class _Socket:
+class _WindieSocket:
     """What the handshake established about a socket."""
 
     def __init__(self, conn: Connection) -> None:
@@ -451,7 +451,7 @@ class _Socket:
 
 
 def _message(services: Services, conn: Connection, frame: Any) -> list[Any]:
-    sock = _Socket(conn)
+    sock = _WindieSocket(conn)
     if not isinstance(frame, dict):
         return [_error(None, "Invalid message: expected a JSON object", sock.user)]
     rid = frame.get("id")
@@ -473,14 +473,14 @@ def _message(services: Services, conn: Connection, frame: Any) -> list[Any]:
         return [_error(rid, f"Unknown message type: {kind[:60]}", sock.user)]
     try:
         return handler(services, sock, rid, payload)
-    except _Invalid as exc:
+    except _InvalidFrameError as exc:
         return [_error(rid, exc.message, sock.user)]
 
 
 def _ref(payload: dict[str, Any], name: str = "conversation_ref") -> str:
     value = payload.get(name)
     if not isinstance(value, str) or not value.strip() or len(value) > MAX_REF_CHARS:
-        raise _Invalid(f"{name} is required")
+        raise _InvalidFrameError(f"{name} is required")
     return value
 
 
@@ -519,7 +519,7 @@ def _image_entry(services: Services, artifact_id: Any, reader: str | None) -> di
     return {"type": "image", "mimeType": found.content_type, "r2Key": keys.media_object(found.artifact_id)}
 
 
-def _screenshots(services: Services, sock: _Socket, payload: dict[str, Any]) -> list[dict[str, Any]]:
+def _screenshots(services: Services, sock: _WindieSocket, payload: dict[str, Any]) -> list[dict[str, Any]]:
     wanted: list[Any] = []
     if payload.get("screenshot_ref") is not None:
         wanted.append(payload["screenshot_ref"])
@@ -550,7 +550,7 @@ def definition_tools(
     raises ValueError saying what is wrong (the handshake would be refused)."""
     try:
         policy, _, manifest = parse_agent_definition(agent_definition)
-    except _Invalid as exc:
+    except _InvalidFrameError as exc:
         raise ValueError(exc.message) from None
     return caller_policy(policy, admin=admin), validate_manifest(services, manifest, guest=not admin)[0]
 
@@ -648,7 +648,7 @@ def query_preview(
     return QueryPreview(key, model, client_tools.reachable(backend, policy), tools, hosts, system)
 
 
-def _query(services: Services, sock: _Socket, rid: Any, payload: dict[str, Any]) -> list[Any]:
+def _query(services: Services, sock: _WindieSocket, rid: Any, payload: dict[str, Any]) -> list[Any]:
     turn = str(rid) if rid is not None else str(uuid.uuid4())
     refused = {"turn": turn, "user": sock.user}  # a turn refused at once: its one event, numbered 1
     conversation = payload.get("conversation_ref")
@@ -755,7 +755,7 @@ def _command_name(text: str) -> str | None:
 
 def _transparency(
     services: Services,
-    sock: _Socket,
+    sock: _WindieSocket,
     conversation: str,
     config: dict[str, Any],
     own: list[dict[str, Any]],
@@ -823,7 +823,7 @@ def _stop_run(services: Services, key: str, run_id: str) -> bool:
         time.sleep(0.05)
 
 
-def _stop(services: Services, sock: _Socket, rid: Any, payload: dict[str, Any]) -> list[Any]:
+def _stop(services: Services, sock: _WindieSocket, rid: Any, payload: dict[str, Any]) -> list[Any]:
     """Stop the conversation's running turn, or the turn `turn_ref` names, running or still queued. `stopped`:
     whether a turn was stopped (or taken out of the queue) by this request. The end of a stopped turn never follows
     the acknowledgement: its subscriptions go first (so no "Run cancelled by user" error either), and a step still
@@ -853,21 +853,21 @@ def _stop(services: Services, sock: _Socket, rid: Any, payload: dict[str, Any]) 
 # --- client tools -------------------------------------------------------------------------------------------------
 
 
-def _tool_result(services: Services, sock: _Socket, rid: Any, payload: dict[str, Any]) -> list[Any]:
+def _tool_result(services: Services, sock: _WindieSocket, rid: Any, payload: dict[str, Any]) -> list[Any]:
     request_id = payload.get("request_id")
     if not isinstance(request_id, str) or not request_id or len(request_id) > MAX_REF_CHARS:
-        raise _Invalid("request_id is required")
+        raise _InvalidFrameError("request_id is required")
     found = deferred.get(services, request_id)
     owner = client_tools.owner(sock.conn.connection_id)
     if found is None or found.call.kind != deferred.CLIENT_TOOL or found.call.node_id != owner:
-        raise _Invalid("Unknown request_id")
+        raise _InvalidFrameError("Unknown request_id")
     if found.state != deferred.PENDING:
         return []  # late (timed out, stopped): dropped
     deferred.settle(services, request_id, _outcome(services, sock, payload))
     return []
 
 
-def _outcome(services: Services, sock: _Socket, payload: dict[str, Any]) -> dict[str, Any]:
+def _outcome(services: Services, sock: _WindieSocket, payload: dict[str, Any]) -> dict[str, Any]:
     """A `tool-result` as a tool call's outcome: its output text, with the screenshot (an artifact, or inline, kept
     as one) as a reference to that artifact; `success: false` as an error."""
     data = as_dict(payload.get("data"))
@@ -890,7 +890,7 @@ def _too_large(size: int) -> str:
     return f"screenshot left out: {size} bytes, over the {MAX_TOOL_IMAGE_BYTES} a model takes"
 
 
-def _result_image(services: Services, sock: _Socket, data: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
+def _result_image(services: Services, sock: _WindieSocket, data: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
     """A tool result's screenshot as an image referencing an artifact (an inline one is stored as one first, owned
     by the socket's user), never its bytes: a tool result is stored with the session and sent with every later
     model call. (None, why) when there is none, or it is not usable: missing, not the user's, not an image, over
@@ -924,7 +924,7 @@ def _result_image(services: Services, sock: _Socket, data: dict[str, Any]) -> tu
     return None, ""
 
 
-def _bundle_result(services: Services, sock: _Socket, rid: Any, payload: dict[str, Any]) -> list[Any]:
+def _bundle_result(services: Services, sock: _WindieSocket, rid: Any, payload: dict[str, Any]) -> list[Any]:
     return []  # bundles are never sent, so their results answer nothing
 
 
@@ -979,7 +979,7 @@ def convert_history(
     open_calls: dict[str, str] = {}
     for n, entry in enumerate(entries):
         if not isinstance(entry, dict):
-            raise _Invalid(f"messages[{n}] must be an object")
+            raise _InvalidFrameError(f"messages[{n}] must be an object")
         role = entry.get("role")
         content = entry.get("content")
         if content is None:
@@ -1029,18 +1029,18 @@ def convert_history(
             else:
                 messages.append({"role": "user", "content": f"[output of {name}]\n{content}", "timestamp": stamp})
         else:
-            raise _Invalid(f"messages[{n}].role must be user, assistant or tool")
+            raise _InvalidFrameError(f"messages[{n}].role must be user, assistant or tool")
     return messages
 
 
-def _rehydrate(services: Services, sock: _Socket, rid: Any, payload: dict[str, Any]) -> list[Any]:
+def _rehydrate(services: Services, sock: _WindieSocket, rid: Any, payload: dict[str, Any]) -> list[Any]:
     conversation = _ref(payload)
     mode = payload.get("rehydrate_mode", "replace")
     if mode != "replace":
-        raise _Invalid('rehydrate_mode must be "replace"')
+        raise _InvalidFrameError('rehydrate_mode must be "replace"')
     entries = payload.get("messages")
     if not isinstance(entries, list) or len(entries) > MAX_REHYDRATE_MESSAGES:
-        raise _Invalid(f"messages must be a list (at most {MAX_REHYDRATE_MESSAGES})")
+        raise _InvalidFrameError(f"messages must be a list (at most {MAX_REHYDRATE_MESSAGES})")
     key = session_key(services.config.effective(), sock.user, conversation)
     if runs.current_run(services, key) is not None:
         return [
@@ -1070,7 +1070,7 @@ def compaction_seconds(services: Services, config: dict[str, Any]) -> float:
     return max(0.0, min(longest, COMPACTION_AWS_S, bound))
 
 
-def _compact(services: Services, sock: _Socket, rid: Any, payload: dict[str, Any]) -> list[Any]:
+def _compact(services: Services, sock: _WindieSocket, rid: Any, payload: dict[str, Any]) -> list[Any]:
     """Summarize a conversation's older messages now, within what this request may take (on AWS, its Lambda
     invocation's remaining time), holding the session as a run does meanwhile: a query sent meanwhile queues."""
     conversation = _ref(payload)
@@ -1107,9 +1107,9 @@ def _compact(services: Services, sock: _Socket, rid: Any, payload: dict[str, Any
         done = compaction.maybe_compact(
             services, config, key, meta, messages, model, "", force=force, deadline=deadline, strict=True
         )
-    except compaction.SummaryFailed:
+    except compaction.SummaryFailedError:
         return failed("The model could not summarize the history; history unchanged")
-    except compaction.OutOfTime:
+    except compaction.OutOfTimeError:
         log.warning("compacting %s did not finish within %.1fs", key, seconds)
         return failed(f"Compaction could not finish within {seconds:.0f}s (this request's limit); history unchanged")
     except Exception:
@@ -1153,7 +1153,9 @@ def _check_model_choice(config: dict[str, Any], stored: dict[str, Any], changes:
     choice = changes.get("selected_model_id") or stored.get("selected_model_id") or model.get("id") or ""
     model_id = model_catalog.runtime_model_id(str(choice))
     if not model_id or not model_catalog.is_offered(config, str(provider), model_id):
-        raise _Invalid(f"Model not offered by this gateway: {str(provider)[:60]}/{model_id[:100]} (see list-models)")
+        raise _InvalidFrameError(
+            f"Model not offered by this gateway: {str(provider)[:60]}/{model_id[:100]} (see list-models)"
+        )
 
 
 def settings_view(services: Services, user_id: str) -> dict[str, Any]:
@@ -1171,7 +1173,7 @@ def settings_view(services: Services, user_id: str) -> dict[str, Any]:
     return view
 
 
-def _load_settings(services: Services, sock: _Socket, rid: Any, payload: dict[str, Any]) -> list[Any]:
+def _load_settings(services: Services, sock: _WindieSocket, rid: Any, payload: dict[str, Any]) -> list[Any]:
     return [_plain("settings-loaded", {"config": settings_view(services, sock.user)}, rid, user=sock.user)]
 
 
@@ -1179,25 +1181,25 @@ def _provider_keys(value: Any) -> tuple[dict[str, bool], dict[str, str]]:
     """`provider_api_keys` as (enabled flags, keys to set); a blank `api_key` (what `settings-loaded` shows) keeps
     the key there is."""
     if not isinstance(value, dict):
-        raise _Invalid("provider_api_keys must be an object")
+        raise _InvalidFrameError("provider_api_keys must be an object")
     enabled: dict[str, bool] = {}
     secrets_given: dict[str, str] = {}
     for name, entry in value.items():
         if not isinstance(name, str) or not PROVIDER_NAME.match(name) or not isinstance(entry, dict):
-            raise _Invalid("provider_api_keys entries are {provider: {enabled, api_key}}")
+            raise _InvalidFrameError("provider_api_keys entries are {provider: {enabled, api_key}}")
         if "enabled" in entry:
             if not isinstance(entry["enabled"], bool):
-                raise _Invalid(f"provider_api_keys.{name}.enabled must be true or false")
+                raise _InvalidFrameError(f"provider_api_keys.{name}.enabled must be true or false")
             enabled[name] = entry["enabled"]
         key = entry.get("api_key")
         if key is not None and not isinstance(key, str):
-            raise _Invalid(f"provider_api_keys.{name}.api_key must be a string")
+            raise _InvalidFrameError(f"provider_api_keys.{name}.api_key must be a string")
         if key and key.strip():
             secrets_given[name] = key.strip()
     return enabled, secrets_given
 
 
-def _update_settings(services: Services, sock: _Socket, rid: Any, payload: dict[str, Any]) -> list[Any]:
+def _update_settings(services: Services, sock: _WindieSocket, rid: Any, payload: dict[str, Any]) -> list[Any]:
     changes: dict[str, Any] = {}
     updated: list[str] = []
     enabled: dict[str, bool] = {}
@@ -1207,27 +1209,27 @@ def _update_settings(services: Services, sock: _Socket, rid: Any, payload: dict[
             continue
         if name in SETTING_FLAGS:
             if not isinstance(value, bool):
-                raise _Invalid(f"{name} must be true or false")
+                raise _InvalidFrameError(f"{name} must be true or false")
             changes[name] = value
         elif name in SETTING_CHOICES:
             if value not in SETTING_CHOICES[name]:
-                raise _Invalid(f"{name} must be one of {', '.join(sorted(SETTING_CHOICES[name]))}")
+                raise _InvalidFrameError(f"{name} must be one of {', '.join(sorted(SETTING_CHOICES[name]))}")
             changes[name] = value
         elif name in MODEL_KEYS:
             if not isinstance(value, str) or not value.strip() or len(value) > 200:
-                raise _Invalid(f"{name} must be a non-empty string")
+                raise _InvalidFrameError(f"{name} must be a non-empty string")
             changes[name] = value.strip()
         elif name == "provider_api_keys":
             enabled, provider_keys = _provider_keys(value)
         else:
-            raise _Invalid(f"Unknown setting: {str(name)[:60]}")
+            raise _InvalidFrameError(f"Unknown setting: {str(name)[:60]}")
         updated.append(name)
     if provider_keys and not sock.admin:
-        raise _Invalid("Provider API keys can be set only with the gateway's own token")
+        raise _InvalidFrameError("Provider API keys can be set only with the gateway's own token")
     for provider, secret in provider_keys.items():  # through config.set: its rules, its masking, its audit
         done = base.call(services, sock.conn, "config.set", {"path": f"apiKeys.{provider}", "value": secret})
         if not done.ok:
-            raise _Invalid(f"Could not set the key of {provider}: {done.message}")
+            raise _InvalidFrameError(f"Could not set the key of {provider}: {done.message}")
     stored = load_settings_item(services, sock.user)
     if any(name in changes for name in MODEL_KEYS):  # (with the keys just set: a provider they make usable counts)
         _check_model_choice(services.config.effective(), stored, changes)
@@ -1240,11 +1242,11 @@ def _update_settings(services: Services, sock: _Socket, rid: Any, payload: dict[
     return [_plain("settings-updated", {"updated_keys": updated}, rid, user=sock.user)]
 
 
-def _list_models(services: Services, sock: _Socket, rid: Any, payload: dict[str, Any]) -> list[Any]:
+def _list_models(services: Services, sock: _WindieSocket, rid: Any, payload: dict[str, Any]) -> list[Any]:
     return [_plain("models-listed", model_catalog.catalog(services.config.effective()), rid, user=sock.user)]
 
 
-def _wakeword(services: Services, sock: _Socket, rid: Any, payload: dict[str, Any]) -> list[Any]:
+def _wakeword(services: Services, sock: _WindieSocket, rid: Any, payload: dict[str, Any]) -> list[Any]:
     speech = bool(settings_view(services, sock.user).get("speech_mode_enabled"))
     activated = {"speech_mode_enabled": speech, "greeting": GREETING, "status": "listening"}
     return [

@@ -91,7 +91,7 @@ def _notification(method: str, params: dict[str, Any]) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "method": method, "params": params}
 
 
-class _Invalid(Exception):
+class _InvalidMessageError(Exception):
     """A request's params failed xeno's validation (the message is xeno's, exactly)."""
 
 
@@ -139,7 +139,7 @@ def _message(services: Services, conn: Connection, message: Any) -> list[Any]:
             return _query(services, conn, rpc_id, params)
         if method == "gateway.abort":
             if params is not None and not isinstance(params, dict):
-                raise _Invalid("Invalid abort params.")
+                raise _InvalidMessageError("Invalid abort params.")
             # the answer goes before the stopped query's `gateway.error` and `gateway.done`
             services.push(conn.connection_id, _response(rpc_id, {"ok": True}))
             base.call(services, conn, "chat.send", {"sessionKey": _main_key(services), "message": "/stop"})
@@ -150,14 +150,14 @@ def _message(services: Services, conn: Connection, message: Any) -> list[Any]:
         if method == "gateway.new_session":
             _task_params(params, "Invalid new_session params.")
             return _new_session(services, conn, rpc_id)
-    except _Invalid as exc:
+    except _InvalidMessageError as exc:
         return [_error(rpc_id, str(exc))]
     return [_error(rpc_id, f"Method not found: {method}")]
 
 
 def _task_params(params: Any, message: str) -> None:
     if params is not None and not isinstance(params, dict):
-        raise _Invalid(message)
+        raise _InvalidMessageError(message)
 
 
 def _main_key(services: Services) -> str:
@@ -199,14 +199,14 @@ def _validated_query(params: Any) -> tuple[str, str]:
     """xeno's checks, in xeno's order: the params, then the attachments, the request id, the content, the
     context and its type."""
     if not isinstance(params, dict):
-        raise _Invalid("Invalid query params.")
+        raise _InvalidMessageError("Invalid query params.")
     if "attachments" in params and params["attachments"] is not None:
         attachments = params["attachments"]
         if not isinstance(attachments, list):
-            raise _Invalid("Invalid query attachments payload.")
+            raise _InvalidMessageError("Invalid query attachments payload.")
         for item in attachments:
             if not isinstance(item, dict):
-                raise _Invalid("Invalid query attachment.")
+                raise _InvalidMessageError("Invalid query attachment.")
             kind, path = item.get("type"), item.get("path")
             if (
                 not isinstance(kind, str)
@@ -214,18 +214,18 @@ def _validated_query(params: Any) -> tuple[str, str]:
                 or not isinstance(path, str)
                 or not path.strip()
             ):
-                raise _Invalid("Invalid query attachment payload.")
+                raise _InvalidMessageError("Invalid query attachment payload.")
     request_id = params.get("requestId")
     if not isinstance(request_id, str) or not request_id:
-        raise _Invalid("Invalid query requestId.")
+        raise _InvalidMessageError("Invalid query requestId.")
     content = params.get("content")
     if not isinstance(content, str) or not content.strip():
-        raise _Invalid("Invalid query content.")
+        raise _InvalidMessageError("Invalid query content.")
     context = params.get("context")
     if not isinstance(context, dict):
-        raise _Invalid("Invalid query context.")
+        raise _InvalidMessageError("Invalid query context.")
     if context.get("type") != "rpc":
-        raise _Invalid("Invalid query context type.")
+        raise _InvalidMessageError("Invalid query context type.")
     return request_id, content
 
 
@@ -236,7 +236,7 @@ def _query(services: Services, conn: Connection, rpc_id: Any, params: Any) -> li
     ref = {"kind": "query", "requestId": request_id}
     try:
         media = _media(services, conn, params.get("attachments") or [])
-    except _Unreadable as exc:
+    except _UnreadableError as exc:
         return [
             _notification("gateway.error", {"requestId": request_id, "error": str(exc)}),
             _notification("gateway.done", {"requestId": request_id}),
@@ -297,7 +297,7 @@ def _answered(
     return frames
 
 
-class _Unreadable(Exception):
+class _UnreadableError(Exception):
     """An attachment's file could not be read (the message says which and why)."""
 
 
@@ -305,7 +305,7 @@ def _media(services: Services, conn: Connection, attachments: list[dict[str, Any
     """A query's attachments as a run's media (the entries `chat.send` stores as a channel's are): an uploaded
     artifact as it is; a file named by its path read only for a client of the local gateway's Unix socket (see the
     module docstring), its bytes then stored in the session's media like a channel's attachment. Raises
-    `_Unreadable` for a path that is refused or a file that cannot be read."""
+    `_UnreadableError` for a path that is refused or a file that cannot be read."""
     if not attachments:
         return []
     local = services.settings.local and bool(conn.extra.get("local"))  # the Unix socket, its peer the gateway's user
@@ -330,7 +330,7 @@ def _attachment(services: Services, item: dict[str, Any], local: bool) -> dict[s
     if path.startswith(artifacts.REFERENCE):
         return _uploaded(services, entry, path[len(artifacts.REFERENCE) :], mime)
     if not local:
-        raise _Unreadable(NOT_HERE.format(path=path))
+        raise _UnreadableError(NOT_HERE.format(path=path))
     if kind == "video":  # never shown to a model (the stored message keeps only the fact)
         entry["mimeType"] = mime or _mime_of(name, b"")
         return entry
@@ -351,7 +351,7 @@ def _uploaded(services: Services, entry: dict[str, Any], artifact_id: str, mime:
     reads every artifact."""
     found = artifacts.head(services.workspace, artifact_id)
     if found is None:
-        raise _Unreadable(f"Cannot read attachment {artifacts.REFERENCE}{artifact_id}: no such artifact")
+        raise _UnreadableError(f"Cannot read attachment {artifacts.REFERENCE}{artifact_id}: no such artifact")
     entry["mimeType"] = mime or found.content_type
     entry["size"] = found.size_bytes
     if found.filename and entry["filename"] == f"{artifacts.REFERENCE}{artifact_id}":
@@ -363,26 +363,28 @@ def _uploaded(services: Services, entry: dict[str, Any], artifact_id: str, mime:
 
 def _read(text: str, data_dir: str | None) -> tuple[bytes | None, int]:
     """The bytes of the regular file at `text` and its size (None for the bytes of a file over the media limit,
-    which is not read). A path that resolves into `data_dir` is refused. Raises `_Unreadable`."""
+    which is not read). A path that resolves into `data_dir` is refused. Raises `_UnreadableError`."""
     path = Path(text)
     if not path.is_absolute():
-        raise _Unreadable(f"Cannot read attachment {text}: the path is not absolute")
+        raise _UnreadableError(f"Cannot read attachment {text}: the path is not absolute")
     try:
         resolved = path.resolve(strict=True)
     except (OSError, RuntimeError) as exc:
-        raise _Unreadable(f"Cannot read attachment {text}: {getattr(exc, 'strerror', None) or 'not found'}") from None
+        raise _UnreadableError(
+            f"Cannot read attachment {text}: {getattr(exc, 'strerror', None) or 'not found'}"
+        ) from None
     if data_dir and _inside(resolved, Path(data_dir)):
-        raise _Unreadable(IN_DATA_DIR.format(path=text))
+        raise _UnreadableError(IN_DATA_DIR.format(path=text))
     try:
         # the resolved path, its last part not a link (one swapped in since): a FIFO must not block either
         flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0)
         fd = os.open(resolved, flags)
     except OSError as exc:
-        raise _Unreadable(f"Cannot read attachment {text}: {exc.strerror or type(exc).__name__}") from None
+        raise _UnreadableError(f"Cannot read attachment {text}: {exc.strerror or type(exc).__name__}") from None
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise _Unreadable(f"Cannot read attachment {text}: not a regular file")
+            raise _UnreadableError(f"Cannot read attachment {text}: not a regular file")
         if info.st_size > media_store.MAX_MEDIA_BYTES:
             return None, info.st_size
         chunks: list[bytes] = []
@@ -394,7 +396,7 @@ def _read(text: str, data_dir: str | None) -> tuple[bytes | None, int]:
             chunks.append(chunk)
             size += len(chunk)
     except OSError as exc:
-        raise _Unreadable(f"Cannot read attachment {text}: {exc.strerror or type(exc).__name__}") from None
+        raise _UnreadableError(f"Cannot read attachment {text}: {exc.strerror or type(exc).__name__}") from None
     finally:
         os.close(fd)
     if size > media_store.MAX_MEDIA_BYTES:  # it grew while being read

@@ -137,7 +137,7 @@ _HOW = {
 _NEEDS = "the next model call would need about {estimate} more tokens"
 
 
-class BudgetExceeded(RpcError):
+class BudgetExceededError(RpcError):
     """A token budget refuses a model call: `scope` (`session`, `daily` or `monthly`), `used` (tokens counted so far,
     the estimate of the refused call not included), `limit`, and `estimate` (the refused call's, when known).
 
@@ -165,7 +165,7 @@ class BudgetExceeded(RpcError):
         return f"token budget exceeded ({self.scope}: {self.used}/{self.limit})"
 
     @classmethod
-    def from_details(cls, details: Any) -> BudgetExceeded | None:
+    def from_details(cls, details: Any) -> BudgetExceededError | None:
         """The refusal an error's `details` describe (what a dialect gets back from a method it called)."""
         budget = details.get("budget") if isinstance(details, dict) else None
         if not isinstance(budget, dict) or not isinstance(budget.get("scope"), str):
@@ -184,10 +184,10 @@ class BudgetExceeded(RpcError):
 _NOTE = re.compile(r"^Token budget reached \((session|daily|monthly): (\d+)/(\d+)\)")
 
 
-def exceeded_in_note(text: str) -> BudgetExceeded | None:
-    """The refusal a budget note (`BudgetExceeded.note`) was written for, or None for any other text."""
+def exceeded_in_note(text: str) -> BudgetExceededError | None:
+    """The refusal a budget note (`BudgetExceededError.note`) was written for, or None for any other text."""
     found = _NOTE.match(text)
-    return BudgetExceeded(found[1], int(found[2]), int(found[3])) if found else None
+    return BudgetExceededError(found[1], int(found[2]), int(found[3])) if found else None
 
 
 def would_exceed(used: int, estimate: int, limit: int | None) -> bool:

@@ -18,54 +18,54 @@ HOST_ROLES = frozenset({"execution", "specialized"})
 EXECUTION_BASELINE = ("filesystem.list", "filesystem.read", "filesystem.write", "shell.exec")
 
 
-class RuntimeInvalid(ValueError):
+class RuntimeInvalidError(ValueError):
     pass
 
 
 def _capability_list(value: Any, where: str) -> list[str]:
     if not isinstance(value, list) or not value:
-        raise RuntimeInvalid(f"{where} must not be empty")
+        raise RuntimeInvalidError(f"{where} must not be empty")
     out: set[str] = set()
     for item in value:
         if not isinstance(item, str):
-            raise RuntimeInvalid(f"{where} contains unknown capability: {item}")
+            raise RuntimeInvalidError(f"{where} contains unknown capability: {item}")
         cap = item.strip()
         if cap not in CAPABILITIES:
-            raise RuntimeInvalid(f"{where} contains unknown capability: {cap}")
+            raise RuntimeInvalidError(f"{where} contains unknown capability: {cap}")
         out.add(cap)
     return sorted(out)
 
 
 def validate_node_runtime(node_id: str, runtime: Any, tool_names: list[str]) -> dict[str, Any]:
-    """Return the normalized runtime or raise RuntimeInvalid with GSV's detail text. Without `hostRole` (absent or
+    """Return the normalized runtime or raise RuntimeInvalidError with GSV's detail text. Without `hostRole` (absent or
     null: a late node) only the two capability fields are read and kept."""
     prefix = f"nodeRuntime for {node_id}"
     if not isinstance(runtime, dict):
-        raise RuntimeInvalid(f"{prefix} is required")
+        raise RuntimeInvalidError(f"{prefix} is required")
     role = runtime.get("hostRole")
     role = role.strip() if isinstance(role, str) else role
     if role is not None and role not in HOST_ROLES:
-        raise RuntimeInvalid(f"{prefix} hostRole must be one of: execution, specialized")
+        raise RuntimeInvalidError(f"{prefix} hostRole must be one of: execution, specialized")
     host_caps = _capability_list(runtime.get("hostCapabilities"), f"{prefix} hostCapabilities")
     seen: set[str] = set()
     for name in tool_names:
         if name in seen:
-            raise RuntimeInvalid(f"Duplicate tool name in node {node_id}: {name}")
+            raise RuntimeInvalidError(f"Duplicate tool name in node {node_id}: {name}")
         seen.add(name)
     tool_caps_raw = runtime.get("toolCapabilities")
     if not isinstance(tool_caps_raw, dict):
-        raise RuntimeInvalid(f"{prefix} toolCapabilities must be an object")
+        raise RuntimeInvalidError(f"{prefix} toolCapabilities must be an object")
     for name in tool_names:
         if name not in tool_caps_raw:
-            raise RuntimeInvalid(f"{prefix} toolCapabilities missing entry for tool: {name}")
+            raise RuntimeInvalidError(f"{prefix} toolCapabilities missing entry for tool: {name}")
     tool_caps: dict[str, list[str]] = {}
     for key in sorted(tool_caps_raw):
         if key not in seen:
-            raise RuntimeInvalid(f"{prefix} toolCapabilities has unknown tool key: {key}")
+            raise RuntimeInvalidError(f"{prefix} toolCapabilities has unknown tool key: {key}")
         caps = _capability_list(tool_caps_raw[key], f"{prefix} toolCapabilities.{key}")
         extra = [c for c in caps if c not in host_caps]
         if extra:
-            raise RuntimeInvalid(
+            raise RuntimeInvalidError(
                 f"{prefix} toolCapabilities.{key} must be a subset of hostCapabilities (extra: {', '.join(extra)})"
             )
         tool_caps[key] = caps
@@ -74,29 +74,29 @@ def validate_node_runtime(node_id: str, runtime: Any, tool_names: list[str]) -> 
     if role == "execution":
         missing = [c for c in EXECUTION_BASELINE if c not in host_caps]
         if missing:
-            raise RuntimeInvalid(f"{prefix} missing execution baseline: {', '.join(missing)}")
+            raise RuntimeInvalidError(f"{prefix} missing execution baseline: {', '.join(missing)}")
     out: dict[str, Any] = {"hostRole": role, "hostCapabilities": host_caps, "toolCapabilities": tool_caps}
     host_os = runtime.get("hostOs")
     if host_os is not None:
         if not isinstance(host_os, str) or not host_os.strip():
-            raise RuntimeInvalid(f"{prefix} hostOs must be a non-empty string")
+            raise RuntimeInvalidError(f"{prefix} hostOs must be a non-empty string")
         out["hostOs"] = host_os.strip().lower()
     host_env = runtime.get("hostEnv")
     if host_env is not None:
         if not isinstance(host_env, list) or not all(isinstance(v, str) for v in host_env):
-            raise RuntimeInvalid(f"{prefix} hostEnv must be an array of strings")
+            raise RuntimeInvalidError(f"{prefix} hostEnv must be an array of strings")
         names = sorted({v.strip() for v in host_env if v.strip()})
         if names:
             out["hostEnv"] = names
     bins = runtime.get("hostBinStatus")
     if bins is not None:
         if not isinstance(bins, dict) or not all(isinstance(v, bool) for v in bins.values()):
-            raise RuntimeInvalid(f"{prefix} hostBinStatus must be an object of booleans")
+            raise RuntimeInvalidError(f"{prefix} hostBinStatus must be an object of booleans")
         out["hostBinStatus"] = {k.strip(): bins[k] for k in sorted(bins, key=str.strip) if k.strip()}
     updated = runtime.get("hostBinStatusUpdatedAt")
     if updated is not None:
         if not isinstance(updated, int | float) or isinstance(updated, bool) or updated != updated:
-            raise RuntimeInvalid(f"{prefix} hostBinStatusUpdatedAt must be a finite number")
+            raise RuntimeInvalidError(f"{prefix} hostBinStatusUpdatedAt must be a finite number")
         out["hostBinStatusUpdatedAt"] = int(updated // 1)
     return out
 

@@ -466,7 +466,7 @@ _TYPE_TEXT[Owner] = OWNER_FORM
 _TYPE_TEXT[SafePattern] = "tool name pattern (`*` any text), not `*` alone"
 
 
-class Condition(Section):
+class ArgumentCondition(Section):
     path: Name = Field(
         description="Required. A dot path into the call's arguments (`command`, `options.force`, `steps.0.name`)."
     )
@@ -477,7 +477,7 @@ class Condition(Section):
     flags: str | None = setting("regex only: JavaScript flags (i, m, s; g, u, d, v change nothing; y anchors).")
 
     @model_validator(mode="after")
-    def _regex_compiles(self) -> Condition:
+    def _regex_compiles(self) -> ArgumentCondition:
         if self.op == "regex":
             why = regex_error(self.value, self.flags)
             if why is not None:
@@ -497,7 +497,7 @@ class ApprovalRule(Section):
     tool: Name = Field(
         description="Required. The tool name the model calls, `*` for any text: `*__Bash`, `n1__*`, `gsv__WriteFile`."
     )
-    when: list[Condition] | None = setting("Argument conditions, all of which must hold.")
+    when: list[ArgumentCondition] | None = setting("Argument conditions, all of which must hold.")
     decision: Literal["allow", "ask", "deny"] = Field(description="Required. What a call the rule matches gets.")
     reason: str | None = setting("Why (shown in the prompt, and to the model on a deny).")
 

@@ -28,7 +28,7 @@ from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from orbital.domain.budgets import BudgetExceeded
+from orbital.domain.budgets import BudgetExceededError
 from orbital.errors import RpcError
 
 SESSION = "session"
@@ -266,9 +266,9 @@ def any_limit(config: dict[str, Any]) -> bool:
 # --- refusals -------------------------------------------------------------------------------------------------------
 
 
-class UnpricedModel(BudgetExceeded):
+class UnpricedModelError(BudgetExceededError):
     """A model without a price while a spend limit applies (and `spend.unpricedModels` is not "allow"): a 400 before
-    a run, a note ending a run whose next call would use it. A `BudgetExceeded`, so it takes the same paths."""
+    a run, a note ending a run whose next call would use it. A `BudgetExceededError`, so it takes the same paths."""
 
     code = 400
 
@@ -306,11 +306,11 @@ _HOW = {
 }
 
 
-class SpendExceeded(BudgetExceeded):
+class SpendExceededError(BudgetExceededError):
     """A spend limit refuses a model call: `period` (session, daily, monthly), `spend_scope` (global, agent:{id},
     session:{key}, cron:{jobId}), `used` and `limit` in USD (`used` without the refused call's estimate).
 
-    A `BudgetExceeded` (so every path that refuses or ends a run on a token budget does the same for it) and an
+    A `BudgetExceededError` (so every path that refuses or ends a run on a token budget does the same for it) and an
     `RpcError`: on the GSV wire a 429 `spend limit reached (daily: $4.98 / $5.00)`, not retryable."""
 
     code = 429
@@ -335,7 +335,7 @@ class SpendExceeded(BudgetExceeded):
         return f"spend limit exceeded ({self.period}: ${self.used:.2f}/${self.limit:.2f})"
 
     @classmethod
-    def from_details(cls, details: Any) -> SpendExceeded | None:
+    def from_details(cls, details: Any) -> SpendExceededError | None:
         """The refusal an error's `details` describe (what a dialect gets back from a method it called)."""
         spend = details.get("spend") if isinstance(details, dict) else None
         if not isinstance(spend, dict) or spend.get("period") not in PERIODS:
@@ -354,7 +354,7 @@ class SpendExceeded(BudgetExceeded):
 _NOTE = re.compile(r"^Spend limit reached \((session|daily|monthly): \$(\d+\.\d\d) / \$(\d+\.\d\d)\)")
 
 
-def exceeded_in_note(text: str) -> SpendExceeded | None:
-    """The refusal a spend note (`SpendExceeded.note`) was written for, or None for any other text."""
+def exceeded_in_note(text: str) -> SpendExceededError | None:
+    """The refusal a spend note (`SpendExceededError.note`) was written for, or None for any other text."""
     found = _NOTE.match(text)
-    return SpendExceeded(found[1], float(found[2]), float(found[3])) if found else None
+    return SpendExceededError(found[1], float(found[2]), float(found[3])) if found else None

@@ -58,7 +58,7 @@ def refusal_in(text: Any) -> SpendRefusal | None:
 
 def refusal_of(error: BaseException) -> SpendRefusal | None:
     """The spend refusal an exception stands for: its `period`, `used` and `limit` attributes when it has them (the
-    engine's `SpendExceeded`), else its message."""
+    engine's `SpendExceededError`), else its message."""
     period, used, limit = (getattr(error, name, None) for name in ("period", "used", "limit"))
     if period in PERIODS and isinstance(used, int | float) and isinstance(limit, int | float):
         return SpendRefusal(str(period), float(used), float(limit))

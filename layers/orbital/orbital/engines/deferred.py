@@ -38,7 +38,7 @@ from orbital.errors import ConflictError, UnavailableError
 from orbital.protocol.frames import error_frame, ok_frame
 from orbital.store import conditions as cond
 from orbital.store import http_answers, keys
-from orbital.store.table import ConditionFailed
+from orbital.store.table import ConditionFailedError
 
 if TYPE_CHECKING:
     from orbital.ports.services import Services
@@ -268,7 +268,7 @@ def claim_answer(services: Services, call_id: str, node_id: str, kind: str) -> N
             unindex=True,
             current_on_conflict=True,
         )
-    except ConditionFailed as refused:
+    except ConditionFailedError as refused:
         rec = refused.current
         if rec is None:  # no call, or a store that did not send the item back: a read tells which
             return NodeAnswer(found=get(services, call_id))

@@ -32,7 +32,7 @@ from orbital.domain.capabilities import declares_role
 from orbital.domain.session_keys import normalize_agent_id
 from orbital.domain.skills import BINS_UNANSWERED, probe_bins, skills_entries
 from orbital.engines import deferred
-from orbital.errors import ConflictError, GatewayFailure
+from orbital.errors import ConflictError, GatewayFailureError
 from orbital.ports import lifecycle
 from orbital.protocol.frames import event_frame
 from orbital.store import conditions as cond
@@ -432,7 +432,7 @@ def accept_result(services: Services, node_id: str, probe_id: str, bins: Any) ->
     if owner is None:
         return {"ok": True, "dropped": True}
     if owner != node_id:
-        raise GatewayFailure(f"Node {node_id} is not authorized for probe {probe_id}")
+        raise GatewayFailureError(f"Node {node_id} is not authorized for probe {probe_id}")
     probe = load(services, node_id, probe_id)
     if probe is None:
         return {"ok": True, "dropped": True}

@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any
 
 from orbital import __version__
 from orbital.domain.heartbeat import parse_every
-from orbital.errors import ConflictError, GatewayFailure
+from orbital.errors import ConflictError, GatewayFailureError
 from orbital.local import private
 from orbital.local.database import fsync_path
 from orbital.store import keys
@@ -83,14 +83,14 @@ class BackupError(Exception):
     """A backup cannot be taken, read or restored; the message says why."""
 
 
-class BackupBusy(ConflictError, BackupError):
+class BackupBusyError(ConflictError, BackupError):
     """Another backup is being taken."""
 
     def __init__(self, message: str = "a backup is already running") -> None:
         super().__init__(message)
 
 
-class Cancelled(BackupError):
+class BackupCancelledError(BackupError):
     """The gateway stopped while a backup was being taken (nothing of it is kept)."""
 
 
@@ -282,12 +282,12 @@ def verify(directory: Path, path: Path, *, deep: bool = False, hashed: set[str] 
 
 @contextlib.contextmanager
 def _held(directory: Path) -> Iterator[None]:
-    """The backup directory for this process (created 0700): BackupBusy if another process has it."""
+    """The backup directory for this process (created 0700): BackupBusyError if another process has it."""
     _make_dir(directory)
     try:
         fd = private.lock_exclusively(directory / LOCK_FILE)
-    except private.LockHeld as held:
-        raise BackupBusy(f"a backup is being taken in {directory} (pid {held.holder or '?'})") from None
+    except private.LockHeldError as held:
+        raise BackupBusyError(f"a backup is being taken in {directory} (pid {held.holder or '?'})") from None
     try:
         yield
     finally:
@@ -333,7 +333,7 @@ def _clean(directory: Path) -> tuple[int, int]:
 
 
 def clean(directory: Path) -> tuple[int, int]:
-    """What a crash left in `directory` (partial backups, blobs none names) removed; BackupBusy while a backup is
+    """What a crash left in `directory` (partial backups, blobs none names) removed; BackupBusyError while a backup is
     being taken there."""
     if not directory.is_dir():
         return 0, 0
@@ -413,7 +413,7 @@ def take(
     cancelled: Callable[[], bool] | None = None,
 ) -> Taken:
     """Take a backup of the open data directory `store` into `directory`, verify it, then prune beyond `keep`.
-    BackupBusy while another is being taken there; BackupError if it cannot be taken (nothing of it is kept)."""
+    BackupBusyError while another is being taken there; BackupError if it cannot be taken (nothing of it is kept)."""
     if directory.expanduser().absolute() == data_dir.expanduser().absolute():
         raise BackupError("the backup directory cannot be the data directory itself: set backup.dir to another one")
     with _held(directory):
@@ -455,7 +455,7 @@ def _write(
     finally:
         source.close()
     if cancelled():
-        raise Cancelled("the gateway is stopping")
+        raise BackupCancelledError("the gateway is stopping")
     # the workspace: its index and the blobs it names, under its lock (no write in between)
     workspace = store.workspace
     blobs_dir = directory / BLOBS_DIR
@@ -468,7 +468,7 @@ def _write(
         objects = _index_objects(partial / INDEX_FILE)
         for blob, size in dict(objects.values()).items():
             if cancelled():
-                raise Cancelled("the gateway is stopping")
+                raise BackupCancelledError("the gateway is stopping")
             target = _blob_path(directory, blob)
             if target.exists():
                 continue
@@ -527,7 +527,7 @@ def _write(
 # --- the engine of a running gateway ----------------------------------------------------------------------------------
 
 
-class Backups:
+class LocalBackups:
     """The backups of one open data directory: `run` one now, `status`, and the schedule (`start`/`stop`) that
     takes one every `backup.every` (next due from the last backup's time; one at a time). `config` gives the
     effective configuration, read at every use."""
@@ -557,18 +557,18 @@ class Backups:
         return self._running.locked()
 
     def run(self, *, now_ms: int | None = None) -> dict[str, Any]:
-        """Take a backup now: the `last` shape of `backup.status`. BackupBusy (409) while one is being taken; a
-        GatewayFailure (500) saying why when it cannot be taken."""
+        """Take a backup now: the `last` shape of `backup.status`. BackupBusyError (409) while one is being taken; a
+        GatewayFailureError (500) saying why when it cannot be taken."""
         try:
             return self.take(now_ms=now_ms).info.to_json()
-        except BackupBusy:
+        except BackupBusyError:
             raise
         except (BackupError, OSError, sqlite3.Error) as exc:
-            raise GatewayFailure(f"the backup failed: {exc}") from None
+            raise GatewayFailureError(f"the backup failed: {exc}") from None
 
     def take(self, *, now_ms: int | None = None) -> Taken:
         if not self._running.acquire(blocking=False):
-            raise BackupBusy()
+            raise BackupBusyError()
         try:
             settings = self.settings()
             taken = take(
@@ -650,9 +650,9 @@ class Backups:
                     continue
                 self.take()
                 self.failure = None
-            except BackupBusy:
+            except BackupBusyError:
                 continue
-            except Cancelled:
+            except BackupCancelledError:
                 return
             except Exception as exc:
                 self.failure = f"the automatic backup failed: {exc}"
@@ -681,7 +681,7 @@ def restore(data_dir: Path, directory: Path, name: str, *, now: float | None = N
     if existed:
         try:
             lock_fd = private.lock_exclusively(data_dir / "lock")
-        except private.LockHeld as held:
+        except private.LockHeldError as held:
             raise BackupError(
                 f"{data_dir} is in use (pid {held.holder or '?'}): stop the gateway first (Ctrl-C where it runs)"
             ) from None

@@ -89,7 +89,7 @@ _POSTED: _Answer = (200, {}, b"")
 _CLOSED: _Answer = (204, {}, b"")
 
 
-class BridgeUnavailable(RuntimeError):
+class BridgeUnavailableError(RuntimeError):
     """The bridge is not serving (its event loop stopped): what a refused connection is over HTTP."""
 
 
@@ -470,14 +470,14 @@ class Bridge:
     ) -> _Answer:
         """The management API without HTTP, for this process (`orbital.local.sender`). From another thread
         it waits for the loop; on the loop's own thread (a handler run there) it answers at once and the frame or
-        the close is written after what was posted to that socket before it. Raises BridgeUnavailable when the
+        the close is written after what was posted to that socket before it. Raises BridgeUnavailableError when the
         bridge's event loop is not running (stopped), TimeoutError when the call took longer than `timeout` (it is
         then cancelled)."""
         loop = self.loop
         if loop is None:  # no socket has connected yet, so no connection id can exist
             return _gone_response(cid)
         if loop.is_closed() or not loop.is_running():
-            raise BridgeUnavailable("the local gateway's event loop is not running")
+            raise BridgeUnavailableError("the local gateway's event loop is not running")
         try:
             running = asyncio.get_running_loop()
         except RuntimeError:
@@ -487,7 +487,7 @@ class Bridge:
         try:
             future = asyncio.run_coroutine_threadsafe(self._manage(method, cid, data, headers), loop)
         except RuntimeError as exc:  # the loop closed in between
-            raise BridgeUnavailable(str(exc)) from exc
+            raise BridgeUnavailableError(str(exc)) from exc
         try:
             return future.result(timeout=timeout)
         except concurrent.futures.TimeoutError:

@@ -37,7 +37,7 @@ from typing import IO, Any
 
 from orbital.local import private
 from orbital.local.signed_urls import ObjectUrls
-from orbital.store.workspace import Listing, MissingObject, ObjectInfo, Workspace, check_range
+from orbital.store.workspace import Listing, MissingObjectError, ObjectInfo, Workspace, check_range
 
 INDEX_FILE = "index.sqlite3"
 MAX_KEY_BYTES = 1024
@@ -48,7 +48,7 @@ workspace takes (the transfer engine and the node set no lower one)."""
 DIR_MODE = 0o700
 
 
-class WorkspaceInUse(RuntimeError):
+class WorkspaceInUseError(RuntimeError):
     """Another `FileWorkspace` (in this process or another) has the directory open."""
 
 
@@ -349,8 +349,8 @@ class FileWorkspace(Workspace):
     def _take_lock(self) -> int:
         try:
             return private.lock_exclusively(self.root / "lock")
-        except private.LockHeld:
-            raise WorkspaceInUse(f"{self.root} is open in another workspace (close that one first)") from None
+        except private.LockHeldError:
+            raise WorkspaceInUseError(f"{self.root} is open in another workspace (close that one first)") from None
 
     def _recover(self) -> None:
         """Remove what a crash may have left: writes under way, blobs no key names."""
@@ -490,7 +490,7 @@ class FileWorkspace(Workspace):
         with self._lock:
             found = self.index.get(source)
             if found is None:
-                raise MissingObject(source)
+                raise MissingObjectError(source)
             copied = replace(
                 found,
                 key=destination,

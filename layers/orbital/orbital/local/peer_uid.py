@@ -103,13 +103,13 @@ _UID_AT = 16 + 4 + 48 + 12
 words (expires, rqueue, wqueue)."""
 
 
-class _NoDiagnostics(Exception):
+class _NoDiagnosticsError(Exception):
     """The kernel's socket diagnostics cannot be asked here (no netlink, or not allowed)."""
 
 
 def _asked(peer: Address, ours: Address) -> int | None:
     """The uid of the socket at `peer` connected to `ours`, from the kernel's socket diagnostics; None when the
-    kernel knows no such socket. `_NoDiagnostics` when it cannot be asked."""
+    kernel knows no such socket. `_NoDiagnosticsError` when it cannot be asked."""
     peer_host, ours_host = peer[0], ours[0]
     if isinstance(peer_host, ipaddress.IPv4Address) != isinstance(ours_host, ipaddress.IPv4Address):
         peer_host, ours_host = _as_v6(peer_host), _as_v6(ours_host)
@@ -128,17 +128,17 @@ def _asked(peer: Address, ours: Address) -> int | None:
             link.send(header + request)
             answer = link.recv(8192)
     except (AttributeError, OSError) as exc:  # no AF_NETLINK (not Linux), or refused by a sandbox
-        raise _NoDiagnostics(str(exc)) from None
+        raise _NoDiagnosticsError(str(exc)) from None
     if len(answer) < 16:
-        raise _NoDiagnostics("a short answer")
+        raise _NoDiagnosticsError("a short answer")
     kind = struct.unpack_from("=H", answer, 4)[0]
     if kind == NLMSG_ERROR:
         errno = -struct.unpack_from("=i", answer, 16)[0] if len(answer) >= 20 else 0
         if errno == 2:  # ENOENT: no such socket
             return None
-        raise _NoDiagnostics(f"errno {errno}")
+        raise _NoDiagnosticsError(f"errno {errno}")
     if kind != SOCK_DIAG_BY_FAMILY or len(answer) < _UID_AT + 4:
-        raise _NoDiagnostics(f"an answer of type {kind}")
+        raise _NoDiagnosticsError(f"an answer of type {kind}")
     return int(struct.unpack_from("=I", answer, _UID_AT)[0])
 
 
@@ -159,7 +159,7 @@ def owner(peer: tuple[str, int], ours: tuple[str, int], tables: Iterable[Path] =
     if tables is TABLES:
         try:
             return _asked(peer_address, our_address)
-        except _NoDiagnostics:
+        except _NoDiagnosticsError:
             pass
     for table in tables:
         try:

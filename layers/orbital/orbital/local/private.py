@@ -53,7 +53,7 @@ def write_private(path: Path, data: bytes) -> None:
     tmp.replace(path)
 
 
-class LockHeld(Exception):
+class LockHeldError(Exception):
     """Another process holds the lock; `holder` is what it wrote in the lock file (its pid), or ""."""
 
     def __init__(self, holder: str) -> None:
@@ -63,7 +63,7 @@ class LockHeld(Exception):
 
 def lock_exclusively(path: Path) -> int:
     """Open the lock file `path` (owner-only) and lock it for this process without waiting; the open descriptor
-    holds the lock until it is closed. LockHeld when another process has it. Without `flock` (not POSIX) there is
+    holds the lock until it is closed. LockHeldError when another process has it. Without `flock` (not POSIX) there is
     no lock, and the file is only opened."""
     fd = os.open(path, os.O_RDWR | os.O_CREAT, FILE_MODE)
     try:
@@ -75,5 +75,5 @@ def lock_exclusively(path: Path) -> int:
     except OSError:
         holder = os.pread(fd, 32, 0).decode(errors="replace").strip()
         os.close(fd)
-        raise LockHeld(holder) from None
+        raise LockHeldError(holder) from None
     return fd

@@ -114,7 +114,7 @@ class LocalGateway:
         self.token_created = False
         """This start drew the token (the data directory had none)."""
         self.backups: Any = None
-        """The data directory's backups and their schedule (`orbital.local.backup.Backups`); None without
+        """The data directory's backups and their schedule (`orbital.local.backup.LocalBackups`); None without
         persistence."""
         self.xeno: Any = None
         """xeno's Unix socket (`orbital.local.xeno_socket.XenoSocket`), when served."""
@@ -179,7 +179,7 @@ class LocalGateway:
         from orbital.local import template as tpl
         from orbital.local.bridge import Bridge
         from orbital.local.stack import LocalStack
-        from orbital.local.store import DataDirLocked, LocalStore
+        from orbital.local.store import DataDirLockedError, LocalStore
         from orbital.local.template import websocket_routes
 
         self._bind()  # bound here and handed to uvicorn, so no other process can take it in between
@@ -194,7 +194,7 @@ class LocalGateway:
                 temporary=not self.options.persist,
                 base_url=self.http_url,
             )
-        except DataDirLocked as exc:
+        except DataDirLockedError as exc:
             raise StartupError(str(exc)) from None
         self._use_token()  # with the directory held: two gateways starting on it never both draw one
         log.info("%s: %s", self.data_dir, self.store.describe())
@@ -239,12 +239,12 @@ class LocalGateway:
         )
         if self.options.xeno:
             # lazy: every `orbital` command loads this module; the gateway's parts load when one starts
-            from orbital.local.xeno_socket import XenoSocket, XenoSocketInUse
+            from orbital.local.xeno_socket import XenoSocket, XenoSocketInUseError
 
             self.xeno = XenoSocket(self.options.xeno_home or self.data_dir, self.bridge, self.token)
             try:
                 self.xeno.check()
-            except XenoSocketInUse as exc:
+            except XenoSocketInUseError as exc:
                 self.xeno = None
                 raise StartupError(str(exc)) from None
         self.sender.bridge = self.bridge
@@ -269,10 +269,10 @@ class LocalGateway:
     def _use_backups(self) -> None:
         """The data directory's backups (ADR 0047), for the `backup` methods and the schedule."""
         # lazy: every `orbital` command loads this module; the gateway's parts load when one starts
-        from orbital.local.backup import Backups
+        from orbital.local.backup import LocalBackups
         from orbital.runtime.services import get_services, use_backups
 
-        self.backups = Backups(self.store, self.data_dir, lambda: get_services().config.effective())
+        self.backups = LocalBackups(self.store, self.data_dir, lambda: get_services().config.effective())
         use_backups(self.backups)
 
     def _delete_expired(self) -> int:
@@ -579,7 +579,7 @@ def local_state(data_dir: Path, *, exclusive: bool = True) -> Iterator[LocalStor
     it; off: opened beside the gateway running on it, to read. What is written is on disk when it returns, and
     readable by its owner only."""
     # lazy: every `orbital` command loads this module; the gateway's parts load when one starts
-    from orbital.local.store import DataDirLocked, LocalStore
+    from orbital.local.store import DataDirLockedError, LocalStore
 
     data_dir = data_dir.expanduser()
     umask = os.umask(0o077)
@@ -590,7 +590,7 @@ def local_state(data_dir: Path, *, exclusive: bool = True) -> Iterator[LocalStor
                 log.warning("%s was readable by other users: made it private (%s)", data_dir, tightened)
         try:
             store = LocalStore.open(data_dir, exclusive=exclusive)
-        except DataDirLocked as exc:
+        except DataDirLockedError as exc:
             raise StartupError(str(exc)) from None
         try:
             yield store

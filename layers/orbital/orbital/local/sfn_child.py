@@ -20,7 +20,7 @@ from orbital.local import step_functions
 from orbital.local.sfn_worker import (
     INLINE_METHODS,
     AfterReply,
-    Channel,
+    WorkerChannel,
     held_starts,
     hold_execution_starts,
     start_held,
@@ -49,7 +49,7 @@ def main(argv: list[str]) -> int:
         StepFunctionResponse, step_functions.REGION, DEFAULT_ACCOUNT_ID, contextlib.nullcontext
     )
     pool = ThreadPoolExecutor(max_workers=16, thread_name_prefix="orbital-sfn")
-    channel: Channel | None = None
+    channel: WorkerChannel | None = None
 
     def invoke(name: str, payload: bytes | str | None) -> tuple[bytes, bool]:
         assert channel is not None
@@ -76,7 +76,7 @@ def main(argv: list[str]) -> int:
     def inline(kind: str, payload: Any) -> bool:
         return kind == "sfn" and payload[0] in INLINE_METHODS
 
-    channel = Channel(conn, serve, dispatch, _moto_error, "orbital-sfn-worker", inline)
+    channel = WorkerChannel(conn, serve, dispatch, _moto_error, "orbital-sfn-worker", inline)
     channel.closed.wait()
     # the gateway is gone: executions still running have no one to answer them
     os._exit(0)

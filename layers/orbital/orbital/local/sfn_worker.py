@@ -47,11 +47,11 @@ START_TIMEOUT = 60.0
 """Longest wait for the child to load moto and say it is ready."""
 
 
-class WorkerGone(Exception):
+class WorkerGoneError(Exception):
     """The Step Functions process is not there (stopped, or died)."""
 
 
-class Refused(Exception):
+class WorkerRefusedError(Exception):
     """An error answer of the other side: the AWS error code, message and HTTP status."""
 
     def __init__(self, error_code: str, message: str, status: int) -> None:
@@ -81,11 +81,11 @@ READER_JOIN_TIMEOUT = 5.0
 """How long `Channel.close` waits for its reading thread to finish the request it may be answering."""
 
 
-class Channel:
+class WorkerChannel:
     """Requests both ways over one connection. `serve(kind, payload)` answers the other side's requests (in the
     thread `run` gives it, or on the reading thread itself for the requests `inline` picks: those must never wait
-    for the other side); its exceptions go back as `Refused` (code, message, status from `describe_error`). An
-    `AfterReply` answer sends its value, then does its work."""
+    for the other side); its exceptions go back as `WorkerRefusedError` (code, message, status from `describe_error`).
+    An `AfterReply` answer sends its value, then does its work."""
 
     def __init__(
         self,
@@ -114,7 +114,7 @@ class Channel:
         rid = next(self._ids)
         with self._lock:
             if self.closed.is_set():
-                raise WorkerGone("the Step Functions process is gone")
+                raise WorkerGoneError("the Step Functions process is gone")
             self._waiting[rid] = slot
         try:
             self._send(("req", rid, kind, payload))
@@ -126,7 +126,7 @@ class Channel:
         if not slot.ok:
             if isinstance(slot.value, BaseException):
                 raise slot.value
-            raise Refused(*slot.value)
+            raise WorkerRefusedError(*slot.value)
         return slot.value
 
     def close(self) -> None:
@@ -152,7 +152,7 @@ class Channel:
             with self._send_lock:
                 self._conn.send(message)
         except (OSError, ValueError) as exc:  # closed, or reset by a dead peer
-            raise WorkerGone("the Step Functions process is gone") from exc
+            raise WorkerGoneError("the Step Functions process is gone") from exc
 
     def _read(self) -> None:
         try:
@@ -178,7 +178,7 @@ class Channel:
                 self.closed.set()
                 waiting = list(self._waiting.values())
             for slot in waiting:
-                slot.ok, slot.value = False, WorkerGone("the Step Functions process is gone")
+                slot.ok, slot.value = False, WorkerGoneError("the Step Functions process is gone")
                 slot.done.set()
 
     def _answer(self, rid: int, kind: str, payload: Any) -> None:
@@ -190,7 +190,7 @@ class Channel:
         except BaseException as exc:
             value, ok = self._describe_error(exc), False
         try:
-            with contextlib.suppress(WorkerGone):
+            with contextlib.suppress(WorkerGoneError):
                 self._send(("res", rid, ok, value))
         finally:
             if after is not None:
@@ -256,7 +256,7 @@ class StepFunctionsProcess:
         self._conn: Connection | None = None
         self._stopping = False
         self._sock: socket.socket | None = None
-        self.channel: Channel | None = None
+        self.channel: WorkerChannel | None = None
 
     @property
     def pid(self) -> int | None:
@@ -289,7 +289,7 @@ class StepFunctionsProcess:
     ) -> None:
         """Wait for the child to be ready; from now on it runs `invoke(function, payload)` for its Lambda tasks."""
         if self._conn is None:
-            raise WorkerGone("the Step Functions process was not started")
+            raise WorkerGoneError("the Step Functions process was not started")
 
         def serve(kind: str, payload: Any) -> Any:
             if kind != "invoke":
@@ -297,11 +297,13 @@ class StepFunctionsProcess:
             name, body = payload
             return invoke(name, body)
 
-        self.channel = Channel(self._conn, serve, Workers("orbital-sfn-task").run, _describe, "orbital-sfn-gateway")
+        self.channel = WorkerChannel(
+            self._conn, serve, Workers("orbital-sfn-task").run, _describe, "orbital-sfn-gateway"
+        )
         self.channel.request("ready", sorted(functions), timeout=START_TIMEOUT)
         threading.Thread(target=self._watch, args=(self.channel,), name="orbital-sfn-watch", daemon=True).start()
 
-    def _watch(self, channel: Channel) -> None:
+    def _watch(self, channel: WorkerChannel) -> None:
         channel.closed.wait()
         if self._stopping:
             return
@@ -319,10 +321,10 @@ class StepFunctionsProcess:
 
     def call(self, method: str, params: dict[str, Any], *, timeout: float = CALL_TIMEOUT) -> dict[str, Any]:
         """One Step Functions operation (`start_execution`, ...) with boto3's parameters: moto's result as a dict,
-        or `Refused` with the AWS error; TimeoutError after `timeout` seconds without an answer."""
+        or `WorkerRefusedError` with the AWS error; TimeoutError after `timeout` seconds without an answer."""
         channel = self.channel
         if channel is None:
-            raise WorkerGone("the Step Functions process is not running")
+            raise WorkerGoneError("the Step Functions process is not running")
         return dict(channel.request("sfn", (method, params), timeout=timeout))
 
     def stop(self) -> None:
@@ -348,7 +350,7 @@ class StepFunctionsProcess:
 
 
 def _describe(exc: BaseException) -> tuple[str, str, int]:
-    if isinstance(exc, Refused):
+    if isinstance(exc, WorkerRefusedError):
         return exc.error_code, exc.message, exc.status
     log.error("local Step Functions request failed", exc_info=exc)
     return "InternalFailure", "local AWS emulation failed", 500

@@ -34,7 +34,7 @@ from orbital.protocol.jsontext import compact, loads
 from orbital.store import keys
 from orbital.store.conditions import MISSING, Condition
 from orbital.store.table import (
-    ConditionFailed,
+    ConditionFailedError,
     Record,
     ReturnValues,
     Table,
@@ -351,7 +351,7 @@ class SqliteTable(Table):
             old = self._old(conn, pk, sk)
             if condition is not None and not condition.holds(_lookup(pk, sk, old)):
                 if current_on_conflict:
-                    raise ConditionFailed(f"update conflict on {pk}/{sk}", self._decode_row(pk, sk, old))
+                    raise ConditionFailedError(f"update conflict on {pk}/{sk}", self._decode_row(pk, sk, old))
                 raise ConflictError(f"update conflict on {pk}/{sk}")
             d, a, stored_ttl, g1pk, g1sk = old if old is not None else (None, None, None, None, None)
             flat: dict[str, Any] = loads(a) if a else {}

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from orbital.local.sfn_worker import Refused
+from orbital.local.sfn_worker import WorkerRefusedError
 
 _log = logging.getLogger("orbital.local")
 
@@ -432,7 +432,7 @@ def error_answer(exc: BaseException, what: str = "") -> tuple[str, str, int]:
     from moto.core.exceptions import ServiceException
     from werkzeug.exceptions import HTTPException
 
-    if isinstance(exc, Refused):
+    if isinstance(exc, WorkerRefusedError):
         return exc.error_code, exc.message, exc.status
     if isinstance(exc, HTTPException):
         code = str(getattr(exc, "error_type", "") or type(exc).__name__).rsplit("#", 1)[-1]

@@ -30,18 +30,18 @@ OBJECTS_DIR = "objects"
 LOCK_FILE = "lock"
 
 
-class DataDirLocked(RuntimeError):
+class DataDirLockedError(RuntimeError):
     """Another gateway (or tool) is using the data directory."""
 
 
 def _lock(data_dir: Path) -> int | None:
-    """Take the data directory for this process; DataDirLocked if another one has it."""
+    """Take the data directory for this process; DataDirLockedError if another one has it."""
     data_dir.mkdir(parents=True, exist_ok=True)
     try:
         fd = private.lock_exclusively(data_dir / LOCK_FILE)
-    except private.LockHeld as held:
+    except private.LockHeldError as held:
         holder = held.holder or "another process"
-        raise DataDirLocked(
+        raise DataDirLockedError(
             f"{data_dir} is in use by another Orbital gateway (pid {holder}); stop it first, or use another data "
             "directory (--data-dir)"
         ) from None

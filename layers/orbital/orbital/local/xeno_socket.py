@@ -18,12 +18,12 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from orbital.xeno.unix_socket import XenoSocketInUse, claim, listener, remove, same_user, socket_path
+from orbital.xeno.unix_socket import XenoSocketInUseError, claim, listener, remove, same_user, socket_path
 
 if TYPE_CHECKING:
     from orbital.local.bridge import Bridge
 
-__all__ = ["MAX_LINE_BYTES", "XenoSocket", "XenoSocketInUse", "lifespan"]
+__all__ = ["MAX_LINE_BYTES", "XenoSocket", "XenoSocketInUseError", "lifespan"]
 
 log = logging.getLogger("orbital.local")
 

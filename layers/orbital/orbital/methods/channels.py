@@ -22,7 +22,7 @@ from orbital.errors import BadRequestError, ForbiddenError, NotFoundError, RpcEr
 from orbital.protocol.dispatch import DEFERRED
 from orbital.protocol.frames import event_frame
 from orbital.protocol.params import Flag, GivenFlag, GivenObject, GivenText, Object, Text
-from orbital.protocol.registry import CHANNEL, CLIENT, NoParams, Params, Result, Router
+from orbital.protocol.registry import CHANNEL, CLIENT, AckResult, NoParams, Params, Result, Router
 from orbital.store import keys
 
 if TYPE_CHECKING:
@@ -271,11 +271,6 @@ class ControlAnswerParams(Params):
     ok: Flag = None
     result: Object = None
     error: Text = None
-
-
-class AckResult(Result):
-    ok: bool
-    dropped: bool | None = None
 
 
 @router.method(

@@ -11,7 +11,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict
 
 from orbital.aws import secrets
 from orbital.domain import mcp_names, roles
-from orbital.domain.capabilities import RuntimeInvalid, validate_node_runtime
+from orbital.domain.capabilities import RuntimeInvalidError, validate_node_runtime
 from orbital.engines import device_auth, socket_gate
 from orbital.errors import RpcError, UnavailableError
 from orbital.protocol.frames import PROTOCOL_VERSION, SERVER_VERSION, limits
@@ -244,7 +244,7 @@ def connect(ctx: CallContext, params: ConnectParams) -> dict[str, Any]:
         names = _tool_names(tools)
         try:
             runtime = validate_node_runtime(node_id, params.nodeRuntime, names)
-        except RuntimeInvalid as exc:
+        except RuntimeInvalidError as exc:
             raise RpcError(f"Invalid nodeRuntime: {exc}", code=103) from None
         conn = Connection(ctx.connection_id, "node", now, node_id=node_id)
         _release_previous_identity(ctx, conn)

@@ -21,7 +21,7 @@ from orbital.ports import lifecycle
 from orbital.protocol.dispatch import DEFERRED
 from orbital.protocol.frames import event_frame, fit
 from orbital.protocol.params import GivenCount, GivenFlag, Items, Json, Number, Text, Whole
-from orbital.protocol.registry import CLIENT, NODE, Params, Result, Router
+from orbital.protocol.registry import CLIENT, NODE, AckResult, Params, Result, Router
 from orbital.store import conditions as cond
 from orbital.store import keys
 from orbital.tools import mcp_calls
@@ -165,11 +165,6 @@ class ToolResultParams(Params):
     result: Json = None
     error: Json = None
     """A message, or any JSON value (sent on as its JSON text)."""
-
-
-class AckResult(Result):
-    ok: bool
-    dropped: bool | None = None
 
 
 def _error_text(error: Any) -> str:

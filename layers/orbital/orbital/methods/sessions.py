@@ -18,7 +18,7 @@ from orbital.domain.reset_policy import initial_policy
 from orbital.domain.session_keys import canonicalize_with_config
 from orbital.errors import BadRequestError
 from orbital.protocol.frames import fit
-from orbital.protocol.registry import CLIENT, Params, Result, Router
+from orbital.protocol.registry import CLIENT, OkResult, Params, Result, Router
 from orbital.store.sessions import is_processing, message_count, queue_size, tokens_of
 
 if TYPE_CHECKING:
@@ -132,10 +132,6 @@ class SessionPreview(Result):
     truncated: bool | None = None
     taint: dict[str, Any] | None = None
     """Only when the history holds content that did not come from an owner (ADR 0041): `{tainted: true, sources}`."""
-
-
-class OkResult(Result):
-    ok: bool
 
 
 class ResetResult(Result):

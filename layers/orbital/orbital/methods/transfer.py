@@ -21,7 +21,7 @@ from orbital.errors import BadRequestError, ConflictError, ForbiddenError, NotFo
 from orbital.protocol.dispatch import DEFERRED
 from orbital.protocol.frames import unpack_chunk
 from orbital.protocol.params import GivenCount, Json, Text, Whole
-from orbital.protocol.registry import CLIENT, NODE, Params, Result, Router
+from orbital.protocol.registry import CLIENT, NODE, OkResult, Params, Result, Router
 
 if TYPE_CHECKING:
     from orbital.ports.services import Services
@@ -38,10 +38,6 @@ class TransferStepParams(Params):
     error: Json = None
     bytesWritten: Whole = None
     bytesSent: Whole = None
-
-
-class OkResult(Result):
-    ok: bool
 
 
 def _transfer_id(params: TransferStepParams) -> int:

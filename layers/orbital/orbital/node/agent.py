@@ -43,7 +43,7 @@ from orbital.node.mcp_config import StdioServer
 from orbital.node.probe import probe_bins
 from orbital.node.process import ProcessManager
 from orbital.node.runtime import host_os, node_runtime
-from orbital.node.tools import TOOL_NAMES, NodeTools, ToolError
+from orbital.node.tools import TOOL_NAMES, NodeToolError, NodeTools
 from orbital.node.transfer import BINARY_CHUNK_SIZE, CHUNK_SIZE, TransferManager
 from orbital.protocol.frames import FRAGMENT_BYTES, MAX_MESSAGE_BYTES, fragments
 from orbital.protocol.local_token import redact_url
@@ -73,18 +73,18 @@ class FatalConnectError(Exception):
         self.message = message
 
 
-class ConnectionLost(ConnectionError):
+class ConnectionLostError(ConnectionError):
     def __init__(self, code: int | None = None, reason: str = "") -> None:
         super().__init__(f"connection lost ({code} {reason})".strip() if code else "connection lost")
         self.code = code
         self.reason = reason
 
 
-class HandshakeFailed(Exception):
+class HandshakeFailedError(Exception):
     pass
 
 
-class MessageTooLarge(Exception):
+class MessageTooLargeError(Exception):
     """A request over the gateway's message limit: not sent (the gateway would close the socket for it)."""
 
     def __init__(self, method: str, size: int, limit: int) -> None:
@@ -251,7 +251,7 @@ class NodeAgent:
                         extra={"fields": {"code": exc.code}},
                     )
                     return 2
-                except (OSError, TimeoutError, InvalidHandshake, HandshakeFailed, ConnectionClosed) as exc:
+                except (OSError, TimeoutError, InvalidHandshake, HandshakeFailedError, ConnectionClosed) as exc:
                     problem = f"cannot connect to {redact_url(self.options.url)}: {exc or type(exc).__name__}"
                 except Exception as exc:  # never let one bad connection end the node
                     log.exception("connection failed unexpectedly")
@@ -417,11 +417,11 @@ class NodeAgent:
         self.gateway_limits = {}  # until this gateway says otherwise
         try:
             response = await self._call("connect", self.connect_params(), timeout=self.options.handshake_timeout)
-        except ConnectionLost as exc:
+        except ConnectionLostError as exc:
             if exc.code == CLOSE_UNAUTHORIZED:
                 raise FatalConnectError(401, exc.reason or "Unauthorized") from None
-            raise HandshakeFailed(str(exc)) from None
-        except MessageTooLarge as exc:
+            raise HandshakeFailedError(str(exc)) from None
+        except MessageTooLargeError as exc:
             raise FatalConnectError(0, f"the connect request is too large to send: {exc}") from None
         if not response.get("ok"):
             error = response.get("error") if isinstance(response.get("error"), dict) else {}
@@ -429,7 +429,7 @@ class NodeAgent:
             message = str((error or {}).get("message") or "connect failed")
             if code in FATAL_CODES:
                 raise FatalConnectError(code, message)
-            raise HandshakeFailed(f"Handshake failed: {message} ({code})")
+            raise HandshakeFailedError(f"Handshake failed: {message} ({code})")
         payload = response.get("payload")
         return payload if isinstance(payload, dict) else {}
 
@@ -455,7 +455,7 @@ class NodeAgent:
         pending, self._pending = self._pending, {}
         for future in pending.values():
             if not future.done():
-                future.set_exception(ConnectionLost(ws.close_code, ws.close_reason or ""))
+                future.set_exception(ConnectionLostError(ws.close_code, ws.close_reason or ""))
                 future.exception()
 
     def _on_frame(self, frame: dict[str, Any]) -> None:
@@ -507,7 +507,7 @@ class NodeAgent:
             await asyncio.sleep(self.options.keepalive)
             try:
                 await self._call("tools.list", None, timeout=self.options.keepalive_timeout)
-            except (ConnectionLost, TimeoutError) as exc:
+            except (ConnectionLostError, TimeoutError) as exc:
                 log.warning("keepalive failed (%s); reconnecting", exc or "timeout")
                 with contextlib.suppress(Exception):
                     await ws.close(1001, "keepalive failed")
@@ -524,10 +524,10 @@ class NodeAgent:
 
     async def _call(self, method: str, params: Any, *, timeout: float | None = None) -> dict[str, Any]:
         """Send a request on the current socket and wait for its response frame (ok or not). A request over the
-        gateway's message limit raises MessageTooLarge instead of going out."""
+        gateway's message limit raises MessageTooLargeError instead of going out."""
         ws = self._ws
         if ws is None:
-            raise ConnectionLost()
+            raise ConnectionLostError()
         frame_id = f"{self.options.node_id}-{next(self._ids)}"
         frame: dict[str, Any] = {"type": "req", "id": frame_id, "method": method}
         if params is not None:
@@ -535,14 +535,14 @@ class NodeAgent:
         text = json.dumps(frame)  # every non-ASCII character escaped: its length is its size in bytes
         limit = self.message_limit()
         if limit is not None and len(text) > limit:
-            raise MessageTooLarge(method, len(text), limit)
+            raise MessageTooLargeError(method, len(text), limit)
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._pending[frame_id] = future
         try:
             await self._send_text(ws, text)
             return await asyncio.wait_for(future, timeout or self.options.request_timeout)
         except ConnectionClosed as exc:
-            raise ConnectionLost(ws.close_code, ws.close_reason or "") from exc
+            raise ConnectionLostError(ws.close_code, ws.close_reason or "") from exc
         finally:
             self._pending.pop(frame_id, None)
 
@@ -559,7 +559,7 @@ class NodeAgent:
     async def send_chunk(self, transfer_id: int, offset: int, data: bytes) -> None:
         ws = self._ws
         if ws is None:
-            raise ConnectionLost()
+            raise ConnectionLostError()
         try:
             if self.options.use_binary_frames():
                 await ws.send(struct.pack("<I", transfer_id) + data)
@@ -572,7 +572,7 @@ class NodeAgent:
                 }
                 await self._send_text(ws, json.dumps(frame))
         except ConnectionClosed as exc:
-            raise ConnectionLost(ws.close_code, ws.close_reason or "") from exc
+            raise ConnectionLostError(ws.close_code, ws.close_reason or "") from exc
 
     def run_blocking(self, fn: Callable[..., Any], *args: Any) -> Awaitable[Any]:
         """Run a blocking function in a daemon thread (a stuck tool never blocks shutdown)."""
@@ -606,10 +606,10 @@ class NodeAgent:
         if self.online and not self.outbox:
             try:
                 response = await self._call(method, params)
-            except (ConnectionLost, TimeoutError):
+            except (ConnectionLostError, TimeoutError):
                 self._enqueue(item)
                 return
-            except MessageTooLarge as exc:
+            except MessageTooLargeError as exc:
                 self._drop_unsendable(item, exc)
                 return
             if not self._accepted(item, response):
@@ -631,7 +631,7 @@ class NodeAgent:
         return True
 
     @staticmethod
-    def _drop_unsendable(item: OutboxItem, exc: MessageTooLarge) -> None:
+    def _drop_unsendable(item: OutboxItem, exc: MessageTooLargeError) -> None:
         call_id = item.params.get("callId")
         log.error(
             "dropping %s%s: %s; it can never be sent",
@@ -660,9 +660,9 @@ class NodeAgent:
                 item = self.outbox[0]
                 try:
                     response = await self._call(item.method, item.params)
-                except (ConnectionLost, TimeoutError):
+                except (ConnectionLostError, TimeoutError):
                     break
-                except MessageTooLarge as exc:
+                except MessageTooLargeError as exc:
                     self._drop_unsendable(item, exc)
                     response = {"ok": True}  # done with: off the outbox, never sent again
                 if not self._accepted(item, response):
@@ -711,7 +711,7 @@ class NodeAgent:
             else:
                 result = await self.run_blocking(self.tools.execute, tool, args, call_id)
             params = {"callId": call_id, "result": result}
-        except (ToolError, McpCallError) as exc:
+        except (NodeToolError, McpCallError) as exc:
             params = {"callId": call_id, "error": str(exc)}
         except Exception as exc:
             log.exception("tool %s crashed", tool)
@@ -768,11 +768,11 @@ class NodeAgent:
         request = {"source": f"{self.options.node_id}:{path}", "destination": destination, "callId": call_id}
         try:
             response = await self._call("transfer.request", request, timeout=self.options.save_timeout)
-        except ConnectionLost:
+        except ConnectionLostError:
             return Saved(output, error="the connection to the gateway was lost")
         except TimeoutError:
             return Saved(output, error="the gateway did not confirm it in time")
-        except MessageTooLarge as exc:  # only a gateway with a tiny limit
+        except MessageTooLargeError as exc:  # only a gateway with a tiny limit
             return Saved(output, error=str(exc))
         finally:
             with contextlib.suppress(OSError):

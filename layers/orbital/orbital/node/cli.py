@@ -98,7 +98,7 @@ def pair(args: argparse.Namespace) -> device_token.Paired:
     try:
         paired = device_token.exchange(args.pair, url=gateway_url, http_url=getattr(args, "http_url", None) or None)
         path = device_token.save(paired)
-    except (device_token.PairingFailed, device_token.DeviceFileError) as exc:
+    except (device_token.PairingFailedError, device_token.DeviceFileError) as exc:
         raise ValueError(f"pairing failed: {exc}") from None
     if paired.role != "node":
         print(

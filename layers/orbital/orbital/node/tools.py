@@ -23,7 +23,7 @@ GREP_MAX_FILE_BYTES = 10 * 1024 * 1024
 GREP_SKIP_DIRS = frozenset({".git", ".hg", ".svn"})
 
 
-class ToolError(Exception):
+class NodeToolError(Exception):
     """A tool failure reported to the gateway as `tool.result {callId, error}`."""
 
 
@@ -154,7 +154,7 @@ TOOL_NAMES = [d["name"] for d in TOOL_DEFINITIONS]
 def _required_str(args: dict[str, Any], key: str) -> str:
     value = args.get(key)
     if not isinstance(value, str):
-        raise ToolError(f"{key} is required")
+        raise NodeToolError(f"{key} is required")
     return value
 
 
@@ -166,9 +166,9 @@ def _optional_int(args: dict[str, Any], key: str, *, minimum: int) -> int | None
         try:
             value = float(value.strip())
         except ValueError:
-            raise ToolError(f"{key} must be a number") from None
+            raise NodeToolError(f"{key} must be a number") from None
     if not isinstance(value, int | float) or value != value:
-        raise ToolError(f"{key} must be a number")
+        raise NodeToolError(f"{key} must be a number")
     return max(minimum, int(value))
 
 
@@ -246,17 +246,17 @@ class NodeTools:
     def execute(self, name: Any, args: Any, call_id: str | None = None) -> Any:
         handler = self._handlers.get(name) if isinstance(name, str) else None
         if handler is None:
-            raise ToolError(f"Tool not found: {name}")
+            raise NodeToolError(f"Tool not found: {name}")
         if args is None:
             args = {}
         if not isinstance(args, dict):
-            raise ToolError("args must be an object")
+            raise NodeToolError("args must be an object")
         return handler(args, call_id)
 
     def _path(self, args: dict[str, Any], key: str = "path") -> Path:
         raw = _required_str(args, key)
         if not raw.strip():
-            raise ToolError(f"{key} is required")
+            raise NodeToolError(f"{key} is required")
         return resolve_path(self.workspace, raw)
 
     # Bash / Process
@@ -264,7 +264,7 @@ class NodeTools:
         try:
             return self.processes.bash(args, call_id)
         except CommandError as exc:
-            raise ToolError(str(exc)) from None
+            raise NodeToolError(str(exc)) from None
 
     def _process(self, args: dict[str, Any], call_id: str | None) -> Any:
         return self.processes.process(args)
@@ -277,12 +277,12 @@ class NodeTools:
         try:
             data = path.read_bytes()
         except OSError as exc:
-            raise ToolError(f"Failed to read '{path}': {_errtext(exc)}") from None
+            raise NodeToolError(f"Failed to read '{path}': {_errtext(exc)}") from None
         size = len(data)
         magic = sniff_mime(data[:16])
         if magic in IMAGE_MIMES:
             if size > IMAGE_MAX_BYTES:
-                raise ToolError(f"Image file too large ({magic}, {human_size(size)}) - the limit is 10 MB")
+                raise NodeToolError(f"Image file too large ({magic}, {human_size(size)}) - the limit is 10 MB")
             return {
                 "content": [
                     {"type": "text", "text": f"Read image file {path} [{magic}, {human_size(size)}]"},
@@ -296,7 +296,7 @@ class NodeTools:
         if text is None or "\x00" in text:
             mime = magic or guess_mime(b"", path.name)
             kind = mime or "unknown type"
-            raise ToolError(f"Binary file ({kind}, {human_size(size)}) - not a text file")
+            raise NodeToolError(f"Binary file ({kind}, {human_size(size)}) - not a text file")
         lines = text.split("\n")
         if lines and lines[-1] == "":
             lines.pop()
@@ -313,11 +313,11 @@ class NodeTools:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise ToolError(f"Failed to create directory '{path.parent}': {_errtext(exc)}") from None
+            raise NodeToolError(f"Failed to create directory '{path.parent}': {_errtext(exc)}") from None
         try:
             path.write_bytes(data)
         except OSError as exc:
-            raise ToolError(f"Failed to write '{path}': {_errtext(exc)}") from None
+            raise NodeToolError(f"Failed to write '{path}': {_errtext(exc)}") from None
         return {"path": str(path), "bytes": len(data)}
 
     # Edit
@@ -327,18 +327,18 @@ class NodeTools:
         new = _required_str(args, "newString")
         replace_all = args.get("replaceAll") is True
         if old == "":
-            raise ToolError("oldString must not be empty")
+            raise NodeToolError("oldString must not be empty")
         try:
             text = path.read_bytes().decode("utf-8")
         except OSError as exc:
-            raise ToolError(f"Failed to read '{path}': {_errtext(exc)}") from None
+            raise NodeToolError(f"Failed to read '{path}': {_errtext(exc)}") from None
         except UnicodeDecodeError:
-            raise ToolError(f"Failed to read '{path}': not a UTF-8 text file") from None
+            raise NodeToolError(f"Failed to read '{path}': not a UTF-8 text file") from None
         count = text.count(old)
         if count == 0:
-            raise ToolError(f"oldString not found in '{path}'")
+            raise NodeToolError(f"oldString not found in '{path}'")
         if count > 1 and not replace_all:
-            raise ToolError(
+            raise NodeToolError(
                 f"oldString found {count} times in '{path}'. "
                 "Use replaceAll: true or provide more context to make it unique."
             )
@@ -347,14 +347,14 @@ class NodeTools:
         try:
             path.write_bytes(updated.encode("utf-8"))
         except OSError as exc:
-            raise ToolError(f"Failed to write '{path}': {_errtext(exc)}") from None
+            raise NodeToolError(f"Failed to write '{path}': {_errtext(exc)}") from None
         return {"path": str(path), "replacements": count if replace_all else 1}
 
     # Glob
     def _glob(self, args: dict[str, Any], call_id: str | None) -> Any:
         pattern = _required_str(args, "pattern")
         if not pattern.strip():
-            raise ToolError("pattern is required")
+            raise NodeToolError("pattern is required")
         raw_base = args.get("path")
         base = (
             resolve_path(self.workspace, raw_base)
@@ -362,7 +362,7 @@ class NodeTools:
             else (self.workspace)
         )
         if not base.is_dir():
-            raise ToolError(f"Directory not found: {base}")
+            raise NodeToolError(f"Directory not found: {base}")
         found: dict[str, float] = {}
         scanned_all = True
         for pat in expand_braces(pattern):
@@ -397,7 +397,7 @@ class NodeTools:
         try:
             regex = re.compile(pattern)
         except re.error as exc:
-            raise ToolError(f"Invalid regex pattern: {exc}") from None
+            raise NodeToolError(f"Invalid regex pattern: {exc}") from None
         raw_base = args.get("path")
         base = (
             resolve_path(self.workspace, raw_base)
@@ -405,7 +405,7 @@ class NodeTools:
             else (self.workspace)
         )
         if not base.exists():
-            raise ToolError(f"Path not found: {base}")
+            raise NodeToolError(f"Path not found: {base}")
         include = args.get("include")
         includes = expand_braces(include) if isinstance(include, str) and include.strip() else None
         matches: list[dict[str, Any]] = []

@@ -45,7 +45,7 @@ class TransferLink(Protocol):
     def run_blocking(self, fn: Callable[..., Any], *args: Any) -> Awaitable[Any]: ...
 
 
-class TransferAborted(Exception):
+class TransferAbortedError(Exception):
     pass
 
 
@@ -154,7 +154,7 @@ class TransferManager:
             else:
                 try:
                     sent = await self._stream_chunks(source)
-                except (TransferAborted, ConnectionError):
+                except (TransferAbortedError, ConnectionError):
                     return  # aborted, or the socket is gone (the gateway fails the transfer itself)
                 except OSError as exc:
                     error = f"Failed to read file {path}: {exc.strerror or exc}"
@@ -171,7 +171,7 @@ class TransferManager:
             raise
         except TimeoutError:
             log.warning("transfer %s: no transfer.start from the gateway; giving up", tid)
-        except (TransferAborted, ConnectionError):
+        except (TransferAbortedError, ConnectionError):
             return
         finally:
             if self.sources.get(tid) is source:
@@ -184,7 +184,7 @@ class TransferManager:
             offset = 0
             while True:
                 if source.aborted:
-                    raise TransferAborted()
+                    raise TransferAbortedError()
                 data = fh.read(self.link.chunk_size())
                 if not data:
                     return offset
@@ -357,7 +357,7 @@ class TransferManager:
     def _abort_source(source: _Source) -> None:
         source.aborted = True
         if not source.started.done():
-            source.started.set_exception(TransferAborted())
+            source.started.set_exception(TransferAbortedError())
             source.started.exception()  # mark retrieved
 
     def _drop(self, dest: _Destination) -> None:

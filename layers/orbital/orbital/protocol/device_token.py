@@ -30,7 +30,7 @@ EXCHANGE_PATH = "/api/v1/pair/exchange"
 KINDS = ("client", "node", "channel")
 
 
-class PairingFailed(Exception):
+class PairingFailedError(Exception):
     """The code could not be exchanged (refused, expired, unreachable gateway, or a gateway without pairing)."""
 
 
@@ -201,15 +201,15 @@ def exchange(
     code: str, *, url: str, name: str | None = None, http_url: str | None = None, timeout: float = 30.0
 ) -> Paired:
     """Trade a one-time pairing `code` for a device token at the gateway `url` (see `endpoints`); `name` renames the
-    device (else it keeps the name the code was made with). PairingFailed with the gateway's reason when it is
+    device (else it keeps the name the code was made with). PairingFailedError with the gateway's reason when it is
     refused or the gateway cannot be reached."""
     code = "".join(code.split())
     if not code:
-        raise PairingFailed("the pairing code is empty")
+        raise PairingFailedError("the pairing code is empty")
     try:
         ws_url, base = endpoints(url, http_url)
     except ValueError as exc:
-        raise PairingFailed(str(exc)) from None
+        raise PairingFailedError(str(exc)) from None
     request = urllib.request.Request(
         base + EXCHANGE_PATH,
         data=json.dumps({"code": code, **({"name": name} if name else {})}).encode(),
@@ -223,17 +223,17 @@ def exchange(
         reason = _refusal(exc.read() or b"")
         if exc.code == 404 and not reason.strip("{} "):
             reason = "this gateway does not pair devices (no pairing endpoint)"
-        raise PairingFailed(f"the gateway refused the code ({exc.code}): {reason or exc.reason}") from None
+        raise PairingFailedError(f"the gateway refused the code ({exc.code}): {reason or exc.reason}") from None
     except (urllib.error.URLError, OSError) as exc:
         why = getattr(exc, "reason", None) or exc
-        raise PairingFailed(f"cannot reach {base}: {why}") from None
+        raise PairingFailedError(f"cannot reach {base}: {why}") from None
     try:
         data = json.loads(body)
     except ValueError:
-        raise PairingFailed("the gateway's answer is not JSON") from None
+        raise PairingFailedError("the gateway's answer is not JSON") from None
     token = data.get("token") if isinstance(data, dict) else None
     if not isinstance(token, str) or not token.strip():
-        raise PairingFailed("the gateway's answer holds no token")
+        raise PairingFailedError("the gateway's answer holds no token")
     binding = data.get("binding") if isinstance(data.get("binding"), dict) else {}
     node_id = data.get("nodeId") or (binding or {}).get("nodeId")
     answered_url = data.get("url")

@@ -109,6 +109,19 @@ class Result(BaseModel):
     model_config = ConfigDict(extra="allow")
 
 
+class OkResult(Result):
+    """`{ok}`: the step was taken."""
+
+    ok: bool
+
+
+class AckResult(Result):
+    """`{ok, dropped?}`: the message was taken (`dropped` when it was taken and let go)."""
+
+    ok: bool
+    dropped: bool | None = None
+
+
 def refusal_prefix(method: str, mode: str) -> str:
     """The start of every refusal for a connection's mode (GSV's last protocol-1 release ends its message here, before
     the mode; Orbital names the mode and says more after it)."""

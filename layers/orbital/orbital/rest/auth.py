@@ -100,7 +100,7 @@ def identify(request: HTTPConnection, _scheme: Any = _DOCUMENTED) -> Caller:
         raise HTTPException(429, TOO_MANY, headers={"Retry-After": "60"})
     try:
         judged = credentials.judge(get_services(), bearer(request))
-    except credentials.TokenUnreadable:  # nobody gets in, and the caller is told it may retry
+    except credentials.TokenUnreadableError:  # nobody gets in, and the caller is told it may retry
         raise HTTPException(503, "The gateway token could not be read; try again") from None
     kind = judged.kind
     if kind is credentials.Kind.MISSING_TOKEN:  # a deployment without its token serves nothing

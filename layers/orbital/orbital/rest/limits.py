@@ -70,7 +70,7 @@ class BodyLimit:
                 seen += len(message.get("body", b""))
                 if seen > limit:
                     refused = True
-                    raise _TooLarge
+                    raise _TooLargeError
             return message
 
         started = False
@@ -83,7 +83,7 @@ class BodyLimit:
 
         try:
             await self.app(scope, limited, tracked)
-        except _TooLarge:
+        except _TooLargeError:
             if not started:
                 await _refuse(send, limit)
         except Exception:
@@ -93,7 +93,7 @@ class BodyLimit:
                 await _refuse(send, limit)
 
 
-class _TooLarge(Exception):
+class _TooLargeError(Exception):
     pass
 
 

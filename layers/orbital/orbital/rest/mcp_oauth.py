@@ -64,7 +64,7 @@ def _finish(request: Request, peer: str | None) -> HTMLResponse:
         name = mcp_oauth.finish(
             services, _param(request, "code"), _param(request, "state"), iss=_param(request, "iss"), error=error
         )
-    except mcp_oauth.UnknownLogin as exc:
+    except mcp_oauth.UnknownLoginError as exc:
         ATTEMPTS.failed(peer)
         return _page("Login failed", str(exc), 400)
     except mcp_oauth.LoginError as exc:

@@ -86,16 +86,16 @@ TEXT_LIMIT = 200
 
 
 @dataclass(frozen=True)
-class _Request:
+class _McpRequest:
     caller: Caller
     wait_seconds: float
 
 
-_REQUEST: contextvars.ContextVar[_Request] = contextvars.ContextVar("orbital_mcp_request")
+_REQUEST: contextvars.ContextVar[_McpRequest] = contextvars.ContextVar("orbital_mcp_request")
 """The request a handler serves (set by `Endpoint` around the SDK's handling of it; its tasks inherit it)."""
 
 
-class ToolRefused(Exception):
+class ToolRefusedError(Exception):
     """A tool call that fails with its message as the result (`isError`), not as a protocol error."""
 
 
@@ -104,7 +104,7 @@ class ToolRefused(Exception):
 _judge = gateway_with(roles.READ)
 
 
-class Endpoint:
+class McpEndpoint:
     """The ASGI app of `POST /mcp`: the caller is judged first, then the SDK serves the request, statelessly."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -118,7 +118,7 @@ class Endpoint:
             return
         from mcp.server.streamable_http_manager import StreamableHTTPSessionManager  # lazy: the first /mcp request
 
-        token = _REQUEST.set(_Request(caller, _wait_seconds(scope)))
+        token = _REQUEST.set(_McpRequest(caller, _wait_seconds(scope)))
         try:
             # one manager per request: stateless serving keeps nothing between requests, and a manager's task group
             # belongs to the event loop that runs it (Mangum's, or the local server's)
@@ -131,7 +131,7 @@ class Endpoint:
 
 def route() -> Route:
     """`POST /mcp` (Starlette's route: the SDK answers in its own shapes; FastAPI does not document it)."""
-    return Route(PATH, Endpoint(), methods=["POST"], name="mcp", include_in_schema=False)
+    return Route(PATH, McpEndpoint(), methods=["POST"], name="mcp", include_in_schema=False)
 
 
 def _wait_seconds(scope: Scope) -> float:
@@ -191,7 +191,7 @@ def _server() -> Server[Any]:
         request = _REQUEST.get()
         try:
             text, structured = await run_in_threadpool(_call_tool, request, params.name, params.arguments or {})
-        except ToolRefused as refused:
+        except ToolRefusedError as refused:
             return types.CallToolResult(content=[types.TextContent(text=str(refused))], is_error=True)
         failed = structured.get("status") == "error"
         return types.CallToolResult(
@@ -224,7 +224,7 @@ def _server() -> Server[Any]:
             raise MCPError(types.INVALID_PARAMS, f"Not a workspace resource: {_short(str(params.uri))}")
         try:
             text = await run_in_threadpool(_read_whole, request.caller, path)
-        except ToolRefused as refused:
+        except ToolRefusedError as refused:
             raise MCPError(types.INVALID_PARAMS, str(refused)) from None
         return types.ReadResourceResult(
             contents=[types.TextResourceContents(uri=str(params.uri), text=text, mime_type=_mime_type(path))]
@@ -244,13 +244,13 @@ def _server() -> Server[Any]:
     )
 
 
-def _call_tool(request: _Request, name: str, arguments: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+def _call_tool(request: _McpRequest, name: str, arguments: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     tool = TOOLS.get(name)
     if tool is None:
-        raise ToolRefused(f"Unknown tool: {_short(name)}")
+        raise ToolRefusedError(f"Unknown tool: {_short(name)}")
     caller = request.caller
     if not roles.allows(caller.role, tool.scope):
-        raise ToolRefused(f"{name} needs scope {tool.scope}; this device's role is {caller.role}")
+        raise ToolRefusedError(f"{name} needs scope {tool.scope}; this device's role is {caller.role}")
     return tool.run(get_services(), caller, arguments, request.wait_seconds)
 
 
@@ -260,13 +260,13 @@ def _call_tool(request: _Request, name: str, arguments: dict[str, Any]) -> tuple
 def _method(
     services: Services, caller: Caller, method: str, params: dict[str, Any], internal: dict[str, Any] | None = None
 ) -> dict[str, Any]:
-    """The payload of one client method called as `caller`; its error as `ToolRefused`."""
+    """The payload of one client method called as `caller`; its error as `ToolRefusedError`."""
     frame = admin.call(services, method, params, 0.0, caller=caller, internal=internal)
     if frame is None:  # none of the methods used here is deferred
-        raise ToolRefused(f"{method}: no answer")
+        raise ToolRefusedError(f"{method}: no answer")
     if not frame.get("ok"):
         error = frame.get("error") or {}
-        raise ToolRefused(str(error.get("message") or f"{method} failed"))
+        raise ToolRefusedError(str(error.get("message") or f"{method} failed"))
     payload = frame.get("payload")
     return payload if isinstance(payload, dict) else {}
 
@@ -275,10 +275,10 @@ def _text_arg(arguments: dict[str, Any], name: str, *, required: bool = False) -
     value = arguments.get(name)
     if value is None or (isinstance(value, str) and not value.strip() and not required):
         if required:
-            raise ToolRefused(f"{name} is required")
+            raise ToolRefusedError(f"{name} is required")
         return None
     if not isinstance(value, str) or not value.strip():
-        raise ToolRefused(f"{name} must be a non-empty string" if required else f"{name} must be a string")
+        raise ToolRefusedError(f"{name} must be a non-empty string" if required else f"{name} must be a string")
     return value
 
 
@@ -287,7 +287,7 @@ def _int_arg(arguments: dict[str, Any], name: str, default: int, low: int, high:
     if value is None:
         return default
     if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
-        raise ToolRefused(f"{name} must be a number")
+        raise ToolRefusedError(f"{name} must be a number")
     return max(low, min(high, int(value)))
 
 
@@ -315,7 +315,7 @@ def send_message(
         sent = _method(
             services, caller, "chat.send", {"sessionKey": key, "message": text}, {"notify": {"callId": call_id}}
         )
-    except ToolRefused:
+    except ToolRefusedError:
         services.table.delete(keys.pending_call(call_id))
         raise
     status = str(sent.get("status") or "")
@@ -498,7 +498,7 @@ def _workspace_files(caller: Caller) -> list[str]:
         visited += 1
         try:
             listed = _method(services, caller, "workspace.list", {"path": path} if path else {})
-        except ToolRefused:
+        except ToolRefusedError:
             continue
         found += [f for f in listed.get("files") or [] if isinstance(f, str)]
         pending += [d for d in listed.get("directories") or [] if isinstance(d, str)]

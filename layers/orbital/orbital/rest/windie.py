@@ -46,7 +46,7 @@ from starlette.datastructures import UploadFile
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from orbital.agent import client_tools, embeddings, model_catalog, semantic
-from orbital.agent.budgets import BudgetExceeded
+from orbital.agent.budgets import BudgetExceededError
 from orbital.agent.providers import ModelError
 from orbital.dialects import windie as dialect
 from orbital.domain import roles, sniff
@@ -188,7 +188,7 @@ def install_register(body: RegisterBody, caller: GatewayCaller) -> dict[str, Any
         raise HTTPException(403, REGISTRATION_OFF)
     try:
         key = credentials.gateway_token_for_installs(services)
-    except credentials.TokenUnreadable:
+    except credentials.TokenUnreadableError:
         raise HTTPException(503, "The gateway token could not be read; try again") from None
     install, token = installs.register(
         services.table, body.operating_system.strip(), now_ms=services.now_ms(), gateway_token=key
@@ -315,7 +315,7 @@ def _charge(services: Services, caller: Caller, size: int) -> None:
             max_count=max_count,
             max_bytes=max_bytes,
         )
-    except artifacts.QuotaExceeded as exc:
+    except artifacts.QuotaExceededError as exc:
         raise HTTPException(429, str(exc), headers={"Retry-After": str(exc.retry_after_s)}) from None
 
 
@@ -612,7 +612,7 @@ def sdk_query_plan(body: PlanBody, caller: AnyCaller) -> dict[str, Any]:
 
 def _unavailable(exc: Exception) -> HTTPException:
     """503 for a model or provider that failed or refused (its message never carries a secret)."""
-    if isinstance(exc, ModelError | BudgetExceeded):
+    if isinstance(exc, ModelError | BudgetExceededError):
         return HTTPException(503, exc.message)
     return HTTPException(503, str(exc))
 
@@ -621,7 +621,7 @@ def _unavailable(exc: Exception) -> HTTPException:
 def semantic_health(caller: AnyCaller) -> dict[str, str]:
     try:
         semantic.configured_model(get_services().config.effective())
-    except semantic.NotConfigured as exc:
+    except semantic.SemanticNotConfiguredError as exc:
         raise HTTPException(503, str(exc)) from None
     return {"status": "healthy", "message": "Semantic summarization service ready"}
 
@@ -634,11 +634,11 @@ def semantic_summarize(body: SummarizeBody, caller: AnyCaller) -> dict[str, Any]
         summary, facts = semantic.summarize(
             services, services.config.effective(), body.conversations, time_limit_ms=_time_limit_ms(services)
         )
-    except semantic.NotConfigured as exc:
+    except semantic.SemanticNotConfiguredError as exc:
         raise HTTPException(503, str(exc)) from None
-    except semantic.TooSlow as exc:
+    except semantic.TooSlowError as exc:
         raise HTTPException(504, str(exc)) from None
-    except (ModelError, BudgetExceeded) as exc:
+    except (ModelError, BudgetExceededError) as exc:
         raise _unavailable(exc) from None
     return {"summary": summary, "facts": facts, "success": True}
 
@@ -655,11 +655,11 @@ def semantic_title(body: TitleBody, caller: AnyCaller) -> dict[str, Any]:
             body.assistant_message,
             time_limit_ms=_time_limit_ms(services),
         )
-    except semantic.NotConfigured as exc:
+    except semantic.SemanticNotConfiguredError as exc:
         raise HTTPException(503, str(exc)) from None
-    except semantic.TooSlow as exc:
+    except semantic.TooSlowError as exc:
         raise HTTPException(504, str(exc)) from None
-    except (ModelError, BudgetExceeded) as exc:
+    except (ModelError, BudgetExceededError) as exc:
         raise _unavailable(exc) from None
     return {"title": title, "success": True}
 
@@ -684,7 +684,7 @@ def _embedding_fields(provider: str, model: str, dimension: int | None, space: s
 def embeddings_health(caller: AnyCaller) -> dict[str, Any]:
     try:
         chosen = embeddings.setup(get_services().config.effective())
-    except embeddings.NotConfigured as exc:
+    except embeddings.EmbeddingsNotConfiguredError as exc:
         raise HTTPException(503, str(exc)) from None
     fields = _embedding_fields(chosen.provider, chosen.model, chosen.expected_dimension(), chosen.space_version)
     return {"status": "healthy", **fields}
@@ -696,11 +696,11 @@ def embeddings_create(body: EmbeddingBody, caller: AnyCaller) -> dict[str, Any]:
         services = get_services()
         limit = None if services.settings.local else semantic.AWS_CALL_MS / 1000
         found = embeddings.embed(services.config.effective(), body.text, max_timeout_s=limit, services=services)
-    except BudgetExceeded as exc:  # a token budget or a spend cap (ADR 0044) refuses the call
+    except BudgetExceededError as exc:  # a token budget or a spend cap (ADR 0044) refuses the call
         raise HTTPException(exc.code, exc.message) from None
-    except embeddings.NotConfigured as exc:
+    except embeddings.EmbeddingsNotConfiguredError as exc:
         raise HTTPException(503, str(exc)) from None
-    except embeddings.EmbeddingsFailed as exc:
+    except embeddings.EmbeddingsFailedError as exc:
         raise HTTPException(503, str(exc)) from None
     fields = _embedding_fields(found.provider, found.model, found.dimension, found.space_version)
     return {"embedding": found.vector, **fields}

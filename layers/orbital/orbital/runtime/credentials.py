@@ -11,7 +11,7 @@ header and every HTTP route (ADR 0025).
   token that is unknown, revoked or expired, and any device token on a gateway without a token (it issues none).
 
 A deployment that should have a token and has none is `MISSING_TOKEN`; a token secret that cannot be read raises
-`TokenUnreadable` (the caller answers "try again", never lets anyone in). Tokens are never logged.
+`TokenUnreadableError` (the caller answers "try again", never lets anyone in). Tokens are never logged.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ class Kind(Enum):
     MISSING_TOKEN = "missing-token"
 
 
-class TokenUnreadable(Exception):
+class TokenUnreadableError(Exception):
     """The gateway token's secret could not be read (a passing failure)."""
 
 
@@ -69,7 +69,7 @@ def judge(services: Services, presented: str | None) -> Judged:
         expected = secrets.gateway_token(settings) or ""
     except Exception as exc:
         log.error("reading the gateway token failed (%s)", type(exc).__name__)
-        raise TokenUnreadable from None
+        raise TokenUnreadableError from None
     if presented is None:
         return Judged(Kind.NONE, token_set=True)
     if devices.looks_like_token(presented):
@@ -95,4 +95,4 @@ def gateway_token_for_installs(services: Services) -> str:
         return secrets.gateway_token(services.settings) or ""
     except Exception as exc:
         log.error("reading the gateway token failed (%s)", type(exc).__name__)
-        raise TokenUnreadable from None
+        raise TokenUnreadableError from None

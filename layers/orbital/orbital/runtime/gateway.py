@@ -70,7 +70,7 @@ def handle_connect(event: dict[str, Any], context: Any = None) -> dict[str, Any]
         return {"statusCode": 429, "body": TOO_MANY}
     try:
         judged = credentials.judge(services, _bearer(event))
-    except credentials.TokenUnreadable:
+    except credentials.TokenUnreadableError:
         return {"statusCode": 503, "body": "Try again"}
     if judged.kind is credentials.Kind.MISSING_TOKEN:
         log.error("refusing connection: this deployment has no auth token configured")

@@ -56,7 +56,7 @@ REFERENCE = "artifact:"
 """An attachment path that names an uploaded artifact: `artifact:{id}`."""
 
 
-class QuotaExceeded(Exception):
+class QuotaExceededError(Exception):
     """An install has uploaded all it may today (the message says which cap and when it resets)."""
 
     def __init__(self, message: str, retry_after_s: int) -> None:
@@ -65,7 +65,7 @@ class QuotaExceeded(Exception):
 
 
 def charge_upload(table: Table, install_id: str, size: int, *, now_ms: int, max_count: int, max_bytes: int) -> None:
-    """Count an upload of `size` bytes against the install's caps for the current UTC day; raise `QuotaExceeded`
+    """Count an upload of `size` bytes against the install's caps for the current UTC day; raise `QuotaExceededError`
     (counting nothing) when it would go over either. Atomic: two uploads racing for the last room cannot both pass."""
     moment = datetime.fromtimestamp(now_ms / 1000, UTC)
     day_ends = int(datetime(moment.year, moment.month, moment.day, tzinfo=UTC).timestamp()) + 24 * 3600
@@ -78,8 +78,8 @@ def charge_upload(table: Table, install_id: str, size: int, *, now_ms: int, max_
     table.update(key, add={"count": -1, "bytes": -size}, return_values="NONE")
     retry = max(1, day_ends - int(now_ms / 1000))
     if count > max_count:
-        raise QuotaExceeded(f"Upload quota reached: this install may upload {max_count} files a day", retry)
-    raise QuotaExceeded(f"Upload quota reached: this install may upload {max_bytes} bytes a day", retry)
+        raise QuotaExceededError(f"Upload quota reached: this install may upload {max_count} files a day", retry)
+    raise QuotaExceededError(f"Upload quota reached: this install may upload {max_bytes} bytes a day", retry)
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from orbital.protocol.jsontext import compact, loads
 from orbital.store import conditions as cond
 from orbital.store.table import (
     RESERVED,
-    ConditionFailed,
+    ConditionFailedError,
     Record,
     ReturnValues,
     Table,
@@ -509,7 +509,7 @@ class DynamoTable(Table):
             self._forget(pk, sk)
             if current_on_conflict:
                 current = exc.response.get("Item")
-                raise ConditionFailed(
+                raise ConditionFailedError(
                     f"update conflict on {pk}/{sk}", self._decode(current) if current else None
                 ) from exc
             raise ConflictError(f"update conflict on {pk}/{sk}") from exc

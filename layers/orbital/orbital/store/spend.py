@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from orbital.store import conditions as cond
 from orbital.store import keys
-from orbital.store.table import ConditionFailed, Record, Table
+from orbital.store.table import ConditionFailedError, Record, Table
 
 USED = "u"
 RESERVED = "r"
@@ -25,7 +25,7 @@ class Counted:
     reserved: int = 0
 
 
-class Refused(Exception):
+class SpendRefusedError(Exception):
     """A reservation that would take the counter past its limit; `used` is the counter as it stood (micro-USD)."""
 
     def __init__(self, used: int) -> None:
@@ -53,10 +53,10 @@ class SpendRepo:
         }
 
     def reserve(self, period: str, period_key: str, scope: str, amount: int, limit: int, *, expires_at: int) -> Counted:
-        """Add `amount` if the counter stays within `limit` (one conditional UpdateItem); raises `Refused`."""
+        """Add `amount` if the counter stays within `limit` (one conditional UpdateItem); raises `SpendRefusedError`."""
         amount = max(0, int(amount))
         if amount > limit:
-            raise Refused(self.read(period, period_key, scope).used)
+            raise SpendRefusedError(self.read(period, period_key, scope).used)
         try:
             rec = self.table.update(
                 keys.spend_counter(period, period_key, scope),
@@ -65,8 +65,8 @@ class SpendRepo:
                 ttl=expires_at,
                 current_on_conflict=True,
             )
-        except ConditionFailed as exc:
-            raise Refused(_counted(exc.current).used) from None
+        except ConditionFailedError as exc:
+            raise SpendRefusedError(_counted(exc.current).used) from None
         return _counted(rec)
 
     def add(self, period: str, period_key: str, scope: str, used: int, reserved: int, *, expires_at: int) -> Counted:

@@ -10,7 +10,7 @@ The contract both implementations keep (`tests/contract` runs the same tests aga
   condition, though, sees the item as stored until it is deleted (as DynamoDB's does: its TTL process deletes lazily);
   `delete_expired` deletes them.
 - Conditions are `orbital.store.conditions` values; one that does not hold raises `ConflictError` and changes nothing
-  (`ConditionFailed` with the item as it stood, when `current_on_conflict` asks for it).
+  (`ConditionFailedError` with the item as it stood, when `current_on_conflict` asks for it).
 - A query returns items in sort-key order (`forward=False`: reversed; `limit` after that, so the last N), an index
   query in index sort-key order.
 - `update` creates the item when there is none (its payload is then empty); `add` counts from 0.
@@ -30,7 +30,7 @@ from typing import Any, Literal, TypeVar
 from orbital.errors import ConflictError
 from orbital.store.conditions import Condition
 
-__all__ = ["ConditionFailed", "ConflictError", "Record", "ReturnValues", "Table"]
+__all__ = ["ConditionFailedError", "ConflictError", "Record", "ReturnValues", "Table"]
 
 RESERVED = frozenset({"PK", "SK", "GSI1PK", "GSI1SK", "ttl", "d"})
 """Attribute names an item's flat attributes cannot use (they hold its key, index keys, expiry and payload)."""
@@ -42,7 +42,7 @@ T = TypeVar("T")
 Key = tuple[str, str]
 
 
-class ConditionFailed(ConflictError):
+class ConditionFailedError(ConflictError):
     """A conditional update did not apply; `current` is the item as it stood (None: there is none, or it expired),
     when the update asked for it."""
 
@@ -237,7 +237,7 @@ class Table(ABC):
         ttl: int | None = None,
     ) -> Record | None:
         """Set flat attributes and/or atomically add to counters. With `unindex`, the item also leaves the secondary
-        index (its GSI keys are removed). With `current_on_conflict`, a failed condition raises `ConditionFailed`
+        index (its GSI keys are removed). With `current_on_conflict`, a failed condition raises `ConditionFailedError`
         holding the item as it stood. `ttl` (epoch seconds) is set in the same write. Returns the item after the
         update (`ALL_NEW`), before it (`ALL_OLD`; None if there was none), or None (`NONE`)."""
 

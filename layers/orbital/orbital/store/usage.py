@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from orbital.domain.budgets import DAILY, MONTHLY, Period
 from orbital.store import conditions as cond
 from orbital.store import keys
-from orbital.store.table import ConditionFailed, Record, Table
+from orbital.store.table import ConditionFailedError, Record, Table
 
 MONTH_ATTR = "m"
 
@@ -37,7 +37,7 @@ class Used:
         return self.daily if scope == DAILY else self.monthly
 
 
-class Refused(Exception):
+class UsageRefusedError(Exception):
     """A reservation that would take `scope`'s counter past its limit; `used` is the counter as it stood."""
 
     def __init__(self, scope: str, used: int) -> None:
@@ -71,12 +71,13 @@ class UsageRepo:
 
     def reserve(self, period: Period, amount: int, *, daily: int | None, monthly: int | None) -> Used:
         """Add `amount` to the day and the month if neither goes past its limit (None: no limit); one conditional
-        UpdateItem. Returns the counters after it; raises `Refused` (with the counter as it stood) otherwise."""
+        UpdateItem. Returns the counters after it; raises `UsageRefusedError` (with the counter as it stood)
+        otherwise."""
         amount = max(0, int(amount))
         limits = ((DAILY, daily), (MONTHLY, monthly))
         too_big = next((scope for scope, limit in limits if limit is not None and amount > limit), None)
         if too_big is not None:  # more than the whole budget: no counter could let it through (a read, no write)
-            raise Refused(too_big, self.read(period).of(too_big))
+            raise UsageRefusedError(too_big, self.read(period).of(too_big))
         within = [
             cond.not_exists(attr) | cond.le(attr, limit - amount)
             for attr, limit in ((day_attr(period.day), daily), (MONTH_ATTR, monthly))
@@ -90,10 +91,10 @@ class UsageRepo:
                 ttl=period.expires_at,
                 current_on_conflict=True,
             )
-        except ConditionFailed as exc:
+        except ConditionFailedError as exc:
             used = _used(exc.current, period)
             scope = _over(used, amount, daily, monthly) or (DAILY if daily is not None else MONTHLY)
-            raise Refused(scope, used.of(scope)) from None
+            raise UsageRefusedError(scope, used.of(scope)) from None
         return _used(rec, period)
 
     def add(self, period: Period, amount: int) -> Used | None:

@@ -57,7 +57,7 @@ class Listing:
     prefixes: list[str]
 
 
-class MissingObject(KeyError):
+class MissingObjectError(KeyError):
     """The object a copy reads from does not exist."""
 
 
@@ -99,7 +99,8 @@ class Workspace(ABC):
 
     @abstractmethod
     def copy(self, source: str, destination: str, *, content_type: str) -> None:
-        """Copy an object (metadata replaced, with `content_type`). `MissingObject` when `source` does not exist."""
+        """Copy an object (metadata replaced, with `content_type`). `MissingObjectError` when `source` does not
+        exist."""
 
     @abstractmethod
     def delete(self, key: str) -> None:
@@ -269,7 +270,7 @@ class S3Workspace(Workspace):
             )
         except self.client.exceptions.ClientError as exc:
             if self._missing(exc):
-                raise MissingObject(source) from None
+                raise MissingObjectError(source) from None
             raise
         finally:
             self._changed(destination)

@@ -177,7 +177,7 @@ def spec(config: dict[str, Any], name: str) -> ServerSpec | None:
 # --- failures --------------------------------------------------------------------------------------------------
 
 
-class McpFailure(Exception):
+class McpFailureError(Exception):
     """A server could not be used: `status` (`error` or `needs-login`) and a message for people and the model."""
 
     def __init__(self, message: str, status: str = "error") -> None:
@@ -215,18 +215,18 @@ def _leaves(exc: BaseException) -> list[BaseException]:
     return [exc]
 
 
-def _refused(spec: ServerSpec, status: int) -> McpFailure:
+def _refused(spec: ServerSpec, status: int) -> McpFailureError:
     if spec.oauth is not None:
-        return McpFailure(
+        return McpFailureError(
             f"the server needs a login (HTTP {status}): run `orbital mcp login {spec.name}`", status="needs-login"
         )
-    return McpFailure(
+    return McpFailureError(
         f"the server refused the request (HTTP {status}): check mcp.servers.{spec.name}.headers"
         + (" (its credentials)" if spec.headers else "")
     )
 
 
-def _failure(spec: ServerSpec, exc: BaseException, guard: _Guard) -> McpFailure:
+def _failure(spec: ServerSpec, exc: BaseException, guard: _Guard) -> McpFailureError:
     """What went wrong, in words that name no credential (no header, no URL with its query)."""
     import httpx2
     from mcp.shared.exceptions import MCPError
@@ -239,31 +239,31 @@ def _failure(spec: ServerSpec, exc: BaseException, guard: _Guard) -> McpFailure:
         return _refused(spec, refused)
     status = next((s for s in guard.posted if s >= 400), None)
     if status is not None:
-        return McpFailure(f"the server answered HTTP {status}")
+        return McpFailureError(f"the server answered HTTP {status}")
     for leaf in [*([guard.failure] if guard.failure is not None else []), *_leaves(exc)]:
-        if isinstance(leaf, McpFailure):
+        if isinstance(leaf, McpFailureError):
             return leaf
-        if isinstance(leaf, mcp_oauth.NeedsLogin):
-            return McpFailure(str(leaf), status="needs-login")
+        if isinstance(leaf, mcp_oauth.NeedsLoginError):
+            return McpFailureError(str(leaf), status="needs-login")
         if isinstance(leaf, httpx2.HTTPStatusError):
             status = leaf.response.status_code
             if status in (401, 403):
                 return _refused(spec, status)
-            return McpFailure(f"the server answered HTTP {status}")
+            return McpFailureError(f"the server answered HTTP {status}")
         if isinstance(leaf, httpx2.ConnectError | ConnectionError):
-            return McpFailure("the server is unreachable (could not connect)")
+            return McpFailureError("the server is unreachable (could not connect)")
         if isinstance(leaf, httpx2.TimeoutException | TimeoutError):
-            return McpFailure(f"no answer within {spec.timeout_ms} ms")
+            return McpFailureError(f"no answer within {spec.timeout_ms} ms")
         if isinstance(leaf, httpx2.RemoteProtocolError | httpx2.ReadError):
-            return McpFailure("the server closed the connection before answering")
+            return McpFailureError("the server closed the connection before answering")
         if isinstance(leaf, MCPError) and leaf.code == CONNECTION_CLOSED:
-            return McpFailure(f"the connection ended before the answer ({_one_line(leaf.error.message, 200)})")
+            return McpFailureError(f"the connection ended before the answer ({_one_line(leaf.error.message, 200)})")
         if isinstance(leaf, MCPError) and leaf.code == REQUEST_TIMEOUT:
-            return McpFailure(f"no answer within {spec.timeout_ms} ms")
+            return McpFailureError(f"no answer within {spec.timeout_ms} ms")
         if isinstance(leaf, MCPError):
-            return McpFailure(f"the server answered with an error: {_one_line(leaf.error.message)}")
+            return McpFailureError(f"the server answered with an error: {_one_line(leaf.error.message)}")
     first = _leaves(exc)[0]
-    return McpFailure(f"the call failed ({type(first).__name__}: {_one_line(first, 200)})")
+    return McpFailureError(f"the call failed ({type(first).__name__}: {_one_line(first, 200)})")
 
 
 # --- connecting ------------------------------------------------------------------------------------------------
@@ -281,7 +281,7 @@ def _guarded_transport(guard: _Guard, *, refusal_ends: bool = True) -> httpx2.As
             async for chunk in self._inner:
                 self._seen += len(chunk)
                 if self._seen > MAX_RESPONSE_BYTES:
-                    failure = McpFailure(f"the server sent more than {MAX_RESPONSE_BYTES} bytes in one response")
+                    failure = McpFailureError(f"the server sent more than {MAX_RESPONSE_BYTES} bytes in one response")
                     guard.fail(failure)
                     raise httpx2.ReadError("response too large")
                 yield chunk
@@ -320,14 +320,14 @@ def _guarded_transport(guard: _Guard, *, refusal_ends: bool = True) -> httpx2.As
     return _Guarded()
 
 
-class _RefusedMarker(Exception):
+class _RefusedMarkerError(Exception):
     def __init__(self, status: int) -> None:
         super().__init__(f"HTTP {status}")
         self.status = status
 
 
-def _refused_marker(status: int) -> _RefusedMarker:
-    return _RefusedMarker(status)
+def _refused_marker(status: int) -> _RefusedMarkerError:
+    return _RefusedMarkerError(status)
 
 
 def _http_client(
@@ -414,13 +414,13 @@ def _auth_for(services: Services, spec: ServerSpec) -> httpx2.Auth | None:
 async def _within(
     services: Services, spec: ServerSpec, op: Callable[[ClientSession], Awaitable[T]], auth: httpx2.Auth | None
 ) -> T:
-    """Connect, run `op` on the session, close: all within the server's timeout; any failure as `McpFailure`."""
+    """Connect, run `op` on the session, close: all within the server's timeout; any failure as `McpFailureError`."""
     import anyio
 
     from orbital.tools import mcp_oauth  # lazy, as the SDK: it loads with a connection, not at the cold start
 
     if spec.oauth is not None and mcp_oauth.auth_state(services, spec) != "ok":
-        raise McpFailure(mcp_oauth.needs_login_message(spec.name), status="needs-login")
+        raise McpFailureError(mcp_oauth.needs_login_message(spec.name), status="needs-login")
     guard = _Guard()
 
     def changed() -> None:
@@ -438,7 +438,7 @@ async def _within(
                     value = await op(session)
                     guard.cancel = None  # closing the connection may fail: the answer is in
                     done.append(value)
-    except McpFailure:
+    except McpFailureError:
         if done:
             return done[0]
         raise
@@ -447,14 +447,14 @@ async def _within(
             return done[0]
         if guard.failure is not None or any(s in (401, 403) for s in guard.statuses):
             raise _failure(spec, exc, guard) from None
-        raise McpFailure(f"no answer within {spec.timeout_ms} ms") from None
+        raise McpFailureError(f"no answer within {spec.timeout_ms} ms") from None
     except Exception as exc:
         if done:
             return done[0]
         raise _failure(spec, exc, guard) from None
     if done:
         return done[0]
-    raise _failure(spec, guard.failure or McpFailure("the connection failed"), guard)
+    raise _failure(spec, guard.failure or McpFailureError("the connection failed"), guard)
 
 
 def _run(spec: ServerSpec, make: Callable[[], Awaitable[T]]) -> T:
@@ -478,12 +478,12 @@ def _run(spec: ServerSpec, make: Callable[[], Awaitable[T]]) -> T:
     thread.join(spec.timeout_s + GRACE_S)
     if thread.is_alive():
         log.warning("MCP server %s: the call's thread did not end within its timeout; left behind", spec.name)
-        raise McpFailure(f"no answer within {spec.timeout_ms} ms")
+        raise McpFailureError(f"no answer within {spec.timeout_ms} ms")
     if "error" in box:
         error = box["error"]
-        if isinstance(error, McpFailure):
+        if isinstance(error, McpFailureError):
             raise error
-        raise McpFailure(f"the call failed ({type(error).__name__})")
+        raise McpFailureError(f"the call failed ({type(error).__name__})")
     return box["value"]
 
 
@@ -602,7 +602,7 @@ def list_tools(services: Services, spec: ServerSpec, *, force: bool = False) -> 
     same = cached if cached is not None and cached.fingerprint == spec.fingerprint() else None
     try:
         tools, note = _run(spec, lambda: _within(services, spec, _list, _auth_for(services, spec)))
-    except McpFailure as failure:
+    except McpFailureError as failure:
         log.info("MCP server %s: listing its tools failed: %s", spec.name, failure.message)
         updated = cache.CachedTools(
             server=spec.name,
@@ -644,7 +644,7 @@ class CallOutcome:
         return {"error": self.error} if self.error is not None else {"result": self.result}
 
 
-def _note_needs_login(services: Services, spec: ServerSpec, failure: McpFailure) -> None:
+def _note_needs_login(services: Services, spec: ServerSpec, failure: McpFailureError) -> None:
     if failure.status != "needs-login":
         return
     try:
@@ -671,7 +671,7 @@ def call_tool(services: Services, spec: ServerSpec, tool: str, args: dict[str, A
 
     try:
         raw = _run(spec, lambda: _within(services, spec, op, _auth_for(services, spec)))
-    except McpFailure as failure:
+    except McpFailureError as failure:
         log.info("MCP server %s: calling %s failed: %s", spec.name, _one_line(tool, 100), failure.message)
         _note_needs_login(services, spec, failure)
         return CallOutcome(error=f"MCP server {spec.name}: {failure.message}")

@@ -13,7 +13,7 @@ client pieces, split over two requests so it works where no process outlives a r
 Calls then carry the access token through `GrantAuth`, an `httpx2.Auth`: it refreshes the token a minute before it
 expires (and once more when the server answers 401 anyway), keeps the new tokens, and sends tokens only to the URL
 the grant was made for. A refresh the authorization server refuses (revoked or expired grant) marks the grant
-`needs-login` (`auth_state`), and the call fails with `NeedsLogin`, whose message says to log in again: never a
+`needs-login` (`auth_state`), and the call fails with `NeedsLoginError`, whose message says to log in again: never a
 crash. Several processes may refresh at once: one whose refresh is refused adopts the tokens another one stored.
 
 Tokens and client secrets never leave the table and the requests that need them: not in a method's result, a log
@@ -77,11 +77,11 @@ class LoginError(Exception):
     """A login could not start or finish; the message says why (and holds no secret)."""
 
 
-class UnknownLogin(LoginError):
+class UnknownLoginError(LoginError):
     """No login under way has this state: never started, finished already or expired."""
 
 
-class NeedsLogin(Exception):
+class NeedsLoginError(Exception):
     """The server's grant is missing, revoked or expired: someone must log in again."""
 
 
@@ -437,10 +437,10 @@ def finish(
     """Finish the login of `state` with the authorization server's `code`: the server's name once its tokens are
     kept. LoginError (with what went wrong) otherwise; the login is used up either way."""
     if not state:
-        raise UnknownLogin("the authorization server sent no state back")
+        raise UnknownLoginError("the authorization server sent no state back")
     pending = mcp_auth.take_login(services.table, state, now_ms=services.now_ms())
     if pending is None:
-        raise UnknownLogin("this login is unknown, was finished already or has expired: start it again")
+        raise UnknownLoginError("this login is unknown, was finished already or has expired: start it again")
     name = str(pending.get("server", ""))
     if error:
         raise LoginError(f"the authorization server refused the login of {name}: {error[:200]}")
@@ -518,7 +518,7 @@ def auth_for(services: Services, spec: Target) -> GrantAuth | None:
 
 class GrantAuth(httpx2.Auth):
     """Adds the server's access token to each request; refreshes it before it expires, and once when the server
-    answers 401. Raises NeedsLogin when there is no usable grant or its refresh is refused."""
+    answers 401. Raises NeedsLoginError when there is no usable grant or its refresh is refused."""
 
     def __init__(self, services: Services, name: str, url: str) -> None:
         self.services = services
@@ -531,7 +531,7 @@ class GrantAuth(httpx2.Auth):
     async def _grant(self) -> mcp_auth.Grant:
         grant = await anyio.to_thread.run_sync(mcp_auth.get, self.services.table, self.name)
         if grant is None or not grant.usable_for(self.url):
-            raise NeedsLogin(needs_login_message(self.name))
+            raise NeedsLoginError(needs_login_message(self.name))
         return grant
 
     def _expiring(self, grant: mcp_auth.Grant) -> bool:
@@ -588,7 +588,7 @@ class GrantAuth(httpx2.Auth):
             await anyio.to_thread.run_sync(
                 lambda: mcp_auth.replace_tokens(table, grant, None, None, now_ms=now, reason=reason)
             )
-            raise NeedsLogin(needs_login_message(self.name))
+            raise NeedsLoginError(needs_login_message(self.name))
         raise OAuthFlowError(f"the token endpoint of {self.name} failed ({response.status_code})")
 
     async def async_auth_flow(self, request: httpx2.Request) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
@@ -621,4 +621,4 @@ class GrantAuth(httpx2.Auth):
                 table, grant, None, None, now_ms=now, reason="the server refused the access token"
             )
         )
-        raise NeedsLogin(needs_login_message(self.name))
+        raise NeedsLoginError(needs_login_message(self.name))

@@ -66,7 +66,7 @@ TASK_METHODS = frozenset({"gateway.heartbeat", "gateway.new_session"})
 _EXPIRED_KEPT = 256
 
 
-class TokenUnavailable(ValueError):
+class TokenUnavailableError(ValueError):
     """The token cannot be read (its file is missing, unreadable or empty)."""
 
 
@@ -81,7 +81,7 @@ class BridgeOptions:
     url: str
     """The gateway's WebSocket URL, `ws://` or `wss://` (`?dialect=xeno` is added)."""
     token: Callable[[], str | None] = _no_token
-    """The gateway token, asked for at each connection attempt (may raise TokenUnavailable)."""
+    """The gateway token, asked for at each connection attempt (may raise TokenUnavailableError)."""
     display_url: str = ""
     """The URL as logs and errors show it (no query string, no credentials)."""
     http_url: str | None = None
@@ -133,7 +133,7 @@ def _key(rpc_id: Any) -> str:
 
 
 @dataclass
-class _Request:
+class _RelayedRequest:
     """A client's request relayed to the gateway, until it is answered."""
 
     rpc_id: Any
@@ -143,7 +143,7 @@ class _Request:
     timer: asyncio.TimerHandle | None = None
 
 
-def _request_of(message: Any) -> _Request | None:
+def _request_of(message: Any) -> _RelayedRequest | None:
     """The request `message` is, if the gateway answers it (xeno answers JSON-RPC 2.0 objects with a string or
     number id, and nothing else)."""
     if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
@@ -154,7 +154,7 @@ def _request_of(message: Any) -> _Request | None:
     method = message.get("method")
     params = message.get("params")
     request_id = params.get("requestId") if method == "gateway.query" and isinstance(params, dict) else None
-    return _Request(
+    return _RelayedRequest(
         rpc_id, method if isinstance(method, str) else "", request_id if isinstance(request_id, str) else None
     )
 
@@ -193,7 +193,7 @@ class _Relay:
         self._wake = asyncio.Event()
         self._attempted = asyncio.Event()
         """Set when the connection attempt under way (or the next one) has ended, then replaced."""
-        self._pending: dict[str, _Request] = {}
+        self._pending: dict[str, _RelayedRequest] = {}
         self._expired: dict[str, None] = {}
         self._runs: dict[str, int] = {}
         """`requestId` → runs accepted and not done yet."""
@@ -298,14 +298,14 @@ class _Relay:
                 self._gone = True
 
     # -- requests in flight -----------------------------------------------------------------------------------
-    def _track(self, key: str, request: _Request) -> None:
+    def _track(self, key: str, request: _RelayedRequest) -> None:
         self._untrack(key)  # a client reusing the id of a request still in flight: the newer one is followed
         timeout = self.options.task_timeout if request.method in TASK_METHODS else self.options.request_timeout
         if timeout > 0:
             request.timer = asyncio.get_running_loop().call_later(timeout, self._expire, key, timeout)
         self._pending[key] = request
 
-    def _untrack(self, key: str) -> _Request | None:
+    def _untrack(self, key: str) -> _RelayedRequest | None:
         request = self._pending.pop(key, None)
         if request is not None and request.timer is not None:
             request.timer.cancel()
@@ -539,7 +539,7 @@ class XenoBridge:
         self._stop_requested = False
 
     async def start(self) -> None:
-        """Serve the socket (XenoSocketInUse when another process serves it)."""
+        """Serve the socket (XenoSocketInUseError when another process serves it)."""
         bound = listener(self.path)
         self._server = await asyncio.start_unix_server(self._client, sock=bound, limit=MAX_LINE_BYTES)
         log.info("serving %s for %s", self.path, self.options.display_url or "the gateway")

@@ -28,7 +28,7 @@ PROBE_TIMEOUT_S = 0.25
 _SHORT_PATH = 100
 
 
-class XenoSocketInUse(RuntimeError):
+class XenoSocketInUseError(RuntimeError):
     pass
 
 
@@ -66,7 +66,7 @@ def claim(path: Path) -> None:
     if not (path.exists() or path.is_symlink()):
         return
     if probe(path):
-        raise XenoSocketInUse(f"Gateway RPC socket already in use at {path}. Is another serve process running?")
+        raise XenoSocketInUseError(f"Gateway RPC socket already in use at {path}. Is another serve process running?")
     path.unlink(missing_ok=True)
 
 

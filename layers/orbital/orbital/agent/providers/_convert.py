@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from orbital.agent.providers._errors import EmptyResponse
+from orbital.agent.providers._errors import EmptyResponseError
 
 if TYPE_CHECKING:
     from orbital.agent.providers._types import ModelRequest
@@ -282,7 +282,7 @@ class Assembler:
         return bool(self.content)
 
     def finish(self, stop_reason: str | None = None) -> dict[str, Any]:
-        """The stored assistant message. Raises EmptyResponse when nothing came back."""
+        """The stored assistant message. Raises EmptyResponseError when nothing came back."""
         content: list[dict[str, Any]] = []
         for block in self.content:
             kind = block.get("type")
@@ -294,7 +294,7 @@ class Assembler:
                 continue
             content.append(block)
         if not content:
-            raise EmptyResponse("LLM returned empty response")
+            raise EmptyResponseError("LLM returned empty response")
         reason = stop_reason or self.stop_reason or "stop"
         if reason == "stop" and any(b.get("type") == "toolCall" for b in content):
             reason = "toolUse"

@@ -1,6 +1,6 @@
 """One place that turns whatever an SDK raised into a ModelError, decides what is worth retrying, and scrubs secrets.
 
-The adapters raise their SDK's exceptions unchanged (or IncompleteStream); `describe` reads them by duck typing
+The adapters raise their SDK's exceptions unchanged (or IncompleteStreamError); `describe` reads them by duck typing
 (status code, headers, body) so this module imports no SDK.
 """
 
@@ -75,7 +75,7 @@ _CONNECTION_CLASSES = frozenset(
         "IncompleteRead",
         "ConnectionError",
         "TimeoutError",
-        "IncompleteStream",
+        "IncompleteStreamError",
     }
 )
 
@@ -106,11 +106,11 @@ _SECRET_PATTERNS: tuple[tuple[re.Pattern[str], bool], ...] = (
 )
 
 
-class IncompleteStream(Exception):
+class IncompleteStreamError(Exception):
     """The stream ended before the provider said it was done (a dropped connection)."""
 
 
-class EmptyResponse(Exception):
+class EmptyResponseError(Exception):
     """The provider answered with no content at all."""
 
 

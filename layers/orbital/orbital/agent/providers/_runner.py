@@ -26,7 +26,7 @@ from typing import Any
 from tenacity import RetryCallState, Retrying, retry_if_exception_type
 
 from orbital.agent.providers._errors import (
-    EmptyResponse,
+    EmptyResponseError,
     Failure,
     classify,
     describe,
@@ -68,7 +68,7 @@ class Attempt:
 
     def emit(self, kind: str, delta: str) -> None:
         if self._stop.is_set():
-            raise _Stopped()
+            raise _StoppedError()
         self._events.put((kind, delta))
 
     def on_close(self, closer: Callable[[], None], *, response: Any = None) -> None:
@@ -102,7 +102,7 @@ class Attempt:
             _quietly(closer)
 
 
-class _Stopped(Exception):
+class _StoppedError(Exception):
     """Raised inside a worker whose attempt was abandoned."""
 
 
@@ -143,7 +143,7 @@ def _backoff(retry: int) -> float:
     return ceiling / 2 + random.uniform(0, ceiling / 2)
 
 
-class _Transient(Exception):
+class _TransientError(Exception):
     """An attempt that failed in a way worth another try."""
 
     def __init__(self, failure: Failure) -> None:
@@ -153,7 +153,7 @@ class _Transient(Exception):
 
 def _failure(state: RetryCallState) -> Failure:
     error = state.outcome.exception() if state.outcome is not None else None
-    assert isinstance(error, _Transient)
+    assert isinstance(error, _TransientError)
     return error.failure
 
 
@@ -179,7 +179,7 @@ def complete(request: ModelRequest, sink: StreamSink | None = None) -> dict[str,
         assert exc is not None
         if isinstance(exc, ModelError):
             raise exc
-        if isinstance(exc, EmptyResponse):
+        if isinstance(exc, EmptyResponseError):
             raise ModelError("other", "LLM returned empty response") from None
         failure = describe(exc)
         error = classify(failure, request.provider, request.model, secrets)
@@ -192,7 +192,7 @@ def complete(request: ModelRequest, sink: StreamSink | None = None) -> dict[str,
                 f"Model stream from {request.provider} broke off after output began: {summary(failure, secrets)}",
                 True,
             ) from None
-        raise _Transient(failure)
+        raise _TransientError(failure)
 
     def wait(state: RetryCallState) -> float:
         asked = retry_after(_failure(state).headers)
@@ -224,7 +224,7 @@ def complete(request: ModelRequest, sink: StreamSink | None = None) -> dict[str,
         )
 
     retry: Retrying = Retrying(
-        retry=retry_if_exception_type(_Transient),
+        retry=retry_if_exception_type(_TransientError),
         wait=wait,
         stop=stop,
         sleep=lambda seconds: pause(seconds, request.cancel),
@@ -272,7 +272,7 @@ def _attempt(
     def work() -> None:
         try:
             message = run(attempt)
-        except _Stopped:
+        except _StoppedError:
             return
         except BaseException as exc:
             if not attempt.stopped():

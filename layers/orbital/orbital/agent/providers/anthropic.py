@@ -23,7 +23,7 @@ from orbital.agent.providers._convert import (
     usage,
     user_blocks,
 )
-from orbital.agent.providers._errors import IncompleteStream
+from orbital.agent.providers._errors import IncompleteStreamError
 from orbital.agent.providers._resolve import max_tokens
 from orbital.agent.providers._types import THINKING_BUDGETS, ModelRequest, ProviderInfo
 
@@ -248,7 +248,7 @@ def run(attempt: Attempt) -> dict[str, Any]:
             elif kind == "message_stop":
                 finished = True
     if not finished:
-        raise IncompleteStream("the Anthropic stream ended before message_stop")
+        raise IncompleteStreamError("the Anthropic stream ended before message_stop")
     asm.usage = usage(counts["input"], counts["output"], counts["cache_read"], counts["cache_write"])
     return asm.finish()
 

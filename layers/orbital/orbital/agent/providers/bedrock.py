@@ -23,7 +23,7 @@ from orbital.agent.providers._convert import (
     usage,
     user_blocks,
 )
-from orbital.agent.providers._errors import IncompleteStream
+from orbital.agent.providers._errors import IncompleteStreamError
 from orbital.agent.providers._resolve import max_tokens
 from orbital.agent.providers._types import ModelRequest, ProviderInfo
 from orbital.agent.providers.anthropic import safe_id, thinking_params
@@ -215,7 +215,7 @@ def run(attempt: Attempt) -> dict[str, Any]:
     finally:
         stream.close()
     if not finished:
-        raise IncompleteStream("the Bedrock stream ended before messageStop")
+        raise IncompleteStreamError("the Bedrock stream ended before messageStop")
     return asm.finish()
 
 

@@ -31,7 +31,7 @@ from orbital.agent.providers._convert import (
     usage,
     user_blocks,
 )
-from orbital.agent.providers._errors import IncompleteStream
+from orbital.agent.providers._errors import IncompleteStreamError
 from orbital.agent.providers._resolve import bare_model, max_tokens
 from orbital.agent.providers._types import THINKING_BUDGETS, ModelRequest, ProviderInfo
 
@@ -247,7 +247,7 @@ def run(attempt: Attempt) -> dict[str, Any]:
         if callable(close):
             close()
     if finish is None:
-        raise IncompleteStream("the Gemini stream ended without a finish reason")
+        raise IncompleteStreamError("the Gemini stream ended without a finish reason")
     return asm.finish(STOP_REASONS.get(finish, "error"))
 
 

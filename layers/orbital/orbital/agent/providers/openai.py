@@ -25,7 +25,7 @@ from orbital.agent.providers._convert import (
     usage,
     user_blocks,
 )
-from orbital.agent.providers._errors import IncompleteStream
+from orbital.agent.providers._errors import IncompleteStreamError
 from orbital.agent.providers._resolve import bare_model, max_tokens
 from orbital.agent.providers._types import THINKING_BUDGETS, ModelRequest, ProviderInfo
 
@@ -221,7 +221,7 @@ def run(attempt: Attempt) -> dict[str, Any]:
                 if getattr(choice, "finish_reason", None):
                     finish = choice.finish_reason
     if finish is None:
-        raise IncompleteStream("the chat completion stream ended without a finish reason")
+        raise IncompleteStreamError("the chat completion stream ended without a finish reason")
     return asm.finish(STOP_REASONS.get(finish, "stop"))
 
 
