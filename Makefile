@@ -13,6 +13,7 @@ PYTEST_DIST ?= loadfile
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
+NODE_STAMP := node_modules/.package-lock.json
 
 .DEFAULT_GOAL := help
 .PHONY: help install dev test pytest lint format typecheck docs docs-check clean bench fuzz hot-modules chromium \
@@ -20,7 +21,7 @@ STAMP := $(VENV)/.installed-stamp
 
 help:
 	@echo "make dev    start the local gateway on ws://$(HOST):$(PORT)/ws (PORT=, HOST=, DATA_DIR=, TOKEN=, AUTH=same-user)"
-	@echo "make test   lint (with the import layers), type-check, template/ASL checks, docs check and every test"
+	@echo "make test   lint (import layers, console type check), type-check, template/ASL checks, docs check and every test"
 	@echo "make docs   regenerate docs/protocol.md from the method registry"
 	@echo "make build  sam build (layer for python3.13/arm64)      make bench  run the benchmarks"
 	@echo "make fuzz   10,000 generated frames per fuzz test (slow)"
@@ -38,16 +39,22 @@ $(STAMP): pyproject.toml requirements/dev.lock
 
 install: $(STAMP)
 
+# the console's type check (TypeScript, pinned in package-lock.json; ADR 0053): installed by npm from the lock file
+$(NODE_STAMP): package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
 # the token goes in the environment, never on a command line (every user of the machine can read those)
 dev: $(STAMP)
 	@$(if $(TOKEN),ORBITAL_TOKEN="$$ORBITAL_DEV_TOKEN") $(BIN)/orbital dev --host $(HOST) --port $(PORT) --data-dir $(DATA_DIR) \
 	  $(if $(AUTH),--auth $(AUTH))
 dev: export ORBITAL_DEV_TOKEN = $(TOKEN)
 
-lint: $(STAMP)
+lint: $(STAMP) $(NODE_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports --no-cache
+	node_modules/.bin/tsc -p tsconfig.json
 
 format: $(STAMP)
 	$(BIN)/ruff format .
@@ -85,6 +92,6 @@ screenshot: $(STAMP) chromium  # the console's chat view, driven by the browser 
 	$(BIN)/python scripts/console_screenshot.py docs/images/console-chat.png
 
 clean:
-	rm -rf $(VENV) .venv-sam .aws-sam .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .venv-sam .aws-sam .pytest_cache .mypy_cache .ruff_cache node_modules
 
 -include mk/aws.mk

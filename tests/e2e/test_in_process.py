@@ -130,8 +130,8 @@ def test_no_aws_client_is_answered_in_process(gateway: LocalGateway) -> None:
 
 
 def test_after_stop_the_ports_fail_like_a_closed_port(tmp_path: Path) -> None:
-    from orbital.local.bridge import BridgeUnavailable
-    from orbital.local.sfn_worker import Refused
+    from orbital.local.bridge import BridgeUnavailableError
+    from orbital.local.sfn_worker import WorkerRefusedError
     from orbital.runtime.services import get_services
 
     for gw in _started(tmp_path):
@@ -141,10 +141,10 @@ def test_after_stop_the_ports_fail_like_a_closed_port(tmp_path: Path) -> None:
             assert services.sender.post(cid, {"type": "evt", "event": "ping"}) is True
         gw.stop()
         assert gw.stack is None
-        with pytest.raises(BridgeUnavailable):
+        with pytest.raises(BridgeUnavailableError):
             services.sender.post(cid, {"type": "evt", "event": "ping"})
         assert services.registry is not None  # the services themselves are still there
-        with pytest.raises(Refused) as refused:
+        with pytest.raises(WorkerRefusedError) as refused:
             services.workflows.status("arn:aws:states:us-east-1:1:execution:x:y")
         assert refused.value.error_code == "ServiceUnavailable"
 

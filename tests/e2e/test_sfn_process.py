@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from orbital.client import GatewayClient
 from orbital.local.server import LocalGateway
-from orbital.local.sfn_worker import Refused
+from orbital.local.sfn_worker import WorkerRefusedError
 
 from tests.conftest import wait_for
 from tests.e2e.conftest import NODE_RUNTIME as RUNTIME
@@ -55,11 +55,11 @@ def test_the_stacks_calls_reach_the_process(gateway: LocalGateway) -> None:
     assert gateway.stack.call("describe_state_machine", {"stateMachineArn": arn})["name"] == "DeferredCallStateMachine"
     # errors are the process's, with their codes; the Workflows port answers the expected ones
     missing = arn.replace(":stateMachine:", ":execution:") + ":no-such-execution"
-    with pytest.raises(Refused) as error:
+    with pytest.raises(WorkerRefusedError) as error:
         gateway.stack.call("describe_execution", {"executionArn": missing})
     assert error.value.error_code == "ExecutionDoesNotExist"
     assert gateway.stack.workflows.status(missing) is None
-    with pytest.raises(Refused) as bad_token:
+    with pytest.raises(WorkerRefusedError) as bad_token:
         gateway.stack.call("send_task_success", {"taskToken": "not-a-token", "output": "{}"})
     assert bad_token.value.error_code == "InvalidToken"
     assert gateway.stack.workflows.succeed("not-a-token", {}) is False

@@ -211,16 +211,7 @@ def submit(
     if meta is None:
         meta = services.sessions.load_meta(session_key) or {}
     if check_budget:
-        text, overrides = data.get("text"), data.get("overrides")
-        budgets.check_before_run(
-            services,
-            services.config.effective(),
-            session_key,
-            meta,
-            str(text or ""),
-            origin=(extra or {}).get("origin"),
-            overrides=overrides if isinstance(overrides, dict) else None,
-        )
+        _check_budget(services, session_key, meta, data, extra)
     entry = _entry(session_key, services, run_id, data, priority, extra)
     events.run_ends(services).forget(run_id)  # a run id used again: its events go out again
     now = now_ms()
@@ -259,14 +250,8 @@ def submit(
         return True
 
     services.sessions.update_meta(session_key, place, now=now)
-    dead = outcome.get("dead")
-    if dead is not None:
-        log.warning("run %s of %s ended without releasing the session", dead.get("runId"), session_key)
-        approvals.cancel_run(services, dead)
-        drop_input(services, session_key, dead)
-        if emit_error is not None:
-            emit_error(session_key, str(dead.get("runId")), {"error": DEAD_RUN})
-        notify.run_ended(services, session_key, dead, error=DEAD_RUN)
+    if outcome.get("dead") is not None:
+        _end_dead(services, session_key, outcome["dead"], emit_error)
     if "run" in outcome:
         ours = outcome["run"]["runId"] == run_id
         try:
@@ -278,6 +263,33 @@ def submit(
     if "position" in outcome:
         return Submitted(run_id, queued=True, position=int(outcome["position"]))
     return Submitted(run_id, queued=False)
+
+
+def _check_budget(
+    services: Services, session_key: str, meta: dict[str, Any], data: dict[str, Any], extra: dict[str, Any] | None
+) -> None:
+    """`BudgetExceeded` (429) if a token budget refuses the run (`budgets.check_before_run`)."""
+    text, overrides = data.get("text"), data.get("overrides")
+    budgets.check_before_run(
+        services,
+        services.config.effective(),
+        session_key,
+        meta,
+        str(text or ""),
+        origin=(extra or {}).get("origin"),
+        overrides=overrides if isinstance(overrides, dict) else None,
+    )
+
+
+def _end_dead(services: Services, session_key: str, dead: dict[str, Any], emit_error: Emit | None) -> None:
+    """A run that ended without releasing the session, taken over by `submit`: its approval cancelled, its input
+    dropped, and whoever waits for it told."""
+    log.warning("run %s of %s ended without releasing the session", dead.get("runId"), session_key)
+    approvals.cancel_run(services, dead)
+    drop_input(services, session_key, dead)
+    if emit_error is not None:
+        emit_error(session_key, str(dead.get("runId")), {"error": DEAD_RUN})
+    notify.run_ended(services, session_key, dead, error=DEAD_RUN)
 
 
 DEAD_RUN = "Run ended unexpectedly"

@@ -143,7 +143,7 @@ function showStatus(stateName, detail) {
 
 /** On every view: how many tool calls wait for an answer, a link to the session of the oldest (hidden at none). */
 function showApprovals() {
-  const badge = document.getElementById("approvals");
+  const badge = /** @type {HTMLAnchorElement} */ (document.getElementById("approvals"));
   const waiting = state.approvals.list();
   badge.hidden = !waiting.length;
   if (!waiting.length) return;
@@ -201,7 +201,7 @@ async function route() {
   state.path = key;
   container.replaceChildren();
   container.dataset.view = view.id;
-  for (const link of document.querySelectorAll("nav a[data-view]")) {
+  for (const link of /** @type {NodeListOf<HTMLElement>} */ (document.querySelectorAll("nav a[data-view]"))) {
     if (link.dataset.view === view.id) link.setAttribute("aria-current", "page");
     else link.removeAttribute("aria-current");
   }
@@ -213,7 +213,7 @@ async function route() {
     params,
     navigate,
   });
-  container.querySelector("[autofocus]")?.focus();
+  /** @type {HTMLElement | null} */ (container.querySelector("[autofocus]"))?.focus();
   if (state.routed && !container.contains(document.activeElement)) focusHeading(container);
   state.routed = true;
 }

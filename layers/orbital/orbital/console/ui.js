@@ -87,6 +87,10 @@ export function failed(action, err) {
 /**
  * A modal dialog: `body` (nodes) and buttons [{label, value, kind}]; resolves with the pressed button's value
  * (null for Escape). `onsubmit(value)` may return false to keep the dialog open (a form that did not validate).
+ * @param {string} title
+ * @param {any} body
+ * @param {{label: string, value: any, kind?: string}[]} [buttons]
+ * @param {((value: any) => any) | null} [onsubmit]
  */
 export function dialog(title, body, buttons = [{ label: "OK", value: true, kind: "primary" }], onsubmit = null) {
   return new Promise((resolve) => {
@@ -122,7 +126,7 @@ export function dialog(title, body, buttons = [{ label: "OK", value: true, kind:
       done(null);
     });
     box.showModal();
-    const first = box.querySelector("input, textarea, select") || box.querySelector("button.primary");
+    const first = /** @type {HTMLElement | null} */ (box.querySelector("input, textarea, select") || box.querySelector("button.primary"));
     first?.focus();
   });
 }
@@ -133,7 +137,7 @@ export function confirmAction(title, message, label = "Delete") {
     { label: "Cancel", value: false },
     { label, value: true, kind: "primary danger" },
   ]).then(Boolean);
-  document.querySelector("dialog.modal[open] .actions button")?.focus();
+  /** @type {HTMLElement | null} */ (document.querySelector("dialog.modal[open] .actions button"))?.focus();
   return answer;
 }
 
@@ -285,7 +289,8 @@ export function inline(text) {
 
 /** Re-render `box` with `nodes`, keeping keyboard focus on the control (by data-key) that had it. */
 export function rerender(box, nodes) {
-  const key = box.contains(document.activeElement) ? document.activeElement.dataset.key : null;
+  const active = /** @type {HTMLElement | null} */ (document.activeElement);
+  const key = active && box.contains(active) ? active.dataset.key : null;
   fill(box, nodes);
   if (key) box.querySelector(`[data-key="${CSS.escape(key)}"]`)?.focus();
 }

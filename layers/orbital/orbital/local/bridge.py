@@ -332,23 +332,10 @@ class Bridge:
                     with contextlib.suppress(Exception):
                         await ws.close(code=1009, reason="Message too big")
                     break
-                inline = False
-                if text is not None:
-                    route, inline = self._route_for_text(text)
-                    event = {
-                        "requestContext": self._context(cid, route, "MESSAGE", sock),
-                        "body": text,
-                        "isBase64Encoded": False,
-                    }
-                elif data is not None:
-                    route = "$default"
-                    event = {
-                        "requestContext": self._context(cid, route, "MESSAGE", sock),
-                        "body": base64.b64encode(data).decode(),
-                        "isBase64Encoded": True,
-                    }
-                else:
+                routed = self._message_event(cid, sock, text, data)
+                if routed is None:
                     continue
+                route, event, inline = routed
                 if self.concurrent_frames and text is not None:
                     task = asyncio.create_task(self._frame(sock, route, event, inline))
                     in_flight.add(task)
@@ -367,6 +354,21 @@ class Bridge:
             finally:
                 handler.cancel()  # only if this task itself was cancelled meanwhile (the server stopping)
                 await self._gone(cid, sock)
+
+    def _message_event(
+        self, cid: str, sock: _Socket, text: str | None, data: bytes | None
+    ) -> tuple[str, dict[str, Any], bool] | None:
+        """A message's route, its Lambda event, and whether it is handled on the loop (`inline_methods`); None for
+        a message with neither text nor bytes."""
+        if text is not None:
+            route, inline = self._route_for_text(text)
+            context = self._context(cid, route, "MESSAGE", sock)
+            return route, {"requestContext": context, "body": text, "isBase64Encoded": False}, inline
+        if data is not None:
+            context = self._context(cid, "$default", "MESSAGE", sock)
+            body = base64.b64encode(data).decode()
+            return "$default", {"requestContext": context, "body": body, "isBase64Encoded": True}, False
+        return None
 
     async def _greet(self, cid: str, sock: _Socket) -> None:
         assert self.greet is not None

@@ -15,7 +15,7 @@ from typing import Any
 
 from orbital.aws import clients
 from orbital.aws.push import MAX_POST_BYTES, closing_notice, encode
-from orbital.local.bridge import CLOSE_CODE_HEADER, CLOSE_REASON_HEADER, Bridge, BridgeUnavailable
+from orbital.local.bridge import CLOSE_CODE_HEADER, CLOSE_REASON_HEADER, Bridge, BridgeUnavailableError
 
 log = logging.getLogger("orbital.push")
 
@@ -32,7 +32,7 @@ class SendRefusedError(Exception):
 
 class BridgeSender:
     """Posts and closes through `bridge` (set once the bridge exists: until then every call raises
-    BridgeUnavailable, as the management API of a gateway that is not listening yet would fail to connect)."""
+    BridgeUnavailableError, as the management API of a gateway that is not listening yet would fail to connect)."""
 
     def __init__(self, bridge: Bridge | None = None, *, max_bytes: int = MAX_POST_BYTES) -> None:
         self.bridge = bridge
@@ -42,7 +42,7 @@ class BridgeSender:
     def _manage(self, method: str, connection_id: str, data: bytes, headers: dict[str, str]) -> bool:
         bridge = self.bridge
         if bridge is None:
-            raise BridgeUnavailable("the local gateway's bridge is not running")
+            raise BridgeUnavailableError("the local gateway's bridge is not running")
         clients.count(SERVICE, "PostToConnection" if method == "POST" else "DeleteConnection")
         status, out_headers, body = bridge.manage(method, connection_id, data, headers)
         if 200 <= status < 300:

@@ -13,7 +13,7 @@ runs in a child process instead:
 - the child exits when the gateway closes its end, or dies (the socket reads end of file); if the child dies
   first, the gateway starts another (`LocalStack`). The child's program is `orbital.local.sfn_child`.
 
-Both sides use one `Channel`: requests either way, each answered in a thread, replies matched by id. The child
+Both sides use one `WorkerChannel`: requests either way, each answered in a thread, replies matched by id. The child
 answers its quick Step Functions requests (`INLINE_METHODS`) on the thread that reads them, and a `StartExecution`
 before the execution it creates starts running, as AWS answers once the execution is recorded: the gateway's
 handler waiting for that answer holds up the next frame of its socket.
@@ -78,7 +78,7 @@ class AfterReply:
 
 
 READER_JOIN_TIMEOUT = 5.0
-"""How long `Channel.close` waits for its reading thread to finish the request it may be answering."""
+"""How long `WorkerChannel.close` waits for its reading thread to finish the request it may be answering."""
 
 
 class WorkerChannel:

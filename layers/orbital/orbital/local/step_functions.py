@@ -6,6 +6,11 @@ in SQLite and files. What is adjusted here is only the interpreter's bookkeeping
 with it: its operations serialized as AWS's are atomic, task tokens answered by the execution that owns them,
 executions indexed by name and the finished ones let go, definitions parsed once, and a Lambda task calling the
 template function's handler directly (`_DirectLambda`) instead of moto's Lambda backend.
+
+They are installed only where the interpreter runs behind the Workflows port's local backend
+(`orbital.local.workflows`): in the Step Functions process (`orbital.local.sfn_child`), or in the gateway's own
+process when that process could not start (`orbital.local.stack.LocalStack`). How a request reaches moto's response
+class there (`moto_action`) and how its errors are told (`error_answer`) are here too (ADR 0048).
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from orbital.local.sfn_worker import Refused
+from orbital.local.sfn_worker import WorkerRefusedError
 
 _log = logging.getLogger("orbital.local")
 
@@ -427,7 +432,7 @@ def error_answer(exc: BaseException, what: str = "") -> tuple[str, str, int]:
     from moto.core.exceptions import ServiceException
     from werkzeug.exceptions import HTTPException
 
-    if isinstance(exc, Refused):
+    if isinstance(exc, WorkerRefusedError):
         return exc.error_code, exc.message, exc.status
     if isinstance(exc, HTTPException):
         code = str(getattr(exc, "error_type", "") or type(exc).__name__).rsplit("#", 1)[-1]

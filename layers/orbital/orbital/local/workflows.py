@@ -4,9 +4,9 @@ process could not start.
 
 A call goes straight to what answers it, with boto3's parameters (they are the wire shapes): over the socket pair to
 the process, or to moto's response class here (`orbital.local.step_functions.moto_action`). No botocore request is
-built, signed or parsed. An error comes back as `Refused` with the AWS error code, message and HTTP status; the port's
-two expected outcomes (a name taken, a token whose wait is over) are answers, as on the boto3 backend. Calls are
-counted like the boto3 factory's (`orbital.aws.clients.count`).
+built, signed or parsed. An error comes back as `WorkerRefusedError` with the AWS error code, message and HTTP
+status; the port's two expected outcomes (a name taken, a token whose wait is over) are answers, as on the boto3
+backend. Calls are counted like the boto3 factory's (`orbital.aws.clients.count`).
 """
 
 from __future__ import annotations
@@ -18,11 +18,18 @@ from collections.abc import Callable
 from typing import Any
 
 from orbital.aws import clients
-from orbital.local.sfn_worker import CALL_TIMEOUT, LOOP_CALL_TIMEOUT, Refused, StepFunctionsProcess, WorkerGone
+from orbital.local.sfn_worker import (
+    CALL_TIMEOUT,
+    LOOP_CALL_TIMEOUT,
+    StepFunctionsProcess,
+    WorkerGoneError,
+    WorkerRefusedError,
+)
 from orbital.local.step_functions import error_answer, moto_action
 
 Call = Callable[[str, dict[str, Any]], dict[str, Any]]
-"""One Step Functions operation (`start_execution`, ...) with boto3's parameters: its result, or `Refused`."""
+"""One Step Functions operation (`start_execution`, ...) with boto3's parameters: its result, or
+`WorkerRefusedError`."""
 
 TASK_OVER = frozenset({"TaskTimedOut", "InvalidToken", "TaskDoesNotExist"})
 """The errors of `SendTask*` that mean nothing waits on the token any more."""
@@ -50,7 +57,7 @@ class LocalWorkflows:
         params = {"stateMachineArn": state_machine_arn, "name": name, "input": json.dumps(payload)}
         try:
             self._run("start_execution", params)
-        except Refused as exc:
+        except WorkerRefusedError as exc:
             if exc.error_code == "ExecutionAlreadyExists":
                 return False
             raise
@@ -68,7 +75,7 @@ class LocalWorkflows:
     def _answer(self, method: str, params: dict[str, Any]) -> bool:
         try:
             self._run(method, params)
-        except Refused as exc:
+        except WorkerRefusedError as exc:
             if exc.error_code in TASK_OVER:
                 return False
             raise
@@ -77,7 +84,7 @@ class LocalWorkflows:
     def status(self, execution_arn: str) -> str | None:
         try:
             found = self._run("describe_execution", {"executionArn": execution_arn})
-        except Refused as exc:
+        except WorkerRefusedError as exc:
             if exc.error_code == "ExecutionDoesNotExist":
                 return None
             raise
@@ -98,13 +105,13 @@ def forwarded(process: Callable[[], StepFunctionsProcess | None]) -> Call:
         running = process()
         try:
             if running is None:
-                raise WorkerGone("no Step Functions process")
+                raise WorkerGoneError("no Step Functions process")
             return running.call(method, params, timeout=timeout)
-        except WorkerGone:
-            raise Refused("ServiceUnavailable", "the local Step Functions process has ended", 503) from None
+        except WorkerGoneError:
+            raise WorkerRefusedError("ServiceUnavailable", "the local Step Functions process has ended", 503) from None
         except TimeoutError:
             message = f"the local Step Functions process did not answer within {timeout:g} s"
-            raise Refused("ServiceUnavailable", message, 503) from None
+            raise WorkerRefusedError("ServiceUnavailable", message, 503) from None
 
     return call
 
@@ -121,14 +128,14 @@ def interpreted_here(region: str) -> Call:
     def call(method: str, params: dict[str, Any]) -> dict[str, Any]:
         try:
             return dict(run(method, params) or {})
-        except Refused:
+        except WorkerRefusedError:
             raise
         except Exception as exc:
-            raise Refused(*error_answer(exc, f"sfn.{method}")) from None
+            raise WorkerRefusedError(*error_answer(exc, f"sfn.{method}")) from None
 
     return call
 
 
 def stopped(method: str, params: dict[str, Any]) -> dict[str, Any]:
     """The answer of a local stack that is not running (not started yet, or stopped)."""
-    raise Refused("ServiceUnavailable", "the local Step Functions are not running", 503)
+    raise WorkerRefusedError("ServiceUnavailable", "the local Step Functions are not running", 503)

@@ -99,6 +99,7 @@ class AgentsView {
     const to = h("input", { name: "to", autocomplete: "off", spellcheck: "false", required: true, placeholder: `e.g. ${a.id}-copy` });
     const replace = h("input", { type: "checkbox", name: "replace" });
     const error = h("p.error", { role: "alert", hidden: true });
+    /** @type {{from: string, to: string, replace?: boolean} | null} */
     let params = null;
     const ok = await dialog(
       `Clone ${a.id}`,

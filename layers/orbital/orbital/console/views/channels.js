@@ -17,8 +17,8 @@ export default {
   id: "channels",
   title: "Channels",
   icon: "channels",
-  mount(container, { gw }) {
-    const view = new ChannelsView(container, gw);
+  mount(container, ctx) {
+    const view = new ChannelsView(container, ctx.gw);
     return () => view.destroy();
   },
 };

@@ -790,6 +790,7 @@ class ChatView {
 
   // --- tool cards ----------------------------------------------------------------------------------------------
 
+  /** @param {{id: any, name: any, args: any, result: any, started: any, live?: any}} card */
   toolCard({ id, name, args, result, started, live }) {
     const { tool, where } = splitToolName(name);
     const busy = !result && (live || this.busy());
@@ -1241,7 +1242,7 @@ class ChatView {
     const inside = active && this.transcript.contains(active);
     // a control whose redraw had not come yet (its run left the live part before the stored transcript was read
     // again) is still the one the keyboard was on, as long as nothing else took the focus meanwhile
-    const key = inside ? active.dataset.key : !active || active === document.body ? this.focusKey : null;
+    const key = inside ? /** @type {HTMLElement} */ (active).dataset.key : !active || active === document.body ? this.focusKey : null;
     change();
     if (key && !this.transcript.contains(document.activeElement)) {
       const again = this.transcript.querySelector(`[data-key="${CSS.escape(key)}"]`);

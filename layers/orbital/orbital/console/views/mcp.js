@@ -343,6 +343,7 @@ class McpView {
       error.hidden = false;
       return false;
     };
+    /** @type {any} */
     let saved = null;
     const ok = await dialog(
       name ? `Edit ${name}` : "Add an MCP server",

@@ -48,6 +48,7 @@ const pad = (n) => String(n).padStart(2, "0");
 
 /** A date and time in full, in this browser's zone (or `timeZone`). */
 function when(ms, timeZone) {
+  /** @type {Intl.DateTimeFormatOptions} */
   const options = { weekday: "short", year: "numeric", month: "short", day: "numeric", hour: "2-digit", minute: "2-digit" };
   if (timeZone) options.timeZone = timeZone;
   try {

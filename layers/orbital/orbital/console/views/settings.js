@@ -24,8 +24,8 @@ export default {
   id: "settings",
   title: "Settings",
   icon: "settings",
-  mount(container, { gw }) {
-    const view = new SettingsView(container, gw);
+  mount(container, ctx) {
+    const view = new SettingsView(container, ctx.gw);
     return () => view.destroy();
   },
 };
@@ -239,7 +239,7 @@ class SettingsView {
     this.raw = h("pre.settings-raw", { tabindex: "0", "aria-label": "Configuration as JSON" }, JSON.stringify(config, null, 2));
     const limits = new TypedForm(this, withSchema(LIMITS, this.schema), config);
     const sessions = new TypedForm(this, withSchema(SESSIONS, this.schema), config);
-    const shown = new Set([...LIMITS, ...SESSIONS].map((spec) => spec.path).filter(Boolean));
+    const shown = new Set([...LIMITS, ...SESSIONS].map((/** @type {any} */ spec) => spec.path).filter(Boolean));
     const others = otherSpecs(this.schema, shown);
     const more = others.length ? new TypedForm(this, withSchema(others, this.schema), config) : null;
     this.syncs.push((c) => limits.sync(c), (c) => sessions.sync(c));
