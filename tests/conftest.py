@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import functools
 import itertools
@@ -9,7 +10,8 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -297,7 +299,6 @@ def flows(aws: None, services: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     # let executions whose calls were answered finish; stop the rest (a worker that has not started yet cannot be
     # stopped, so give it a moment first)
     import contextlib
-    import time
 
     sfn = client("stepfunctions")
     timers = sfn.list_executions(stateMachineArn=arns["DeferredCallStateMachine"], statusFilter="RUNNING")
@@ -320,18 +321,35 @@ def flows(aws: None, services: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     use_services(None)
 
 
-def wait_for(predicate: Any, timeout: float = 10.0, interval: float = 0.02) -> Any:
-    """Poll until predicate() is truthy (returns its value) or fail after `timeout` seconds."""
-    import time
-
+def wait_for(
+    predicate: Callable[[], Any], timeout: float = 10.0, interval: float = 0.02, *, what: str = "the condition"
+) -> Any:
+    """Poll until predicate() is truthy (returns its value) or fail after `timeout` seconds, naming `what`. The one
+    polling loop of the tests: a state that comes about in its own time (another process, thread or socket) is
+    looked at until it holds, never waited for with a fixed sleep."""
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout}s")
+            raise AssertionError(f"not seen within {timeout}s: {what}")
         time.sleep(interval)
+
+
+async def wait_for_async(
+    predicate: Callable[[], Any], timeout: float = 10.0, interval: float = 0.02, *, what: str = "the condition"
+) -> Any:
+    """`wait_for` inside an event loop: the same loop, sleeping with `asyncio.sleep` so that the tasks whose work
+    the predicate looks at go on running meanwhile."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not seen within {timeout}s: {what}")
+        await asyncio.sleep(interval)
 
 
 def deferred_execution_arn(flows: dict[str, str], services: Any, call_id: str) -> str:
