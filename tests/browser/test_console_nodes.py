@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import base64
 import re
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from orbital.client import GatewayClient
 from playwright.sync_api import expect
 
 from tests.browser.conftest import PHONE, TOKEN, Console
+from tests.conftest import wait_for
 from tests.e2e.conftest import GatewayProcess, NodeProcess
 
 # a 1x1 PNG
@@ -60,14 +60,6 @@ def gadget(gateway: GatewayProcess) -> Iterator[GatewayClient]:
     with GatewayClient(gateway.url, timeout=20) as c:
         c.connect("node", "gadget", token=TOKEN, tools=GADGET_TOOLS, nodeRuntime=GADGET_RUNTIME)
         yield c
-
-
-def wait_for(check: Any, what: str, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not seen within {timeout} s: {what}")
-        time.sleep(0.1)
 
 
 def open_tool(page: Any, tool: str) -> Any:
@@ -155,7 +147,9 @@ def test_a_required_field_left_empty_is_refused_in_the_browser(console: Console,
     pattern.fill("nothing-matches-this-xyz")
     grep.get_by_role("button", name="Run Grep").click()
     expect(grep.locator(".tool-result .result-head")).to_be_visible()
-    wait_for(lambda: node.log_file.read_text().count('"tool": "Grep"') == calls_before + 1, "one Grep call in the log")
+    wait_for(
+        lambda: node.log_file.read_text().count('"tool": "Grep"') == calls_before + 1, what="one Grep call in the log"
+    )
 
 
 def test_shows_a_nodes_recent_log_lines(console: Console, node: NodeProcess) -> None:
@@ -285,4 +279,4 @@ def test_a_node_that_comes_and_goes_shows_without_a_refresh(console: Console, ga
         page.evaluate("window.dispatchEvent(new Event('focus'))")
         return arrived.count() == 0
 
-    wait_for(gone, "gadget gone from the page")
+    wait_for(gone, what="gadget gone from the page")

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
-from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
@@ -17,6 +15,7 @@ from orbital.client import GatewayClient
 from playwright.sync_api import expect
 
 from tests.browser.conftest import PHONE, Console
+from tests.conftest import wait_for
 from tests.e2e.conftest import GatewayProcess
 from tests.support.fake_llm import FakeLLM, reply
 
@@ -37,17 +36,6 @@ def add_job(admin: GatewayClient, name: str, **fields: Any) -> dict[str, Any]:
     spec = fields.pop("spec", {"mode": "task", "message": f"Do {name}", "deliver": False})
     job = {"name": name, "schedule": fields.pop("schedule", FAR_AWAY), "spec": spec, **fields}
     return admin.call("cron.add", job)["job"]
-
-
-def wait_for(check: Callable[[], Any], what: str, timeout: float = 20.0) -> Any:
-    """Poll `check` until it returns something truthy (for state only the gateway shows, e.g. a run's record)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def next_runs(page: Any) -> Any:
@@ -254,7 +242,7 @@ def test_shows_starts_and_triggers_the_heartbeat(console: Console, admin: Gatewa
     after = admin.call("heartbeat.status")["agents"]["main"]
     assert after["lastHeartbeatAt"] is not None
     expect(card.locator(f'time[datetime="{iso(after["lastHeartbeatAt"])}"]')).to_be_visible()
-    wait_for(lambda: len(fake.requests) >= 1, "the heartbeat's model call")
+    wait_for(lambda: len(fake.requests) >= 1, 20, what="the heartbeat's model call")
 
 
 def test_fits_a_phone(browser: Any, gateway: GatewayProcess, admin: GatewayClient) -> None:
@@ -371,7 +359,7 @@ def test_a_run_history_cut_short_by_the_gateway_is_read_page_after_page(
 
     for n in range(1, 6):
         admin.call("cron.run", {"id": job["id"], "mode": "force"})
-        wait_for(lambda: recorded() >= n, f"run {n} recorded")
+        wait_for(lambda: recorded() >= n, 20, what=f"run {n} recorded")
     offsets = route_cutting_run_pages(console.page, per_page=2)
     page = console.open(f"#/schedules/job/{job['id']}").page
     runs = page.locator("table.runs tbody tr")

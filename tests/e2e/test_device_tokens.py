@@ -8,14 +8,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from orbital.client import GatewayClient, RpcFailedError
 
+from tests.conftest import wait_for
 from tests.e2e.conftest import ROOT, GatewayProcess, end
 
 
@@ -28,14 +27,6 @@ def gateway_with_token(tmp_path: Path) -> Iterator[GatewayProcess]:
 
 def _tools(owner: GatewayClient) -> list[str]:
     return [t["name"] for t in owner.call("tools.list")["tools"]]
-
-
-def _wait(predicate: Any, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        time.sleep(0.05)
 
 
 def test_a_node_with_its_own_token_is_cut_off_by_revoking_it(gateway_with_token: GatewayProcess, tmp_path: Path):
@@ -77,7 +68,7 @@ def test_a_node_with_its_own_token_is_cut_off_by_revoking_it(gateway_with_token:
             text=True,
         )
         try:
-            _wait(lambda: "laptop__Bash" in _tools(owner) or proc.poll() is not None)
+            wait_for(lambda: "laptop__Bash" in _tools(owner) or proc.poll() is not None, 30, 0.05)
             assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
             listed = owner.call("device.token.list")["tokens"]
             assert [(t["name"], t["lastUsedAt"] is not None) for t in listed] == [("laptop", True)]

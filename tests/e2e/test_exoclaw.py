@@ -304,8 +304,8 @@ def test_clients_that_speak_at_once_never_see_the_hello(loopback: GatewayProcess
         _silent_socket_greeted(loopback)  # both windows are over
         gsv.send(json.dumps({"type": "req", "id": "after", "method": "tools.list"}))
         xeno.send(json.dumps({"jsonrpc": "2.0", "id": 2, "method": "gateway.initialize", "params": {}}))
-        seen_gsv = _until(gsv, lambda f: f.get("type") == "res" and f.get("id") == "after")
-        seen_xeno = _until(xeno, lambda f: f.get("id") == 2)
+        seen_gsv = _frames_until(gsv, lambda f: f.get("type") == "res" and f.get("id") == "after")
+        seen_xeno = _frames_until(xeno, lambda f: f.get("id") == 2)
     finally:
         gsv.close()
         xeno.close()
@@ -333,7 +333,7 @@ def test_a_dialect_chosen_at_the_upgrade_decides_the_greeting(loopback: GatewayP
     assert first["jsonrpc"] == "2.0" and first["id"] == 1 and "result" in first
 
 
-def _until(ws: ClientConnection, last: Callable[[dict[str, Any]], bool], timeout: float = 30.0) -> list[Any]:
+def _frames_until(ws: ClientConnection, last: Callable[[dict[str, Any]], bool], timeout: float = 30.0) -> list[Any]:
     deadline = time.monotonic() + timeout
     seen = []
     while True:

@@ -11,7 +11,7 @@ import pytest
 from orbital.client import GatewayClient, RpcFailedError
 from websockets.exceptions import ConnectionClosed
 
-from tests.conftest import NODE_RUNTIME, NODE_TOOLS
+from tests.conftest import NODE_RUNTIME, NODE_TOOLS, wait_for
 from tests.e2e.conftest import GatewayProcess
 
 
@@ -117,15 +117,11 @@ def test_node_tools_listed_then_removed_on_disconnect(gateway, client):
         names = [t["name"] for t in client.call("tools.list")["tools"]]
         assert names[:12][0] == "gsv__ListFiles"
         assert "laptop__Bash" in names and "laptop__Read" in names
-    deadline_names = None
-    import time
 
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        deadline_names = [t["name"] for t in client.call("tools.list")["tools"]]
-        if "laptop__Bash" not in deadline_names:
-            break
-    assert "laptop__Bash" not in deadline_names
+    def gone() -> bool:
+        return "laptop__Bash" not in [t["name"] for t in client.call("tools.list")["tools"]]
+
+    wait_for(gone, 10, what="the node's tools gone after it disconnected")
 
 
 def test_channel_mode_registers_channel(gateway, client):

@@ -6,14 +6,13 @@ import hashlib
 import json
 import os
 import re
-import time
 import uuid
 
 import pytest
 from orbital.client import GatewayClient
 from orbital.store import keys
 
-from tests.conftest import NODE_RUNTIME, NODE_TOOLS
+from tests.conftest import NODE_RUNTIME, NODE_TOOLS, wait_for
 from tests.e2e.conftest import NodeProcess, store_for
 
 FIVE_MB = 5 * 1024 * 1024
@@ -102,10 +101,7 @@ def test_killed_node_fails_pending_call_at_once(gateway, client, node_factory):
         f'{{"type":"req","id":"{frame_id}","method":"tool.invoke",'
         f'"params":{{"tool":"{node.node_id}__Bash","args":{{"command":"touch started; sleep 30"}}}}}}'
     )
-    deadline = time.monotonic() + 15
-    while not (node.workspace / "started").exists():
-        assert time.monotonic() < deadline, "the node never started the command"
-        time.sleep(0.02)
+    wait_for((node.workspace / "started").exists, 15, what="the node starting the command")
     node.kill()
     res = client.wait_response(frame_id, timeout=20)  # the tool timeout is 60 s: only node loss answers this fast
     assert res["error"] == {"code": 503, "message": f"Node disconnected: {node.node_id}"}
@@ -188,10 +184,7 @@ def test_transfer_whose_source_dies_fails_on_both_sides(gateway, client, node_fa
         fake.call("tools.list")  # the chunk has been handled once this answers
     res = client.wait_response("xfer", timeout=30)
     assert res["error"] == {"code": 500, "message": f"Node disconnected: {src_id}"}
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and [p for p in dst.workspace.rglob("*") if p.is_file()]:
-        time.sleep(0.05)
-    assert [p for p in dst.workspace.rglob("*") if p.is_file()] == []
+    wait_for(lambda: [p for p in dst.workspace.rglob("*") if p.is_file()] == [], 10, 0.05, what="an empty workspace")
 
 
 def big_text(size: int = BIG_TEXT_BYTES) -> str:

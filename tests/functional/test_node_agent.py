@@ -30,6 +30,8 @@ from orbital.node.options import NodeOptions
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 
+from tests.conftest import wait_for_async
+
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="POSIX shell semantics")
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -161,17 +163,6 @@ class ScriptedGateway:
         return await asyncio.wait_for(self.sockets.get(), timeout)
 
 
-async def wait_for_condition(check: Callable[[], Any], what: str, timeout: float = WAIT_S) -> Any:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.02)
-
-
 Scenario = Callable[[ScriptedGateway, NodeAgent], Awaitable[None]]
 
 
@@ -222,7 +213,7 @@ def test_connect_registers_tools_and_runtime(tmp_path: Path) -> None:
         validate_node_runtime("node-test", runtime, TOOL_NAMES)
         assert runtime["hostRole"] == "execution"
         assert "hostBinStatus" not in runtime
-        await wait_for_condition(lambda: agent.online, "the node to be online")
+        await wait_for_async(lambda: agent.online, WAIT_S, what="the node to be online")
 
     run_node(tmp_path, scenario, token="tok-123")
 
@@ -353,7 +344,7 @@ def test_results_fit_the_limit_the_gateway_advertises(tmp_path: Path) -> None:
     async def scenario(gateway: ScriptedGateway, agent: NodeAgent) -> None:
         sock = await gateway.next_socket()
         await sock.accept_connect(limits={"maxMessageBytes": 5000, "maxFrameBytes": 1000})
-        await wait_for_condition(lambda: agent.message_limit() == 5000, "the advertised limit")
+        await wait_for_async(lambda: agent.message_limit() == 5000, WAIT_S, what="the advertised limit")
         command = "head -c 20000 /dev/zero | tr '\\0' x; echo END"
         await sock.event("tool.invoke", {"callId": "big", "tool": "Bash", "args": {"command": command}})
         request, saved = await play_save(sock, 1)
@@ -410,18 +401,20 @@ def test_an_unsendable_message_is_dropped_not_sent_and_not_sent_again(
     async def scenario(gateway: ScriptedGateway, agent: NodeAgent) -> None:
         first = await gateway.next_socket()
         await first.accept_connect(limits={"maxMessageBytes": 4000})
-        await wait_for_condition(lambda: agent.online and agent.message_limit() == 4000, "the advertised limit")
+        await wait_for_async(
+            lambda: agent.online and agent.message_limit() == 4000, WAIT_S, what="the advertised limit"
+        )
         await agent.deliver("tool.result", result("huge-now", 10_000))
         assert not agent.outbox
         await first.ws.close(1012, "restart")
-        await wait_for_condition(lambda: not agent.online, "the node to notice")
+        await wait_for_async(lambda: not agent.online, WAIT_S, what="the node to notice")
         await agent.deliver("tool.result", result("huge-later", 10_000))
         await agent.deliver("tool.result", result("small", 100))
         assert [item.params["callId"] for item in agent.outbox] == ["huge-later", "small"]
         second = await gateway.next_socket()
         await second.accept_connect(limits={"maxMessageBytes": 4000})
         assert (await second.result("small"))["result"] == "x" * 100
-        await wait_for_condition(lambda: not agent.outbox, "an empty outbox")
+        await wait_for_async(lambda: not agent.outbox, WAIT_S, what="an empty outbox")
         await second.ws.close(1012, "restart")
         third = await gateway.next_socket()
         await third.accept_connect(limits={"maxMessageBytes": 4000})
@@ -552,9 +545,9 @@ def test_transfer_abort_leaves_no_partial_file(tmp_path: Path) -> None:
         await sock.event("transfer.receive", {"transferId": 11, "path": "big.bin", "size": 1000, "mode": "chunks"})
         await sock.call_and_ok("transfer.accept")
         await sock.ws.send(chunk_frame(11, b"x" * 400, 0))
-        await wait_for_condition(lambda: temp.exists() and temp.stat().st_size == 400, "the partial temp file")
+        await wait_for_async(lambda: temp.exists() and temp.stat().st_size == 400, WAIT_S, what="the partial temp file")
         await sock.event("transfer.abort", {"transferId": 11, "error": "Source node disconnected"})
-        await wait_for_condition(lambda: not temp.exists(), "the temp file to be removed")
+        await wait_for_async(lambda: not temp.exists(), WAIT_S, what="the temp file to be removed")
         await sock.ws.send(chunk_frame(11, b"y" * 600, 400))
         await sock.event("transfer.end", {"transferId": 11})
         await sock.event("node.probe", {"probeId": "after", "kind": "none"})
@@ -693,7 +686,7 @@ def test_reconnect_resends_connect_and_outbox(tmp_path: Path) -> None:
         connect = await second.req("connect")
         assert [t["name"] for t in connect["params"]["tools"]] == TOOL_NAMES
         gate.write_text("")
-        await wait_for_condition(lambda: len(agent.outbox) == 2, "both results to wait in the outbox")
+        await wait_for_async(lambda: len(agent.outbox) == 2, WAIT_S, what="both results to wait in the outbox")
         assert {item.method for item in agent.outbox} == {"tool.result", "node.exec.event"}
         await second.reply(connect, {"type": "hello-ok", "protocol": 1, "server": {}, "features": {}})
 
@@ -720,7 +713,7 @@ def test_reconnect_resends_connect_and_outbox(tmp_path: Path) -> None:
         assert event["outputTail"] == "bye\n"
         assert event["endedAt"] >= event["startedAt"]
         assert event["eventId"] != started["eventId"]
-        await wait_for_condition(lambda: not agent.outbox, "an empty outbox")
+        await wait_for_async(lambda: not agent.outbox, WAIT_S, what="an empty outbox")
         assert agent.connections == 2
 
     run_node(tmp_path, scenario)
@@ -772,7 +765,7 @@ def test_a_node_replaced_by_a_newer_connection_stops(
             await sock.ws.close(1000)
         else:
             await sock.ws.close(1000, reason)
-        await wait_for_condition(lambda: agent.replaced_by_another, "the node to see it was replaced")
+        await wait_for_async(lambda: agent.replaced_by_another, WAIT_S, what="the node to see it was replaced")
 
     run_node(tmp_path, scenario, expect_exit=3)
     stopped = [r.getMessage() for r in caplog.records if "a newer connection took node id" in r.getMessage()]
@@ -864,7 +857,7 @@ def test_cli_process_sigterm_kills_background_and_logs_no_secrets(tmp_path: Path
                 await sock.call_and_ok("node.exec.event")
                 proc.send_signal(signal.SIGTERM)
                 code = await asyncio.wait_for(proc.wait(), WAIT_S)
-                await wait_for_condition(lambda: not _alive(pid), "the background command to be killed")
+                await wait_for_async(lambda: not _alive(pid), WAIT_S, what="the background command to be killed")
             finally:
                 if proc.returncode is None:
                     proc.kill()

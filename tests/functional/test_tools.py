@@ -8,6 +8,8 @@ from typing import Any
 from orbital.ports.lifecycle import disconnect
 from orbital.tools.definitions import NATIVE_TOOLS
 
+from tests.conftest import wait_for
+
 ZETA_TOOLS = [
     {"name": "Bash", "description": "Run a shell command", "inputSchema": {"type": "object", "properties": {}}},
     {"name": "Read", "description": "Read a file", "inputSchema": {"type": "object"}},
@@ -28,9 +30,7 @@ ALPHA_RUNTIME = {
 
 def _after_ms(ms: int) -> None:
     """Wait (bounded) until the wall clock is past `ms`, so the next connection gets a later connectedAt."""
-    deadline = time.monotonic() + 5
-    while int(time.time() * 1000) <= ms:
-        assert time.monotonic() < deadline
+    wait_for(lambda: int(time.time() * 1000) > ms, 5, 0.001, what="the next millisecond")
 
 
 def test_native_only(rpc: Any) -> None:

@@ -16,20 +16,14 @@ import pytest
 from orbital.node.mcp import McpCallError, McpHost
 from orbital.node.mcp_config import StdioServer
 
+from tests.conftest import wait_for_async
+
 ROOT = Path(__file__).resolve().parents[2]
 SERVER = str(ROOT / "tests" / "support" / "mcp_stdio_server.py")
 
 
 def server(name: str = "t", **changes: Any) -> StdioServer:
     return StdioServer(name, sys.executable, (SERVER,), **changes)
-
-
-async def until(check: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.02)
 
 
 def hosted(test: Callable[[McpHost], Awaitable[None]], *servers: StdioServer, workspace: Path, **options: Any) -> None:
@@ -111,7 +105,9 @@ def test_a_server_that_exits_is_started_again(tmp_path: Path) -> None:
     async def check(host: McpHost) -> None:
         with pytest.raises(McpCallError, match="failed to call 'crash'"):
             await host.call("mcp__t__crash", {})
-        await until(lambda: host.status()["t"]["starts"] >= 2 and host.status()["t"]["status"] == "ok", "a restart")
+        await wait_for_async(
+            lambda: host.status()["t"]["starts"] >= 2 and host.status()["t"]["status"] == "ok", 30, what="a restart"
+        )
         assert len(starts.read_text().splitlines()) == 2
         assert (await host.call("mcp__t__echo", {"text": "back"}))["content"][0]["text"] == "echo: back"
 
@@ -122,7 +118,7 @@ def test_while_a_server_is_down_its_calls_say_so(tmp_path: Path) -> None:
     async def check(host: McpHost) -> None:
         with pytest.raises(McpCallError):
             await host.call("mcp__t__crash", {})
-        await until(lambda: host.status()["t"]["status"] == "restarting", "the exit noticed")
+        await wait_for_async(lambda: host.status()["t"]["status"] == "restarting", 30, what="the exit noticed")
         with pytest.raises(McpCallError, match=r"MCP server t is not running \(restarting: exited\)"):
             await host.call("mcp__t__echo", {"text": "anyone?"})
         assert host.owns("mcp__t__echo")  # still announced while it is down
@@ -136,7 +132,7 @@ def test_a_changed_tool_list_is_picked_up_and_reported(tmp_path: Path) -> None:
     async def check(host: McpHost) -> None:
         before = len(changes)
         await host.call("mcp__t__grow", {"name": "fresh"})
-        await until(lambda: host.owns("mcp__t__fresh"), "the new tool")
+        await wait_for_async(lambda: host.owns("mcp__t__fresh"), 30, what="the new tool")
         assert len(changes) > before
         assert (await host.call("mcp__t__fresh", {}))["content"][0]["text"] == "grown"
 
@@ -151,7 +147,7 @@ def test_a_server_that_cannot_start_makes_its_calls_fail_clearly(tmp_path: Path)
         assert status["nowhere"]["error"] == f"working directory not found: {tmp_path / 'missing'}"
         assert status["dies"]["status"] in ("starting", "restarting")
         assert host.definitions() == []
-        await until(lambda: host.status()["dies"]["starts"] >= 3, "retries")
+        await wait_for_async(lambda: host.status()["dies"]["starts"] >= 3, 30, what="retries")
 
     hosted(
         check,

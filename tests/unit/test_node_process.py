@@ -5,8 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,20 +13,11 @@ import pytest
 from orbital.node.process import OutputBuffer, ProcessManager, resolve_shell
 from orbital.node.tools import NodeToolError, NodeTools
 
+from tests.conftest import wait_for
+
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="POSIX shell semantics")
 
 DEADLINE_S = 15.0
-
-
-def wait_until(check: Callable[[], Any], what: str, timeout: float = DEADLINE_S) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
 
 
 def pid_alive(pid: int) -> bool:
@@ -186,24 +176,26 @@ def test_background_lifecycle(tools: NodeTools, tmp_path: Path, events: Events) 
     assert poll["running"] is True
     assert poll["status"] == "running"
 
-    log = wait_until(
+    log = wait_for(
         lambda: (r := tools.execute("Process", {"action": "log", "sessionId": session_id}))["log"] == "first" and r,
-        "the first output line",
+        DEADLINE_S,
+        what="the first output line",
     )
     assert log["totalLines"] == 1
     assert log["status"] == "running"
 
     killed = tools.execute("Process", {"action": "kill", "sessionId": session_id})
     assert killed == {"status": "running", "sessionId": session_id, "message": "Kill signal sent"}
-    final = wait_until(
+    final = wait_for(
         lambda: (r := tools.execute("Process", {"action": "poll", "sessionId": session_id}))["running"] is False and r,
-        "the killed session to end",
+        DEADLINE_S,
+        what="the killed session to end",
     )
     assert final["status"] == "failed"
     assert final["signal"] == "SIG9"
     assert not pid_alive(started["pid"])
 
-    wait_until(lambda: len(events.items) >= 2, "exec events")
+    wait_for(lambda: len(events.items) >= 2, DEADLINE_S, what="exec events")
     assert events.kinds() == ["started", "failed"]
     first, last = events.items
     assert first["callId"] == last["callId"] == "call-1"
@@ -223,7 +215,7 @@ def test_background_finish_event(tools: NodeTools, events: Events) -> None:
     session_id = started["sessionId"]
     written = tools.execute("Process", {"action": "submit", "sessionId": session_id, "data": "hi"})
     assert written == {"status": "running", "sessionId": session_id, "bytesWritten": 3}
-    wait_until(lambda: "finished" in events.kinds(), "the finished event")
+    wait_for(lambda: "finished" in events.kinds(), DEADLINE_S, what="the finished event")
     finished = events.items[-1]
     assert finished["exitCode"] == 0
     assert "signal" not in finished
@@ -245,8 +237,8 @@ def test_background_quick_command_is_still_listed(tools: NodeTools, events: Even
         def exited(sid: str = session_id) -> bool:
             return bool(tools.execute("Process", {"action": "poll", "sessionId": sid})["exitCode"] == 4)
 
-        wait_until(exited, "the exit code")
-    wait_until(lambda: len(events.items) == 10, "all exec events")
+        wait_for(exited, DEADLINE_S, what="the exit code")
+    wait_for(lambda: len(events.items) == 10, DEADLINE_S, what="all exec events")
     assert events.kinds() == ["started", "failed"] * 5
     assert all("exitCode" in e and e["exitCode"] is None for e in events.items[::2])
     assert all(e["exitCode"] == 4 for e in events.items[1::2])
@@ -257,11 +249,12 @@ def test_write_without_newline(tools: NodeTools) -> None:
     session_id = started["sessionId"]
     assert tools.execute("Process", {"action": "write", "sessionId": session_id, "data": "ab"})["bytesWritten"] == 2
     assert tools.execute("Process", {"action": "write", "sessionId": session_id, "data": "cde"})["bytesWritten"] == 3
-    log = wait_until(
+    log = wait_for(
         lambda: (
             (r := tools.execute("Process", {"action": "log", "sessionId": session_id}))["log"].endswith("done") and r
         ),
-        "the command to read its input",
+        DEADLINE_S,
+        what="the command to read its input",
     )
     assert log["log"] == "abcde\ndone"
 
@@ -269,8 +262,10 @@ def test_write_without_newline(tools: NodeTools) -> None:
 def test_log_offset_and_limit(tools: NodeTools) -> None:
     started = tools.execute("Bash", {"command": "for i in 1 2 3 4 5 6; do echo L$i; done", "background": True})
     session_id = started["sessionId"]
-    wait_until(
-        lambda: tools.execute("Process", {"action": "poll", "sessionId": session_id})["running"] is False, "exit"
+    wait_for(
+        lambda: tools.execute("Process", {"action": "poll", "sessionId": session_id})["running"] is False,
+        DEADLINE_S,
+        what="exit",
     )
     log = tools.execute("Process", {"action": "log", "sessionId": session_id, "offset": 2, "limit": 2})
     assert log["log"] == "L3\nL4"
@@ -283,7 +278,7 @@ def test_log_offset_and_limit(tools: NodeTools) -> None:
 
 def test_background_timeout_event(tools: NodeTools, events: Events) -> None:
     tools.execute("Bash", {"command": "sleep 30", "background": True, "timeout": 100}, call_id="call-3")
-    wait_until(lambda: "timed_out" in events.kinds(), "the timed_out event")
+    wait_for(lambda: "timed_out" in events.kinds(), DEADLINE_S, what="the timed_out event")
     assert events.kinds() == ["started", "timed_out"]
     assert events.items[-1]["callId"] == "call-3"
 
@@ -296,7 +291,7 @@ def test_yield_ms(tools: NodeTools, events: Events) -> None:
     assert slow["status"] == "running"
     assert events.kinds() == ["started"]
     tools.execute("Process", {"action": "kill", "sessionId": slow["sessionId"]})
-    wait_until(lambda: len(events.items) == 2, "the end event")
+    wait_for(lambda: len(events.items) == 2, DEADLINE_S, what="the end event")
 
 
 def test_process_failures_are_results(tools: NodeTools) -> None:
@@ -319,6 +314,6 @@ def test_shutdown_kills_background_processes(tmp_path: Path) -> None:
     started = manager.bash({"command": "sleep 60", "background": True})
     assert pid_alive(started["pid"])
     manager.shutdown()
-    wait_until(lambda: not pid_alive(started["pid"]), "the background process to die")
+    wait_for(lambda: not pid_alive(started["pid"]), DEADLINE_S, what="the background process to die")
     with pytest.raises(Exception, match="shutting down"):
         manager.bash({"command": "echo late"})

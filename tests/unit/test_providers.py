@@ -760,9 +760,7 @@ def test_text_reaches_the_sink_while_the_stream_is_still_open(llm: FakeLLM) -> N
 
     worker = threading.Thread(target=call_model)
     worker.start()
-    deadline = time.monotonic() + 10
-    while "".join(sink.texts) != "abcdef" and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_for(lambda: "".join(sink.texts) == "abcdef", 10, 0.01, what="the streamed text")
     assert sink.texts == ["ab", "cd", "ef"]
     assert worker.is_alive() and not outcome  # the server still holds the stream open
     llm.release()

@@ -4,17 +4,10 @@ piece of work starts at once however many block, idle threads are reused, and id
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable
 
 from orbital.local.sfn_worker import Workers
 
-
-def _until(check: Callable[[], bool], what: str, seconds: float = 10.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not check():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.005)
+from tests.conftest import wait_for
 
 
 def _threads(name: str) -> int:
@@ -28,8 +21,8 @@ def test_blocking_work_never_waits_for_a_thread() -> None:
     passed: list[int] = []
     for i in range(many):
         workers.run(lambda i=i: (together.wait(), passed.append(i)))
-    _until(lambda: len(passed) == many, "all forty ran at the same time")
-    _until(lambda: workers.idle == many, "and are idle after")
+    wait_for(lambda: len(passed) == many, 10, 0.005, what="all forty ran at the same time")
+    wait_for(lambda: workers.idle == many, 10, 0.005, what="and are idle after")
 
 
 def test_idle_threads_are_reused_then_end() -> None:
@@ -38,15 +31,15 @@ def test_idle_threads_are_reused_then_end() -> None:
     done = threading.Event()
     workers.run(done.set)
     assert done.wait(10)
-    _until(lambda: workers.idle == 1, "one idle thread")
+    wait_for(lambda: workers.idle == 1, 10, 0.005, what="one idle thread")
     ran: list[str] = []
     for _ in range(50):  # one at a time: the same thread takes each
         step = threading.Event()
         workers.run(lambda step=step: (ran.append(threading.current_thread().name), step.set()))
         assert step.wait(10)
-        _until(lambda: workers.idle == 1, "idle again")
+        wait_for(lambda: workers.idle == 1, 10, 0.005, what="idle again")
     assert len(ran) == 50 and _threads(name) == 1
-    _until(lambda: workers.idle == 0 and _threads(name) == 0, "the idle thread ended")
+    wait_for(lambda: workers.idle == 0 and _threads(name) == 0, 10, 0.005, what="the idle thread ended")
     again = threading.Event()
     workers.run(again.set)  # and work still runs after
     assert again.wait(10)
@@ -59,7 +52,7 @@ def test_failing_work_keeps_its_thread() -> None:
         raise RuntimeError("boom")
 
     workers.run(fail)
-    _until(lambda: workers.idle == 1, "the thread survived")
+    wait_for(lambda: workers.idle == 1, 10, 0.005, what="the thread survived")
     after = threading.Event()
     workers.run(after.set)
     assert after.wait(10)
