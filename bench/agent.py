@@ -11,7 +11,7 @@ model call (a plain reply) and of several (each reply asks for a cheap native to
 - with `--long N` (default 200; 0 leaves it out), one session of N turns alternating a plain turn and a turn with
   one tool call (two model calls): the overhead of a turn in its first 20 turns (around turn 10) and in its last
   20 (around turn N), their ratio, and the DynamoDB calls per turn (local calls answered without botocore are
-  counted too: `orbital.local.direct` counts them at the same factory counter). A turn's cost that grows with the
+  counted too: the local Workflows and Sender count them at the same factory counter). A turn's cost that grows with the
   session's length shows as a ratio above 1. The first and the last turns are minutes apart, and this machine's
   load moves meanwhile: so each of the last 20 turns is also followed by the same kind of turn in a second session
   reset every 20 turns, and the late turns are compared with those too (same moments, same load). Here the

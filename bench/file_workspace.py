@@ -1,4 +1,4 @@
-"""The file workspace (orbital.local.files): what a durable write costs, and how long reopening takes.
+"""The file workspace (orbital.store.backends.files): what a durable write costs, and how long reopening takes.
 
 1. Durable puts of small objects (fsync of the blob, of its directory, and SQLite's commit), against the same puts
    with durability off: medians of one put.
@@ -22,7 +22,7 @@ sys.path.insert(0, str(ROOT / "layers" / "orbital"))
 
 
 def _put_latency(root: Path, writes: int, *, durable: bool) -> float:
-    from orbital.local.files import FileWorkspace
+    from orbital.store.backends.files import FileWorkspace
 
     samples = []
     with FileWorkspace(root, durable=durable) as store:
@@ -39,7 +39,7 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=10_000)
     parser.add_argument("--writes", type=int, default=200)
     args = parser.parse_args()
-    from orbital.local.files import FileWorkspace
+    from orbital.store.backends.files import FileWorkspace
 
     with tempfile.TemporaryDirectory() as tmp:
         durable = _put_latency(Path(tmp) / "durable", args.writes, durable=True)

@@ -29,7 +29,7 @@ from pathlib import Path
 checkout, calls, repeats = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 selects = [0]
 try:
-    from orbital.local.database import Database
+    from orbital.store.backends.database import Database
 except ImportError:  # a checkout from before the SQLite table
     Database = None
 if Database is not None:

@@ -138,8 +138,8 @@ def count_calls(gateway: Any) -> tuple[dict[str, dict[str, int]], dict[str, dict
     from orbital.aws import clients
     from orbital.client import GatewayClient
     from orbital.methods import registry
-    from orbital.ports.services import Services
     from orbital.protocol.dispatch import Dispatcher
+    from orbital.runtime.services import build_services
     from orbital.settings import get_settings
 
     steps: list[tuple[str, dict[str, Any]]] = [
@@ -177,7 +177,6 @@ def count_calls(gateway: Any) -> tuple[dict[str, dict[str, int]], dict[str, dict
     for name in [n for n in os.environ if n.startswith("ORBITAL_")]:  # what the local gateway set for itself
         del os.environ[name]
     reset_settings()
-    clients.serve_in_process(None)
     settings = get_settings()
     cold: dict[str, dict[str, int]] = {}
     with mock_aws():
@@ -187,7 +186,7 @@ def count_calls(gateway: Any) -> tuple[dict[str, dict[str, int]], dict[str, dict
         )
         boto3.client("s3", region_name=settings.region).create_bucket(Bucket=settings.bucket_name)
         clients.reset_clients()
-        lam = Services(settings, sender=Quiet(), registry=registry())
+        lam = build_services(settings, sender=Quiet())
         dispatcher = Dispatcher(registry())
         frame = {
             "type": "req",

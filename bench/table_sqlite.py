@@ -1,8 +1,8 @@
-"""The local table on SQLite: what a read costs against the cached DynamoDB table, and what durability costs.
+"""The local table on SQLite: what a read costs against the DynamoDB table on moto, and what durability costs.
 
 1. Reads, per call (median of repeated rounds): `get` of one item (a session's meta, ~1 KB payload) and `view` of it,
-   and `query` of a partition (50 and 500 messages; all, and the last 20): the DynamoDB table with its in-memory
-   cache on (as the local gateway ran it, on moto; every read a cache hit) against the SQLite table (no cache).
+   and `query` of a partition (50 and 500 messages; all, and the last 20): the DynamoDB table on moto against the
+   SQLite table.
 2. Acknowledged writes per second from many threads at once (conditional puts and counter updates of distinct
    items, as request and task threads make them), for each durability mode: group commit (`synchronous=NORMAL` and
    one shared fsync of the WAL per round of waiters), `synchronous=FULL` (every commit syncs, under the write lock),
@@ -61,26 +61,26 @@ def fill(table: Any, messages: int) -> None:
 def reads() -> None:
     import boto3
     from moto import mock_aws
-    from orbital.local.database import Database
-    from orbital.local.sqlite_table import SqliteTable
     from orbital.local.template import load_template, table_definition
-    from orbital.store.dynamo_table import DynamoTable
+    from orbital.store.backends.database import Database
+    from orbital.store.backends.dynamo import DynamoTable
+    from orbital.store.backends.sqlite import SqliteTable
 
-    print("1. reads, us per call (DynamoDB table with its cache on moto, every read a hit; SQLite, no cache)")
+    print("1. reads, us per call (DynamoDB table on moto; SQLite)")
     os.environ.update(AWS_ACCESS_KEY_ID="x", AWS_SECRET_ACCESS_KEY="x", AWS_DEFAULT_REGION="us-east-1")
     with mock_aws(), tempfile.TemporaryDirectory() as tmp:
         _, kwargs = table_definition(load_template(ROOT / "template.yaml"))
         client = boto3.client("dynamodb", region_name="us-east-1")
         client.create_table(TableName="bench", **kwargs)
-        cached = DynamoTable(client, "bench", cache=True)
+        dynamo = DynamoTable(client, "bench")
         db = Database(Path(tmp) / "bench.db")
         lite = SqliteTable(db)
         key = ("SESSION#agent:main:bench", "META")
-        for table in (cached, lite):
+        for table in (dynamo, lite):
             table.put(key, meta(), attrs={"v": 3})
             fill(table, 50)
             fill(table, 500)
-            table.query("S#50")  # into the cache
+            table.query("S#50")
             table.query("S#500")
 
         def make(rec: Any) -> Any:
@@ -93,17 +93,17 @@ def reads() -> None:
             ("query 500 items", lambda t: t.query("S#500"), 40),
             ("query last 20 of 500", lambda t: t.query("S#500", forward=False, limit=20), 500),
         ]
-        print(f"   {'':24} {'cached DynamoDB':>16} {'SQLite':>10} {'difference':>11}")
+        print(f"   {'':24} {'DynamoDB (moto)':>16} {'SQLite':>10} {'difference':>11}")
         for label, op, calls in cases:
-            a = per_call_us(lambda op=op: op(cached), calls)
+            a = per_call_us(lambda op=op: op(dynamo), calls)
             b = per_call_us(lambda op=op: op(lite), calls)
             print(f"   {label:24} {a:14.1f}us {b:8.1f}us {b - a:+9.1f}us")
         threads = 4
         rate = {}
-        for label, table in (("cached DynamoDB", cached), ("SQLite", lite)):
+        for label, table in (("DynamoDB (moto)", dynamo), ("SQLite", lite)):
             rate[label] = parallel_rate(lambda t=table: t.get(key), threads, 20000)
         print(
-            f"   get from {threads} threads at once: cached {rate['cached DynamoDB']:.0f}/s, "
+            f"   get from {threads} threads at once: DynamoDB (moto) {rate['DynamoDB (moto)']:.0f}/s, "
             f"SQLite {rate['SQLite']:.0f}/s"
         )
         db.close()
@@ -140,9 +140,9 @@ def busy(us: float) -> None:
 
 
 def write_rate(mode: str, threads: int, writes: int, work_us: float) -> float:
-    from orbital.local.database import Database
-    from orbital.local.sqlite_table import SqliteTable
     from orbital.store import conditions as cond
+    from orbital.store.backends.database import Database
+    from orbital.store.backends.sqlite import SqliteTable
 
     with tempfile.TemporaryDirectory(dir=os.environ.get("ORBITAL_BENCH_DIR")) as tmp:
         db = Database(Path(tmp) / "bench.db", durable=mode != "off", sync="full" if mode == "full" else "group")

@@ -144,8 +144,8 @@ def services(aws: None, sender: FakeSender, request: pytest.FixtureRequest, tmp_
     if request.node.get_closest_marker("atomic_table") is None:
         yield build_services(get_settings(), sender=sender)
         return
-    from orbital.local.database import Database
-    from orbital.local.sqlite_table import SqliteTable
+    from orbital.store.backends.database import Database
+    from orbital.store.backends.sqlite import SqliteTable
 
     with Database(tmp_path / "atomic-table.sqlite3") as db:
         yield build_services(get_settings(), sender=sender, table=SqliteTable(db))

@@ -1,9 +1,8 @@
 """The implementations of the table port the contract tests run against, each fresh for every test:
 
 - `sqlite`: `SqliteTable` on a `Database` in the test's temporary directory;
-- `dynamo`: `DynamoTable` (no cache, as on Lambda) on plain moto (`mock_aws`), the table created as template.yaml
-  declares it (`PK`/`SK`, the `GSI1` index on `GSI1PK`/`GSI1SK`, TTL on `ttl`);
-- `dynamo-cached`: the same with its in-memory cache on.
+- `dynamo`: `DynamoTable` on plain moto (`mock_aws`), the table created as template.yaml declares it (`PK`/`SK`, the
+  `GSI1` index on `GSI1PK`/`GSI1SK`, TTL on `ttl`).
 
 Plain moto here means the tests do not use the `aws` fixture (which makes moto's writes atomic with the local
 stack's patches), so they check DynamoDB's behaviour as moto models it, not ours.
@@ -20,7 +19,7 @@ import pytest
 
 from tests.conftest import ROOT
 
-KINDS = ["sqlite", "dynamo", "dynamo-cached"]
+KINDS = ["sqlite", "dynamo"]
 NAME = "orbital-contract"
 
 
@@ -50,20 +49,20 @@ def create_table(client: Any, name: str) -> None:
 def open_table(kind: str, directory: Path, client: Any = None) -> Iterator[Any]:
     """A fresh table of `kind`; a DynamoDB one in `client`'s moto (default: a moto of its own)."""
     if kind == "sqlite":
-        from orbital.local.database import Database
-        from orbital.local.sqlite_table import SqliteTable
+        from orbital.store.backends.database import Database
+        from orbital.store.backends.sqlite import SqliteTable
 
         with Database(directory / "orbital.db") as db:
             yield SqliteTable(db)
         return
-    from orbital.store.dynamo_table import DynamoTable
+    from orbital.store.backends.dynamo import DynamoTable
 
     with ExitStack() as stack:
         if client is None:
             client = stack.enter_context(plain_moto())
         name = f"{NAME}-{kind}"
         create_table(client, name)
-        yield DynamoTable(client, name, cache=kind == "dynamo-cached")
+        yield DynamoTable(client, name)
 
 
 @pytest.fixture(params=KINDS)

@@ -10,7 +10,9 @@ from typing import Any
 import pytest
 from orbital.errors import ConflictError
 from orbital.store import conditions as cond
-from orbital.store.table import ConditionFailedError, Record
+from orbital.store.backends.dynamo import DynamoTable
+from orbital.store.backends.sqlite import SqliteTable
+from orbital.store.table import ConditionFailedError, Record, Table, Update
 
 
 def soon() -> int:
@@ -477,3 +479,107 @@ def test_bad_input_is_refused_before_anything_is_written(table: Any) -> None:
     with pytest.raises(TypeError):
         table.delete(("BAD", "a"), condition="attribute_exists(PK)")
     assert table.get(("BAD", "a")) is None
+
+
+# --- the port is a template: it checks once, the backends only do ------------------------------------------------
+
+PUBLIC = sorted(name for name in vars(Table) if not name.startswith("_"))
+
+
+@pytest.mark.parametrize("backend", [DynamoTable, SqliteTable])
+def test_a_backend_implements_the_hooks_not_the_public_methods(backend: type[Table]) -> None:
+    assert {"get", "put", "update", "delete", "query", "write_batch"} <= set(PUBLIC)
+    assert [name for name in PUBLIC if getattr(backend, name) is not getattr(Table, name)] == []
+    assert backend.__abstractmethods__ == frozenset()
+
+
+class Recording(Table):
+    """A backend that records what the port hands it."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = []
+
+    def _record(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        self.calls.append((name, args, kwargs))
+        return None
+
+    def _get(self, pk: str, sk: str) -> Record | None:
+        return self._record("_get", pk, sk)
+
+    def _get_many(self, keys: list[tuple[str, str]]) -> dict[tuple[str, str], Record]:
+        self._record("_get_many", keys)
+        return {}
+
+    def _query(self, pk: str, **kwargs: Any) -> list[Record]:
+        self._record("_query", pk, **kwargs)
+        return []
+
+    def _query_index(self, gsi_pk: str, **kwargs: Any) -> list[Record]:
+        self._record("_query_index", gsi_pk, **kwargs)
+        return []
+
+    def _put(self, pk: str, sk: str, data: Any, **kwargs: Any) -> Record | None:
+        return self._record("_put", pk, sk, data, **kwargs)
+
+    def _update(self, pk: str, sk: str, change: Update, **kwargs: Any) -> Record | None:
+        return self._record("_update", pk, sk, change, **kwargs)
+
+    def _delete(self, pk: str, sk: str, **kwargs: Any) -> Record | None:
+        return self._record("_delete", pk, sk, **kwargs)
+
+    def _write_batch(self, puts: Any, deletes: Any) -> None:
+        self._record("_write_batch", puts, deletes)
+
+    def _delete_expired(self, now: float, limit: int | None) -> int:
+        self._record("_delete_expired", now, limit)
+        return 0
+
+
+def test_the_port_hands_the_backend_checked_and_normalized_arguments() -> None:
+    table = Recording()
+    table.put(("P", "a"), {"v": 1}, ttl=12.7, gsi=("G", "1"), attrs={"st": "x", "obj": ("a",)})
+    table.update(("P", "a"), set_attrs={"st": "y"}, add={"n": 2}, ttl=5)
+    table.query("P", sk_prefix="")
+    table.query_index("G", sk_max="9", limit=3)
+    table.get_many([("P", "a"), ("P", "b"), ("P", "a")])
+    table.write_batch()  # nothing to do: the backend is not asked
+    table.count("P", sk_prefix="")
+    assert table.calls == [
+        (
+            "_put",
+            ("P", "a", {"v": 1}),
+            {
+                "ttl": 12,
+                "gsi": ("G", "1"),
+                "attrs": {"st": "x", "obj": "('a',)"},
+                "condition": None,
+                "return_old": False,
+            },
+        ),
+        (
+            "_update",
+            ("P", "a", Update({"st": "y"}, {"n": 2}, 5, False)),
+            {"condition": None, "return_values": "ALL_NEW", "current_on_conflict": False},
+        ),
+        ("_query", ("P",), {"sk_prefix": None, "sk_between": None, "forward": True, "limit": None}),
+        ("_query_index", ("G",), {"sk_prefix": None, "sk_max": "9", "limit": 3}),
+        ("_get_many", ([("P", "a"), ("P", "b")],), {}),
+        ("_query", ("P",), {"sk_prefix": None, "sk_between": None, "forward": True, "limit": None}),
+    ]
+
+
+def test_the_port_refuses_bad_arguments_before_the_backend_sees_them() -> None:
+    table = Recording()
+    with pytest.raises(ValueError, match="reserved"):
+        table.put(("P", "a"), {}, attrs={"PK": "x"})
+    with pytest.raises(ValueError):
+        table.put(("P", ""), {})
+    with pytest.raises(TypeError):
+        table.delete(("P", "a"), condition="attribute_exists(PK)")  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        table.update(("P", "a"), return_values="SOME")  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        table.query("P", sk_prefix="a", sk_between=("a", "b"))
+    with pytest.raises(ValueError, match="twice"):
+        table.write_batch(puts=[(("P", "a"), {})], deletes=[("P", "a")])
+    assert table.calls == []

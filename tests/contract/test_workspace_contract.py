@@ -16,14 +16,16 @@ import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
 import requests
-from orbital.local.files import FileWorkspace, WorkspaceInUseError
 from orbital.local.object_urls import ObjectRoute, mount
-from orbital.store.workspace import MissingObjectError, S3Workspace, Workspace
+from orbital.store.backends.files import FileWorkspace, WorkspaceInUseError
+from orbital.store.backends.s3 import S3Workspace
+from orbital.store.workspace import Headers, MissingObjectError, Workspace
 
 from tests.support.asgi_server import elsewhere, serving
 
@@ -530,19 +532,17 @@ def test_five_megabytes_through_the_nodes_http_functions(tmp_path: Path) -> None
 
 def test_the_local_gateway_mounts_the_route_for_a_file_workspace(tmp_path: Path) -> None:
     from orbital.local.server import GatewayOptions, LocalGateway
-    from orbital.runtime.services import get_services, reset_services
 
     gateway = LocalGateway(GatewayOptions(project=ROOT, data_dir=tmp_path / "data"))
     store = FileWorkspace(tmp_path / "objects")
     try:
-        get_services().__dict__["workspace"] = store
+        gateway.services = SimpleNamespace(workspace=store)  # what its composition root gives it
         with serving(gateway._with_object_urls(elsewhere)) as base:
             store.set_base_url(base)
             store.put("m/x", b"mounted")
             assert requests.get(store.presign_get("m/x")).content == b"mounted"
             assert requests.get(f"{base}/health").status_code == 299
     finally:
-        reset_services()
         store.close()
 
 
@@ -649,6 +649,46 @@ def test_bad_keys_and_bodies(tmp_path: Path) -> None:
         assert list(store.tmp.iterdir()) == []
 
 
+BAD_KEYS = ("", "x" * 1025, "bad\ud800", "nul\x00")
+
+
+def test_bad_keys_and_bodies_are_refused_by_the_port(workspace: Workspace) -> None:
+    workspace.put("src", b"x")
+    for key in BAD_KEYS:
+        with pytest.raises(ValueError):
+            workspace.put(key, b"x")
+        with pytest.raises(ValueError):
+            workspace.copy("src", key, content_type="text/plain")
+        for presign in (workspace.presign_get, workspace.presign_put):
+            with pytest.raises(ValueError):
+                presign(key)
+    with pytest.raises(TypeError):
+        workspace.put("k", "text, not bytes")  # type: ignore[arg-type]
+    workspace.put("é" * 512, b"1024 bytes of UTF-8 is the longest key")
+    assert [info.key for info in workspace.list_all("")] == ["src", "é" * 512]
+
+
+PUBLIC = sorted(name for name in vars(Workspace) if not name.startswith("_") and callable(vars(Workspace)[name]))
+
+
+@pytest.mark.parametrize("backend", [FileWorkspace, S3Workspace])
+def test_a_backend_implements_the_hooks_not_the_public_methods(backend: type[Workspace]) -> None:
+    assert {"get", "put", "copy", "delete", "listing", "presign_get"} <= set(PUBLIC)
+    assert [name for name in PUBLIC if getattr(backend, name) is not getattr(Workspace, name)] == []
+    assert backend.__abstractmethods__ == frozenset()
+
+
+def test_the_port_hands_the_backend_the_headers_of_a_put() -> None:
+    seen: list[tuple[str, bytes, Headers]] = []
+
+    class Recording(S3Workspace):
+        def _put(self, key: str, body: bytes, headers: Headers) -> None:
+            seen.append((key, body, headers))
+
+    Recording(client=None, bucket="b").put("k", b"1", content_type="text/plain", cache_control="no-store")  # type: ignore[arg-type]
+    assert seen == [("k", b"1", Headers(content_type="text/plain", cache_control="no-store"))]
+
+
 def test_one_workspace_per_directory(tmp_path: Path) -> None:
     with FileWorkspace(tmp_path / "objects"):
         with pytest.raises(WorkspaceInUseError):
@@ -660,7 +700,7 @@ CHILD = textwrap.dedent(
     """
     import sys
     from pathlib import Path
-    from orbital.local.files import FileWorkspace
+    from orbital.store.backends.files import FileWorkspace
 
     store = FileWorkspace(Path(sys.argv[1]))
     store.put("agents/main/notes/today.md", b"written before the kill", content_type="text/markdown")

@@ -1,18 +1,15 @@
-"""The local gateway answers its own Step Functions and management API calls without a loopback HTTP hop, keeps its
-table and workspace in the data directory, and serves presigned-style URLs for nodes on its own port. Runs
-`LocalGateway` in this process to look inside it."""
+"""The local gateway answers its own Step Functions and management API calls in process (the local backends of the
+Workflows and Sender ports), keeps its table and workspace in the data directory, and serves presigned-style URLs for
+nodes on its own port. Runs `LocalGateway` in this process to look inside it."""
 
 from __future__ import annotations
 
 import json
-import os
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-import boto3
 import pytest
 from orbital.client import GatewayClient, RpcFailedError
 from orbital.local.server import LocalGateway
@@ -75,35 +72,38 @@ def test_presigned_urls_point_at_the_gateways_own_port(gateway: LocalGateway) ->
 
 
 def test_management_api_in_process_posts_closes_and_reports_gone(gateway: LocalGateway) -> None:
+    from orbital.aws import clients
     from orbital.runtime.services import get_services
 
     sender = get_services().sender
     with GatewayClient(gateway.ws_url) as c:
         hello = c.connect("client", "mgmt-test")
         cid = hello["server"]["connectionId"]
-        before = gateway.stack.in_process.served
+        clients.reset_call_counts()
         assert sender.post(cid, {"type": "evt", "event": "hello.there", "payload": {"n": 1}}) is True
         assert c.next_event("hello.there", timeout=10)["payload"] == {"n": 1}
         assert sender.post("NOSUCHCONNECTION", {"type": "evt", "event": "x"}) is False
         sender.close(cid, 4001, "go away")
         wait_for(lambda: c.ws.close_code is not None or _closed(c))
         assert c.ws.close_code == 4001
-        assert gateway.stack.in_process.served >= before + 3
+        counts = clients.call_counts()
+        assert counts.get("apigatewaymanagementapi.PostToConnection", 0) >= 3  # the close's notice too
+        assert counts.get("apigatewaymanagementapi.DeleteConnection", 0) >= 1
 
 
 def test_posting_a_message_over_128_kb_is_refused_as_on_aws(gateway: LocalGateway) -> None:
-    """Through the gateway's own management client (the only one there is): 413 PayloadTooLargeException for a
-    message over 128 KB, and the socket stays open."""
-    from orbital.aws import clients
+    """Through the gateway's own Sender (the only one there is): 413 PayloadTooLargeException for a message over
+    128 KB, and the socket stays open."""
+    from orbital.local.sender import SendRefusedError
+    from orbital.runtime.services import get_services
 
-    api = clients.management(os.environ["ORBITAL_WS_MGMT_ENDPOINT"])
+    sender = get_services().sender
     with GatewayClient(gateway.ws_url) as client:
         cid = client.connect("client")["server"]["connectionId"]
-        api.post_to_connection(ConnectionId=cid, Data=json.dumps({"type": "evt", "event": "x", "payload": "a" * 1000}))
-        with pytest.raises(api.exceptions.PayloadTooLargeException):
-            api.post_to_connection(
-                ConnectionId=cid, Data=json.dumps({"type": "evt", "event": "x", "payload": "a" * 140_000})
-            )
+        assert sender.post(cid, {"type": "evt", "event": "x", "payload": "a" * 1000}) is True
+        with pytest.raises(SendRefusedError) as refused:
+            sender.post(cid, {"type": "evt", "event": "x", "payload": "a" * 140_000})
+        assert (refused.value.status, refused.value.error_code) == (413, "PayloadTooLargeException")
         assert client.next_event("x")["payload"] == "a" * 1000
         assert client.call("config.get", {"path": "userTimezone"})["value"] == "UTC"  # the socket is still open
 
@@ -118,30 +118,20 @@ def _closed(c: GatewayClient) -> bool:
     return False
 
 
-def test_only_our_exact_origins_are_served() -> None:
-    from orbital.local.inprocess import InProcessAws
-
-    hook = InProcessAws("http://127.0.0.1:5000")
-    hook.serve_management("http://127.0.0.1:6000/local")
-
-    def made(service: str, endpoint: str) -> Any:
-        return boto3.client(
-            service, endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="a", aws_secret_access_key="b"
-        )
-
-    assert hook.attach(made("stepfunctions", "http://127.0.0.1:5000"))
-    assert hook.attach(made("stepfunctions", "http://localhost:5000"))
-    assert not hook.attach(made("stepfunctions", "http://127.0.0.1:50001"))  # a prefix of the port is not the port
-    assert not hook.attach(made("stepfunctions", "https://127.0.0.1:5000"))
-    assert not hook.attach(made("dynamodb", "http://127.0.0.1:5000"))  # the table is no AWS service here
-    assert not hook.attach(made("s3", "http://127.0.0.1:5000"))
-    assert hook.attach(made("apigatewaymanagementapi", "http://127.0.0.1:6000/local"))
-    assert not hook.attach(made("apigatewaymanagementapi", "http://127.0.0.1:5000/local"))
-
-
-def test_after_stop_clients_fail_like_a_closed_port(tmp_path: Path) -> None:
-    from botocore.exceptions import EndpointConnectionError
+def test_no_aws_client_is_answered_in_process(gateway: LocalGateway) -> None:
+    """Nothing intercepts botocore any more: a boto3 client of the gateway's settings is a plain one (not a wrapper
+    answering some operations itself), pointed at the discard port (so a call no local backend answers fails instead
+    of reaching AWS)."""
+    from botocore.client import BaseClient
     from orbital.aws import clients
+
+    made = clients.stepfunctions()
+    assert isinstance(made, BaseClient) and made.meta.endpoint_url == gateway.stack.endpoint
+
+
+def test_after_stop_the_ports_fail_like_a_closed_port(tmp_path: Path) -> None:
+    from orbital.local.bridge import BridgeUnavailableError
+    from orbital.local.sfn_worker import WorkerRefusedError
     from orbital.runtime.services import get_services
 
     for gw in _started(tmp_path):
@@ -151,11 +141,12 @@ def test_after_stop_clients_fail_like_a_closed_port(tmp_path: Path) -> None:
             assert services.sender.post(cid, {"type": "evt", "event": "ping"}) is True
         gw.stop()
         assert gw.stack is None
-        with pytest.raises(EndpointConnectionError):
+        with pytest.raises(BridgeUnavailableError):
             services.sender.post(cid, {"type": "evt", "event": "ping"})
-        with pytest.raises(EndpointConnectionError):
-            services.registry  # the services themselves are still there
-            clients.stepfunctions().describe_execution(executionArn="arn:aws:states:us-east-1:1:execution:x:y")
+        assert services.registry is not None  # the services themselves are still there
+        with pytest.raises(WorkerRefusedError) as refused:
+            services.workflows.status("arn:aws:states:us-east-1:1:execution:x:y")
+        assert refused.value.error_code == "ServiceUnavailable"
 
 
 def test_bridge_manage_without_a_running_loop() -> None:

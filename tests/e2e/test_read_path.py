@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 from orbital.client import GatewayClient
-from orbital.local.database import Database
 from orbital.local.server import LocalGateway
+from orbital.store.backends.database import Database
 
 from tests.e2e.conftest import in_process_gateway
 

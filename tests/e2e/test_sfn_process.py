@@ -1,6 +1,6 @@
-"""The local gateway's Step Functions in their own process (orbital.local.sfn_worker): any client of the local
-endpoint reaches them, the executions' Lambda tasks run in the gateway, and the process ends with the gateway —
-stopped, or killed."""
+"""The local gateway's Step Functions in their own process (orbital.local.sfn_worker): the stack's calls (the
+Workflows port's local backend among them) reach them, the executions' Lambda tasks run in the gateway, and the
+process ends with the gateway — stopped, or killed."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from botocore.exceptions import ClientError
 from orbital.client import GatewayClient
 from orbital.local.server import LocalGateway
+from orbital.local.sfn_worker import WorkerRefusedError
 
 from tests.conftest import wait_for
 from tests.e2e.conftest import NODE_RUNTIME as RUNTIME
@@ -42,39 +42,37 @@ def _gone(pid: int) -> bool:
         return True
 
 
-def _http_client(gateway: LocalGateway) -> Any:
-    """A plain botocore client of the stack (no direct operations): every call goes through botocore's request and
-    response handling, answered in process (there is no AWS endpoint to reach over the network any more)."""
-    return gateway.stack.client("stepfunctions")
+def _status(gateway: LocalGateway, execution_arn: str) -> str:
+    return str(gateway.stack.call("describe_execution", {"executionArn": execution_arn})["status"])
 
 
-def test_clients_of_the_endpoint_reach_the_process(gateway: LocalGateway) -> None:
+def test_the_stacks_calls_reach_the_process(gateway: LocalGateway) -> None:
     states = gateway.stack.states
     assert states is not None and states.running and states.pid != os.getpid()
-    sfn = _http_client(gateway)
-    names = {m["name"] for m in sfn.list_state_machines()["stateMachines"]}
+    names = {m["name"] for m in gateway.stack.call("list_state_machines", {})["stateMachines"]}
     assert {"DeferredCallStateMachine", "AgentTurnStateMachine"} <= names
     arn = gateway.stack.state_machine_arns["DeferredCallStateMachine"]
-    assert sfn.describe_state_machine(stateMachineArn=arn)["name"] == "DeferredCallStateMachine"
-    # errors are the process's, with their codes, through botocore and through the gateway's own direct client
+    assert gateway.stack.call("describe_state_machine", {"stateMachineArn": arn})["name"] == "DeferredCallStateMachine"
+    # errors are the process's, with their codes; the Workflows port answers the expected ones
     missing = arn.replace(":stateMachine:", ":execution:") + ":no-such-execution"
-    from orbital.aws import clients
+    with pytest.raises(WorkerRefusedError) as error:
+        gateway.stack.call("describe_execution", {"executionArn": missing})
+    assert error.value.error_code == "ExecutionDoesNotExist"
+    assert gateway.stack.workflows.status(missing) is None
+    with pytest.raises(WorkerRefusedError) as bad_token:
+        gateway.stack.call("send_task_success", {"taskToken": "not-a-token", "output": "{}"})
+    assert bad_token.value.error_code == "InvalidToken"
+    assert gateway.stack.workflows.succeed("not-a-token", {}) is False
 
-    for client in (sfn, clients.stepfunctions()):
-        with pytest.raises(ClientError) as error:
-            client.describe_execution(executionArn=missing)
-        assert error.value.response["Error"]["Code"] == "ExecutionDoesNotExist"
-    with pytest.raises(ClientError) as bad_token:
-        sfn.send_task_success(taskToken="not-a-token", output="{}")
-    assert bad_token.value.response["Error"]["Code"] == "InvalidToken"
-
-    # an execution started through botocore runs there, and its Lambda task runs here
+    # an execution started through the port runs there, and its Lambda task runs here
     before = gateway.stack.functions.invocations
-    body = json.dumps({"due": 1_000_000, "waitSeconds": 0})  # a second long past, with no call due in it
-    started = sfn.start_execution(stateMachineArn=arn, name="over-http", input=body)["executionArn"]
-    wait_for(lambda: sfn.describe_execution(executionArn=started)["status"] == "SUCCEEDED")
+    body = {"due": 1_000_000, "waitSeconds": 0}  # a second long past, with no call due in it
+    assert gateway.stack.workflows.start(arn, "through-the-port", body) is True
+    started = arn.replace(":stateMachine:", ":execution:") + ":through-the-port"
+    wait_for(lambda: _status(gateway, started) == "SUCCEEDED")
     assert gateway.stack.functions.invocations > before
-    assert started in {e["executionArn"] for e in sfn.list_executions(stateMachineArn=arn)["executions"]}
+    listed = gateway.stack.call("list_executions", {"stateMachineArn": arn})["executions"]
+    assert started in {e["executionArn"] for e in listed}
 
 
 def test_the_process_ends_with_the_gateway(tmp_path: Path) -> None:
@@ -131,9 +129,8 @@ def test_a_process_that_dies_is_started_again(gateway: LocalGateway) -> None:
         answer = _echo_call(node, caller, "after")
         assert answer["ok"] is True and answer["payload"]["result"] == {"echo": "after"}, answer
         wait_for(lambda: armed)  # as above: the worker starts the call's timer, maybe after the answer is out
-        sfn = gateway.stack.client("stepfunctions")
         arn = gateway.stack.state_machine_arns["DeferredCallStateMachine"]
-        timers = [e["name"] for e in sfn.list_executions(stateMachineArn=arn)["executions"]]
+        timers = [e["name"] for e in gateway.stack.call("list_executions", {"stateMachineArn": arn})["executions"]]
         assert [f"due-{second}" for second in armed] == timers  # started in the new process
 
 
@@ -213,11 +210,12 @@ def test_a_process_that_does_not_start_leaves_them_in_the_gateway(
     gw = next(running)
     try:
         assert gw.stack.states is None
-        sfn = _http_client(gw)
         arn = gw.stack.state_machine_arns["DeferredCallStateMachine"]
-        body = json.dumps({"due": 1_000_000, "waitSeconds": 0})  # a second long past, with no call due in it
-        started = sfn.start_execution(stateMachineArn=arn, name="here", input=body)["executionArn"]
-        wait_for(lambda: sfn.describe_execution(executionArn=started)["status"] == "SUCCEEDED")
+        body = {"due": 1_000_000, "waitSeconds": 0}  # a second long past, with no call due in it
+        assert gw.stack.workflows.start(arn, "here", body) is True
+        started = arn.replace(":stateMachine:", ":execution:") + ":here"
+        wait_for(lambda: _status(gw, started) == "SUCCEEDED")
+        assert gw.stack.workflows.status(started) == "SUCCEEDED"
     finally:
         with pytest.raises(StopIteration):
             next(running)

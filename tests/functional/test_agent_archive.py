@@ -61,7 +61,7 @@ def _populate_other(services: Any) -> None:
         "agent:other:main", [{"role": "user", "content": [{"type": "text", "text": "coffee please"}]}]
     )
     services.sessions.touch_registry("agent:other:main")
-    services.gateway.put_heartbeat_state("other", {"lastRunAt": 1}, create=True)
+    services.heartbeats.put("other", {"lastRunAt": 1}, create=True)
 
 
 @dataclass

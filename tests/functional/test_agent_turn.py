@@ -523,10 +523,12 @@ def test_an_unreadable_execution_state_never_frees_a_run(services: Any, aws: Non
     from orbital.agent import runs
 
     class Throttled:
-        def describe_execution(self, **_: Any) -> Any:
+        """The Workflows port of a Step Functions that throttles DescribeExecution."""
+
+        def status(self, execution_arn: str) -> str | None:
             raise ClientError({"Error": {"Code": "ThrottlingException", "Message": "slow down"}}, "DescribeExecution")
 
-    monkeypatch.setattr(runs.clients, "stepfunctions", lambda: Throttled())
+    monkeypatch.setitem(services.__dict__, "workflows", Throttled())
     object.__setattr__(
         services, "settings", services.settings.model_copy(update={"agent_turn_arn": "arn:x:stateMachine:y"})
     )

@@ -97,8 +97,8 @@ def populate(services: Any) -> str:
     sessions.reset(work)  # its messages go to a session archive in the workspace
     sessions.append_messages(work, [{"role": "user", "content": [{"type": "text", "text": "new work"}]}])
     sessions.touch_registry(work, default_label="Work")
-    services.gateway.put_heartbeat_state("main", {"lastRunAt": 1_700_000_000_000}, create=True)
-    services.gateway.append_cron_run({"jobId": job_id, "ts": 1_700_000_000_000, "status": "ok", "durationMs": 5})
+    services.heartbeats.put("main", {"lastRunAt": 1_700_000_000_000}, create=True)
+    services.cron.append_run({"jobId": job_id, "ts": 1_700_000_000_000, "status": "ok", "durationMs": 5})
     return job_id
 
 

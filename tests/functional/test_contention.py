@@ -41,16 +41,16 @@ def _together(count: int, work: Any) -> list[Any]:
 
 @pytest.fixture
 def database(tmp_path: Path) -> Iterator[Any]:
-    from orbital.local.database import Database
+    from orbital.store.backends.database import Database
 
     with Database(tmp_path / "contention.sqlite3") as db:
         yield db
 
 
 def _sockets(database: Any, sender: Any, count: int) -> list[Rpc]:
-    from orbital.local.sqlite_table import SqliteTable
     from orbital.runtime.services import build_services
     from orbital.settings import get_settings
+    from orbital.store.backends.sqlite import SqliteTable
 
     sockets = []
     for i in range(count):

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from orbital.engines import cron as engine
+from orbital.engines import cron_tool
 from orbital.engines.cron import CronError, RunOutcome
 from orbital.errors import ConflictError
 
@@ -90,9 +91,9 @@ def add(services: Any, name: str = "job", *, at: int = NOW, **fields: Any) -> di
 
 def make_due(services: Any, job_id: str, next_run: int = NOW) -> None:
     """Move a job's next run (as the passage of time would)."""
-    job, version = services.gateway.get_cron_job_versioned(job_id)
+    job, version = services.cron.get_job_versioned(job_id)
     job["state"]["nextRunAtMs"] = next_run
-    services.gateway.put_cron_job(job, expect_version=version)
+    services.cron.put_job(job, expect_version=version)
 
 
 def seed(services: Any, **fields: Any) -> dict[str, Any]:
@@ -109,7 +110,7 @@ def seed(services: Any, **fields: Any) -> dict[str, Any]:
         "state": {"nextRunAtMs": NOW},
         **fields,
     }
-    services.gateway.put_cron_job(job, create=True)
+    services.cron.put_job(job, create=True)
     return job
 
 
@@ -118,7 +119,7 @@ def run(services: Any, execute: Any, *, at: int = NOW, clock: Clock | None = Non
 
 
 def stored(services: Any, job_id: str) -> dict[str, Any] | None:
-    return services.gateway.get_cron_job(job_id)
+    return services.cron.get_job(job_id)
 
 
 # --- cron.add ----------------------------------------------------------------------------------------------------
@@ -415,7 +416,7 @@ def test_due_run_executes_due_jobs_only(services: Any) -> None:
         "lastStatus": "ok",
         "lastDurationMs": 2500,
     }
-    runs, count = services.gateway.list_cron_runs(job_id=due["id"])
+    runs, count = services.cron.list_runs(job_id=due["id"])
     assert count == 1
     assert runs[0] == {
         "jobId": due["id"],
@@ -455,7 +456,7 @@ def test_due_runs_are_capped_and_ordered(services: Any) -> None:
     first = run(services, execute, clock=clock)
     assert execute.names == ["j0", "j2"]  # next run NOW-10 (created 0, 2), then NOW-9
     assert first["ran"] == 2
-    runs, _ = services.gateway.list_cron_runs()
+    runs, _ = services.cron.list_runs()
     assert sorted(r["ts"] for r in runs) == [NOW, NOW + 1000]  # the second started when the first ended
     second = run(services, execute, clock=clock)
     assert [r["jobId"] for r in second["results"]] == [jobs[1]["id"]]
@@ -525,7 +526,7 @@ def test_blank_specs_are_skipped(services: Any, spec: dict[str, Any], reason: st
         "nextRunAtMs": NOW + HOUR,
     }
     assert execute.jobs == []
-    assert services.gateway.list_cron_runs(job_id=job["id"])[0][0]["status"] == "skipped"
+    assert services.cron.list_runs(job_id=job["id"])[0][0]["status"] == "skipped"
 
 
 def test_disabled_job_reason() -> None:
@@ -596,7 +597,7 @@ def test_history_is_trimmed(services: Any) -> None:
     job = add(services)
     for i in range(5):
         run(services, Executor(), job_id=job["id"], mode="force", at=NOW + i)
-    runs, count = services.gateway.list_cron_runs(job_id=job["id"])
+    runs, count = services.cron.list_runs(job_id=job["id"])
     assert count == 3 and [r["ts"] for r in runs] == [NOW + 4, NOW + 3, NOW + 2]
 
 
@@ -649,7 +650,7 @@ def test_running_jobs_are_not_run_again(services: Any) -> None:
     }
     assert execute.jobs == []
     assert stored(services, job["id"]) == job  # untouched
-    assert services.gateway.list_cron_runs()[1] == 0
+    assert services.cron.list_runs()[1] == 0
 
 
 def test_a_stale_running_marker_does_not_block(services: Any) -> None:
@@ -667,8 +668,8 @@ def test_a_stale_running_marker_does_not_block(services: Any) -> None:
 def test_a_lost_claim_is_not_executed(services: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """Another runner claims the job between our read and our conditional write."""
     job = seed(services)
-    repo = services.gateway
-    real = repo.get_cron_job_versioned
+    repo = services.cron
+    real = repo.get_job_versioned
     raced = []
 
     def read_then_rival_claims(job_id: str) -> Any:
@@ -677,10 +678,10 @@ def test_a_lost_claim_is_not_executed(services: Any, monkeypatch: pytest.MonkeyP
             raced.append(job_id)
             rival, version = real(job_id)
             rival["state"]["runningAtMs"] = NOW
-            repo.put_cron_job(rival, expect_version=version)
+            repo.put_job(rival, expect_version=version)
         return found
 
-    monkeypatch.setattr(repo, "get_cron_job_versioned", read_then_rival_claims)
+    monkeypatch.setattr(repo, "get_job_versioned", read_then_rival_claims)
     execute = Executor()
     assert run(services, execute) == {"ran": 0, "results": []}
     assert execute.jobs == [] and raced == [job["id"]]
@@ -716,7 +717,7 @@ def test_concurrent_runs_execute_a_due_job_once(services: Any) -> None:
     assert not any(t.is_alive() for t in threads)
     assert len(executed) == 1
     assert sorted(r["ran"] for r in done) == [0, 1]
-    assert services.gateway.list_cron_runs()[1] == 1
+    assert services.cron.list_runs()[1] == 1
 
 
 def test_job_removed_while_running(services: Any) -> None:
@@ -729,7 +730,7 @@ def test_job_removed_while_running(services: Any) -> None:
     result = run(services, remove_then_finish)
     assert result["results"][0]["status"] == "ok"
     assert stored(services, job["id"]) is None
-    assert services.gateway.list_cron_runs()[1] == 0
+    assert services.cron.list_runs()[1] == 0
 
 
 def test_job_edited_while_running(services: Any) -> None:
@@ -747,8 +748,8 @@ def test_job_edited_while_running(services: Any) -> None:
 
 def test_update_retries_when_a_run_wrote_first(services: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     job = seed(services)
-    repo = services.gateway
-    real_put = repo.put_cron_job
+    repo = services.cron
+    real_put = repo.put_job
     calls = []
 
     def put_losing_once(data: dict[str, Any], **kwargs: Any) -> int:
@@ -757,7 +758,7 @@ def test_update_retries_when_a_run_wrote_first(services: Any, monkeypatch: pytes
             raise ConflictError("raced")
         return real_put(data, **kwargs)
 
-    monkeypatch.setattr(repo, "put_cron_job", put_losing_once)
+    monkeypatch.setattr(repo, "put_job", put_losing_once)
     assert engine.update(services, job["id"], {"name": "again"}, NOW)["name"] == "again"
     assert len(calls) == 2 and all("expect_version" in c for c in calls)
 
@@ -766,7 +767,7 @@ def test_update_retries_when_a_run_wrote_first(services: Any, monkeypatch: pytes
 
 
 def tool(services: Any, args: Any, *, tz: str = "America/Chicago", execute: Any = None, agent: str = "main") -> Any:
-    return engine.execute_tool(services, args, agent_id=agent, user_tz=tz, now_ms=NOW, execute=execute or Executor())
+    return cron_tool.execute_tool(services, args, agent_id=agent, user_tz=tz, now_ms=NOW, execute=execute or Executor())
 
 
 def test_tool_status(services: Any) -> None:

@@ -51,7 +51,7 @@ def set_config(services: Any, path: str, value: Any) -> None:
 
 
 def last_active(services: Any, channel: str = "whatsapp", session_key: str = "agent:main:main") -> None:
-    services.gateway.put_last_active(
+    services.last_active.put(
         "main",
         {"channel": channel, "accountId": "default", "peer": PEER, "sessionKey": session_key, "timestamp": 1},
     )
@@ -84,7 +84,7 @@ def live_run(run_id: str, services: Any) -> dict[str, Any]:
 
 
 def state(services: Any, agent_id: str = "main") -> dict[str, Any]:
-    found = services.gateway.heartbeat_state(agent_id)
+    found = services.heartbeats.get(agent_id)
     assert found is not None
     return found
 
@@ -98,8 +98,8 @@ def test_schedule_plans_every_configured_agent_and_drops_the_rest(services: Any)
         "agents.list",
         [{"id": "main"}, {"id": "ops", "heartbeat": {"every": "5m"}}, {"id": "quiet", "heartbeat": {"every": "0"}}],
     )
-    services.gateway.put_heartbeat_state("gone", {"nextHeartbeatAt": 1})
-    services.gateway.put_heartbeat_state("main", {"lastHeartbeatText": "kept", "lastHeartbeatSentAt": 5})
+    services.heartbeats.put("gone", {"nextHeartbeatAt": 1})
+    services.heartbeats.put("main", {"lastHeartbeatText": "kept", "lastHeartbeatSentAt": 5})
     agents = engine.schedule(services, T0)
     assert set(agents) == {"main", "ops", "quiet"}
     assert agents["main"] == {
@@ -111,7 +111,7 @@ def test_schedule_plans_every_configured_agent_and_drops_the_rest(services: Any)
     }
     assert agents["ops"]["nextHeartbeatAt"] == T0 + 5 * MINUTE
     assert agents["quiet"]["nextHeartbeatAt"] is None
-    assert services.gateway.heartbeat_state("gone") is None
+    assert services.heartbeats.get("gone") is None
 
 
 def test_heartbeat_start_answers_with_the_status(rpc: Any, services: Any) -> None:
@@ -277,8 +277,8 @@ def test_a_run_that_cannot_start_is_reported_and_rescheduled(services: Any) -> N
 def _rendezvous(monkeypatch: pytest.MonkeyPatch, services: Any, parties: int) -> None:
     """Make the first state read of each thread wait for the others, so every thread reads the same version before
     any of them writes: all but one of their writes must then fail."""
-    repo = services.gateway
-    original = repo.heartbeat_state_versioned
+    repo = services.heartbeats
+    original = repo.get_versioned
     barrier = threading.Barrier(parties, timeout=10)
     seen: set[int] = set()
 
@@ -290,7 +290,7 @@ def _rendezvous(monkeypatch: pytest.MonkeyPatch, services: Any, parties: int) ->
             barrier.wait()
         return found
 
-    monkeypatch.setattr(repo, "heartbeat_state_versioned", read)
+    monkeypatch.setattr(repo, "get_versioned", read)
 
 
 def _parallel(*works: Any) -> list[Any]:
@@ -406,7 +406,7 @@ def test_trigger_ignores_the_skip_checks(rpc: Any, services: Any, submits: Submi
     payload = rpc.call("heartbeat.trigger", {"agentId": "main"})
     assert payload["ok"] is True
     assert len(submits.calls) == 1
-    assert services.gateway.heartbeat_state("main")["lastHeartbeatAt"] is not None
+    assert services.heartbeats.get("main")["lastHeartbeatAt"] is not None
 
 
 def test_trigger_runs_the_agent(agent: Any, services: Any, llm: FakeLLM) -> None:

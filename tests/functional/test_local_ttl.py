@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 from orbital.local import ttl
-from orbital.local.database import Database
 from orbital.local.server import Ticker
-from orbital.local.sqlite_table import SqliteTable
+from orbital.store.backends.database import Database
+from orbital.store.backends.sqlite import SqliteTable
 
 from tests.conftest import wait_for
 

@@ -238,7 +238,7 @@ def test_tool_invoke_on_aws_keeps_within_the_socket_lambdas_time(
 ) -> None:
     from orbital.methods import nodes
 
-    assert not agent.services.settings.local
+    assert agent.services.capabilities.bounded_requests  # the AWS root's
     monkeypatch.setattr(nodes, "AWS_MCP_STEP_MS", 2000)  # 12 s in a deployment: less for the test
     add_server(agent, "docs", server_config(server, timeoutMs=300000))
     failed = agent.error("tool.invoke", {"tool": "mcp__docs__slow", "args": {"seconds": 120}})

@@ -26,7 +26,7 @@ from orbital.cli.main import main
 from orbital.local.portable import TableItems, WorkspaceObjects
 from orbital.local.server import local_state
 from orbital.local.store import LocalStore
-from orbital.store import keys, portable, portable_aws
+from orbital.store import keys, portable, portable_aws, portable_import
 from orbital.store.portable_aws import DynamoItems, S3Objects
 
 from tests.conftest import BUCKET, NODE_RUNTIME, NODE_TOOLS, ROOT, TABLE, FakeSender, Rpc, reset_caches
@@ -212,13 +212,12 @@ def _populate(services: Any) -> None:
     sessions.append_messages(work_key, [{"role": "user", "content": [{"type": "text", "text": LARGE_TEXT}]}])
     sessions.touch_registry(work_key, default_label="Work")
 
-    gateway = services.gateway
-    gateway.put_pair({"channel": "telegram", "senderId": "4242", "requestedAt": 1, "firstMessage": "hi"})
-    gateway.put_heartbeat_state("main", {"lastRunAt": 1_700_000_000_000}, create=True)
-    gateway.put_last_active(
+    services.pairs.put({"channel": "telegram", "senderId": "4242", "requestedAt": 1, "firstMessage": "hi"})
+    services.heartbeats.put("main", {"lastRunAt": 1_700_000_000_000}, create=True)
+    services.last_active.put(
         "main", {"channel": "telegram", "accountId": "default", "peer": {"kind": "dm", "id": "4242"}}
     )
-    gateway.append_cron_run({"jobId": job_id, "ts": 1_700_000_000_000, "status": "ok", "durationMs": 12})
+    services.cron.append_run({"jobId": job_id, "ts": 1_700_000_000_000, "status": "ok", "durationMs": 12})
 
     table = services.table
     table.put(keys.inbound_seen("telegram", "default", "m-1"), {"at": 1}, ttl=FUTURE, attrs={"st": "done"})
@@ -691,14 +690,14 @@ def test_items_round_trip_exactly(aws: None, tmp_path: Path) -> None:
     manifest = _export(out)
     assert manifest.skipped_items == {"connection": 1, "expired": 1}
     assert manifest.skipped_objects == {"call-outcome": 1}
-    report = portable.import_state(*copy, out)
+    report = portable_import.import_state(*copy, out)
     assert (report.items_written, report.objects_written) == (1, 1)
     got = ddb.get_item(TableName="orbital-copy", Key={"PK": odd["PK"], "SK": odd["SK"]}, ConsistentRead=True)["Item"]
     assert portable.same_item(got, odd)
     obj = s3.get_object(Bucket="orbital-copy-workspace", Key="agents/main/a.bin")
     assert obj["Body"].read() == BINARY and obj["ContentType"] == "image/png" and obj["Metadata"] == {"k": "v"}
 
-    again = portable.import_state(*copy, out)
+    again = portable_import.import_state(*copy, out)
     assert (again.items_written, again.items_unchanged, again.objects_written, again.objects_unchanged) == (0, 1, 0, 1)
 
 
@@ -710,7 +709,7 @@ def test_a_target_that_drifted_is_put_back_only_where_it_drifted(target: Target,
     s3.put_object(Bucket=BUCKET, Key="agents/main/b.txt", Body=b"b", ContentType="text/plain", CacheControl="no-cache")
     out = tmp_path / "x.zip"
     _export(out)
-    first = portable.import_state(target.items, target.objects, out)
+    first = portable_import.import_state(target.items, target.objects, out)
     assert (first.items_written, first.objects_written) == (2, 2)
     stored = target.object("agents/main/b.txt")
     assert stored is not None and stored.headers == {"ContentType": "text/plain", "CacheControl": "no-cache"}
@@ -720,7 +719,7 @@ def test_a_target_that_drifted_is_put_back_only_where_it_drifted(target: Target,
         "agents/main/a.bin", "", len(BINARY), hashlib.sha256(BINARY).hexdigest(), {"ContentType": "text/plain"}
     )
     target.objects.write("agents/main/a.bin", BINARY, drifted)
-    third = portable.import_state(target.items, target.objects, out)
+    third = portable_import.import_state(target.items, target.objects, out)
     assert (third.items_written, third.items_unchanged, third.objects_written, third.objects_unchanged) == (1, 1, 1, 1)
     stored = target.object("agents/main/a.bin")
     assert stored is not None and stored.headers == {"ContentType": "image/png"} and stored.metadata == {"k": "v"}
@@ -732,7 +731,7 @@ def test_items_that_expired_since_the_export_are_not_written(target: Target, aws
     _put(boto3.client("dynamodb"), "INBOUND#telegram:default", "m1", d={"S": "{}"}, ttl={"N": str(soon)})
     out = tmp_path / "x.zip"
     _export(out)
-    report = portable.import_state(target.items, target.objects, out, now=soon + 1)
+    report = portable_import.import_state(target.items, target.objects, out, now=soon + 1)
     assert (report.items_written, report.items_expired) == (0, 1)
     assert target.count() == 0
 
@@ -751,7 +750,7 @@ def test_counters_never_go_back(target: Target, aws: None, tmp_path: Path) -> No
             {"PK": {"S": "COUNTER"}, "SK": {"S": "transfer"}, "n": {"N": "1"}},
         ]
     )
-    report = portable.import_state(target.items, target.objects, out)
+    report = portable_import.import_state(target.items, target.objects, out)
     assert (report.items_written, report.items_kept) == (1, 1)
 
     def n(key: tuple[str, str]) -> str:
@@ -793,7 +792,9 @@ def test_unprocessed_items_are_retried(aws: None, tmp_path: Path, monkeypatch: p
 
     monkeypatch.setattr(portable_aws, "BACKOFF_BASE_SECONDS", 0.0)
     throttled = Throttled(ddb)
-    report = portable.import_state(DynamoItems(throttled, "orbital-copy"), S3Objects(s3, "orbital-copy-workspace"), out)
+    report = portable_import.import_state(
+        DynamoItems(throttled, "orbital-copy"), S3Objects(s3, "orbital-copy-workspace"), out
+    )
     assert report.items_written == 60
     assert throttled.calls == [25, 1, 25, 1, 10, 1]
     assert ddb.scan(TableName="orbital-copy", Select="COUNT")["Count"] == 60
@@ -810,7 +811,7 @@ def test_a_damaged_archive_writes_nothing(target: Target, aws: None, tmp_path: P
             body = zin.read(info.filename)
             zout.writestr(info.filename, b"# tampered" if info.filename.startswith("objects/") else body)
     with pytest.raises(portable.ArchiveError, match=r"MEMORY\.md"):
-        portable.import_state(target.items, target.objects, damaged)
+        portable_import.import_state(target.items, target.objects, damaged)
     assert target.count() == 0
     assert list(target.objects.list_keys()) == []
 
@@ -850,7 +851,7 @@ def _archived(archive: Path) -> tuple[dict[Any, Any], dict[str, Any]]:
 
 
 def test_an_archive_written_before_imports_into_either_store(target: Target, aws: None) -> None:
-    report = portable.import_state(target.items, target.objects, EARLIER)
+    report = portable_import.import_state(target.items, target.objects, EARLIER)
     assert (report.items_written, report.objects_written) == (5, 2)
     archived, _ = _archived(EARLIER)
     for key, data in archived.items():
@@ -860,7 +861,7 @@ def test_an_archive_written_before_imports_into_either_store(target: Target, aws
         assert stored is not None
         assert stored.metadata == metadata
         assert stored.headers == {param: v for param, v in zip(S3_HEADERS, headers, strict=True) if v is not None}
-    again = portable.import_state(target.items, target.objects, EARLIER)
+    again = portable_import.import_state(target.items, target.objects, EARLIER)
     assert (again.items_unchanged, again.objects_unchanged, again.written) == (5, 2, 0)
 
 

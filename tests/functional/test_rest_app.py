@@ -287,6 +287,48 @@ def test_a_deployment_without_its_token_serves_no_admin_call(services: Any, monk
         use_services(None)
 
 
+def test_the_routes_are_handed_the_services_the_app_is_told_to_use(token: str, services: Any) -> None:
+    """The routes, the bearer judged before the body (`admin.AuthFirst`) and the MCP endpoint get `Services`
+    through FastAPI's `Depends` (`rest.deps`): overriding the dependency serves the app on other Services, and the
+    process's own (`get_services`) is never asked."""
+    from orbital.ports.capabilities import ON_AWS
+    from orbital.ports.services import Lazy, Services
+    from orbital.rest import deps
+    from orbital.rest.app import create_app
+    from orbital.runtime.services import use_services
+
+    def unused() -> Any:
+        raise AssertionError("a route looked up the process's Services")
+
+    assert services.settings.auth_token == token
+    installed = Services(
+        services.settings,
+        registry=registry,
+        table=Lazy(unused),
+        workspace=Lazy(unused),
+        sender=Lazy(unused),
+        workflows=Lazy(unused),
+        backups=None,
+        portable=unused,
+        capabilities=ON_AWS,
+    )
+    services.config.set_path("session.mainKey", "overridden")
+    app = create_app()
+    app.dependency_overrides[deps.services] = lambda: services
+    use_services(installed)
+    try:
+        client = TestClient(app)
+        assert client.post("/api/v1/config.get").status_code == 401  # judged against the override's token
+        client.headers["Authorization"] = f"Bearer {token}"
+        answer = client.post("/api/v1/config.get", json={"path": "session.mainKey"})
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["value"] == "overridden"
+        assert client.get("/console/config.json").json()["tokenRequired"] is True
+        assert client.get("/media/0123456789abcdef0123456789abcdef.png").status_code == 404
+    finally:
+        use_services(None)
+
+
 # --- the OpenAPI document --------------------------------------------------------------------------------------
 
 
@@ -332,12 +374,12 @@ def test_the_docs_page_loads_only_its_own_files_under_the_consoles_policy(http: 
     import re
 
     from orbital.rest import console
-    from orbital.settings import get_settings
+    from orbital.runtime.services import get_services
 
     page = http.get("/docs")
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
     policy = page.headers["content-security-policy"]
-    assert policy == console.headers(get_settings())["Content-Security-Policy"]
+    assert policy == console.headers(get_services())["Content-Security-Policy"]
     assert "script-src 'self';" in policy and "frame-ancestors 'none'" in policy and "default-src 'none'" in policy
     assert page.headers["x-frame-options"] == "DENY"
     loaded = re.findall(r'<(?:script|link)[^>]*(?:src|href)="([^"]+)"', page.text)

@@ -52,7 +52,7 @@ def test_a_due_system_event_runs_in_the_main_session_and_is_delivered(
     agent: Any, connect: Any, sender: Any, services: Any, llm: FakeLLM
 ) -> None:
     channel = connect("channel", "bridge", channel="test")
-    services.gateway.put_last_active(
+    services.last_active.put(
         "main", {"channel": "test", "accountId": "bridge", "peer": PEER, "sessionKey": "agent:main:main"}
     )
     now = services.now_ms()  # the real clock, so the record's duration is the run's
@@ -76,7 +76,7 @@ def test_a_due_system_event_runs_in_the_main_session_and_is_delivered(
     assert sent[0]["message"]["replyToId"].startswith(f"cron:{job_id}:")
     history = agent.call("session.preview", {"sessionKey": "agent:main:main"})["messages"]
     assert [m["role"] for m in history] == ["user", "assistant"]
-    job = services.gateway.get_cron_job(job_id)
+    job = services.cron.get_job(job_id)
     assert job["enabled"] is False and job["state"]["lastStatus"] == "ok"  # an `at` job is done after its run
 
 
@@ -110,7 +110,7 @@ def test_a_failed_run_is_recorded_as_an_error_and_the_channel_is_told(
     agent: Any, connect: Any, sender: Any, services: Any, llm: FakeLLM
 ) -> None:
     channel = connect("channel", "bridge", channel="test")
-    services.gateway.put_last_active("main", {"channel": "test", "accountId": "bridge", "peer": PEER})
+    services.last_active.put("main", {"channel": "test", "accountId": "bridge", "peer": PEER})
     job_id = add_job(services, {"mode": "task", "message": "check the backups"})
     llm.script(error(400, "model not found"))
     scheduler.tick(services, now_ms=T)
@@ -219,13 +219,13 @@ def test_a_long_run_is_watched_and_never_claimed_twice(
     scheduler.tick(services, now_ms=T + 6 * MINUTE)  # the watch sees it alive and renews the marker
     # an hour past the start the marker would be stale, but the run was seen alive since
     assert scheduler.tick(services, now_ms=T + 65 * MINUTE)["cron"] == []
-    state = services.gateway.get_cron_job(job_id)["state"]
+    state = services.cron.get_job(job_id)["state"]
     assert state["runningAtMs"] == started["startedAtMs"] and state["runningCheckedAtMs"] == T + 65 * MINUTE
     assert sum("the long job" in text for text in user_texts(llm)) == 1
     node.call("tool.result", {"callId": event["callId"], "result": "done"})
     record = finished_record(agent, job_id)
     assert record["status"] == "ok" and record["summary"] == "built"
-    state = services.gateway.get_cron_job(job_id)["state"]
+    state = services.cron.get_job(job_id)["state"]
     assert "runningAtMs" not in state and "runningCheckedAtMs" not in state
     assert list(services.table.query(keys.cron_active_pk(job_id))) == []
 
@@ -243,7 +243,7 @@ def test_a_run_that_never_started_is_recorded_as_failed(
     (record,) = records(agent, job_id)
     assert record["status"] == "error" and record["error"] == cron_runs.VANISHED
     assert record["sessionKey"] == "agent:main:main"  # a systemEvent runs in the main session
-    assert "runningAtMs" not in services.gateway.get_cron_job(job_id)["state"]
+    assert "runningAtMs" not in services.cron.get_job(job_id)["state"]
 
 
 def test_max_concurrent_runs_counts_the_runs_still_going(
@@ -316,12 +316,12 @@ def test_the_template_function_ticks(agent: Any, services: Any, llm: FakeLLM, mo
 
 def test_the_tick_schedules_heartbeats_of_new_agents_once(services: Any) -> None:
     assert scheduler.tick(services, now_ms=T)["heartbeats"] == []
-    first = services.gateway.heartbeat_state("main")
+    first = services.heartbeats.get("main")
     assert first["nextHeartbeatAt"] == T + 30 * MINUTE  # the default interval
     services.config.set_path("agents.list", [{"id": "main"}, {"id": "ops", "heartbeat": {"every": "1h"}}])
     scheduler.tick(services, now_ms=T + MINUTE)
-    assert services.gateway.heartbeat_state("main") == first  # existing state is left alone
-    assert services.gateway.heartbeat_state("ops")["nextHeartbeatAt"] == T + MINUTE + 60 * MINUTE
+    assert services.heartbeats.get("main") == first  # existing state is left alone
+    assert services.heartbeats.get("ops")["nextHeartbeatAt"] == T + MINUTE + 60 * MINUTE
 
 
 def test_a_due_heartbeat_with_a_checklist_runs_the_agent(agent: Any, services: Any, llm: FakeLLM) -> None:

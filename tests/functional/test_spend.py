@@ -348,10 +348,10 @@ def test_heartbeats_and_channel_messages_are_refused_before_they_start(
 
 
 def test_the_model_cannot_set_or_lift_a_jobs_spend_limit(services: Any) -> None:
-    from orbital.engines import cron
+    from orbital.engines import cron, cron_tool
 
     def tool(args: dict[str, Any]) -> dict[str, Any]:
-        return cron.execute_tool(
+        return cron_tool.execute_tool(
             services, args, agent_id="main", user_tz="UTC", now_ms=services.now_ms(), execute=lambda job: None
         )
 
@@ -360,7 +360,7 @@ def test_the_model_cannot_set_or_lift_a_jobs_spend_limit(services: Any) -> None:
     assert "spendLimitUsd" not in added["job"]
     owned = cron.add(services, {"name": "k", "schedule": schedule, "spec": spec, "spendLimitUsd": 0.5}, 0)
     tool({"action": "update", "id": owned["id"], "patch": {"spendLimitUsd": None, "name": "renamed"}})
-    stored = services.gateway.get_cron_job(owned["id"])
+    stored = services.cron.get_job(owned["id"])
     assert stored["spendLimitUsd"] == 0.5 and stored["name"] == "renamed"
     with pytest.raises(cron.CronError):
         cron.add(services, {"name": "bad", "schedule": schedule, "spec": spec, "spendLimitUsd": -1}, 0)

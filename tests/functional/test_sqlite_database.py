@@ -1,5 +1,5 @@
-"""The local SQLite database (orbital/local/database.py) and its table: acknowledged means on disk, a crash keeps
-what was acknowledged, transactions nest, other components share the file and its transactions."""
+"""The local SQLite database (orbital/store/backends/database.py) and its table: acknowledged means on disk, a crash
+keeps what was acknowledged, transactions nest, other components share the file and its transactions."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 from orbital.errors import ConflictError
-from orbital.local.database import Database, DatabaseError
-from orbital.local.sqlite_table import SqliteTable
 from orbital.store import conditions as cond
 from orbital.store import keys
+from orbital.store.backends.database import Database, DatabaseError
+from orbital.store.backends.sqlite import SqliteTable
 
 from tests.conftest import ROOT
 
@@ -155,8 +155,8 @@ def test_reads_run_while_another_thread_writes(db: Database) -> None:
 CHILD = textwrap.dedent(
     """
     import os, sys
-    from orbital.local.database import Database
-    from orbital.local.sqlite_table import SqliteTable
+    from orbital.store.backends.database import Database
+    from orbital.store.backends.sqlite import SqliteTable
 
     path, mode = sys.argv[1], sys.argv[2]
     db = Database(path, checkpoint_interval_s=None)  # the WAL only grows here (fewer commits than a checkpoint's)

@@ -1,4 +1,4 @@
-"""Point reads of the SQLite table between two commits (orbital/local/sqlite_table.py, `Database.state`): a row read
+"""Point reads of the SQLite table between two commits (orbital/store/backends/sqlite.py, `Database.state`): a row read
 once is answered again without SQL until anything is committed, and every commit is seen by the next read, whoever
 made it (this thread, another one, another connection, another process) and whatever it did (put, update, delete,
 a rollback that committed nothing)."""
@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from orbital.local import sqlite_table
-from orbital.local.database import Database
-from orbital.local.sqlite_table import SqliteTable
+from orbital.store.backends import sqlite as sqlite_table
+from orbital.store.backends.database import Database
+from orbital.store.backends.sqlite import SqliteTable
 
 from tests.conftest import ROOT
 
@@ -112,8 +112,8 @@ def test_a_commit_of_another_connection_in_this_process_is_seen(db: Database, tm
 WRITER = textwrap.dedent(
     """
     import sys
-    from orbital.local.database import Database
-    from orbital.local.sqlite_table import SqliteTable
+    from orbital.store.backends.database import Database
+    from orbital.store.backends.sqlite import SqliteTable
 
     with Database(sys.argv[1]) as db:
         table = SqliteTable(db)

@@ -1,5 +1,5 @@
 """Store-level state methods: channels.list, pair.*, heartbeat.status, cron.status, cron.list (spec §10-§12),
-on an empty store and on stores populated through the gateway repository."""
+on an empty store and on stores populated through the repositories."""
 
 from __future__ import annotations
 
@@ -110,10 +110,9 @@ def test_pair_decisions_require_channel_and_sender(rpc):
 
 
 def test_pair_list_shows_pending_requests_with_message(rpc, services):
-    repo = services.gateway
-    assert repo.put_pair(pending("whatsapp", "+31628552611", text="hi, it's Ann"))
-    assert repo.put_pair(pending("test", "alice", name=None, text="let me in"))
-    assert not repo.put_pair(pending("whatsapp", "+31628552611", text="second message"))
+    assert services.pairs.put(pending("whatsapp", "+31628552611", text="hi, it's Ann"))
+    assert services.pairs.put(pending("test", "alice", name=None, text="let me in"))
+    assert not services.pairs.put(pending("whatsapp", "+31628552611", text="second message"))
     pairs = valid("pair.list", rpc.call("pair.list"))["pairs"]
     assert set(pairs) == {"whatsapp:+31628552611", "test:alice"}
     ann = pairs["whatsapp:+31628552611"]
@@ -133,8 +132,8 @@ def test_approve_adds_sender_to_allow_from_and_confirms_through_channel_socket(c
     admin = connect("client", "admin")
     other = connect("channel", "bot", channel="discord")
     whatsapp = connect("channel", "default", channel="whatsapp")
-    services.gateway.put_pair(pending("whatsapp", "+31628552611"))
-    services.gateway.put_pair(pending("whatsapp", "+4915112345678", name="Ben"))
+    services.pairs.put(pending("whatsapp", "+31628552611"))
+    services.pairs.put(pending("whatsapp", "+4915112345678", name="Ben"))
 
     result = admin.call("pair.approve", {"channel": "whatsapp", "senderId": "31628552611:2@s.whatsapp.net"})
     assert valid("pair.approve", result) == {"approved": True, "senderId": "+31628552611", "senderName": "Ann"}
@@ -169,14 +168,14 @@ def test_approve_adds_sender_to_allow_from_and_confirms_through_channel_socket(c
 
 def test_approve_does_not_duplicate_an_allowed_sender(rpc, services):
     rpc.call("config.set", {"path": "channels.whatsapp.allowFrom", "value": ["+31628552611"]})
-    services.gateway.put_pair(pending("whatsapp", "+31628552611"))
+    services.pairs.put(pending("whatsapp", "+31628552611"))
     rpc.call("pair.approve", {"channel": "whatsapp", "senderId": "+31628552611"})
     assert rpc.call("config.get", {"path": "channels.whatsapp.allowFrom"})["value"] == ["+31628552611"]
     assert rpc.call("pair.list") == {"pairs": {}}
 
 
 def test_approve_on_unconfigured_channel_creates_the_allow_list(rpc, services, sender):
-    services.gateway.put_pair(pending("test", "alice", name=None))
+    services.pairs.put(pending("test", "alice", name=None))
     result = rpc.call("pair.approve", {"channel": "test", "senderId": " alice "})
     assert result == {"approved": True, "senderId": "alice"}
     assert rpc.call("config.get", {"path": "channels.test"})["value"] == {"allowFrom": ["alice"]}
@@ -188,7 +187,7 @@ def test_confirmation_skips_a_gone_channel_socket(connect, services, sender):
     first = connect("channel", "acct-a", channel="whatsapp")
     second = connect("channel", "acct-b", channel="whatsapp")
     sender.gone.add(first.connection_id)
-    services.gateway.put_pair(pending("whatsapp", "+31628552611"))
+    services.pairs.put(pending("whatsapp", "+31628552611"))
     admin.call("pair.approve", {"channel": "whatsapp", "senderId": "+31628552611"})
     frames = outbound(sender, second.connection_id)
     assert [f["payload"]["accountId"] for f in frames] == ["acct-b"]
@@ -198,7 +197,7 @@ def test_confirmation_skips_a_gone_channel_socket(connect, services, sender):
 def test_reject_drops_the_request_without_touching_config(connect, services, sender):
     admin = connect("client", "admin")
     connect("channel", "default", channel="whatsapp")
-    services.gateway.put_pair(pending("whatsapp", "+31628552611"))
+    services.pairs.put(pending("whatsapp", "+31628552611"))
     result = admin.call("pair.reject", {"channel": "whatsapp", "senderId": "31628552611"})
     assert valid("pair.reject", result) == {"rejected": True, "senderId": "+31628552611"}
     assert admin.call("pair.list") == {"pairs": {}}
@@ -245,9 +244,8 @@ def test_channels_list_shows_last_message_time(rpc, services):
 
 
 def test_heartbeat_status_with_state_and_last_active_only_agent(rpc, services):
-    repo = services.gateway
-    repo.put_heartbeat_state("main", {"nextHeartbeatAt": 1700000600000, "lastHeartbeatAt": 1700000000000})
-    repo.put_heartbeat_state("idle", {})
+    services.heartbeats.put("main", {"nextHeartbeatAt": 1700000600000, "lastHeartbeatAt": 1700000000000})
+    services.heartbeats.put("idle", {})
     peer = {"kind": "dm", "id": "+31628552611", "name": "Ann"}
     context = {
         "channel": "whatsapp",
@@ -256,8 +254,8 @@ def test_heartbeat_status_with_state_and_last_active_only_agent(rpc, services):
         "sessionKey": "agent:main:main",
         "timestamp": 1700000000500,
     }
-    repo.put_last_active("main", context)
-    repo.put_last_active("ops", {**context, "sessionKey": "agent:ops:main", "timestamp": 1700000000900})
+    services.last_active.put("main", context)
+    services.last_active.put("ops", {**context, "sessionKey": "agent:ops:main", "timestamp": 1700000000900})
 
     agents = valid("heartbeat.status", rpc.call("heartbeat.status"))["agents"]
     assert set(agents) == {"main", "idle", "ops"}
@@ -292,7 +290,6 @@ def test_heartbeat_status_with_state_and_last_active_only_agent(rpc, services):
 
 @pytest.fixture
 def cron_jobs(services):
-    repo = services.gateway
     jobs = [
         job("a", next_run=FUTURE + 3000, created=2),
         job("b", next_run=FUTURE + 1000, created=5, agent="ops"),
@@ -301,7 +298,7 @@ def cron_jobs(services):
         job("e", created=3),
     ]
     for j in jobs:
-        repo.put_cron_job(j, create=True)
+        services.cron.put_job(j, create=True)
     return jobs
 
 
@@ -337,20 +334,18 @@ def test_cron_list_paging(rpc, cron_jobs):
 
 
 def test_cron_list_limit_is_capped_at_500(services):
-    repo = services.gateway
-    repo.table.write_batch(puts=[(keys.cron_job(f"j{n:03d}"), job(f"j{n:03d}", created=n)) for n in range(503)])
-    jobs, count = repo.list_cron_jobs(limit=10_000)
+    services.table.write_batch(puts=[(keys.cron_job(f"j{n:03d}"), job(f"j{n:03d}", created=n)) for n in range(503)])
+    jobs, count = services.cron.list_jobs(limit=10_000)
     assert (len(jobs), count) == (500, 503)
     assert jobs[0]["id"] == "j000"
 
 
 def test_cron_status_counts_due_and_running_jobs(rpc, services):
-    repo = services.gateway
-    repo.put_cron_job(job("due-1", next_run=1000, created=1), create=True)
-    repo.put_cron_job(job("due-2", next_run=2000, created=2), create=True)
-    repo.put_cron_job(job("running", next_run=500, running=int(time.time() * 1000)), create=True)
-    repo.put_cron_job(job("off", enabled=False, next_run=100), create=True)
-    repo.put_cron_job(job("later", next_run=FUTURE), create=True)
+    services.cron.put_job(job("due-1", next_run=1000, created=1), create=True)
+    services.cron.put_job(job("due-2", next_run=2000, created=2), create=True)
+    services.cron.put_job(job("running", next_run=500, running=int(time.time() * 1000)), create=True)
+    services.cron.put_job(job("off", enabled=False, next_run=100), create=True)
+    services.cron.put_job(job("later", next_run=FUTURE), create=True)
     status = valid("cron.status", rpc.call("cron.status"))
     assert status == {
         "enabled": True,
@@ -361,15 +356,15 @@ def test_cron_status_counts_due_and_running_jobs(rpc, services):
         "maxJobs": 200,
         "maxConcurrentRuns": 4,
     }
-    assert [j["id"] for j in repo.due_cron_jobs(int(time.time() * 1000))] == ["due-1", "due-2"]
-    assert [j["id"] for j in repo.due_cron_jobs(int(time.time() * 1000), limit=1)] == ["due-1"]
+    assert [j["id"] for j in services.cron.due_jobs(int(time.time() * 1000))] == ["due-1", "due-2"]
+    assert [j["id"] for j in services.cron.due_jobs(int(time.time() * 1000), limit=1)] == ["due-1"]
 
 
 def test_cron_status_reflects_settings(rpc, services):
     # values config.set refuses (stored before it checked them) still read as GSV reads them: floored, at least 1
     assert rpc.frame("config.set", {"path": "cron.maxJobs", "value": 7.9})["error"]["code"] == 400
     services.config.set_path("cron", {"enabled": False, "maxJobs": 7.9, "maxConcurrentRuns": 0})
-    services.gateway.put_cron_job(job("later", next_run=FUTURE), create=True)
+    services.cron.put_job(job("later", next_run=FUTURE), create=True)
     status = rpc.call("cron.status")
     assert status == {
         "enabled": False,
@@ -388,59 +383,56 @@ def test_cron_status_reflects_settings(rpc, services):
 
 
 def test_cron_job_versions_and_due_index(services):
-    repo = services.gateway
-    assert repo.put_cron_job(job("x", next_run=1000), create=True) == 1
+    assert services.cron.put_job(job("x", next_run=1000), create=True) == 1
     with pytest.raises(ConflictError):
-        repo.put_cron_job(job("x", next_run=1000), create=True)
-    stored, version = repo.get_cron_job_versioned("x")
+        services.cron.put_job(job("x", next_run=1000), create=True)
+    stored, version = services.cron.get_job_versioned("x")
     assert version == 1 and stored["state"] == {"nextRunAtMs": 1000}
     disabled = {**stored, "enabled": False}
-    assert repo.put_cron_job(disabled, expect_version=1) == 2
+    assert services.cron.put_job(disabled, expect_version=1) == 2
     with pytest.raises(ConflictError):
-        repo.put_cron_job(stored, expect_version=1)
-    assert repo.due_cron_jobs(5000) == []
-    assert repo.put_cron_job({**stored, "state": {"nextRunAtMs": 4000}}) == 3
-    assert [j["id"] for j in repo.due_cron_jobs(5000)] == ["x"]
-    assert repo.due_cron_jobs(3999) == []
-    assert repo.delete_cron_job("x") is True
-    assert repo.delete_cron_job("x") is False
-    assert repo.get_cron_job("x") is None
-    assert repo.due_cron_jobs(5000) == []
+        services.cron.put_job(stored, expect_version=1)
+    assert services.cron.due_jobs(5000) == []
+    assert services.cron.put_job({**stored, "state": {"nextRunAtMs": 4000}}) == 3
+    assert [j["id"] for j in services.cron.due_jobs(5000)] == ["x"]
+    assert services.cron.due_jobs(3999) == []
+    assert services.cron.delete_job("x") is True
+    assert services.cron.delete_job("x") is False
+    assert services.cron.get_job("x") is None
+    assert services.cron.due_jobs(5000) == []
 
 
 def test_cron_run_history(services):
-    repo = services.gateway
-    first = repo.append_cron_run({"jobId": "a", "ts": 1000, "status": "ok", "durationMs": 5})
-    repo.append_cron_run({"jobId": "b", "ts": 1500, "status": "error", "error": "boom"})
-    repo.append_cron_run({"jobId": "a", "ts": 2000, "status": "skipped"})
-    repo.append_cron_run({"jobId": "a", "ts": 2000, "status": "ok"})
+    first = services.cron.append_run({"jobId": "a", "ts": 1000, "status": "ok", "durationMs": 5})
+    services.cron.append_run({"jobId": "b", "ts": 1500, "status": "error", "error": "boom"})
+    services.cron.append_run({"jobId": "a", "ts": 2000, "status": "skipped"})
+    services.cron.append_run({"jobId": "a", "ts": 2000, "status": "ok"})
     assert first == {"jobId": "a", "ts": 1000, "status": "ok", "durationMs": 5, "id": 1}
-    runs, count = repo.list_cron_runs(job_id="a")
+    runs, count = services.cron.list_runs(job_id="a")
     assert [(r["ts"], r["id"]) for r in runs] == [(2000, 4), (2000, 3), (1000, 1)]
     assert count == 3
-    runs, count = repo.list_cron_runs(limit=2, offset=1)
+    runs, count = services.cron.list_runs(limit=2, offset=1)
     assert ([r["id"] for r in runs], count) == ([3, 2], 4)
 
-    assert repo.trim_cron_runs("a", 2) == 1
-    assert [r["id"] for r in repo.list_cron_runs(job_id="a")[0]] == [4, 3]
-    repo.append_cron_run({"jobId": "a", "ts": 3000, "status": "ok"}, keep=1)
-    assert [r["id"] for r in repo.list_cron_runs(job_id="a")[0]] == [5]
+    assert services.cron.trim_runs("a", 2) == 1
+    assert [r["id"] for r in services.cron.list_runs(job_id="a")[0]] == [4, 3]
+    services.cron.append_run({"jobId": "a", "ts": 3000, "status": "ok"}, keep=1)
+    assert [r["id"] for r in services.cron.list_runs(job_id="a")[0]] == [5]
 
-    repo.put_cron_job(job("a"), create=True)
-    repo.delete_cron_job("a")
-    assert repo.list_cron_runs(job_id="a") == ([], 0)
-    assert [r["jobId"] for r in repo.list_cron_runs()[0]] == ["b"]
+    services.cron.put_job(job("a"), create=True)
+    services.cron.delete_job("a")
+    assert services.cron.list_runs(job_id="a") == ([], 0)
+    assert [r["jobId"] for r in services.cron.list_runs()[0]] == ["b"]
 
 
 def test_pairs_heartbeat_and_last_active_round_trip(services):
-    repo = services.gateway
-    repo.put_pair(pending("whatsapp", "+31628552611"))
-    assert repo.get_pair("whatsapp", "+31628552611")["firstMessage"] == "hello there"
-    assert repo.put_pair(pending("whatsapp", "+31628552611", text="again"), only_if_new=False)
-    assert repo.delete_pair("whatsapp", "+31628552611")["firstMessage"] == "again"
-    assert repo.delete_pair("whatsapp", "+31628552611") is None
+    services.pairs.put(pending("whatsapp", "+31628552611"))
+    assert services.pairs.get("whatsapp", "+31628552611")["firstMessage"] == "hello there"
+    assert services.pairs.put(pending("whatsapp", "+31628552611", text="again"), only_if_new=False)
+    assert services.pairs.delete("whatsapp", "+31628552611")["firstMessage"] == "again"
+    assert services.pairs.delete("whatsapp", "+31628552611") is None
 
-    stored = repo.put_heartbeat_state("main", {"lastHeartbeatText": "disk almost full", "ignored": 1})
+    stored = services.heartbeats.put("main", {"lastHeartbeatText": "disk almost full", "ignored": 1})
     assert stored == {
         "agentId": "main",
         "nextHeartbeatAt": None,
@@ -448,11 +440,11 @@ def test_pairs_heartbeat_and_last_active_round_trip(services):
         "lastHeartbeatText": "disk almost full",
         "lastHeartbeatSentAt": None,
     }
-    assert repo.heartbeat_state("main") == stored
-    repo.delete_heartbeat_state("main")
-    assert repo.heartbeat_state("main") is None and repo.heartbeat_states() == {}
+    assert services.heartbeats.get("main") == stored
+    services.heartbeats.delete("main")
+    assert services.heartbeats.get("main") is None and services.heartbeats.all() == {}
 
-    repo.put_last_active("main", {"channel": "whatsapp", "accountId": "default", "timestamp": 1})
-    assert repo.last_active("main")["agentId"] == "main"
-    repo.delete_last_active("main")
-    assert repo.last_active_contexts() == {}
+    services.last_active.put("main", {"channel": "whatsapp", "accountId": "default", "timestamp": 1})
+    assert services.last_active.get("main")["agentId"] == "main"
+    services.last_active.delete("main")
+    assert services.last_active.all() == {}

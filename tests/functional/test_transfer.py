@@ -417,8 +417,8 @@ def test_a_node_may_request_nothing_else(parties, sender, services):
 def test_every_workspace_direction_on_the_file_workspace(parties, sender, services, tmp_path):
     """The engine through the `Workspace` port alone: the same transfers with the workspace on files, its presigned
     URLs served over HTTP by its own route."""
-    from orbital.local.files import FileWorkspace
     from orbital.local.object_urls import ObjectRoute, mount
+    from orbital.store.backends.files import FileWorkspace
 
     from tests.support.asgi_server import elsewhere, serving
 

@@ -556,17 +556,17 @@ def test_a_query_sent_while_the_session_is_held_waits_for_it(token, flows, sende
 def test_a_message_before_any_handshake_waits_only_where_one_could_be_accepted(
     token, flows, sender, services, monkeypatch
 ):
-    from orbital.dialects import windie
+    from orbital.dialects.windie import handshake
 
-    monkeypatch.setattr(windie, "HANDSHAKE_GRACE_S", 30.0)
+    monkeypatch.setattr(handshake, "HANDSHAKE_GRACE_S", 30.0)
     pauses: list[float] = []
-    real_sleep = windie.time.sleep
+    real_sleep = handshake.time.sleep
 
     def counted(seconds: float) -> None:  # a wait, if there were one, is a pause of the handler's thread
         pauses.append(seconds)
         real_sleep(seconds)
 
-    monkeypatch.setattr(windie.time, "sleep", counted)
+    monkeypatch.setattr(handshake.time, "sleep", counted)
     query = {"id": "q", "type": "query", "payload": {"text": "hi", "conversation_ref": "c"}}
     for headers in ({}, None):  # no bearer on a gateway with a token: nothing could ever accept it
         cid = _opened(headers) if headers is not None else f"unknown-{next(_ids)}"  # no connection record at all
@@ -574,7 +574,7 @@ def test_a_message_before_any_handshake_waits_only_where_one_could_be_accepted(
         assert pauses == []
         assert sender.frames_to(cid)[-1]["payload"]["message"].startswith("Invalid handshake")
     # a socket that showed the gateway's token may still have its handshake accepted: it waits (here, in vain)
-    monkeypatch.setattr(windie, "HANDSHAKE_GRACE_S", 0.3)
+    monkeypatch.setattr(handshake, "HANDSHAKE_GRACE_S", 0.3)
     cid = _opened({"Authorization": f"Bearer {TOKEN}"})
     _frame(cid, query)
     assert pauses
@@ -687,6 +687,8 @@ def test_stop_query_catches_a_turn_acknowledged_but_not_queued_yet(token, flows,
     another invocation before the first has queued it: the stop waits a moment for it rather than miss it."""
     from orbital.agent import runs
     from orbital.dialects import base, windie
+    from orbital.dialects.windie import conversations
+    from orbital.dialects.windie import query as windie_query
 
     cid = _connected()
     conv = "race"
@@ -702,20 +704,22 @@ def test_stop_query_catches_a_turn_acknowledged_but_not_queued_yet(token, flows,
         deferred_sends.append(lambda: real_call(services_, conn, method, params, **kwargs))
         return base.Called(True, {"status": "started"})  # as a queued turn answers: the rest comes from the run
 
-    monkeypatch.setattr(windie.base, "call", slow_send)
+    monkeypatch.setattr(windie_query.base, "call", slow_send)
     query = {"id": "late", "type": "query", "payload": {"text": "hello", "conversation_ref": conv}}
     assert _frame(cid, query) is None
     assert next(f["type"] for f in sender.frames_to(cid) if f.get("turn_ref") == "late") == "query-accepted"
     assert deferred_sends  # acknowledged, not queued yet
-    monkeypatch.setattr(windie.base, "call", real_call)
+    monkeypatch.setattr(windie_query.base, "call", real_call)
 
     def other_invocation_queues_it(_seconds: float) -> None:  # while the stop waits, the query's chat.send lands
         while deferred_sends:
             deferred_sends.pop()()
 
-    monkeypatch.setattr(windie.time, "sleep", other_invocation_queues_it)
+    monkeypatch.setattr(windie_query.time, "sleep", other_invocation_queues_it)
     stop = {"id": "s", "type": "stop-query", "payload": {"conversation_ref": conv, "turn_ref": "late"}}
     ack = _frame(cid, stop)
     assert ack["type"] == "stop-query-ack" and ack["payload"]["stopped"] is True
     meta = services.sessions.load_meta(key) or {}
-    assert not [q for q in meta.get("queue") or [] if str(q.get("runId", "")).startswith(windie._run_prefix("late"))]
+    assert not [
+        q for q in meta.get("queue") or [] if str(q.get("runId", "")).startswith(conversations._run_prefix("late"))
+    ]

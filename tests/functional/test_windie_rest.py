@@ -33,10 +33,13 @@ ARTIFACT_ID = re.compile(r"^[0-9a-f-]+\.[a-z0-9]+$")
 
 @pytest.fixture
 def gateway(services: Any) -> Iterator[Any]:
-    """The test's services installed for the app, served as the local gateway serves them (`settings.local`)."""
+    """The test's services installed for the app, served as the local gateway serves them (its root's
+    capabilities)."""
+    from orbital.ports.capabilities import on_own_machine
     from orbital.runtime.services import use_services
 
     object.__setattr__(services, "settings", services.settings.model_copy(update={"local": True}))
+    object.__setattr__(services, "capabilities", on_own_machine(None))
     use_services(services)
     yield services
     use_services(None)
@@ -44,8 +47,11 @@ def gateway(services: Any) -> Iterator[Any]:
 
 @pytest.fixture
 def on_aws(gateway: Any) -> Any:
-    """The same gateway as a deployment sees itself (`settings.local` false)."""
+    """The same gateway as a deployment sees itself (the AWS root's capabilities)."""
+    from orbital.ports.capabilities import ON_AWS
+
     object.__setattr__(gateway, "settings", gateway.settings.model_copy(update={"local": False}))
+    object.__setattr__(gateway, "capabilities", ON_AWS)
     return gateway
 
 

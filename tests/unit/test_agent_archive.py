@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from orbital.store import agent_archive as aa
-from orbital.store import keys, portable
+from orbital.store import agent_share, keys, portable
 from orbital.store.portable import Items, Key, ObjectEntry, Objects, StoredObject
 from orbital.store.workspace import ByteStream
 
@@ -342,7 +342,7 @@ def test_import_under_a_new_id_rewrites_the_id_everywhere(exported: Path) -> Non
         assert objects.objects[name] == body
     added = set(items.items) - set(before_items)
     assert len(added) == 17
-    assert all(aa._belongs(pk, sk, "twin", {new_job}) for pk, sk in added)
+    assert all(agent_share.belongs(pk, sk, "twin", {new_job}) for pk, sk in added)
 
 
 def test_two_imports_under_two_ids_are_two_agents(exported: Path) -> None:
@@ -570,7 +570,7 @@ def test_an_invalid_target_id_is_refused(exported: Path) -> None:
 
 
 def test_the_rewrite_touches_ids_not_prose_nor_other_agents() -> None:
-    rw = aa._Rewrite("main", "twin", {JOB: "new-job"})
+    rw = agent_share.Rewrite("main", "twin", {JOB: "new-job"})
     assert rw.text("agent:main:main") == "agent:twin:main"
     assert rw.text("SESSION#agent:main:telegram:dm:42") == "SESSION#agent:twin:telegram:dm:42"
     assert rw.text("agents/main/MEMORY.md") == "agents/twin/MEMORY.md"
@@ -590,6 +590,6 @@ def test_the_rewrite_touches_ids_not_prose_nor_other_agents() -> None:
     }
     assert rw.key(*keys.heartbeat("main")) == keys.heartbeat("twin")
     assert rw.key(*keys.workspace_seeded_flag("main")) == keys.workspace_seeded_flag("twin")
-    same = aa._Rewrite("main", "main", {})
+    same = agent_share.Rewrite("main", "main", {})
     item = _item(keys.session_meta("agent:main:main"), {"a": "agents/main/x"})
     assert same.item(item) == item

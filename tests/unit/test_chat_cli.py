@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 from orbital.cli import chat
-from orbital.cli.chat import LOST, ChatDriver, PlainView, RichView, RunResult, Sent, ToolCall
+from orbital.cli.chat import LOST, ChatDriver, PlainView, RichView, RunResult, Sent, ToolCall, views
+from orbital.protocol.local_token import redact_url
 
 
 class FakeConn:
@@ -262,10 +263,10 @@ def test_keep_line_breaks_leaves_code_alone():
 def test_helpers():
     assert chat.unshown("Hel", "Hello") == "lo"
     assert chat.unshown("abc", "xyz") is None
-    assert chat.redact_url("wss://u:p@example.com:443/ws?token=t#x") == "wss://example.com:443/ws"
-    assert chat.redact_url("ws://[::1]:8765/ws") == "ws://[::1]:8765/ws"
-    assert chat._fit("⚙ name " + "x" * 100, 20) == "⚙ name " + "x" * 12 + "…"
-    assert chat._fit("a\nb", 20) == "a b"
+    assert redact_url("wss://u:p@example.com:443/ws?token=t#x") == "wss://example.com:443/ws"
+    assert redact_url("ws://[::1]:8765/ws") == "ws://[::1]:8765/ws"
+    assert views._fit("⚙ name " + "x" * 100, 20) == "⚙ name " + "x" * 12 + "…"
+    assert views._fit("a\nb", 20) == "a b"
     assert ToolCall("1", "laptop__Bash", {"command": "ls -l"}).line() == 'laptop__Bash {"command":"ls -l"}'
     assert chat.text_of({"content": "plain"}) == "plain"
     assert chat.text_of(assistant("t", ("i", "n", {}))) == "t"
@@ -309,4 +310,4 @@ def test_other_commands_do_not_load_the_terminal_libraries():
 @pytest.mark.parametrize("encoding,gear", [("utf-8", "⚙"), ("UTF8", "⚙"), ("ascii", "*"), (None, "*")])
 def test_the_tool_mark_falls_back_to_ascii(encoding, gear):
     stream = io.TextIOWrapper(io.BytesIO(), encoding=encoding) if encoding else io.StringIO()
-    assert chat._gear(stream) == gear
+    assert views._gear(stream) == gear

@@ -7,8 +7,8 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from orbital.local import direct
 from orbital.local.sfn_worker import CALL_TIMEOUT, LOOP_CALL_TIMEOUT, WorkerGoneError, WorkerRefusedError
+from orbital.local.workflows import forwarded
 
 
 class Process:
@@ -33,7 +33,7 @@ def _on_the_loop(run: Any) -> Any:
 def test_a_call_on_the_event_loop_waits_briefly_and_a_silent_process_is_a_503() -> None:
     process = Process({"executionArn": "arn:x"})
     served = SimpleNamespace(states=process)
-    run = direct._forwarded(served)  # type: ignore[arg-type]
+    run = forwarded(lambda: served.states)
     assert run("start_execution", {"name": "x"}) == {"executionArn": "arn:x"}
     assert _on_the_loop(run) == {"executionArn": "arn:x"}
     assert process.timeouts == [CALL_TIMEOUT, LOOP_CALL_TIMEOUT] and LOOP_CALL_TIMEOUT < CALL_TIMEOUT

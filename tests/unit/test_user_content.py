@@ -8,9 +8,11 @@ from typing import Any
 import pytest
 from orbital.agent import transcribe, turn
 from orbital.agent.user_content import build_user_content
+from orbital.ports import capabilities
+from orbital.ports.capabilities import on_own_machine
 
-LOCAL: Any = SimpleNamespace(settings=SimpleNamespace(local=True))
-ON_AWS: Any = SimpleNamespace(settings=SimpleNamespace(local=False))
+LOCAL: Any = SimpleNamespace(capabilities=on_own_machine(None))
+ON_AWS: Any = SimpleNamespace(capabilities=capabilities.ON_AWS)
 WITH_OPENAI = {"transcription": {"provider": "openai"}, "apiKeys": {"openai": "sk-unit"}}
 NO_TRANSCRIBER = "(no transcription service is configured: set transcription.provider)"
 

@@ -9,6 +9,7 @@ import pytest
 from orbital.agent import client_tools, context, model_catalog
 from orbital.dialects import windie
 from orbital.dialects.detect import GSV, WINDIE, detect
+from orbital.dialects.windie import common, user_settings
 from orbital.store.subscriptions import Subscription
 
 
@@ -43,7 +44,7 @@ def test_a_minimal_handshake_has_the_default_policy():
 
 @pytest.mark.parametrize("field", windie.REMOVED_FIELDS)
 def test_the_removed_top_level_fields_are_refused(field):
-    with pytest.raises(windie._InvalidFrameError, match=field):
+    with pytest.raises(common._InvalidFrameError, match=field):
         windie.parse_handshake(_handshake(**{field: ["x"]}))
 
 
@@ -52,7 +53,7 @@ def test_a_top_level_operating_system_is_folded_into_the_runtime():
     inner = {"version": 1, "runtime": {"operating_system": "macOS"}}
     given = windie.parse_handshake(_handshake(operating_system="Windows", agent_definition=inner))
     assert given["runtime"] == {"operating_system": "macOS"}  # the canonical place wins
-    with pytest.raises(windie._InvalidFrameError):
+    with pytest.raises(common._InvalidFrameError):
         windie.parse_handshake(_handshake(operating_system={"name": "x"}))
 
 
@@ -70,7 +71,7 @@ def test_a_top_level_operating_system_is_folded_into_the_runtime():
     ],
 )
 def test_a_bad_agent_definition_is_refused(definition):
-    with pytest.raises(windie._InvalidFrameError):
+    with pytest.raises(common._InvalidFrameError):
         windie.parse_handshake(_handshake(agent_definition=definition))
 
 
@@ -97,7 +98,7 @@ def test_the_policy_and_client_only_mode_of_the_typescript_sdk():
 
 def test_not_json_or_not_a_handshake_is_refused():
     for frame in (None, [], {"type": "query"}):
-        with pytest.raises(windie._InvalidFrameError):
+        with pytest.raises(common._InvalidFrameError):
             windie.parse_handshake(frame)
 
 
@@ -376,7 +377,7 @@ def test_history_converts_tool_calls_and_their_results():
     assert messages[1]["content"] == [{"type": "toolCall", "id": "c1", "name": "read_file", "arguments": {"path": "a"}}]
     assert messages[2]["toolCallId"] == "c1" and messages[2]["toolName"] == "read_file"
     assert messages[3]["content"] == "[output of other]\nstray"
-    with pytest.raises(windie._InvalidFrameError):
+    with pytest.raises(common._InvalidFrameError):
         windie.convert_history(None, "k", [{"role": "system", "content": "x"}], None, 1)  # type: ignore[arg-type]
 
 
@@ -384,11 +385,13 @@ def test_history_converts_tool_calls_and_their_results():
 
 
 def test_provider_keys_keep_a_blank_key_and_check_their_shape():
-    enabled, keys = windie._provider_keys({"openai": {"enabled": False, "api_key": ""}, "groq": {"api_key": " k "}})
+    enabled, keys = user_settings._provider_keys(
+        {"openai": {"enabled": False, "api_key": ""}, "groq": {"api_key": " k "}}
+    )
     assert enabled == {"openai": False} and keys == {"groq": "k"}
     for bad in ([], {"bad name": {}}, {"openai": {"enabled": "yes"}}, {"openai": {"api_key": 1}}):
-        with pytest.raises(windie._InvalidFrameError):
-            windie._provider_keys(bad)
+        with pytest.raises(common._InvalidFrameError):
+            user_settings._provider_keys(bad)
 
 
 def test_the_model_catalog_comes_from_the_configuration(monkeypatch):

@@ -9,15 +9,20 @@ from typing import Any
 
 import pytest
 from orbital.dialects import xeno
+from orbital.ports.capabilities import ON_AWS, on_own_machine
 from orbital.runtime import gateway
 from orbital.settings import Settings
 from orbital.store.connections import Connection
 from orbital.store.subscriptions import Subscription
 
 
-def services(config: dict[str, Any] | None = None, **settings: Any) -> Any:
+def services(config: dict[str, Any] | None = None, *, local: bool = False, **settings: Any) -> Any:
+    """Services as the local gateway's root (`local`) or the AWS root gives them."""
     return SimpleNamespace(
-        settings=Settings(**settings), config=SimpleNamespace(effective=lambda: config or {}), now_ms=lambda: 0
+        settings=Settings(local=local, **settings),
+        capabilities=on_own_machine(None) if local else ON_AWS,
+        config=SimpleNamespace(effective=lambda: config or {}),
+        now_ms=lambda: 0,
     )
 
 

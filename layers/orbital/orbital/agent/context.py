@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections import OrderedDict
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +24,8 @@ from orbital.store.skills import is_skill_file
 from orbital.tools.catalog import all_tools
 
 if TYPE_CHECKING:
+    from cachetools import LRUCache
+
     from orbital.ports.services import Services
     from orbital.store.connections import NodeEntry
     from orbital.store.workspace import Listing, ObjectInfo
@@ -91,40 +92,43 @@ def estimate_request_tokens(system: str, messages: list[dict[str, Any]] | Histor
 
 
 class _FileCache:
-    """Object bodies by (key, last modified, size), bounded by total size."""
+    """Object bodies by key, with the (last modified, size, bucket) they were read at: at most `limit` characters in
+    all, the least recently used out first (cachetools' `LRUCache`, made at the first read)."""
 
     def __init__(self, limit: int = CACHE_BYTES) -> None:
         self.limit = limit
-        self._items: OrderedDict[str, tuple[tuple[Any, ...], str]] = OrderedDict()
-        self._size = 0
+        self._made: LRUCache[str, tuple[tuple[Any, ...], str]] | None = None
         self._lock = threading.Lock()
+
+    @property
+    def _items(self) -> LRUCache[str, tuple[tuple[Any, ...], str]]:
+        if self._made is None:
+            # lazy: ws_message imports this module but never reads a workspace file; importing cachetools there cost
+            # 1-2 ms of its cold start (measured after the function's own imports)
+            from cachetools import LRUCache
+
+            self._made = LRUCache(maxsize=self.limit, getsizeof=lambda entry: len(entry[1]))
+        return self._made
 
     def text(self, services: Services, info: ObjectInfo) -> str | None:
         stamp = (info.last_modified, info.size, services.settings.bucket_name)
         with self._lock:
             hit = self._items.get(info.key)
             if hit is not None and hit[0] == stamp:
-                self._items.move_to_end(info.key)
                 return hit[1]
         found = services.workspace.get(info.key)
         if found is None:
             return None
         text = found[0].decode("utf-8", "replace")
         with self._lock:
-            old = self._items.pop(info.key, None)
-            if old is not None:
-                self._size -= len(old[1])
-            self._items[info.key] = (stamp, text)
-            self._size += len(text)
-            while self._size > self.limit and self._items:
-                _, (_, dropped) = self._items.popitem(last=False)
-                self._size -= len(dropped)
+            self._items.pop(info.key, None)
+            if len(text) <= self.limit:  # a body larger than the whole bound is not kept
+                self._items[info.key] = (stamp, text)
         return text
 
     def clear(self) -> None:
         with self._lock:
             self._items.clear()
-            self._size = 0
 
 
 files = _FileCache()

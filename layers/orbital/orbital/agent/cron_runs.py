@@ -28,7 +28,7 @@ from orbital.agent import events, runs
 from orbital.domain import commands, timefmt
 from orbital.domain.config import as_dict
 from orbital.domain.session_keys import normalize_main_key, resolve_agent_main_session_key
-from orbital.engines import cron
+from orbital.engines import cron, cron_tool
 from orbital.errors import RpcError
 from orbital.store import keys
 from orbital.tools.native import ToolEnv, ToolError
@@ -49,7 +49,7 @@ def _target(services: Services, job: dict[str, Any], spec: dict[str, Any]) -> di
     if spec.get("deliver") is False:
         return None
     agent_id = str(job.get("agentId") or "main")
-    last = services.gateway.last_active(agent_id) or {}
+    last = services.last_active.get(agent_id) or {}
     channel = spec.get("channel") if isinstance(spec.get("channel"), str) and spec.get("channel") else None
     to = spec.get("to") if isinstance(spec.get("to"), str) and spec.get("to") else None
     if to:
@@ -147,7 +147,7 @@ def tool(env: ToolEnv, args: dict[str, Any]) -> dict[str, Any]:
     starts the job's agent run (its record is written when that run ends). The cron family registers it
     (`Hooks.native_tools`)."""
     try:
-        return cron.execute_tool(
+        return cron_tool.execute_tool(
             env.services,
             args,
             agent_id=env.agent_id,

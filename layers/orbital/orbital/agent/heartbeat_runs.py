@@ -163,9 +163,7 @@ def run_due(services: Services, now_ms: int) -> list[dict[str, Any]]:
     """The scheduler tick: handle every agent whose heartbeat is due. Returns one entry per agent this call handled:
     `{agentId, status: "ran" | "skipped" | "failed", nextHeartbeatAt, skipReason? | error? | sessionKey, runId,
     queued, deliver}`. Agents another tick claimed first are left out."""
-    due = [
-        agent_id for agent_id, state in services.gateway.heartbeat_states().items() if heartbeat.is_due(state, now_ms)
-    ]
+    due = [agent_id for agent_id, state in services.heartbeats.all().items() if heartbeat.is_due(state, now_ms)]
     if not due:
         return []
     config = services.config.effective()

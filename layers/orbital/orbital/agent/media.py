@@ -10,10 +10,11 @@ import base64
 import copy
 import logging
 import threading
-from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from cachetools import LRUCache
+
     from orbital.ports.services import Services
     from orbital.store.history import MessageMemo
 
@@ -22,29 +23,31 @@ log = logging.getLogger("orbital.agent.media")
 CACHE_BYTES = 50 * 1024 * 1024
 MISSING = "[Image no longer available]"
 
-_cache: OrderedDict[str, str] = OrderedDict()
-_cache_size = 0
+_made: LRUCache[str, str] | None = None
+"""Images (base64) by object key: at most `CACHE_BYTES` characters in all, the least recently used out first."""
 _lock = threading.Lock()
+
+
+def _cache() -> LRUCache[str, str]:
+    global _made
+    if _made is None:
+        # lazy: agent_steps imports this module at every cold start, and only turns with images use the cache
+        from cachetools import LRUCache
+
+        _made = LRUCache(maxsize=CACHE_BYTES, getsizeof=len)
+    return _made
 
 
 def _cached(key: str) -> str | None:
     with _lock:
-        data = _cache.get(key)
-        if data is not None:
-            _cache.move_to_end(key)
-        return data
+        return _cache().get(key)
 
 
 def _remember(key: str, data: str) -> None:
-    global _cache_size
     with _lock:
-        if key in _cache:
-            return
-        _cache[key] = data
-        _cache_size += len(data)
-        while _cache_size > CACHE_BYTES and _cache:
-            _, dropped = _cache.popitem(last=False)
-            _cache_size -= len(dropped)
+        cache = _cache()
+        if key not in cache and len(data) <= CACHE_BYTES:  # an image larger than the whole bound is not kept
+            cache[key] = data
 
 
 def _load(services: Services, key: str) -> str | None:

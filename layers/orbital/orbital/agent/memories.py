@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 
 from orbital.agent import compaction, context
 from orbital.agent.providers import context_window, has_credentials
-from orbital.aws import clients
 from orbital.domain import compaction as rules
 from orbital.domain.session_keys import session_agent_id
 
@@ -56,9 +55,7 @@ def schedule(services: Services, session_key: str, reset_result: dict[str, Any])
         if not wanted(services, session_key):
             return False
         payload = {"job": "memories", "sessionKey": session_key, "archive": {"key": archive}}
-        clients.stepfunctions().start_execution(
-            stateMachineArn=arn, name=f"memories-{uuid.uuid4().hex}", input=json.dumps(payload)
-        )
+        services.workflows.start(arn, f"memories-{uuid.uuid4().hex}", payload)
     except Exception:
         log.exception("could not start memory extraction for %s", session_key)
         return False

@@ -28,7 +28,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from orbital.agent import approvals, budgets, events, notify, taint, waits
-from orbital.aws import clients
 from orbital.domain import ids
 from orbital.domain.run_ends import RESET_REASON, USER_CANCELLED
 from orbital.errors import UnavailableError
@@ -164,15 +163,13 @@ def _execution_running(services: Services, run: dict[str, Any]) -> bool:
     if not arn or not run.get("execution"):
         return True
     try:
-        found = clients.stepfunctions().describe_execution(executionArn=execution_arn(arn, str(run["execution"])))
+        status = services.workflows.status(execution_arn(arn, str(run["execution"])))
     except Exception as exc:
-        code = getattr(exc, "response", {}).get("Error", {}).get("Code")
-        if code != "ExecutionDoesNotExist":
-            log.info("could not check the execution of run %s: %s", run.get("runId"), code or type(exc).__name__)
-            return True
-        # claimed a moment ago and not started yet, or never started at all
+        log.info("could not check the execution of run %s: %s", run.get("runId"), type(exc).__name__)
+        return True
+    if status is None:  # claimed a moment ago and not started yet, or never started at all
         return now_ms() - int(run.get("startedAt") or 0) < START_LEASE_MS
-    return found.get("status") == "RUNNING"
+    return status == "RUNNING"
 
 
 def is_stale(services: Services, run: dict[str, Any] | None, now: int) -> bool:
@@ -301,9 +298,8 @@ def _start(
     (a channel, a cron record, a SessionSend) hears of the failure."""
     payload = {"job": "turn", "sessionKey": session_key, "runId": run["runId"], "iteration": 0, "next": "start"}
     try:
-        clients.stepfunctions().start_execution(
-            stateMachineArn=_state_machine(services), name=str(run["execution"]), input=json.dumps(payload)
-        )
+        if not services.workflows.start(_state_machine(services), str(run["execution"]), payload):
+            raise RuntimeError(f"an execution named {run['execution']} exists already")
     except Exception as exc:
         log.exception("could not start run %s of %s", run["runId"], session_key)
         message = exc.message if isinstance(exc, UnavailableError) else "Could not start the agent run; try again"
@@ -333,9 +329,8 @@ def resume(services: Services, session_key: str, run: dict[str, Any]) -> bool:
         "next": "resume",
     }
     try:
-        clients.stepfunctions().start_execution(
-            stateMachineArn=_state_machine(services), name=str(run["execution"]), input=json.dumps(payload)
-        )
+        if not services.workflows.start(_state_machine(services), str(run["execution"]), payload):
+            raise RuntimeError(f"an execution named {run['execution']} exists already")
     except Exception:
         log.exception("could not resume the paused run %s of %s", run.get("runId"), session_key)
         return False
@@ -487,9 +482,7 @@ def stop(
     arn = services.settings.agent_turn_arn
     if arn and execution:
         try:
-            clients.stepfunctions().stop_execution(
-                executionArn=execution_arn(arn, str(execution)), error="Cancelled", cause=reason
-            )
+            services.workflows.stop(execution_arn(arn, str(execution)), error="Cancelled", cause=reason)
         except Exception as exc:
             log.info("stopping execution of run %s: %s", run_id, type(exc).__name__)
     approvals.cancel_run(services, taken["done"])  # a paused run: its approval is cancelled (history: "cancel")

@@ -99,7 +99,7 @@ def _max_output(config: dict[str, Any], provider: str) -> int:
 def _job_limit(services: Services, job_id: str | None) -> Any:
     if not job_id:
         return None
-    job = services.gateway.get_cron_job(job_id) or {}
+    job = services.cron.get_job(job_id) or {}
     return job.get("spendLimitUsd")
 
 

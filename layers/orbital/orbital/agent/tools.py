@@ -517,7 +517,7 @@ def _transfer(it: Iteration, args: dict[str, Any]) -> Launch:
     source, destination = args.get("source"), args.get("destination")
     if not isinstance(source, str) or not source or not isinstance(destination, str) or not destination:
         raise _error("source and destination are required")
-    mode = "chunks" if it.services.settings.local else "presigned"
+    mode = it.services.capabilities.default_transfer_mode
     timeout = transfer.timeout_ms(it.config) + TRANSFER_MARGIN_MS
     call_id = f"transfer-{uuid.uuid4()}"
     # validated by the engine as it starts: a bad endpoint or a missing node answers the call at once

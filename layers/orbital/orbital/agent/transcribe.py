@@ -87,7 +87,7 @@ def provider_name(services: Services | None, config: dict[str, Any] | None) -> s
         log.warning("unknown transcription.provider %r: choosing one automatically", name)
     if has_credentials(config, OPENAI):
         return OPENAI
-    if services is not None and not services.settings.local:
+    if services is not None and services.capabilities.amazon_transcribe:
         return AWS
     return NONE
 

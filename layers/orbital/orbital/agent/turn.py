@@ -657,7 +657,7 @@ def register(services: Services, event: dict[str, Any]) -> dict[str, Any]:
     gid = tools.group_id(str(event.get("execution") or ""), int(event.get("iteration") or 0))
     token = str(event["taskToken"])
     if not waitgroup.register(services, gid, token):
-        waitgroup.release(token)  # everything was answered before the execution got here
+        waitgroup.release(services, token)  # everything was answered before the execution got here
         return {"registered": False}
     return {"registered": True}
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import functools
 import threading
 from collections import Counter
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from orbital.settings import get_settings
@@ -20,14 +19,6 @@ if TYPE_CHECKING:
 calls: Counter[str] = Counter()
 _calls_lock = threading.Lock()
 
-_in_process: Callable[[BaseClient, str], Any] | None = None
-"""Set by the local gateway: offered every new client with its endpoint, serves it without HTTP if it is ours and
-returns the client to use instead (None if it is not ours)."""
-
-# Extra headers the local bridge understands on DeleteConnection (close code and reason). Never sent to AWS.
-CLOSE_CODE_HEADER = "x-orbital-close-code"
-CLOSE_REASON_HEADER = "x-orbital-close-reason"
-
 
 def _count(event_name: str, **_kwargs: Any) -> None:
     # event_name: "before-call.<service>.<Operation>"
@@ -36,7 +27,8 @@ def _count(event_name: str, **_kwargs: Any) -> None:
 
 
 def count(service: str, operation: str) -> None:
-    """Count one AWS API call (for calls answered without going through botocore's events)."""
+    """Count one AWS API call (for calls answered without going through botocore's events: the local backends of
+    the Workflows and Sender ports)."""
     with _calls_lock:
         calls[f"{service}.{operation}"] += 1
 
@@ -65,8 +57,6 @@ def client(service: str, endpoint_url: str | None = None, region: str | None = N
         kwargs["endpoint_url"] = endpoint
     made = session.client(service, **kwargs)
     made.meta.events.register("before-call.*.*", _count)
-    if endpoint:
-        return offer_in_process(made, endpoint) or made
     return made
 
 
@@ -96,7 +86,7 @@ def explicit_client(
 ) -> BaseClient:
     """A client of a deployment named on the command line rather than the one this process serves (`orbital export`
     and `orbital import`): the AWS credentials of `profile`, or the usual chain; `region`, else the profile's or the
-    environment's (with an `endpoint_url`, us-east-1 when none is set). Not cached, never answered in process, never
+    environment's (with an `endpoint_url`, us-east-1 when none is set). Not cached, never
     pointed at the gateway's own endpoint setting."""
     import boto3
 
@@ -110,23 +100,6 @@ def explicit_client(
     made = session.client(service, **kwargs)
     made.meta.events.register("before-call.*.*", _count)
     return made
-
-
-def offer_in_process(made: BaseClient, endpoint: str | None = None) -> BaseClient | None:
-    """Serve `made` in process if the local gateway answers its endpoint: the client to use for it then (`made`, or
-    one that answers its hottest operations directly), else None."""
-    attach = _in_process
-    if attach is None:
-        return None
-    served: BaseClient | None = attach(made, endpoint or made.meta.endpoint_url)
-    return served
-
-
-def serve_in_process(attach: Callable[[BaseClient, str], Any] | None) -> None:
-    """Let the local gateway answer clients pointed at its own endpoints in process (None to stop)."""
-    global _in_process
-    _in_process = attach
-    client.cache_clear()
 
 
 def dynamodb() -> BaseClient:

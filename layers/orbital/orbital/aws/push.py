@@ -1,16 +1,17 @@
-"""Sending frames to sockets through the API Gateway management API (the local bridge speaks the same API).
+"""Sending frames to sockets through the API Gateway management API: the AWS backend of the Sender port
+(`orbital.ports.sender`).
 
 A 410 (GoneException) means the socket is gone: `post` returns False and the caller removes the stale connection.
 
 Closing a socket through the management API (`DeleteConnection`) carries no close code or reason on AWS, so `close`
 first tells the peer why in a frame it reads before the close: `{"type":"evt","event":"connection.closing",
-"payload":{"code","reason"}}` (the local bridge also closes with that code and reason).
+"payload":{"code","reason"}}`.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from orbital.aws import clients
 from orbital.protocol.frames import MAX_MESSAGE_BYTES, too_large
@@ -36,16 +37,25 @@ CLOSING_EVENT = "connection.closing"
 """Sent right before the gateway closes a socket, with the close code and reason the close itself cannot carry."""
 
 
-class Sender(Protocol):
-    def post(self, connection_id: str, frame: dict[str, Any] | bytes) -> bool: ...
+def encode(frame: dict[str, Any] | bytes, max_bytes: int) -> bytes:
+    """What a sender posts for `frame`: bytes as they are; a frame as its compact JSON, except a reply over
+    `max_bytes`, which goes as a 413 error reply to the same request (its caller must not wait for it forever)."""
+    if isinstance(frame, bytes):
+        return frame
+    data = post_data(frame)
+    if len(data) > max_bytes and frame.get("type") == "res":
+        data = post_data(too_large(frame, len(data), max_bytes))
+    return data
 
-    def close(self, connection_id: str, code: int = 1000, reason: str = "", *, notify: bool = True) -> None: ...
+
+def closing_notice(code: int, reason: str) -> dict[str, Any]:
+    """The event that tells a socket why it is about to be closed."""
+    return {"type": "evt", "event": CLOSING_EVENT, "payload": {"code": code, "reason": reason}}
 
 
 class ManagementApiSender:
-    def __init__(self, endpoint_url: str, *, local: bool = False, max_bytes: int = MAX_POST_BYTES) -> None:
+    def __init__(self, endpoint_url: str, *, max_bytes: int = MAX_POST_BYTES) -> None:
         self.endpoint_url = endpoint_url
-        self.local = local
         self.max_bytes = max_bytes
         """What one post may carry (API Gateway refuses a WebSocket message over 128 KB): a reply over it is sent as
         a 413 error reply to the same request instead, so that its caller does not wait for it forever."""
@@ -55,17 +65,10 @@ class ManagementApiSender:
     def client(self) -> BaseClient:
         if self._client is None:
             self._client = clients.management(self.endpoint_url)
-            if self.local:
-                self._client.meta.events.register("before-sign.apigatewaymanagementapi.DeleteConnection", _add_close)
         return self._client
 
     def post(self, connection_id: str, frame: dict[str, Any] | bytes) -> bool:
-        if isinstance(frame, bytes):
-            data = frame
-        else:
-            data = post_data(frame)
-            if len(data) > self.max_bytes and frame.get("type") == "res":
-                data = post_data(too_large(frame, len(data), self.max_bytes))
+        data = encode(frame, self.max_bytes)
         try:
             self.client.post_to_connection(ConnectionId=connection_id, Data=data)
         except self.client.exceptions.GoneException:
@@ -79,50 +82,11 @@ class ManagementApiSender:
         """Close a socket, first telling it why in a `connection.closing` event (unless `notify` is off: a socket
         of another dialect, which has been told in its own terms)."""
         try:
-            notice = {"type": "evt", "event": CLOSING_EVENT, "payload": {"code": code, "reason": reason}}
-            if notify and not self.post(connection_id, notice):
+            if notify and not self.post(connection_id, closing_notice(code, reason)):
                 return  # already gone
         except Exception:  # the close matters more than the notice
             log.debug("could not tell %s why it is closed", connection_id)
-        _close_request.code = code
-        _close_request.reason = reason
         try:
             self.client.delete_connection(ConnectionId=connection_id)
         except self.client.exceptions.GoneException:
             pass
-        finally:
-            _close_request.code = None
-            _close_request.reason = None
-
-
-class _CloseRequest:
-    """Close code/reason for the DeleteConnection call in flight on this thread (local bridge only)."""
-
-    import threading as _threading
-
-    _local = _threading.local()
-
-    @property
-    def code(self) -> int | None:
-        return getattr(self._local, "code", None)
-
-    @code.setter
-    def code(self, value: int | None) -> None:
-        self._local.code = value
-
-    @property
-    def reason(self) -> str | None:
-        return getattr(self._local, "reason", None)
-
-    @reason.setter
-    def reason(self, value: str | None) -> None:
-        self._local.reason = value
-
-
-_close_request = _CloseRequest()
-
-
-def _add_close(request: Any, **_: Any) -> None:
-    if _close_request.code is not None:
-        request.headers[clients.CLOSE_CODE_HEADER] = str(_close_request.code)
-        request.headers[clients.CLOSE_REASON_HEADER] = (_close_request.reason or "").encode("ascii", "replace").decode()

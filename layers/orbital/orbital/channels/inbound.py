@@ -28,6 +28,7 @@ import logging
 import re
 import time
 import uuid
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from orbital.agent import approvals, events, runs, slash, taint
@@ -164,32 +165,22 @@ def _process(
     message: dict[str, Any],
     text: str,
 ) -> dict[str, Any]:
+    """Steps 2 to 7 of the module's docstring, for a message that is no repeat."""
     sender = as_dict(params.get("sender"))
     sender_id = _text(sender.get("id")) or peer["id"]
     message_id = _text(message.get("id"))
     config = services.config.effective()
 
-    decision = pairing.is_allowed_sender(config, channel, sender_id, peer["id"])
-    if not decision.allowed:
-        normalized = pairing.normalize_sender(sender_id)
-        if not decision.needs_pairing:
-            return {"status": "blocked", "reason": decision.reason}
-        pair = {
-            "channel": channel,
-            "senderId": normalized,
-            "senderName": _text(sender.get("name")) or peer.get("name"),
-            "requestedAt": services.now_ms(),
-            "firstMessage": text[:200],
-        }
-        if services.gateway.put_pair(pair):  # repeats are silent
-            _reply(services, channel, account_id, peer, pairing.PAIRING_PENDING_REPLY, message_id)
-        return {"status": "pending_pairing", "senderId": normalized}
+    def reply(answer: str) -> None:
+        _reply(services, channel, account_id, peer, answer, message_id)
 
-    section = as_dict(as_dict(config.get("channels")).get(channel))
+    refused = _sender_refused(services, config, channel, sender, sender_id, peer, text, reply)  # 2
+    if refused is not None:
+        return refused
+    section = as_dict(as_dict(config.get("channels")).get(channel))  # 3
     if peer["kind"] != "dm" and section.get("requireMention") is True and params.get("wasMentioned") is not True:
         return {"status": "ignored", "reason": "not mentioned"}
-
-    agent_id = resolve_agent_id_from_binding(
+    agent_id = resolve_agent_id_from_binding(  # 4
         config, channel=channel, account_id=account_id, peer_kind=peer["kind"], peer_id=peer["id"]
     )
     key = session_key_for_peer(
@@ -202,34 +193,104 @@ def _process(
         sender_id=_text(sender.get("id")),
     )
     now = services.now_ms()
-    services.connections.touch_channel(channel, account_id, now)
-    services.gateway.put_last_active(
+    services.connections.touch_channel(channel, account_id, now)  # 5
+    services.last_active.put(
         agent_id, {"channel": channel, "accountId": account_id, "peer": peer, "sessionKey": key, "timestamp": now}
     )
-
-    command = commands.parse_command(text)
+    command = commands.parse_command(text)  # 6
     if command is not None:
         answered = slash.run(services, config, key, command, now=now, channel=True)
-        answer = answered.get("response") or answered.get("error") or commands.COMMAND_EXECUTED
-        _reply(services, channel, account_id, peer, str(answer), message_id)
+        reply(str(answered.get("response") or answered.get("error") or commands.COMMAND_EXECUTED))
         return {"sessionKey": key, **answered}
     found = slash.directives(services, config, key, text)
     if found.any and not found.cleaned.strip():
         ack = commands.format_directive_ack(found)
         if ack is not None:
-            _reply(services, channel, account_id, peer, ack, message_id)
+            reply(ack)
         return {"sessionKey": key, "status": "directive-only", "directives": slash.shown(found) or {}}
+    paused = _approval_answer(services, channel, key, text, found, sender_id, sender, reply)
+    if paused is not None:
+        return paused
+    target = {
+        "kind": "chat",
+        "channel": channel,
+        "accountId": account_id,
+        "peer": peer,
+        "replyToId": message_id,
+        "agentId": agent_id,
+    }
+    return _start_run(services, config, key, target, message, text, found, sender_id, sender, now)  # 7
 
+
+def _sender_refused(
+    services: Services,
+    config: dict[str, Any],
+    channel: str,
+    sender: dict[str, Any],
+    sender_id: str,
+    peer: dict[str, Any],
+    text: str,
+    reply: Callable[[str], None],
+) -> dict[str, Any] | None:
+    """The sender policy's answer to a sender it does not allow (an unknown one recorded as a pending pair with its
+    first message, and told so once); None: allowed."""
+    decision = pairing.is_allowed_sender(config, channel, sender_id, peer["id"])
+    if decision.allowed:
+        return None
+    normalized = pairing.normalize_sender(sender_id)
+    if not decision.needs_pairing:
+        return {"status": "blocked", "reason": decision.reason}
+    pair = {
+        "channel": channel,
+        "senderId": normalized,
+        "senderName": _text(sender.get("name")) or peer.get("name"),
+        "requestedAt": services.now_ms(),
+        "firstMessage": text[:200],
+    }
+    if services.pairs.put(pair):  # repeats are silent
+        reply(pairing.PAIRING_PENDING_REPLY)
+    return {"status": "pending_pairing", "senderId": normalized}
+
+
+def _approval_answer(
+    services: Services,
+    channel: str,
+    key: str,
+    text: str,
+    found: commands.Directives,
+    sender_id: str,
+    sender: dict[str, Any],
+    reply: Callable[[str], None],
+) -> dict[str, Any] | None:
+    """The message as the answer to the tool approval the session waits for (or a reminder), answered on the
+    channel; None: no approval waits."""
     answer = _without_mentions(found.cleaned if found.any else text)
     by = _by(channel, sender_id, sender)
     waiting = approvals.answer_from_message(services, key, answer, by=by, via=_via(channel))
-    if waiting is not None:  # the session waits for a tool approval: the message was its answer (or a reminder)
-        _reply(services, channel, account_id, peer, str(waiting.get("response") or ""), message_id)
-        paused: dict[str, Any] = {"sessionKey": key, "status": "paused", "runId": waiting.get("runId")}
-        if waiting.get("approvalId"):
-            paused["approvalId"] = waiting["approvalId"]
-        return paused
+    if waiting is None:
+        return None
+    reply(str(waiting.get("response") or ""))
+    paused: dict[str, Any] = {"sessionKey": key, "status": "paused", "runId": waiting.get("runId")}
+    if waiting.get("approvalId"):
+        paused["approvalId"] = waiting["approvalId"]
+    return paused
 
+
+def _start_run(
+    services: Services,
+    config: dict[str, Any],
+    key: str,
+    target: dict[str, Any],
+    message: dict[str, Any],
+    text: str,
+    found: commands.Directives,
+    sender_id: str,
+    sender: dict[str, Any],
+    now: int,
+) -> dict[str, Any]:
+    """Store the media, wrap the text in its envelope, show typing and start (or queue) the run whose reply goes
+    back to `target`; a refusal is told on the channel (a spend limit once per period) and raised."""
+    channel, account_id, peer = target["channel"], target["accountId"], target["peer"]
     existing = services.sessions.registry_entry(key)
     services.sessions.touch_registry(key, now=now, default_label=(existing or {}).get("label") or peer.get("name"))
     cleaned = found.cleaned if found.any else text
@@ -240,14 +301,6 @@ def _process(
     overrides = slash.overrides_of(found)
     if overrides:
         data["overrides"] = overrides
-    target = {
-        "kind": "chat",
-        "channel": channel,
-        "accountId": account_id,
-        "peer": peer,
-        "replyToId": message_id,
-        "agentId": agent_id,
-    }
     show_typing(services, target, True)
     run_id = str(uuid.uuid4())
     try:

@@ -20,7 +20,7 @@ def message(env: ToolEnv, args: dict[str, Any]) -> dict[str, Any]:
     text = args.get("text")
     if not isinstance(text, str) or not text:
         raise ToolError("text is required")
-    last = env.services.gateway.last_active(env.agent_id) or {}
+    last = env.services.last_active.get(env.agent_id) or {}
     last_peer = as_dict(last.get("peer"))
     channel = _str(args.get("channel")) or _str(last.get("channel"))
     if not channel:

@@ -112,7 +112,26 @@ def _cmd_call(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="orbital", description="Orbital: a personal AI-agent gateway (GSV).")
     sub = parser.add_subparsers(dest="command", required=True)
+    _add_dev_parser(sub)
+    _add_call_parser(sub)
+    for add in (
+        add_node_parser,
+        add_chat_parser,
+        add_approvals_parser,
+        add_devices_parser,
+        add_login_parser,
+        add_mcp_parser,
+        add_channel_parser,
+        add_portable_parser,
+        add_backup_parser,
+        add_xeno_bridge_parser,
+    ):
+        add(sub)
+    return parser
 
+
+def _add_dev_parser(sub: Any) -> None:
+    """`orbital dev`: the whole gateway on this machine."""
     dev = sub.add_parser(
         "dev",
         help="run the whole gateway locally (no AWS account, no Docker)",
@@ -174,6 +193,9 @@ def build_parser() -> argparse.ArgumentParser:
     dev.add_argument("--no-xeno", action="store_true", help="do not serve xeno's Unix socket")
     dev.set_defaults(func=_cmd_dev)
 
+
+def _add_call_parser(sub: Any) -> None:
+    """`orbital call`: one RPC, its payload printed."""
     call = sub.add_parser(
         "call",
         help="send one RPC and print its payload (exit 1 on error)",
@@ -191,27 +213,6 @@ def build_parser() -> argparse.ArgumentParser:
         "--timeout", type=float, default=30.0, metavar="S", help="give up after S seconds with no answer (default 30)"
     )
     call.set_defaults(func=_cmd_call)
-
-    add_node_parser(sub)
-
-    add_chat_parser(sub)
-
-    add_approvals_parser(sub)
-
-    add_devices_parser(sub)
-
-    add_login_parser(sub)
-
-    add_mcp_parser(sub)
-
-    add_channel_parser(sub)
-
-    add_portable_parser(sub)
-
-    add_backup_parser(sub)
-
-    add_xeno_bridge_parser(sub)
-    return parser
 
 
 def main(argv: list[str] | None = None) -> int:

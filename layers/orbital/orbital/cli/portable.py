@@ -273,7 +273,8 @@ def _cmd_import_agent(args: argparse.Namespace, archive: Path) -> int:
 def _cmd_import(args: argparse.Namespace) -> int:
     # lazy: only this command needs it (boto3, the archive, the local store)
     from orbital.store.agent_archive import is_agent_archive
-    from orbital.store.portable import import_state, read_manifest
+    from orbital.store.portable import read_manifest
+    from orbital.store.portable_import import import_state
 
     archive = Path(args.archive)
     if is_agent_archive(archive):

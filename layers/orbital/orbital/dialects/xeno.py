@@ -308,7 +308,8 @@ def _media(services: Services, conn: Connection, attachments: list[dict[str, Any
     `_UnreadableError` for a path that is refused or a file that cannot be read."""
     if not attachments:
         return []
-    local = services.settings.local and bool(conn.extra.get("local"))  # the Unix socket, its peer the gateway's user
+    # the Unix socket, its peer the gateway's user
+    local = services.capabilities.own_machine and bool(conn.extra.get("local"))
     return [_attachment(services, item, local) for item in attachments]
 
 

@@ -1,4 +1,4 @@
-"""The cron service (spec §11.3) over the gateway table: jobs, their runs, and the gsv__Cron tool (§8.4).
+"""The cron service (spec §11.3) over the gateway table (`store.cron_jobs`): jobs and their runs.
 
 What a run *does* is not decided here: `run` takes an `execute(job) -> RunOutcome` callable (the agent loop) and does
 the bookkeeping around it, so the outcome recorded is the real one (fix F9), with its duration.
@@ -33,8 +33,7 @@ Orbital behaviour beyond GSV:
 * Input errors raise `CronError` carrying a status code (400, or 404 for an unknown job id); GSV answers 500 for
   these, but its clients only show the message, which is GSV's exact text.
 
-The gsv__Cron tool's entry point is `execute_tool`; it returns the tool's result object and raises `CronError` with
-the text the model should read.
+The gsv__Cron tool over this service is `orbital.engines.cron_tool`.
 """
 
 from __future__ import annotations
@@ -48,20 +47,17 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar
 
-from orbital.domain import cron_input, timefmt
 from orbital.domain.ids import normalize_agent_id
 from orbital.domain.schedule import ScheduleError, compute_next_run_ms, validate_schedule
 from orbital.errors import ConflictError
 from orbital.store.contention import retrying
-from orbital.store.repos import (
+from orbital.store.cron_jobs import (
     CRON_LIST_DEFAULT,
     CRON_LIST_MAX,
     CRON_OFFSET_MAX,
     CRON_RUNS_LIST_MAX,
-    GatewayRepo,
-    cron_is_due,
+    CronRepo,
     cron_job_enabled,
-    cron_next_run,
     cron_next_run_reached,
     cron_running_since,
 )
@@ -149,7 +145,7 @@ _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
 
-def _cron_errors(func: Callable[_P, _R]) -> Callable[_P, _R]:
+def cron_errors(func: Callable[_P, _R]) -> Callable[_P, _R]:
     """Schedule problems surface as CronError, so callers handle one error type."""
 
     @functools.wraps(func)
@@ -264,12 +260,12 @@ def _job_id(value: Any) -> str | None:
 # --- add / update / remove -------------------------------------------------------------------------------------
 
 
-@_cron_errors
+@cron_errors
 def add(services: Services, job_input: Mapping[str, Any], now_ms: int) -> dict[str, Any]:
     """Create a job (§11.3 add) and return it. The schedule is taken as given (`{kind, atMs|everyMs|expr, …}`)."""
     settings = _settings(services)
-    repo = services.gateway
-    if repo.count_cron_jobs() >= settings.max_jobs:
+    repo = services.cron
+    if repo.count_jobs() >= settings.max_jobs:
         raise CronError(f"Cron job limit reached ({settings.max_jobs})")
     schedule = job_input.get("schedule")
     validate_schedule(schedule)
@@ -299,7 +295,7 @@ def add(services: Services, job_input: Mapping[str, Any], now_ms: int) -> dict[s
     )
     if enabled:
         _set_or_drop(job["state"], "nextRunAtMs", compute_next_run_ms(job["schedule"], now_ms))
-    repo.put_cron_job(job, create=True)
+    repo.put_job(job, create=True)
     return job
 
 
@@ -307,7 +303,7 @@ PREVIEW_DEFAULT = 5
 PREVIEW_MAX = 20
 
 
-@_cron_errors
+@cron_errors
 def preview(schedule: Any, now_ms: int, count: int = PREVIEW_DEFAULT) -> list[int]:
     """The next `count` times a job with `schedule` would run, seen from `now_ms`, as `add` would compute them: an
     `at` schedule gives its one instant (none once it has passed), a cron pattern stops where it has no match within
@@ -361,21 +357,21 @@ def _apply_patch(job: dict[str, Any], patch: Mapping[str, Any], now_ms: int) -> 
     return updated
 
 
-@_cron_errors
+@cron_errors
 def update(services: Services, job_id: Any, patch: Any, now_ms: int) -> dict[str, Any]:
     """Apply a patch (§11.3 update) and return the job; the next run is recomputed from now."""
-    repo = services.gateway
+    repo = services.cron
     key = _job_id(job_id)
 
     def attempt() -> dict[str, Any]:  # a run that started or finished meanwhile: the patch goes on what it left
-        found = repo.get_cron_job_versioned(key) if key else None
+        found = repo.get_job_versioned(key) if key else None
         if found is None:
             raise _unknown(job_id)
         if not isinstance(patch, Mapping):
             raise CronError("patch must be an object")
         job, version = found
         updated = _apply_patch(job, patch, now_ms)
-        repo.put_cron_job(updated, expect_version=version)
+        repo.put_job(updated, expect_version=version)
         return updated
 
     return retrying("cron job", attempt)
@@ -384,7 +380,7 @@ def update(services: Services, job_id: Any, patch: Any, now_ms: int) -> dict[str
 def remove(services: Services, job_id: Any) -> bool:
     """Delete a job and its run history; whether it existed."""
     key = _job_id(job_id)
-    return services.gateway.delete_cron_job(key) if key else False
+    return services.cron.delete_job(key) if key else False
 
 
 # --- reads -------------------------------------------------------------------------------------------------------
@@ -399,7 +395,7 @@ def list_jobs(
     offset: Any = None,
 ) -> dict[str, Any]:
     """`{jobs, count}`: jobs due soonest first (§11.3 list); loosely typed params fall back to the defaults."""
-    jobs, count = services.gateway.list_cron_jobs(
+    jobs, count = services.cron.list_jobs(
         agent_id=agent_id if isinstance(agent_id, str) and agent_id else None,
         include_disabled=include_disabled is not False,
         limit=int_param(limit, CRON_LIST_DEFAULT, 1, CRON_LIST_MAX),
@@ -415,7 +411,7 @@ def runs(services: Services, *, job_id: Any = None, limit: Any = None, offset: A
         key = _job_id(job_id)
         if key is None:
             return {"runs": [], "count": 0}
-    found, count = services.gateway.list_cron_runs(
+    found, count = services.cron.list_runs(
         job_id=key,
         limit=int_param(limit, CRON_LIST_DEFAULT, 1, CRON_RUNS_LIST_MAX),
         offset=int_param(offset, 0, 0, CRON_OFFSET_MAX),
@@ -426,19 +422,7 @@ def runs(services: Services, *, job_id: Any = None, limit: Any = None, offset: A
 def status(services: Services, now_ms: int, *, agent_id: str | None = None) -> dict[str, Any]:
     """The scheduler summary of `cron.status`; with `agent_id`, counted over that agent's jobs only."""
     settings = _settings(services)
-    repo = services.gateway
-    if agent_id is None:
-        counts = repo.cron_status(now_ms)
-    else:
-        jobs = [j for j in repo.cron_jobs() if j.get("agentId") == agent_id]
-        next_runs = [n for n in (cron_next_run(j) for j in jobs if cron_job_enabled(j)) if n is not None]
-        counts = {
-            "count": len(jobs),
-            "dueCount": sum(1 for j in jobs if cron_is_due(j, now_ms)),
-            "runningCount": sum(1 for j in jobs if cron_running_since(j) is not None),
-        }
-        if next_runs:
-            counts["nextRunAtMs"] = min(next_runs)
+    counts = services.cron.status(now_ms, agent_id=agent_id)
     out: dict[str, Any] = {
         "enabled": settings.enabled,
         "count": counts["count"],
@@ -487,11 +471,11 @@ def _due(job: dict[str, Any], now_ms: int) -> bool:
     return cron_next_run_reached(job, now_ms) and not _running(job, now_ms)
 
 
-def _claim(repo: GatewayRepo, job_id: str, start_ms: int, *, due_only: bool) -> dict[str, Any] | str | None:
+def _claim(repo: CronRepo, job_id: str, start_ms: int, *, due_only: bool) -> dict[str, Any] | str | None:
     """Mark the job running with a write conditional on the version just read. Returns the claimed job; None when it
     is gone, not due (due_only), or another runner got there first; "running" when a forced run finds it busy."""
     for _ in range(_WRITE_ATTEMPTS):
-        found = repo.get_cron_job_versioned(job_id)
+        found = repo.get_job_versioned(job_id)
         if found is None:
             return None
         job, version = found
@@ -502,7 +486,7 @@ def _claim(repo: GatewayRepo, job_id: str, start_ms: int, *, due_only: bool) -> 
         claimed = copy.deepcopy(job)
         claimed.setdefault("state", {})["runningAtMs"] = start_ms
         try:
-            repo.put_cron_job(claimed, expect_version=version)
+            repo.put_job(claimed, expect_version=version)
         except ConflictError:
             continue  # changed since read: look again (a rival claim shows as running, or no longer due)
         return claimed
@@ -577,7 +561,7 @@ def _finished_job(
 
 
 def _finish(
-    repo: GatewayRepo,
+    repo: CronRepo,
     job_id: str,
     outcome: RunOutcome,
     start_ms: int,
@@ -596,15 +580,15 @@ def _finish(
     result["durationMs"] = duration_ms
 
     def attempt() -> tuple[bool, int | None]:  # edited during the run: finish on top of the edit
-        found = repo.get_cron_job_versioned(job_id)
+        found = repo.get_job_versioned(job_id)
         if found is None:
             return False, None  # removed while it ran: nothing to update, no history to add to
         job, version = found
         done, next_run = _finished_job(job, outcome, start_ms, end_ms, duration_ms, marker)
         if done is None:
-            repo.delete_cron_job(job_id, with_runs=False)
+            repo.delete_job(job_id, with_runs=False)
         else:
-            repo.put_cron_job(done, expect_version=version)
+            repo.put_job(done, expect_version=version)
         return True, next_run
 
     recorded, next_run = retrying("cron job", attempt, message=f"could not record the run of cron job {job_id}")
@@ -612,12 +596,12 @@ def _finish(
         return result
     if next_run is not None:
         result["nextRunAtMs"] = next_run
-    repo.append_cron_run({**result, "ts": start_ms}, keep=settings.max_runs_per_job_history)
+    repo.append_run({**result, "ts": start_ms}, keep=settings.max_runs_per_job_history)
     return result
 
 
 def _run_claimed(
-    repo: GatewayRepo,
+    repo: CronRepo,
     job: dict[str, Any],
     start_ms: int,
     *,
@@ -640,7 +624,7 @@ def _run_claimed(
     return _finish(repo, str(job["id"]), outcome, start_ms, duration_ms, settings)
 
 
-@_cron_errors
+@cron_errors
 def complete(
     services: Services,
     job_id: str,
@@ -655,15 +639,15 @@ def complete(
     if outcome.status not in ("ok", "error", "skipped"):
         raise CronError(f"not a final run status: {outcome.status}")
     duration = max(0, ended_ms - started_ms)
-    return _finish(services.gateway, job_id, outcome, started_ms, duration, _settings(services), marker=started_ms)
+    return _finish(services.cron, job_id, outcome, started_ms, duration, _settings(services), marker=started_ms)
 
 
 def touch_running(services: Services, job_id: str, started_ms: int, now_ms: int) -> bool:
     """The run claimed at `started_ms` is still going: note it (`runningCheckedAtMs`) so the job's marker does not go
     stale however long the run takes. False when the job is gone or no longer marked by that run."""
-    repo = services.gateway
+    repo = services.cron
     for _ in range(_WRITE_ATTEMPTS):
-        found = repo.get_cron_job_versioned(job_id)
+        found = repo.get_job_versioned(job_id)
         if found is None:
             return False
         job, version = found
@@ -673,14 +657,14 @@ def touch_running(services: Services, job_id: str, started_ms: int, now_ms: int)
         touched = copy.deepcopy(job)
         touched["state"]["runningCheckedAtMs"] = now_ms
         try:
-            repo.put_cron_job(touched, expect_version=version)
+            repo.put_job(touched, expect_version=version)
         except ConflictError:
             continue
         return True
     return False
 
 
-@_cron_errors
+@cron_errors
 def run(
     services: Services,
     *,
@@ -698,7 +682,7 @@ def run(
     `now_ms` plus the time the previous ones took (measured with `monotonic`, seconds). A run the executor started
     (`running`) is answered `ok`, as GSV does; its record comes when it ends."""
     settings = _settings(services)
-    repo = services.gateway
+    repo = services.cron
     forced = mode == "force"
     began = monotonic()
 
@@ -711,11 +695,11 @@ def run(
             raise CronError("cron.run with mode=force requires id")
         if not settings.enabled:
             return {"ran": 0, "results": []}
-        candidates = [j for j in repo.due_cron_jobs(now_ms, include_running=True) if _due(j, now_ms)]
+        candidates = [j for j in repo.due_jobs(now_ms, include_running=True) if _due(j, now_ms)]
         if not candidates:
             return {"ran": 0, "results": []}
         # runs outlive the call that starts them (agent runs): the limit counts the ones still going
-        busy = sum(1 for j in repo.cron_jobs() if _running(j, now_ms))
+        busy = sum(1 for j in repo.jobs() if _running(j, now_ms))
         for candidate in candidates[: max(0, settings.max_concurrent_runs - busy)]:
             start = start_ms()
             claimed = _claim(repo, str(candidate["id"]), start, due_only=True)
@@ -727,7 +711,7 @@ def run(
                 )
         return {"ran": len(results), "results": results}
     key = _job_id(job_id)
-    if key is None or repo.get_cron_job(key) is None:
+    if key is None or repo.get_job(key) is None:
         raise _unknown(job_id)
     start = start_ms()
     claimed = _claim(repo, key, start, due_only=not forced)
@@ -738,81 +722,3 @@ def run(
             _run_claimed(repo, claimed, start, forced=forced, settings=settings, execute=execute, monotonic=monotonic)
         )
     return {"ran": len(results), "results": results}
-
-
-# --- the gsv__Cron tool ------------------------------------------------------------------------------------------
-
-
-def _with_human_times(job: dict[str, Any], tz: str) -> dict[str, Any]:
-    out = {**job, "scheduleHuman": timefmt.schedule_human(job.get("schedule") or {}, tz)}
-    state = job.get("state")
-    state = state if isinstance(state, dict) else {}
-    if state.get("nextRunAtMs") is not None:
-        out["nextRunHuman"] = timefmt.format_time_full(state["nextRunAtMs"], tz)
-    if state.get("lastRunAtMs") is not None:
-        out["lastRunHuman"] = timefmt.format_time_full(state["lastRunAtMs"], tz)
-    return out
-
-
-def _text(value: Any) -> str | None:
-    return value.strip() if isinstance(value, str) and value.strip() else None
-
-
-@_cron_errors
-def execute_tool(
-    services: Services,
-    args: Any,
-    *,
-    agent_id: str,
-    user_tz: Any,
-    now_ms: int,
-    execute: Executor,
-) -> dict[str, Any]:
-    """The gsv__Cron tool (§8.4): `action` status | list | add | update | remove | run | runs (default status).
-
-    Returns the tool's result object; raises CronError with the message the model reads. Times in results and in
-    the schedule input are in `user_tz`. A job added without an `agentId` belongs to the calling agent."""
-    params = args if isinstance(args, dict) else {}
-    action = str(params.get("action") or "status").strip().lower()
-    tz = timefmt.resolve_timezone(user_tz)
-    current = timefmt.format_time_full(now_ms, tz)
-    filter_agent = _text(params.get("agentId"))
-    if action == "status":
-        agent = normalize_agent_id(filter_agent) if filter_agent else None
-        return {**status(services, now_ms, agent_id=agent), "currentTime": current, "timezone": tz}
-    if action == "list":
-        listed = list_jobs(
-            services,
-            agent_id=normalize_agent_id(filter_agent) if filter_agent else None,
-            include_disabled=params.get("includeDisabled"),
-            limit=params.get("limit"),
-            offset=params.get("offset"),
-        )
-        jobs = [_with_human_times(job, tz) for job in listed["jobs"]]
-        return {"jobs": jobs, "count": listed["count"], "timezone": tz, "currentTime": current}
-    if action == "add":
-        raw = params["job"] if isinstance(params.get("job"), dict) else params
-        job_input = cron_input.normalize_job_input(raw, tz, now_ms)
-        job_input.pop("spendLimitUsd", None)  # a job's spend limit is the owner's to set (cron.add), not the model's
-        if not _text(job_input.get("agentId")):
-            job_input["agentId"] = filter_agent or agent_id
-        return {"ok": True, "job": add(services, job_input, now_ms)}
-    if action == "update":
-        job_id = _text(params.get("id"))
-        if job_id is None:
-            raise CronError("cron update requires id")
-        patch = cron_input.normalize_patch_input(params.get("patch"), tz, now_ms)
-        patch.pop("spendLimitUsd", None)  # nor may the model lift or change it (cron.update is the owner's)
-        return {"ok": True, "job": update(services, job_id, patch, now_ms)}
-    if action == "remove":
-        job_id = _text(params.get("id"))
-        if job_id is None:
-            raise CronError("cron remove requires id")
-        return {"ok": True, "removed": remove(services, job_id)}
-    if action == "run":
-        mode = "force" if str(params.get("mode") or "").strip().lower() == "force" else "due"
-        ran = run(services, job_id=_text(params.get("id")), mode=mode, now_ms=now_ms, execute=execute)
-        return {"ok": True, **ran}
-    if action == "runs":
-        return runs(services, job_id=_text(params.get("jobId")), limit=params.get("limit"), offset=params.get("offset"))
-    raise CronError(f"Unknown cron action: {action}")

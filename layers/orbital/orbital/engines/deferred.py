@@ -1,10 +1,11 @@
 """Deferred calls: a request answered later by a node (tool.invoke, logs.get, node.probe, transfers).
 
-A pending call is one DynamoDB item (`st` = pending | done). Whoever flips it from pending to done first answers
-the caller — the node's result, the node's loss, or the timeout — so a call is answered exactly once. The wait
-belongs to Step Functions, but not one execution per call (ADR 0019): a call is due at the second its timeout ends,
-rounded up, and one `deferred_call` execution per due second (named after it, started by the first call due then)
-waits for that second and answers, as timed out, every call due then that is still pending:
+A pending call is one table item (`st` = pending | done; its repository is `orbital.store.calls`). Whoever flips
+it from pending to done first answers the caller — the node's result, the node's loss, or the timeout — so a call
+is answered exactly once. The wait belongs to Step Functions, but not one execution per call (ADR 0019): a call is
+due at the second its timeout ends, rounded up, and one `deferred_call` execution per due second (named after it,
+started by the first call due then) waits for that second and answers, as timed out, every call due then that is
+still pending:
 
     request handler: put call → post evt to node → mark the call due at its second (one small item) → make sure
                      that second's execution runs (StartExecution only if this container has not started it yet)
@@ -26,20 +27,21 @@ whoever answers — the node, the node's loss, a timeout, a failed launch.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import time
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from orbital.aws import clients
 from orbital.engines import waitgroup
-from orbital.errors import ConflictError, UnavailableError
+from orbital.errors import UnavailableError
 from orbital.protocol.frames import error_frame, ok_frame
-from orbital.store import conditions as cond
-from orbital.store import http_answers, keys
-from orbital.store.table import ConditionFailedError
+from orbital.store import http_answers
+from orbital.store.calls import DONE as DONE  # the call items' names, as the engine's callers know them
+from orbital.store.calls import PENDING as PENDING
+from orbital.store.calls import TOMBSTONE_SECONDS as TOMBSTONE_SECONDS
+from orbital.store.calls import Lookup as Lookup
+from orbital.store.calls import NodeAnswer as NodeAnswer
+from orbital.store.calls import PendingCall as PendingCall
 
 if TYPE_CHECKING:
     from orbital.ports.services import Services
@@ -47,12 +49,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("orbital.deferred")
 
-PENDING = "pending"
-DONE = "done"
-TOMBSTONE_SECONDS = 3600
-INLINE_OUTCOME_BYTES = 256 * 1024
-"""An outcome larger than this (JSON) is kept in S3 and referenced from the call (DynamoDB items cap at 400 KB)."""
-OUTCOME_REF = "$outcome"
 OVERDUE_GRACE_MS = 60_000
 """How long past its timeout a call may stay pending before the scheduler tick answers it itself (`sweep_overdue`):
 longer than the deferred_call workflow takes to answer a timeout, retries included (about 15 s)."""
@@ -73,73 +69,11 @@ APPROVAL = "approval"
 out by the run's own wait (its wait group's deadline), never by a node."""
 TOOL_CALL_KINDS = frozenset({"tool", "session", AGENT_TOOL})
 """Calls a node answers with `tool.result`: a client's tool.invoke, a session-routed tool.request, an agent run's."""
-"""How long an answered call is remembered, so a late result is reported as dropped rather than unknown."""
-
-
-@dataclass
-class PendingCall:
-    call_id: str
-    kind: str
-    node_id: str
-    node_connection_id: str
-    timeout_ms: int
-    created_at: int
-    caller_connection_id: str | None = None
-    frame_id: Any = None
-    tool: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def to_data(self) -> dict[str, Any]:
-        return {
-            "callId": self.call_id,
-            "kind": self.kind,
-            "nodeId": self.node_id,
-            "nodeConnectionId": self.node_connection_id,
-            "timeoutMs": self.timeout_ms,
-            "createdAt": self.created_at,
-            "callerConnectionId": self.caller_connection_id,
-            "frameId": self.frame_id,
-            "tool": self.tool,
-            "extra": self.extra,
-        }
-
-    @classmethod
-    def from_data(cls, d: dict[str, Any]) -> PendingCall:
-        return cls(
-            call_id=d["callId"],
-            kind=d["kind"],
-            node_id=d["nodeId"],
-            node_connection_id=d.get("nodeConnectionId") or "",
-            timeout_ms=int(d.get("timeoutMs") or 0),
-            created_at=int(d.get("createdAt") or 0),
-            caller_connection_id=d.get("callerConnectionId"),
-            frame_id=d.get("frameId"),
-            tool=d.get("tool"),
-            extra=d.get("extra") or {},
-        )
-
-    @property
-    def timeout_seconds(self) -> int:
-        return max(1, math.ceil(self.timeout_ms / 1000))
-
-
-@dataclass
-class Lookup:
-    call: PendingCall
-    state: str
 
 
 def create(services: Services, call: PendingCall) -> None:
     """Record a pending call. A call without a node (waiting for another run) is not indexed by node."""
-    ttl = int(time.time()) + call.timeout_seconds + TOMBSTONE_SECONDS
-    services.table.put(
-        keys.pending_call(call.call_id),
-        call.to_data(),
-        attrs={"st": PENDING, "ck": call.kind},
-        gsi=keys.node_calls_index(call.node_id, call.call_id) if call.node_id else None,
-        ttl=ttl,
-        condition=cond.not_exists("PK"),
-    )
+    services.calls.create(call)
 
 
 def due_second(call: PendingCall, now_s: float | None = None) -> int:
@@ -158,7 +92,7 @@ def start_wait(services: Services, call: PendingCall) -> None:
         raise RuntimeError("deferred_call state machine is not configured (ORBITAL_DEFERRED_CALL_ARN)")
     second = due_second(call)
     try:
-        services.table.put(keys.call_due(second, call.call_id), {"kind": call.kind}, ttl=second + TOMBSTONE_SECONDS)
+        services.calls.mark_due(second, call)
         _arm_timer(services, arn, second)
     except Exception:
         log.exception("could not start the wait for call %s", call.call_id)
@@ -170,12 +104,8 @@ def _arm_timer(services: Services, arn: str, second: int) -> None:
     if second in armed:
         return
     now = time.time()
-    sfn = clients.stepfunctions()
     payload = {"due": second, "waitSeconds": max(0, math.ceil(second - now))}
-    try:
-        sfn.start_execution(stateMachineArn=arn, name=f"due-{second}", input=json.dumps(payload))
-    except sfn.exceptions.ExecutionAlreadyExists:
-        pass
+    services.workflows.start(arn, f"due-{second}", payload)  # False: another container armed it already
     if len(armed) >= MAX_ARMED_REMEMBERED:  # only seconds still to come matter
         armed.difference_update([s for s in armed if s <= now])
     armed.add(second)
@@ -184,16 +114,7 @@ def _arm_timer(services: Services, arn: str, second: int) -> None:
 def answer_due(services: Services, second: int) -> int:
     """The timer of `second`: answer every call due then that is still pending as timed out (`time_out`). Returns
     how many it answered."""
-    call_ids = [rec.sk for rec in services.table.query(keys.call_due_pk(second))]
-    calls = services.table.get_many(keys.pending_call(call_id) for call_id in call_ids)
-    answered = 0
-    for call_id in call_ids:
-        rec = calls.get(keys.pending_call(call_id))
-        if rec is None or rec.attrs.get("st", PENDING) != PENDING:
-            continue
-        if time_out(services, call_id) is not None:
-            answered += 1
-    return answered
+    return sum(1 for call_id in services.calls.pending_due(second) if time_out(services, call_id) is not None)
 
 
 def require_waits(services: Services) -> None:
@@ -219,90 +140,27 @@ def start_wait_after_send(services: Services, call: PendingCall) -> None:
 
 
 def get(services: Services, call_id: str) -> Lookup | None:
-    rec = services.table.get(keys.pending_call(call_id))
-    if rec is None:
-        return None
-    return Lookup(PendingCall.from_data(rec.data), str(rec.attrs.get("st", PENDING)))
+    return services.calls.get(call_id)
 
 
 def claim(
     services: Services, call_id: str, outcome: dict[str, Any] | None = None
 ) -> tuple[PendingCall, str | None] | None:
-    """Flip pending → done (storing `outcome`, if given, for whoever consumes it later). Returns the call and the
-    task token if one was recorded; None if the call was already answered or never existed. The answered call
-    leaves its node's index, so that index holds only what is pending (node loss and the sweep read it)."""
-    done: dict[str, Any] = {"st": DONE}
-    if outcome is not None:
-        done["out"] = _stored_outcome(services, call_id, outcome)
-    try:
-        old = services.table.update(
-            keys.pending_call(call_id),
-            set_attrs=done,
-            condition=cond.eq("st", PENDING),
-            return_values="ALL_OLD",
-            unindex=True,
-        )
-    except ConflictError:
-        return None
-    if old is None:
-        return None
-    return PendingCall.from_data(old.data), old.attrs.get("tok")
-
-
-@dataclass
-class NodeAnswer:
-    """What `claim_answer` did: the call it claimed (and the task token of an execution of the earlier definition,
-    if one was recorded), or else the call as it stood (None: there is none, or it has expired)."""
-
-    claimed: tuple[PendingCall, str | None] | None = None
-    found: Lookup | None = None
+    """Flip pending → done, storing `outcome` if given (`CallRepo.claim`). None if the call was already answered or
+    never existed."""
+    return services.calls.claim(call_id, outcome)
 
 
 def claim_answer(services: Services, call_id: str, node_id: str, kind: str) -> NodeAnswer:
-    """A node's answer to a call whose outcome is only passed on (`kind`, no outcome stored), in one write: the call
-    is claimed if it is pending, of that kind and pending on that node. Otherwise the same request reads the call as
-    it stands, for the caller to decide as after `get` (another kind, another node, answered already); when none
-    comes back (no such call), it is read to make sure. A call recorded without its kind (`ck`, by an earlier
-    version) is refused too, and found."""
-    try:
-        old = services.table.update(
-            keys.pending_call(call_id),
-            set_attrs={"st": DONE},
-            condition=cond.eq("st", PENDING) & cond.eq("ck", kind) & cond.eq("GSI1PK", keys.node_calls_pk(node_id)),
-            return_values="ALL_OLD",
-            unindex=True,
-            current_on_conflict=True,
-        )
-    except ConditionFailedError as refused:
-        rec = refused.current
-        if rec is None:  # no call, or a store that did not send the item back: a read tells which
-            return NodeAnswer(found=get(services, call_id))
-        return NodeAnswer(found=Lookup(PendingCall.from_data(rec.data), str(rec.attrs.get("st", PENDING))))
-    if old is None:
-        return NodeAnswer()
-    return NodeAnswer(claimed=(PendingCall.from_data(old.data), old.attrs.get("tok")))
-
-
-def _stored_outcome(services: Services, call_id: str, outcome: dict[str, Any]) -> str:
-    """The `out` attribute for an outcome: its JSON, or (too large for an item) a reference to it in S3."""
-    text = json.dumps(outcome, separators=(",", ":"), ensure_ascii=False)
-    if len(text.encode("utf-8")) <= INLINE_OUTCOME_BYTES:
-        return text
-    ref = keys.call_outcome_blob(call_id)
-    services.workspace.put(ref, text.encode("utf-8"), content_type="application/json")
-    return json.dumps({OUTCOME_REF: ref})
+    """A node's answer to a call whose outcome is only passed on, claimed in one write if it is pending, of that
+    kind and on that node; else the call as it stands, for the caller to decide as after `get`
+    (`CallRepo.claim_answer`)."""
+    return services.calls.claim_answer(call_id, node_id, kind)
 
 
 def outcome_of(services: Services, rec: Record) -> dict[str, Any]:
     """The stored outcome of an answered call (`{"result": …}` or `{"error": …}`)."""
-    raw = rec.attrs.get("out")
-    if not isinstance(raw, str) or not raw:
-        return {"error": "No answer was recorded"}
-    value = json.loads(raw)
-    if isinstance(value, dict) and isinstance(value.get(OUTCOME_REF), str):
-        found = services.workspace.get(value[OUTCOME_REF])
-        value = json.loads(found[0]) if found is not None else {"error": "The answer is no longer available"}
-    return value if isinstance(value, dict) else {"result": value}
+    return services.calls.outcome_of(rec)
 
 
 def group_of(call: PendingCall) -> str | None:
@@ -385,7 +243,7 @@ def sweep_overdue(services: Services, now_ms: int) -> int:
                 done[0].call_id,
                 done[0].kind,
             )
-            close_execution(done[1], error="Overdue", cause="answered by the scheduler tick")
+            close_execution(services, done[1], error="Overdue", cause="answered by the scheduler tick")
             swept += 1
     return swept
 
@@ -393,15 +251,7 @@ def sweep_overdue(services: Services, now_ms: int) -> int:
 def record_answered(services: Services, call_id: str, outcome: dict[str, Any], *, group: str | None = None) -> bool:
     """Record a call that was answered before it could be created (its launch failed), and count it done in
     `group`. False if a record already exists (someone answered it)."""
-    try:
-        services.table.put(
-            keys.pending_call(call_id),
-            {"callId": call_id, "kind": "failed", "nodeId": "", "extra": {"group": group} if group else {}},
-            attrs={"st": DONE, "out": _stored_outcome(services, call_id, outcome)},
-            ttl=int(time.time()) + TOMBSTONE_SECONDS,
-            condition=cond.not_exists("PK"),
-        )
-    except ConflictError:
+    if not services.calls.record_answered(call_id, outcome, group=group):
         return False
     if group:
         waitgroup.done_one(services, group)
@@ -410,29 +260,19 @@ def record_answered(services: Services, call_id: str, outcome: dict[str, Any], *
 
 def register_token(services: Services, call_id: str, token: str) -> bool:
     """Record the execution's task token while the call is pending. False: the call was already answered."""
-    try:
-        services.table.update(
-            keys.pending_call(call_id),
-            set_attrs={"tok": token},
-            condition=cond.eq("st", PENDING),
-            return_values="NONE",
-        )
-    except ConflictError:
-        return False
-    return True
+    return services.calls.register_token(call_id, token)
 
 
-def close_execution(token: str | None, *, error: str | None = None, cause: str = "") -> None:
+def close_execution(services: Services, token: str | None, *, error: str | None = None, cause: str = "") -> None:
     """End the waiting execution (success, or failure with `error`). A closed or expired token is fine."""
     if not token:
         return
-    sfn = clients.stepfunctions()
     try:
         if error:
-            sfn.send_task_failure(taskToken=token, error=error, cause=cause[:32000])
+            services.workflows.fail(token, error=error, cause=cause[:32000])
         else:
-            sfn.send_task_success(taskToken=token, output="{}")
-    except Exception as exc:  # TaskTimedOut / InvalidToken / TaskDoesNotExist: the execution is already over
+            services.workflows.succeed(token, {})
+    except Exception as exc:  # the execution is not reachable: its own timeout ends it
         log.debug("closing execution: %s", type(exc).__name__)
 
 
@@ -453,8 +293,7 @@ def answer(services: Services, call: PendingCall, *, payload: Any = None, error:
 
 
 def pending_on_node(services: Services, node_id: str) -> list[PendingCall]:
-    recs = services.table.query_index(keys.node_calls_pk(node_id))
-    return [PendingCall.from_data(r.data) for r in recs if r.attrs.get("st") == PENDING]
+    return services.calls.pending_on_node(node_id)
 
 
 def fail_node_calls(services: Services, node_id: str, reason: str, *, kinds: set[str] | None = None) -> int:
@@ -475,6 +314,6 @@ def fail_node_calls(services: Services, node_id: str, reason: str, *, kinds: set
         else:
             answer(services, call, error={"code": 503, "message": reason})
         _count_done(services, call)
-        close_execution(token, error="NodeLost", cause=reason)
+        close_execution(services, token, error="NodeLost", cause=reason)
         failed += 1
     return failed

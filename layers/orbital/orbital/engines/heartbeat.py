@@ -1,7 +1,7 @@
 """Heartbeats (spec §10 with fix F8): the state per agent, the schedule, delivery targets and the delivery filter.
 Running a due heartbeat starts an agent run: that is the agent's (`orbital.agent.heartbeat_runs`).
 
-The rules live in `orbital.domain.heartbeat`; this module owns the state (`GatewayRepo` heartbeat items, one per
+The rules live in `orbital.domain.heartbeat`; this module owns the state (`store.heartbeats` items, one per
 agent: `{agentId, nextHeartbeatAt, lastHeartbeatAt, lastHeartbeatText, lastHeartbeatSentAt}` plus the item's
 version), always written with a versioned write (`update_state`).
 
@@ -25,6 +25,7 @@ from orbital.domain import heartbeat as rules
 from orbital.domain.ids import normalize_agent_id
 from orbital.errors import ConflictError
 from orbital.store.contention import retrying
+from orbital.store.heartbeats import empty_heartbeat_state
 
 if TYPE_CHECKING:
     from orbital.ports.services import Services
@@ -44,16 +45,16 @@ def update_state(services: Services, agent_id: str, mutate: Callable[[dict[str, 
     """Apply `mutate` to the agent's state (an empty one when it has none) and store it with a versioned write,
     re-reading and retrying when someone else wrote meanwhile. `mutate` returns False to leave the state alone; it
     may run more than once. Returns the stored state, or None when nothing was written."""
-    repo = services.gateway
+    repo = services.heartbeats
 
     def attempt() -> dict[str, Any] | None:
-        found = repo.heartbeat_state_versioned(agent_id)
-        state = dict(found[0]) if found else repo.empty_heartbeat_state(agent_id)
+        found = repo.get_versioned(agent_id)
+        state = dict(found[0]) if found else empty_heartbeat_state(agent_id)
         if not mutate(state):
             return None
         if found is None:
-            return repo.put_heartbeat_state(agent_id, state, create=True)
-        return repo.put_heartbeat_state(agent_id, state, expect_version=found[1])
+            return repo.put(agent_id, state, create=True)
+        return repo.put(agent_id, state, expect_version=found[1])
 
     return retrying("heartbeat state", attempt)
 
@@ -61,12 +62,11 @@ def update_state(services: Services, agent_id: str, mutate: Callable[[dict[str, 
 def status(services: Services) -> dict[str, dict[str, Any]]:
     """Every agent with heartbeat state, then every agent that only has a last-active context (null state); each
     with `lastActive: {channel, accountId, peer, timestamp}` when it has one."""
-    repo = services.gateway
-    contexts = repo.last_active_contexts()
-    agents: dict[str, dict[str, Any]] = dict(repo.heartbeat_states())
+    contexts = services.last_active.all()
+    agents: dict[str, dict[str, Any]] = dict(services.heartbeats.all())
     for agent_id in contexts:
         if agent_id not in agents:
-            agents[agent_id] = repo.empty_heartbeat_state(agent_id)
+            agents[agent_id] = empty_heartbeat_state(agent_id)
     for agent_id, entry in agents.items():
         context = contexts.get(agent_id)
         if context is not None:
@@ -82,10 +82,10 @@ def schedule(services: Services, now_ms: int) -> dict[str, dict[str, Any]]:
     one interval from now (`nextHeartbeatAt` null when its interval is 0), and return the status."""
     config = services.config.effective()
     ids = rules.agent_ids(config)
-    repo = services.gateway
-    for agent_id in repo.heartbeat_states():
+    repo = services.heartbeats
+    for agent_id in repo.all():
         if agent_id not in ids:
-            repo.delete_heartbeat_state(agent_id)
+            repo.delete(agent_id)
     for agent_id in ids:
         nxt = rules.next_heartbeat_at(now_ms, rules.effective_settings(config, agent_id).every_ms)
 
@@ -102,7 +102,7 @@ def ensure_scheduled(services: Services, now_ms: int) -> list[str]:
     `agents.list`) is scheduled one interval from now. Returns the agents scheduled. State that exists is left
     alone, so `heartbeat.start` and the running schedule decide everything else."""
     config = services.config.effective()
-    known = services.gateway.heartbeat_states()
+    known = services.heartbeats.all()
     added: list[str] = []
     for agent_id in rules.agent_ids(config):
         if agent_id in known:
@@ -111,7 +111,7 @@ def ensure_scheduled(services: Services, now_ms: int) -> list[str]:
             "nextHeartbeatAt": rules.next_heartbeat_at(now_ms, rules.effective_settings(config, agent_id).every_ms)
         }
         try:
-            services.gateway.put_heartbeat_state(agent_id, state, create=True)
+            services.heartbeats.put(agent_id, state, create=True)
         except ConflictError:  # another tick scheduled it first
             continue
         added.append(agent_id)
@@ -123,11 +123,11 @@ def ensure_scheduled(services: Services, now_ms: int) -> list[str]:
 
 def last_active(services: Services, agent_id: str) -> dict[str, Any] | None:
     """Where the agent was last talked to (stored under the id as configured, or as routing normalizes it)."""
-    repo = services.gateway
-    found = repo.last_active(agent_id)
+    repo = services.last_active
+    found = repo.get(agent_id)
     normalized = normalize_agent_id(agent_id)
     if found is None and normalized != agent_id:
-        found = repo.last_active(normalized)
+        found = repo.get(normalized)
     return found
 
 

@@ -236,7 +236,7 @@ def _release_call(services: Services, call_id: str | None, reason: str) -> None:
         return
     claimed = deferred.claim(services, call_id)
     if claimed is not None:
-        deferred.close_execution(claimed[1], error="NodeLost", cause=reason)
+        deferred.close_execution(services, claimed[1], error="NodeLost", cause=reason)
 
 
 def _queued(probe: Probe) -> Probe:
@@ -457,5 +457,5 @@ def accept_result(services: Services, node_id: str, probe_id: str, bins: Any) ->
     if probe.call_id:
         claimed = deferred.claim(services, probe.call_id)
         if claimed is not None:
-            deferred.close_execution(claimed[1])
+            deferred.close_execution(services, claimed[1])
     return {"ok": True}

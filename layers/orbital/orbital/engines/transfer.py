@@ -1,8 +1,8 @@
 """The transfer engine: files between nodes and the agent workspace (spec §4, fixes F10 and F13).
 
-No Lambda holds a stream between frames. State lives in one DynamoDB item per transfer (static description in the
-JSON payload; state, size, mime and a byte counter as flat attributes updated atomically), bytes live on the wire
-or in S3:
+No Lambda holds a stream between frames. State lives in one table item per transfer (`orbital.store.transfers`:
+static description in the JSON payload; state, size, mime and byte counters as flat attributes updated
+atomically), bytes live on the wire or in S3:
 
 - node → node, chunks: each chunk frame is relayed to the destination as it arrives. Binary frames (local gateway)
   get their offset from the byte counter; `{"type":"bin","transferId","offset","data"}` text frames (API Gateway)
@@ -29,23 +29,24 @@ from __future__ import annotations
 import base64
 import logging
 import time
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from orbital.domain.workspace_paths import content_type_for, normalize_relative_path
 from orbital.engines import deferred
-from orbital.errors import BadRequestError, ConflictError, ForbiddenError, UnavailableError
+from orbital.errors import BadRequestError, ForbiddenError, UnavailableError
 from orbital.protocol.frames import event_frame, pack_chunk
-from orbital.store import conditions as cond
 from orbital.store import keys
+from orbital.store.transfers import GSV as GSV  # the transfer items' names, as the engine's callers know them
+from orbital.store.transfers import Endpoint as Endpoint
+from orbital.store.transfers import Transfer as Transfer
 
 if TYPE_CHECKING:
     from orbital.ports.services import Services
-    from orbital.store.connections import Connection
+    from orbital.store.connections import Connection, NodeEntry
+    from orbital.store.workspace import ObjectInfo
 
 log = logging.getLogger("orbital.transfer")
 
-GSV = "gsv"
 CALL_KIND = "transfer"
 CHUNK_BYTES = 64 * 1024
 """Data per `bin` text frame (~87 KB encoded, inside API Gateway's 128 KB message limit)."""
@@ -53,19 +54,6 @@ BINARY_CHUNK_BYTES = 256 * 1024
 """Data per binary frame on the local gateway (GSV's chunk size)."""
 DEFAULT_TIMEOUT_MS = 600_000
 MODES = ("chunks", "presigned")
-
-
-@dataclass
-class Endpoint:
-    node: str
-    path: str
-
-    @property
-    def is_workspace(self) -> bool:
-        return self.node == GSV
-
-    def __str__(self) -> str:
-        return f"{self.node}:{self.path}"
 
 
 def parse_endpoint(raw: str) -> Endpoint:
@@ -89,90 +77,63 @@ def timeout_ms(config: dict[str, Any]) -> int:
     return DEFAULT_TIMEOUT_MS
 
 
-@dataclass
-class Transfer:
-    transfer_id: int
-    source: Endpoint
-    destination: Endpoint
-    mode: str
-    agent_id: str
-    call_id: str
-    source_conn: str | None
-    dest_conn: str | None
-    state: str = "init"
-    size: int | None = None
-    mime: str | None = None
-    bytes: int = 0
-    landed: int = 0
-
-    def to_data(self) -> dict[str, Any]:
-        return {
-            "transferId": self.transfer_id,
-            "source": str(self.source),
-            "destination": str(self.destination),
-            "mode": self.mode,
-            "agentId": self.agent_id,
-            "callId": self.call_id,
-            "sourceConn": self.source_conn,
-            "destConn": self.dest_conn,
-        }
-
-    @classmethod
-    def from_record(cls, data: dict[str, Any], attrs: dict[str, Any]) -> Transfer:
-        src_node, _, src_path = data["source"].partition(":")
-        dst_node, _, dst_path = data["destination"].partition(":")
-        return cls(
-            transfer_id=int(data["transferId"]),
-            source=Endpoint(src_node, src_path),
-            destination=Endpoint(dst_node, dst_path),
-            mode=data["mode"],
-            agent_id=data["agentId"],
-            call_id=data["callId"],
-            source_conn=data.get("sourceConn"),
-            dest_conn=data.get("destConn"),
-            state=str(attrs.get("xs", "init")),
-            size=attrs.get("size") if isinstance(attrs.get("size"), int) else None,
-            mime=attrs.get("mime") or None,
-            bytes=int(attrs.get("b", 0) or 0),
-            landed=int(attrs.get("l", 0) or 0),
-        )
-
-    def workspace_key(self, endpoint: Endpoint) -> str:
-        return keys.workspace_object(self.agent_id, endpoint.path)
-
-    def result(self, transferred: int) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "source": str(self.source),
-            "destination": str(self.destination),
-            "bytesTransferred": transferred,
-        }
-        if self.mime:
-            out["mime"] = self.mime
-        return out
-
-
 # --- store ---------------------------------------------------------------------------------------------------
 
 
 def load(services: Services, transfer_id: int) -> Transfer | None:
-    rec = services.table.get(keys.transfer(transfer_id))
-    return Transfer.from_record(rec.data, rec.attrs) if rec else None
+    return services.transfers.load(transfer_id)
 
 
 def _set(services: Services, transfer_id: int, **attrs: Any) -> None:
-    try:
-        services.table.update(
-            keys.transfer(transfer_id), set_attrs=attrs, condition=cond.exists("PK"), return_values="NONE"
-        )
-    except ConflictError:
-        pass  # finished meanwhile
+    services.transfers.set(transfer_id, **attrs)
 
 
 def active(services: Services) -> list[Transfer]:
-    return [Transfer.from_record(r.data, r.attrs) for r in services.table.query(keys.TRANSFERS_PK)]
+    return services.transfers.active()
 
 
 # --- start -----------------------------------------------------------------------------------------------------
+
+
+def _connected_node(services: Services, endpoint: Endpoint, role: str) -> NodeEntry | None:
+    """The node of a node endpoint, which must be connected; None for the workspace."""
+    if endpoint.is_workspace:
+        return None
+    node = services.connections.node(endpoint.node)
+    if node is None:
+        raise UnavailableError(f"{role} node not connected: {endpoint.node}")
+    return node
+
+
+def _workspace_source(services: Services, agent_id: str, source: Endpoint, destination: Endpoint) -> ObjectInfo | None:
+    """The object a workspace source names (which must exist, and go to a node); None for a node source."""
+    if not source.is_workspace:
+        return None
+    info = services.workspace.head(keys.workspace_object(agent_id, source.path))
+    if info is None:
+        raise BadRequestError(f"Workspace file not found: {source.path}")
+    if destination.is_workspace:
+        raise BadRequestError("Cannot transfer from gsv to gsv")
+    return info
+
+
+def _announce(services: Services, xfer: Transfer) -> bool:
+    """Tell the node that begins: the destination what it receives (a workspace source), else the source what to
+    send. False when that node is gone."""
+    if xfer.source.is_workspace:
+        assert xfer.dest_conn is not None
+        payload: dict[str, Any] = {
+            "transferId": xfer.transfer_id,
+            "path": xfer.destination.path,
+            "size": xfer.size,
+            "mode": xfer.mode,
+        }
+        if xfer.mime:
+            payload["mime"] = xfer.mime
+        return services.push(xfer.dest_conn, event_frame("transfer.receive", payload))
+    assert xfer.source_conn is not None
+    send = {"transferId": xfer.transfer_id, "path": xfer.source.path, "mode": xfer.mode}
+    return services.push(xfer.source_conn, event_frame("transfer.send", send))
 
 
 def start(
@@ -194,21 +155,10 @@ def start(
     if mode not in MODES:
         raise BadRequestError(f"Unsupported transfer mode: {mode}")
     source, destination = parse_endpoint(source_raw), parse_endpoint(destination_raw)
-    repo = services.connections
-    source_node = None if source.is_workspace else repo.node(source.node)
-    if not source.is_workspace and source_node is None:
-        raise UnavailableError(f"Source node not connected: {source.node}")
-    dest_node = None if destination.is_workspace else repo.node(destination.node)
-    if not destination.is_workspace and dest_node is None:
-        raise UnavailableError(f"Destination node not connected: {destination.node}")
-    info = None
-    if source.is_workspace:
-        info = services.workspace.head(keys.workspace_object(agent_id, source.path))
-        if info is None:
-            raise BadRequestError(f"Workspace file not found: {source.path}")
-        if destination.is_workspace:
-            raise BadRequestError("Cannot transfer from gsv to gsv")
-    transfer_id = services.table.next_counter(keys.counter("transfer"))
+    source_node = _connected_node(services, source, "Source")
+    dest_node = _connected_node(services, destination, "Destination")
+    info = _workspace_source(services, agent_id, source, destination)
+    transfer_id = services.transfers.next_id()
     xfer = Transfer(
         transfer_id=transfer_id,
         source=source,
@@ -219,6 +169,8 @@ def start(
         source_conn=source_node.connection_id if source_node else None,
         dest_conn=dest_node.connection_id if dest_node else None,
     )
+    if info is not None:
+        xfer.size, xfer.mime = info.size, info.content_type
     party = source_node or dest_node
     assert party is not None
     call = deferred.PendingCall(
@@ -233,28 +185,8 @@ def start(
         extra={**(extra or {}), "transferId": transfer_id, "sessionKey": session_key},
     )
     deferred.create(services, call)
-    first_state = "accept-wait" if source.is_workspace else "meta-wait"
-    attrs: dict[str, Any] = {"xs": first_state, "b": 0, "sc": xfer.source_conn or ""}
-    if info is not None:
-        xfer.size, xfer.mime = info.size, info.content_type
-        attrs.update(size=info.size, mime=info.content_type or "")
-    services.table.put(keys.transfer(transfer_id), xfer.to_data(), attrs=attrs)
-    if source.is_workspace:
-        assert xfer.dest_conn is not None
-        payload: dict[str, Any] = {
-            "transferId": transfer_id,
-            "path": destination.path,
-            "size": xfer.size,
-            "mode": mode,
-        }
-        if xfer.mime:
-            payload["mime"] = xfer.mime
-        sent = services.push(xfer.dest_conn, event_frame("transfer.receive", payload))
-    else:
-        assert xfer.source_conn is not None
-        send = {"transferId": transfer_id, "path": source.path, "mode": mode}
-        sent = services.push(xfer.source_conn, event_frame("transfer.send", send))
-    if not sent:
+    services.transfers.create(xfer, state="accept-wait" if source.is_workspace else "meta-wait")
+    if not _announce(services, xfer):
         fail(services, transfer_id, "Node disconnected before the transfer started")
         return xfer
     try:
@@ -349,7 +281,7 @@ def _send_workspace_object(services: Services, xfer: Transfer) -> None:
         return
     size = xfer.size or 0
     offset = 0
-    piece_size = BINARY_CHUNK_BYTES if services.settings.local else CHUNK_BYTES
+    piece_size = BINARY_CHUNK_BYTES if services.capabilities.binary_frames else CHUNK_BYTES
     while offset < size:
         try:
             body = services.workspace.read_range(key, offset, min(size, offset + piece_size * 8))
@@ -373,7 +305,7 @@ def _post_chunk(
 ) -> bool:
     """Binary GSV frames on the local gateway (unless the source used text frames: relays keep the framing);
     `bin` text frames, with the offset, through API Gateway."""
-    if services.settings.local and binary:
+    if services.capabilities.binary_frames and binary:
         return services.sender.post(connection_id, pack_chunk(transfer_id, data))
     frame = {"type": "bin", "transferId": transfer_id, "offset": offset, "data": base64.b64encode(data).decode()}
     return services.sender.post(connection_id, frame)
@@ -384,17 +316,9 @@ def on_chunk(services: Services, connection_id: str, transfer_id: int, data: byt
 
     One conditional update both checks the chunk (known transfer, streaming, sent by its source socket — F13) and
     counts it, returning the whole transfer; anything else is dropped."""
-    try:
-        rec = services.table.update(
-            keys.transfer(transfer_id),
-            add={"b": len(data)},
-            condition=(cond.eq("xs", "streaming") | cond.eq("xs", "completing")) & cond.eq("sc", connection_id),
-        )
-    except ConflictError:
+    xfer = services.transfers.count_received(transfer_id, len(data), connection_id)
+    if xfer is None:
         return
-    if rec is None:
-        return
-    xfer = Transfer.from_record(rec.data, rec.attrs)
     total = xfer.bytes
     binary_frame = offset is None
     if offset is None:
@@ -409,12 +333,9 @@ def on_chunk(services: Services, connection_id: str, transfer_id: int, data: byt
         if not _post_chunk(services, xfer.dest_conn, transfer_id, offset, data, binary=binary_frame):
             fail(services, transfer_id, f"Node disconnected: {xfer.destination.node}")
             return
-    try:
-        landed = services.table.update(keys.transfer(transfer_id), add={"l": len(data)}, condition=cond.exists("PK"))
-    except ConflictError:
-        return  # ended meanwhile
-    if landed is not None:
-        _complete_when_landed(services, Transfer.from_record(landed.data, landed.attrs))
+    landed = services.transfers.count_landed(transfer_id, len(data))
+    if landed is not None:  # else ended meanwhile
+        _complete_when_landed(services, landed)
 
 
 def on_complete(
@@ -438,16 +359,9 @@ def on_complete(
         }
         _tell(services, xfer, "destination", "transfer.end", end)
         return
-    try:
-        rec = services.table.update(
-            keys.transfer(transfer_id),
-            set_attrs={"xs": "completing"},
-            condition=cond.eq("xs", "streaming"),
-        )
-    except ConflictError:
-        return  # not streaming (already completing, or ended)
-    if rec is not None:
-        _complete_when_landed(services, Transfer.from_record(rec.data, rec.attrs))
+    completing = services.transfers.mark_completing(transfer_id)
+    if completing is not None:  # else not streaming (already completing, or ended)
+        _complete_when_landed(services, completing)
 
 
 def _complete_when_landed(services: Services, xfer: Transfer) -> None:
@@ -457,14 +371,7 @@ def _complete_when_landed(services: Services, xfer: Transfer) -> None:
     expected = xfer.size if xfer.size is not None else xfer.bytes
     if xfer.landed < expected:
         return  # chunks still on their way: the handler of the last one finishes
-    try:
-        services.table.update(
-            keys.transfer(xfer.transfer_id),
-            set_attrs={"xs": "finishing"},
-            condition=cond.eq("xs", "completing"),
-            return_values="NONE",
-        )
-    except ConflictError:
+    if not services.transfers.claim_finishing(xfer.transfer_id):
         return  # another handler finishes it
     if xfer.destination.is_workspace:
         _finish_upload(services, xfer)
@@ -521,7 +428,7 @@ def on_done(services: Services, conn: Connection | None, transfer_id: int, bytes
 
 
 def _cleanup(services: Services, transfer_id: int) -> None:
-    services.table.delete(keys.transfer(transfer_id))
+    services.transfers.delete(transfer_id)
     try:
         services.workspace.delete_prefix(f"transfers/{transfer_id}/")
     except Exception:
@@ -538,7 +445,7 @@ def _finish(services: Services, transfer_id: int, transferred: int) -> None:
         return
     call, token = claimed
     deferred.answer(services, call, payload=xfer.result(transferred))
-    deferred.close_execution(token)
+    deferred.close_execution(services, token)
 
 
 def fail(services: Services, transfer_id: int, error: str) -> None:
@@ -552,7 +459,7 @@ def fail(services: Services, transfer_id: int, error: str) -> None:
         return
     call, token = claimed
     deferred.answer(services, call, error={"code": 500, "message": error})
-    deferred.close_execution(token, error="TransferFailed", cause=error)
+    deferred.close_execution(services, token, error="TransferFailed", cause=error)
 
 
 def _abort(services: Services, xfer: Transfer, error: str) -> None:

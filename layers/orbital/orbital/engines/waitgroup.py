@@ -18,12 +18,10 @@ in one write that only the first attempt of that step wins (`reopen`).
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from orbital.aws import clients
 from orbital.errors import ConflictError
 from orbital.store import conditions as cond
 from orbital.store import keys
@@ -101,13 +99,13 @@ def register(services: Services, group_id: str, token: str) -> bool:
     return True
 
 
-def release(token: str | None, output: dict[str, Any] | None = None) -> None:
+def release(services: Services, token: str | None, output: dict[str, Any] | None = None) -> None:
     """Let a waiting execution go on. A token that already ended (timeout, stop) is fine."""
     if not token:
         return
     try:
-        clients.stepfunctions().send_task_success(taskToken=token, output=json.dumps(output or {}))
-    except Exception as exc:  # TaskTimedOut / InvalidToken / TaskDoesNotExist: nothing waits any more
+        services.workflows.succeed(token, output or {})
+    except Exception as exc:  # the execution is not reachable: its own timeout ends it
         log.debug("releasing a wait group: %s", type(exc).__name__)
 
 
@@ -120,7 +118,7 @@ def done_one(services: Services, group_id: str) -> None:
     if rec is None:
         return
     if int(rec.attrs.get("n") or 0) <= 0:
-        release(rec.attrs.get("tok"))
+        release(services, rec.attrs.get("tok"))
 
 
 def close(services: Services, group_id: str) -> None:

@@ -14,11 +14,11 @@ to `<name>` once it is complete, on disk and verified, so a half-written one is 
 at any point leaves the earlier backups as they were. Verifying opens the copies and compares their item counts by
 kind and the objects' hashes with the manifest (`verify`; `deep` also reads every blob back and hashes it).
 
-The workspace already keeps objects by content hash (`orbital.local.files`), and a blob never changes once written:
-a backup hard-links the blobs it does not have yet into the shared store (copies them where the backup directory is
-on another file system), so an unchanged object is never copied twice and a new backup of an unchanged gateway adds
-no blob. The index is copied and the blobs linked under the workspace's lock (a write waits for it), so the index
-and its blobs agree; the table is copied in one step of SQLite's backup API, a read transaction that sees one
+The workspace already keeps objects by content hash (`orbital.store.backends.files`), and a blob never changes once
+written: a backup hard-links the blobs it does not have yet into the shared store (copies them where the backup
+directory is on another file system), so an unchanged object is never copied twice and a new backup of an unchanged
+gateway adds no blob. The index is copied and the blobs linked under the workspace's lock (a write waits for it), so the
+index and its blobs agree; the table is copied in one step of SQLite's backup API, a read transaction that sees one
 commit and blocks no writer. Pruning keeps the newest `keep` backups and removes the blobs none of them names.
 
 `Backups` is the engine of one open data directory (the gateway's, or the CLI's when no gateway runs); it answers
@@ -48,9 +48,9 @@ from typing import TYPE_CHECKING, Any
 from orbital import __version__
 from orbital.domain.heartbeat import parse_every
 from orbital.errors import ConflictError, GatewayFailureError
-from orbital.local import private
-from orbital.local.database import fsync_path
 from orbital.store import keys
+from orbital.store.backends import private
+from orbital.store.backends.database import fsync_path
 
 if TYPE_CHECKING:
     from orbital.local.store import LocalStore
@@ -439,24 +439,11 @@ def take(
     return Taken(info, taken[1], taken[2], pruned)
 
 
-def _write(
-    store: LocalStore,
-    data_dir: Path,
-    directory: Path,
-    partial: Path,
-    name: str,
-    at: int,
-    cancelled: Callable[[], bool],
-) -> tuple[dict[str, Any], int, int]:
-    # the table: one step of the online backup, from a connection of its own
-    source = _read_only(Path(store.db.path))
-    try:
-        _copy_database(source, partial / TABLE_FILE)
-    finally:
-        source.close()
-    if cancelled():
-        raise BackupCancelledError("the gateway is stopping")
-    # the workspace: its index and the blobs it names, under its lock (no write in between)
+def _copy_workspace(
+    store: LocalStore, directory: Path, partial: Path, cancelled: Callable[[], bool]
+) -> tuple[dict[str, tuple[str, int]], set[str], int]:
+    """The workspace: its index and the blobs it names, under its lock (no write in between). Returns the objects
+    (key → blob and size), the blobs this backup added to the directory's store, and their bytes."""
     workspace = store.workspace
     blobs_dir = directory / BLOBS_DIR
     _make_dir(blobs_dir)
@@ -483,8 +470,11 @@ def _write(
             new_bytes += size
     for fan in fans:
         fsync_path(fan)
-    # the data directory's other files (its token)
-    files = partial / FILES_DIR
+    return objects, new_blobs, new_bytes
+
+
+def _copy_files(data_dir: Path, files: Path) -> int:
+    """The data directory's other files (its token), copied into `files`; returns their bytes."""
     files.mkdir(mode=private.DIR_MODE)
     file_bytes = 0
     for entry in os.scandir(data_dir):
@@ -493,6 +483,29 @@ def _write(
         shutil.copyfile(entry.path, files / entry.name)
         (files / entry.name).chmod(private.FILE_MODE)
         file_bytes += entry.stat(follow_symlinks=False).st_size
+    return file_bytes
+
+
+def _write(
+    store: LocalStore,
+    data_dir: Path,
+    directory: Path,
+    partial: Path,
+    name: str,
+    at: int,
+    cancelled: Callable[[], bool],
+) -> tuple[dict[str, Any], int, int]:
+    # the table: one step of the online backup, from a connection of its own
+    source = _read_only(Path(store.db.path))
+    try:
+        _copy_database(source, partial / TABLE_FILE)
+    finally:
+        source.close()
+    if cancelled():
+        raise BackupCancelledError("the gateway is stopping")
+    objects, new_blobs, new_bytes = _copy_workspace(store, directory, partial, cancelled)
+    files = partial / FILES_DIR
+    file_bytes = _copy_files(data_dir, files)
     counts = _item_counts(partial / TABLE_FILE)
     size = (
         (partial / TABLE_FILE).stat().st_size

@@ -25,8 +25,8 @@
   big" / "Message too big"), and posting a message over 128 KB answers 413 `PayloadTooLargeException`. Our clients
   send longer messages as fragments (`orbital.protocol.frames.fragments`). Binary frames, which API Gateway refuses
   altogether and only this gateway accepts, are not capped.
-- The management API (`Bridge.manage`: POST / GET / DELETE of a connection id) is answered in process
-  (`orbital.local.inprocess`), never on the gateway's public port. Unknown ids answer 410 GoneException. DELETE
+- The management API (`Bridge.manage`: POST / GET / DELETE of a connection id) is answered in process (the local
+  Sender, `orbital.local.sender`), never on the gateway's public port. Unknown ids answer 410 GoneException. DELETE
   closes the socket (code/reason may be given in x-orbital-close-* headers).
 """
 
@@ -54,9 +54,12 @@ from starlette.responses import Response
 from starlette.routing import Mount, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from orbital.aws.clients import CLOSE_CODE_HEADER, CLOSE_REASON_HEADER
 from orbital.protocol.frames import MAX_FRAME_BYTES, MAX_MESSAGE_BYTES
 from orbital.runtime.attempts import PEER_UID
+
+CLOSE_CODE_HEADER = "x-orbital-close-code"
+CLOSE_REASON_HEADER = "x-orbital-close-reason"
+"""The close code and reason of a DELETE (`Bridge.manage`): what `orbital.local.sender.BridgeSender.close` gives."""
 
 log = logging.getLogger("orbital.bridge")
 
@@ -463,7 +466,7 @@ class Bridge:
     def manage(
         self, method: str, cid: str, data: bytes, headers: dict[str, str], *, timeout: float = MANAGE_TIMEOUT_S
     ) -> _Answer:
-        """The management API without HTTP, for this process (see `orbital.local.inprocess`). From another thread
+        """The management API without HTTP, for this process (`orbital.local.sender`). From another thread
         it waits for the loop; on the loop's own thread (a handler run there) it answers at once and the frame or
         the close is written after what was posted to that socket before it. Raises BridgeUnavailableError when the
         bridge's event loop is not running (stopped), TimeoutError when the call took longer than `timeout` (it is

@@ -24,10 +24,10 @@ from email.utils import formatdate
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote_to_bytes
 
-from orbital.local.signed_urls import PATH
+from orbital.store.backends.signed_urls import PATH
 
 if TYPE_CHECKING:
-    from orbital.local.files import FileWorkspace
+    from orbital.store.backends.files import FileWorkspace
 
 ASGIApp = Callable[[dict[str, Any], Callable[..., Awaitable[Any]], Callable[..., Awaitable[Any]]], Awaitable[None]]
 

@@ -16,7 +16,7 @@ from collections.abc import Iterator, Mapping
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from orbital.local.sqlite_table import SqliteTable
+from orbital.store.backends.sqlite import SqliteTable
 from orbital.store.portable import HEADERS, Items, Key, ObjectEntry, Objects, StoredObject
 from orbital.store.workspace import ByteStream, ObjectInfo, Workspace
 

@@ -63,7 +63,6 @@ def end_interrupted(services: Services) -> tuple[int, int]:
             log.exception("could not end the interrupted run of %s", key)
             continue
         ended += int(stopped.was_running)
-    table.forget_cached()  # what this sweep read is not what requests will read
     if sockets or ended or resumed:
         log.info(
             "closed %d sockets, ended %d runs and resumed %d paused runs left by the previous process",

@@ -20,8 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from orbital.local import frontdoor, peer_uid, private, ttl
+from orbital.local import frontdoor, peer_uid, ttl
 from orbital.protocol import local_token
+from orbital.store.backends import private
 
 if TYPE_CHECKING:
     from orbital.local.store import LocalStore
@@ -98,6 +99,8 @@ class LocalGateway:
         self.root = options.project.resolve() if options.project else find_project_root()
         self.stack: Any = None
         self.bridge: Any = None
+        self.sender: Any = None
+        """The bridge's Sender (`orbital.local.sender.BridgeSender`), posting once the bridge is set."""
         self.store: Any = None
         """The data directory's table and workspace (`orbital.local.store.LocalStore`)."""
         self._runtime_written = False
@@ -112,6 +115,8 @@ class LocalGateway:
         """The token clients present (given, or kept in the data directory); None in `same-user` mode."""
         self.token_created = False
         """This start drew the token (the data directory had none)."""
+        self.services: Any = None
+        """This gateway's Services (`orbital.local.services`), installed for the handlers it invokes."""
         self.backups: Any = None
         """The data directory's backups and their schedule (`orbital.local.backup.LocalBackups`); None without
         persistence."""
@@ -175,14 +180,38 @@ class LocalGateway:
         """Open the data directory's store, start the Step Functions interpreter, configure the handlers."""
         self.check()
         # lazy: every `orbital` command loads this module; the gateway's parts load when one starts
-        from orbital.local import template as tpl
-        from orbital.local.bridge import Bridge
         from orbital.local.stack import LocalStack
-        from orbital.local.store import DataDirLockedError, LocalStore
-        from orbital.local.template import websocket_routes
 
         self._bind()  # bound here and handed to uvicorn, so no other process can take it in between
         self._umask = os.umask(0o077)  # every file this gateway writes is its owner's alone (restored at shutdown)
+        self._open_store()
+        self._use_token()  # with the directory held: two gateways starting on it never both draw one
+        log.info("%s: %s", self.data_dir, self.store.describe())
+        self.stack = LocalStack(
+            self.root, self.root / "template.yaml", step_functions_process=self.options.step_functions_process
+        )
+        self.stack.start()
+        self._configure_env(self.stack.endpoint)
+        self._compose()
+        if self.options.seed:
+            self._seed()
+        self.bridge = self._make_bridge()
+        if self.options.xeno:
+            self._make_xeno()
+        self.sender.bridge = self.bridge
+        if self.options.persist:
+            # lazy: every `orbital` command loads this module; the gateway's parts load when one starts
+            from orbital.local.restart import end_interrupted
+
+            end_interrupted(self.services)
+        self._start_schedules()
+        self._write_runtime()
+
+    def _open_store(self) -> None:
+        """The data directory's table and workspace, the directory taken (and made private) for this gateway."""
+        # lazy: every `orbital` command loads this module; the gateway's parts load when one starts
+        from orbital.local.store import DataDirLockedError, LocalStore
+
         tightened = private.make_private(self.data_dir)
         if tightened:
             log.warning("%s was readable by other users: made it private (%s)", self.data_dir, tightened)
@@ -195,33 +224,35 @@ class LocalGateway:
             )
         except DataDirLockedError as exc:
             raise StartupError(str(exc)) from None
-        self._use_token()  # with the directory held: two gateways starting on it never both draw one
-        log.info("%s: %s", self.data_dir, self.store.describe())
-        self.stack = LocalStack(
-            self.root, self.root / "template.yaml", step_functions_process=self.options.step_functions_process
-        )
-        self.stack.start()
-        self._configure_env(self.stack.endpoint)
-        # lazy: every `orbital` command loads this module; the gateway's parts load when one starts
-        from orbital.aws import clients
-        from orbital.local.portable import TableItems, WorkspaceObjects
-        from orbital.runtime.services import use_portable_stores, use_storage
 
-        use_storage(self.store.table, self.store.workspace)
-        table, objects = self.store.table, self.store.workspace
-        use_portable_stores(lambda: (TableItems(table), WorkspaceObjects(objects)))
-        if self.options.persist:
-            self._use_backups()
-        self.stack.in_process.serve_management(os.environ["ORBITAL_WS_MGMT_ENDPOINT"])
-        clients.serve_in_process(self.stack.in_process.serve)
-        if self.options.seed:
-            self._seed()
+    def _compose(self) -> None:
+        """This gateway's Services, from its composition root (`orbital.local.services`), installed for the
+        handlers it invokes; with persistence, the data directory's backups (ADR 0047) among them."""
         # lazy: every `orbital` command loads this module; the gateway's parts load when one starts
+        from orbital.local.services import build_local_services
+        from orbital.runtime.services import use_services
+        from orbital.settings import get_settings
+
+        if self.options.persist:
+            # lazy: every `orbital` command loads this module; the gateway's parts load when one starts
+            from orbital.local.backup import LocalBackups
+
+            self.backups = LocalBackups(self.store, self.data_dir, lambda: self.services.config.effective())
+        self.services = build_local_services(
+            get_settings(), self.store, workflows=self.stack.workflows, backups=self.backups
+        )
+        self.sender = self.services.sender  # the bridge's: it posts once the bridge is set (`prepare`)
+        use_services(self.services)
+
+    def _make_bridge(self) -> Any:
+        """The API-Gateway-like WebSocket bridge, with the HTTP app mounted beside it."""
+        # lazy: every `orbital` command loads this module; the gateway's parts load when one starts
+        from orbital.local.bridge import Bridge
+        from orbital.local.template import websocket_routes
         from orbital.rest.app import create_app
         from orbital.runtime.gateway import greet
-        from orbital.runtime.services import get_services
 
-        self.bridge = Bridge(
+        return Bridge(
             self.stack.functions.invoke,
             websocket_routes(self.stack.template),
             stage=STAGE,
@@ -230,27 +261,28 @@ class LocalGateway:
             concurrent_frames=self.options.concurrent_frames,
             frame_jitter_ms=self.options.frame_jitter_ms,
             # methods that post to sockets too, when those posts and every AWS call are answered in this process
-            inline_methods=get_services().registry.event_loop_methods(posts_in_process=True),
+            inline_methods=self.services.registry.event_loop_methods(posts_in_process=True),
             connect_inline=not self.token,
             greet=greet,
             greet_after_s=0.0 if self.token else self.options.greet_after_ms / 1000,
         )
-        if self.options.xeno:
-            # lazy: every `orbital` command loads this module; the gateway's parts load when one starts
-            from orbital.local.xeno_socket import XenoSocket, XenoSocketInUseError
 
-            self.xeno = XenoSocket(self.options.xeno_home or self.data_dir, self.bridge, self.token)
-            try:
-                self.xeno.check()
-            except XenoSocketInUseError as exc:
-                self.xeno = None
-                raise StartupError(str(exc)) from None
-        self.stack.in_process.bridge = self.bridge
-        if self.options.persist:
-            # lazy: every `orbital` command loads this module; the gateway's parts load when one starts
-            from orbital.local.restart import end_interrupted
+    def _make_xeno(self) -> None:
+        # lazy: every `orbital` command loads this module; the gateway's parts load when one starts
+        from orbital.local.xeno_socket import XenoSocket, XenoSocketInUseError
 
-            end_interrupted(get_services())
+        self.xeno = XenoSocket(self.options.xeno_home or self.data_dir, self.bridge, self.token)
+        try:
+            self.xeno.check()
+        except XenoSocketInUseError as exc:
+            self.xeno = None
+            raise StartupError(str(exc)) from None
+
+    def _start_schedules(self) -> None:
+        """The scheduled functions and the housekeeping (`Ticker`), and the backups' schedule."""
+        # lazy: every `orbital` command loads this module; the gateway's parts load when one starts
+        from orbital.local import template as tpl
+
         if self.options.tick_interval > 0:
             self.ticker = Ticker(
                 self.stack.functions,
@@ -262,25 +294,14 @@ class LocalGateway:
             self.ticker.start()
         if self.backups is not None:
             self.backups.start()
-        self._write_runtime()
-
-    def _use_backups(self) -> None:
-        """The data directory's backups (ADR 0047), for the `backup` methods and the schedule."""
-        # lazy: every `orbital` command loads this module; the gateway's parts load when one starts
-        from orbital.local.backup import LocalBackups
-        from orbital.runtime.services import get_services, use_backups
-
-        self.backups = LocalBackups(self.store, self.data_dir, lambda: get_services().config.effective())
-        use_backups(self.backups)
 
     def _delete_expired(self) -> int:
         """DynamoDB's TTL deletes, locally (`orbital.local.ttl`)."""
         # lazy: every `orbital` command loads this module; the gateway's parts load when one starts
         from orbital.local import template as tpl
-        from orbital.runtime.services import get_services
 
         attribute = tpl.ttl_attribute(self.stack.template) if self.stack is not None else None
-        return ttl.sweep(get_services().table, attribute, time.time()) if attribute else 0
+        return ttl.sweep(self.services.table, attribute, time.time()) if attribute else 0
 
     @property
     def runtime_file(self) -> Path:
@@ -295,7 +316,7 @@ class LocalGateway:
         self._runtime_written = True
 
     def _configure_env(self, endpoint: str) -> None:
-        # in process, the management endpoint is only a name the hook recognizes: nothing listens there for it
+        # the management endpoint is only a name here: the local Sender posts to the bridge itself
         mgmt = f"http://127.0.0.1:{self.port}/{STAGE}"
         env = {
             "ORBITAL_TABLE": LOCAL_TABLE,
@@ -346,10 +367,9 @@ class LocalGateway:
         try:
             # lazy: every `orbital` command loads this module; the gateway's parts load when one starts
             from orbital.agent.seed import ensure_seeded
-            from orbital.runtime.services import get_services
         except ImportError:
             return
-        written = ensure_seeded(get_services())
+        written = ensure_seeded(self.services)
         if written:
             log.info("seeded the workspace: %s", ", ".join(written))
 
@@ -385,11 +405,10 @@ class LocalGateway:
     def _with_object_urls(self, app: Any) -> Any:
         """`app`, serving the presigned URLs of the workspace under `/_objects/` when it is on files."""
         # lazy: every `orbital` command loads this module; the gateway's parts load when one starts
-        from orbital.local.files import FileWorkspace
         from orbital.local.object_urls import ObjectRoute, mount
-        from orbital.runtime.services import get_services
+        from orbital.store.backends.files import FileWorkspace
 
-        workspace = get_services().workspace
+        workspace = self.services.workspace
         return mount(app, ObjectRoute(workspace)) if isinstance(workspace, FileWorkspace) else app
 
     def _refused(self, why: str) -> None:
@@ -488,28 +507,21 @@ class LocalGateway:
             self.ticker.stop()
             self.ticker = None
         if self.backups is not None:
-            # lazy: every `orbital` command loads this module; the gateway's parts load when one starts
-            from orbital.runtime.services import use_backups
-
             self.backups.stop()
-            use_backups(None)
             self.backups = None
         if self._runtime_written:  # never another gateway's (one that holds the data directory)
             self.runtime_file.unlink(missing_ok=True)
             self._runtime_written = False
         if self.stack is not None:
-            # lazy: every `orbital` command loads this module; the gateway's parts load when one starts
-            from orbital.aws import clients
-
-            clients.serve_in_process(None)
             self.stack.stop()
             self.stack = None
-        if self.store is not None:
+        if self.services is not None:
             # lazy: every `orbital` command loads this module; the gateway's parts load when one starts
-            from orbital.runtime.services import use_portable_stores, use_storage
+            from orbital.runtime.services import use_services
 
-            use_storage(None, None)
-            use_portable_stores(None)
+            use_services(None)
+            self.services = None
+        if self.store is not None:
             try:
                 self.store.close()
             finally:

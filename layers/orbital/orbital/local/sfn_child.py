@@ -17,7 +17,6 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from orbital.local import step_functions
-from orbital.local.direct import error_answer, moto_action
 from orbital.local.sfn_worker import (
     INLINE_METHODS,
     AfterReply,
@@ -29,7 +28,7 @@ from orbital.local.sfn_worker import (
 
 
 def _moto_error(exc: BaseException) -> tuple[str, str, int]:
-    return error_answer(exc)
+    return step_functions.error_answer(exc)
 
 
 def main(argv: list[str]) -> int:
@@ -46,7 +45,9 @@ def main(argv: list[str]) -> int:
     step_functions.cache_state_machine_parsing()
     step_functions.serialize_operations()
     step_functions.ready_task_callbacks()
-    run = moto_action(StepFunctionResponse, step_functions.REGION, DEFAULT_ACCOUNT_ID, contextlib.nullcontext)
+    run = step_functions.moto_action(
+        StepFunctionResponse, step_functions.REGION, DEFAULT_ACCOUNT_ID, contextlib.nullcontext
+    )
     pool = ThreadPoolExecutor(max_workers=16, thread_name_prefix="orbital-sfn")
     channel: WorkerChannel | None = None
 

@@ -5,8 +5,9 @@ wait. In the gateway's own process that interpretation shares one GIL with the e
 so a tool call's reply waited for its own execution's bookkeeping (ADR 0017). Here moto's Step Functions backend
 runs in a child process instead:
 
-- the gateway's Step Functions calls (its direct client, and any client of the local endpoint over HTTP) are
-  forwarded to the child over a socket pair and answered by moto's own handler there, behind the same patches;
+- the gateway's Step Functions calls (the Workflows port's local backend, `orbital.local.workflows`) are sent to the
+  child over a socket pair and answered by moto's own handler there, behind the hooks of
+  `orbital.local.step_functions`;
 - the executions' Lambda tasks come back to the gateway, which runs the function's handler in process as before
   (`stack.run_function`): DynamoDB, S3 and the sockets stay in the gateway's process;
 - the child exits when the gateway closes its end, or dies (the socket reads end of file); if the child dies
@@ -22,9 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import inspect
 import itertools
-import json
 import logging
 import os
 import queue
@@ -85,8 +84,8 @@ READER_JOIN_TIMEOUT = 5.0
 class WorkerChannel:
     """Requests both ways over one connection. `serve(kind, payload)` answers the other side's requests (in the
     thread `run` gives it, or on the reading thread itself for the requests `inline` picks: those must never wait
-    for the other side); its exceptions go back as `WorkerRefusedError` (code, message, status from `describe_error`).
-    An `AfterReply` answer sends its value, then does its work."""
+    for the other side); its exceptions go back as `Refused` (code, message, status from `describe_error`). An
+    `AfterReply` answer sends its value, then does its work."""
 
     def __init__(
         self,
@@ -322,7 +321,7 @@ class StepFunctionsProcess:
 
     def call(self, method: str, params: dict[str, Any], *, timeout: float = CALL_TIMEOUT) -> dict[str, Any]:
         """One Step Functions operation (`start_execution`, ...) with boto3's parameters: moto's result as a dict,
-        or `WorkerRefusedError` with the AWS error; TimeoutError after `timeout` seconds without an answer."""
+        or `Refused` with the AWS error; TimeoutError after `timeout` seconds without an answer."""
         channel = self.channel
         if channel is None:
             raise WorkerGoneError("the Step Functions process is not running")
@@ -348,45 +347,6 @@ class StepFunctionsProcess:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(timeout=10)
-
-
-_forward_to: StepFunctionsProcess | None = None
-
-
-def forward_requests(process: StepFunctionsProcess | None) -> None:
-    """Send every Step Functions request that reaches moto in this process (a client of the local endpoint, over
-    HTTP or in process) to `process`; None: answer them here again. The first call patches moto's response class."""
-    global _forward_to
-    _forward_to = process
-    from moto.core.responses import ActionResult
-    from moto.stepfunctions.responses import StepFunctionResponse
-
-    if getattr(StepFunctionResponse, "_orbital_forwarded", False):
-        return
-    for name, original in list(vars(StepFunctionResponse).items()):
-        if name.startswith("_") or not inspect.isfunction(original):
-            continue
-
-        def forward(self: Any, _name: str = name, _original: Callable[..., Any] = original) -> Any:
-            target = _forward_to
-            if target is None:
-                return _original(self)
-            params = json.loads(self.body) if self.body else {}
-            try:
-                return ActionResult(target.call(_name, params))
-            except WorkerRefusedError as exc:
-                raise _http_error(exc) from None
-
-        setattr(StepFunctionResponse, name, forward)
-    StepFunctionResponse._orbital_forwarded = True  # type: ignore[attr-defined]
-
-
-def _http_error(refused: WorkerRefusedError) -> Exception:
-    from moto.core.exceptions import JsonRESTError
-
-    error = JsonRESTError(refused.error_code, refused.message)
-    error.code = refused.status
-    return error
 
 
 def _describe(exc: BaseException) -> tuple[str, str, int]:

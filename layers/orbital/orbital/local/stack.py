@@ -4,7 +4,7 @@ The table and the bucket are not here: the local gateway keeps them in SQLite an
 What remains of AWS is what nothing else can do offline: moto interprets `statemachines/*.asl.json` (a tool call's
 timer, every agent turn, every wait), in a child process (`orbital.local.sfn_worker`) unless asked otherwise, and
 their Lambda tasks call the template's Python handlers in this process, loaded from their CodeUri as Lambda would.
-The gateway's Step Functions client is answered in process (`orbital.local.inprocess`): its endpoint is a name only.
+The gateway reaches them through the Workflows port's local backend (`workflows`: `orbital.local.workflows`).
 """
 
 from __future__ import annotations
@@ -22,21 +22,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from orbital.local import step_functions
 from orbital.local import template as tpl
 from orbital.local.bridge import request_id
-from orbital.local.inprocess import InProcessAws
+from orbital.local.sfn_worker import StepFunctionsProcess
 from orbital.local.step_functions import ACCOUNT, REGION, use_functions
-
-if TYPE_CHECKING:
-    from orbital.local.sfn_worker import StepFunctionsProcess
+from orbital.local.workflows import Call, LocalWorkflows, forwarded, interpreted_here, stopped
 
 log = logging.getLogger("orbital.local")
 
 ENDPOINT = "http://127.0.0.1:9"
-"""The endpoint the gateway's Step Functions client is given: a name its in-process hook answers (nothing listens on
-the discard port, so a call that escaped the hook fails at once instead of reaching something else)."""
+"""The AWS endpoint the local gateway's settings name: nothing listens on the discard port, so a boto3 call that
+nothing local answers (every AWS call has a local backend: none should) fails at once instead of reaching AWS."""
 
 ROLE_ARN = f"arn:aws:iam::{ACCOUNT}:role/orbital-local"
 
@@ -115,21 +114,29 @@ def run_function(host: FunctionHost, function_name: str, payload: bytes | str | 
     return json.dumps(result).encode(), False
 
 
-def create_state_machines(
-    client: Callable[[str], Any], root: Path, template: dict[str, Any], *, role_arn: str = ROLE_ARN
-) -> dict[str, str]:
-    """Create the template's state machines. Returns their ARNs by logical id."""
-    arns: dict[str, str] = {}
-    sfn = client("stepfunctions")
+def state_machine_requests(root: Path, template: dict[str, Any], *, role_arn: str = ROLE_ARN) -> dict[str, Any]:
+    """The `CreateStateMachine` parameters of the template's state machines, by logical id (their definitions with
+    the DefinitionSubstitutions resolved)."""
+    requests: dict[str, Any] = {}
     resolver = _Resolver(template, tpl.functions(template))
     for logical_id, spec in tpl.state_machines(template).items():
         text = (root / spec["definition_uri"]).read_text()
         for key, value in spec["substitutions"].items():
             text = text.replace("${" + key + "}", resolver.resolve(value))
-        arns[logical_id] = sfn.create_state_machine(
-            name=logical_id, definition=text, roleArn=role_arn, type=spec["type"]
-        )["stateMachineArn"]
-    return arns
+        requests[logical_id] = {"name": logical_id, "definition": text, "roleArn": role_arn, "type": spec["type"]}
+    return requests
+
+
+def create_state_machines(
+    client: Callable[[str], Any], root: Path, template: dict[str, Any], *, role_arn: str = ROLE_ARN
+) -> dict[str, str]:
+    """Create the template's state machines with a boto3 client (`client(service)`). Returns their ARNs by logical
+    id."""
+    sfn = client("stepfunctions")
+    return {
+        logical_id: sfn.create_state_machine(**request)["stateMachineArn"]
+        for logical_id, request in state_machine_requests(root, template, role_arn=role_arn).items()
+    }
 
 
 class _Resolver:
@@ -167,14 +174,18 @@ class LocalStack:
         self.functions = FunctionHost(root, self.template)
         self.state_machine_arns: dict[str, str] = {}
         self.endpoint = ENDPOINT
-        self.in_process = InProcessAws(ENDPOINT)
+        self._call: Call = stopped
+        """How a Step Functions call is answered now: the process, this process's interpreter, or not at all."""
+        self.workflows = LocalWorkflows(self.call)
+        """The Workflows port of the local gateway (its composition root gives it to Services)."""
 
-    def start(self) -> str:
+    def call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """One Step Functions operation with boto3's parameters, answered where the state machines run now."""
+        return self._call(method, params)
+
+    def start(self) -> None:
         """Start the Step Functions interpreter and create the template's state machines in it."""
         if self.step_functions_process:
-            # lazy: moto and the Step Functions process load only when the state machines start
-            from orbital.local.sfn_worker import StepFunctionsProcess
-
             self.states = StepFunctionsProcess(on_exit=self._states_ended)
             try:
                 self.states.spawn()
@@ -185,17 +196,13 @@ class LocalStack:
             self._serve_states(self.states)
         else:
             self._prepare_here()
-        self.state_machine_arns = create_state_machines(self.client, self.root, self.template, role_arn=ROLE_ARN)
-        return self.endpoint
+        self.state_machine_arns = self._create_state_machines()
 
     def _states_ended(self, process: StepFunctionsProcess) -> None:
         """The Step Functions process died while the gateway runs: start another and create the state machines in
         it again (same names, so the same ARNs). The executions it had are gone; what waited on them is ended by
         the sweep of overdue calls, and an agent run by its stale check. At most `RESTARTS` a minute."""
         import time
-
-        # lazy: moto and the Step Functions process load only when the state machines start
-        from orbital.local.sfn_worker import StepFunctionsProcess
 
         with self._restart_lock:
             if self._stopping or self.states is not process:
@@ -215,7 +222,7 @@ class LocalStack:
                 replacement.stop()
                 return
             self._serve_states(replacement)
-            create_state_machines(self.client, self.root, self.template, role_arn=ROLE_ARN)
+            self._create_state_machines()
             # lazy: moto and the Step Functions process load only when the state machines start
             from orbital.runtime.services import get_services
 
@@ -225,14 +232,16 @@ class LocalStack:
     def _connect(self, process: StepFunctionsProcess) -> None:
         process.connect(self.functions.specs, functools.partial(run_function, self.functions))
 
+    def _create_state_machines(self) -> dict[str, str]:
+        requests = state_machine_requests(self.root, self.template, role_arn=ROLE_ARN)
+        return {
+            logical_id: self.call("create_state_machine", r)["stateMachineArn"] for logical_id, r in requests.items()
+        }
+
     def _serve_states(self, process: StepFunctionsProcess) -> None:
         """From now on `process` answers every Step Functions request of this stack."""
-        # lazy: moto and the Step Functions process load only when the state machines start
-        from orbital.local.sfn_worker import forward_requests
-
         self.states = process
-        forward_requests(process)  # what reaches moto's handler in this process (a call not answered directly)
-        self.in_process.states = process
+        self._call = forwarded(lambda: self.states)
 
     def _interpret_here(self) -> None:
         """The Step Functions process could not start: interpret the state machines in this one (slower, same
@@ -243,9 +252,6 @@ class LocalStack:
         self.states = None
 
     def _prepare_here(self) -> None:
-        # lazy: moto and the Step Functions process load only when the state machines start
-        from orbital.local import step_functions
-
         step_functions.untrack_models()
         step_functions.cache_state_machine_parsing()
         step_functions.ready_task_callbacks()
@@ -254,31 +260,13 @@ class LocalStack:
         from moto.core.config import default_user_config
 
         default_user_config["stepfunctions"]["execute_state_machine"] = True
+        self._call = interpreted_here(REGION)
 
     def stop(self) -> None:
         """Stop answering and end the Step Functions process (its executions do not outlive the gateway)."""
-        self.in_process.enabled = False  # clients built earlier now fail to connect, as to a server that is gone
+        self._call = stopped  # calls from now on fail, as to a server that is gone
         with self._restart_lock:
             self._stopping = True
             states, self.states = self.states, None
         if states is not None:
-            # lazy: moto and the Step Functions process load only when the state machines start
-            from orbital.local.sfn_worker import forward_requests
-
-            forward_requests(None)
-            self.in_process.states = None
             states.stop()
-
-    def client(self, service: str) -> Any:
-        """A boto3 client of this stack's Step Functions, answered in process."""
-        import boto3
-
-        made = boto3.client(
-            service,
-            endpoint_url=self.endpoint,
-            region_name=REGION,
-            aws_access_key_id="local",
-            aws_secret_access_key="local",
-        )
-        self.in_process.attach(made)
-        return made

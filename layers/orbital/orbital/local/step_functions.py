@@ -15,12 +15,17 @@ import contextlib
 import functools
 import importlib.util
 import io
+import logging
 import os
 import sys
 import threading
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
+
+from orbital.local.sfn_worker import WorkerRefusedError
+
+_log = logging.getLogger("orbital.local")
 
 ACCOUNT = "123456789012"
 REGION = "us-east-1"
@@ -305,23 +310,6 @@ def untrack_models() -> None:
     BaseModel.__new__ = new  # type: ignore[method-assign]
 
 
-def cache_action_lookup() -> None:
-    """moto looks up which actions a service's response class has with `inspect.getmembers` on every request (about
-    a twentieth of a DynamoDB call here). The answer depends on the class alone: compute it once per class."""
-    from moto.core import responses, utils
-
-    if getattr(responses.method_names_from_class, "_orbital_cached", False):
-        return
-    original = utils.method_names_from_class
-
-    @functools.cache
-    def method_names(clazz: Any) -> frozenset[str]:
-        return frozenset(original(clazz))
-
-    method_names._orbital_cached = True  # type: ignore[attr-defined]
-    responses.method_names_from_class = method_names  # type: ignore[assignment]
-
-
 def skip_batch_models() -> None:
     """moto's Step Functions interpreter imports `moto.batch.utils` (for its Batch integration), and importing that
     runs `moto.batch`'s `__init__`, which loads the Batch, EC2 and ECS models: about 0.9 s, half of the local stack's
@@ -377,8 +365,8 @@ def cache_state_machine_parsing() -> None:
     parse._orbital_cached = True  # type: ignore[attr-defined]
     AmazonStateLanguageParser.parse = staticmethod(parse)  # type: ignore[method-assign]
 
-    # and it builds a new boto3 Lambda client (tens of ms of CPU) for every Lambda task: keep one per endpoint, and
-    # let the local gateway serve it in process (ADR 0006)
+    # and it builds a new boto3 Lambda client (tens of ms of CPU) for every Lambda task: keep one per endpoint, whose
+    # invokes of the template's functions call their handlers directly (`_DirectLambda`)
     from moto.stepfunctions.parser.asl.component.state.exec.state_task import lambda_eval_utils
 
     build = lambda_eval_utils.boto_client_for
@@ -392,10 +380,6 @@ def cache_state_machine_parsing() -> None:
             made = clients.get(key)
         if made is None:
             made = build(region=region, service=service, state_credentials=state_credentials)
-            # lazy: the Step Functions process loads this module without the gateway's clients
-            from orbital.aws import clients as gateway_clients
-
-            made = gateway_clients.offer_in_process(made) or made  # the local gateway answers it without HTTP
             if service == "lambda":
                 made = _DirectLambda(made)
             with lock:
@@ -411,3 +395,44 @@ def cache_state_machine_parsing() -> None:
 
     for module in (json_path, result_path):
         module.parse = functools.lru_cache(maxsize=1024)(module.parse)  # type: ignore[attr-defined]
+
+
+def moto_action(
+    handler_class: type, region: str, account: str, around: Callable[[], contextlib.AbstractContextManager[Any]]
+) -> Callable[[str, dict[str, Any]], Any]:
+    """Run one operation of a moto response class with `params` (boto3's parameters, which are the JSON protocol's
+    request body) as its parsed request, inside `around`; its result as a dict. How the Step Functions process
+    answers the gateway without moto's HTTP routing and request parsing (`orbital.local.sfn_child`), and the gateway
+    itself when it interprets the state machines in its own process (`orbital.local.workflows.interpreted_here`)."""
+    from moto.core.responses import ActionResult
+
+    def run(method: str, params: dict[str, Any]) -> Any:
+        handler = handler_class()
+        handler.current_account = account
+        handler.region = region
+        handler.body = params
+        handler.params = params
+        handler.uri_match = {}
+        handler.querystring = {}
+        handler.automated_parameter_parsing = True
+        with around():
+            result = getattr(handler, method)()
+            return result.result if isinstance(result, ActionResult) else {}
+
+    return run
+
+
+def error_answer(exc: BaseException, what: str = "") -> tuple[str, str, int]:
+    """The AWS error (code, message, HTTP status) that moto's exception, or another answer's refusal, stands for."""
+    from moto.core.exceptions import ServiceException
+    from werkzeug.exceptions import HTTPException
+
+    if isinstance(exc, WorkerRefusedError):
+        return exc.error_code, exc.message, exc.status
+    if isinstance(exc, HTTPException):
+        code = str(getattr(exc, "error_type", "") or type(exc).__name__).rsplit("#", 1)[-1]
+        return code, str(getattr(exc, "message", "") or exc.description or ""), int(exc.code or 400)
+    if isinstance(exc, ServiceException):
+        return str(exc.code), str(exc.message), 400
+    _log.error("local Step Functions call failed: %s", what, exc_info=exc)
+    return "InternalFailure", "local AWS emulation failed", 500

@@ -1,8 +1,8 @@
 """The local gateway's state in its data directory: the table on SQLite, the workspace on files (ADR 0030).
 
     {data_dir}/lock            held (flock) by the one gateway or tool that has the directory open
-    {data_dir}/orbital.sqlite3 the table (`orbital.local.sqlite_table` over `orbital.local.database`)
-    {data_dir}/objects/        the workspace (`orbital.local.files`)
+    {data_dir}/orbital.sqlite3 the table (`orbital.store.backends.sqlite` over `orbital.store.backends.database`)
+    {data_dir}/objects/        the workspace (`orbital.store.backends.files`)
 
 A directory written by an earlier version (its state kept under `state/`) is converted once when it is opened
 (`orbital.local.upgrade`). `temporary` keeps everything in a directory of its own that is removed at `close`
@@ -20,10 +20,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from orbital.local import private
-from orbital.local.database import Database
-from orbital.local.files import FileWorkspace
-from orbital.local.sqlite_table import SqliteTable
+from orbital.store.backends import private
+from orbital.store.backends.database import Database
+from orbital.store.backends.files import FileWorkspace
+from orbital.store.backends.sqlite import SqliteTable
 
 DATABASE_FILE = "orbital.sqlite3"
 OBJECTS_DIR = "objects"

@@ -27,7 +27,7 @@ NOT_PERSISTED = "this local gateway keeps no state (it was started without persi
 
 
 def _unavailable(ctx: CallContext) -> str:
-    return NOT_PERSISTED if ctx.services.settings.local else ON_AWS
+    return NOT_PERSISTED if ctx.services.capabilities.own_machine else ON_AWS
 
 
 class BackupSummary(Result):

@@ -304,7 +304,7 @@ def channel_control_result(ctx: CallContext, params: ControlAnswerParams) -> dic
         _record(ctx.services, str(extra["action"]), str(extra["channel"]), str(extra["accountId"]))
         payload = {**as_dict(params.result), "ok": True, "channel": extra["channel"], "accountId": extra["accountId"]}
         delivered = deferred.answer(ctx.services, call, payload=payload)
-    deferred.close_execution(token)
+    deferred.close_execution(ctx.services, token)
     return {"ok": True} if delivered else {"ok": True, "dropped": True}
 
 

@@ -95,19 +95,11 @@ def chat_send(ctx: CallContext, params: ChatSendParams) -> dict[str, Any]:
     directives = commands.literal_text(text) if literal else slash.directives(ctx.services, ctx.config(), key, text)
     shown = slash.shown(directives)
     if directives.any and not directives.cleaned.strip():
-        result: dict[str, Any] = {"status": "directive-only", "directives": shown or {}}
-        ack = commands.format_directive_ack(directives)
-        if ack is not None:
-            result["response"] = ack
-        return result
+        return _directive_only(directives, shown)
     services = ctx.services
     meta = services.sessions.load_meta(key) or {}
     if approvals.waits_for_answer(meta):  # the session's run waits for a tool approval: the message answers it
-        if not roles.allows(roles.role_of(ctx.conn.extra if ctx.conn is not None else None), roles.OPERATE):
-            paused = approvals.pending_of_session(services, key)
-            if paused is not None:
-                refuse_unless_own(ctx, paused[0])
-        answered = approvals.answer_from_message(services, key, text, by=_answerer(ctx, literal), via=_via(ctx))
+        answered = _answer_approval(ctx, key, text, literal)
         if answered is not None:
             return answered
         meta = services.sessions.load_meta(key) or {}
@@ -120,14 +112,7 @@ def chat_send(ctx: CallContext, params: ChatSendParams) -> dict[str, Any]:
     model = ctx.internal.get("model")  # a dialect user's chosen model (its settings); a directive still wins
     if isinstance(model, dict) and "model" not in overrides:
         overrides["model"] = model
-    origin: dict[str, Any] = {"kind": "chat", "connectionId": ctx.connection_id}
-    device = ctx.conn.extra.get("deviceId") if ctx.conn is not None else None
-    if isinstance(device, str) and device:  # whose run it is: a client device answers its own runs' approvals
-        origin["deviceId"] = device
-    if ctx.internal.get("clientTools"):  # the socket has tools of its own, and a policy narrowing the run's tools
-        origin.update(clientTools=True, toolPolicy=ctx.internal.get("toolPolicy") or {})
-        if ctx.internal.get("ownTools"):
-            origin["ownTools"] = True
+    origin = _origin(ctx)
     budgets.check_before_run(  # the estimate the run's first model call will reserve; stores nothing
         services, ctx.config(), key, meta, data["text"], now_ms=ctx.now_ms(), origin=origin, overrides=overrides
     )
@@ -151,9 +136,43 @@ def chat_send(ctx: CallContext, params: ChatSendParams) -> dict[str, Any]:
         check_budget=False,
         meta=meta,
     )
-    result = {"status": "started", "runId": submitted.run_id}
+    result: dict[str, Any] = {"status": "started", "runId": submitted.run_id}
     if submitted.queued:  # F4: only a queued message says so; a started run carries no `queued` key
         result.update(queued=True, queuePosition=submitted.position)
     if shown is not None:
         result["directives"] = shown
     return result
+
+
+def _directive_only(directives: commands.Directives, shown: dict[str, Any] | None) -> dict[str, Any]:
+    """The answer to a message of inline directives only: acknowledged, no run."""
+    result: dict[str, Any] = {"status": "directive-only", "directives": shown or {}}
+    ack = commands.format_directive_ack(directives)
+    if ack is not None:
+        result["response"] = ack
+    return result
+
+
+def _answer_approval(ctx: CallContext, key: str, text: str, literal: bool) -> dict[str, Any] | None:
+    """A message into a session whose run waits for a tool approval, as that approval's answer (or a reminder); a
+    caller who may not operate answers only its own runs'. None: no approval is pending any more."""
+    services = ctx.services
+    if not roles.allows(roles.role_of(ctx.conn.extra if ctx.conn is not None else None), roles.OPERATE):
+        paused = approvals.pending_of_session(services, key)
+        if paused is not None:
+            refuse_unless_own(ctx, paused[0])
+    return approvals.answer_from_message(services, key, text, by=_answerer(ctx, literal), via=_via(ctx))
+
+
+def _origin(ctx: CallContext) -> dict[str, Any]:
+    """Where a run started: this socket, its device (a client device answers its own runs' approvals) and, for a
+    socket with tools of its own, the policy narrowing the run's tools."""
+    origin: dict[str, Any] = {"kind": "chat", "connectionId": ctx.connection_id}
+    device = ctx.conn.extra.get("deviceId") if ctx.conn is not None else None
+    if isinstance(device, str) and device:
+        origin["deviceId"] = device
+    if ctx.internal.get("clientTools"):
+        origin.update(clientTools=True, toolPolicy=ctx.internal.get("toolPolicy") or {})
+        if ctx.internal.get("ownTools"):
+            origin["ownTools"] = True
+    return origin

@@ -202,6 +202,34 @@ def connect(ctx: CallContext, params: ConnectParams) -> dict[str, Any]:
     closes the socket with 1009, on AWS and locally alike."""
     if params.minProtocol != PROTOCOL_VERSION:
         raise RpcError("Unsupported protocol version", code=102)
+    device = _authenticate(ctx, params)
+    client = params.client or ClientInfo()
+    mode = client.mode
+    if mode not in ("client", "node", "channel"):
+        raise RpcError("Invalid client mode", code=103)
+    now = ctx.now_ms()
+    raw_id = client.id if client.id and client.id.strip() else None
+    if device is not None:
+        raw_id = _as_bound(device, mode, raw_id, client)
+    extra: dict[str, Any] = {k: v for k, v in (("version", client.version), ("platform", client.platform)) if v}
+    if device is not None:
+        extra.update(role=device.role, deviceId=device.token_id)
+    if mode == "client":
+        _register_client(ctx, raw_id, now, extra)
+    elif mode == "node":
+        _register_node(ctx, params, client, raw_id, now, extra)
+    else:
+        _register_channel(ctx, client, raw_id, now, extra)
+    if device is not None:
+        device_auth.note_socket(ctx.services, device, ctx.connection_id)  # so that revoking the token closes it
+    if socket_gate.applies(ctx.services):
+        socket_gate.settle(ctx.services, ctx.connection_id)
+    return _hello(ctx)
+
+
+def _authenticate(ctx: CallContext, params: ConnectParams) -> devices.Device | None:
+    """The device whose token the socket presented (None for the gateway's token or none); a wrong token is
+    refused with 401 and the socket closed after the answer."""
     expected = expected_token(ctx)
     given = params.auth.token if params.auth else None
     device: devices.Device | None = None
@@ -213,64 +241,65 @@ def connect(ctx: CallContext, params: ConnectParams) -> dict[str, Any]:
     elif expected is not None and not token_matches(given, expected):
         ctx.close_after = (4001, "Unauthorized")
         raise RpcError("Unauthorized: invalid or missing token", code=401)
-    client = params.client or ClientInfo()
-    mode = client.mode
-    if mode not in ("client", "node", "channel"):
-        raise RpcError("Invalid client mode", code=103)
-    now = ctx.now_ms()
-    raw_id = client.id if client.id and client.id.strip() else None
-    if device is not None:
-        raw_id = _as_bound(device, mode, raw_id, client)
+    return device
+
+
+def _register_client(ctx: CallContext, raw_id: str | None, now: int, extra: dict[str, Any]) -> None:
+    client_id = raw_id or f"client-{ctx.connection_id}"
+    conn = Connection(ctx.connection_id, "client", now, client_id=client_id)
+    _release_previous_identity(ctx, conn)
+    _save(ctx, conn, extra)
+    claimed = ctx.services.connections.claim_client(client_id, ctx.connection_id)
+    _replace(ctx, claimed, "Replaced by newer client connection")
+    _still_open(ctx, conn)
+
+
+def _register_node(
+    ctx: CallContext, params: ConnectParams, client: ClientInfo, raw_id: str | None, now: int, extra: dict[str, Any]
+) -> None:
     repo = ctx.services.connections
-    extra: dict[str, Any] = {k: v for k, v in (("version", client.version), ("platform", client.platform)) if v}
-    if device is not None:
-        extra.update(role=device.role, deviceId=device.token_id)
-    if mode == "client":
-        client_id = raw_id or f"client-{ctx.connection_id}"
-        conn = Connection(ctx.connection_id, "client", now, client_id=client_id)
-        _release_previous_identity(ctx, conn)
-        _save(ctx, conn, extra)
-        _replace(ctx, repo.claim_client(client_id, ctx.connection_id), "Replaced by newer client connection")
-        _still_open(ctx, conn)
-    elif mode == "node":
-        node_id = raw_id or f"node-{ctx.connection_id}"
-        if node_id.startswith(RESERVED_NODE_PREFIX):  # the gateway's own owners of calls (a dialect socket's tools)
-            raise RpcError(f"Invalid node id: ids starting with {RESERVED_NODE_PREFIX!r} are reserved", code=103)
-        if node_id.lower() == mcp_names.PREFIX.rstrip("_"):  # `mcp__…` names a remote MCP server's tool (ADR 0045)
-            raise RpcError("Invalid node id: 'mcp' is reserved for the tools of MCP servers", code=103)
-        tools = params.tools
-        if not tools:
-            raise RpcError("Node mode requires tools", code=103)
-        names = _tool_names(tools)
-        try:
-            runtime = validate_node_runtime(node_id, params.nodeRuntime, names)
-        except RuntimeInvalidError as exc:
-            raise RpcError(f"Invalid nodeRuntime: {exc}", code=103) from None
-        conn = Connection(ctx.connection_id, "node", now, node_id=node_id)
-        _release_previous_identity(ctx, conn)
-        _save(ctx, conn, extra)
-        previous = repo.claim_node(node_id, ctx.connection_id, tools, runtime)
-        _replace(ctx, previous, "Replaced by newer node connection")
-        _still_open(ctx, conn)
-        repo.node_seen(node_id, now, platform=client.platform, version=client.version, tools=tools, runtime=runtime)
-        for hook in ctx.services.hooks.on_node_connected:
-            hook(ctx, node_id, previous)
-    else:
-        channel = client.channel
-        if not channel or not channel.strip():
-            raise RpcError("Channel mode requires channel field", code=103)
-        account_id = client.accountId or raw_id or "default"
-        conn = Connection(ctx.connection_id, "channel", now, channel=channel, account_id=account_id)
-        _release_previous_identity(ctx, conn)
-        _save(ctx, conn, extra)
-        previous = repo.claim_channel_socket(channel, account_id, ctx.connection_id)
-        _replace(ctx, previous, "Replaced by newer channel connection")
-        _still_open(ctx, conn)
-        repo.register_channel(channel, account_id)
-    if device is not None:
-        device_auth.note_socket(ctx.services, device, ctx.connection_id)  # so that revoking the token closes it
-    if socket_gate.applies(ctx.services):
-        socket_gate.settle(ctx.services, ctx.connection_id)
+    node_id = raw_id or f"node-{ctx.connection_id}"
+    if node_id.startswith(RESERVED_NODE_PREFIX):  # the gateway's own owners of calls (a dialect socket's tools)
+        raise RpcError(f"Invalid node id: ids starting with {RESERVED_NODE_PREFIX!r} are reserved", code=103)
+    if node_id.lower() == mcp_names.PREFIX.rstrip("_"):  # `mcp__…` names a remote MCP server's tool (ADR 0045)
+        raise RpcError("Invalid node id: 'mcp' is reserved for the tools of MCP servers", code=103)
+    tools = params.tools
+    if not tools:
+        raise RpcError("Node mode requires tools", code=103)
+    names = _tool_names(tools)
+    try:
+        runtime = validate_node_runtime(node_id, params.nodeRuntime, names)
+    except RuntimeInvalidError as exc:
+        raise RpcError(f"Invalid nodeRuntime: {exc}", code=103) from None
+    conn = Connection(ctx.connection_id, "node", now, node_id=node_id)
+    _release_previous_identity(ctx, conn)
+    _save(ctx, conn, extra)
+    previous = repo.claim_node(node_id, ctx.connection_id, tools, runtime)
+    _replace(ctx, previous, "Replaced by newer node connection")
+    _still_open(ctx, conn)
+    repo.node_seen(node_id, now, platform=client.platform, version=client.version, tools=tools, runtime=runtime)
+    for hook in ctx.services.hooks.on_node_connected:
+        hook(ctx, node_id, previous)
+
+
+def _register_channel(
+    ctx: CallContext, client: ClientInfo, raw_id: str | None, now: int, extra: dict[str, Any]
+) -> None:
+    repo = ctx.services.connections
+    channel = client.channel
+    if not channel or not channel.strip():
+        raise RpcError("Channel mode requires channel field", code=103)
+    account_id = client.accountId or raw_id or "default"
+    conn = Connection(ctx.connection_id, "channel", now, channel=channel, account_id=account_id)
+    _release_previous_identity(ctx, conn)
+    _save(ctx, conn, extra)
+    previous = repo.claim_channel_socket(channel, account_id, ctx.connection_id)
+    _replace(ctx, previous, "Replaced by newer channel connection")
+    _still_open(ctx, conn)
+    repo.register_channel(channel, account_id)
+
+
+def _hello(ctx: CallContext) -> dict[str, Any]:
     return {
         "type": "hello-ok",
         "protocol": PROTOCOL_VERSION,
@@ -279,7 +308,7 @@ def connect(ctx: CallContext, params: ConnectParams) -> dict[str, Any]:
             "methods": ctx.services.registry.names(),
             "events": EVENTS,
             # binary GSV frames only where no API Gateway sits in between (it refuses inbound binary frames)
-            "transferModes": ["binary", "text", "presigned"] if ctx.services.settings.local else ["text", "presigned"],
+            "transferModes": ctx.services.capabilities.transfer_modes,
             # what this gateway accepts in one message and one frame: API Gateway's caps, enforced locally too
             "limits": limits(),
         },

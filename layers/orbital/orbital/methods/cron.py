@@ -15,12 +15,11 @@ from pydantic import WithJsonSchema
 from orbital.agent import cron_runs as job_runs  # `cron_runs` is the `cron.runs` handler below
 from orbital.domain import roles
 from orbital.engines import cron as engine
-from orbital.engines.cron import cron_settings, int_param
+from orbital.engines.cron import int_param
 from orbital.errors import RpcError
 from orbital.protocol.frames import fit
 from orbital.protocol.params import Count, Flag, GivenCount, GivenFlag, GivenObject, GivenText, Text
 from orbital.protocol.registry import CLIENT, NoParams, Params, Result, Router
-from orbital.store.repos import CRON_LIST_DEFAULT, CRON_LIST_MAX, CRON_OFFSET_MAX
 
 if TYPE_CHECKING:
     from orbital.protocol.context import CallContext
@@ -83,19 +82,7 @@ class CronListResult(Result):
 def cron_status(ctx: CallContext, params: NoParams) -> dict[str, Any]:
     """Scheduler summary: whether cron is enabled, how many jobs exist, are due and are running, the earliest next
     run of an enabled job, and the `maxJobs` / `maxConcurrentRuns` limits."""
-    settings = cron_settings(ctx.config())
-    counts = ctx.services.gateway.cron_status(ctx.now_ms())
-    status: dict[str, Any] = {
-        "enabled": settings.enabled,
-        "count": counts["count"],
-        "dueCount": counts["dueCount"],
-        "runningCount": counts["runningCount"],
-    }
-    if "nextRunAtMs" in counts:
-        status["nextRunAtMs"] = counts["nextRunAtMs"]
-    status["maxJobs"] = settings.max_jobs
-    status["maxConcurrentRuns"] = settings.max_concurrent_runs
-    return status
+    return engine.status(ctx.services, ctx.now_ms())
 
 
 @router.method("cron.list", params=CronListParams, result=CronListResult, modes=CLIENT, scope=roles.READ)
@@ -104,13 +91,14 @@ def cron_list(ctx: CallContext, params: CronListParams) -> dict[str, Any]:
     `includeDisabled` (default true). Paging: `limit` 1-500 (default 200), `offset`. `count` is the filtered
     total. A page that would not fit one WebSocket message (96 KB of JSON) is cut short with `truncated: true`: ask
     for the next page from `offset` + the number returned."""
-    jobs, count = ctx.services.gateway.list_cron_jobs(
+    listed = engine.list_jobs(
+        ctx.services,
         agent_id=params.agentId or None,
-        include_disabled=params.includeDisabled is not False,
-        limit=int_param(params.limit, CRON_LIST_DEFAULT, 1, CRON_LIST_MAX),
-        offset=int_param(params.offset, 0, 0, CRON_OFFSET_MAX),
+        include_disabled=params.includeDisabled,
+        limit=params.limit,
+        offset=params.offset,
     )
-    return _page({"jobs": jobs, "count": count}, "jobs")
+    return _page(listed, "jobs")
 
 
 def _page(result: dict[str, Any], field: str) -> dict[str, Any]:

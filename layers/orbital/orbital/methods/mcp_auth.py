@@ -45,8 +45,7 @@ class LoginResult(Result):
 
 def _redirect_uri(ctx: CallContext, given: str | None) -> str:
     if given is None or not given.strip():
-        settings = ctx.services.settings
-        endpoint = settings.mgmt_endpoint if settings.local else None
+        endpoint = ctx.services.capabilities.http_api_url
         if not endpoint:
             raise BadRequestError(
                 "redirectUri required: the gateway's HTTP API URL followed by "

@@ -114,7 +114,7 @@ def _invoke_remote_mcp(ctx: CallContext, tool: str, args: Any) -> dict[str, Any]
     if args is not None and not isinstance(args, dict):
         raise BadRequestError("args must be an object for an MCP tool")
     one = mcp_calls.Call(tool, args or {}, default_agent_id(config))
-    cap = None if ctx.services.settings.local else AWS_MCP_STEP_MS  # within the socket Lambda's 29 s
+    cap = AWS_MCP_STEP_MS if ctx.services.capabilities.bounded_requests else None  # within the socket Lambda's 29 s
     outcome = mcp_calls.call(ctx.services, config, one, cap_ms=cap)
     if "error" in outcome:
         raise RpcError(str(outcome["error"]), code=500)
@@ -227,7 +227,7 @@ def _delivered(
         else:
             delivered = deferred.answer(ctx.services, call, payload={"result": result})
     _maybe_register_exec_session(ctx, call, result)
-    deferred.close_execution(token)
+    deferred.close_execution(ctx.services, token)
     return {"ok": True} if delivered else {"ok": True, "dropped": True}
 
 
@@ -377,7 +377,7 @@ def logs_result(ctx: CallContext, params: LogsResultParams) -> dict[str, Any]:
         truncated = bool(params.truncated) or cut
         payload = {"nodeId": call.node_id, "lines": lines, "count": len(lines), "truncated": truncated}
         delivered = deferred.answer(ctx.services, call, payload=payload)
-    deferred.close_execution(token)
+    deferred.close_execution(ctx.services, token)
     return {"ok": True} if delivered else {"ok": True, "dropped": True}
 
 

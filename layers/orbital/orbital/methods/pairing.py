@@ -58,7 +58,7 @@ def _required(params: PairDecisionParams) -> tuple[str, str]:
 
 
 def _pending(ctx: CallContext, channel: str, sender_id: str) -> dict[str, Any]:
-    pair = ctx.services.gateway.get_pair(channel, sender_id)
+    pair = ctx.services.pairs.get(channel, sender_id)
     if pair is None:
         raise NotFoundError(f"No pending pairing for {channel}:{sender_id}")
     return pair
@@ -76,7 +76,7 @@ def _listed(pair: dict[str, Any]) -> dict[str, Any]:
 @router.method("pair.list", params=NoParams, result=PairListResult, reads_only=True, modes=CLIENT, scope=roles.READ)
 def pair_list(ctx: CallContext, params: NoParams) -> dict[str, Any]:
     """Pending pairing requests by `{channel}:{senderId}`; `message` repeats `firstMessage`."""
-    return {"pairs": {key: _listed(pair) for key, pair in ctx.services.gateway.pairs().items()}}
+    return {"pairs": {key: _listed(pair) for key, pair in ctx.services.pairs.all().items()}}
 
 
 def _allow(ctx: CallContext, channel: str, sender_id: str) -> None:
@@ -110,7 +110,7 @@ def pair_approve(ctx: CallContext, params: PairDecisionParams) -> dict[str, Any]
     channel, sender_id = _required(params)
     pair = _pending(ctx, channel, sender_id)
     _allow(ctx, channel, sender_id)
-    if ctx.services.gateway.delete_pair(channel, sender_id) is not None:
+    if ctx.services.pairs.delete(channel, sender_id) is not None:
         _confirm(ctx, channel, sender_id)  # only once when two approvals race
     result: dict[str, Any] = {"approved": True, "senderId": sender_id}
     if pair.get("senderName") is not None:
@@ -122,6 +122,6 @@ def pair_approve(ctx: CallContext, params: PairDecisionParams) -> dict[str, Any]
 def pair_reject(ctx: CallContext, params: PairDecisionParams) -> dict[str, Any]:
     """Drop a pending sender's request (nothing is sent to the sender)."""
     channel, sender_id = _required(params)
-    if ctx.services.gateway.delete_pair(channel, sender_id) is None:
+    if ctx.services.pairs.delete(channel, sender_id) is None:
         raise NotFoundError(f"No pending pairing for {channel}:{sender_id}")
     return {"rejected": True, "senderId": sender_id}

@@ -123,7 +123,7 @@ def transfer_request(ctx: CallContext, params: TransferRequestParams) -> Any:
         agent, timeout = _tool_result_upload(ctx, params)
     else:
         agent = validate_agent_id(params.agentId, default_agent_id(ctx.config()))
-    mode = params.mode or ("chunks" if ctx.services.settings.local else "presigned")
+    mode = params.mode or ctx.services.capabilities.default_transfer_mode
     transfer.start(
         ctx.services,
         params.source,

@@ -19,7 +19,6 @@ import itertools
 import json
 import logging
 import os
-import random
 import struct
 import tempfile
 import threading
@@ -47,6 +46,7 @@ from orbital.node.tools import TOOL_NAMES, NodeToolError, NodeTools
 from orbital.node.transfer import BINARY_CHUNK_SIZE, CHUNK_SIZE, TransferManager
 from orbital.protocol.frames import FRAGMENT_BYTES, MAX_MESSAGE_BYTES, fragments
 from orbital.protocol.local_token import redact_url
+from orbital.protocol.reconnect import Backoff
 
 log = logging.getLogger("orbital.node")
 
@@ -215,7 +215,7 @@ class NodeAgent:
         if self._stop_requested:
             self._stop.set()
         flusher = asyncio.create_task(self._flush_loop())
-        attempt = 0
+        backoff = Backoff(self.options.backoff_base, self.options.backoff_cap, self.options.stable_after)
         try:
             await self._start_mcp()
             while not self._stop.is_set():
@@ -258,17 +258,14 @@ class NodeAgent:
                     problem = f"connection failed: {type(exc).__name__}: {exc}"
                 if self._stop.is_set():
                     break
-                if established_at is not None and time.monotonic() - established_at >= self.options.stable_after:
-                    attempt = 0
+                backoff.ended(established_at)
                 if self._reconnect_now:  # closed by this node to announce a changed tool list
                     self._reconnect_now = False
                     log.info("reconnecting to announce the changed tool list", extra={"console": True})
                     continue
-                delay = random.uniform(0, min(self.options.backoff_cap, self.options.backoff_base * 2**attempt))
-                attempt = min(attempt + 1, 30)
+                delay = backoff.next_delay()
                 log.warning("%s; reconnecting in %.1f s", problem or "disconnected", delay)
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._stop.wait(), delay)
+                await backoff.wait(delay, self._stop)
             return 0
         finally:
             flusher.cancel()

@@ -1,7 +1,7 @@
 """The local backups as the methods see them (`backup.status`, `backup.run`, ADR 0047).
 
 The engine lives in the local runtime (`orbital.local.backup`), which the methods layer cannot import: the local
-gateway's composition root hands it to `Services` (`orbital.runtime.services.use_backups`). On AWS there is none, and
+gateway's composition root hands it to `Services` (`orbital.local.services`). On AWS there is none, and
 the methods say what to use there instead.
 """
 

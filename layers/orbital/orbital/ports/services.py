@@ -1,8 +1,12 @@
-"""The ports a method handler uses, built lazily once per warm container (or once per local gateway).
+"""The ports a method handler uses, and the repositories built on them once per warm container (or once per local
+gateway).
 
-Besides the AWS-backed repositories this holds the method registry, so the runtime and the engines reach the
-families' hooks (`hooks`) without importing the families themselves. The registry is given to it (by the
-composition root, `orbital.runtime.services`): nothing here imports a method family.
+`Services` is handed every port by a composition root, the only places that choose implementations (ADR 0049):
+`orbital.runtime.services` on AWS (DynamoDB, S3, API Gateway's management API) and `orbital.local.services` for the
+local gateway (its data directory's SQLite table and files, its bridge). A port the root wants built only on first
+use (kept off a Lambda's cold start) comes wrapped in `Lazy`. Besides the ports this holds the method registry, so
+the runtime and the engines reach the families' hooks (`hooks`) without importing the families themselves: nothing
+here imports a method family, a backend or an AWS client.
 """
 
 from __future__ import annotations
@@ -10,27 +14,45 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from orbital.aws import clients
-from orbital.aws.push import ManagementApiSender, Sender
+from orbital.ports.capabilities import Capabilities
 from orbital.ports.lifecycle import disconnect
 from orbital.settings import Settings
 from orbital.store import http_answers
 from orbital.store.config_repo import ConfigRepo
 from orbital.store.connections import ConnectionRepo
-from orbital.store.dynamo_table import DynamoTable
 from orbital.store.table import Table
 
 if TYPE_CHECKING:
     from orbital.ports.backups import Backups
+    from orbital.ports.sender import Sender
+    from orbital.ports.workflows import Workflows
     from orbital.protocol.registry import Hooks, Registry
+    from orbital.store.calls import CallRepo
+    from orbital.store.cron_jobs import CronRepo
+    from orbital.store.heartbeats import HeartbeatRepo
+    from orbital.store.last_active import LastActiveRepo
+    from orbital.store.pairs import PairingRepo
     from orbital.store.portable import Items, Objects
-    from orbital.store.repos import GatewayRepo
     from orbital.store.sessions import SessionRepo
     from orbital.store.spend import SpendRepo
+    from orbital.store.transfers import TransferRepo
     from orbital.store.usage import UsageRepo
     from orbital.store.workspace import Workspace
+
+T = TypeVar("T")
+
+
+class Lazy(Generic[T]):
+    """A port its composition root builds on its first use (a client that a warm container may never need)."""
+
+    def __init__(self, make: Callable[[], T]) -> None:
+        self.make = make
+
+
+def _built(port: T | Lazy[T]) -> T:
+    return port.make() if isinstance(port, Lazy) else port
 
 
 class Services:
@@ -39,27 +61,28 @@ class Services:
         settings: Settings,
         *,
         registry: Registry | Callable[[], Registry],
-        sender: Sender | None = None,
-        table: Table | None = None,
-        workspace: Workspace | None = None,
-        backups: Backups | None = None,
-        portable: Callable[[], tuple[Items, Objects]] | None = None,
+        table: Table | Lazy[Table],
+        workspace: Workspace | Lazy[Workspace],
+        sender: Sender | Lazy[Sender],
+        workflows: Workflows | Lazy[Workflows],
+        backups: Backups | None,
+        portable: Callable[[], tuple[Items, Objects]],
+        capabilities: Capabilities,
     ) -> None:
         """`registry`: the method registry, or what makes it on first use (so a container that never needs the
-        families' hooks never assembles them). `table` and `workspace`: the stores to use (the local gateway's in
-        its data directory); by default DynamoDB and S3, built on first use. `backups`: the local backups' engine
-        (the local gateway's; none on AWS). `portable`: what opens that table and workspace as the portable
-        archive's stores (`portable_stores`); by default the DynamoDB table and S3 bucket of the settings."""
+        families' hooks never assembles them). `table`, `workspace`, `sender`, `workflows`: the stores, the way
+        to the sockets and the state machines' executions. `backups`: the local backups' engine (the local
+        gateway's; None on AWS). `portable`: what opens that table and workspace as the portable archive's stores
+        (`portable_stores`). `capabilities`: what the place this runs in can do (`orbital.ports.capabilities`)."""
         self.settings = settings
+        self._table = table
+        self._workspace = workspace
+        self._sender: Sender | Lazy[Sender] = sender
+        self._workflows = workflows
         self._portable = portable
-        self._stores_given = table is not None or workspace is not None
-        if table is not None:
-            self.__dict__["table"] = table
-        if workspace is not None:
-            self.__dict__["workspace"] = workspace
-        self._sender = sender
         self.backups = backups
         """The local backups (ADR 0047): given by the local gateway; None on AWS."""
+        self.capabilities = capabilities
         self._registry: Registry | None = None
         self._make_registry: Callable[[], Registry] | None = None
         if callable(registry):
@@ -87,7 +110,12 @@ class Services:
 
     @functools.cached_property
     def table(self) -> Table:
-        return DynamoTable(clients.dynamodb(), self.settings.table_name, cache=self.settings.local)
+        return _built(self._table)
+
+    @functools.cached_property
+    def workflows(self) -> Workflows:
+        """The state machines' executions (the Workflows port)."""
+        return _built(self._workflows)
 
     @functools.cached_property
     def config(self) -> ConfigRepo:
@@ -105,15 +133,49 @@ class Services:
 
     @functools.cached_property
     def workspace(self) -> Workspace:
-        from orbital.store.workspace import S3Workspace  # lazy: built on first use, off the cold start
-
-        return S3Workspace(clients.s3(), self.settings.bucket_name, cache=self.settings.local)
+        return _built(self._workspace)
 
     @functools.cached_property
-    def gateway(self) -> GatewayRepo:
-        from orbital.store.repos import GatewayRepo  # lazy: built on first use, off the cold start
+    def calls(self) -> CallRepo:
+        """Deferred calls' items (`engines.deferred` keeps the rules)."""
+        from orbital.store.calls import CallRepo  # lazy: built on first use, off the cold start
 
-        return GatewayRepo(self.table)
+        return CallRepo(self.table, lambda: self.workspace)
+
+    @functools.cached_property
+    def transfers(self) -> TransferRepo:
+        """Active transfers' items (`engines.transfer` keeps the protocol)."""
+        from orbital.store.transfers import TransferRepo  # lazy: built on first use, off the cold start
+
+        return TransferRepo(self.table)
+
+    @functools.cached_property
+    def pairs(self) -> PairingRepo:
+        """Pending pairings of channel senders."""
+        from orbital.store.pairs import PairingRepo  # lazy: built on first use, off the cold start
+
+        return PairingRepo(self.table)
+
+    @functools.cached_property
+    def heartbeats(self) -> HeartbeatRepo:
+        """Each agent's heartbeat state."""
+        from orbital.store.heartbeats import HeartbeatRepo  # lazy: built on first use, off the cold start
+
+        return HeartbeatRepo(self.table)
+
+    @functools.cached_property
+    def last_active(self) -> LastActiveRepo:
+        """Where each agent was last talked to."""
+        from orbital.store.last_active import LastActiveRepo  # lazy: built on first use, off the cold start
+
+        return LastActiveRepo(self.table)
+
+    @functools.cached_property
+    def cron(self) -> CronRepo:
+        """Cron jobs and their run history."""
+        from orbital.store.cron_jobs import CronRepo  # lazy: built on first use, off the cold start
+
+        return CronRepo(self.table)
 
     @functools.cached_property
     def usage(self) -> UsageRepo:
@@ -131,35 +193,22 @@ class Services:
 
     def portable_stores(self) -> tuple[Items, Objects]:
         """This gateway's own table and workspace as the stores of `orbital.store.portable` (whole items and objects
-        in and out, as an export or an import moves them): given by the composition root for stores it gave (the
-        local gateway's data directory), else the DynamoDB table and S3 bucket of the settings."""
-        if self._portable is not None:
-            return self._portable()
-        if self._stores_given:
-            raise RuntimeError("this gateway's stores were given without their portable form")
-        from orbital.store.portable_aws import DynamoItems, S3Objects  # lazy: only moving agents needs them
-
-        return DynamoItems(clients.dynamodb(), self.settings.table_name), S3Objects(
-            clients.s3(), self.settings.bucket_name
-        )
+        in and out, as an export or an import moves them), opened as its composition root said."""
+        return self._portable()
 
     @property
     def sender(self) -> Sender:
-        if self._sender is None:
-            endpoint = self.settings.mgmt_endpoint
-            if not endpoint:
-                raise RuntimeError("no management endpoint configured (ORBITAL_WS_MGMT_ENDPOINT)")
-            self._sender = ManagementApiSender(
-                endpoint, local=self.settings.local, max_bytes=self.settings.max_frame_bytes
-            )
+        if isinstance(self._sender, Lazy):
+            self._sender = self._sender.make()
         return self._sender
 
-    def use_endpoint(self, endpoint: str) -> None:
-        """Adopt the management endpoint of the API that invoked us when none was configured."""
-        if self._sender is None and not self.settings.mgmt_endpoint:
-            self._sender = ManagementApiSender(
-                endpoint, local=self.settings.local, max_bytes=self.settings.max_frame_bytes
-            )
+    def adopt_sender(self, sender: Sender) -> bool:
+        """Use `sender` unless a sender is in use already (built, or given as it is): the AWS root adopts the
+        management endpoint of the API that invoked it when none was configured. Whether it was adopted."""
+        if not isinstance(self._sender, Lazy):
+            return False
+        self._sender = sender
+        return True
 
     def push(self, connection_id: str, frame: dict[str, Any]) -> bool:
         """Send a frame; a gone socket (410) is cleaned up and reported as False. A reply too large to send goes

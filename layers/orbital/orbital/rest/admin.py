@@ -41,8 +41,8 @@ from orbital.domain import roles
 from orbital.protocol.dispatch import Dispatcher
 from orbital.protocol.jsontext import compact
 from orbital.rest.auth import Caller, gateway_only
+from orbital.rest.deps import ServicesDep
 from orbital.rest.limits import MAX_RESPONSE_BYTES
-from orbital.runtime.services import get_services
 from orbital.store import http_answers
 from orbital.store.connections import Connection
 
@@ -264,7 +264,7 @@ def endpoint(spec: MethodSpec) -> Callable[..., Awaitable[Response]]:
         except ValueError:  # FastAPI has refused it already; kept for any other way in
             return error_response(400, "Invalid params: the body is not JSON")
         seconds = _wait_seconds(request)
-        services = get_services()
+        services = given["services"]
         response = await run_in_threadpool(
             functools.partial(call, caller=caller if isinstance(caller, Caller) else None),
             services,
@@ -283,6 +283,7 @@ def endpoint(spec: MethodSpec) -> Callable[..., Awaitable[Response]]:
                 "params", inspect.Parameter.KEYWORD_ONLY, annotation=spec.params | None, default=Body(None)
             ),
             inspect.Parameter("caller", inspect.Parameter.KEYWORD_ONLY, annotation=Caller, default=_GATEWAY),
+            inspect.Parameter("services", inspect.Parameter.KEYWORD_ONLY, annotation=ServicesDep),
         ],
         return_annotation=Response,
     )

@@ -29,9 +29,9 @@ from starlette.requests import HTTPConnection
 
 from orbital.domain import roles
 from orbital.engines import device_auth
+from orbital.rest.deps import services_for
 from orbital.runtime import credentials
 from orbital.runtime.attempts import ATTEMPTS, PEER_UID, TOO_MANY, peer_key
-from orbital.runtime.services import get_services
 
 log = logging.getLogger("orbital.rest")
 
@@ -99,7 +99,7 @@ def identify(request: HTTPConnection, _scheme: Any = _DOCUMENTED) -> Caller:
     if ATTEMPTS.blocked(peer):
         raise HTTPException(429, TOO_MANY, headers={"Retry-After": "60"})
     try:
-        judged = credentials.judge(get_services(), bearer(request))
+        judged = credentials.judge(services_for(request), bearer(request))
     except credentials.TokenUnreadableError:  # nobody gets in, and the caller is told it may retry
         raise HTTPException(503, "The gateway token could not be read; try again") from None
     kind = judged.kind

@@ -32,7 +32,9 @@ from fastapi.responses import JSONResponse, Response
 
 from orbital import __version__
 from orbital.domain import commands
-from orbital.settings import Settings, get_settings
+from orbital.ports.services import Services
+from orbital.rest.deps import ServicesDep
+from orbital.settings import Settings
 
 router = APIRouter(include_in_schema=False)
 
@@ -79,11 +81,12 @@ def viewer_files() -> dict[str, tuple[bytes, str, str]]:
     return found
 
 
-def websocket_url(settings: Settings) -> str | None:
+def websocket_url(services: Services) -> str | None:
     """The WebSocket the page connects to: on AWS the WebSocket API's `wss://` URL (its management endpoint with
-    the other scheme); None on the local gateway, whose WebSocket is `/ws` on the page's own origin."""
-    endpoint = settings.mgmt_endpoint
-    if settings.local or not endpoint or not endpoint.startswith("https://"):
+    the other scheme); None on a gateway on its user's own machine, whose WebSocket is `/ws` on the page's own
+    origin."""
+    endpoint = services.settings.mgmt_endpoint
+    if services.capabilities.own_machine or not endpoint or not endpoint.startswith("https://"):
         return None
     return "wss://" + endpoint.removeprefix("https://").rstrip("/")
 
@@ -99,16 +102,16 @@ def bucket_origins(settings: Settings) -> list[str]:
     return [f"https://{host}" for host in hosts]
 
 
-def headers(settings: Settings) -> dict[str, str]:
+def headers(services: Services) -> dict[str, str]:
     """The headers of every console answer: the page may load its own files only, connect to its own origin (and
     on AWS to the WebSocket API), and show images from its own origin (and on AWS from its own bucket, where large
     media redirect)."""
     connect, images = "'self'", "'self' data: blob:"
-    ws = websocket_url(settings)
+    ws = websocket_url(services)
     if ws:
         origin = urlsplit(ws)
         connect += f" {origin.scheme}://{origin.netloc}"
-        images += " " + " ".join(bucket_origins(settings))
+        images += " " + " ".join(bucket_origins(services.settings))
     policy = (
         f"default-src 'none'; script-src 'self'; style-src 'self'; img-src {images}; connect-src {connect}; "
         "manifest-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
@@ -132,39 +135,39 @@ def command_rows() -> list[dict[str, str]]:
 
 
 @router.get("/")
-def page(request: Request) -> Response:
-    return _file("index.html", request)
+def page(request: Request, services: ServicesDep) -> Response:
+    return _file("index.html", request, services)
 
 
 @router.get("/docs")
-def docs(request: Request) -> Response:
+def docs(request: Request, services: ServicesDep) -> Response:
     """The HTTP API's description in Swagger UI, from the gateway's own files only."""
-    return _file("docs/docs.html", request)
+    return _file("docs/docs.html", request, services)
 
 
 @router.get("/console/config.json")
-def config() -> JSONResponse:
-    settings = get_settings()
+def config(services: ServicesDep) -> JSONResponse:
+    settings = services.settings
     body: dict[str, Any] = {
-        "wsUrl": websocket_url(settings),
+        "wsUrl": websocket_url(services),
         "tokenRequired": bool(settings.require_token or settings.auth_token or settings.auth_token_secret),
         "version": __version__,
         "commands": command_rows(),
     }
-    return JSONResponse(body, headers=headers(settings))
+    return JSONResponse(body, headers=headers(services))
 
 
 @router.get("/console/{name:path}")
-def asset(name: str, request: Request) -> Response:
-    return _file(name, request)
+def asset(name: str, request: Request, services: ServicesDep) -> Response:
+    return _file(name, request, services)
 
 
-def _file(name: str, request: Request) -> Response:
+def _file(name: str, request: Request, services: Services) -> Response:
     found = viewer_files().get(name) if name.startswith(VIEWER) else files().get(name)
     if found is None:
         raise HTTPException(status_code=404, detail="Not Found")
     body, media_type, tag = found
-    answer = {**headers(get_settings()), "ETag": tag}
+    answer = {**headers(services), "ETag": tag}
     if request.headers.get("if-none-match") == tag:
         return Response(status_code=304, headers=answer)
     return Response(body, media_type=media_type, headers=answer)

@@ -33,8 +33,8 @@ from starlette.concurrency import run_in_threadpool
 from orbital.domain import roles, sniff
 from orbital.domain.media_types import base_type
 from orbital.rest.auth import Caller, gateway_with, identify
+from orbital.rest.deps import ServicesDep
 from orbital.rest.limits import LAMBDA_BODY_BYTES
-from orbital.runtime.services import get_services
 from orbital.store import artifacts, keys
 
 if TYPE_CHECKING:
@@ -69,8 +69,7 @@ def health() -> dict[str, str]:
         410: {"description": "`Expired` (the object is deleted)"},
     },
 )
-def media(name: str, request: Request) -> Response:
-    services = get_services()
+def media(name: str, request: Request, services: ServicesDep) -> Response:
     found = artifacts.head(services.workspace, name)  # None for a name out of GSV's pattern too
     if found is None or not _may_read(request, found):
         return PlainTextResponse("Not Found", 404)
@@ -78,7 +77,7 @@ def media(name: str, request: Request) -> Response:
     if _ended(services, found):
         services.workspace.delete(key)
         return PlainTextResponse("Expired", 410)
-    if not services.settings.local and found.size_bytes > LAMBDA_BODY_BYTES:
+    if services.capabilities.bounded_responses and found.size_bytes > LAMBDA_BODY_BYTES:
         return RedirectResponse(services.workspace.presign_get(key), 302, headers=MEDIA_HEADERS)
     loaded = services.workspace.get(key)
     if loaded is None:
@@ -107,16 +106,17 @@ SHOWN_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
         413: {"description": "On AWS, an image larger than a Lambda response"},
     },
 )
-def session_media(key: str, _caller: Annotated[Caller, Depends(gateway_with(roles.READ))]) -> Response:
+def session_media(
+    key: str, _caller: Annotated[Caller, Depends(gateway_with(roles.READ))], services: ServicesDep
+) -> Response:
     session_key, _, name = key.rpartition("/")
     if not session_key or not SESSION_IMAGE.match(name):
         return PlainTextResponse("Not Found", 404)
-    services = get_services()
     object_key = keys.session_media(session_key, name)
     info = services.workspace.head(object_key)
     if info is None or (info.content_type or "").split(";")[0].strip().lower() not in SHOWN_TYPES:
         return PlainTextResponse("Not Found", 404)
-    if not services.settings.local and info.size > LAMBDA_BODY_BYTES:
+    if services.capabilities.bounded_responses and info.size > LAMBDA_BODY_BYTES:
         return PlainTextResponse("Too large to show here", 413)
     loaded = services.workspace.get(object_key)
     if loaded is None:
@@ -167,21 +167,21 @@ def _may_read(request: Request, found: artifacts.Artifact) -> bool:
     tags=["channels"],
     summary="Telegram delivers an update (checked against the account's webhook secret)",
 )
-async def telegram_webhook(account: str, request: Request) -> JSONResponse:
+async def telegram_webhook(account: str, request: Request, services: ServicesDep) -> JSONResponse:
     presented = request.headers.get("x-telegram-bot-api-secret-token")
-    if not presented or not await run_in_threadpool(_telegram_secret_matches, account, presented):
+    if not presented or not await run_in_threadpool(_telegram_secret_matches, services, account, presented):
         return JSONResponse({"ok": False, "error": "unauthorized"}, 401)
     body = await request.body()
-    if not await run_in_threadpool(_telegram_update, account, body):
+    if not await run_in_threadpool(_telegram_update, services, account, body):
         return JSONResponse({"ok": False, "error": "try again"}, 503)
     return JSONResponse({"ok": True})
 
 
-def _telegram_secret_matches(account_id: str, presented: str) -> bool:
+def _telegram_secret_matches(services: Services, account_id: str, presented: str) -> bool:
     from orbital.channels.telegram import TelegramAdapter  # lazy: on first delivery; no other route needs channels
 
     try:
-        expected = TelegramAdapter().webhook_secret(get_services(), account_id)
+        expected = TelegramAdapter().webhook_secret(services, account_id)
     except Exception as exc:  # configuration unreadable: refuse rather than process unauthenticated
         log.warning("telegram webhook: reading the configuration failed (%s)", type(exc).__name__)
         return False
@@ -190,7 +190,7 @@ def _telegram_secret_matches(account_id: str, presented: str) -> bool:
     return hmac.compare_digest(presented.encode("utf-8"), expected.encode("utf-8"))
 
 
-def _telegram_update(account_id: str, body: bytes) -> bool:
+def _telegram_update(services: Services, account_id: str, body: bytes) -> bool:
     """Parse the update and hand it to the inbound pipeline. False when it should be delivered again (a passing
     failure, or the same message still being processed by an earlier delivery); failures are logged by type only."""
     from orbital.channels import inbound  # lazy: on first delivery, as above
@@ -203,7 +203,6 @@ def _telegram_update(account_id: str, body: bytes) -> bool:
         if not isinstance(update, dict):
             raise ValueError("an update is a JSON object")
         update_id = update.get("update_id")
-        services = get_services()
         if isinstance(update.get("callback_query"), dict):  # a button of a tool approval's prompt
             from orbital.channels import approval_prompt  # lazy: only button presses need it (as above)
 

@@ -17,8 +17,9 @@ from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import HTMLResponse
 
+from orbital.ports.services import Services
+from orbital.rest.deps import ServicesDep
 from orbital.runtime.attempts import ATTEMPTS, PEER_UID, TOO_MANY, peer_key
-from orbital.runtime.services import get_services
 from orbital.store import mcp as tool_cache
 
 log = logging.getLogger("orbital.rest")
@@ -50,12 +51,11 @@ def _param(request: Request, name: str) -> str | None:
     return value[:MAX_PARAM] if value is not None else None
 
 
-def _finish(request: Request, peer: str | None) -> HTMLResponse:
+def _finish(services: Services, request: Request, peer: str | None) -> HTMLResponse:
     if ATTEMPTS.blocked(peer):
         return _page("Too many attempts", TOO_MANY, 429)
     from orbital.tools import mcp_oauth  # lazy: the MCP SDK loads when a login comes back, not with the app
 
-    services = get_services()
     error = _param(request, "error")
     if error:
         description = _param(request, "error_description")
@@ -88,6 +88,6 @@ def _finish(request: Request, peer: str | None) -> HTMLResponse:
     response_class=HTMLResponse,
     responses={400: {"description": "The login failed (the page says why)"}, 429: {"description": TOO_MANY}},
 )
-async def mcp_oauth_callback(request: Request) -> HTMLResponse:
+async def mcp_oauth_callback(request: Request, services: ServicesDep) -> HTMLResponse:
     peer = peer_key(request.client.host if request.client else None, request.scope.get(PEER_UID))
-    return await run_in_threadpool(_finish, request, peer)
+    return await run_in_threadpool(_finish, services, request, peer)

@@ -54,7 +54,7 @@ from orbital.domain.session_keys import canonicalize_with_config
 from orbital.engines import deferred
 from orbital.rest import admin
 from orbital.rest.auth import Caller, gateway_with
-from orbital.runtime.services import get_services
+from orbital.rest.deps import services_for
 from orbital.store import keys
 
 if TYPE_CHECKING:
@@ -89,6 +89,7 @@ TEXT_LIMIT = 200
 class _McpRequest:
     caller: Caller
     wait_seconds: float
+    services: Services
 
 
 _REQUEST: contextvars.ContextVar[_McpRequest] = contextvars.ContextVar("orbital_mcp_request")
@@ -118,7 +119,7 @@ class McpEndpoint:
             return
         from mcp.server.streamable_http_manager import StreamableHTTPSessionManager  # lazy: the first /mcp request
 
-        token = _REQUEST.set(_McpRequest(caller, _wait_seconds(scope)))
+        token = _REQUEST.set(_McpRequest(caller, _wait_seconds(scope), services_for(scope)))
         try:
             # one manager per request: stateless serving keeps nothing between requests, and a manager's task group
             # belongs to the event loop that runs it (Mangum's, or the local server's)
@@ -199,7 +200,8 @@ def _server() -> Server[Any]:
         )
 
     async def list_resources(ctx: Any, params: Any) -> types.ListResourcesResult:
-        paths = await run_in_threadpool(_workspace_files, _REQUEST.get().caller)
+        request = _REQUEST.get()
+        paths = await run_in_threadpool(_workspace_files, request.services, request.caller)
         return types.ListResourcesResult(
             resources=[types.Resource(name=path, uri=resource_uri(path), mime_type=_mime_type(path)) for path in paths]
         )
@@ -223,7 +225,7 @@ def _server() -> Server[Any]:
         if path is None:
             raise MCPError(types.INVALID_PARAMS, f"Not a workspace resource: {_short(str(params.uri))}")
         try:
-            text = await run_in_threadpool(_read_whole, request.caller, path)
+            text = await run_in_threadpool(_read_whole, request.services, request.caller, path)
         except ToolRefusedError as refused:
             raise MCPError(types.INVALID_PARAMS, str(refused)) from None
         return types.ReadResourceResult(
@@ -251,7 +253,7 @@ def _call_tool(request: _McpRequest, name: str, arguments: dict[str, Any]) -> tu
     caller = request.caller
     if not roles.allows(caller.role, tool.scope):
         raise ToolRefusedError(f"{name} needs scope {tool.scope}; this device's role is {caller.role}")
-    return tool.run(get_services(), caller, arguments, request.wait_seconds)
+    return tool.run(request.services, caller, arguments, request.wait_seconds)
 
 
 # --- calling the gateway's methods --------------------------------------------------------------------------------
@@ -487,9 +489,8 @@ def read_file(
     return text, result
 
 
-def _workspace_files(caller: Caller) -> list[str]:
+def _workspace_files(services: Services, caller: Caller) -> list[str]:
     """The workspace's files, directory by directory from its root, at most `RESOURCE_FILES` of them."""
-    services = get_services()
     found: list[str] = []
     pending: list[str | None] = [None]
     visited = 0
@@ -505,8 +506,7 @@ def _workspace_files(caller: Caller) -> list[str]:
     return found[:RESOURCE_FILES]
 
 
-def _read_whole(caller: Caller, path: str) -> str:
-    services = get_services()
+def _read_whole(services: Services, caller: Caller, path: str) -> str:
     pieces = []
     offset = 0
     for _ in range(RESOURCE_READS):

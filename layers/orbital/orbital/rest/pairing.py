@@ -16,8 +16,9 @@ from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
 from orbital.engines import device_auth
+from orbital.ports.services import Services
+from orbital.rest.deps import ServicesDep
 from orbital.runtime.attempts import ATTEMPTS, PEER_UID, TOO_MANY, peer_key
-from orbital.runtime.services import get_services
 
 router = APIRouter()
 
@@ -37,10 +38,10 @@ class PairExchangeAnswer(BaseModel):
     binding: dict[str, str]
 
 
-def _exchange(body: PairExchangeBody, peer: str | None) -> dict[str, Any]:
+def _exchange(services: Services, body: PairExchangeBody, peer: str | None) -> dict[str, Any]:
     if ATTEMPTS.blocked(peer):
         raise HTTPException(429, TOO_MANY, headers={"Retry-After": "60"})
-    made = device_auth.exchange(get_services(), body.code, body.name)
+    made = device_auth.exchange(services, body.code, body.name)
     if made is None:
         ATTEMPTS.failed(peer)
         raise HTTPException(401, WRONG_CODE)
@@ -55,6 +56,6 @@ def _exchange(body: PairExchangeBody, peer: str | None) -> dict[str, Any]:
     response_model=PairExchangeAnswer,
     responses={401: {"description": WRONG_CODE}, 429: {"description": TOO_MANY}},
 )
-async def pair_exchange(body: PairExchangeBody, request: Request) -> dict[str, Any]:
+async def pair_exchange(body: PairExchangeBody, request: Request, services: ServicesDep) -> dict[str, Any]:
     peer = peer_key(request.client.host if request.client else None, request.scope.get(PEER_UID))
-    return await run_in_threadpool(_exchange, body, peer)
+    return await run_in_threadpool(_exchange, services, body, peer)

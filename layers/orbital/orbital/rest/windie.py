@@ -57,8 +57,8 @@ from orbital.domain.media_types import EXTENSIONS, base_type
 from orbital.ports.services import Services
 from orbital.rest.auth import Caller, any_with, gateway_with
 from orbital.rest.core import INERT, public_link_ms
+from orbital.rest.deps import ServicesDep
 from orbital.runtime import credentials
-from orbital.runtime.services import get_services
 from orbital.store import artifacts, installs, keys
 
 log = logging.getLogger("orbital.rest.windie")
@@ -182,8 +182,7 @@ class PlanBody(PreviewBody):
     summary="Register a WindieOS install (off unless windie.registration; needs the gateway's credential)",
     responses={403: {"description": "Registration is off, or the caller holds an install token"}},
 )
-def install_register(body: RegisterBody, caller: GatewayCaller) -> dict[str, Any]:
-    services = get_services()
+def install_register(body: RegisterBody, caller: GatewayCaller, services: ServicesDep) -> dict[str, Any]:
     if as_dict(services.config.effective().get("windie")).get("registration") is not True:
         raise HTTPException(403, REGISTRATION_OFF)
     try:
@@ -238,7 +237,7 @@ def _kept_type(declared: str | None, head: bytes, filename: str | None) -> str:
     summary="Upload an artifact (multipart field `file`)",
     responses={413: {"description": "Over the artifact limit (on Lambda, over what an event carries)"}},
 )
-async def upload_artifact(request: Request, caller: AnyCaller) -> dict[str, Any]:
+async def upload_artifact(request: Request, caller: AnyCaller, services: ServicesDep) -> dict[str, Any]:
     try:
         form = await request.form(max_files=1, max_fields=16)
     except StarletteHTTPException as exc:  # a malformed multipart body (the body limit is not one: it passes)
@@ -260,7 +259,6 @@ async def upload_artifact(request: Request, caller: AnyCaller) -> dict[str, Any]
         public = _asked_public(form.get("public"))
     finally:
         await form.close()
-    services = get_services()
     base = str(request.base_url).rstrip("/")
     if caller.user_id is None:  # the gateway's credential: private unless asked, a public link expires
         owner = artifacts.GATEWAY_OWNER if public else artifacts.PRIVATE_OWNER
@@ -330,12 +328,11 @@ def _charge(services: Services, caller: Caller, size: int) -> None:
         404: {"description": "No such artifact, or another user's"},
     },
 )
-def get_artifact(artifact_id: str, caller: AnyCaller) -> Response:
-    services = get_services()
+def get_artifact(artifact_id: str, caller: AnyCaller, services: ServicesDep) -> Response:
     info = artifacts.head(services.workspace, artifact_id)  # whose it is, before any byte is read
     if info is None or not info.readable_by(caller.user_id) or info.expired(services.now_ms()):
         raise HTTPException(404, ARTIFACT_MISSING)
-    if not services.settings.local:
+    if services.capabilities.bounded_responses:
         url = services.workspace.presign_get(keys.media_object(artifact_id))
         return RedirectResponse(url, 302, headers={"Cache-Control": "no-store"})
     found = artifacts.load(services.workspace, artifact_id)
@@ -357,6 +354,7 @@ ModeQ = Literal["agent", "chat"] | None
 
 
 def _what_a_query_gets(
+    services: Services,
     caller: Caller,
     user_id: str | None,
     *,
@@ -370,7 +368,6 @@ def _what_a_query_gets(
     """What a `/ws` query by this caller (an install: restricted as its socket is) with this `agent_definition` in
     the handshake would be given, in the named conversation (else `sdk-preview`)."""
     user = _user_of(caller, user_id)
-    services = get_services()
     try:
         policy, own = dialect.definition_tools(services, agent_definition, admin=caller.is_gateway)
     except ValueError as exc:
@@ -425,13 +422,13 @@ def _capability(name: str, preview: dialect.QueryPreview) -> dict[str, Any] | No
 @router.get("/api/sdk/models", tags=["windie"], summary="The model catalog and the effective config snapshot")
 def sdk_models(
     caller: AnyCaller,
+    services: ServicesDep,
     user_id: UserQ = None,
     model_id: ModelQ = None,
     model_provider: ModelQ = None,
     interaction_mode: ModeQ = None,
 ) -> dict[str, Any]:
     user = _user_of(caller, user_id)
-    services = get_services()
     config = services.config.effective()
     meta = services.sessions.load_meta(dialect.session_key(config, user, SDK_CONVERSATION)) or {}
     model = dialect.query_model(config, meta, dialect.load_settings_item(services, user), model_id, model_provider)
@@ -442,13 +439,14 @@ def sdk_models(
 @router.get("/api/sdk/tool-schemas", tags=["windie"], summary="Canonical and model-facing tool schemas")
 def sdk_tool_schemas(
     caller: AnyCaller,
+    services: ServicesDep,
     user_id: UserQ = None,
     model_id: ModelQ = None,
     model_provider: ModelQ = None,
     interaction_mode: ModeQ = None,
 ) -> dict[str, Any]:
     preview = _what_a_query_gets(
-        caller, user_id, model_id=model_id, model_provider=model_provider, offered=interaction_mode != "chat"
+        services, caller, user_id, model_id=model_id, model_provider=model_provider, offered=interaction_mode != "chat"
     )
     return {
         "config": dialect.config_snapshot(preview.model, interaction_mode),
@@ -466,12 +464,14 @@ def sdk_tool_schemas(
 def sdk_tool_capabilities(
     name: str,
     caller: AnyCaller,
+    services: ServicesDep,
     user_id: UserQ = None,
     model_id: ModelQ = None,
     model_provider: ModelQ = None,
     interaction_mode: ModeQ = None,
 ) -> dict[str, Any]:
     preview = _what_a_query_gets(
+        services,
         caller,
         user_id,
         model_id=model_id,
@@ -494,13 +494,14 @@ def sdk_tool_capabilities(
 @router.get("/api/sdk/system-prompt", tags=["windie"], summary="The system prompt a WindieOS query would get")
 def sdk_system_prompt(
     caller: AnyCaller,
+    services: ServicesDep,
     user_id: UserQ = None,
     model_id: ModelQ = None,
     model_provider: ModelQ = None,
     interaction_mode: ModeQ = None,
 ) -> dict[str, Any]:
     preview = _what_a_query_gets(
-        caller, user_id, model_id=model_id, model_provider=model_provider, offered=interaction_mode != "chat"
+        services, caller, user_id, model_id=model_id, model_provider=model_provider, offered=interaction_mode != "chat"
     )
     return {"config": dialect.config_snapshot(preview.model, interaction_mode), "system_prompt": preview.system_prompt}
 
@@ -549,10 +550,11 @@ def user_message_full(messages: list[dict[str, Any]], user_query_raw: str | None
 
 
 def _prompt_preview(
-    caller: Caller, body: PreviewBody, conversation_ref: str | None
+    services: Services, caller: Caller, body: PreviewBody, conversation_ref: str | None
 ) -> tuple[dict[str, Any], dialect.QueryPreview]:
     """The `prompt-preview` answer, and the preview it was made from."""
     preview = _what_a_query_gets(
+        services,
         caller,
         body.user_id,
         conversation_ref=conversation_ref,
@@ -584,15 +586,15 @@ def _prompt_preview(
 
 
 @router.post("/api/sdk/prompt-preview", tags=["windie"], summary="What the model would be sent, without a run")
-def sdk_prompt_preview(body: PreviewBody, caller: AnyCaller) -> dict[str, Any]:
-    return _prompt_preview(caller, body, None)[0]
+def sdk_prompt_preview(body: PreviewBody, caller: AnyCaller, services: ServicesDep) -> dict[str, Any]:
+    return _prompt_preview(services, caller, body, None)[0]
 
 
 @router.post("/api/sdk/query-plan", tags=["windie"], summary="A first turn's query message and transparency events")
-def sdk_query_plan(body: PlanBody, caller: AnyCaller) -> dict[str, Any]:
+def sdk_query_plan(body: PlanBody, caller: AnyCaller, services: ServicesDep) -> dict[str, Any]:
     """The preview, the `query` message a client would send, and the transparency events a first turn of that
     conversation posts before the model's stream (as the query posts them: same types, same payloads)."""
-    result, preview = _prompt_preview(caller, body, body.conversation_ref)
+    result, preview = _prompt_preview(services, caller, body, body.conversation_ref)
     payload: dict[str, Any] = {"text": body.user_query_raw or ""}
     if body.conversation_ref:
         payload["conversation_ref"] = body.conversation_ref
@@ -618,18 +620,17 @@ def _unavailable(exc: Exception) -> HTTPException:
 
 
 @router.get("/api/semantic/health", tags=["windie"], summary="Whether summaries and titles can be made")
-def semantic_health(caller: AnyCaller) -> dict[str, str]:
+def semantic_health(caller: AnyCaller, services: ServicesDep) -> dict[str, str]:
     try:
-        semantic.configured_model(get_services().config.effective())
+        semantic.configured_model(services.config.effective())
     except semantic.SemanticNotConfiguredError as exc:
         raise HTTPException(503, str(exc)) from None
     return {"status": "healthy", "message": "Semantic summarization service ready"}
 
 
 @router.post("/api/semantic/summarize", tags=["windie"], summary="Summarize conversations into semantic memory")
-def semantic_summarize(body: SummarizeBody, caller: AnyCaller) -> dict[str, Any]:
+def semantic_summarize(body: SummarizeBody, caller: AnyCaller, services: ServicesDep) -> dict[str, Any]:
     _user_of(caller, body.user_id)
-    services = get_services()
     try:
         summary, facts = semantic.summarize(
             services, services.config.effective(), body.conversations, time_limit_ms=_time_limit_ms(services)
@@ -644,9 +645,8 @@ def semantic_summarize(body: SummarizeBody, caller: AnyCaller) -> dict[str, Any]
 
 
 @router.post("/api/semantic/title", tags=["windie"], summary="A short title for a conversation's first exchange")
-def semantic_title(body: TitleBody, caller: AnyCaller) -> dict[str, Any]:
+def semantic_title(body: TitleBody, caller: AnyCaller, services: ServicesDep) -> dict[str, Any]:
     _user_of(caller, body.user_id)
-    services = get_services()
     try:
         title = semantic.title(
             services,
@@ -667,7 +667,7 @@ def semantic_title(body: TitleBody, caller: AnyCaller) -> dict[str, Any]:
 def _time_limit_ms(services: Services) -> int | None:
     """How long a request's model calls may take in all: on AWS, within API Gateway's 29 s; locally unbounded but
     for each call's own timeout."""
-    return None if services.settings.local else semantic.AWS_CALL_MS
+    return semantic.AWS_CALL_MS if services.capabilities.bounded_requests else None
 
 
 def _embedding_fields(provider: str, model: str, dimension: int | None, space: str) -> dict[str, Any]:
@@ -681,9 +681,9 @@ def _embedding_fields(provider: str, model: str, dimension: int | None, space: s
 
 
 @router.get("/api/embeddings/health", tags=["windie"], summary="The embeddings provider, when one is configured")
-def embeddings_health(caller: AnyCaller) -> dict[str, Any]:
+def embeddings_health(caller: AnyCaller, services: ServicesDep) -> dict[str, Any]:
     try:
-        chosen = embeddings.setup(get_services().config.effective())
+        chosen = embeddings.setup(services.config.effective())
     except embeddings.EmbeddingsNotConfiguredError as exc:
         raise HTTPException(503, str(exc)) from None
     fields = _embedding_fields(chosen.provider, chosen.model, chosen.expected_dimension(), chosen.space_version)
@@ -691,10 +691,9 @@ def embeddings_health(caller: AnyCaller) -> dict[str, Any]:
 
 
 @router.post("/api/embeddings/", tags=["windie"], summary="An embedding of one text")
-def embeddings_create(body: EmbeddingBody, caller: AnyCaller) -> dict[str, Any]:
+def embeddings_create(body: EmbeddingBody, caller: AnyCaller, services: ServicesDep) -> dict[str, Any]:
     try:
-        services = get_services()
-        limit = None if services.settings.local else semantic.AWS_CALL_MS / 1000
+        limit = semantic.AWS_CALL_MS / 1000 if services.capabilities.bounded_requests else None
         found = embeddings.embed(services.config.effective(), body.text, max_timeout_s=limit, services=services)
     except BudgetExceededError as exc:  # a token budget or a spend cap (ADR 0044) refuses the call
         raise HTTPException(exc.code, exc.message) from None

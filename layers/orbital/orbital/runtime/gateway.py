@@ -26,7 +26,7 @@ from orbital.protocol.peers import is_proxy_header
 from orbital.protocol.registry import DialectClose, DialectInbound
 from orbital.runtime import credentials
 from orbital.runtime.attempts import ATTEMPTS, PEER_UID, TOO_MANY, peer_key
-from orbital.runtime.services import get_services
+from orbital.runtime.services import adopt_endpoint, get_services
 from orbital.store.connections import Connection
 
 log = logging.getLogger("orbital.gateway")
@@ -56,7 +56,7 @@ def _prepare(event: dict[str, Any]) -> tuple[Services, str]:
     services = get_services()
     endpoint = _endpoint(event)
     if endpoint:
-        services.use_endpoint(endpoint)
+        adopt_endpoint(services, endpoint)
     return services, event["requestContext"]["connectionId"]
 
 
@@ -87,7 +87,6 @@ def handle_connect(event: dict[str, Any], context: Any = None) -> dict[str, Any]
     bearer = judged.kind is credentials.Kind.GATEWAY or client_device
     # a WindieOS install's token: that install's user, speaking WindieOS only
     install = judged.install
-    services.connections.opened(connection_id)
     forced = detect.forced(event.get("queryStringParameters"))
     if install is not None:
         forced = detect.WINDIE

@@ -25,7 +25,7 @@ def _register(services: Services, event: dict[str, Any]) -> dict[str, Any]:
     call_id, token = event["callId"], event["taskToken"]
     if not deferred.register_token(services, call_id, token):
         # answered before the execution got here: end the wait now
-        deferred.close_execution(token)
+        deferred.close_execution(services, token)
         return {"registered": False}
     return {"registered": True}
 

@@ -54,15 +54,14 @@ import time
 import uuid
 import zipfile
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from orbital import __version__
-from orbital.domain import config as cfg
-from orbital.domain.config_schema import AgentEntry
 from orbital.domain.ids import normalize_agent_id
+from orbital.store import agent_share as share
 from orbital.store import keys
 from orbital.store.portable import (
     ITEMS_FILE,
@@ -98,9 +97,6 @@ VERSION = 1
 
 _VALID_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 _BATCH = 25
-_KEY_ATTRS = frozenset({"PK", "SK"})
-_INDEX_ATTRS = ("GSI1PK", "GSI1SK")
-_MAX_OBJECT_KEY = 1024
 
 
 class AgentArchiveError(ArchiveError):
@@ -124,173 +120,6 @@ def check_agent_id(raw: str) -> str:
             "or a digit"
         )
     return raw
-
-
-# --- what belongs to an agent -----------------------------------------------------------------------------------------
-
-
-def _data(item: Mapping[str, Any]) -> dict[str, Any]:
-    raw = item.get("d")
-    if not isinstance(raw, Mapping) or not isinstance(raw.get("S"), str):
-        return {}
-    try:
-        data = json.loads(raw["S"])
-    except ValueError:
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def _job_agent(item: Mapping[str, Any]) -> str | None:
-    """The agent of a cron job item (its `agentId`; a job without one is the default agent's)."""
-    agent = _data(item).get("agentId")
-    return normalize_agent_id(agent if isinstance(agent, str) else None)
-
-
-def _job_id(sk: str) -> str:
-    return sk[len(keys.CRON_JOB_PREFIX) :]
-
-
-def _is_job(pk: str, sk: str) -> bool:
-    return pk == keys.CRON_PK and sk.startswith(keys.CRON_JOB_PREFIX)
-
-
-def _belongs(pk: str, sk: str, agent: str, jobs: set[str]) -> bool:
-    """Whether the item at (pk, sk) is agent `agent`'s, given the ids of its cron jobs (a job item itself is checked
-    by its `agentId` before)."""
-    if keys.item_kind(pk, sk) in LIVE_ITEM_KINDS:
-        return False
-    prefix = keys.agent_session_prefix(agent)
-    if pk.startswith(keys.SESSION_PK_PREFIX):
-        return pk[len(keys.SESSION_PK_PREFIX) :].startswith(prefix)
-    if pk == keys.SESSION_REGISTRY_PK:
-        return sk.startswith(prefix)
-    if pk in (keys.HEARTBEAT_PK, keys.LAST_ACTIVE_PK):
-        return sk == agent
-    if _is_job(pk, sk):
-        return _job_id(sk) in jobs
-    if pk.startswith(keys.CRON_RUNS_PK_PREFIX):
-        return pk[len(keys.CRON_RUNS_PK_PREFIX) :] in jobs
-    if pk.startswith(keys.SPEND_PREFIX):
-        return (
-            sk == keys.spend_scope_agent(agent)
-            or sk.startswith(keys.spend_scope_session(prefix))
-            or any(sk == keys.spend_scope_cron(job) for job in jobs)
-        )
-    if pk.startswith(keys.SPEND_NOTICE_PREFIX):
-        return pk[len(keys.SPEND_NOTICE_PREFIX) :].startswith(prefix)
-    return (pk, sk) == keys.workspace_seeded_flag(agent)
-
-
-def _owns_object(key: str, agent: str) -> bool:
-    return key.startswith((keys.agent_workspace_root(agent), keys.agent_media_prefix(agent)))
-
-
-def _object_key_problem(key: str, agent: str) -> str | None:
-    """Why an archive may not write the object `key` for agent `agent` (None: it may)."""
-    if not _owns_object(key, agent):
-        return "it is not in the agent's workspace or its sessions' media"
-    if len(key) > _MAX_OBJECT_KEY:
-        return "its key is too long"
-    if "\\" in key or any(ord(c) < 32 or ord(c) == 127 for c in key):
-        return "its key holds a backslash or a control character"
-    if any(part in ("", ".", "..") for part in key.split("/")):
-        return "its key has an empty, '.' or '..' segment"
-    return None
-
-
-def _index_problem(item: Mapping[str, Any], pk: str, sk: str) -> str | None:
-    """An item of an agent has the index keys of its kind only: a due cron job, a cron run, or none."""
-    gsi = item.get("GSI1PK")
-    if gsi is None and item.get("GSI1SK") is None:
-        return None
-    gsi_pk = gsi.get("S") if isinstance(gsi, Mapping) else None
-    gsi_sk = item.get("GSI1SK", {}).get("S") if isinstance(item.get("GSI1SK"), Mapping) else None
-    if not isinstance(gsi_pk, str) or not isinstance(gsi_sk, str):
-        return "its index keys are not strings"
-    if _is_job(pk, sk) and gsi_pk == keys.CRON_DUE_GSI_PK and gsi_sk.endswith(f"#{_job_id(sk)}"):
-        return None
-    if pk.startswith(keys.CRON_RUNS_PK_PREFIX) and gsi_pk == keys.CRON_RUNS_GSI_PK:
-        return None
-    return f"its index key {gsi_pk!r} is not one an item of its kind has"
-
-
-# --- rewriting an agent's id and its jobs' ids ------------------------------------------------------------------------
-
-
-class _Rewrite:
-    """Renames agent `old` to `new` and cron job ids by `jobs`, in keys and in the data of items."""
-
-    def __init__(self, old: str, new: str, jobs: Mapping[str, str]) -> None:
-        self.old, self.new, self.jobs = old, new, dict(jobs)
-        ids = re.escape(old)
-        self._agent = re.compile(rf"(?<![A-Za-z0-9_-])(agent:|agents/){ids}(?=[:/]|$)")
-
-    @property
-    def identity(self) -> bool:
-        return self.old == self.new and all(a == b for a, b in self.jobs.items())
-
-    def text(self, value: str) -> str:
-        """A key, session key, path or scope with the agent and job ids rewritten (whitespace-free text only: prose
-        that mentions a key is left as written)."""
-        if not value or any(c.isspace() for c in value):
-            return value
-        if self.old != self.new and self.old in value:
-            value = self._agent.sub(lambda m: f"{m.group(1)}{self.new}", value)
-        for old_job, new_job in self.jobs.items():
-            if old_job in value:
-                value = value.replace(old_job, new_job)
-        return value
-
-    def data(self, value: Any, name: str | None = None) -> Any:
-        if isinstance(value, str):
-            if name == "agentId" and value == self.old:
-                return self.new
-            return self.text(value)
-        if isinstance(value, list):
-            return [self.data(v) for v in value]
-        if isinstance(value, dict):
-            return {k: self.data(v, k) for k, v in value.items()}
-        return value
-
-    def key(self, pk: str, sk: str) -> Key:
-        if pk in (keys.HEARTBEAT_PK, keys.LAST_ACTIVE_PK) and sk == self.old:
-            return pk, self.new
-        if (pk, sk) == keys.workspace_seeded_flag(self.old):
-            return keys.workspace_seeded_flag(self.new)
-        if pk.startswith(keys.SPEND_PREFIX) and sk == keys.spend_scope_agent(self.old):
-            return self.text(pk), keys.spend_scope_agent(self.new)
-        return self.text(pk), self.text(sk)
-
-    def item(self, item: Mapping[str, Any]) -> dict[str, Any]:
-        if self.identity:
-            return dict(item)
-        pk, sk = self.key(*item_key(item))
-        out: dict[str, Any] = {}
-        for name, value in item.items():
-            if name == "PK":
-                out[name] = {"S": pk}
-            elif name == "SK":
-                out[name] = {"S": sk}
-            elif name == "d" and isinstance(value, Mapping) and isinstance(value.get("S"), str):
-                out[name] = {"S": self._json_text(value["S"])}
-            elif isinstance(value, Mapping) and isinstance(value.get("S"), str):
-                out[name] = {"S": self.text(value["S"])}
-            else:
-                out[name] = value
-        return out
-
-    def _json_text(self, text: str) -> str:
-        try:
-            data = json.loads(text)
-        except ValueError:
-            return text
-        rewritten = self.data(data)
-        if rewritten == data:
-            return text  # unchanged data keeps its stored text as it is
-        return json.dumps(rewritten, separators=(",", ":"), ensure_ascii=False)
-
-    def object_key(self, key: str) -> str:
-        return self.text(key) if self.old != self.new or self.jobs else key
 
 
 # --- the manifest -----------------------------------------------------------------------------------------------------
@@ -410,83 +239,6 @@ class AgentManifest:
 Manifest = AgentManifest
 
 
-# --- the configuration: the agent's entry, its bindings, the secrets it expects ---------------------------------------
-
-
-def _config(items: Items) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """The stored configuration overrides and the CONFIG item itself (None: none stored)."""
-    found = items.get_many([keys.CONFIG]).get(keys.CONFIG)
-    return (_data(found) if found else {}), found
-
-
-def _agent_list(config: Mapping[str, Any]) -> list[Any]:
-    agents = config.get("agents")
-    entries = agents.get("list") if isinstance(agents, dict) else None
-    return entries if isinstance(entries, list) else []
-
-
-def _entry_of(config: Mapping[str, Any], agent: str) -> dict[str, Any] | None:
-    for entry in _agent_list(config):
-        if isinstance(entry, dict) and isinstance(entry.get("id"), str) and normalize_agent_id(entry["id"]) == agent:
-            return entry
-    return None
-
-
-def _bindings_of(config: Mapping[str, Any], agent: str) -> list[dict[str, Any]]:
-    agents = config.get("agents")
-    bindings = agents.get("bindings") if isinstance(agents, dict) else None
-    return [
-        b
-        for b in (bindings if isinstance(bindings, list) else [])
-        if isinstance(b, dict) and isinstance(b.get("agentId"), str) and normalize_agent_id(b["agentId"]) == agent
-    ]
-
-
-def _without_secrets(value: Any, path: list[str]) -> Any:
-    if isinstance(value, dict):
-        return {k: _without_secrets(v, [*path, k]) for k, v in value.items() if not cfg.is_secret([*path, k])}
-    if isinstance(value, list):
-        return [_without_secrets(v, [*path, str(i)]) for i, v in enumerate(value)]
-    return value
-
-
-def _secret_paths(value: Any, path: list[str]) -> Iterator[list[str]]:
-    """The paths of the secrets set in `value` (the first secret segment of each; its value never read)."""
-    if path and cfg.is_secret(path):
-        if value not in (None, "", {}, []):
-            yield path
-        return
-    if isinstance(value, dict):
-        for k, v in value.items():
-            yield from _secret_paths(v, [*path, str(k)])
-    elif isinstance(value, list):
-        for i, v in enumerate(value):
-            yield from _secret_paths(v, [*path, str(i)])
-
-
-def _expects(config: Mapping[str, Any], agent: str, bindings: list[dict[str, Any]]) -> dict[str, Any]:
-    channels = {
-        str(b["match"]["channel"]).lower()
-        for b in bindings
-        if isinstance(b.get("match"), dict) and isinstance(b["match"].get("channel"), str)
-    }
-    default = cfg.default_agent_id(dict(config)) == agent
-    secrets = []
-    for path in _secret_paths(config, []):
-        if path[0] == "channels" and len(path) > 1 and not default and path[1].lower() not in channels:
-            continue  # the token of a channel this agent does not answer on
-        secrets.append(".".join(path))
-    return {"secrets": sorted(set(secrets)), "bindings": bindings}
-
-
-def _clean_entry(entry: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """An `agents.list` entry as an archive carries it: the settings the schema knows, no secrets, no `default`."""
-    if entry is None:
-        return None
-    kept = {k: v for k, v in entry.items() if k in AgentEntry.model_fields and k not in ("id", "default")}
-    return _without_secrets(kept, ["agents", "list", "0"])
-
-
 # --- export -----------------------------------------------------------------------------------------------------------
 
 
@@ -499,7 +251,9 @@ def agent_ids(items: Items, objects: Objects) -> list[str]:
         ident: str | None = None
         if (pk, sk) == keys.CONFIG:
             found.update(
-                normalize_agent_id(e["id"]) for e in _agent_list(_data(item)) if isinstance(e, dict) and e.get("id")
+                normalize_agent_id(e["id"])
+                for e in share.agent_list(share.data_of(item))
+                if isinstance(e, dict) and e.get("id")
             )
         elif pk.startswith(keys.SESSION_PK_PREFIX) and sk == "META":
             ident = _session_agent(pk[len(keys.SESSION_PK_PREFIX) :])
@@ -507,8 +261,8 @@ def agent_ids(items: Items, objects: Objects) -> list[str]:
             ident = _session_agent(sk)
         elif pk in (keys.HEARTBEAT_PK, keys.LAST_ACTIVE_PK):
             ident = sk
-        elif _is_job(pk, sk):
-            ident = _job_agent(item)
+        elif share.is_job(pk, sk):
+            ident = share.job_agent(item)
         if ident and _VALID_ID.match(ident):
             found.add(ident)
     for key in objects.list_prefix(keys.agent_root("")):
@@ -551,19 +305,19 @@ def _select(items: Items, objects: Objects, agent: str, now: float) -> _Selectio
     for item in items.scan():
         pk, sk = item_key(item)
         if (pk, sk) == keys.CONFIG:
-            config = _data(item)
+            config = share.data_of(item)
             continue
         kind = keys.item_kind(pk, sk)
-        if _is_job(pk, sk):
-            if _job_agent(item) != agent:
+        if share.is_job(pk, sk):
+            if share.job_agent(item) != agent:
                 continue
-            jobs.add(_job_id(sk))
+            jobs.add(share.job_id(sk))
         elif pk.startswith(keys.CRON_RUNS_PK_PREFIX) or pk.startswith(keys.SPEND_PREFIX):
             held.append(item)
             continue
         elif pk.startswith(keys.cron_active_pk("")):
             continue  # a run in progress belongs to the gateway running it
-        if not _belongs(pk, sk, agent, jobs):
+        if not share.belongs(pk, sk, agent, jobs):
             if kind in LIVE_ITEM_KINDS and _belongs_live(pk, sk, agent):
                 skipped[kind] += 1
             continue
@@ -572,7 +326,7 @@ def _select(items: Items, objects: Objects, agent: str, now: float) -> _Selectio
             continue
         chosen.append(item)
     for item in held:
-        if _belongs(*item_key(item), agent, jobs):
+        if share.belongs(*item_key(item), agent, jobs):
             if expired(item, now):
                 skipped["expired"] += 1
             else:
@@ -606,7 +360,7 @@ def export_agent(
     report = progress or no_progress
     cutoff = time.time() if now is None else now
     selection = _select(items, objects, agent, cutoff)
-    entry = _entry_of(selection.config, agent)
+    entry = share.entry_of(selection.config, agent)
     if not selection.items and not selection.object_keys and entry is None:
         raise AgentNotFoundError(f"no agent {agent!r} here")
     out = Path(path)
@@ -655,7 +409,7 @@ def _write(
             entries.append(entry)
             object_counts[keys.object_kind(key)] += 1
         progress("objects", done, len(selection.object_keys))
-    bindings = _bindings_of(selection.config, agent)
+    bindings = share.bindings_of(selection.config, agent)
     manifest = AgentManifest(
         agent_id=agent,
         created_at=dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -663,8 +417,8 @@ def _write(
         item_counts=dict(counts),
         object_counts=dict(object_counts),
         skipped_items=dict(skipped),
-        expects=_expects(selection.config, agent, bindings),
-        agent_config=_clean_entry(_entry_of(selection.config, agent)),
+        expects=share.expects_of(selection.config, agent, bindings),
+        agent_config=share.clean_entry(share.entry_of(selection.config, agent)),
         items_count=sum(counts.values()),
         items_size=size,
         items_sha256=digest.hexdigest(),
@@ -725,19 +479,19 @@ def _check_items(payload_items: list[dict[str, Any]], agent: str, target: Items 
     jobs: set[str] = set()
     for item in payload_items:
         pk, sk = item_key(item)
-        if _is_job(pk, sk):
-            if _job_agent(item) != agent:
-                raise AgentArchiveError(f"the archive holds cron job {_job_id(sk)!r} of another agent")
-            jobs.add(_job_id(sk))
+        if share.is_job(pk, sk):
+            if share.job_agent(item) != agent:
+                raise AgentArchiveError(f"the archive holds cron job {share.job_id(sk)!r} of another agent")
+            jobs.add(share.job_id(sk))
     seen: set[Key] = set()
     for item in payload_items:
         key = item_key(item)
         if key in seen:
             raise AgentArchiveError(f"damaged agent archive: item {key[0]} / {key[1]} appears twice")
         seen.add(key)
-        if not _belongs(*key, agent, jobs):
+        if not share.belongs(*key, agent, jobs):
             raise AgentArchiveError(f"the archive holds item {key[0]} / {key[1]}, which is not agent {agent!r}'s")
-        if why := _index_problem(item, *key):
+        if why := share.index_problem(item, *key):
             raise AgentArchiveError(f"the archive's item {key[0]} / {key[1]} is refused: {why}")
         if target is not None and (why := target.refusal(item)):
             raise PortableError(f"item {key[0]} / {key[1]} cannot be imported into {target.name}: {why}")
@@ -746,7 +500,7 @@ def _check_items(payload_items: list[dict[str, Any]], agent: str, target: Items 
 
 def _check_objects(entries: list[ObjectEntry], agent: str) -> None:
     for entry in entries:
-        if why := _object_key_problem(entry.key, agent):
+        if why := share.object_key_problem(entry.key, agent):
             raise AgentArchiveError(f"the archive's object {entry.key!r} is refused: {why}")
 
 
@@ -764,15 +518,15 @@ def _apply(
     source = payload.agent_id
     jobs = _check_items(payload.items, source, items)
     _check_objects([entry for entry, _ in payload.objects], source)
-    rewrite = _Rewrite(source, target_id, {job: str(uuid.uuid4()) for job in sorted(jobs)})
+    rewrite = share.Rewrite(source, target_id, {job: str(uuid.uuid4()) for job in sorted(jobs)})
     new_items = [rewrite.item(item) for item in payload.items if not expired(item, now)]
     new_jobs = set(rewrite.jobs.values())
     for item in new_items:  # what is written is the target agent's, whatever the rewrite made of it
-        if not _belongs(*item_key(item), target_id, new_jobs):
+        if not share.belongs(*item_key(item), target_id, new_jobs):
             raise AgentArchiveError(f"item {item_key(item)} would not belong to agent {target_id!r}")
     new_keys = [rewrite.object_key(entry.key) for entry, _ in payload.objects]
     for key in new_keys:
-        if why := _object_key_problem(key, target_id):
+        if why := share.object_key_problem(key, target_id):
             raise AgentArchiveError(f"object {key!r} is refused: {why}")
     report = AgentImportReport(source_id=source, agent_id=target_id, job_ids=dict(rewrite.jobs))
     report.expects = {
@@ -810,13 +564,15 @@ def _apply(
 def _remove(items: Items, objects: Objects, agent: str) -> tuple[int, int]:
     """Delete agent `agent`'s own items (with the live ones of its sessions and its cron runs in progress) and
     objects; (items, objects) deleted."""
-    scanned = [item_key(item) for item in items.scan() if not _is_job(*item_key(item)) or _job_agent(item) == agent]
-    jobs = {_job_id(sk) for pk, sk in scanned if _is_job(pk, sk)}
+    scanned = [
+        item_key(item) for item in items.scan() if not share.is_job(*item_key(item)) or share.job_agent(item) == agent
+    ]
+    jobs = {share.job_id(sk) for pk, sk in scanned if share.is_job(pk, sk)}
     active = tuple(keys.cron_active_pk(job) for job in jobs)
     doomed = [
         (pk, sk)
         for pk, sk in scanned
-        if _belongs(pk, sk, agent, jobs) or _belongs_live(pk, sk, agent) or (active and pk.startswith(active))
+        if share.belongs(pk, sk, agent, jobs) or _belongs_live(pk, sk, agent) or (active and pk.startswith(active))
     ]
     for start in range(0, len(doomed), _BATCH):
         items.delete_many(doomed[start : start + _BATCH])
@@ -828,16 +584,18 @@ def _remove(items: Items, objects: Objects, agent: str) -> tuple[int, int]:
     return len(doomed), gone
 
 
-def _add_to_config(items: Items, agent: str, entry: Mapping[str, Any] | None, rewrite: _Rewrite) -> bool:
+def _add_to_config(items: Items, agent: str, entry: Mapping[str, Any] | None, rewrite: share.Rewrite) -> bool:
     """Put the agent's entry into `agents.list` of the stored configuration (replacing one with its id). The default
     agent `main` needs none when the archive had none."""
     if entry is None and agent == "main":
         return False
-    config, stored = _config(items)
-    new_entry = {"id": agent, **((_clean_entry(rewrite.data(dict(entry))) or {}) if entry else {})}
+    config, stored = share.stored_config(items)
+    new_entry = {"id": agent, **((share.clean_entry(rewrite.data(dict(entry))) or {}) if entry else {})}
     section = config.get("agents")
     agents: dict[str, Any] = section if isinstance(section, dict) else {}
-    listed = [e for e in _agent_list(config) if not (isinstance(e, dict) and normalize_agent_id(e.get("id")) == agent)]
+    listed = [
+        e for e in share.agent_list(config) if not (isinstance(e, dict) and normalize_agent_id(e.get("id")) == agent)
+    ]
     updated = {**config, "agents": {**agents, "list": [*listed, new_entry]}}
     version = 0
     if stored is not None and isinstance(stored.get("v"), Mapping) and "N" in stored["v"]:
@@ -952,7 +710,7 @@ def copy_agent(
         raise PortableError("an agent cannot be copied onto itself")
     cutoff = time.time() if now is None else now
     selection = _select(items, objects, source, cutoff)
-    entry = _entry_of(selection.config, source)
+    entry = share.entry_of(selection.config, source)
     if not selection.items and not selection.object_keys and entry is None:
         raise AgentNotFoundError(f"no agent {source!r} here")
     read: list[tuple[ObjectEntry, Callable[[], bytes]]] = []
@@ -974,13 +732,13 @@ def copy_agent(
             metadata=dict(stored.metadata),
         )
         read.append((described, _constant(body)))
-    bindings = _bindings_of(selection.config, source)
+    bindings = share.bindings_of(selection.config, source)
     payload = _Payload(
         agent_id=source,
         items=selection.items,
         objects=read,
-        agent_config=_clean_entry(entry),
-        expects=_expects(selection.config, source, bindings),
+        agent_config=share.clean_entry(entry),
+        expects=share.expects_of(selection.config, source, bindings),
     )
     return _apply(
         items,

@@ -107,10 +107,6 @@ class ConnectionRepo:
         rec = self.table.get(keys.connection(connection_id))
         return Connection.from_record(connection_id, rec) if rec else None
 
-    def opened(self, connection_id: str) -> None:
-        """A socket was just opened (`$connect`): its id is new, so it has no record yet."""
-        self.table.know_absent(keys.connection(connection_id))
-
     def save(self, conn: Connection) -> None:
         self.table.put(keys.connection(conn.connection_id), conn.to_data(), ttl=self._ttl())
 

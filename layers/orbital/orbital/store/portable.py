@@ -1,12 +1,12 @@
 """Moving a gateway's state to another deployment: one portable archive of its table and workspace bucket.
 
-`export_state` writes what belongs to the agent into one file; `import_state` writes such a file into another table
-and bucket. Both work through two ports of this module: `Items` (scan, read many, write many, write a counter unless
-the stored one is larger) and `Objects` (list, read with headers and metadata, describe, write). On AWS they are
-`orbital.store.portable_aws` (a DynamoDB table and an S3 bucket, by name); locally `orbital.local.portable` (the
-table and workspace of a data directory). So the same code moves state from a local data directory to AWS, back, or
-takes a backup of either (`orbital export` / `orbital import`, cli/portable.py), and the archive is the same
-whichever side wrote it.
+`export_state` writes what belongs to the agent into one file; `import_state` (`orbital.store.portable_import`)
+writes such a file into another table and bucket. Both work through two ports of this module: `Items` (scan, read
+many, write many, write a counter unless the stored one is larger) and `Objects` (list, read with headers and
+metadata, describe, write). On AWS they are `orbital.store.portable_aws` (a DynamoDB table and an S3 bucket, by
+name); locally `orbital.local.portable` (the table and workspace of a data directory). So the same code moves state
+from a local data directory to AWS, back, or takes a backup of either (`orbital export` / `orbital import`,
+cli/portable.py), and the archive is the same whichever side wrote it.
 
 The archive is a zip file, created with mode 0600 (it holds API keys and bot tokens):
 
@@ -51,15 +51,7 @@ archives, skills and media, and any item or object of a kind this version does n
 at the export does not go on at the new gateway (its execution is not there): the session is freed the next time it
 is used, and the messages queued behind the run then run.
 
-Import: items go in by batches (on DynamoDB `batch_write_item`, 25 a request, unprocessed ones retried with
-backoff; locally one transaction a batch); each batch is first read back so an item the target already holds as it
-is is not written again. Counters (the `n` of `COUNTER` items and of the cron run sequence) are merged by keeping
-the larger, so ids never go back. Objects are written (to S3 with their SHA-256 checksum) unless the target already
-holds the same bytes (its SHA-256 checksum, or the MD5 ETag of a single-part upload, else its bytes compared) with
-the same headers and metadata. Items and objects with the same key are replaced; nothing else in the target is
-touched. A second import of the same file therefore writes nothing. Items whose `ttl` passed since the export are
-not written. An item the target cannot hold as it is (the local table keeps flat attributes of strings, numbers,
-booleans and nulls only) is found while the archive is checked, and refused before anything is written.
+Import (`import_state`) is `orbital.store.portable_import`.
 """
 
 from __future__ import annotations
@@ -507,7 +499,7 @@ def expired(item: Mapping[str, Any], now: float) -> bool:
     return isinstance(number, Decimal) and number < Decimal(str(now))
 
 
-def _counter_value(item: Mapping[str, Any] | None) -> Decimal | None:
+def counter_value(item: Mapping[str, Any] | None) -> Decimal | None:
     attr = (item or {}).get("n")
     number = _number(attr["N"]) if isinstance(attr, Mapping) and "N" in attr else None
     return number if isinstance(number, Decimal) else None
@@ -643,15 +635,15 @@ def write_object(zf: zipfile.ZipFile, objects: Objects, key: str, name: str) -> 
 def read_manifest(archive: Path) -> Manifest:
     """The manifest of `archive`, validated (format, version, fields) without reading the rest."""
     with open_archive(archive) as zf:
-        return _manifest_of(zf)
+        return manifest_of(zf)
 
 
 def verify_archive(archive: Path, progress: Progress | None = None) -> Manifest:
     """Check every member of `archive` against its manifest (sizes, SHA-256, well-formed items without a key twice);
     ArchiveError says what is wrong. Returns the manifest."""
     with open_archive(archive) as zf:
-        manifest = _manifest_of(zf)
-        _verify(zf, manifest, progress or no_progress)
+        manifest = manifest_of(zf)
+        verify(zf, manifest, progress or no_progress)
         return manifest
 
 
@@ -669,7 +661,7 @@ def open_archive(archive: Path) -> Iterator[zipfile.ZipFile]:
         yield zf
 
 
-def _manifest_of(zf: zipfile.ZipFile) -> Manifest:
+def manifest_of(zf: zipfile.ZipFile) -> Manifest:
     return Manifest.from_json(manifest_json(zf, "an Orbital export", "damaged Orbital export"))
 
 
@@ -711,7 +703,7 @@ def read_member(zf: zipfile.ZipFile, name: str) -> Iterator[bytes]:
         raise ArchiveError(f"damaged Orbital export: {name} cannot be read ({exc})") from None
 
 
-def _verify(zf: zipfile.ZipFile, manifest: Manifest, progress: Progress, target: Items | None = None) -> None:
+def verify(zf: zipfile.ZipFile, manifest: Manifest, progress: Progress, target: Items | None = None) -> None:
     """Check the archive against its manifest and, with a `target`, that it can hold every item."""
     total = 1 + len(manifest.objects)
     progress("verify", 0, total)
@@ -755,149 +747,6 @@ def _parse_item(line: bytes, number: int) -> dict[str, Any]:
         return item_from_json(json.loads(line.decode("utf-8")))
     except (UnicodeDecodeError, ValueError) as exc:
         raise ArchiveError(f"damaged Orbital export: item {number} of {ITEMS_FILE} is malformed ({exc})") from None
-
-
-# --- import -------------------------------------------------------------------------------------------------------
-
-
-@dataclass
-class ImportReport:
-    """What an import did. `unchanged`: the target already held it as it is; `kept`: a counter the target had
-    already gone past; `expired`: items whose ttl passed since the export."""
-
-    manifest: Manifest
-    items_written: int = 0
-    items_unchanged: int = 0
-    items_kept: int = 0
-    items_expired: int = 0
-    objects_written: int = 0
-    objects_unchanged: int = 0
-
-    @property
-    def written(self) -> int:
-        return self.items_written + self.objects_written
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "items": {
-                "written": self.items_written,
-                "unchanged": self.items_unchanged,
-                "kept": self.items_kept,
-                "expired": self.items_expired,
-            },
-            "objects": {"written": self.objects_written, "unchanged": self.objects_unchanged},
-        }
-
-
-def import_state(
-    items: Items,
-    objects: Objects,
-    archive: Path,
-    progress: Progress | None = None,
-    *,
-    now: float | None = None,
-) -> ImportReport:
-    """Write the items and objects of `archive` into `items` and `objects`. The whole archive is checked first;
-    nothing is written if it is foreign or damaged, or holds an item the target cannot keep. Idempotent (see the
-    module docstring)."""
-    report_progress = progress or no_progress
-    cutoff = time.time() if now is None else now
-    with open_archive(archive) as zf:
-        manifest = _manifest_of(zf)
-        _verify(zf, manifest, report_progress, items)
-        report = ImportReport(manifest)
-        _import_items(zf, items, manifest, report, cutoff, report_progress)
-        _import_objects(zf, objects, manifest, report, report_progress)
-    return report
-
-
-def _import_items(
-    zf: zipfile.ZipFile, target: Items, manifest: Manifest, report: ImportReport, now: float, progress: Progress
-) -> None:
-    total = manifest.items_count
-    progress("items", 0, total)
-    done = 0
-    batch: list[dict[str, Any]] = []
-    size = max(1, target.batch)
-    for item in archive_items(zf):
-        batch.append(item)
-        if len(batch) == size:
-            _import_batch(target, batch, report, now)
-            done += len(batch)
-            batch = []
-            progress("items", done, total)
-    if batch:
-        _import_batch(target, batch, report, now)
-        done += len(batch)
-    progress("items", done, total)
-
-
-def _import_batch(target: Items, batch: list[dict[str, Any]], report: ImportReport, now: float) -> None:
-    live = []
-    for item in batch:
-        if expired(item, now):
-            report.items_expired += 1
-        else:
-            live.append(item)
-    current = target.get_many([item_key(i) for i in live]) if live else {}
-    puts: list[dict[str, Any]] = []
-    for item in live:
-        key = item_key(item)
-        existing = current.get(key)
-        if existing is not None and same_item(existing, item):
-            report.items_unchanged += 1
-        elif keys.item_kind(*key) in MERGED_BY_MAX and _counter_value(item) is not None:
-            if target.put_counter(item):
-                report.items_written += 1
-            else:
-                report.items_kept += 1
-        else:
-            puts.append(item)
-    if puts:
-        target.put_many(puts)
-    report.items_written += len(puts)
-
-
-def _import_objects(
-    zf: zipfile.ZipFile, target: Objects, manifest: Manifest, report: ImportReport, progress: Progress
-) -> None:
-    total = len(manifest.objects)
-    progress("objects", 0, total)
-    for done, entry in enumerate(manifest.objects, 1):
-        body = b"".join(read_member(zf, entry.file))
-        if holds(target, entry, body):
-            report.objects_unchanged += 1
-        else:
-            target.write(entry.key, body, entry)
-            report.objects_written += 1
-        progress("objects", done, total)
-
-
-def holds(target: Objects, entry: ObjectEntry, body: bytes) -> bool:
-    """Whether the target already holds `entry`: same headers, metadata and bytes."""
-    stored = target.head(entry.key)
-    if stored is None or stored.size != entry.size:
-        return False
-    if any((stored.headers.get(param) or None) != entry.headers.get(param) for param in HEADERS.values()):
-        return False
-    if {k.lower(): v for k, v in stored.metadata.items()} != {k.lower(): v for k, v in entry.metadata.items()}:
-        return False
-    if stored.sha256 is not None:
-        return stored.sha256 == entry.sha256
-    if stored.etag and stored.etag == hashlib.md5(body, usedforsecurity=False).hexdigest():
-        return True
-    # an ETag that is no MD5 (multipart upload, KMS encryption): compare the bytes themselves
-    opened = target.read(entry.key)
-    if opened is None:
-        return False
-    stream, _ = opened
-    digest = hashlib.sha256()
-    try:
-        for chunk in iter(lambda: stream.read(CHUNK), b""):
-            digest.update(chunk)
-    finally:
-        stream.close()
-    return digest.hexdigest() == entry.sha256
 
 
 def no_progress(kind: str, done: int, total: int | None) -> None:

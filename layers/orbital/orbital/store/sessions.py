@@ -124,6 +124,36 @@ def message_count(meta: Mapping[str, Any]) -> int:
     return max(0, _int(meta.get("messageCount")))
 
 
+def _start_over(meta: dict[str, Any], new_id: str, message_count: int, stamp: int) -> None:
+    """A reset's meta: the new session id (the old one remembered), token counts cleared, `message_count` first
+    messages."""
+    old_id = str(meta["sessionId"])
+    meta["sessionId"] = new_id
+    meta["previousSessionIds"] = [*(meta.get("previousSessionIds") or []), old_id]
+    meta["inputTokens"] = meta["outputTokens"] = meta["totalTokens"] = 0
+    meta.pop("lastInputTokens", None)
+    meta["messageCount"] = message_count
+    meta["nextSeq"] = message_count
+    meta["lastResetAt"] = stamp
+    meta["updatedAt"] = stamp
+
+
+def _archive_meta(
+    session_key: str, session_id: str, message_count: int, tokens: dict[str, int], stamp: int
+) -> dict[str, Any]:
+    """The meta of the archive a reset writes of the session's old messages."""
+    return {
+        "sessionKey": session_key,
+        "sessionId": session_id,
+        "agentId": session_agent_id(session_key),
+        "messageCount": message_count,
+        "archivedAt": stamp,
+        "inputTokens": tokens["input"],
+        "outputTokens": tokens["output"],
+        "totalTokens": tokens["total"],
+    }
+
+
 class SessionRepo:
     def __init__(self, table: Table, workspace: Workspace) -> None:
         self.table = table
@@ -510,12 +540,7 @@ class SessionRepo:
         agent_id = session_agent_id(session_key)
         self.get_or_create_meta(session_key, now=stamp)
         new_id = new_session_id()  # the same in every attempt: what an attempt that lost wrote is written again
-        batch = []
-        for message in first or []:
-            item = dict(message)
-            if item.get("timestamp") is None:
-                item["timestamp"] = stamp
-            batch.append(item)
+        batch = [{**m, "timestamp": stamp} if m.get("timestamp") is None else dict(m) for m in first or []]
 
         def attempt() -> tuple[dict[str, Any], str, list[Record], dict[str, int], str | None] | None:
             meta, version = self._read(session_key)
@@ -524,14 +549,7 @@ class SessionRepo:
                 raise ConflictError("session deleted meanwhile")
             old_id = str(meta["sessionId"])
             tokens = tokens_of(meta)
-            meta["sessionId"] = new_id
-            meta["previousSessionIds"] = [*(meta.get("previousSessionIds") or []), old_id]
-            meta["inputTokens"] = meta["outputTokens"] = meta["totalTokens"] = 0
-            meta.pop("lastInputTokens", None)
-            meta["messageCount"] = len(batch)
-            meta["nextSeq"] = len(batch)
-            meta["lastResetAt"] = stamp
-            meta["updatedAt"] = stamp
+            _start_over(meta, new_id, len(batch), stamp)
             if guard is not None and guard(meta) is False:
                 return None
             records = self._message_records(session_key, old_id)
@@ -540,16 +558,7 @@ class SessionRepo:
                 archived_to = self._archive(
                     keys.session_archive(agent_id, old_id),
                     [r.data for r in records],
-                    {
-                        "sessionKey": session_key,
-                        "sessionId": old_id,
-                        "agentId": agent_id,
-                        "messageCount": len(records),
-                        "archivedAt": stamp,
-                        "inputTokens": tokens["input"],
-                        "outputTokens": tokens["output"],
-                        "totalTokens": tokens["total"],
-                    },
+                    _archive_meta(session_key, old_id, len(records), tokens, stamp),
                 )
             if batch:  # stored under the new id before the meta names it: no reader finds them before that
                 puts = [

@@ -13,11 +13,15 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from orbital.errors import ConflictError
+from orbital.store import conditions as cond
 from orbital.store import keys
 from orbital.store.table import Record, Table
 
 TTL_SECONDS = 3 * 3600
 """Longer than any socket lives (2 h on API Gateway): a subscription whose run never ended goes by itself."""
+SEQUENCE = "seq"
+"""The attribute of a subscription that counts the events its dialect numbered for it (`count_events`)."""
 
 
 @dataclass
@@ -72,3 +76,35 @@ def of_connection(table: Table, connection_id: str) -> list[Subscription]:
         if sub is not None and sub.connection_id == connection_id:
             found.append(sub)
     return found
+
+
+def of_run(table: Table, run_id: str) -> list[Subscription]:
+    """The sockets that follow one run."""
+    found = []
+    for rec in table.query(keys.CLIENTS_PK, sk_prefix=f"{keys.RUN_SUBSCRIPTION_PREFIX}{run_id}~"):
+        sub = Subscription.from_record(rec)
+        if sub is not None and sub.run_id == run_id:
+            found.append(sub)
+    return found
+
+
+def every(table: Table) -> list[Subscription]:
+    """Every run subscription of every socket."""
+    found = []
+    for rec in table.query(keys.CLIENTS_PK, sk_prefix=keys.RUN_SUBSCRIPTION_PREFIX):
+        sub = Subscription.from_record(rec)
+        if sub is not None:
+            found.append(sub)
+    return found
+
+
+def count_events(table: Table, run_id: str, connection_id: str, count: int) -> int | None:
+    """Add `count` to the events counted on a subscription, in one atomic addition (whichever process or Lambda
+    counts them); the new total, or None when the subscription is gone (nothing is counted then)."""
+    try:
+        rec = table.update(
+            keys.run_subscription(run_id, connection_id), add={SEQUENCE: count}, condition=cond.exists("PK")
+        )
+    except ConflictError:
+        return None
+    return int(rec.attrs.get(SEQUENCE) or 0) if rec is not None else 0

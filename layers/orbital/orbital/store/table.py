@@ -15,8 +15,11 @@ The contract both implementations keep (`tests/contract` runs the same tests aga
   query in index sort-key order.
 - `update` creates the item when there is none (its payload is then empty); `add` counts from 0.
 
-An implementation may keep a cache (`forget_cached`, `forget`, `know_absent` tell it what it cannot see); by default
-they do nothing, and `view` makes its object from a fresh read each time.
+`Table` is a template: its public methods check their arguments once (the `check_*` functions below) and hand
+them, checked and normalized, to the few methods a backend implements (`_get`, `_get_many`, `_query`,
+`_query_index`, `_put`, `_update`, `_delete`, `_write_batch`, `_delete_expired`; `_view` and `_count` when it can do
+better than a read). The backends: `orbital.store.backends.dynamo.DynamoTable` and
+`orbital.store.backends.sqlite.SqliteTable`.
 """
 
 from __future__ import annotations
@@ -49,6 +52,17 @@ class ConditionFailedError(ConflictError):
     def __init__(self, message: str, current: Record | None) -> None:
         super().__init__(message)
         self.current = current
+
+
+@dataclass(frozen=True)
+class Update:
+    """What an update changes, checked (`check_update`): attributes set, counters added to, the new `ttl` (None:
+    kept as it is) and whether the item leaves the secondary index."""
+
+    assigns: dict[str, Any]
+    adds: dict[str, int]
+    ttl: int | None
+    unindex: bool
 
 
 @dataclass
@@ -163,27 +177,30 @@ def check_query(
     return sk_prefix or None
 
 
+def check_condition(condition: Condition | None) -> Condition | None:
+    if condition is not None and not isinstance(condition, Condition):
+        raise TypeError(f"a condition is an orbital.store.conditions value, not {type(condition).__name__}")
+    return condition
+
+
 class Table(ABC):
-    """The port (see the module's docstring). Implementations: `orbital.store.dynamo_table.DynamoTable` and
-    `orbital.local.sqlite_table.SqliteTable`."""
+    """The port (see the module's docstring): the public methods check, the backends' `_` methods do."""
 
     # --- reads ------------------------------------------------------------------------------------------------
 
-    @abstractmethod
     def get(self, key: tuple[str, str]) -> Record | None:
         """The item at `key`, None if there is none (or it expired)."""
+        return self._get(key[0], key[1])
 
     def view(self, key: tuple[str, str], make: Callable[[Record], T]) -> T | None:
-        """`make(record)` of the item at `key`, None if there is none. An implementation with a cache may hand out
-        the same object again until the item changes: callers share it and must not change it."""
-        rec = self.get(key)
-        return make(rec) if rec is not None else None
+        """`make(record)` of the item at `key`, None if there is none. A backend may hand out the same object again
+        while the stored item is the same: callers share it and must not change it."""
+        return self._view(key[0], key[1], make)
 
-    @abstractmethod
     def get_many(self, keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], Record]:
         """The items of `keys` that exist, by key."""
+        return self._get_many(list(dict.fromkeys(keys)))
 
-    @abstractmethod
     def query(
         self,
         pk: str,
@@ -196,20 +213,23 @@ class Table(ABC):
         """The items of partition `pk` (those whose sort key starts with `sk_prefix`, or lies between the two bounds
         of `sk_between`, both included), in sort-key order, or reversed (`forward=False`); at most `limit` of
         them."""
+        prefix = check_query(sk_prefix, None, limit, sk_between)
+        return self._query(pk, sk_prefix=prefix, sk_between=sk_between, forward=forward, limit=limit)
 
-    @abstractmethod
     def query_index(
         self, gsi_pk: str, *, sk_prefix: str | None = None, limit: int | None = None, sk_max: str | None = None
     ) -> list[Record]:
         """Items of an index partition, in index sort-key order: all, those whose index sort key starts with
         `sk_prefix`, or those up to `sk_max` (e.g. everything due by now)."""
+        prefix = check_query(sk_prefix, sk_max, limit)
+        return self._query_index(gsi_pk, sk_prefix=prefix, sk_max=sk_max, limit=limit)
 
     def count(self, pk: str, *, sk_prefix: str | None = None) -> int:
-        return len(self.query(pk, sk_prefix=sk_prefix))
+        """How many live items partition `pk` holds (those whose sort key starts with `sk_prefix`)."""
+        return self._count(pk, sk_prefix or None)
 
     # --- writes -----------------------------------------------------------------------------------------------
 
-    @abstractmethod
     def put(
         self,
         key: tuple[str, str],
@@ -222,8 +242,18 @@ class Table(ABC):
         return_old: bool = False,
     ) -> Record | None:
         """Store the whole item (replacing any). With `return_old`, the item it replaced (None: none, or expired)."""
+        pk, sk = check_key(key)
+        return self._put(
+            pk,
+            sk,
+            data,
+            ttl=check_ttl(ttl),
+            gsi=check_gsi(gsi),
+            attrs=check_attrs(attrs),
+            condition=check_condition(condition),
+            return_old=return_old,
+        )
 
-    @abstractmethod
     def update(
         self,
         key: tuple[str, str],
@@ -240,6 +270,17 @@ class Table(ABC):
         index (its GSI keys are removed). With `current_on_conflict`, a failed condition raises `ConditionFailedError`
         holding the item as it stood. `ttl` (epoch seconds) is set in the same write. Returns the item after the
         update (`ALL_NEW`), before it (`ALL_OLD`; None if there was none), or None (`NONE`)."""
+        pk, sk = check_key(key)
+        check_condition(condition)
+        assigns, adds = check_update(set_attrs, add, ttl, unindex, return_values)
+        return self._update(
+            pk,
+            sk,
+            Update(assigns, adds, check_ttl(ttl), unindex),
+            condition=condition,
+            return_values=return_values,
+            current_on_conflict=current_on_conflict,
+        )
 
     def next_counter(self, key: tuple[str, str], amount: int = 1) -> int:
         """Add `amount` to the counter at `key` (an item of its own, without a `ttl`) and return the new value."""
@@ -248,7 +289,6 @@ class Table(ABC):
             raise ValueError(f"the counter at {key[0]}/{key[1]} has expired")
         return int(rec.attrs["n"])
 
-    @abstractmethod
     def delete(
         self,
         key: tuple[str, str],
@@ -258,31 +298,89 @@ class Table(ABC):
     ) -> Record | None:
         """Delete the item (nothing to delete is fine). With `return_old`, the item deleted (None: none, or
         expired)."""
+        pk, sk = check_key(key)
+        return self._delete(pk, sk, condition=check_condition(condition), return_old=return_old)
 
-    @abstractmethod
     def write_batch(
         self,
         puts: Iterable[tuple[tuple[str, str], Mapping[str, Any]]] = (),
         deletes: Iterable[tuple[str, str]] = (),
     ) -> None:
         """Store payload-only items and delete others, unconditionally (no key twice)."""
+        put_list, delete_list = check_batch(puts, deletes)
+        if put_list or delete_list:
+            self._write_batch(put_list, delete_list)
 
-    @abstractmethod
     def delete_expired(self, now: float, *, limit: int | None = None) -> int:
         """Delete up to `limit` items whose `ttl` is before `now` (an item written again meanwhile with a later `ttl`
         is kept). Returns how many were deleted."""
+        return self._delete_expired(now, limit)
 
-    # --- what a cache cannot see --------------------------------------------------------------------------------
+    # --- what a backend implements ----------------------------------------------------------------------------
 
-    def forget_cached(self) -> None:
-        """Drop whatever is cached (after work that read widely; writes of other processes are seen again)."""
-        return None
+    @abstractmethod
+    def _get(self, pk: str, sk: str) -> Record | None: ...
 
-    def forget(self, key: tuple[str, str]) -> None:
-        """Drop one item from the cache (it was changed by a write that did not go through this table)."""
-        return None
+    def _view(self, pk: str, sk: str, make: Callable[[Record], T]) -> T | None:
+        """By default `make` of a fresh read each time."""
+        rec = self._get(pk, sk)
+        return make(rec) if rec is not None else None
 
-    def know_absent(self, key: tuple[str, str]) -> None:
-        """The caller knows this item does not exist (a key nobody could have written yet): a cache may answer a
-        read of it without a request."""
-        return None
+    @abstractmethod
+    def _get_many(self, keys: list[tuple[str, str]]) -> dict[tuple[str, str], Record]:
+        """`keys`: no key twice."""
+
+    @abstractmethod
+    def _query(
+        self, pk: str, *, sk_prefix: str | None, sk_between: tuple[str, str] | None, forward: bool, limit: int | None
+    ) -> list[Record]:
+        """`sk_prefix`: None for none (never empty); at most one of `sk_prefix` and `sk_between`."""
+
+    @abstractmethod
+    def _query_index(
+        self, gsi_pk: str, *, sk_prefix: str | None, sk_max: str | None, limit: int | None
+    ) -> list[Record]:
+        """`sk_prefix`: None for none (never empty); at most one of `sk_prefix` and `sk_max`."""
+
+    def _count(self, pk: str, sk_prefix: str | None) -> int:
+        """By default the length of the query."""
+        return len(self._query(pk, sk_prefix=sk_prefix, sk_between=None, forward=True, limit=None))
+
+    @abstractmethod
+    def _put(
+        self,
+        pk: str,
+        sk: str,
+        data: Mapping[str, Any],
+        *,
+        ttl: int | None,
+        gsi: tuple[str, str] | None,
+        attrs: dict[str, Any],
+        condition: Condition | None,
+        return_old: bool,
+    ) -> Record | None:
+        """`attrs`: flat and normalized (`check_attrs`)."""
+
+    @abstractmethod
+    def _update(
+        self,
+        pk: str,
+        sk: str,
+        change: Update,
+        *,
+        condition: Condition | None,
+        return_values: ReturnValues,
+        current_on_conflict: bool,
+    ) -> Record | None: ...
+
+    @abstractmethod
+    def _delete(self, pk: str, sk: str, *, condition: Condition | None, return_old: bool) -> Record | None: ...
+
+    @abstractmethod
+    def _write_batch(
+        self, puts: list[tuple[tuple[str, str], Mapping[str, Any]]], deletes: list[tuple[str, str]]
+    ) -> None:
+        """At least one put or delete; no key twice."""
+
+    @abstractmethod
+    def _delete_expired(self, now: float, limit: int | None) -> int: ...

@@ -1,28 +1,19 @@
 """Object storage: the agent workspace, global skills, archives and media.
 
 Keys are built by `orbital.store.keys`; a workspace only moves bytes. `Workspace` is the port every caller uses;
-`S3Workspace` keeps the objects in an S3 bucket (AWS), `orbital.local.files.FileWorkspace` in plain files (the local
-gateway). Both keep S3's semantics: any key may hold an object whatever other keys exist (`a` and `a/b` both), keys
-list in the order of their UTF-8 bytes, with a delimiter a listing folds deeper keys into common prefixes, an object
-has a size, an ETag (the quoted MD5 of its bytes), a content type, metadata (lowercase names), a time of change and,
-when they were given, the HTTP headers S3 keeps with it (Content-Encoding, Content-Disposition, Content-Language,
-Cache-Control).
-
-With `cache=True` (the one-process local gateway, where every write goes through this object, as for the table in
-ADR 0005) `S3Workspace` keeps listings in memory and every put, copy or delete drops the listings it could change. A
-listing that was being read while a write landed is not kept (a generation counter tells), so the cache never holds
-an older state than the store. A Lambda container keeps no listing: other containers write too.
+`orbital.store.backends.s3.S3Workspace` keeps the objects in an S3 bucket (AWS),
+`orbital.store.backends.files.FileWorkspace` in plain files (the local gateway). Both keep S3's semantics: any key
+may hold an object whatever other keys exist (`a` and `a/b` both), keys list in the order of their UTF-8 bytes, with
+a delimiter a listing folds deeper keys into common prefixes, an object has a size, an ETag (the quoted MD5 of its
+bytes), a content type, metadata (lowercase names), a time of change and, when they were given, the HTTP headers S3
+keeps with it (Content-Encoding, Content-Disposition, Content-Language, Cache-Control).
 """
 
 from __future__ import annotations
 
-import threading
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
-
-if TYPE_CHECKING:
-    from botocore.client import BaseClient
+from typing import Literal, Protocol
 
 
 @dataclass
@@ -61,28 +52,44 @@ class MissingObjectError(KeyError):
     """The object a copy reads from does not exist."""
 
 
-class Workspace(ABC):
-    """The object store of the gateway (see the module's docstring for the semantics every implementation keeps)."""
+@dataclass(frozen=True)
+class Headers:
+    """What an object keeps beside its bytes: its content type, metadata and the HTTP headers S3 keeps with it."""
 
-    @abstractmethod
+    content_type: str = "application/octet-stream"
+    metadata: dict[str, str] | None = None
+    content_encoding: str | None = None
+    content_disposition: str | None = None
+    content_language: str | None = None
+    cache_control: str | None = None
+
+
+class Workspace(ABC):
+    """The object store of the gateway (see the module's docstring for the semantics every implementation keeps).
+
+    A template: the public methods check their arguments (`check_key`, `check_body`, `check_range`) and call the few
+    methods a backend implements (`_head`, `_get`, `_stream`, `_read_range`, `_put`, `_copy`, `_delete`,
+    `_listing`, `_presign`; `_delete_prefix` when it can do better than deleting one by one)."""
+
     def head(self, key: str) -> ObjectInfo | None:
         """The object's description, None when nothing is stored at `key`."""
+        return self._head(key)
 
-    @abstractmethod
     def get(self, key: str) -> tuple[bytes, ObjectInfo] | None:
         """The object's bytes and description, None when nothing is stored at `key`."""
+        return self._get(key)
 
-    @abstractmethod
     def stream(self, key: str) -> tuple[ByteStream, ObjectInfo] | None:
         """The object's bytes to read in parts (the caller closes the stream) and its description, None when nothing is
         stored at `key`. The bytes are those of the object as it was when this was called."""
+        return self._stream(key)
 
-    @abstractmethod
     def read_range(self, key: str, start: int, end: int) -> bytes | None:
         """Bytes `start` to `end` (exclusive) of the object, fewer at its end, b"" from `start` past it; None when
         nothing is stored at `key`."""
+        check_range(start, end)
+        return self._read_range(key, start, end)
 
-    @abstractmethod
     def put(
         self,
         key: str,
@@ -96,239 +103,112 @@ class Workspace(ABC):
         cache_control: str | None = None,
     ) -> None:
         """Store `body` at `key` (replacing what was there, headers and metadata too)."""
+        check_key(key)
+        check_body(body)
+        headers = Headers(
+            content_type, metadata, content_encoding, content_disposition, content_language, cache_control
+        )
+        self._put(key, body, headers)
 
-    @abstractmethod
     def copy(self, source: str, destination: str, *, content_type: str) -> None:
-        """Copy an object (metadata replaced, with `content_type`). `MissingObjectError` when `source` does not
-        exist."""
+        """Copy an object (metadata replaced, with `content_type`). `MissingObjectError` when `source` does
+        not exist."""
+        check_key(destination)
+        self._copy(source, destination, content_type)
 
-    @abstractmethod
     def delete(self, key: str) -> None:
         """Remove the object at `key`, if any."""
+        self._delete(key)
 
     def delete_prefix(self, prefix: str) -> int:
         """Remove every object whose key starts with `prefix`; returns how many."""
-        count = 0
-        for info in self.list_all(prefix):
-            self.delete(info.key)
-            count += 1
-        return count
+        return self._delete_prefix(prefix)
 
-    @abstractmethod
     def listing(self, prefix: str, *, delimiter: str | None = "/") -> Listing:
         """One level (with a delimiter: the keys under `prefix` without it past the prefix, and the common prefixes
         of the others up to it) or everything under a prefix, in key order."""
+        return self._listing(prefix, delimiter)
 
     def list_all(self, prefix: str) -> list[ObjectInfo]:
         return self.listing(prefix, delimiter=None).keys
 
-    @abstractmethod
     def presign_get(self, key: str, expires: int = 900) -> str:
         """A URL that reads the object with a plain HTTP GET for `expires` seconds."""
+        check_key(key)
+        return self._presign("GET", key, expires)
 
-    @abstractmethod
     def presign_put(self, key: str, expires: int = 900) -> str:
         """A URL that writes the object with a plain HTTP PUT (its body, its Content-Type) for `expires` seconds."""
+        check_key(key)
+        return self._presign("PUT", key, expires)
 
     @property
     def s3_bucket(self) -> str | None:
         """The S3 bucket holding the objects, for AWS services that read or write them there; None off S3."""
         return None
 
+    # --- what a backend implements ----------------------------------------------------------------------------
+
+    @abstractmethod
+    def _head(self, key: str) -> ObjectInfo | None: ...
+
+    @abstractmethod
+    def _get(self, key: str) -> tuple[bytes, ObjectInfo] | None: ...
+
+    @abstractmethod
+    def _stream(self, key: str) -> tuple[ByteStream, ObjectInfo] | None: ...
+
+    @abstractmethod
+    def _read_range(self, key: str, start: int, end: int) -> bytes | None:
+        """`0 <= start < end`."""
+
+    @abstractmethod
+    def _put(self, key: str, body: bytes, headers: Headers) -> None: ...
+
+    @abstractmethod
+    def _copy(self, source: str, destination: str, content_type: str) -> None: ...
+
+    @abstractmethod
+    def _delete(self, key: str) -> None: ...
+
+    def _delete_prefix(self, prefix: str) -> int:
+        """By default one delete per object listed."""
+        count = 0
+        for info in self.list_all(prefix):
+            self._delete(info.key)
+            count += 1
+        return count
+
+    @abstractmethod
+    def _listing(self, prefix: str, delimiter: str | None) -> Listing: ...
+
+    @abstractmethod
+    def _presign(self, method: Literal["GET", "PUT"], key: str, expires: int) -> str: ...
+
+
+MAX_KEY_BYTES = 1024
+"""The longest object key, in bytes of UTF-8 (S3's limit)."""
+
+
+def check_key(key: str) -> None:
+    """An object key a write or a URL names: non-empty Unicode text, at most `MAX_KEY_BYTES` of UTF-8, no NUL."""
+    if not isinstance(key, str) or not key:
+        raise ValueError("an object key is a non-empty string")
+    try:
+        size = len(key.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise ValueError("an object key must be valid Unicode text (no lone surrogate)") from None
+    if size > MAX_KEY_BYTES:
+        raise ValueError(f"an object key is at most {MAX_KEY_BYTES} bytes of UTF-8 ({size} given)")
+    if "\x00" in key:
+        raise ValueError("an object key cannot contain a NUL character")
+
+
+def check_body(body: bytes) -> None:
+    if not isinstance(body, bytes | bytearray | memoryview):
+        raise TypeError(f"an object's body is bytes, not {type(body).__name__}")
+
 
 def check_range(start: int, end: int) -> None:
     if start < 0 or end <= start:
         raise ValueError(f"invalid byte range {start}-{end}: want 0 <= start < end")
-
-
-class S3Workspace(Workspace):
-    def __init__(self, client: BaseClient, bucket: str, *, cache: bool = False) -> None:
-        self.client = client
-        self.bucket = bucket
-        self._cache_on = cache
-        self._listings: dict[tuple[str, str | None], Listing] = {}
-        self._generation = 0
-        self._lock = threading.Lock()
-
-    @property
-    def s3_bucket(self) -> str | None:
-        return self.bucket
-
-    def _changed(self, key: str) -> None:
-        """A write to `key`: forget every listing that could include it."""
-        if not self._cache_on:
-            return
-        with self._lock:
-            self._generation += 1
-            for cached in [k for k in self._listings if key.startswith(k[0])]:
-                del self._listings[cached]
-
-    def _code(self, exc: Exception) -> Any:
-        return getattr(exc, "response", {}).get("Error", {}).get("Code")
-
-    def _missing(self, exc: Exception) -> bool:
-        return self._code(exc) in {"404", "NoSuchKey", "NotFound"}
-
-    def _info(self, key: str, resp: dict[str, Any], size: int | None = None) -> ObjectInfo:
-        return ObjectInfo(
-            key=key,
-            size=int(resp.get("ContentLength", size or 0)),
-            last_modified=resp["LastModified"].isoformat() if resp.get("LastModified") else None,
-            content_type=resp.get("ContentType"),
-            metadata=resp.get("Metadata") or {},
-            etag=resp.get("ETag"),
-            content_encoding=resp.get("ContentEncoding") or None,
-            content_disposition=resp.get("ContentDisposition") or None,
-            content_language=resp.get("ContentLanguage") or None,
-            cache_control=resp.get("CacheControl") or None,
-        )
-
-    def head(self, key: str) -> ObjectInfo | None:
-        try:
-            resp = self.client.head_object(Bucket=self.bucket, Key=key)
-        except self.client.exceptions.ClientError as exc:
-            if self._missing(exc):
-                return None
-            raise
-        return self._info(key, resp)
-
-    def _get_object(self, key: str) -> dict[str, Any] | None:
-        """GetObject's answer, None when the object does not exist."""
-        try:
-            return self.client.get_object(Bucket=self.bucket, Key=key)
-        except self.client.exceptions.NoSuchKey:
-            return None
-        except self.client.exceptions.ClientError as exc:
-            if self._missing(exc):
-                return None
-            raise
-
-    def get(self, key: str) -> tuple[bytes, ObjectInfo] | None:
-        resp = self._get_object(key)
-        if resp is None:
-            return None
-        body = resp["Body"].read()
-        return body, self._info(key, resp, len(body))
-
-    def stream(self, key: str) -> tuple[ByteStream, ObjectInfo] | None:
-        resp = self._get_object(key)
-        if resp is None:
-            return None
-        body: ByteStream = resp["Body"]
-        return body, self._info(key, resp)
-
-    def read_range(self, key: str, start: int, end: int) -> bytes | None:
-        check_range(start, end)
-        try:
-            resp = self.client.get_object(Bucket=self.bucket, Key=key, Range=f"bytes={start}-{end - 1}")
-        except self.client.exceptions.NoSuchKey:
-            return None
-        except self.client.exceptions.ClientError as exc:
-            if self._missing(exc):
-                return None
-            if self._code(exc) == "InvalidRange":  # `start` is past the end
-                return b""
-            raise
-        return bytes(resp["Body"].read())
-
-    def put(
-        self,
-        key: str,
-        body: bytes,
-        *,
-        content_type: str = "application/octet-stream",
-        metadata: dict[str, str] | None = None,
-        content_encoding: str | None = None,
-        content_disposition: str | None = None,
-        content_language: str | None = None,
-        cache_control: str | None = None,
-    ) -> None:
-        kwargs: dict[str, Any] = {"Bucket": self.bucket, "Key": key, "Body": body, "ContentType": content_type}
-        if metadata:
-            kwargs["Metadata"] = metadata
-        for param, value in (
-            ("ContentEncoding", content_encoding),
-            ("ContentDisposition", content_disposition),
-            ("ContentLanguage", content_language),
-            ("CacheControl", cache_control),
-        ):
-            if value:
-                kwargs[param] = value
-        try:
-            self.client.put_object(**kwargs)
-        finally:
-            self._changed(key)
-
-    def copy(self, source: str, destination: str, *, content_type: str) -> None:
-        try:
-            self.client.copy_object(
-                Bucket=self.bucket,
-                Key=destination,
-                CopySource={"Bucket": self.bucket, "Key": source},
-                ContentType=content_type,
-                MetadataDirective="REPLACE",
-            )
-        except self.client.exceptions.ClientError as exc:
-            if self._missing(exc):
-                raise MissingObjectError(source) from None
-            raise
-        finally:
-            self._changed(destination)
-
-    def delete(self, key: str) -> None:
-        try:
-            self.client.delete_object(Bucket=self.bucket, Key=key)
-        finally:
-            self._changed(key)
-
-    def listing(self, prefix: str, *, delimiter: str | None = "/") -> Listing:
-        """Following pagination; from the cache when it is on."""
-        if not self._cache_on:
-            return self._list(prefix, delimiter)
-        with self._lock:
-            hit = self._listings.get((prefix, delimiter))
-            generation = self._generation
-        if hit is not None:
-            return Listing(list(hit.keys), list(hit.prefixes))
-        fresh = self._list(prefix, delimiter)
-        with self._lock:
-            if self._generation == generation:  # nothing was written meanwhile
-                self._listings[(prefix, delimiter)] = fresh
-        return Listing(list(fresh.keys), list(fresh.prefixes))
-
-    def _list(self, prefix: str, delimiter: str | None) -> Listing:
-        kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix}
-        if delimiter:
-            kwargs["Delimiter"] = delimiter
-        objects: list[ObjectInfo] = []
-        prefixes: list[str] = []
-        while True:
-            resp = self.client.list_objects_v2(**kwargs)
-            for obj in resp.get("Contents", []):
-                objects.append(
-                    ObjectInfo(
-                        key=obj["Key"],
-                        size=int(obj.get("Size", 0)),
-                        last_modified=obj["LastModified"].isoformat() if obj.get("LastModified") else None,
-                        etag=obj.get("ETag"),
-                    )
-                )
-            prefixes.extend(p["Prefix"] for p in resp.get("CommonPrefixes", []))
-            if not resp.get("IsTruncated"):
-                break
-            kwargs["ContinuationToken"] = resp["NextContinuationToken"]
-        return Listing(objects, prefixes)
-
-    def presign_get(self, key: str, expires: int = 900) -> str:
-        return str(
-            self.client.generate_presigned_url(
-                "get_object", Params={"Bucket": self.bucket, "Key": key}, ExpiresIn=expires
-            )
-        )
-
-    def presign_put(self, key: str, expires: int = 900) -> str:
-        return str(
-            self.client.generate_presigned_url(
-                "put_object", Params={"Bucket": self.bucket, "Key": key}, ExpiresIn=expires
-            )
-        )

@@ -38,7 +38,6 @@ import contextlib
 import itertools
 import json
 import logging
-import random
 import time
 import urllib.parse
 from collections.abc import Callable
@@ -51,6 +50,7 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidSta
 
 from orbital import __version__
 from orbital.protocol.frames import FRAGMENT_BYTES, MAX_MESSAGE_BYTES, fragments
+from orbital.protocol.reconnect import Backoff
 from orbital.xeno.unix_socket import listener, remove, same_user, socket_path
 from orbital.xeno.uploads import Uploader, http_base
 
@@ -352,8 +352,9 @@ class _Relay:
         return self.ws
 
     async def _upstream_loop(self) -> None:
-        attempt = 0
+        backoff = Backoff(self.options.backoff_base, self.options.backoff_cap, self.options.stable_after)
         while not self._gone:
+            established: float | None = None
             ws = await self._connect()
             if ws is not None:
                 established = time.monotonic()
@@ -367,13 +368,10 @@ class _Relay:
                     f"Connection to the Orbital gateway lost before the reply arrived ({reason}); the reply, if "
                     "there is one, will be in the session's history (gateway.initialize).",
                 )
-                if time.monotonic() - established >= self.options.stable_after:
-                    attempt = 0
-            delay = random.uniform(0, min(self.options.backoff_cap, self.options.backoff_base * 2**attempt))
-            attempt = min(attempt + 1, 30)
+            backoff.ended(established)
+            delay = backoff.next_delay()
             log.debug("%s: next connection attempt in %.1f s", self.name, delay)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), delay)
+            await backoff.wait(delay, self._wake)
 
     async def _connect(self) -> ClientConnection | None:
         """One connection attempt; those waiting for it are told when it has ended."""

@@ -1,4 +1,4 @@
-"""The signed URLs of the file workspace (`orbital.local.files`), served by `orbital.local.object_urls`.
+"""The signed URLs of the file workspace (`orbital.store.backends.files`), served by `orbital.local.object_urls`.
 
     {base}/_objects/{key, percent-encoded whole}?expires={unix seconds}&signature={hex}
 

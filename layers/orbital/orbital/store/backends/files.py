@@ -33,15 +33,13 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Literal
 
-from orbital.local import private
-from orbital.local.signed_urls import ObjectUrls
-from orbital.store.workspace import Listing, MissingObjectError, ObjectInfo, Workspace, check_range
+from orbital.store.backends import private
+from orbital.store.backends.signed_urls import ObjectUrls
+from orbital.store.workspace import Headers, Listing, MissingObjectError, ObjectInfo, Workspace, check_key
 
 INDEX_FILE = "index.sqlite3"
-MAX_KEY_BYTES = 1024
-"""S3's longest key (in UTF-8 bytes)."""
 MAX_PUT_BYTES = 5 * 1024**3
 """The largest object one PUT writes: S3's limit for a single PUT, which is what a presigned upload to the AWS
 workspace takes (the transfer engine and the node set no lower one)."""
@@ -50,19 +48,6 @@ DIR_MODE = 0o700
 
 class WorkspaceInUseError(RuntimeError):
     """Another `FileWorkspace` (in this process or another) has the directory open."""
-
-
-def check_key(key: str) -> None:
-    if not isinstance(key, str) or not key:
-        raise ValueError("an object key is a non-empty string")
-    try:
-        size = len(key.encode("utf-8"))
-    except UnicodeEncodeError:
-        raise ValueError("an object key must be valid Unicode text (no lone surrogate)") from None
-    if size > MAX_KEY_BYTES:
-        raise ValueError(f"an object key is at most {MAX_KEY_BYTES} bytes of UTF-8 ({size} given)")
-    if "\x00" in key:
-        raise ValueError("an object key cannot contain a NUL character")
 
 
 def successor(prefix: str) -> str | None:
@@ -453,21 +438,7 @@ class FileWorkspace(Workspace):
         finally:
             upload.discard()  # the temporary file, unless it became the blob
 
-    def put(
-        self,
-        key: str,
-        body: bytes,
-        *,
-        content_type: str = "application/octet-stream",
-        metadata: dict[str, str] | None = None,
-        content_encoding: str | None = None,
-        content_disposition: str | None = None,
-        content_language: str | None = None,
-        cache_control: str | None = None,
-    ) -> None:
-        check_key(key)
-        if not isinstance(body, bytes | bytearray | memoryview):
-            raise TypeError(f"an object's body is bytes, not {type(body).__name__}")
+    def _put(self, key: str, body: bytes, headers: Headers) -> None:
         upload = self.upload()
         try:
             upload.write(bytes(body))
@@ -477,16 +448,15 @@ class FileWorkspace(Workspace):
         self.commit(
             upload,
             key,
-            content_type=content_type,
-            metadata=metadata,
-            content_encoding=content_encoding,
-            content_disposition=content_disposition,
-            content_language=content_language,
-            cache_control=cache_control,
+            content_type=headers.content_type,
+            metadata=headers.metadata,
+            content_encoding=headers.content_encoding,
+            content_disposition=headers.content_disposition,
+            content_language=headers.content_language,
+            cache_control=headers.cache_control,
         )
 
-    def copy(self, source: str, destination: str, *, content_type: str) -> None:
-        check_key(destination)
+    def _copy(self, source: str, destination: str, content_type: str) -> None:
         with self._lock:
             found = self.index.get(source)
             if found is None:
@@ -504,13 +474,13 @@ class FileWorkspace(Workspace):
             )
             self._store(copied)
 
-    def delete(self, key: str) -> None:
+    def _delete(self, key: str) -> None:
         with self._lock:
             blob = self.index.delete(key)
             if blob is not None:
                 self._forget_blobs([blob])
 
-    def delete_prefix(self, prefix: str) -> int:
+    def _delete_prefix(self, prefix: str) -> int:
         with self._lock:
             blobs = self.index.delete_prefix(prefix)
             self._forget_blobs(blobs)
@@ -534,11 +504,11 @@ class FileWorkspace(Workspace):
             except FileNotFoundError:
                 raise OSError(f"the bytes of {key!r} are missing from {self.blobs}") from None
 
-    def head(self, key: str) -> ObjectInfo | None:
+    def _head(self, key: str) -> ObjectInfo | None:
         found = self.entry(key)
         return None if found is None else found.info()
 
-    def get(self, key: str) -> tuple[bytes, ObjectInfo] | None:
+    def _get(self, key: str) -> tuple[bytes, ObjectInfo] | None:
         opened = self.open(key)
         if opened is None:
             return None
@@ -546,15 +516,14 @@ class FileWorkspace(Workspace):
         with fh:
             return fh.read(), found.info()
 
-    def stream(self, key: str) -> tuple[IO[bytes], ObjectInfo] | None:
+    def _stream(self, key: str) -> tuple[IO[bytes], ObjectInfo] | None:
         opened = self.open(key)
         if opened is None:
             return None
         fh, found = opened
         return fh, found.info()
 
-    def read_range(self, key: str, start: int, end: int) -> bytes | None:
-        check_range(start, end)
+    def _read_range(self, key: str, start: int, end: int) -> bytes | None:
         opened = self.open(key)
         if opened is None:
             return None
@@ -563,7 +532,7 @@ class FileWorkspace(Workspace):
             fh.seek(start)
             return fh.read(end - start)
 
-    def listing(self, prefix: str, *, delimiter: str | None = "/") -> Listing:
+    def _listing(self, prefix: str, delimiter: str | None) -> Listing:
         keys: list[ObjectInfo] = []
         prefixes: list[str] = []
         upper = successor(prefix)
@@ -588,10 +557,5 @@ class FileWorkspace(Workspace):
 
     # --- URLs ----------------------------------------------------------------------------------------------------
 
-    def presign_get(self, key: str, expires: int = 900) -> str:
-        check_key(key)
-        return self.urls.url("GET", key, expires)
-
-    def presign_put(self, key: str, expires: int = 900) -> str:
-        check_key(key)
-        return self.urls.url("PUT", key, expires)
+    def _presign(self, method: Literal["GET", "PUT"], key: str, expires: int) -> str:
+        return self.urls.url(method, key, expires)

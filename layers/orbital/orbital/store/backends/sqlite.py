@@ -5,7 +5,7 @@ as one JSON object (`a`; NULL for none), `ttl` and the index keys (`g1pk`, `g1sk
 partition by sort key (prefix and range queries, the last N with `ORDER BY sk DESC`); a partial index on
 (`g1pk`, `g1sk`) holds the items that are in the secondary index, one on `ttl` those that expire.
 
-Every write is one transaction of the `Database` (`orbital.local.database`): the item as it stands is read, the
+Every write is one transaction of the `Database` (`orbital.store.backends.database`): the item as it stands is read, the
 condition (`orbital.store.conditions`) evaluated against it in Python, and the new row written, all under the
 database's write lock, so conditional writes are atomic (of two racing claims exactly one wins). A write returns
 once it is on disk, except for items bound to the process (`keys.process_bound`: connections, registries of
@@ -29,23 +29,11 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, TypeVar
 
 from orbital.errors import ConflictError
-from orbital.local.database import Database
 from orbital.protocol.jsontext import compact, loads
 from orbital.store import keys
+from orbital.store.backends.database import Database
 from orbital.store.conditions import MISSING, Condition
-from orbital.store.table import (
-    ConditionFailedError,
-    Record,
-    ReturnValues,
-    Table,
-    check_attrs,
-    check_batch,
-    check_gsi,
-    check_key,
-    check_query,
-    check_ttl,
-    check_update,
-)
+from orbital.store.table import ConditionFailedError, Record, ReturnValues, Table, Update
 
 COMPONENT = "table"
 SCHEMA_VERSION = 1
@@ -119,12 +107,6 @@ def _lookup(pk: str, sk: str, row: Row | None) -> Any:
     return lookup
 
 
-def _check_condition(condition: Condition | None) -> Condition | None:
-    if condition is not None and not isinstance(condition, Condition):
-        raise TypeError(f"a condition is an orbital.store.conditions value, not {type(condition).__name__}")
-    return condition
-
-
 class SqliteTable(Table):
     """The items of the local gateway in `db` (its tables are created on first use). Thread-safe."""
 
@@ -179,17 +161,15 @@ class SqliteTable(Table):
         finally:
             db.give_back(conn)
 
-    def get(self, key: tuple[str, str]) -> Record | None:
-        pk, sk = key
+    def _get(self, pk: str, sk: str) -> Record | None:
         row = self._row(pk, sk)
         if row is None:
             return None
         return _record(pk, sk, row[0], row[1], row[2], time.time())
 
-    def view(self, key: tuple[str, str], make: Callable[[Record], T]) -> T | None:
-        """`make(record)` of the item at `key`, None if there is none; the same object again while the stored item
-        is the same (callers share it and must not change it)."""
-        pk, sk = key
+    def _view(self, pk: str, sk: str, make: Callable[[Record], T]) -> T | None:
+        """The same object again while the stored item is the same (callers share it and must not change it)."""
+        key = (pk, sk)
         row = self._row(pk, sk)
         if row is None:
             self._views.pop(key, None)
@@ -209,13 +189,13 @@ class SqliteTable(Table):
         self._views[key] = (row, make, made)
         return made
 
-    def get_many(self, keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], Record]:
+    def _get_many(self, keys: list[tuple[str, str]]) -> dict[tuple[str, str], Record]:
         found: dict[tuple[str, str], Record] = {}
         now = time.time()
         db = self.db
         conn = db.reader()
         try:
-            for pk, sk in dict.fromkeys(keys):
+            for pk, sk in keys:
                 row = conn.execute(_GET, (pk, sk)).fetchone()
                 rec = _record(pk, sk, row[0], row[1], row[2], now) if row is not None else None
                 if rec is not None:
@@ -224,16 +204,9 @@ class SqliteTable(Table):
             db.give_back(conn)
         return found
 
-    def query(
-        self,
-        pk: str,
-        *,
-        sk_prefix: str | None = None,
-        sk_between: tuple[str, str] | None = None,
-        forward: bool = True,
-        limit: int | None = None,
+    def _query(
+        self, pk: str, *, sk_prefix: str | None, sk_between: tuple[str, str] | None, forward: bool, limit: int | None
     ) -> list[Record]:
-        sk_prefix = check_query(sk_prefix, None, limit, sk_between)
         now = time.time()
         params: tuple[str, ...]
         if sk_between is not None:
@@ -261,10 +234,9 @@ class SqliteTable(Table):
             return f" AND {column} <= ?", (maximum,)
         return "", ()
 
-    def query_index(
-        self, gsi_pk: str, *, sk_prefix: str | None = None, limit: int | None = None, sk_max: str | None = None
+    def _query_index(
+        self, gsi_pk: str, *, sk_prefix: str | None, sk_max: str | None, limit: int | None
     ) -> list[Record]:
-        sk_prefix = check_query(sk_prefix, sk_max, limit)
         now = time.time()
         where, params = self._range("g1sk", sk_prefix, sk_max)
         sql = (
@@ -277,7 +249,7 @@ class SqliteTable(Table):
             for pk, sk, d, a, ttl in rows
         ]
 
-    def count(self, pk: str, *, sk_prefix: str | None = None) -> int:
+    def _count(self, pk: str, sk_prefix: str | None) -> int:
         where, params = self._range("sk", sk_prefix, None)
         rows = self._fetch(f"SELECT count(*) FROM items WHERE pk = ?{where} AND {_LIVE}", (pk, *params, time.time()))
         return int(rows[0][0])
@@ -298,29 +270,26 @@ class SqliteTable(Table):
             return None
         return _record(pk, sk, row[0], row[1], row[2], time.time())
 
-    def put(
+    def _put(
         self,
-        key: tuple[str, str],
+        pk: str,
+        sk: str,
         data: Mapping[str, Any],
         *,
-        ttl: int | None = None,
-        gsi: tuple[str, str] | None = None,
-        attrs: Mapping[str, Any] | None = None,
-        condition: Condition | None = None,
-        return_old: bool = False,
+        ttl: int | None,
+        gsi: tuple[str, str] | None,
+        attrs: dict[str, Any],
+        condition: Condition | None,
+        return_old: bool,
     ) -> Record | None:
-        pk, sk = check_key(key)
-        _check_condition(condition)
-        flat = check_attrs(attrs)
-        index = check_gsi(gsi)
         values = (
             pk,
             sk,
             _json(data),
-            _json(flat) if flat else None,
-            check_ttl(ttl),
-            index[0] if index else None,
-            index[1] if index else None,
+            _json(attrs) if attrs else None,
+            ttl,
+            gsi[0] if gsi else None,
+            gsi[1] if gsi else None,
         )
         old: Row | None = None
         with self.db.transaction(durable=self._durable(pk, sk)) as conn:
@@ -331,22 +300,16 @@ class SqliteTable(Table):
             conn.execute(_PUT, values)
         return self._decode_row(pk, sk, old) if return_old else None
 
-    def update(
+    def _update(
         self,
-        key: tuple[str, str],
+        pk: str,
+        sk: str,
+        change: Update,
         *,
-        set_attrs: Mapping[str, Any] | None = None,
-        add: Mapping[str, int] | None = None,
-        condition: Condition | None = None,
-        return_values: ReturnValues = "ALL_NEW",
-        unindex: bool = False,
-        current_on_conflict: bool = False,
-        ttl: int | None = None,
+        condition: Condition | None,
+        return_values: ReturnValues,
+        current_on_conflict: bool,
     ) -> Record | None:
-        pk, sk = check_key(key)
-        _check_condition(condition)
-        assigns, adds = check_update(set_attrs, add, ttl, unindex, return_values)
-        new_ttl = check_ttl(ttl)
         with self.db.transaction(durable=self._durable(pk, sk)) as conn:
             old = self._old(conn, pk, sk)
             if condition is not None and not condition.holds(_lookup(pk, sk, old)):
@@ -355,15 +318,15 @@ class SqliteTable(Table):
                 raise ConflictError(f"update conflict on {pk}/{sk}")
             d, a, stored_ttl, g1pk, g1sk = old if old is not None else (None, None, None, None, None)
             flat: dict[str, Any] = loads(a) if a else {}
-            flat.update(assigns)
-            for name, amount in adds.items():
+            flat.update(change.assigns)
+            for name, amount in change.adds.items():
                 current = flat.get(name, 0)
                 if isinstance(current, bool) or not isinstance(current, int | float):
                     raise ValueError(f"cannot add to {name} of {pk}/{sk}: it is not a number")
                 flat[name] = current + amount
-            if new_ttl is not None:
-                stored_ttl = new_ttl
-            if unindex:
+            if change.ttl is not None:
+                stored_ttl = change.ttl
+            if change.unindex:
                 g1pk = g1sk = None
             new_a = _json(flat) if flat else None
             conn.execute(_PUT, (pk, sk, d, new_a, stored_ttl, g1pk, g1sk))
@@ -373,15 +336,7 @@ class SqliteTable(Table):
             return self._decode_row(pk, sk, old)
         return None
 
-    def delete(
-        self,
-        key: tuple[str, str],
-        *,
-        condition: Condition | None = None,
-        return_old: bool = False,
-    ) -> Record | None:
-        pk, sk = check_key(key)
-        _check_condition(condition)
+    def _delete(self, pk: str, sk: str, *, condition: Condition | None, return_old: bool) -> Record | None:
         old: Row | None = None
         with self.db.transaction(durable=self._durable(pk, sk)) as conn:
             if condition is not None or return_old:
@@ -391,14 +346,9 @@ class SqliteTable(Table):
             conn.execute(_DELETE, (pk, sk))
         return self._decode_row(pk, sk, old) if return_old else None
 
-    def write_batch(
-        self,
-        puts: Iterable[tuple[tuple[str, str], Mapping[str, Any]]] = (),
-        deletes: Iterable[tuple[str, str]] = (),
+    def _write_batch(
+        self, put_list: list[tuple[tuple[str, str], Mapping[str, Any]]], delete_list: list[tuple[str, str]]
     ) -> None:
-        put_list, delete_list = check_batch(puts, deletes)
-        if not put_list and not delete_list:
-            return
         rows = [(pk, sk, _json(data), None, None, None, None) for (pk, sk), data in put_list]
         durable = any(self._durable(pk, sk) for pk, sk in [k for k, _ in put_list] + delete_list)
         with self.db.transaction(durable=durable) as conn:
@@ -407,7 +357,7 @@ class SqliteTable(Table):
             if delete_list:
                 conn.executemany(_DELETE, delete_list)
 
-    def delete_expired(self, now: float, *, limit: int | None = None) -> int:
+    def _delete_expired(self, now: float, limit: int | None) -> int:
         """One transaction; not waited for (an expired item that came back after a crash is still expired)."""
         with self.db.transaction(durable=False) as conn:
             cur = conn.execute(
