@@ -9,7 +9,7 @@ import json
 from typing import Any
 
 import pytest
-from orbital.domain import config_schema
+from orbital.domain import config_sections
 
 
 @pytest.fixture
@@ -147,8 +147,8 @@ def test_slash_model_refuses_an_unknown_provider_and_keeps_the_model(admin: Any)
 def test_the_schema_knows_every_built_in_provider_the_agent_resolves() -> None:
     from orbital.agent.providers import _resolve
 
-    assert set(config_schema.BUILT_IN_PROVIDERS) == set(_resolve.NATIVE) | set(_resolve.COMPATIBLE_DEFAULTS)
-    assert config_schema.PROVIDER_ALIASES == _resolve.ALIASES
+    assert set(config_sections.BUILT_IN_PROVIDERS) == set(_resolve.NATIVE) | set(_resolve.COMPATIBLE_DEFAULTS)
+    assert config_sections.PROVIDER_ALIASES == _resolve.ALIASES
 
 
 def test_config_schema_lists_each_key_with_its_range_default_and_meaning(admin: Any) -> None:

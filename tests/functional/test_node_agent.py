@@ -25,7 +25,8 @@ from typing import Any
 
 import pytest
 from orbital.domain.capabilities import validate_node_runtime
-from orbital.node.agent import NodeAgent, NodeOptions
+from orbital.node.agent import NodeAgent
+from orbital.node.options import NodeOptions
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 

@@ -11,6 +11,8 @@ run by `make lint`). This checks what the tool does not:
 - an import of an `orbital` module inside a function says why it is lazy (a comment on it or above its block);
 - the Lambda entry points (`functions/`, outside the package) are thin: they reach the gateway through the runtime
   or the HTTP app, which take their Services from the composition root (`orbital.runtime.services`);
+- no function is over 80 lines and no module over 800, but those allowed, each for a reason
+  (docs/adr/0052-size-limits.md);
 - the package root holds only the package's face; no import is placed after code (`noqa: E402`).
 """
 
@@ -20,6 +22,7 @@ import ast
 import importlib
 import re
 import tomllib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -214,6 +217,75 @@ def test_every_lambda_entry_point_goes_through_the_runtime() -> None:
                     assert ENTRY_POINT_IMPORTS.fullmatch(name), f"{path.relative_to(ROOT)}: {name}"
             elif isinstance(node, ast.Import):
                 assert not any(a.name.startswith("orbital") for a in node.names), path.relative_to(ROOT)
+
+
+# --- size limits --------------------------------------------------------------------------------------------------
+
+MAX_FUNCTION_LINES = 80
+MAX_MODULE_LINES = 800
+OVERSIZED: dict[str, str] = {
+    # being split by other changes: each goes when the change that shrinks it is in
+    "agent/runs.py:submit": "being split by other changes",
+    "local/bridge.py:Bridge._websocket": "being split by other changes",
+}
+"""What may stay over the limits, each with its reason (recorded in docs/adr/0052-size-limits.md): a module as its
+path under the package, a function as `path:qualified.name`."""
+SIZE_ADR = ROOT / "docs" / "adr" / "0052-size-limits.md"
+
+
+def _functions(tree: ast.Module) -> Iterator[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]]:
+    """Every function and method of a module, by qualified name (`Class.method`, `outer.inner`)."""
+    todo: list[tuple[str, ast.AST]] = [("", tree)]
+    while todo:
+        prefix, parent = todo.pop()
+        for node in ast.iter_child_nodes(parent):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                name = f"{prefix}{node.name}"
+                if not isinstance(node, ast.ClassDef):
+                    yield name, node
+                todo.append((f"{name}.", node))
+            else:
+                todo.append((prefix, node))
+
+
+def _oversized() -> dict[str, int]:
+    """Every module over `MAX_MODULE_LINES` and function over `MAX_FUNCTION_LINES` in the package, with its size."""
+    found: dict[str, int] = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        where = path.relative_to(PACKAGE).as_posix()
+        lines = len(text.splitlines())
+        if lines > MAX_MODULE_LINES:
+            found[where] = lines
+        for name, node in _functions(ast.parse(text)):
+            size = (node.end_lineno or node.lineno) - node.lineno + 1
+            if size > MAX_FUNCTION_LINES:
+                found[f"{where}:{name}"] = size
+    return found
+
+
+def test_no_function_or_module_is_over_its_size_limit() -> None:
+    over = {name: size for name, size in _oversized().items() if name not in OVERSIZED}
+    assert not over, (
+        f"over {MAX_FUNCTION_LINES} lines a function, {MAX_MODULE_LINES} a module: split them along what they do "
+        f"(or allow one in OVERSIZED, with its reason in {SIZE_ADR.name}): {over}"
+    )
+
+
+def test_the_size_allow_list_holds_only_what_is_over_and_says_why() -> None:
+    over = _oversized()
+    stale = sorted(name for name in OVERSIZED if name not in over)
+    assert not stale, f"no longer over the limit: take them out of OVERSIZED (and {SIZE_ADR.name}): {stale}"
+    adr = SIZE_ADR.read_text(encoding="utf-8")
+    unexplained = sorted(name for name, reason in OVERSIZED.items() if not reason or f"`{name}`" not in adr)
+    assert not unexplained, f"every allowed one is named, with its reason, in {SIZE_ADR.name}: {unexplained}"
+
+
+def test_the_size_check_counts_methods_and_nested_functions() -> None:
+    body = "\n".join(f"        x{n} = {n}" for n in range(MAX_FUNCTION_LINES))
+    tree = ast.parse(f"class A:\n    def big(self):\n{body}\n\n    def small(self):\n        pass\n")
+    sizes = {name: (node.end_lineno or 0) - node.lineno + 1 for name, node in _functions(tree)}
+    assert sizes["A.big"] == MAX_FUNCTION_LINES + 1 and sizes["A.small"] == 2
 
 
 # --- the package root, imports after code -------------------------------------------------------------------------

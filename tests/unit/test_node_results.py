@@ -17,7 +17,8 @@ from orbital.domain.tool_results import (
     fit_tool_result,
     full_output,
 )
-from orbital.node.agent import NodeAgent, NodeOptions
+from orbital.node.agent import NodeAgent
+from orbital.node.options import NodeOptions
 
 LIMITS = (ENVELOPE_BYTES + 600, 5_000, 20_000, 128 * 1024)
 POINTER = "gsv:tool-results/c1.txt"

@@ -1,14 +1,16 @@
-"""The reconnect backoff shared by `orbital node` and the xeno bridge (`orbital.protocol.reconnect`)."""
+"""The reconnect loop and backoff shared by `orbital node` and the xeno bridge (`orbital.protocol.reconnect`)."""
 
 from __future__ import annotations
 
 import asyncio
 import random
 import time
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 from orbital.protocol import reconnect
-from orbital.protocol.reconnect import Backoff
+from orbital.protocol.reconnect import Backoff, Ended, keep_connected
 
 
 def _widest(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -68,3 +70,59 @@ def test_a_wait_ends_by_itself_after_its_delay() -> None:
         return wake.is_set()
 
     assert asyncio.run(asyncio.wait_for(waited(), 60)) is False
+
+
+def _loop(outcomes: list[Any], *, running: Callable[[], bool] | None = None) -> tuple[Any, list[tuple[str, float]]]:
+    """`keep_connected` over connections that end as `outcomes` says, in order; its answer and the waits it logged."""
+    waits: list[tuple[str, float]] = []
+    pending = list(outcomes)
+
+    async def connect_once() -> Any:
+        return pending.pop(0)
+
+    async def loop() -> Any:
+        return await keep_connected(
+            connect_once,
+            Backoff(0.001, 0.002, 30.0),
+            asyncio.Event(),
+            running=running or (lambda: bool(pending)),
+            waiting=lambda ended, delay: waits.append((ended.problem, delay)),
+        )
+
+    return asyncio.run(asyncio.wait_for(loop(), 60)), waits
+
+
+def test_the_loop_connects_again_after_a_wait_until_a_connection_answers_otherwise() -> None:
+    answer, waits = _loop([Ended(problem="refused by DNS"), Ended(time.monotonic(), "closed (1006)"), 2])
+    assert answer == 2  # e.g. refused for good: the loop ends with it
+    assert [problem for problem, _ in waits] == ["refused by DNS", "closed (1006)"]
+    assert all(0 <= delay <= 0.002 for _, delay in waits)
+
+
+def test_a_connection_closed_to_connect_again_is_not_waited_for() -> None:
+    answer, waits = _loop([Ended(time.monotonic(), "tool list changed", at_once=True), Ended(problem="lost"), 0])
+    assert answer == 0
+    assert [problem for problem, _ in waits] == ["lost"]
+
+
+def test_the_loop_ends_when_the_client_stops_running() -> None:
+    stopped = asyncio.Event()
+    calls = 0
+
+    async def connect_once() -> Ended:
+        nonlocal calls
+        calls += 1
+        stopped.set()  # stopped while this connection was served
+        return Ended(problem="closed")
+
+    async def loop() -> Any:
+        return await keep_connected(
+            connect_once,
+            Backoff(3600.0, 3600.0, 30.0),  # a wait would be an hour
+            stopped,
+            running=lambda: not stopped.is_set(),
+            waiting=lambda ended, delay: pytest.fail("no wait once stopped"),
+        )
+
+    assert asyncio.run(asyncio.wait_for(loop(), 60)) is None
+    assert calls == 1

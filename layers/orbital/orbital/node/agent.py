@@ -23,10 +23,9 @@ import struct
 import tempfile
 import threading
 import time
-import urllib.parse
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,17 +35,18 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidSta
 from orbital import __version__
 from orbital.domain.tool_results import FullOutput, Saved, fit_logs_result, fit_tool_result, full_output, too_large
 from orbital.domain.workspace_paths import tool_result_path
-from orbital.node.logs import clamp_lines, default_log_file, tail_lines
+from orbital.node.errors import ConnectionLostError, FatalConnectError, HandshakeFailedError, MessageTooLargeError
+from orbital.node.logs import clamp_lines, tail_lines
 from orbital.node.mcp import McpCallError, McpHost
-from orbital.node.mcp_config import StdioServer
+from orbital.node.options import NodeOptions
 from orbital.node.probe import probe_bins
 from orbital.node.process import ProcessManager
 from orbital.node.runtime import host_os, node_runtime
 from orbital.node.tools import TOOL_NAMES, NodeToolError, NodeTools
 from orbital.node.transfer import BINARY_CHUNK_SIZE, CHUNK_SIZE, TransferManager
-from orbital.protocol.frames import FRAGMENT_BYTES, MAX_MESSAGE_BYTES, fragments
+from orbital.protocol.frames import FRAGMENT_BYTES, fragments
 from orbital.protocol.local_token import redact_url
-from orbital.protocol.reconnect import Backoff
+from orbital.protocol.reconnect import Backoff, Ended, keep_connected
 
 log = logging.getLogger("orbital.node")
 
@@ -55,82 +55,8 @@ FATAL_CODES = frozenset({401, 403, 103})
 (403), an invalid registration."""
 CLOSE_UNAUTHORIZED = 4001
 EXEC_EVENT_MAX_ATTEMPTS = 60
-API_GATEWAY_MESSAGE_BYTES = MAX_MESSAGE_BYTES
-"""The message limit of a gateway that does not advertise one (a stock GSV gateway): API Gateway's."""
 REANNOUNCE_INTERVAL_S = 5.0
 """The least time between two reconnects that announce a changed tool list of the node's MCP servers."""
-SAVE_TIMEOUT_S = 900.0
-"""The longest the node waits for the gateway to confirm a saved result (the gateway ends that transfer before the
-tool call times out; this only guards against a gateway that never answers)."""
-
-
-class FatalConnectError(Exception):
-    """The gateway refused this node for good (bad token, invalid registration): retrying cannot help."""
-
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(f"{code}: {message}")
-        self.code = code
-        self.message = message
-
-
-class ConnectionLostError(ConnectionError):
-    def __init__(self, code: int | None = None, reason: str = "") -> None:
-        super().__init__(f"connection lost ({code} {reason})".strip() if code else "connection lost")
-        self.code = code
-        self.reason = reason
-
-
-class HandshakeFailedError(Exception):
-    pass
-
-
-class MessageTooLargeError(Exception):
-    """A request over the gateway's message limit: not sent (the gateway would close the socket for it)."""
-
-    def __init__(self, method: str, size: int, limit: int) -> None:
-        super().__init__(f"{method} of {size} bytes exceeds the gateway's limit of {limit} bytes per message")
-        self.method = method
-        self.size = size
-        self.limit = limit
-
-
-def _loopback_ws(url: str) -> bool:
-    parts = urllib.parse.urlsplit(url)
-    return parts.scheme == "ws" and (parts.hostname or "") in ("127.0.0.1", "::1", "localhost")
-
-
-@dataclass
-class NodeOptions:
-    url: str
-    node_id: str
-    workspace: Path
-    token: str | None = None
-    log_file: Path = field(default_factory=default_log_file)
-    keepalive: float = 240.0
-    binary_frames: bool | None = None
-    backoff_base: float = 0.5
-    backoff_cap: float = 30.0
-    stable_after: float = 30.0
-    handshake_timeout: float = 15.0
-    keepalive_timeout: float = 10.0
-    request_timeout: float = 30.0
-    outbox_size: int = 256
-    max_message_bytes: int | None = -1
-    """-1: the gateway's own limit (`hello-ok.features.limits.maxMessageBytes`, API Gateway's 128 KB when it does not
-    advertise one); a number: that limit whatever the gateway says; None: no limit."""
-    flush_interval: float = 1.0
-    save_timeout: float = SAVE_TIMEOUT_S
-    mcp_servers: list[StdioServer] = field(default_factory=list)
-    """Stdio MCP servers this node runs and whose tools it offers (`orbital.node.mcp`)."""
-    mcp_backoff_base: float = 1.0
-
-    def message_limit(self, advertised: int | None = None) -> int | None:
-        if self.max_message_bytes == -1:
-            return advertised if advertised is not None else API_GATEWAY_MESSAGE_BYTES
-        return self.max_message_bytes
-
-    def use_binary_frames(self) -> bool:
-        return _loopback_ws(self.url) if self.binary_frames is None else self.binary_frames
 
 
 @dataclass
@@ -218,55 +144,11 @@ class NodeAgent:
         backoff = Backoff(self.options.backoff_base, self.options.backoff_cap, self.options.stable_after)
         try:
             await self._start_mcp()
-            while not self._stop.is_set():
-                established_at: float | None = None
-                problem = ""
-                try:
-                    outcome = await self._connection_or_stop()
-                    if outcome is None:
-                        break
-                    established_at, problem = outcome
-                    if self.replaced_by_another:
-                        log.error(
-                            "%s: a newer connection took node id %s (another `orbital node` with this id?) - stopping "
-                            "rather than taking it back",
-                            problem,
-                            self.options.node_id,
-                            extra={"console": True},
-                        )
-                        return 3
-                    if self.forgotten:
-                        log.error(
-                            "%s: the gateway's owner removed node %s from its registry - stopping",
-                            problem,
-                            self.options.node_id,
-                            extra={"console": True},
-                        )
-                        return 3
-                except FatalConnectError as exc:
-                    log.error(
-                        "the gateway refused this node (%s): %s - not retrying",
-                        exc.code,
-                        exc.message,
-                        extra={"fields": {"code": exc.code}},
-                    )
-                    return 2
-                except (OSError, TimeoutError, InvalidHandshake, HandshakeFailedError, ConnectionClosed) as exc:
-                    problem = f"cannot connect to {redact_url(self.options.url)}: {exc or type(exc).__name__}"
-                except Exception as exc:  # never let one bad connection end the node
-                    log.exception("connection failed unexpectedly")
-                    problem = f"connection failed: {type(exc).__name__}: {exc}"
-                if self._stop.is_set():
-                    break
-                backoff.ended(established_at)
-                if self._reconnect_now:  # closed by this node to announce a changed tool list
-                    self._reconnect_now = False
-                    log.info("reconnecting to announce the changed tool list", extra={"console": True})
-                    continue
-                delay = backoff.next_delay()
-                log.warning("%s; reconnecting in %.1f s", problem or "disconnected", delay)
-                await backoff.wait(delay, self._stop)
-            return 0
+            stopped = self._stop
+            outcome = await keep_connected(
+                self._one_connection, backoff, stopped, running=lambda: not stopped.is_set(), waiting=_log_wait
+            )
+            return outcome or 0
         finally:
             flusher.cancel()
             for task in list(self._tasks):
@@ -281,6 +163,52 @@ class NodeAgent:
             if self._tasks:
                 await asyncio.gather(*self._tasks, return_exceptions=True)
             log.info("node stopped", extra={"console": True})
+
+    async def _one_connection(self) -> Ended | int:
+        """One connection, served until it ends; an exit code when the node must stop: 0 stopped while connecting,
+        2 refused for good, 3 replaced by a newer connection of its id or removed from the gateway's registry."""
+        established_at: float | None = None
+        problem = ""
+        try:
+            outcome = await self._connection_or_stop()
+            if outcome is None:
+                return 0
+            established_at, problem = outcome
+            if self.replaced_by_another:
+                log.error(
+                    "%s: a newer connection took node id %s (another `orbital node` with this id?) - stopping "
+                    "rather than taking it back",
+                    problem,
+                    self.options.node_id,
+                    extra={"console": True},
+                )
+                return 3
+            if self.forgotten:
+                log.error(
+                    "%s: the gateway's owner removed node %s from its registry - stopping",
+                    problem,
+                    self.options.node_id,
+                    extra={"console": True},
+                )
+                return 3
+        except FatalConnectError as exc:
+            log.error(
+                "the gateway refused this node (%s): %s - not retrying",
+                exc.code,
+                exc.message,
+                extra={"fields": {"code": exc.code}},
+            )
+            return 2
+        except (OSError, TimeoutError, InvalidHandshake, HandshakeFailedError, ConnectionClosed) as exc:
+            problem = f"cannot connect to {redact_url(self.options.url)}: {exc or type(exc).__name__}"
+        except Exception as exc:  # never let one bad connection end the node
+            log.exception("connection failed unexpectedly")
+            problem = f"connection failed: {type(exc).__name__}: {exc}"
+        at_once = self._reconnect_now and not (self._stop is not None and self._stop.is_set())
+        if at_once:  # closed by this node to announce a changed tool list
+            self._reconnect_now = False
+            log.info("reconnecting to announce the changed tool list", extra={"console": True})
+        return Ended(established_at, problem, at_once=at_once)
 
     # -- MCP servers ------------------------------------------------------------------------------------------
     async def _start_mcp(self) -> None:
@@ -521,7 +449,7 @@ class NodeAgent:
 
     async def _call(self, method: str, params: Any, *, timeout: float | None = None) -> dict[str, Any]:
         """Send a request on the current socket and wait for its response frame (ok or not). A request over the
-        gateway's message limit raises MessageTooLargeError instead of going out."""
+        gateway's message limit raises MessageTooLarge instead of going out."""
         ws = self._ws
         if ws is None:
             raise ConnectionLostError()
@@ -809,6 +737,10 @@ class NodeAgent:
             return
         bins = await self.run_blocking(probe_bins, payload.get("bins"), payload.get("timeoutMs"))
         await self.deliver("node.probe.result", {"probeId": probe_id, "ok": True, "bins": bins})
+
+
+def _log_wait(ended: Ended, delay: float) -> None:
+    log.warning("%s; reconnecting in %.1f s", ended.problem or "disconnected", delay)
 
 
 def _b64(data: bytes) -> str:

@@ -13,6 +13,7 @@ from typing import Any
 
 from orbital.node.logs import configure_logging, default_log_file, log
 from orbital.node.mcp_config import StdioServer, combine, load_config, parse_flag
+from orbital.node.options import NodeOptions
 from orbital.protocol import device_token, local_token
 
 DEFAULT_URL = local_token.DEFAULT_URL
@@ -112,11 +113,7 @@ def pair(args: argparse.Namespace) -> device_token.Paired:
     return paired
 
 
-def _options(args: argparse.Namespace, paired: device_token.Paired | None = None) -> Any:
-    # lazy: `orbital node` only; the node's agent loads the MCP SDK (0.4 s), and every `orbital` command builds this
-    # module's parser
-    from orbital.node.agent import NodeOptions
-
+def _options(args: argparse.Namespace, paired: device_token.Paired | None = None) -> NodeOptions:
     token: str | None
     if paired is not None:
         url, token = paired.url, paired.token

@@ -50,7 +50,7 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidSta
 
 from orbital import __version__
 from orbital.protocol.frames import FRAGMENT_BYTES, MAX_MESSAGE_BYTES, fragments
-from orbital.protocol.reconnect import Backoff
+from orbital.protocol.reconnect import Backoff, Ended, keep_connected
 from orbital.xeno.unix_socket import listener, remove, same_user, socket_path
 from orbital.xeno.uploads import Uploader, http_base
 
@@ -353,25 +353,31 @@ class _Relay:
 
     async def _upstream_loop(self) -> None:
         backoff = Backoff(self.options.backoff_base, self.options.backoff_cap, self.options.stable_after)
-        while not self._gone:
-            established: float | None = None
-            ws = await self._connect()
-            if ws is not None:
-                established = time.monotonic()
-                reason = await self._serve(ws)
-                if self._gone:
-                    return
-                self._set_problem(f"the connection {reason}")
-                await self._fail_all(
-                    f"Connection to the Orbital gateway lost before it answered ({reason}); the request may or may "
-                    "not have been carried out. The bridge is reconnecting.",
-                    f"Connection to the Orbital gateway lost before the reply arrived ({reason}); the reply, if "
-                    "there is one, will be in the session's history (gateway.initialize).",
-                )
-            backoff.ended(established)
-            delay = backoff.next_delay()
-            log.debug("%s: next connection attempt in %.1f s", self.name, delay)
-            await backoff.wait(delay, self._wake)
+        await keep_connected(
+            self._one_connection, backoff, self._wake, running=lambda: not self._gone, waiting=self._log_wait
+        )
+
+    async def _one_connection(self) -> Ended | None:
+        """One connection to the gateway, relayed until it ends (the requests it leaves unanswered answered with an
+        error); None when the bridge is gone."""
+        ws = await self._connect()
+        if ws is None:
+            return Ended()
+        established = time.monotonic()
+        reason = await self._serve(ws)
+        if self._gone:
+            return None
+        self._set_problem(f"the connection {reason}")
+        await self._fail_all(
+            f"Connection to the Orbital gateway lost before it answered ({reason}); the request may or may "
+            "not have been carried out. The bridge is reconnecting.",
+            f"Connection to the Orbital gateway lost before the reply arrived ({reason}); the reply, if "
+            "there is one, will be in the session's history (gateway.initialize).",
+        )
+        return Ended(established, reason)
+
+    def _log_wait(self, ended: Ended, delay: float) -> None:
+        log.debug("%s: next connection attempt in %.1f s", self.name, delay)
 
     async def _connect(self) -> ClientConnection | None:
         """One connection attempt; those waiting for it are told when it has ended."""

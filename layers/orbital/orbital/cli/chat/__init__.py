@@ -2,7 +2,7 @@
 
 Three layers, so the protocol side can be tested without a terminal:
 
-- `Connection`: a client-mode socket whose frames are read by a background thread. Responses resolve the call
+- `ChatConnection`: a client-mode socket whose frames are read by a background thread. Responses resolve the call
   waiting for them; events go to a queue; a dropped socket ends every wait with `ChatError` instead of a hang.
 - `ChatDriver`: sends `chat.send` and follows one run: it keeps the `chat` events of that run (its `runId` under the
   key this client used), streams them to a view and decides when the run is over (`final` or `error` from the

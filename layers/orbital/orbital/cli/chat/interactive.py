@@ -65,8 +65,9 @@ class _Session:
         return ChatConnection(self.url, token=self.token, client_id=self.client_id)
 
     def driver(self, stop: threading.Event | None = None) -> ChatDriver:
-        """The driver of a live connection: `Refused` when the gateway will not take this client, `GaveUpError` when
-        Ctrl-C ended the retries (a KeyboardInterrupt, or `stop` set where Ctrl-C sets it instead)."""
+        """The driver of a live connection: `ChatRefusedError` when the gateway will not take this client,
+        `GaveUpError` when Ctrl-C ended the retries (a KeyboardInterrupt, or `stop` set where Ctrl-C sets it
+        instead)."""
         if self.conn is not None and self.conn.is_lost:
             self.lost = self.conn.lost or "the connection closed"
             self.conn.close()

@@ -32,13 +32,14 @@
 - **What a query would get** (`query_preview`: its model, tools and system prompt; `config_snapshot`): computed once,
   here, for the first turn's events and for the HTTP API's `/api/sdk/*` previews (`rest.windie`), so that a preview
   by a caller reports what a query by that caller over `/ws` is given.
-
-The package, by section: `handshake` (the first frame, the manifest, who the socket is), `frames` (replies and a
-turn's numbered events), `conversations`, `preview` (what a query would get), `query` (`query`, `stop-query`),
-`tool_results`, `history` (`rehydrate-conversation`, `compact-history`), `user_settings` (`load-settings`,
-`update-settings`, `list-models`, `wakeword-detected`) and `run_events` (a run's events as the turn's); this module
-dispatches a socket's frames to them and cleans up after a socket that went away.
 """
+
+# The package, by part (the docstring above is the protocol's reference, docs/protocol.md): `handshake` (the first
+# frame, the manifest, who the socket is), `frames` (replies and a turn's numbered events), `conversations`,
+# `preview` (what a query would get), `query` (`query`, `stop-query`), `tool_results`, `history`
+# (`rehydrate-conversation`, `compact-history`), `user_settings` (`load-settings`, `update-settings`, `list-models`,
+# `wakeword-detected`) and `run_events` (a run's events as the turn's); this module dispatches a socket's frames to
+# them and cleans up after a socket that went away.
 
 from __future__ import annotations
 
