@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from orbital.agent import context, settings
+from orbital.domain import budgets
 
 
 def test_defaults_and_junk_values_fall_back() -> None:
@@ -16,10 +17,10 @@ def test_defaults_and_junk_values_fall_back() -> None:
 
 def test_token_budget_per_session_over_the_configured_default() -> None:
     config = {"session": {"defaultBudget": {"maxTokens": 5000}}}
-    assert settings.token_budget(config, {}) == 5000
-    assert settings.token_budget(config, {"budget": {"maxTokens": 100}}) == 100
-    assert settings.token_budget(config, {"budget": {"maxTokens": None}}) is None  # switched off for this session
-    assert settings.token_budget({}, {}) is None
+    assert budgets.session_limit(config, {}) == 5000
+    assert budgets.session_limit(config, {"budget": {"maxTokens": 100}}) == 100
+    assert budgets.session_limit(config, {"budget": {"maxTokens": None}}) is None  # switched off for this session
+    assert budgets.session_limit({}, {}) is None
 
 
 def test_effective_model_message_over_session_over_config() -> None:

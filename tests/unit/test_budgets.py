@@ -6,7 +6,6 @@ from datetime import UTC, datetime
 
 import pytest
 from orbital.agent import budgets as agent_budgets
-from orbital.agent import settings
 from orbital.channels.adapters import is_passing
 from orbital.domain import budgets
 from orbital.errors import RpcError
@@ -28,7 +27,6 @@ def test_the_session_limit_reads_its_own_then_budgets_session_then_the_old_defau
     assert budgets.session_limit(both, {"budget": {"maxTokens": None}}) is None  # explicit null: off for it
     assert budgets.session_limit(both, {"budget": {"maxTokens": 0}}) is None  # explicit 0: off for it
     assert budgets.session_limit(both, {"budget": {}}) == 7000  # no maxTokens: the configured one
-    assert settings.token_budget(both, {}) == 7000  # the agent's setting is the same rule
 
 
 def test_gateway_limits_are_positive_numbers_or_unset() -> None:

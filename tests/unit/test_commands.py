@@ -149,15 +149,6 @@ def test_directive_names_and_boundaries():
         assert d.cleaned == text
 
 
-def test_is_directive_only():
-    assert c.is_directive_only("/t:high")
-    assert c.is_directive_only("  /t:high /m:claude-x  ")
-    assert c.is_directive_only("/status")
-    assert not c.is_directive_only("/t:high hello")
-    assert not c.is_directive_only("hello")
-    assert not c.is_directive_only("")
-
-
 def test_directive_ack():
     d = c.parse_directives("/t:high /m:openai/gpt-4.1 hi")
     assert c.format_directive_ack(d) == "_Thinking: high | Model: openai/gpt-4.1_"

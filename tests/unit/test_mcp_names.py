@@ -95,4 +95,3 @@ def test_a_budget_without_room_for_a_tool_is_refused() -> None:
 )
 def test_split(name: str, parts: tuple[str, str] | None) -> None:
     assert mcp_names.split(name) == parts
-    assert mcp_names.is_mcp_name(name) is (parts is not None)

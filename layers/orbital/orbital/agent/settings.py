@@ -18,8 +18,6 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from orbital.domain import budgets
-
 DEFAULT_LLM_MS = 300_000
 DEFAULT_TOOL_MS = 60_000
 DEFAULT_LOGS_MS = 20_000
@@ -60,9 +58,3 @@ def agent_logs_timeout_ms(config: dict[str, Any]) -> int:
 def max_iterations(config: dict[str, Any]) -> int:
     value = _number(_section(config, "agents").get("maxIterations"))
     return max(1, int(value)) if value is not None else DEFAULT_MAX_ITERATIONS
-
-
-def token_budget(config: dict[str, Any], meta: dict[str, Any]) -> int | None:
-    """The session's `budget.maxTokens`, else `budgets.session`, else `session.defaultBudget.maxTokens`, else none
-    (an explicit null/0 in the session's own `budget` turns the configured one off)."""
-    return budgets.session_limit(config, meta)

@@ -134,22 +134,6 @@ class _Run:
 
     # -- lease-guarded meta updates --
 
-    def update_run(self, change: Any) -> dict[str, Any] | None:
-        """Apply `change(meta, run)` while this run owns the session; None if it does not (any more)."""
-        owned: dict[str, Any] = {}
-
-        def apply(meta: dict[str, Any]) -> bool:
-            owned.clear()
-            run = meta.get("currentRun")
-            if not _owns(run, self.run_id, self.execution):
-                return False
-            owned["run"] = run
-            result = change(meta, run)
-            return result is not False
-
-        meta = self.services.sessions.update_meta(self.key, apply)
-        return meta if owned else None
-
     def _guard(self, change: Any, owned: dict[str, Any]) -> Any:
         def guard(meta: dict[str, Any]) -> bool:
             owned.clear()

@@ -32,7 +32,7 @@ import time
 from typing import Any
 
 from orbital.cli import gateway
-from orbital.protocol import local_token
+from orbital.protocol import device_token, local_token
 
 PROG = "orbital mcp"
 ACTIONS = ("list", "add", "test", "refresh", "login", "enable", "disable", "remove")
@@ -436,8 +436,6 @@ def _refresh(client: Any, args: argparse.Namespace, _server: Any) -> int:
 def redirect_uri(url: str, http_url: str | None) -> str | None:
     """The gateway's OAuth callback as a browser reaches it, from the WebSocket URL (or `http_url`); None when it
     cannot be told (the gateway then says what it needs)."""
-    from orbital.protocol import device_token  # lazy: `login` only
-
     try:
         _, base = device_token.endpoints(url, http_url)
     except ValueError:

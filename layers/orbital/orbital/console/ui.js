@@ -387,6 +387,64 @@ export function empty(message) {
   return h("p.empty", message);
 }
 
+// --- keeping a view loaded ------------------------------------------------------------------------------------
+
+/**
+ * How a view keeps what it shows read from the gateway. `load()` reads and draws; it runs at `start()`, whenever
+ * the connection opens again, on the Refresh `button` (disabled while it runs) and on `refresh()` (after a change
+ * the view made). With `everyMs`, `poll` (`load` unless given: a quieter read) runs that often while the page is
+ * visible, and, with `onFocus`, when the window gets the focus back. `stop()` ends all of it and `alive` turns
+ * false: a read that ends after it draws nothing.
+ */
+export class Loader {
+  /**
+   * @param {{on: (event: string, fn: (s: any) => void) => () => void}} gw
+   * @param {() => any} load
+   * @param {{everyMs?: number, poll?: (() => any) | null, onFocus?: boolean}} [options]
+   */
+  constructor(gw, load, { everyMs = 0, poll = null, onFocus = false } = {}) {
+    this.gw = gw;
+    this.load = load;
+    this.options = { everyMs, poll: poll || load, onFocus };
+    this.alive = true;
+    /** @type {(() => void)[]} */
+    this.stops = [];
+    this.button = h("button", { type: "button", onclick: () => this.refresh() }, icon("refresh"), " Refresh");
+  }
+
+  start() {
+    this.stops.push(this.gw.on("status", (s) => s.state === "open" && this.refresh()));
+    const { everyMs, poll, onFocus } = this.options;
+    if (everyMs) {
+      const tick = () => {
+        if (this.alive && document.visibilityState === "visible") poll();
+      };
+      const timer = setInterval(tick, everyMs);
+      this.stops.push(() => clearInterval(timer));
+      if (onFocus) {
+        window.addEventListener("focus", tick);
+        this.stops.push(() => window.removeEventListener("focus", tick));
+      }
+    }
+    return this.refresh();
+  }
+
+  async refresh() {
+    if (!this.alive) return;
+    this.button.disabled = true;
+    try {
+      await this.load();
+    } finally {
+      this.button.disabled = false;
+    }
+  }
+
+  stop() {
+    this.alive = false;
+    for (const stop of this.stops.splice(0)) stop();
+  }
+}
+
 // --- icons -----------------------------------------------------------------------------------------------------
 
 const ICONS = {

@@ -116,12 +116,3 @@ def effective_role(runtime: Any) -> str:
         return str(role)
     caps = runtime.get("hostCapabilities") or []
     return "execution" if all(c in caps for c in EXECUTION_BASELINE) else "specialized"
-
-
-def pick_execution_host(nodes: list[dict[str, Any]]) -> str | None:
-    ids = sorted(n["nodeId"] for n in nodes if (n.get("hostRole") == "execution"))
-    return ids[0] if ids else None
-
-
-def hosts_by_role(nodes: list[dict[str, Any]], role: str) -> list[str]:
-    return sorted(n["nodeId"] for n in nodes if n.get("hostRole") == role)

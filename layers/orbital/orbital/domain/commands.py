@@ -372,12 +372,6 @@ def parse_directives(text: str, fallback_provider: str | None = None) -> Directi
     )
 
 
-def is_directive_only(text: str) -> bool:
-    """A message made of directives alone: it is acknowledged and otherwise does nothing."""
-    parsed = parse_directives(text)
-    return parsed.any and not parsed.cleaned.strip()
-
-
 def format_directive_ack(d: Directives) -> str | None:
     """`_Thinking: high | Model: anthropic/claude-opus-4-6_`; None when there is nothing to acknowledge."""
     parts: list[str] = []

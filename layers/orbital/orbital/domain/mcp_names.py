@@ -109,8 +109,3 @@ def split(name: str) -> tuple[str, str] | None:
     if not sep or not tool or not valid_server_name(server):
         return None
     return server, tool
-
-
-def is_mcp_name(name: str) -> bool:
-    """Whether `name` is a remote MCP server's tool name (`mcp__{server}__{tool}`)."""
-    return split(name) is not None

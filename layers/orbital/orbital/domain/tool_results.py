@@ -7,7 +7,7 @@ gateway does not say), and closes a socket that sends more. A tool result that w
    Process's `log`), the bytes of an image, or the JSON of any other result; at most `SAVE_MAX_BYTES` of it, cut with
    a marker beyond that (Bash's tail is kept, anything else's beginning);
 2. saved in the agent workspace, at `gsv:tool-results/{callId}.{ext}` (a node's `NodeAgent` does that with a
-   transfer; the agent step writes an MCP server's result itself, `orbital.agent.mcp_calls`), and
+   transfer; the agent step writes an MCP server's result itself, `orbital.tools.mcp_calls`), and
 3. cut to fit (`fit_tool_result`): a preview with `truncated: true`, `fullOutput: {path, bytes}` and a `note` that
    says where the whole result is and how to read it in parts, or why it could not be saved. Bash's output keeps
    its tail, any other text its beginning (whole lines), lists their first items.

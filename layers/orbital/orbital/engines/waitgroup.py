@@ -84,11 +84,6 @@ def load(services: Services, group_id: str) -> Record | None:
     return services.table.get(keys.wait_group(group_id))
 
 
-def outstanding(services: Services, group_id: str) -> int:
-    rec = load(services, group_id)
-    return int(rec.attrs.get("n") or 0) if rec is not None else 0
-
-
 def register(services: Services, group_id: str, token: str) -> bool:
     """Record the waiting execution's token. False when nothing is outstanding (any more): the caller must release
     its own execution."""

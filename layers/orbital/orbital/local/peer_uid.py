@@ -31,22 +31,6 @@ def unsupported(tables: Iterable[Path] | None = None) -> str | None:
     return None
 
 
-def _address(field: str) -> Address | None:
-    """`0100007F:1F90` (IPv4) or 32 hex digits and a port (IPv6), as the kernel prints them: each 32-bit word of the
-    address in this machine's byte order."""
-    host, _, port = field.partition(":")
-    try:
-        words = [int(host[i : i + 8], 16) for i in range(0, len(host), 8)]
-        raw = b"".join(struct.pack("=I", word) for word in words)
-        address = ipaddress.ip_address(raw)
-        number = int(port, 16)
-    except ValueError:
-        return None
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        return address.ipv4_mapped, number
-    return address, number
-
-
 def _normal(host: str, port: int) -> Address | None:
     try:
         address = ipaddress.ip_address(host.strip("[]"))

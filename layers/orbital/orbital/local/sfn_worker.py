@@ -84,8 +84,8 @@ READER_JOIN_TIMEOUT = 5.0
 class WorkerChannel:
     """Requests both ways over one connection. `serve(kind, payload)` answers the other side's requests (in the
     thread `run` gives it, or on the reading thread itself for the requests `inline` picks: those must never wait
-    for the other side); its exceptions go back as `WorkerRefusedError` (code, message, status from `describe_error`).
-    An `AfterReply` answer sends its value, then does its work."""
+    for the other side); its exceptions go back as `Refused` (code, message, status from `describe_error`). An
+    `AfterReply` answer sends its value, then does its work."""
 
     def __init__(
         self,
@@ -321,7 +321,7 @@ class StepFunctionsProcess:
 
     def call(self, method: str, params: dict[str, Any], *, timeout: float = CALL_TIMEOUT) -> dict[str, Any]:
         """One Step Functions operation (`start_execution`, ...) with boto3's parameters: moto's result as a dict,
-        or `WorkerRefusedError` with the AWS error; TimeoutError after `timeout` seconds without an answer."""
+        or `Refused` with the AWS error; TimeoutError after `timeout` seconds without an answer."""
         channel = self.channel
         if channel is None:
             raise WorkerGoneError("the Step Functions process is not running")

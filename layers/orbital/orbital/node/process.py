@@ -428,10 +428,6 @@ class ProcessManager:
                 del self._sessions[sid]
 
     # -- lifecycle --------------------------------------------------------------------------------------------
-    def running_pids(self) -> list[int]:
-        with self._lock:
-            return [s.pid for s in self._sessions.values() if not s.finished]
-
     def shutdown(self) -> None:
         """Kill every command this node started that is still running (background or not)."""
         self._closed = True

@@ -149,10 +149,6 @@ class ConnectionRepo:
     def release_client(self, client_id: str, connection_id: str) -> bool:
         return self._release(keys.client(client_id), connection_id)
 
-    def client_connection(self, client_id: str) -> str | None:
-        rec = self.table.get(keys.client(client_id))
-        return rec.data.get("connectionId") if rec else None
-
     def claim_node(
         self, node_id: str, connection_id: str, tools: list[dict[str, Any]], runtime: dict[str, Any] | None
     ) -> str | None:

@@ -47,16 +47,6 @@ def load(table: Table, server: str) -> CachedTools | None:
     return load_record(server, rec.data, rec.attrs) if rec is not None else None
 
 
-def load_many(table: Table, servers: list[str]) -> dict[str, CachedTools]:
-    found = table.get_many(keys.mcp_tools(name) for name in servers)
-    out: dict[str, CachedTools] = {}
-    for name in servers:
-        rec = found.get(keys.mcp_tools(name))
-        if rec is not None:
-            out[name] = load_record(name, rec.data, rec.attrs)
-    return out
-
-
 def load_record(server: str, data: dict[str, Any], attrs: dict[str, Any]) -> CachedTools:
     tools = data.get("tools")
     return CachedTools(

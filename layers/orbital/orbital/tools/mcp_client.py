@@ -639,10 +639,6 @@ class CallOutcome:
     result: dict[str, Any] | None = None
     error: str | None = None
 
-    def to_outcome(self) -> dict[str, Any]:
-        """`{"result": …}` or `{"error": …}`, as the agent's pipeline records outcomes."""
-        return {"error": self.error} if self.error is not None else {"result": self.result}
-
 
 def _note_needs_login(services: Services, spec: ServerSpec, failure: McpFailureError) -> None:
     if failure.status != "needs-login":

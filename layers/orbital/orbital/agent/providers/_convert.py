@@ -178,10 +178,6 @@ def _flatten_tools(message: dict[str, Any]) -> dict[str, Any]:
     return message
 
 
-def has_tool_blocks(messages: list[dict[str, Any]]) -> bool:
-    return any(m.get("role") == "toolResult" or (m.get("role") == "assistant" and tool_calls(m)) for m in messages)
-
-
 def parse_arguments(raw: str) -> dict[str, Any]:
     """Streamed tool arguments as a dict: {} when empty, {"_raw": text} when they are not a JSON object."""
     if not raw or not raw.strip():
@@ -277,9 +273,6 @@ class Assembler:
 
     def close(self, key: Any) -> None:
         self._open.pop(key, None)
-
-    def has_content(self) -> bool:
-        return bool(self.content)
 
     def finish(self, stop_reason: str | None = None) -> dict[str, Any]:
         """The stored assistant message. Raises EmptyResponseError when nothing came back."""

@@ -5,7 +5,7 @@
 // to replace that agent (after a second confirmation).
 // Methods: agents.list, agents.clone (an admin's: the view says so to anyone else).
 
-import { busy, confirmAction, dialog, empty, errorText, field, formatTime, h, header, icon, toast } from "../ui.js";
+import { busy, confirmAction, dialog, empty, errorText, field, formatTime, h, header, Loader, toast } from "../ui.js";
 
 export const AGENT_ID = /^[a-z0-9][a-z0-9_-]{0,63}$/;
 
@@ -29,12 +29,11 @@ class AgentsView {
   constructor(container, ctx) {
     this.gw = ctx.gw;
     this.navigate = ctx.navigate;
-    this.alive = true;
-    this.refreshButton = h("button", { type: "button", onclick: () => this.load() }, icon("refresh"), " Refresh");
+    this.loader = new Loader(this.gw, () => this.load());
     this.body = h("div.agents-body", { "aria-live": "polite" }, h("p.muted", "Loading…"));
     this.result = h("div.agents-result", { role: "status" });
     container.append(
-      header("Agents", this.refreshButton),
+      header("Agents", this.loader.button),
       h(
         "section.card.agents-list",
         { "aria-labelledby": "agents-list-title" },
@@ -44,25 +43,24 @@ class AgentsView {
         this.body,
       ),
     );
-    this.stops = [this.gw.on("status", (s) => s.state === "open" && this.load())];
-    this.load();
+    this.loader.start();
+  }
+
+  get alive() {
+    return this.loader.alive;
   }
 
   destroy() {
-    this.alive = false;
-    for (const stop of this.stops) stop();
+    this.loader.stop();
   }
 
   async load() {
-    this.refreshButton.disabled = true;
     let agents;
     try {
       agents = (await this.gw.call("agents.list", {})).agents || [];
     } catch (err) {
       if (this.alive) this.body.replaceChildren(h("p.error", { role: "alert" }, `Could not read the agents: ${errorText(err)}`));
       return;
-    } finally {
-      this.refreshButton.disabled = false;
     }
     if (!this.alive) return;
     this.ids = new Set(agents.map((a) => a.id));
@@ -140,7 +138,7 @@ class AgentsView {
       if (this.alive) this.result.replaceChildren(h("p.error", { role: "alert" }, `Could not clone ${a.id}: ${errorText(err)}`));
     } finally {
       undo();
-      if (this.alive) await this.load();
+      if (this.alive) await this.loader.refresh();
     }
   }
 }

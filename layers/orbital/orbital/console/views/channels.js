@@ -7,7 +7,7 @@
 //   config: {webhookUrl?}}; its status (channel.status) and removal (channel.stop).
 // The pairing list is read again every 20 s while the tab is visible (the gateway sends no event for new requests).
 
-import { busy, clip, confirmAction, empty, errorText, failed, field, fill, formatTime, h, header, icon, rerender, toast } from "../ui.js";
+import { busy, clip, confirmAction, empty, errorText, failed, field, fill, formatTime, h, header, Loader, rerender, toast } from "../ui.js";
 
 const CONTROL_TIMEOUT_MS = 40000; // a socket channel has 30 s to answer a control call
 const POLL_MS = 20000;
@@ -26,16 +26,15 @@ export default {
 class ChannelsView {
   constructor(container, gw) {
     this.gw = gw;
-    this.alive = true;
+    this.loader = new Loader(gw, () => this.refresh(), { everyMs: POLL_MS, poll: () => this.loadPairs(true) });
     this.lastPairs = null;
     this.knownChannels = new Set(["telegram"]);
-    this.refreshButton = h("button", { type: "button", onclick: () => this.refresh() }, icon("refresh"), " Refresh");
     this.pairsBody = h("div.pairs-body", { "aria-live": "polite" }, h("p.muted", "Loading…"));
     this.pairsCount = h("span.badge", "…");
     this.accountsBody = h("div.accounts-body", h("p.muted", "Loading…"));
     this.telegram = new TelegramSetup(gw, () => this.loadAccounts());
     container.append(
-      header("Channels", this.refreshButton),
+      header("Channels", this.loader.button),
       section("Pairing requests", "pairs", [this.pairsCount], [
         h("p.hint", "Unknown senders on a channel whose DM policy is “pairing” wait here until you approve them."),
         this.pairsBody,
@@ -43,30 +42,19 @@ class ChannelsView {
       section("Accounts", "accounts", [], [this.accountsBody]),
       this.telegram.element,
     );
-    this.stops = [
-      gw.on("status", (s) => {
-        if (s.state === "open") this.refresh();
-      }),
-    ];
-    this.timer = setInterval(() => {
-      if (document.visibilityState === "visible") this.loadPairs(true);
-    }, POLL_MS);
-    this.refresh();
+    this.loader.start();
+  }
+
+  get alive() {
+    return this.loader.alive;
   }
 
   destroy() {
-    this.alive = false;
-    clearInterval(this.timer);
-    for (const stop of this.stops) stop();
+    this.loader.stop();
   }
 
   async refresh() {
-    this.refreshButton.disabled = true;
-    try {
-      await Promise.all([this.loadPairs(false), this.loadAccounts(), this.telegram.load()]);
-    } finally {
-      this.refreshButton.disabled = false;
-    }
+    await Promise.all([this.loadPairs(false), this.loadAccounts(), this.telegram.load()]);
   }
 
   // --- pairing ---------------------------------------------------------------------------------------------------

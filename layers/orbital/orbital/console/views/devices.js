@@ -6,7 +6,7 @@
 // which trades the code for a token of that machine's own: no secret is copied from this page.
 // Methods: device.token.list, device.pair.create, device.token.revoke (an admin's: the view says so to anyone else).
 
-import { busy, confirmAction, dialog, empty, errorText, failed, field, formatTime, h, header, icon, toast } from "../ui.js";
+import { busy, confirmAction, dialog, empty, errorText, failed, field, formatTime, h, header, icon, Loader, toast } from "../ui.js";
 
 const ROLES = [
   ["node", "Node: runs tools on its machine"],
@@ -55,12 +55,11 @@ class DevicesView {
   constructor(container, ctx) {
     this.gw = ctx.gw;
     this.wsUrl = ctx.gw.wsUrl || DEFAULT_WS;
-    this.alive = true;
-    this.refreshButton = h("button", { type: "button", onclick: () => this.load() }, icon("refresh"), " Refresh");
+    this.loader = new Loader(this.gw, () => this.load());
     this.addButton = h("button.primary", { type: "button", onclick: () => this.add() }, icon("plus"), " Add device");
     this.body = h("div.devices-body", { "aria-live": "polite" }, h("p.muted", "Loading…"));
     container.append(
-      header("Devices", this.refreshButton, this.addButton),
+      header("Devices", this.loader.button, this.addButton),
       h(
         "section.card.devices-list",
         { "aria-labelledby": "devices-list-title" },
@@ -69,25 +68,24 @@ class DevicesView {
         this.body,
       ),
     );
-    this.stops = [this.gw.on("status", (s) => s.state === "open" && this.load())];
-    this.load();
+    this.loader.start();
+  }
+
+  get alive() {
+    return this.loader.alive;
   }
 
   destroy() {
-    this.alive = false;
-    for (const stop of this.stops) stop();
+    this.loader.stop();
   }
 
   async load() {
-    this.refreshButton.disabled = true;
     let tokens;
     try {
       tokens = (await this.gw.call("device.token.list", {})).tokens || [];
     } catch (err) {
       if (this.alive) this.body.replaceChildren(h("p.error", { role: "alert" }, `Could not read the devices: ${errorText(err)}`));
       return;
-    } finally {
-      this.refreshButton.disabled = false;
     }
     if (!this.alive) return;
     tokens.sort((a, b) => Number(Boolean(a.revoked)) - Number(Boolean(b.revoked)) || (b.createdAt || 0) - (a.createdAt || 0));
@@ -138,7 +136,7 @@ class DevicesView {
       failed("Revoke", err);
     } finally {
       undo();
-      if (this.alive) await this.load();
+      if (this.alive) await this.loader.refresh();
     }
   }
 
@@ -196,7 +194,7 @@ class DevicesView {
     );
     if (!ok || !made) return;
     await this.showCode(made);
-    if (this.alive) this.load();
+    if (this.alive) this.loader.refresh();
   }
 
   /** The code, once: with a countdown to its expiry and the command to run; closing the dialog forgets it. */

@@ -8,7 +8,7 @@
 // (and adds it to `tools.allow` when an allow list leaves it out).
 // Everything a server says (tool names, descriptions, errors) is a stranger's text: it goes in as text, never HTML.
 
-import { busy, clip, confirmAction, dialog, empty, errorText, failed, field, formatTime, h, header, icon, rerender, safeUrl, toast } from "../ui.js";
+import { busy, clip, confirmAction, dialog, empty, errorText, failed, field, formatTime, h, header, icon, Loader, rerender, safeUrl, toast } from "../ui.js";
 
 const NAME = /^[A-Za-z0-9-]{1,32}$/;
 const HEADER_NAME = /^[!#$%&'*+^_`|~0-9A-Za-z-]+$/;
@@ -96,32 +96,32 @@ function patterns(text) {
 class McpView {
   constructor(container, ctx) {
     this.gw = ctx.gw;
-    this.alive = true;
+    this.loader = new Loader(this.gw, () => this.load());
     this.servers = [];
     this.config = {};
     this.openTools = new Set(); // the servers whose tool list is unfolded: it stays so across redraws
-    this.refreshButton = h("button", { type: "button", onclick: () => this.load() }, icon("refresh"), " Refresh");
     this.addButton = h("button.primary", { type: "button", onclick: () => this.edit(null) }, icon("plus"), " Add server");
     this.body = h("div.mcp-body", { "aria-live": "polite" }, h("p.muted", "Loading…"));
     container.append(
-      header("MCP servers", this.refreshButton, this.addButton),
+      header("MCP servers", this.loader.button, this.addButton),
       h(
         "p.hint.mcp-intro",
         "The agent calls the tools of these servers as mcp__server__tool, asking for approval as for any risky tool. An untrusted server's results make the agent's next risky call ask too.",
       ),
       this.body,
     );
-    this.stops = [this.gw.on("status", (s) => s.state === "open" && this.load())];
-    this.load();
+    this.loader.start();
+  }
+
+  get alive() {
+    return this.loader.alive;
   }
 
   destroy() {
-    this.alive = false;
-    for (const stop of this.stops) stop();
+    this.loader.stop();
   }
 
   async load() {
-    this.refreshButton.disabled = true;
     let listed;
     let configured;
     try {
@@ -129,8 +129,6 @@ class McpView {
     } catch (err) {
       if (this.alive) this.body.replaceChildren(h("p.error", { role: "alert" }, `Could not read the MCP servers: ${errorText(err)}`));
       return;
-    } finally {
-      this.refreshButton.disabled = false;
     }
     if (!this.alive) return;
     this.servers = Array.isArray(listed?.servers) ? listed.servers.filter((s) => s && typeof s === "object") : [];
@@ -227,7 +225,7 @@ class McpView {
       failed(`Test of ${name}`, err);
     } finally {
       undo();
-      if (this.alive) await this.load();
+      if (this.alive) await this.loader.refresh();
     }
   }
 
@@ -264,7 +262,7 @@ class McpView {
     } catch {
       // the card shows the state either way
     }
-    if (this.alive) await this.load();
+    if (this.alive) await this.loader.refresh();
   }
 
   async setEnabled(name, on, button) {
@@ -276,7 +274,7 @@ class McpView {
       failed(on ? "Enable" : "Disable", err);
     } finally {
       undo();
-      if (this.alive) await this.load();
+      if (this.alive) await this.loader.refresh();
     }
   }
 
@@ -291,7 +289,7 @@ class McpView {
       failed("Remove", err);
     } finally {
       undo();
-      if (this.alive) await this.load();
+      if (this.alive) await this.loader.refresh();
     }
   }
 
@@ -307,7 +305,7 @@ class McpView {
       failed(on ? "Offering the tool" : "Hiding the tool", err);
     } finally {
       box.disabled = false;
-      if (this.alive) await this.load();
+      if (this.alive) await this.loader.refresh();
     }
   }
 
@@ -409,7 +407,7 @@ class McpView {
     if (!ok || !saved) return;
     toast(saved.warning ? `${saved.name} saved (${saved.warning}).` : `${saved.name} saved.`, saved.warning ? "info" : "ok");
     if (!this.alive) return;
-    await this.load();
+    await this.loader.refresh();
     const card = this.body.querySelector(`[data-server="${CSS.escape(saved.name)}"]`);
     const testButton = card?.querySelector(`[data-key="${CSS.escape(`test:${saved.name}`)}"]`);
     const conf2 = this.config[saved.name] || {};

@@ -6,7 +6,7 @@
 // filled in keeps its focus otherwise).
 // Methods: tools.list, skills.status, skills.update (probe again), tool.invoke, logs.get, config.get (timeouts).
 
-import { empty, errorText, failed, field, formatDuration, formatTime, h, header, icon, imageNode, toast } from "../ui.js";
+import { empty, errorText, failed, field, formatDuration, formatTime, h, header, icon, imageNode, Loader, toast } from "../ui.js";
 
 const NATIVE_PREFIX = "gsv__";
 const LOG_LINE_CHOICES = [50, 100, 200, 500, 1000, 5000];
@@ -40,36 +40,32 @@ class NodesView {
     this.loaded = false;
     this.timeouts = { ...DEFAULT_TIMEOUTS };
     this.panels = new Map(); // built tool forms and log cards, kept across refreshes so typed values survive
-    this.alive = true;
-    this.unsubscribe = [];
+    this.loader = new Loader(this.gw, () => this.load(), { everyMs: WATCH_MS, poll: () => this.watch(), onFocus: true });
+  }
+
+  get alive() {
+    return this.loader.alive;
   }
 
   start() {
-    this.refreshButton = h("button", { type: "button", onclick: () => this.load() }, icon("refresh"), " Refresh");
     this.probeButton = h("button", { type: "button", onclick: () => this.probe() }, "Probe binaries");
     this.body = h("div.nodes-body", { "aria-live": "polite", "aria-busy": "true" }, h("p.muted", "Loading nodes…"));
-    this.container.append(header("Nodes", this.refreshButton, this.probeButton), this.body);
-    this.unsubscribe.push(this.gw.on("status", (s) => s.state === "open" && this.load()));
-    const watch = setInterval(() => this.watch(), WATCH_MS);
-    const back = () => this.watch(); // coming back to the tab: look at once
-    window.addEventListener("focus", back);
-    this.unsubscribe.push(() => clearInterval(watch), () => window.removeEventListener("focus", back));
+    this.container.append(header("Nodes", this.loader.button, this.probeButton), this.body);
     this.loadTimeouts();
-    this.load();
+    this.loader.start(); // and again every WATCH_MS while the tab is visible, and when the window gets the focus back
   }
 
   destroy() {
-    this.alive = false;
-    for (const off of this.unsubscribe) off();
+    this.loader.stop();
   }
 
   /** Load again when a node came or went (its tools appeared or vanished). */
   async watch() {
-    if (this.loading || !this.loaded || document.visibilityState !== "visible" || this.gw.state !== "open") return;
+    if (this.loading || !this.loaded || this.gw.state !== "open") return; // the loader polls only a visible page
     try {
       const res = await this.gw.call("tools.list", {});
       const names = (list) => list.map((t) => t.name).join("\n");
-      if (this.alive && !this.loading && names(res.tools || []) !== names(this.tools)) await this.load();
+      if (this.alive && !this.loading && names(res.tools || []) !== names(this.tools)) await this.loader.refresh();
     } catch {
       // the next look, or Refresh, tries again
     }
@@ -79,7 +75,7 @@ class NodesView {
     this.nodeId = params[0] || null;
     this.render();
     this.container.scrollTop = 0;
-    this.load();
+    this.loader.refresh();
   }
 
   async loadTimeouts() {
@@ -95,7 +91,6 @@ class NodesView {
 
   async load() {
     if (this.loading) return this.loading;
-    this.refreshButton.disabled = true;
     this.loading = (async () => {
       try {
         const [tools, status] = await Promise.all([this.gw.call("tools.list", {}), this.gw.call("skills.status", {})]);
@@ -110,7 +105,6 @@ class NodesView {
         if (!this.loaded) this.body.replaceChildren(h("p.error", `Could not load the nodes: ${errorText(err)}`));
       } finally {
         this.loading = null;
-        this.refreshButton.disabled = false;
         this.body.setAttribute("aria-busy", "false");
       }
     })();

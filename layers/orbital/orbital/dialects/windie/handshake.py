@@ -49,8 +49,8 @@ def _names(value: Any, where: str) -> list[str] | None:
 
 
 def parse_agent_definition(value: Any) -> tuple[dict[str, Any], dict[str, Any], list[Any]]:
-    """An `agent_definition` as (tool policy, runtime, manifest entries); raises _Invalid for a bad shape. Unknown
-    keys are ignored."""
+    """An `agent_definition` as (tool policy, runtime, manifest entries); raises _InvalidFrameError for a bad
+    shape. Unknown keys are ignored."""
     if value is None:
         return {"mode": "default_plus_client"}, {}, []
     if not isinstance(value, dict):
@@ -107,7 +107,7 @@ def parse_agent_definition(value: Any) -> tuple[dict[str, Any], dict[str, Any], 
 
 
 def parse_handshake(frame: Any) -> dict[str, Any]:
-    """A handshake frame as `{user_id, policy, runtime, manifest}`; raises _Invalid saying what is wrong."""
+    """A handshake frame as `{user_id, policy, runtime, manifest}`; raises _InvalidFrameError saying what is wrong."""
     if not isinstance(frame, dict):
         raise _InvalidFrameError("not a JSON object")
     if frame.get("type") != "handshake":
