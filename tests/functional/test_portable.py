@@ -24,8 +24,7 @@ import boto3
 import pytest
 from orbital.cli.main import main
 from orbital.local.portable import TableItems, WorkspaceObjects
-from orbital.local.server import local_state
-from orbital.local.store import LocalStore
+from orbital.local.store import LocalStore, local_state
 from orbital.store import keys, portable, portable_aws, portable_import
 from orbital.store.portable_aws import DynamoItems, S3Objects
 
