@@ -27,9 +27,10 @@ DEFAULT_URL = local_token.DEFAULT_URL
 def _cmd_dev(args: argparse.Namespace) -> int:
     import logging
 
+    # before the gateway's modules are imported: the service's logger (Powertools, made at import) then logs once
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
     from orbital.local.server import GatewayOptions, LocalGateway, StartupError  # lazy: `orbital dev` only
 
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
     local_token.warn_token_argument("orbital dev", args.token)
     try:
         token = args.token or _dev_token(args.token_file)
