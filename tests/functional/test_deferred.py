@@ -80,8 +80,8 @@ def test_calls_due_in_one_second_share_one_timer(flows, connect, sender, service
     node = connect("node", "n1")
     client = connect("client", "c1")
     client.call("config.set", {"path": "timeouts.toolMs", "value": 3000})
-    # the six calls are made at one instant (their clock held), so they are due in the same second however long the
-    # machine takes to make them (up to the 3 s before that second begins)
+    # the six calls are made at one instant (the gateway's clock held), so they are due in the same second however
+    # long the machine takes to make them
     instant = services.now_ms()
     with monkeypatch.context() as held:
         held.setattr(services, "now_ms", lambda: instant)

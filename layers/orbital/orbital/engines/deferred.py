@@ -90,7 +90,7 @@ def start_wait(services: Services, call: PendingCall) -> None:
     arn = services.settings.deferred_call_arn
     if not arn:
         raise RuntimeError("deferred_call state machine is not configured (ORBITAL_DEFERRED_CALL_ARN)")
-    second = due_second(call)
+    second = due_second(call, services.now_ms() / 1000)  # the gateway's clock, as the call's own `created_at`
     try:
         services.calls.mark_due(second, call)
         _arm_timer(services, arn, second)
