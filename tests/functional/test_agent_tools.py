@@ -92,6 +92,7 @@ def test_logs_get_errors_without_a_node(agent: Any, sender: Any, llm: FakeLLM) -
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"0" * 32).decode()
 
 
+@pytest.mark.atomic_table  # a node answers at once: its answer races the turn's wait registering its token
 def test_images_in_tool_results_are_stored_and_sent_to_the_model(
     agent: Any, connect: Any, sender: Any, llm: FakeLLM, services: Any
 ) -> None:
@@ -190,6 +191,7 @@ def test_sessions_list_shows_recent_sessions(agent: Any, sender: Any, llm: FakeL
     assert listed["sessions"][1]["messages"][0]["role"] == "assistant"
 
 
+@pytest.mark.atomic_table  # a node answers at once: its answer races the turn's wait registering its token
 def test_background_command_completion_starts_a_turn(agent: Any, connect: Any, sender: Any, llm: FakeLLM) -> None:
     node = connect("node", "box")
     llm.script(reply(tool_calls=[call("box__Bash", {"command": "make", "background": True})]), reply("started it"))
@@ -279,6 +281,7 @@ def test_thinking_level_reaches_the_model(agent: Any, sender: Any, llm: FakeLLM,
     assert llm.requests[0].body["reasoning_effort"] == level
 
 
+@pytest.mark.atomic_table  # a node answers at once: its answer races the turn's wait registering its token
 def test_a_completion_that_could_not_be_delivered_is_delivered_on_the_repeat(
     agent: Any, connect: Any, sender: Any, llm: FakeLLM, monkeypatch: Any
 ) -> None:

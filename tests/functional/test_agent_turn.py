@@ -69,6 +69,7 @@ def execution_history(flows: Any, run_id: str) -> list[str]:
     return names
 
 
+@pytest.mark.atomic_table  # a node answers at once: its answer races the turn's wait registering its token
 def test_node_tool_results_come_back_in_the_models_order(
     agent: Any, connect: Any, sender: Any, llm: FakeLLM, flows: Any
 ) -> None:
@@ -111,6 +112,7 @@ def test_node_loss_mid_turn_feeds_an_error_back(
     assert tool["content"] == "Error: Node disconnected: box"
 
 
+@pytest.mark.atomic_table  # a node answers at once: its answer races the turn's wait registering its token
 def test_a_tool_nobody_answers_times_out(agent: Any, connect: Any, sender: Any, llm: FakeLLM) -> None:
     node = connect("node", "box")
     agent.call("config.set", {"path": "timeouts.toolMs", "value": 1000})
@@ -479,6 +481,7 @@ def test_a_live_run_keeps_its_session_even_past_its_lease(agent: Any, sender: An
     assert final_of(sender, agent.connection_id, nxt["runId"])["state"] == "final"
 
 
+@pytest.mark.atomic_table  # a node answers at once: its answer races the turn's wait registering its token
 def test_stop_settles_the_calls_the_run_waits_for(agent: Any, connect: Any, sender: Any, llm: FakeLLM) -> None:
     node = connect("node", "box")
     llm.script(reply(tool_calls=[call("box__Bash", {"command": "sleep 100"})]))

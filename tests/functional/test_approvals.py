@@ -136,6 +136,7 @@ def test_no_denies_and_the_model_sees_it(agent: Any, connect: Any, sender: Any, 
     assert later["message"].startswith("Already denied by ")
 
 
+@pytest.mark.atomic_table  # a node answers at once: its answer races the turn's wait registering its token
 def test_a_denying_rule_answers_at_once_without_a_pause(agent: Any, connect: Any, sender: Any, llm: FakeLLM) -> None:
     node = connect("node", "box")
     policy(
@@ -179,6 +180,7 @@ def test_a_denying_rule_answers_at_once_without_a_pause(agent: Any, connect: Any
     assert not [e for e in chat_events(sender, agent.connection_id) if e.get("state") == "paused"]
 
 
+@pytest.mark.atomic_table  # a node answers at once: its answer races the turn's wait registering its token
 def test_calls_after_the_paused_one_wait_and_are_gated_in_turn(
     agent: Any, connect: Any, sender: Any, llm: FakeLLM
 ) -> None:
@@ -268,6 +270,7 @@ def test_stop_cancels_the_approval_and_ends_the_run(agent: Any, connect: Any, se
     assert agent.call("session.stats", {"sessionKey": "main"})["isProcessing"] is False
 
 
+@pytest.mark.atomic_table  # a node answers at once: its answer races the turn's wait registering its token
 def test_remember_for_the_session_allows_what_the_rule_asks_about(
     agent: Any, connect: Any, sender: Any, llm: FakeLLM
 ) -> None:
@@ -439,6 +442,7 @@ def test_a_channel_sender_who_is_no_owner_cannot_answer(
     }
 
 
+@pytest.mark.atomic_table  # a node answers at once: its answer races the turn's wait registering its token
 def test_remember_without_a_rule_allows_only_the_same_call(agent: Any, connect: Any, sender: Any, llm: FakeLLM) -> None:
     node = connect("node", "box")
     policy(agent, {"defaultDecision": "ask"})
@@ -484,6 +488,7 @@ def test_remember_without_a_rule_allows_only_the_same_call(agent: Any, connect: 
     assert final_of(sender, agent.connection_id, third["runId"])["state"] == "final"
 
 
+@pytest.mark.atomic_table  # a node answers at once: its answer races the turn's wait registering its token
 def test_a_retried_step_after_the_approved_call_went_out_launches_nothing_again(
     agent: Any, connect: Any, sender: Any, llm: FakeLLM, services: Any
 ) -> None:

@@ -246,6 +246,7 @@ def test_a_run_that_never_started_is_recorded_as_failed(
     assert "runningAtMs" not in services.cron.get_job(job_id)["state"]
 
 
+@pytest.mark.atomic_table  # a node answers at once: its answer races the turn's wait registering its token
 def test_max_concurrent_runs_counts_the_runs_still_going(
     agent: Any, connect: Any, sender: Any, services: Any, llm: FakeLLM
 ) -> None:

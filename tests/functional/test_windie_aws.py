@@ -384,6 +384,7 @@ def test_an_install_reaches_nothing_of_the_owners_workspace(token, flows, sender
     assert found is not None and found[0] == b"OWNER_DAILY"
 
 
+@pytest.mark.atomic_table  # a node answers at once: its answer races the turn's wait registering its token
 def test_a_node_tool_that_came_later_is_never_sent_to_the_client(token, flows, sender, services, agent, llm, connect):
     llm.responder = rules.respond
     bash = {"name": "laptop__Bash", "description": "mine", "schema": {"type": "object"}}
