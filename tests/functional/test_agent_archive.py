@@ -19,7 +19,7 @@ import boto3
 import pytest
 from orbital.cli.main import main
 from orbital.local.portable import TableItems, WorkspaceObjects
-from orbital.local.store import local_state
+from orbital.local.server import local_state
 from orbital.runtime.services import use_services
 from orbital.store import agent_archive, keys, portable
 from orbital.store.portable_aws import DynamoItems, S3Objects

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from orbital.local.portable import TableItems, WorkspaceObjects
-from orbital.local.store import local_state
+from orbital.local.server import local_state
 from orbital.store import keys, portable
 
 from tests.conftest import FakeSender, Rpc, reset_caches

@@ -24,7 +24,8 @@ import boto3
 import pytest
 from orbital.cli.main import main
 from orbital.local.portable import TableItems, WorkspaceObjects
-from orbital.local.store import LocalStore, local_state
+from orbital.local.server import local_state
+from orbital.local.store import LocalStore
 from orbital.store import keys, portable, portable_aws, portable_import
 from orbital.store.portable_aws import DynamoItems, S3Objects
 

@@ -131,7 +131,7 @@ def _ask_gateway(running: dict[str, Any], data_dir: Path, timeout: float) -> dic
 def _take_here(args: argparse.Namespace, data_dir: Path) -> tuple[dict[str, Any], str]:
     # lazy: the parser of every `orbital` command imports this module; only this one needs these
     from orbital.local.backup import settings_of, take
-    from orbital.local.store import StartupError, local_state
+    from orbital.local.server import StartupError, local_state
 
     if not data_dir.is_dir():
         raise BackupCommandError(f"{data_dir}: no such data directory")

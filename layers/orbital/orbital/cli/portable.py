@@ -13,7 +13,7 @@ cron jobs, heartbeat, usage history, no secret), and import brings such an archi
 (refused if that agent exists, unless `--replace`). An agent archive is recognised by its manifest, so `orbital
 import` needs no `--agent` for it.
 
-A local data directory is opened in this process (`orbital.local.store.local_state`: its table and workspace,
+A local data directory is opened in this process (`orbital.local.server.local_state`: its table and workspace,
 `orbital.local.portable`): taken for the time of the command when no gateway runs on it, else, for an export,
 read beside the gateway that runs there (named by the `runtime.json` it wrote, whose process is alive). An import
 into a data directory is refused while a gateway runs on it. A stack's table and bucket are its outputs
@@ -368,7 +368,7 @@ def _local(data_dir: Path, *, writing: bool) -> Iterator[Store]:
     gateway (which goes on serving)."""
     # lazy: only this command needs it (boto3, the archive, the local store)
     from orbital.local.portable import TableItems, WorkspaceObjects
-    from orbital.local.store import StartupError, local_state
+    from orbital.local.server import StartupError, local_state
 
     running = running_gateway(data_dir)
     with contextlib.ExitStack() as stack:

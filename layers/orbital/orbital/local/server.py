@@ -1,56 +1,41 @@
 """`orbital dev`: the whole gateway in one process, no AWS account, no Docker.
 
 The table on SQLite and the workspace on files in a data directory (`orbital.local.store`), the Step Functions
-interpreter, the API-Gateway-like WebSocket bridge and the FastAPI app on one port. Only `orbital dev` (and the
-tests that run a gateway in process) load this module, so it imports the gateway's parts at the top; the tools that
-open a data directory without a gateway (`orbital export`, `import`, `backup`) use `orbital.local.store.local_state`.
+interpreter, the API-Gateway-like WebSocket bridge and the FastAPI app on one port. `local_state` opens a data
+directory's state without a gateway, for the tools that read or write it (`orbital export` / `orbital import`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import ipaddress
-import json
 import logging
 import os
-import signal
 import socket
 import threading
 import time
-import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import uvicorn
-
-from orbital.agent.seed import ensure_seeded
-from orbital.aws.clients import reset_clients
 from orbital.local import frontdoor, peer_uid, ttl
-from orbital.local import template as tpl
-from orbital.local.backup import LocalBackups
-from orbital.local.bridge import Bridge, websocket_protocol
-from orbital.local.object_urls import ObjectRoute, mount
-from orbital.local.restart import end_interrupted
-from orbital.local.services import build_local_services
-from orbital.local.stack import LocalStack
-from orbital.local.store import DataDirLockedError, LocalStore, StartupError
-from orbital.local.template import websocket_routes
-from orbital.local.xeno_socket import XenoSocket, XenoSocketInUseError, lifespan
 from orbital.protocol import local_token
-from orbital.rest.app import create_app
-from orbital.runtime.gateway import greet
-from orbital.runtime.services import reset_services, use_services
-from orbital.settings import ENV_AGENT_TURN_SFN, ENV_DEFERRED_SFN, get_settings, reset_settings
 from orbital.store.backends import private
-from orbital.store.backends.files import FileWorkspace
+
+if TYPE_CHECKING:
+    from orbital.local.store import LocalStore
 
 log = logging.getLogger("orbital.local")
 
 LOCAL_TABLE = "orbital-local"
 LOCAL_BUCKET = "orbital-local-workspace"
 STAGE = "local"
+
+
+class StartupError(RuntimeError):
+    pass
 
 
 def is_loopback(host: str) -> bool:
@@ -194,6 +179,9 @@ class LocalGateway:
     def prepare(self) -> None:
         """Open the data directory's store, start the Step Functions interpreter, configure the handlers."""
         self.check()
+        # lazy: every `orbital` command loads this module; the gateway's parts load when one starts
+        from orbital.local.stack import LocalStack
+
         self._bind()  # bound here and handed to uvicorn, so no other process can take it in between
         self._umask = os.umask(0o077)  # every file this gateway writes is its owner's alone (restored at shutdown)
         self._open_store()
@@ -212,12 +200,18 @@ class LocalGateway:
             self._make_xeno()
         self.sender.bridge = self.bridge
         if self.options.persist:
+            # lazy: every `orbital` command loads this module; the gateway's parts load when one starts
+            from orbital.local.restart import end_interrupted
+
             end_interrupted(self.services)
         self._start_schedules()
         self._write_runtime()
 
     def _open_store(self) -> None:
         """The data directory's table and workspace, the directory taken (and made private) for this gateway."""
+        # lazy: every `orbital` command loads this module; the gateway's parts load when one starts
+        from orbital.local.store import DataDirLockedError, LocalStore
+
         tightened = private.make_private(self.data_dir)
         if tightened:
             log.warning("%s was readable by other users: made it private (%s)", self.data_dir, tightened)
@@ -234,7 +228,15 @@ class LocalGateway:
     def _compose(self) -> None:
         """This gateway's Services, from its composition root (`orbital.local.services`), installed for the
         handlers it invokes; with persistence, the data directory's backups (ADR 0047) among them."""
+        # lazy: every `orbital` command loads this module; the gateway's parts load when one starts
+        from orbital.local.services import build_local_services
+        from orbital.runtime.services import use_services
+        from orbital.settings import get_settings
+
         if self.options.persist:
+            # lazy: every `orbital` command loads this module; the gateway's parts load when one starts
+            from orbital.local.backup import LocalBackups
+
             self.backups = LocalBackups(self.store, self.data_dir, lambda: self.services.config.effective())
         self.services = build_local_services(
             get_settings(), self.store, workflows=self.stack.workflows, backups=self.backups
@@ -244,6 +246,12 @@ class LocalGateway:
 
     def _make_bridge(self) -> Any:
         """The API-Gateway-like WebSocket bridge, with the HTTP app mounted beside it."""
+        # lazy: every `orbital` command loads this module; the gateway's parts load when one starts
+        from orbital.local.bridge import Bridge
+        from orbital.local.template import websocket_routes
+        from orbital.rest.app import create_app
+        from orbital.runtime.gateway import greet
+
         return Bridge(
             self.stack.functions.invoke,
             websocket_routes(self.stack.template),
@@ -260,6 +268,9 @@ class LocalGateway:
         )
 
     def _make_xeno(self) -> None:
+        # lazy: every `orbital` command loads this module; the gateway's parts load when one starts
+        from orbital.local.xeno_socket import XenoSocket, XenoSocketInUseError
+
         self.xeno = XenoSocket(self.options.xeno_home or self.data_dir, self.bridge, self.token)
         try:
             self.xeno.check()
@@ -269,6 +280,9 @@ class LocalGateway:
 
     def _start_schedules(self) -> None:
         """The scheduled functions and the housekeeping (`Ticker`), and the backups' schedule."""
+        # lazy: every `orbital` command loads this module; the gateway's parts load when one starts
+        from orbital.local import template as tpl
+
         if self.options.tick_interval > 0:
             self.ticker = Ticker(
                 self.stack.functions,
@@ -283,6 +297,9 @@ class LocalGateway:
 
     def _delete_expired(self) -> int:
         """DynamoDB's TTL deletes, locally (`orbital.local.ttl`)."""
+        # lazy: every `orbital` command loads this module; the gateway's parts load when one starts
+        from orbital.local import template as tpl
+
         attribute = tpl.ttl_attribute(self.stack.template) if self.stack is not None else None
         return ttl.sweep(self.services.table, attribute, time.time()) if attribute else 0
 
@@ -292,6 +309,8 @@ class LocalGateway:
 
     def _write_runtime(self) -> None:
         """Where this gateway listens (for `orbital` tooling on the same machine)."""
+        import json
+
         info = {"pid": os.getpid(), "wsUrl": self.ws_url, "httpUrl": self.http_url}
         private.write_private(self.runtime_file, json.dumps(info, indent=2).encode())
         self._runtime_written = True
@@ -320,7 +339,12 @@ class LocalGateway:
         for var in ("AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_ENDPOINT_URL"):
             os.environ.pop(var, None)
         os.environ.update(env)
+        import warnings
+
         warnings.filterwarnings("ignore", message="No application metrics to publish")
+        # lazy: every `orbital` command loads this module; the gateway's parts load when one starts
+        from orbital.settings import ENV_AGENT_TURN_SFN, ENV_DEFERRED_SFN
+
         machine_env = {"DeferredCallStateMachine": ENV_DEFERRED_SFN, "AgentTurnStateMachine": ENV_AGENT_TURN_SFN}
         for logical_id, arn in self.stack.state_machine_arns.items():
             if logical_id in machine_env:
@@ -330,19 +354,37 @@ class LocalGateway:
         else:
             os.environ.pop("ORBITAL_AUTH_TOKEN", None)
         os.environ.pop("ORBITAL_REQUIRE_TOKEN", None)
+        # lazy: every `orbital` command loads this module; the gateway's parts load when one starts
+        from orbital.aws.clients import reset_clients
+        from orbital.runtime.services import reset_services
+        from orbital.settings import reset_settings
+
         reset_settings()
         reset_clients()
         reset_services()
 
     def _seed(self) -> None:
+        try:
+            # lazy: every `orbital` command loads this module; the gateway's parts load when one starts
+            from orbital.agent.seed import ensure_seeded
+        except ImportError:
+            return
         written = ensure_seeded(self.services)
         if written:
             log.info("seeded the workspace: %s", ", ".join(written))
 
     def _uvicorn(self) -> Any:
+        import uvicorn
+
+        # lazy: every `orbital` command loads this module; the gateway's parts load when one starts
+        from orbital.local.bridge import websocket_protocol
+
         app = self._with_object_urls(self.bridge.app())
         app = frontdoor.guard(app, mode=self.auth, on_refused=self._refused)
         if self.xeno is not None:
+            # lazy: every `orbital` command loads this module; the gateway's parts load when one starts
+            from orbital.local.xeno_socket import lifespan
+
             app = lifespan(app, [self.xeno.start], [self.xeno.stop])
         config = uvicorn.Config(
             app,
@@ -362,6 +404,10 @@ class LocalGateway:
 
     def _with_object_urls(self, app: Any) -> Any:
         """`app`, serving the presigned URLs of the workspace under `/_objects/` when it is on files."""
+        # lazy: every `orbital` command loads this module; the gateway's parts load when one starts
+        from orbital.local.object_urls import ObjectRoute, mount
+        from orbital.store.backends.files import FileWorkspace
+
         workspace = self.services.workspace
         return mount(app, ObjectRoute(workspace)) if isinstance(workspace, FileWorkspace) else app
 
@@ -403,6 +449,7 @@ class LocalGateway:
 
     def serve_forever(self) -> None:
         """Run in the foreground until Ctrl-C / SIGTERM, then save state and stop."""
+        import signal
 
         def _terminate(_signum: int, _frame: Any) -> None:
             raise KeyboardInterrupt
@@ -469,6 +516,9 @@ class LocalGateway:
             self.stack.stop()
             self.stack = None
         if self.services is not None:
+            # lazy: every `orbital` command loads this module; the gateway's parts load when one starts
+            from orbital.runtime.services import use_services
+
             use_services(None)
             self.services = None
         if self.store is not None:
@@ -532,6 +582,35 @@ class Ticker:
                     self.housekeeping()
                 except Exception:
                     log.exception("housekeeping failed")
+
+
+@contextlib.contextmanager
+def local_state(data_dir: Path, *, exclusive: bool = True) -> Iterator[LocalStore]:
+    """The table and workspace kept in `data_dir`, opened in this process without a gateway: for tools that read them
+    (`orbital export`) or write them (`orbital import`); closed when the block ends. `exclusive`: the directory is
+    taken (StartupError when a gateway or another tool has it), created or tightened to its owner as the gateway does
+    it; off: opened beside the gateway running on it, to read. What is written is on disk when it returns, and
+    readable by its owner only."""
+    # lazy: every `orbital` command loads this module; the gateway's parts load when one starts
+    from orbital.local.store import DataDirLockedError, LocalStore
+
+    data_dir = data_dir.expanduser()
+    umask = os.umask(0o077)
+    try:
+        if exclusive:
+            tightened = private.make_private(data_dir)
+            if tightened:
+                log.warning("%s was readable by other users: made it private (%s)", data_dir, tightened)
+        try:
+            store = LocalStore.open(data_dir, exclusive=exclusive)
+        except DataDirLockedError as exc:
+            raise StartupError(str(exc)) from None
+        try:
+            yield store
+        finally:
+            store.close()
+    finally:
+        os.umask(umask)
 
 
 def _listen(host: str, port: int = 0) -> socket.socket:

@@ -12,12 +12,11 @@ A directory written by an earlier version (its state kept under `state/`) is con
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,12 +28,6 @@ from orbital.store.backends.sqlite import SqliteTable
 DATABASE_FILE = "orbital.sqlite3"
 OBJECTS_DIR = "objects"
 LOCK_FILE = "lock"
-
-log = logging.getLogger("orbital.local")
-
-
-class StartupError(RuntimeError):
-    """The local gateway (or a tool opening its data directory) cannot start, for the reason it says."""
 
 
 class DataDirLockedError(RuntimeError):
@@ -152,29 +145,3 @@ class LocalStore:
                     self._lock_fd = None
                 if self._temporary:
                     shutil.rmtree(self.root, ignore_errors=True)
-
-
-@contextlib.contextmanager
-def local_state(data_dir: Path, *, exclusive: bool = True) -> Iterator[LocalStore]:
-    """The table and workspace kept in `data_dir`, opened in this process without a gateway: for tools that read them
-    (`orbital export`) or write them (`orbital import`); closed when the block ends. `exclusive`: the directory is
-    taken (StartupError when a gateway or another tool has it), created or tightened to its owner as the gateway does
-    it; off: opened beside the gateway running on it, to read. What is written is on disk when it returns, and
-    readable by its owner only."""
-    data_dir = data_dir.expanduser()
-    umask = os.umask(0o077)
-    try:
-        if exclusive:
-            tightened = private.make_private(data_dir)
-            if tightened:
-                log.warning("%s was readable by other users: made it private (%s)", data_dir, tightened)
-        try:
-            store = LocalStore.open(data_dir, exclusive=exclusive)
-        except DataDirLockedError as exc:
-            raise StartupError(str(exc)) from None
-        try:
-            yield store
-        finally:
-            store.close()
-    finally:
-        os.umask(umask)
