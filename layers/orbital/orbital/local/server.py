@@ -3,6 +3,10 @@
 The table on SQLite and the workspace on files in a data directory (`orbital.local.store`), the Step Functions
 interpreter, the API-Gateway-like WebSocket bridge and the FastAPI app on one port. `local_state` opens a data
 directory's state without a gateway, for the tools that read or write it (`orbital export` / `orbital import`).
+
+The gateway's parts are imported inside the methods that use them, for two reasons: `orbital export`, `import` and
+`backup` load this module for `local_state` alone, and the parts that take Powertools' settings when first imported
+(the service's logger and metrics: level, service name, metrics off) must come after `_environment` has set them.
 """
 
 from __future__ import annotations
@@ -179,7 +183,7 @@ class LocalGateway:
     def prepare(self) -> None:
         """Open the data directory's store, start the Step Functions interpreter, configure the handlers."""
         self.check()
-        # lazy: every `orbital` command loads this module; the gateway's parts load when one starts
+        # lazy: see the module's docstring
         from orbital.local.stack import LocalStack
 
         self._bind()  # bound here and handed to uvicorn, so no other process can take it in between
@@ -200,7 +204,7 @@ class LocalGateway:
             self._make_xeno()
         self.sender.bridge = self.bridge
         if self.options.persist:
-            # lazy: every `orbital` command loads this module; the gateway's parts load when one starts
+            # lazy: see the module's docstring
             from orbital.local.restart import end_interrupted
 
             end_interrupted(self.services)
@@ -209,7 +213,7 @@ class LocalGateway:
 
     def _open_store(self) -> None:
         """The data directory's table and workspace, the directory taken (and made private) for this gateway."""
-        # lazy: every `orbital` command loads this module; the gateway's parts load when one starts
+        # lazy: see the module's docstring
         from orbital.local.store import DataDirLockedError, LocalStore
 
         tightened = private.make_private(self.data_dir)
@@ -228,13 +232,13 @@ class LocalGateway:
     def _compose(self) -> None:
         """This gateway's Services, from its composition root (`orbital.local.services`), installed for the
         handlers it invokes; with persistence, the data directory's backups (ADR 0047) among them."""
-        # lazy: every `orbital` command loads this module; the gateway's parts load when one starts
+        # lazy: see the module's docstring
         from orbital.local.services import build_local_services
         from orbital.runtime.services import use_services
         from orbital.settings import get_settings
 
         if self.options.persist:
-            # lazy: every `orbital` command loads this module; the gateway's parts load when one starts
+            # lazy: see the module's docstring
             from orbital.local.backup import LocalBackups
 
             self.backups = LocalBackups(self.store, self.data_dir, lambda: self.services.config.effective())
@@ -246,7 +250,7 @@ class LocalGateway:
 
     def _make_bridge(self) -> Any:
         """The API-Gateway-like WebSocket bridge, with the HTTP app mounted beside it."""
-        # lazy: every `orbital` command loads this module; the gateway's parts load when one starts
+        # lazy: see the module's docstring
         from orbital.local.bridge import Bridge
         from orbital.local.template import websocket_routes
         from orbital.rest.app import create_app
@@ -268,7 +272,7 @@ class LocalGateway:
         )
 
     def _make_xeno(self) -> None:
-        # lazy: every `orbital` command loads this module; the gateway's parts load when one starts
+        # lazy: see the module's docstring
         from orbital.local.xeno_socket import XenoSocket, XenoSocketInUseError
 
         self.xeno = XenoSocket(self.options.xeno_home or self.data_dir, self.bridge, self.token)
@@ -280,7 +284,7 @@ class LocalGateway:
 
     def _start_schedules(self) -> None:
         """The scheduled functions and the housekeeping (`Ticker`), and the backups' schedule."""
-        # lazy: every `orbital` command loads this module; the gateway's parts load when one starts
+        # lazy: see the module's docstring
         from orbital.local import template as tpl
 
         if self.options.tick_interval > 0:
@@ -297,7 +301,7 @@ class LocalGateway:
 
     def _delete_expired(self) -> int:
         """DynamoDB's TTL deletes, locally (`orbital.local.ttl`)."""
-        # lazy: every `orbital` command loads this module; the gateway's parts load when one starts
+        # lazy: see the module's docstring
         from orbital.local import template as tpl
 
         attribute = tpl.ttl_attribute(self.stack.template) if self.stack is not None else None
@@ -342,7 +346,7 @@ class LocalGateway:
         import warnings
 
         warnings.filterwarnings("ignore", message="No application metrics to publish")
-        # lazy: every `orbital` command loads this module; the gateway's parts load when one starts
+        # lazy: see the module's docstring
         from orbital.settings import ENV_AGENT_TURN_SFN, ENV_DEFERRED_SFN
 
         machine_env = {"DeferredCallStateMachine": ENV_DEFERRED_SFN, "AgentTurnStateMachine": ENV_AGENT_TURN_SFN}
@@ -354,7 +358,7 @@ class LocalGateway:
         else:
             os.environ.pop("ORBITAL_AUTH_TOKEN", None)
         os.environ.pop("ORBITAL_REQUIRE_TOKEN", None)
-        # lazy: every `orbital` command loads this module; the gateway's parts load when one starts
+        # lazy: see the module's docstring
         from orbital.aws.clients import reset_clients
         from orbital.runtime.services import reset_services
         from orbital.settings import reset_settings
@@ -365,7 +369,7 @@ class LocalGateway:
 
     def _seed(self) -> None:
         try:
-            # lazy: every `orbital` command loads this module; the gateway's parts load when one starts
+            # lazy: see the module's docstring
             from orbital.agent.seed import ensure_seeded
         except ImportError:
             return
@@ -376,13 +380,13 @@ class LocalGateway:
     def _uvicorn(self) -> Any:
         import uvicorn
 
-        # lazy: every `orbital` command loads this module; the gateway's parts load when one starts
+        # lazy: see the module's docstring
         from orbital.local.bridge import websocket_protocol
 
         app = self._with_object_urls(self.bridge.app())
         app = frontdoor.guard(app, mode=self.auth, on_refused=self._refused)
         if self.xeno is not None:
-            # lazy: every `orbital` command loads this module; the gateway's parts load when one starts
+            # lazy: see the module's docstring
             from orbital.local.xeno_socket import lifespan
 
             app = lifespan(app, [self.xeno.start], [self.xeno.stop])
@@ -404,7 +408,7 @@ class LocalGateway:
 
     def _with_object_urls(self, app: Any) -> Any:
         """`app`, serving the presigned URLs of the workspace under `/_objects/` when it is on files."""
-        # lazy: every `orbital` command loads this module; the gateway's parts load when one starts
+        # lazy: see the module's docstring
         from orbital.local.object_urls import ObjectRoute, mount
         from orbital.store.backends.files import FileWorkspace
 
@@ -516,7 +520,7 @@ class LocalGateway:
             self.stack.stop()
             self.stack = None
         if self.services is not None:
-            # lazy: every `orbital` command loads this module; the gateway's parts load when one starts
+            # lazy: see the module's docstring
             from orbital.runtime.services import use_services
 
             use_services(None)
@@ -591,7 +595,7 @@ def local_state(data_dir: Path, *, exclusive: bool = True) -> Iterator[LocalStor
     taken (StartupError when a gateway or another tool has it), created or tightened to its owner as the gateway does
     it; off: opened beside the gateway running on it, to read. What is written is on disk when it returns, and
     readable by its owner only."""
-    # lazy: every `orbital` command loads this module; the gateway's parts load when one starts
+    # lazy: see the module's docstring
     from orbital.local.store import DataDirLockedError, LocalStore
 
     data_dir = data_dir.expanduser()
