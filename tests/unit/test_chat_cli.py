@@ -311,3 +311,27 @@ def test_other_commands_do_not_load_the_terminal_libraries():
 def test_the_tool_mark_falls_back_to_ascii(encoding, gear):
     stream = io.TextIOWrapper(io.BytesIO(), encoding=encoding) if encoding else io.StringIO()
     assert views._gear(stream) == gear
+
+
+def test_the_terminal_modes_are_changed_inside_and_restored_after_on_a_real_terminal() -> None:
+    import os
+    import pty
+    import termios
+
+    from orbital.cli.chat.terminal import _local_modes, line_input
+
+    controller, terminal = pty.openpty()
+    try:
+        before = termios.tcgetattr(terminal)[3]
+        with _local_modes(terminal, off=termios.ECHO):
+            assert not termios.tcgetattr(terminal)[3] & termios.ECHO
+            with line_input(terminal):  # a question asked while a reply streams: echo and whole lines again
+                modes = termios.tcgetattr(terminal)[3]
+                assert modes & termios.ECHO and modes & termios.ICANON
+            assert not termios.tcgetattr(terminal)[3] & termios.ECHO
+        assert termios.tcgetattr(terminal)[3] == before
+        with _local_modes(controller + 1000, off=termios.ECHO):  # no terminal there: nothing to change, no error
+            pass
+    finally:
+        os.close(controller)
+        os.close(terminal)

@@ -11,19 +11,11 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, Any
 
-from orbital.cli.chat.connection import (
-    ChatConnection,
-)
+from orbital.cli.chat.connection import ChatConnection
 from orbital.cli.chat.driver import POLL_S
-from orbital.cli.chat.messages import (
-    TerminalDecision,
-    approval_of,
-)
-
-if TYPE_CHECKING:
-    pass
+from orbital.cli.chat.messages import TerminalDecision, approval_of
 
 
 def _err(text: str) -> None:
@@ -45,20 +37,19 @@ def interrupt_flag() -> Iterator[threading.Event]:
 
 
 @contextlib.contextmanager
-def keys_not_echoed() -> Iterator[None]:
-    """While a reply streams, keys typed on the terminal are not echoed (they would tear the live area); Ctrl-C
-    still sends SIGINT and typed-ahead text waits for the next prompt."""
+def _local_modes(fd: int, *, on: int = 0, off: int = 0) -> Iterator[None]:
+    """While inside, the terminal on `fd` has the local modes `on` set and `off` cleared, as they were after; where
+    there is no terminal (no termios on Windows, a pipe or a pseudo-file as stdin) nothing changes."""
     try:
         import termios
 
-        fd = sys.stdin.fileno()
         if not os.isatty(fd):
             raise OSError("not a terminal")
         saved = termios.tcgetattr(fd)
-        quiet = list(saved)
-        quiet[3] &= ~(termios.ECHO | getattr(termios, "ECHOCTL", 0))
-        termios.tcsetattr(fd, termios.TCSANOW, quiet)
-    except Exception:  # no termios (Windows), no terminal, a pseudo-file as stdin
+        changed = list(saved)
+        changed[3] = (changed[3] | on) & ~off
+        termios.tcsetattr(fd, termios.TCSANOW, changed)
+    except Exception:
         yield
         return
     try:
@@ -69,24 +60,34 @@ def keys_not_echoed() -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def keys_not_echoed() -> Iterator[None]:
+    """While a reply streams, keys typed on the terminal are not echoed (they would tear the live area); Ctrl-C
+    still sends SIGINT and typed-ahead text waits for the next prompt."""
+    try:
+        import termios
+
+        fd = sys.stdin.fileno()
+        off = termios.ECHO | getattr(termios, "ECHOCTL", 0)
+    except Exception:  # no termios (Windows), a pseudo-file as stdin
+        yield
+        return
+    with _local_modes(fd, off=off):
+        yield
+
+
+@contextlib.contextmanager
 def line_input(fd: int) -> Iterator[None]:
     """While inside, the terminal echoes keys and hands over whole lines (an answer typed at a question), whatever
     `keys_not_echoed` set around it."""
     try:
         import termios
 
-        saved = termios.tcgetattr(fd)
-        typing = list(saved)
-        typing[3] |= termios.ECHO | termios.ICANON
-        termios.tcsetattr(fd, termios.TCSANOW, typing)
-    except Exception:  # not a terminal
+        on = termios.ECHO | termios.ICANON
+    except Exception:  # no termios (Windows)
         yield
         return
-    try:
+    with _local_modes(fd, on=on):
         yield
-    finally:
-        with contextlib.suppress(Exception):
-            termios.tcsetattr(fd, termios.TCSANOW, saved)
 
 
 APPROVE_ANSWERS = frozenset({"y", "yes", "approve", "ok"})
