@@ -9,15 +9,11 @@ import queue
 import threading
 import time
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from orbital import __version__
 from orbital.protocol.frames import fragments
 from orbital.protocol.local_token import redact_url
-
-if TYPE_CHECKING:
-    pass
-
 
 RPC_TIMEOUT = 30.0
 KEEPALIVE_S = 240.0

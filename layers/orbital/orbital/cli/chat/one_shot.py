@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from orbital.cli.chat.connection import (
     ChatConnection,
@@ -20,9 +20,6 @@ from orbital.cli.chat.terminal import (
     interrupt_flag,
 )
 from orbital.cli.chat.views import PlainView, QuietView, RichView
-
-if TYPE_CHECKING:
-    pass
 
 
 def resumes_run(result: dict[str, Any]) -> bool:
