@@ -6,6 +6,7 @@ approval engine, the scripted model and the fake Bot API over loopback HTTP."""
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -135,6 +136,33 @@ def test_a_paused_run_asks_in_its_chat_and_a_button_press_answers(
     methods = [c.method for c in tg.calls]
     assert methods.index("answerCallbackQuery") < methods.index("editMessageText")  # the spinner stops first
     assert 'Reply with "yes"' not in edit.params["text"]
+
+
+def test_a_press_before_telegram_has_answered_the_prompt_counts_and_edits_it_once(
+    gateway: Any, http: Any, tg: FakeTelegram, llm: Any, agent: Any
+) -> None:
+    """The button can be pressed before the gateway has heard back from sendMessage (the message id is not known
+    yet): the press is still the owner's answer, and the prompt is edited once its id is known."""
+    answered_send = tg.hold("sendMessage", when=lambda params: "reply_markup" in params)
+    llm.script(reply("Writing it down.", tool_calls=[WRITE]), reply("Done: it is on the list."))
+    inbound = threading.Thread(target=post, args=(http, ft.private_text("put milk on my list", message_id=71)))
+    inbound.start()
+    try:
+        prompt = prompt_of(tg)  # sent, its answer held
+        pressed = post(http, ft.callback_query(button(prompt, "Approve"), message_of(tg, prompt)))
+        assert pressed.status_code == 200
+        (answered,) = wait_for(lambda: tg.calls_to("answerCallbackQuery"))
+        assert answered.params.get("text") == "Approved."
+        assert not tg.calls_to("editMessageText")  # no message id to edit yet
+    finally:
+        answered_send.set()
+        inbound.join(timeout=30)
+    wait_for(lambda: "Done: it is on the list." in sent_texts(tg))
+    assert written(agent)
+    (edit,) = wait_for(lambda: tg.calls_to("editMessageText"))
+    assert edit.params["message_id"] == message_of(tg, prompt)["message_id"]
+    assert edit.params["text"].endswith("Approved by Ada Lovelace (telegram).")
+    assert len(tg.calls_to("editMessageText")) == 1
 
 
 def test_a_redelivered_press_resolves_once(gateway: Any, http: Any, tg: FakeTelegram, llm: Any, agent: Any) -> None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import itertools
 import json
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -75,6 +76,9 @@ class FakeTelegram:
         self.webhooks: dict[str, Webhook] = {}
         self.messages: dict[tuple[str, int], dict[str, Any]] = {}
         """What the bot sent, by (chat id, message id), as edited since."""
+        self.held: dict[str, tuple[threading.Event, Callable[[dict[str, Any]], bool]]] = {}
+        """Methods whose answers wait (the call is recorded and carried out first) until their event is set: those
+        of their calls whose parameters the predicate accepts."""
         self._message_ids = itertools.count(1000)
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -124,6 +128,13 @@ class FakeTelegram:
         stored = StoredFile(file_id, data, file_path or f"documents/{file_id}.bin", file_size)
         self.files[file_id] = stored
         return stored
+
+    def hold(self, method: str, when: Callable[[dict[str, Any]], bool] = lambda _: True) -> threading.Event:
+        """Answers to the calls of `method` that `when` accepts wait until the returned event is set (at most 30 s):
+        the call has been made and recorded, its caller has not heard back yet."""
+        event = threading.Event()
+        self.held[method] = (event, when)
+        return event
 
     def webhook(self, token: str = TOKEN) -> Webhook:
         return self.webhooks.setdefault(token, Webhook())
@@ -293,6 +304,9 @@ class FakeTelegram:
                     with fake._lock:
                         fake.calls.append(Call(method, token, params, content_type, path))
                     status, answer = fake._answer(method, token, params)
+                    held = fake.held.get(method)
+                    if held is not None and held[1](params):
+                        held[0].wait(timeout=30)
                     self._send(status, json.dumps(answer).encode(), "application/json")
                     return
                 self._send(404, b'{"ok":false,"error_code":404,"description":"Not Found"}', "application/json")

@@ -305,6 +305,25 @@ def load(services: Services, approval_id: str) -> tuple[dict[str, Any], str] | N
     return dict(rec.data), str(rec.attrs.get("st") or PENDING)
 
 
+def load_resolution(services: Services, approval_id: str) -> dict[str, Any] | None:
+    """How an approval was decided (`approvalId`, `decision`, `by`, `via`, `decidedAt`), or None while it is
+    pending (or unknown)."""
+    rec = services.table.get(keys.approval(approval_id))
+    if rec is None or str(rec.attrs.get("st") or PENDING) == PENDING:
+        return None
+    try:
+        by = json.loads(str(rec.attrs.get("by") or "{}"))
+    except ValueError:
+        by = {}
+    return {
+        "approvalId": approval_id,
+        "decision": rec.attrs.get("st"),
+        "by": by if isinstance(by, dict) else {},
+        "via": rec.attrs.get("via"),
+        "decidedAt": rec.attrs.get("decidedAt"),
+    }
+
+
 def _with_state(rec: Any) -> dict[str, Any]:
     return {**rec.data, "state": str(rec.attrs.get("st") or PENDING)}
 

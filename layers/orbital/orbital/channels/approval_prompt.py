@@ -12,10 +12,12 @@ owner answers elsewhere.
 
 A button's `callback_data` is `ap:{approvalId}:{a|d}:{mac}`: 30 bytes (Telegram allows 64), the mac the first 16 hex
 digits of an HMAC-SHA256 of the rest keyed with the account's webhook secret, so no client can forge a press for
-another approval or turn a Deny into an Approve. A press is also checked against the message the prompt was posted
-as (stored per approval: `keys.approval_prompt`), answered with `answerCallbackQuery` once even when Telegram
-delivers the update again, and the message is edited to show the decision and who made it when the approval is
-resolved, wherever that happened (`Hooks.on_approval_resolved`: the console, the CLI, a typed `yes`, a button).
+another approval or turn a Deny into an Approve. A press is also checked against the chat the prompt went to and
+the message it was posted as (stored per approval, `keys.approval_prompt`: before it is sent, since a press can come
+back before Telegram's answer does, and its message id once that answer is in), answered with `answerCallbackQuery`
+once even when Telegram delivers the update again, and the message is edited once to show the decision and who made
+it when the approval is resolved, wherever that happened (`Hooks.on_approval_resolved`: the console, the CLI, a typed
+`yes`, a button), or as soon as its message id is known when the decision came first.
 """
 
 from __future__ import annotations
@@ -33,7 +35,8 @@ from orbital.channels import delivery, inbound
 from orbital.channels.adapters import is_passing
 from orbital.channels.base import ChannelError, Outbound
 from orbital.domain.config import as_dict
-from orbital.errors import RpcError
+from orbital.errors import ConflictError, RpcError
+from orbital.store import conditions as cond
 from orbital.store import keys
 
 if TYPE_CHECKING:
@@ -189,17 +192,23 @@ def _post(services: Services, approval: dict[str, Any], target: dict[str, Any]) 
     if adapter is None or not secret or not answerable or not re.fullmatch(r"[0-9a-f]{8}", approval_id):
         delivery.send(services, target, text, session_key=str(approval.get("sessionKey") or ""))
         return
-    message = Outbound(account_id, as_dict(target.get("peer")), text, target.get("replyToId"))
-    posted = adapter.send_buttons(services, message, keyboard(secret, approval_id))
-    if posted is None:
-        return
+    peer = as_dict(target.get("peer"))
     expires_ms = approval.get("expiresAt")
     expires_s = int(expires_ms) // 1000 if isinstance(expires_ms, int | float) else int(time.time())
+    key = keys.approval_prompt(approval_id, channel)
+    # recorded before it is sent: a press can come back before `send_buttons` returns; the message id follows
     services.table.put(
-        keys.approval_prompt(approval_id, channel),
-        {"accountId": account_id, "chatId": posted[0], "messageId": posted[1], "prompt": text},
-        ttl=expires_s + PROMPT_TTL_S,
+        key, {"accountId": account_id, "chatId": str(peer.get("id")), "prompt": text}, ttl=expires_s + PROMPT_TTL_S
     )
+    posted = adapter.send_buttons(
+        services, Outbound(account_id, peer, text, target.get("replyToId")), keyboard(secret, approval_id)
+    )
+    if posted is None:
+        return
+    services.table.update(key, set_attrs={"chat": posted[0], "msg": posted[1]}, return_values="NONE")
+    decided = approvals.load_resolution(services, approval_id)
+    if decided is not None:  # answered before the message id was known: `_edit` found nothing to edit then
+        _edit(services, approval_id, decided)
 
 
 def on_resolved(services: Services, approval: dict[str, Any], resolution: dict[str, Any]) -> None:
@@ -216,14 +225,23 @@ def on_resolved(services: Services, approval: dict[str, Any], resolution: dict[s
 
 
 def _edit(services: Services, approval_id: str, resolution: dict[str, Any]) -> None:
+    """The prompt's message shows the decision and loses its buttons: once, by whichever of the resolution's hook
+    and the prompt's sender (when the decision came first) gets to claim it, and only once its message id is known."""
+    key = keys.approval_prompt(approval_id, TELEGRAM)
+    claim = cond.all_of(cond.exists("msg"), cond.not_exists("edited"))
     try:
-        found = services.table.get(keys.approval_prompt(approval_id, TELEGRAM))
+        try:
+            found = services.table.update(key, set_attrs={"edited": 1}, condition=claim)
+        except ConflictError:
+            return  # not posted (yet), or edited already
         if found is None:
             return
         data = found.data
         adapter = _telegram()
         api = adapter.api(services, str(data.get("accountId") or "default"))
-        api.edit_message_text(data["chatId"], int(data["messageId"]), decided_text(str(data.get("prompt")), resolution))
+        api.edit_message_text(
+            found.attrs["chat"], int(found.attrs["msg"]), decided_text(str(data.get("prompt")), resolution)
+        )
     except Exception as exc:
         log.warning(
             "editing the approval prompt %s failed: %s",
@@ -283,8 +301,8 @@ def _pressed(
     if (
         found is None
         or str(found.data.get("accountId")) != account_id
-        or str(found.data.get("chatId")) != str(chat.get("id"))
-        or str(found.data.get("messageId")) != str(message.get("message_id"))
+        or str(found.attrs.get("chat") or found.data.get("chatId")) != str(chat.get("id"))
+        or ("msg" in found.attrs and str(found.attrs["msg"]) != str(message.get("message_id")))
     ):
         return NOT_VALID, True
     user = as_dict(query.get("from"))
