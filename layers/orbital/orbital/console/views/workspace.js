@@ -354,13 +354,13 @@ class WorkspaceView {
     });
     if (!ok) return;
     const path = input.value.trim();
-    this.seq += 1; // whatever was loading is no longer wanted
-    this.busy(false);
     this.renderCrumbs(parentDir(path), `New: ${baseName(path)}`);
     this.openEditor({ path, base: "", etag: null, isNew: true });
   }
 
   openEditor({ path, base, etag, isNew }) {
+    this.seq += 1; // a load still under way (a Refresh, a reconnect) must not replace the editor when it answers
+    this.busy(false);
     const textarea = h("textarea.code.ws-editor", { "aria-label": `Content of ${path}`, spellcheck: "false", rows: 22, value: base });
     this.edit = { path, base, etag, isNew, textarea, conflict: null, saving: false };
     textarea.addEventListener("input", () => this.markDirty());
