@@ -6,16 +6,19 @@ A machine without Chromium fails these tests with how to install it (`.ci/run` i
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
+import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from orbital.client import GatewayClient
-from playwright.sync_api import expect
+from playwright.sync_api import Page, expect
 
 from tests.e2e.conftest import GatewayProcess, NodeProcess
 from tests.support.agent import configure_fake_model
@@ -53,6 +56,73 @@ window.WebSocket = class extends Native {
 """
 """An init script that keeps every WebSocket the page opens in `window.__sockets` (so a test can drop one) and
 every text it sends in `window.__sent`."""
+
+
+class HeldAnswers:
+    """Routes the page's socket through the test. While held, the gateway's answers to `method` are kept back (the
+    call is under way for the page) until `release()` passes them on; `send` hands the page a frame as if the
+    gateway had sent it."""
+
+    def __init__(self, page: Page, method: str, *, held: bool = False) -> None:
+        self.page = page
+        self.method = method
+        self.holding = held
+        self.asked: set[str] = set()
+        self.kept: list[str | bytes] = []
+        self.events: list[str] = []
+        """The events the gateway sent the page, by name, in order."""
+        self.page_socket: Any = None
+        page.route_web_socket(re.compile(r"/ws$"), self._route)
+
+    def _route(self, ws: Any) -> None:
+        self.page_socket = ws
+        server = ws.connect_to_server()
+        ws.on_message(lambda message: self._from_page(server, message))
+        server.on_message(self._from_server)
+
+    def _from_page(self, server: Any, message: str | bytes) -> None:
+        frame = json.loads(message)
+        if self.holding and frame.get("type") == "req" and frame.get("method") == self.method:
+            self.asked.add(frame["id"])
+        server.send(message)
+
+    def _from_server(self, message: str | bytes) -> None:
+        frame = json.loads(message)
+        if frame.get("type") == "res" and frame.get("id") in self.asked:
+            self.asked.discard(frame["id"])
+            self.kept.append(message)
+            return
+        if frame.get("type") == "evt":
+            self.events.append(str(frame.get("event")))
+        self.page_socket.send(message)
+
+    def hold(self) -> None:
+        self.holding = True
+
+    def wait_until(self, predicate: Callable[[], object], what: str, timeout: float = 10.0) -> None:
+        """Until `predicate()` holds. The page is waited on meanwhile, which is what serves the routes (a plain
+        sleep would not)."""
+        deadline = time.monotonic() + timeout
+        while not predicate():
+            assert time.monotonic() < deadline, f"not seen within {timeout}s: {what}"
+            self.page.wait_for_timeout(20)
+
+    def wait_kept(self) -> None:
+        """Until the gateway has answered a held call."""
+        self.wait_until(lambda: self.kept, f"the gateway's answer to the held {self.method}")
+
+    def send(self, frame: dict[str, Any]) -> None:
+        self.page_socket.send(json.dumps(frame))
+
+    def release(self) -> None:
+        """Pass the kept answers on, and stop holding. Returns once the page has handled them (a frame and a task
+        later: they are delivered as they are sent)."""
+        self.holding = False
+        for message in self.kept:
+            self.page_socket.send(message)
+        self.kept.clear()
+        self.page.evaluate("() => new Promise((done) => requestAnimationFrame(() => setTimeout(done, 0)))")
+
 
 WAIT_MS = 20_000
 """How long an action or an `expect` waits for the page (a deadline, not a measure: an agent run on a loaded CI

@@ -15,7 +15,7 @@ import pytest
 from orbital.client import GatewayClient
 from playwright.sync_api import Page, expect
 
-from tests.browser.conftest import PHONE, SOCKET_SPY, TOKEN, Console
+from tests.browser.conftest import PHONE, SOCKET_SPY, TOKEN, Console, HeldAnswers
 from tests.browser.test_console_chat import HeldSocket
 from tests.conftest import wait_for
 from tests.e2e.conftest import NodeProcess
@@ -235,6 +235,41 @@ def inject(page: Page, event: str, payload: dict[str, Any]) -> None:
     """An event frame handed to the page as if its socket had received it."""
     frame = json.dumps({"type": "evt", "event": event, "payload": payload})
     page.evaluate("f => window.__sockets.at(-1).dispatchEvent(new MessageEvent('message', { data: f }))", frame)
+
+
+def test_an_approval_announced_while_the_list_is_read_stays_when_the_older_list_answers(console: Console) -> None:
+    """The list is read at connect; an `approval.requested` that comes before its answer is newer than that answer,
+    and stays."""
+    key = session_key()
+    socket = HeldAnswers(console.page, "approval.list", held=True)
+    page = console.open(f"#/chat/{key}").page
+    socket.wait_kept()  # read before the approval existed: it has none of this session's
+    now = page.evaluate("Date.now()")
+    approval = {**TAINTED, "sessionKey": key, "requestedAt": now, "expiresAt": now + 5 * 60_000}
+    socket.send({"type": "evt", "event": "approval.requested", "payload": approval})
+    expect(card(page)).to_have_count(1)
+    socket.release()
+    expect(card(page)).to_have_count(1)
+    expect(card(page).locator(".approval-taint li")).to_have_count(2)
+    expect(page.locator("#approvals")).to_have_text("1 approval waiting")
+    assert not console.errors, console.errors
+
+
+def test_a_decision_that_comes_while_the_list_is_read_is_not_undone_by_the_older_list(
+    console: Console, fake: FakeLLM, admin: GatewayClient, ask_shell: None
+) -> None:
+    key = session_key()
+    approval = start_paused_run(admin, fake, key, "echo decided-meanwhile")
+    socket = HeldAnswers(console.page, "approval.list", held=True)
+    page = console.open(f"#/chat/{key}").page
+    socket.wait_kept()  # read while the approval was pending: the answer still has it
+    admin.call("approval.resolve", {"approvalId": approval["approvalId"], "decision": "deny"})
+    socket.wait_until(lambda: "approval.resolved" in socket.events, "the decision's event, passed to the page")
+    socket.release()
+    expect(card(page)).to_have_count(0)
+    expect(page.locator("#approvals")).to_be_hidden()
+    expect(page.get_by_role("region", name="Conversation").locator(".msg.assistant").last).to_contain_text("Done.")
+    assert not console.errors, console.errors
 
 
 def test_yes_typed_in_the_composer_answers_and_is_no_message(

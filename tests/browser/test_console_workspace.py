@@ -4,16 +4,14 @@ overwritten or given up), unsaved edits guarded against leaving, and a file too 
 
 from __future__ import annotations
 
-import json
 import re
-import time
 from typing import Any
 
 import pytest
 from orbital.client import GatewayClient, RpcFailedError
 from playwright.sync_api import expect
 
-from tests.browser.conftest import PHONE, Console
+from tests.browser.conftest import PHONE, Console, HeldAnswers
 
 
 def read(admin: GatewayClient, path: str) -> str:
@@ -251,70 +249,23 @@ def test_leaving_the_editor_asks_however_the_address_changes_and_a_reload_keeps_
     assert not console.errors, console.errors
 
 
-class HeldReads:
-    """Routes the page's socket through the test: while `holding`, the gateway's answers to `workspace.read` are
-    kept back (the read is under way for the page) until `release()` passes them on."""
-
-    def __init__(self, page: Any) -> None:
-        self.holding = False
-        self.reads: set[str] = set()
-        self.kept: list[str | bytes] = []
-        self.page_socket: Any = None
-        page.route_web_socket(re.compile(r"/ws$"), self.route)
-
-    def route(self, ws: Any) -> None:
-        self.page_socket = ws
-        server = ws.connect_to_server()
-        ws.on_message(lambda message: self.from_page(server, message))
-        server.on_message(self.from_server)
-
-    def from_page(self, server: Any, message: str | bytes) -> None:
-        frame = json.loads(message)
-        if frame.get("type") == "req" and frame.get("method") == "workspace.read" and self.holding:
-            self.reads.add(frame["id"])
-        server.send(message)
-
-    def from_server(self, message: str | bytes) -> None:
-        frame = json.loads(message)
-        if frame.get("type") == "res" and frame.get("id") in self.reads:
-            self.kept.append(message)
-            return
-        self.page_socket.send(message)
-
-    def wait_kept(self, page: Any, timeout: float = 10.0) -> None:
-        """Until the gateway has answered a held read (the page's event loop runs meanwhile: the routes are served
-        while the page is waited on)."""
-        deadline = time.monotonic() + timeout
-        while not self.kept:
-            assert time.monotonic() < deadline, "the gateway did not answer the held read"
-            page.wait_for_timeout(20)
-
-    def release(self) -> None:
-        self.holding = False
-        for message in self.kept:
-            self.page_socket.send(message)
-        self.kept.clear()
-
-
 def test_a_load_that_answers_after_the_editor_opened_leaves_the_editor_and_its_text(
     console: Console, admin: GatewayClient
 ) -> None:
     admin.call("workspace.write", {"path": "notes/slow.md", "content": "first version"})
-    socket = HeldReads(console.page)
+    socket = HeldAnswers(console.page, "workspace.read")
     page = console.open("#/workspace/notes/slow.md").page
     file = page.get_by_role("region", name="File notes/slow.md")
     expect(file.locator(".ws-content")).to_contain_text("first version")
-    socket.holding = True
+    socket.hold()
     page.get_by_role("button", name="Refresh").click()  # its read is under way, its answer kept back
     expect(page.locator(".ws-body")).to_have_attribute("aria-busy", "true")
     file.get_by_role("button", name="Edit").click()
     editor = page.get_by_label("Content of notes/slow.md")
     editor.fill("typed while the read was under way")
     expect(page.locator(".ws-body")).to_have_attribute("aria-busy", "false")  # the editor is what is shown now
-    socket.wait_kept(page)  # the Refresh's read has been answered by the gateway, not yet passed on
+    socket.wait_kept()  # the Refresh's read has been answered by the gateway, not yet passed on
     socket.release()
-    # the kept answer reaches the page as it is sent; a frame and a task later, it has been handled
-    page.evaluate("() => new Promise((done) => requestAnimationFrame(() => setTimeout(done, 0)))")
     expect(page.get_by_role("region", name="Editing notes/slow.md")).to_have_count(1)
     expect(editor).to_have_value("typed while the read was under way")
     page.get_by_role("button", name="Save").click()

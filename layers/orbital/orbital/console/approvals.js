@@ -1,6 +1,7 @@
 // The tool calls waiting for the owner's answer, in every session, kept current for the whole page: read with
 // `approval.list` each time the socket (re)connects, then followed by the events `approval.requested` (a new one) and
-// `approval.resolved` (decided: here, elsewhere, or by its timeout). The shell shows their count on every view (a
+// `approval.resolved` (decided: here, elsewhere, or by its timeout); events that come while a read is under way are
+// kept over its answer, which may be older than they are. The shell shows their count on every view (a
 // link to the session of the oldest); the chat view shows a session's own as cards with Approve / Deny / Approve for
 // this session. Arguments come masked by the gateway; they are shown as text, never as HTML.
 // A gateway without approvals (an older one, or GSV's own) answers `approval.list` with an error: nothing is shown.
@@ -12,6 +13,8 @@ export class Approvals {
     this.pending = new Map(); // approvalId → approval
     this.listeners = new Set();
     this.seq = 0; // the latest approval.list read: an older answer arriving last is dropped
+    /** What the events said while the latest read was under way (its answer may predate them), or null. */
+    this.since = null;
     this.offs = [
       gw.on("status", ({ state }) => state === "open" && this.load()),
       gw.on("approval.requested", (a) => this.add(a)),
@@ -39,15 +42,23 @@ export class Approvals {
   /** Read every pending approval again (after a (re)connect: events missed meanwhile are in it). */
   async load() {
     const mine = ++this.seq;
+    const since = { added: new Map(), settled: new Set() };
+    this.since = since;
     let res;
     try {
       res = await this.gw.call("approval.list", {});
     } catch {
+      if (mine === this.seq) this.since = null;
       return; // no approvals on this gateway, or not now: the next connect reads again
     }
     if (mine !== this.seq) return;
+    this.since = null;
+    // the answer was read before the events that came meanwhile: they stay applied (a decision is final)
     this.pending.clear();
-    for (const a of Array.isArray(res && res.approvals) ? res.approvals : []) if (valid(a)) this.pending.set(a.approvalId, a);
+    for (const a of Array.isArray(res && res.approvals) ? res.approvals : []) {
+      if (valid(a) && !since.settled.has(a.approvalId)) this.pending.set(a.approvalId, a);
+    }
+    for (const [id, a] of since.added) if (!since.settled.has(id)) this.pending.set(id, a);
     this._emit({ type: "list" });
   }
 
@@ -56,6 +67,7 @@ export class Approvals {
     if (!valid(approval) || (approval.state && approval.state !== "pending")) return;
     const known = this.pending.has(approval.approvalId);
     this.pending.set(approval.approvalId, approval);
+    this.since?.added.set(approval.approvalId, approval);
     if (!known) this._emit({ type: "requested", approval });
   }
 
@@ -65,6 +77,7 @@ export class Approvals {
     if (!resolution || typeof resolution.approvalId !== "string") return;
     const approval = this.pending.get(resolution.approvalId) || null;
     this.pending.delete(resolution.approvalId);
+    this.since?.settled.add(resolution.approvalId);
     this._emit({ type: "resolved", approval, resolution, local });
   }
 
