@@ -212,9 +212,37 @@ class Console:
         self.base = base
         self.requests: list[str] = []
         self.errors: list[str] = []
+        self.trace: list[str] = []
+        """What the page said and what went over its sockets (frame kinds and names, never their contents), in
+        order: shown with a failed test's report."""
         page.on("request", lambda request: self.requests.append(request.url))
-        page.on("pageerror", lambda exc: self.errors.append(str(exc)))
-        page.on("console", lambda msg: self.errors.append(msg.text) if msg.type == "error" else None)
+        page.on("pageerror", lambda exc: self._error(f"page error: {exc}"))
+        page.on("console", self._console)
+        page.on("websocket", self._socket)
+
+    def _error(self, text: str) -> None:
+        self.errors.append(text)
+        self.trace.append(text)
+
+    def _console(self, msg: Any) -> None:
+        if msg.type == "error":
+            self.errors.append(msg.text)
+        self.trace.append(f"console.{msg.type}: {msg.text}")
+
+    def _socket(self, ws: Any) -> None:
+        self.trace.append(f"socket opened: {ws.url.split('?')[0]}")
+        ws.on("framesent", lambda payload: self.trace.append(f"→ {frame_name(payload)}"))
+        ws.on("framereceived", lambda payload: self.trace.append(f"← {frame_name(payload)}"))
+        ws.on("close", lambda _: self.trace.append("socket closed"))
+
+    def state(self) -> str:
+        """Where the page is and what its view shows, for a failed test's report."""
+        shown = self.page.evaluate(
+            "() => [location.hash, document.getElementById('status')?.dataset.state ?? '',"
+            " document.getElementById('view')?.outerHTML ?? '']"
+        )
+        view = re.sub(r"<svg\b.*?</svg>", "<svg/>", str(shown[2]), flags=re.DOTALL)  # icons say nothing here
+        return f"address: {shown[0]}\nstatus: {shown[1]}\n{view[:6000]}"
 
     def open(self, hash_path: str = "", *, token: str | None = TOKEN) -> Console:
         """Open the console (at `#/…` if given) and, when it asks, give it `token`; returns once it is connected."""
@@ -231,13 +259,44 @@ class Console:
         self.page.locator(f'nav a[data-view="{view}"]').click()
 
 
+def frame_name(payload: str | bytes) -> str:
+    """A socket frame as `req connect #1`, `res #1 ok`, `evt chat`: never its parameters (the token is in one)."""
+    try:
+        frame = json.loads(payload)
+    except ValueError:
+        return f"{len(payload)} bytes, not JSON"
+    if not isinstance(frame, dict):
+        return "JSON, not an object"
+    kind = str(frame.get("type"))
+    if kind == "req":
+        return f"req {frame.get('method')} #{frame.get('id')}"
+    if kind == "res":
+        return f"res #{frame.get('id')} {'ok' if frame.get('ok') else 'error'}"
+    return f"{kind} {frame.get('event') or ''}".rstrip()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """A failed browser test's report shows the page's state and its trace (see `Console.trace`)."""
+    report = yield
+    tab = getattr(item, "console_tab", None)
+    if report.when == "call" and report.failed and isinstance(tab, Console):
+        try:
+            report.sections.append(("console state", tab.state()))
+        except Exception as exc:  # the page may be gone: the trace still helps
+            report.sections.append(("console state", f"not read: {type(exc).__name__}: {exc}"))
+        report.sections.append(("console trace", "\n".join(tab.trace[-300:])))
+    return report
+
+
 @pytest.fixture
-def console(browser: Any, gateway: GatewayProcess) -> Iterator[Console]:
+def console(browser: Any, gateway: GatewayProcess, request: pytest.FixtureRequest) -> Iterator[Console]:
     """A fresh tab (its own sessionStorage) on a desktop-sized window, not yet opened."""
     context = browser.new_context(viewport=DESKTOP)
     context.set_default_timeout(WAIT_MS)
     page = context.new_page()
     tab = Console(page, gateway.http)
+    request.node.console_tab = tab  # for the report of a failure (`pytest_runtest_makereport`)
     try:
         yield tab
     finally:
