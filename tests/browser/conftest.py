@@ -60,8 +60,8 @@ every text it sends in `window.__sent`."""
 
 class HeldAnswers:
     """Routes the page's socket through the test. While held, the gateway's answers to `method` are kept back (the
-    call is under way for the page) until `release()` passes them on; `send` hands the page a frame as if the
-    gateway had sent it."""
+    call is under way for the page) until `release()` passes them on; `replace_next` makes the next answer an older
+    one; `send` hands the page a frame as if the gateway had sent it."""
 
     def __init__(self, page: Page, method: str, *, held: bool = False) -> None:
         self.page = page
@@ -69,6 +69,8 @@ class HeldAnswers:
         self.holding = held
         self.asked: set[str] = set()
         self.kept: list[str | bytes] = []
+        self.replacement: dict[str, Any] | None = None
+        self.replacing: set[str] = set()
         self.events: list[str] = []
         """The events the gateway sent the page, by name, in order."""
         self.page_socket: Any = None
@@ -82,12 +84,19 @@ class HeldAnswers:
 
     def _from_page(self, server: Any, message: str | bytes) -> None:
         frame = json.loads(message)
-        if self.holding and frame.get("type") == "req" and frame.get("method") == self.method:
-            self.asked.add(frame["id"])
+        if frame.get("type") == "req" and frame.get("method") == self.method:
+            if self.replacement is not None:
+                self.replacing.add(frame["id"])
+            elif self.holding:
+                self.asked.add(frame["id"])
         server.send(message)
 
     def _from_server(self, message: str | bytes) -> None:
         frame = json.loads(message)
+        if frame.get("type") == "res" and frame.get("id") in self.replacing and self.replacement is not None:
+            self.replacing.discard(frame["id"])
+            message = json.dumps({"type": "res", "id": frame["id"], "ok": True, "payload": self.replacement})
+            self.replacement = None
         if frame.get("type") == "res" and frame.get("id") in self.asked:
             self.asked.discard(frame["id"])
             self.kept.append(message)
@@ -95,6 +104,10 @@ class HeldAnswers:
         if frame.get("type") == "evt":
             self.events.append(str(frame.get("event")))
         self.page_socket.send(message)
+
+    def replace_next(self, payload: dict[str, Any]) -> None:
+        """The gateway's next answer to `method` reaches the page as `payload` instead (what an earlier read said)."""
+        self.replacement = payload
 
     def hold(self) -> None:
         self.holding = True

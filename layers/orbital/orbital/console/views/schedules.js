@@ -37,6 +37,7 @@ const TASK_OPTIONS = ["channel", "to", "model", "thinking", "timeoutSeconds"];
 const DAY_NAMES = ["Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday"];
 const FAST_POLL_MS = 3000;
 const SLOW_POLL_MS = 30000;
+const HISTORY_CATCH_UP_MS = 120000; // how long after a run's end its missing history entry is still waited for
 const READ_MS = 15000;
 const HISTORY_PAGE = 50;
 const HISTORY_MAX = 2000; // the most runs cron.runs gives at once
@@ -220,6 +221,19 @@ async function loadRuns(gw, jobId, limit) {
     }
   }
   return { runs, count, stuck };
+}
+
+/**
+ * Whether a run that has just ended is not in the history read with the job yet: the gateway records the job's
+ * last run before it adds the run to the history, and the two are read side by side. A while after the run's end
+ * (clocks differ), a run missing from the history is taken as not recorded at all, and not waited for.
+ */
+function historyBehind(job, runs) {
+  const state = job.state || {};
+  if (state.lastRunAtMs == null) return false;
+  const ended = Number(state.lastRunAtMs) + Number(state.lastDurationMs || 0);
+  if (Math.abs(Date.now() - ended) > HISTORY_CATCH_UP_MS) return false;
+  return !runs.runs.some((run) => run.ts === state.lastRunAtMs);
 }
 
 /**
@@ -639,7 +653,7 @@ function jobScreen(root, view, id) {
     more.hidden = !older || runs.stuck || limit >= HISTORY_MAX;
     tooLarge.hidden = !(older && runs.stuck);
     rerender(historyBox, historyTable(runs));
-    return job.state?.runningAtMs != null ? FAST_POLL_MS : SLOW_POLL_MS;
+    return job.state?.runningAtMs != null || historyBehind(job, runs) ? FAST_POLL_MS : SLOW_POLL_MS;
   });
   more.addEventListener("click", async () => {
     const done = busy(more, "Loading…");
