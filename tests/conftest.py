@@ -333,11 +333,17 @@ def flows(aws: None, services: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
 
 
 def wait_for(
-    predicate: Callable[[], Any], timeout: float = 10.0, interval: float = 0.02, *, what: str = "the condition"
+    predicate: Callable[[], Any],
+    timeout: float = 10.0,
+    interval: float = 0.02,
+    *,
+    what: str = "the condition",
+    sleep: Callable[[float], None] = time.sleep,
 ) -> Any:
     """Poll until predicate() is truthy (returns its value) or fail after `timeout` seconds, naming `what`. The one
     polling loop of the tests: a state that comes about in its own time (another process, thread or socket) is
-    looked at until it holds, never waited for with a fixed sleep."""
+    looked at until it holds, never waited for with a fixed sleep. `sleep(seconds)` waits between looks (a browser
+    test waits on its page, which is what serves the page's routes meanwhile)."""
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
@@ -345,7 +351,7 @@ def wait_for(
             return value
         if time.monotonic() > deadline:
             raise AssertionError(f"not seen within {timeout}s: {what}")
-        time.sleep(interval)
+        sleep(interval)
 
 
 async def wait_for_async(

@@ -10,7 +10,6 @@ import json
 import os
 import re
 import shutil
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -20,6 +19,7 @@ import pytest
 from orbital.client import GatewayClient
 from playwright.sync_api import Page, expect
 
+from tests.conftest import wait_for
 from tests.e2e.conftest import GatewayProcess, NodeProcess
 from tests.support.agent import configure_fake_model
 from tests.support.fake_llm import FakeLLM
@@ -115,10 +115,7 @@ class HeldAnswers:
     def wait_until(self, predicate: Callable[[], object], what: str, timeout: float = 10.0) -> None:
         """Until `predicate()` holds. The page is waited on meanwhile, which is what serves the routes (a plain
         sleep would not)."""
-        deadline = time.monotonic() + timeout
-        while not predicate():
-            assert time.monotonic() < deadline, f"not seen within {timeout}s: {what}"
-            self.page.wait_for_timeout(20)
+        wait_for(predicate, timeout, what=what, sleep=lambda seconds: self.page.wait_for_timeout(seconds * 1000))
 
     def wait_kept(self) -> None:
         """Until the gateway has answered a held call."""
